@@ -1,0 +1,644 @@
+package dev.tickmark.engine.account;
+
+import static dev.tickmark.engine.Rejection.reply;
+
+import com.fasterxml.jackson.annotation.JsonCreator;
+import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.money.Money;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.time.ZonedDateTime;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.IntStream;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.SupervisorStrategy;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
+import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
+import org.apache.pekko.pattern.StatusReply;
+import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
+import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
+import org.apache.pekko.persistence.typed.javadsl.EventHandler;
+import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
+import org.apache.pekko.persistence.typed.javadsl.ReplyEffect;
+import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
+
+/**
+ * A euro account: the renter side (deposits, holds, captures) and the provider side (earnings,
+ * payouts) of one customer. It is the single writer of its own money, so every rule of the Money
+ * section that concerns one account is checked here, atomically, before an event is persisted.
+ *
+ * <p>Idempotency: settlement postings (captures and earnings credits) arrive in monotonically
+ * increasing seconds per source (one rental), carry cumulative totals, and are deduplicated by a
+ * high-water mark per source; deposits and payouts are human-scale events keyed by a reference and
+ * remembered with their amount. The same key with the same content answers the first result; the
+ * same key with different content answers {@code idempotency_conflict}.
+ */
+public final class Account
+    extends EventSourcedBehaviorWithEnforcedReplies<Account.Command, Account.Event, Account.State> {
+
+  public static final EntityTypeKey<Command> ENTITY_KEY = EntityTypeKey.create(Command.class, "Account");
+
+  /** Events are tagged into a fixed number of slices, one projection instance each. Changing it needs an offset migration. */
+  public static final int TAG_SLICES = 4;
+
+  public static final String TAG_PREFIX = "account-";
+
+  public static String tagFor(String accountId) {
+    return TAG_PREFIX + Math.floorMod(accountId.hashCode(), TAG_SLICES);
+  }
+
+  public static List<String> allTags() {
+    return IntStream.range(0, TAG_SLICES).mapToObj(i -> TAG_PREFIX + i).toList();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Protocol
+
+  public interface Command extends CborSerializable {}
+
+  public record Open(String name, ActorRef<StatusReply<Summary>> replyTo) implements Command {}
+
+  /** Credits {@code amount} to the renter balance; idempotent on {@code reference}. */
+  public record Deposit(String reference, long amount, ActorRef<StatusReply<Posting>> replyTo) implements Command {}
+
+  /** Reserves {@code amount} of the available balance for one rental. */
+  public record PlaceHold(String holdId, long amount, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
+
+  /** Grows a hold to {@code newAmount} in total; asking for an amount the hold already has is a no-op. */
+  public record ExtendHold(String holdId, long newAmount, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
+
+  /**
+   * Captures from a hold so that the total captured through {@code throughSecond} is
+   * {@code cumulativeAmount}. Key: {@code holdId:throughSecond}.
+   */
+  public record Capture(String holdId, long throughSecond, long cumulativeAmount, ActorRef<StatusReply<Posting>> replyTo)
+      implements Command {}
+
+  /** Returns what is left of a hold to the available balance. A hold resolves at most once. */
+  public record ReleaseHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
+
+  /**
+   * Credits the provider side for one source (a rental) so that its cumulative provider and
+   * platform shares through {@code throughSecond} are as given. {@code last} marks the source's
+   * final settlement. Key: {@code sourceId:throughSecond}.
+   */
+  public record CreditEarnings(
+      String sourceId,
+      long throughSecond,
+      long cumulativeProviderAmount,
+      long cumulativePlatformAmount,
+      boolean last,
+      ActorRef<StatusReply<Posting>> replyTo)
+      implements Command {}
+
+  /** Pays {@code amount} of the earnings out; idempotent on {@code payoutId}. */
+  public record Payout(String payoutId, long amount, ActorRef<StatusReply<Posting>> replyTo) implements Command {}
+
+  /** Sets (or with {@code null}, removes) the monthly spend cap in µ€. */
+  public record SetSpendCap(Long monthlyCap, ActorRef<StatusReply<Summary>> replyTo) implements Command {}
+
+  public record GetSummary(ActorRef<Summary> replyTo) implements Command {}
+
+  public record GetHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
+
+  /** Everything a client may know of an account; {@code open == false} means it does not exist. */
+  public record Summary(
+      String id,
+      boolean open,
+      String name,
+      long balance,
+      long held,
+      long available,
+      long earnings,
+      Long spendCapMonthly,
+      long spentThisMonth,
+      long deposited,
+      long captured,
+      long credited,
+      long platformCredited,
+      long paidOut)
+      implements CborSerializable {}
+
+  /** The result of a money posting. {@code duplicate} says the key had been applied before. */
+  public record Posting(String key, long amount, boolean duplicate) implements CborSerializable {}
+
+  public record HoldView(String holdId, long amount, long captured, long released, boolean open)
+      implements CborSerializable {}
+
+  // ---------------------------------------------------------------------------------------------
+  // Events: facts, each with the instant it happened (the spend-cap month derives from it).
+
+  public interface Event extends CborSerializable {
+    Instant at();
+  }
+
+  public record Opened(String name, Instant at) implements Event {}
+
+  public record Deposited(String reference, long amount, Instant at) implements Event {}
+
+  public record HoldPlaced(String holdId, long amount, Instant at) implements Event {}
+
+  public record HoldExtended(String holdId, long newAmount, long added, Instant at) implements Event {}
+
+  public record Captured(String holdId, long throughSecond, long cumulativeAmount, long amount, Instant at)
+      implements Event {}
+
+  public record HoldReleased(String holdId, long released, Instant at) implements Event {}
+
+  public record EarningsCredited(
+      String sourceId,
+      long throughSecond,
+      long cumulativeProviderAmount,
+      long cumulativePlatformAmount,
+      long providerAmount,
+      long platformAmount,
+      boolean last,
+      Instant at)
+      implements Event {}
+
+  public record PaidOut(String payoutId, long amount, Instant at) implements Event {}
+
+  public record SpendCapSet(Long monthlyCap, Instant at) implements Event {}
+
+  // ---------------------------------------------------------------------------------------------
+  // State: immutable (snapshots are written asynchronously), with the lifecycle as types.
+
+  public interface State extends CborSerializable {}
+
+  public enum Unopened implements State {
+    INSTANCE
+  }
+
+  /** A hold's progress; {@code throughSecond}/{@code lastAmount} are the high-water mark of its captures. */
+  public record Hold(long amount, long captured, long throughSecond, long lastCumulative, long lastAmount, long released)
+      implements CborSerializable {
+    long remaining() {
+      return amount - captured;
+    }
+
+    HoldView view(String holdId, boolean open) {
+      return new HoldView(holdId, amount, captured, released, open);
+    }
+  }
+
+  /** The high-water mark of one earnings source, with the latest posting for exact duplicate answers. */
+  public record SourceMark(
+      long throughSecond, long cumulativeProvider, long cumulativePlatform, long lastProvider, long lastPlatform)
+      implements CborSerializable {}
+
+  public record OpenAccount(
+      String name,
+      long deposited,
+      long captured,
+      long held,
+      long credited,
+      long platformCredited,
+      long paidOut,
+      Long spendCap,
+      int month,
+      long capturedInMonth,
+      Map<String, Long> deposits,
+      Map<String, Long> payouts,
+      Map<String, Hold> openHolds,
+      Map<String, Hold> closedHolds,
+      Map<String, SourceMark> openSources,
+      Map<String, SourceMark> closedSources)
+      implements State {
+
+    @JsonCreator
+    public OpenAccount {}
+
+    static OpenAccount opened(String name) {
+      return new OpenAccount(name, 0, 0, 0, 0, 0, 0, null, 0, 0, Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), Map.of());
+    }
+
+    long balance() {
+      return deposited - captured;
+    }
+
+    long available() {
+      return balance() - held;
+    }
+
+    long earnings() {
+      return credited - paidOut;
+    }
+
+    long spentIn(int currentMonth) {
+      return month == currentMonth ? capturedInMonth : 0;
+    }
+
+    /** Whether growing the holds by {@code additional} would commit more than the cap this month. */
+    boolean exceedsCap(long additional, int currentMonth) {
+      if (spendCap == null) return false;
+      long committed = spentIn(currentMonth) + held;
+      return committed > spendCap - additional;
+    }
+
+    Hold hold(String holdId) {
+      Hold open = openHolds.get(holdId);
+      return open != null ? open : closedHolds.get(holdId);
+    }
+
+    SourceMark source(String sourceId) {
+      SourceMark open = openSources.get(sourceId);
+      return open != null ? open : closedSources.get(sourceId);
+    }
+
+    Summary summary(String id, int currentMonth) {
+      return new Summary(
+          id, true, name, balance(), held, available(), earnings(), spendCap, spentIn(currentMonth),
+          deposited, captured, credited, platformCredited, paidOut);
+    }
+
+    OpenAccount withDeposit(Deposited e) {
+      return new OpenAccount(
+          name, deposited + e.amount(), captured, held, credited, platformCredited, paidOut, spendCap, month,
+          capturedInMonth, with(deposits, e.reference(), e.amount()), payouts, openHolds, closedHolds, openSources,
+          closedSources);
+    }
+
+    OpenAccount withHold(String holdId, Hold hold, long heldDelta) {
+      return new OpenAccount(
+          name, deposited, captured, held + heldDelta, credited, platformCredited, paidOut, spendCap, month,
+          capturedInMonth, deposits, payouts, with(openHolds, holdId, hold), closedHolds, openSources, closedSources);
+    }
+
+    OpenAccount withCapture(Captured e) {
+      Hold h = openHolds.get(e.holdId());
+      Hold updated = new Hold(h.amount(), h.captured() + e.amount(), e.throughSecond(), e.cumulativeAmount(), e.amount(), 0);
+      int eventMonth = monthOf(e.at());
+      long inMonth = eventMonth == month ? capturedInMonth + e.amount() : e.amount();
+      return new OpenAccount(
+          name, deposited, captured + e.amount(), held - e.amount(), credited, platformCredited, paidOut, spendCap,
+          eventMonth, inMonth, deposits, payouts, with(openHolds, e.holdId(), updated), closedHolds, openSources,
+          closedSources);
+    }
+
+    OpenAccount withRelease(HoldReleased e) {
+      Hold h = openHolds.get(e.holdId());
+      Hold closed = new Hold(h.amount(), h.captured(), h.throughSecond(), h.lastCumulative(), h.lastAmount(), e.released());
+      return new OpenAccount(
+          name, deposited, captured, held - e.released(), credited, platformCredited, paidOut, spendCap, month,
+          capturedInMonth, deposits, payouts, without(openHolds, e.holdId()), with(closedHolds, e.holdId(), closed),
+          openSources, closedSources);
+    }
+
+    OpenAccount withEarnings(EarningsCredited e) {
+      SourceMark mark = new SourceMark(
+          e.throughSecond(), e.cumulativeProviderAmount(), e.cumulativePlatformAmount(), e.providerAmount(),
+          e.platformAmount());
+      Map<String, SourceMark> open = e.last() ? without(openSources, e.sourceId()) : with(openSources, e.sourceId(), mark);
+      Map<String, SourceMark> closed = e.last() ? with(closedSources, e.sourceId(), mark) : closedSources;
+      return new OpenAccount(
+          name, deposited, captured, held, credited + e.providerAmount(), platformCredited + e.platformAmount(),
+          paidOut, spendCap, month, capturedInMonth, deposits, payouts, openHolds, closedHolds, open, closed);
+    }
+
+    OpenAccount withPayout(PaidOut e) {
+      return new OpenAccount(
+          name, deposited, captured, held, credited, platformCredited, paidOut + e.amount(), spendCap, month,
+          capturedInMonth, deposits, with(payouts, e.payoutId(), e.amount()), openHolds, closedHolds, openSources,
+          closedSources);
+    }
+
+    OpenAccount withSpendCap(SpendCapSet e) {
+      return new OpenAccount(
+          name, deposited, captured, held, credited, platformCredited, paidOut, e.monthlyCap(), month, capturedInMonth,
+          deposits, payouts, openHolds, closedHolds, openSources, closedSources);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Behaviour
+
+  private final String accountId;
+  private final Clock clock;
+
+  public static void init(ActorSystem<?> system, Clock clock) {
+    ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), clock)));
+  }
+
+  public static Behavior<Command> create(String accountId, Clock clock) {
+    return new Account(accountId, clock);
+  }
+
+  private Account(String accountId, Clock clock) {
+    super(
+        PersistenceId.of(ENTITY_KEY.name(), accountId),
+        SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
+    this.accountId = accountId;
+    this.clock = clock;
+  }
+
+  @Override
+  public State emptyState() {
+    return Unopened.INSTANCE;
+  }
+
+  @Override
+  public Set<String> tagsFor(Event event) {
+    return Set.of(tagFor(accountId));
+  }
+
+  @Override
+  public RetentionCriteria retentionCriteria() {
+    // Snapshots bound recovery time; events of a money-bearing entity are never deleted.
+    return RetentionCriteria.snapshotEvery(200, 2);
+  }
+
+  @Override
+  public CommandHandlerWithReply<Command, Event, State> commandHandler() {
+    CommandHandlerWithReplyBuilderByState<Command, Event, Unopened, State> unopened =
+        newCommandHandlerWithReplyBuilder().forStateType(Unopened.class);
+    unopened
+        .onCommand(Open.class, this::onOpen)
+        .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), notOpen()))
+        .onCommand(Deposit.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(PlaceHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(ExtendHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(Capture.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(ReleaseHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(CreditEarnings.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(Payout.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(SetSpendCap.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(GetHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()));
+
+    CommandHandlerWithReplyBuilderByState<Command, Event, OpenAccount, State> open =
+        newCommandHandlerWithReplyBuilder().forStateType(OpenAccount.class);
+    open.onCommand(Open.class, this::onReopen)
+        .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), summary(state)))
+        .onCommand(Deposit.class, this::onDeposit)
+        .onCommand(PlaceHold.class, this::onPlaceHold)
+        .onCommand(ExtendHold.class, this::onExtendHold)
+        .onCommand(Capture.class, this::onCapture)
+        .onCommand(ReleaseHold.class, this::onReleaseHold)
+        .onCommand(CreditEarnings.class, this::onCreditEarnings)
+        .onCommand(Payout.class, this::onPayout)
+        .onCommand(SetSpendCap.class, this::onSetSpendCap)
+        .onCommand(GetHold.class, this::onGetHold);
+
+    return unopened.orElse(open).build();
+  }
+
+  private ReplyEffect<Event, State> onOpen(Unopened state, Open cmd) {
+    if (cmd.name() == null || cmd.name().isBlank()) {
+      return Effect().reply(cmd.replyTo(), reply("invalid_name", "an account needs a name"));
+    }
+    return Effect().persist(new Opened(cmd.name(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+  }
+
+  private ReplyEffect<Event, State> onReopen(OpenAccount state, Open cmd) {
+    if (state.name().equals(cmd.name())) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    return Effect().reply(cmd.replyTo(), reply(Rejection.ALREADY_EXISTS, "account " + accountId + " is already open"));
+  }
+
+  private ReplyEffect<Event, State> onDeposit(OpenAccount state, Deposit cmd) {
+    String key = "deposit:" + cmd.reference();
+    Long earlier = state.deposits().get(cmd.reference());
+    if (earlier != null) {
+      if (earlier == cmd.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, earlier, true)));
+      return Effect().reply(cmd.replyTo(), conflict(key, "was applied with amount " + Money.format(earlier)));
+    }
+    if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a deposit must be positive"));
+    if (cmd.amount() > Money.MAX_AMOUNT - state.deposited()) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.AMOUNT_TOO_LARGE, "the balance would exceed the largest amount kept"));
+    }
+    return Effect().persist(new Deposited(cmd.reference(), cmd.amount(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, cmd.amount(), false)));
+  }
+
+  private ReplyEffect<Event, State> onPlaceHold(OpenAccount state, PlaceHold cmd) {
+    Hold existing = state.hold(cmd.holdId());
+    if (existing != null) {
+      // A retried PlaceHold answers the hold as it stands; a different amount is a conflict.
+      if (existing.amount() >= cmd.amount() && state.openHolds().containsKey(cmd.holdId())) {
+        return Effect().reply(cmd.replyTo(), StatusReply.success(existing.view(cmd.holdId(), true)));
+      }
+      return Effect().reply(cmd.replyTo(), conflict("hold:" + cmd.holdId(), "the hold already exists"));
+    }
+    if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a hold must be positive"));
+    ReplyEffect<Event, State> refused = refuseHoldGrowth(state, cmd.amount(), cmd.replyTo());
+    if (refused != null) return refused;
+    return Effect().persist(new HoldPlaced(cmd.holdId(), cmd.amount(), now()))
+        .thenReply(cmd.replyTo(), s -> holdView((OpenAccount) s, cmd.holdId()));
+  }
+
+  private ReplyEffect<Event, State> onExtendHold(OpenAccount state, ExtendHold cmd) {
+    Hold hold = state.openHolds().get(cmd.holdId());
+    if (hold == null) return Effect().reply(cmd.replyTo(), missingOrClosed(state, cmd.holdId()));
+    if (cmd.newAmount() <= hold.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(hold.view(cmd.holdId(), true)));
+    long added = cmd.newAmount() - hold.amount();
+    ReplyEffect<Event, State> refused = refuseHoldGrowth(state, added, cmd.replyTo());
+    if (refused != null) return refused;
+    return Effect().persist(new HoldExtended(cmd.holdId(), cmd.newAmount(), added, now()))
+        .thenReply(cmd.replyTo(), s -> holdView((OpenAccount) s, cmd.holdId()));
+  }
+
+  private ReplyEffect<Event, State> refuseHoldGrowth(OpenAccount state, long additional, ActorRef<StatusReply<HoldView>> replyTo) {
+    if (additional > state.available()) {
+      return Effect().reply(replyTo, reply(Rejection.INSUFFICIENT_FUNDS,
+          "available " + Money.format(state.available()) + " EUR, the hold needs " + Money.format(additional) + " EUR"));
+    }
+    if (state.exceedsCap(additional, monthOf(now()))) {
+      return Effect().reply(replyTo, reply(Rejection.SPEND_CAP_REACHED,
+          "the monthly spend cap of " + Money.format(state.spendCap()) + " EUR would be exceeded"));
+    }
+    return null;
+  }
+
+  private ReplyEffect<Event, State> onCapture(OpenAccount state, Capture cmd) {
+    String key = cmd.holdId() + ":" + cmd.throughSecond();
+    if (cmd.throughSecond() <= 0 || cmd.cumulativeAmount() < 0) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "captures name a second from 1 and a non-negative total"));
+    }
+    Hold hold = state.hold(cmd.holdId());
+    if (hold == null) return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
+    if (cmd.throughSecond() == hold.throughSecond() && hold.throughSecond() > 0) {
+      if (cmd.cumulativeAmount() == hold.lastCumulative()) {
+        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, hold.lastAmount(), true)));
+      }
+      return Effect().reply(cmd.replyTo(), conflict(key, "was captured with cumulative " + Money.format(hold.lastCumulative())));
+    }
+    if (cmd.throughSecond() < hold.throughSecond()) {
+      // Below the high-water mark: applied before. Cumulative totals only grow, so a larger one is a lie.
+      if (cmd.cumulativeAmount() <= hold.lastCumulative()) {
+        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, 0, true)));
+      }
+      return Effect().reply(cmd.replyTo(), conflict(key, "is older than the latest capture but claims more"));
+    }
+    if (!state.openHolds().containsKey(cmd.holdId())) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_CLOSED, "hold " + cmd.holdId() + " was released"));
+    }
+    long amount = cmd.cumulativeAmount() - hold.captured();
+    if (amount < 0) return Effect().reply(cmd.replyTo(), conflict(key, "cumulative capture went down"));
+    if (amount > hold.remaining()) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_EXCEEDED,
+          "capture of " + Money.format(amount) + " EUR exceeds the " + Money.format(hold.remaining()) + " EUR left on the hold"));
+    }
+    return Effect().persist(new Captured(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, amount, false)));
+  }
+
+  private ReplyEffect<Event, State> onReleaseHold(OpenAccount state, ReleaseHold cmd) {
+    Hold open = state.openHolds().get(cmd.holdId());
+    if (open == null) {
+      Hold closed = state.closedHolds().get(cmd.holdId());
+      if (closed != null) return Effect().reply(cmd.replyTo(), StatusReply.success(closed.view(cmd.holdId(), false)));
+      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
+    }
+    return Effect().persist(new HoldReleased(cmd.holdId(), open.remaining(), now()))
+        .thenReply(cmd.replyTo(), s -> holdView((OpenAccount) s, cmd.holdId()));
+  }
+
+  private ReplyEffect<Event, State> onCreditEarnings(OpenAccount state, CreditEarnings cmd) {
+    String key = cmd.sourceId() + ":" + cmd.throughSecond();
+    if (cmd.throughSecond() <= 0 || cmd.cumulativeProviderAmount() < 0 || cmd.cumulativePlatformAmount() < 0) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "credits name a second from 1 and non-negative totals"));
+    }
+    SourceMark mark = state.source(cmd.sourceId());
+    long throughSecond = mark == null ? -1 : mark.throughSecond();
+    if (mark != null && cmd.throughSecond() == throughSecond) {
+      if (cmd.cumulativeProviderAmount() == mark.cumulativeProvider() && cmd.cumulativePlatformAmount() == mark.cumulativePlatform()) {
+        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, mark.lastProvider(), true)));
+      }
+      return Effect().reply(cmd.replyTo(), conflict(key, "was credited with different cumulative shares"));
+    }
+    if (mark != null && cmd.throughSecond() < throughSecond) {
+      if (cmd.cumulativeProviderAmount() <= mark.cumulativeProvider() && cmd.cumulativePlatformAmount() <= mark.cumulativePlatform()) {
+        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, 0, true)));
+      }
+      return Effect().reply(cmd.replyTo(), conflict(key, "is older than the latest credit but claims more"));
+    }
+    if (mark != null && !state.openSources().containsKey(cmd.sourceId())) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_CLOSED, "source " + cmd.sourceId() + " has settled for the last time"));
+    }
+    long providerBefore = mark == null ? 0 : mark.cumulativeProvider();
+    long platformBefore = mark == null ? 0 : mark.cumulativePlatform();
+    long provider = cmd.cumulativeProviderAmount() - providerBefore;
+    long platform = cmd.cumulativePlatformAmount() - platformBefore;
+    if (provider < 0 || platform < 0) return Effect().reply(cmd.replyTo(), conflict(key, "cumulative shares went down"));
+    if (provider > Money.MAX_AMOUNT - state.credited() || platform > Money.MAX_AMOUNT - state.platformCredited()) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.AMOUNT_TOO_LARGE, "earnings would exceed the largest amount kept"));
+    }
+    return Effect()
+        .persist(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), cmd.cumulativeProviderAmount(),
+            cmd.cumulativePlatformAmount(), provider, platform, cmd.last(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, provider, false)));
+  }
+
+  private ReplyEffect<Event, State> onPayout(OpenAccount state, Payout cmd) {
+    String key = "payout:" + cmd.payoutId();
+    Long earlier = state.payouts().get(cmd.payoutId());
+    if (earlier != null) {
+      if (earlier == cmd.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, earlier, true)));
+      return Effect().reply(cmd.replyTo(), conflict(key, "was paid with amount " + Money.format(earlier)));
+    }
+    if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a payout must be positive"));
+    if (cmd.amount() > state.earnings()) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INSUFFICIENT_EARNINGS,
+          "earnings are " + Money.format(state.earnings()) + " EUR, the payout asks " + Money.format(cmd.amount()) + " EUR"));
+    }
+    return Effect().persist(new PaidOut(cmd.payoutId(), cmd.amount(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, cmd.amount(), false)));
+  }
+
+  private ReplyEffect<Event, State> onSetSpendCap(OpenAccount state, SetSpendCap cmd) {
+    if (cmd.monthlyCap() != null && (cmd.monthlyCap() < 0 || cmd.monthlyCap() > Money.MAX_AMOUNT)) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a spend cap must be between 0 and the largest amount"));
+    }
+    if (java.util.Objects.equals(state.spendCap(), cmd.monthlyCap())) {
+      return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    }
+    return Effect().persist(new SpendCapSet(cmd.monthlyCap(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+  }
+
+  private ReplyEffect<Event, State> onGetHold(OpenAccount state, GetHold cmd) {
+    return Effect().reply(cmd.replyTo(), holdView(state, cmd.holdId()));
+  }
+
+  @Override
+  public EventHandler<State, Event> eventHandler() {
+    var builder = newEventHandlerBuilder();
+    builder.forStateType(Unopened.class).onEvent(Opened.class, (state, e) -> OpenAccount.opened(e.name()));
+    builder.forStateType(OpenAccount.class)
+        .onEvent(Deposited.class, OpenAccount::withDeposit)
+        .onEvent(HoldPlaced.class, (s, e) -> s.withHold(e.holdId(), new Hold(e.amount(), 0, 0, 0, 0, 0), e.amount()))
+        .onEvent(HoldExtended.class, (s, e) -> s.withHold(e.holdId(), extended(s.openHolds().get(e.holdId()), e), e.added()))
+        .onEvent(Captured.class, OpenAccount::withCapture)
+        .onEvent(HoldReleased.class, OpenAccount::withRelease)
+        .onEvent(EarningsCredited.class, OpenAccount::withEarnings)
+        .onEvent(PaidOut.class, OpenAccount::withPayout)
+        .onEvent(SpendCapSet.class, OpenAccount::withSpendCap);
+    return builder.build();
+  }
+
+  private static Hold extended(Hold hold, HoldExtended e) {
+    return new Hold(e.newAmount(), hold.captured(), hold.throughSecond(), hold.lastCumulative(), hold.lastAmount(), 0);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private Instant now() {
+    return clock.instant();
+  }
+
+  private Summary summary(OpenAccount state) {
+    return state.summary(accountId, monthOf(now()));
+  }
+
+  private Summary notOpen() {
+    return new Summary(accountId, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0);
+  }
+
+  private <T> StatusReply<T> notFound() {
+    return reply(Rejection.NOT_FOUND, "no account " + accountId);
+  }
+
+  private static <T> StatusReply<T> conflict(String key, String detail) {
+    return reply(Rejection.IDEMPOTENCY_CONFLICT, "posting " + key + " " + detail);
+  }
+
+  private static StatusReply<HoldView> holdView(OpenAccount state, String holdId) {
+    Hold open = state.openHolds().get(holdId);
+    if (open != null) return StatusReply.success(open.view(holdId, true));
+    Hold closed = state.closedHolds().get(holdId);
+    if (closed != null) return StatusReply.success(closed.view(holdId, false));
+    return reply(Rejection.HOLD_NOT_FOUND, "no hold " + holdId);
+  }
+
+  private static StatusReply<HoldView> missingOrClosed(OpenAccount state, String holdId) {
+    if (state.closedHolds().containsKey(holdId)) return reply(Rejection.HOLD_CLOSED, "hold " + holdId + " was released");
+    return reply(Rejection.HOLD_NOT_FOUND, "no hold " + holdId);
+  }
+
+  /** The UTC calendar month as {@code yyyymm}; spend caps reset when it changes. */
+  public static int monthOf(Instant instant) {
+    ZonedDateTime utc = instant.atZone(ZoneOffset.UTC);
+    return utc.getYear() * 100 + utc.getMonthValue();
+  }
+
+  private static <V> Map<String, V> with(Map<String, V> map, String key, V value) {
+    Map<String, V> copy = new HashMap<>(map);
+    copy.put(key, value);
+    return Map.copyOf(copy);
+  }
+
+  private static <V> Map<String, V> without(Map<String, V> map, String key) {
+    Map<String, V> copy = new HashMap<>(map);
+    copy.remove(key);
+    return Map.copyOf(copy);
+  }
+}
