@@ -1,0 +1,47 @@
+package dev.tickmark.node;
+
+import dev.tickmark.engine.money.Money;
+import java.io.PrintStream;
+
+/**
+ * What a person starting a node needs to see once, on the console and deliberately not in the log:
+ * the URL, the generated operator token, and in dev mode a funded key with commands to try.
+ */
+final class Banner {
+  private final Node node;
+  private final PrintStream out = System.out;
+
+  Banner(Node node) {
+    this.node = node;
+  }
+
+  void printProduction() {
+    out.println();
+    out.println("Tickmark node ready at " + node.baseUrl());
+    if (node.settings().operatorTokenGenerated()) {
+      out.println("Operator token (generated; shown once, set TICKMARK_OPERATOR_TOKEN to choose one): " + node.settings().operatorToken());
+    }
+    out.println();
+  }
+
+  void printDev(DevBootstrap.DemoRenter renter) {
+    String url = node.baseUrl();
+    out.println();
+    out.println("==================================================================================");
+    out.println(" Tickmark dev node ready");
+    out.println("  API:             " + url);
+    out.println("  Operator token:  " + node.settings().operatorToken());
+    out.println("  Webhook secret:  " + node.settings().webhookSecret());
+    out.println("  Demo renter:     " + renter.accountId() + "  balance " + Money.format(renter.summary().balance()) + " EUR");
+    out.println("  Renter API key:  " + renter.apiKey() + "   (shown once)");
+    out.println();
+    out.println(" Try:");
+    out.println("  curl -s -H 'Authorization: Bearer " + renter.apiKey() + "' " + url + "/v1/account");
+    out.println("  curl -s -H 'Authorization: Bearer " + renter.apiKey() + "' " + url + "/v1/account/ledger");
+    out.println("  curl -s -X POST -H 'Authorization: Bearer " + node.settings().operatorToken() + "' -H 'Content-Type: application/json' \\");
+    out.println("       -d '{\"amount\":\"25.00\",\"reference\":\"try-1\"}' " + url + "/ops/accounts/" + renter.accountId() + "/deposits");
+    out.println("  curl -s -H 'Authorization: Bearer " + node.settings().operatorToken() + "' " + url + "/ops/ledger/audit");
+    out.println("==================================================================================");
+    out.println();
+  }
+}

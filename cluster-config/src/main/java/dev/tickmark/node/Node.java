@@ -1,0 +1,173 @@
+package dev.tickmark.node;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigValueFactory;
+import dev.tickmark.engine.account.Account;
+import dev.tickmark.http.ApiSettings;
+import dev.tickmark.http.HttpApi;
+import dev.tickmark.persistence.DatabaseSettings;
+import dev.tickmark.persistence.EmbeddedDatabase;
+import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.Migrations;
+import dev.tickmark.persistence.auth.ApiKeys;
+import dev.tickmark.persistence.auth.IdempotencyKeys;
+import dev.tickmark.persistence.ledger.LedgerProjection;
+import dev.tickmark.persistence.ledger.LedgerReadModel;
+import java.time.Clock;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.CoordinatedShutdown;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Join;
+import org.apache.pekko.http.javadsl.ServerBinding;
+import org.apache.pekko.management.javadsl.PekkoManagement;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One running Tickmark node: its database (external or embedded), migrations, actor system, cluster
+ * membership, entities, projections and HTTP API. {@code Main} starts one for the process; tests
+ * start several in one JVM.
+ */
+public final class Node implements AutoCloseable {
+  private static final Logger log = LoggerFactory.getLogger(Node.class);
+  static final String SYSTEM_NAME = "tickmark";
+
+  private final ActorSystem<Void> system;
+  private final ServerBinding binding;
+  private final NodeSettings settings;
+  private final ApiKeys apiKeys;
+  private final DatabaseSettings database;
+
+  private Node(ActorSystem<Void> system, ServerBinding binding, NodeSettings settings, ApiKeys apiKeys, DatabaseSettings database) {
+    this.system = system;
+    this.binding = binding;
+    this.settings = settings;
+    this.apiKeys = apiKeys;
+    this.database = database;
+  }
+
+  /** Starts a node and returns once its HTTP API is bound. Any failure stops what was started and throws. */
+  public static Node start(NodeSettings settings) throws Exception {
+    EmbeddedDatabase embedded = null;
+    DatabaseSettings database;
+    int poolSize = 8;
+    if (settings.dbUrl() == null) {
+      embedded = EmbeddedDatabase.start(settings.dataDir().resolve("postgres"), 0, true);
+      database = embedded.settings("postgres", poolSize);
+    } else {
+      database = new DatabaseSettings(settings.dbUrl(), settings.dbUser(), settings.dbPassword(), poolSize);
+    }
+    ActorSystem<Void> system = null;
+    try {
+      int ran = Migrations.migrate(database);
+      log.info("Schema is current ({} migrations applied now)", ran);
+      system = ActorSystem.create(Behaviors.empty(), SYSTEM_NAME, config(settings, database));
+      return init(system, settings, database, embedded);
+    } catch (Exception | Error e) {
+      if (system != null) system.terminate();
+      if (embedded != null) embedded.close();
+      throw e;
+    }
+  }
+
+  /** Wires the modules into a started actor system: management, entities, projections, then HTTP. */
+  static Node init(ActorSystem<Void> system, NodeSettings settings, DatabaseSettings database, EmbeddedDatabase embedded)
+      throws Exception {
+    Cluster cluster = Cluster.get(system);
+    if (settings.seedNodes().isEmpty()) cluster.manager().tell(Join.create(cluster.selfMember().address()));
+    if (settings.managementPort() >= 0) {
+      PekkoManagement.get(system).start().toCompletableFuture().get(30, TimeUnit.SECONDS);
+    }
+    Clock clock = Clock.systemUTC();
+    Jdbc jdbc = Jdbc.create(database, "tickmark-read-side",
+        system.dispatchers().lookup(DispatcherSelector.fromConfig("pekko.projection.jdbc.blocking-jdbc-dispatcher")));
+
+    Account.init(system, clock);
+    LedgerProjection.init(system, jdbc);
+
+    ApiKeys apiKeys = new ApiKeys(jdbc, clock);
+    Config http = system.settings().config().getConfig("tickmark.http");
+    Config payments = system.settings().config().getConfig("tickmark.payments");
+    ApiSettings api = new ApiSettings(
+        http.getString("interface"), settings.httpPort(), http.getDuration("ask-timeout"), settings.operatorToken(),
+        settings.webhookSecret(), payments.getDuration("tolerance"));
+    HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), new LedgerReadModel(jdbc), clock);
+    ServerBinding binding = HttpApi.bind(system, httpApi.route(), api.interfaceName(), api.port())
+        .toCompletableFuture().get(30, TimeUnit.SECONDS);
+    binding.addToCoordinatedShutdown(Duration.ofSeconds(10), system);
+
+    EmbeddedDatabase embeddedDb = embedded;
+    CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeActorSystemTerminate(), "close-database", () -> {
+      jdbc.close();
+      if (embeddedDb != null) {
+        try {
+          embeddedDb.close();
+        } catch (Exception e) {
+          log.warn("Embedded PostgreSQL did not stop cleanly: {}", e.getMessage());
+        }
+      }
+      return CompletableFuture.completedFuture(Done.getInstance());
+    });
+    log.info("Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
+    return new Node(system, binding, settings, apiKeys, database);
+  }
+
+  static Config config(NodeSettings settings, DatabaseSettings database) {
+    Map<String, Object> overrides = new HashMap<>();
+    overrides.put("pekko.remote.artery.canonical.hostname", settings.hostname());
+    overrides.put("pekko.remote.artery.canonical.port", settings.remotePort());
+    overrides.put("pekko.management.http.hostname", settings.hostname());
+    overrides.put("pekko.management.http.port", Math.max(settings.managementPort(), 0));
+    overrides.put("pekko.coordinated-shutdown.exit-jvm", settings.exitJvmOnShutdown());
+    overrides.put("tickmark.market.allow-simulated-hosts", settings.allowSimulatedHosts());
+    String slick = "pekko-persistence-jdbc.shared-databases.slick.db.";
+    overrides.put(slick + "url", database.tunedUrl());
+    overrides.put(slick + "user", database.user());
+    overrides.put(slick + "password", database.password());
+    List<String> seeds = settings.seedNodes().stream().map(s -> "pekko://" + SYSTEM_NAME + "@" + s).toList();
+    return ConfigFactory.parseMap(overrides)
+        .withValue("pekko.cluster.seed-nodes", ConfigValueFactory.fromIterable(seeds))
+        .withFallback(ConfigFactory.load());
+  }
+
+  public ActorSystem<Void> system() {
+    return system;
+  }
+
+  public int httpPort() {
+    return binding.localAddress().getPort();
+  }
+
+  public String baseUrl() {
+    return "http://" + settings.hostname() + ":" + httpPort();
+  }
+
+  public NodeSettings settings() {
+    return settings;
+  }
+
+  public ApiKeys apiKeys() {
+    return apiKeys;
+  }
+
+  public DatabaseSettings database() {
+    return database;
+  }
+
+  /** Leaves the cluster and stops, running every coordinated-shutdown task. */
+  @Override
+  public void close() throws Exception {
+    system.terminate();
+    system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+  }
+}

@@ -1,0 +1,109 @@
+package dev.tickmark.http;
+
+import static org.apache.pekko.http.javadsl.server.Directives.*;
+import static org.apache.pekko.http.javadsl.server.PathMatchers.segment;
+import static org.apache.pekko.http.javadsl.server.PathMatchers.slash;
+
+import dev.tickmark.engine.account.Account;
+import dev.tickmark.engine.money.Money;
+import dev.tickmark.persistence.auth.ApiKeys;
+import dev.tickmark.persistence.ledger.LedgerReadModel;
+import java.time.Instant;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletionStage;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
+
+/** Sign-up, the caller's own account, its spend cap, its ledger and its API keys. */
+public final class AccountRoutes {
+  record SignUpRequest(String name) {}
+
+  record SignUpResponse(AccountView account, String apiKey) {}
+
+  record ApiKeyRequest(String label) {}
+
+  record CreatedKeyView(String id, String prefix, String apiKey, String label, Instant createdAt) {}
+
+  record KeyView(String id, String prefix, String label, Instant createdAt, Instant revokedAt) {}
+
+  record KeyList(List<KeyView> keys) {}
+
+  record EntryView(String id, Instant at, String kind, String amount, String rentalId, String key) {}
+
+  record Statement(List<EntryView> entries, String nextAfter) {}
+
+  static final int MAX_PAGE = 500;
+
+  private final Accounts accounts;
+  private final ApiKeys apiKeys;
+  private final LedgerReadModel ledger;
+  private final Auth auth;
+  private final SpendCaps spendCaps;
+
+  public AccountRoutes(Accounts accounts, ApiKeys apiKeys, LedgerReadModel ledger, Auth auth) {
+    this.accounts = accounts;
+    this.apiKeys = apiKeys;
+    this.ledger = ledger;
+    this.auth = auth;
+    this.spendCaps = new SpendCaps(accounts);
+  }
+
+  public Route route() {
+    return concat(
+        path("accounts", () -> post(() -> entity(Unmarshaller.entityToByteString(), body -> completeWithFuture(signUp(Json.read(body, SignUpRequest.class)))))),
+        // "/v1/account" and "/v1/account/..." only: a bare prefix would also match "/v1/accounts".
+        pathPrefix("account", () -> concat(
+            pathEnd(() -> auth.account(accountId -> get(() ->
+                onSuccess(accounts.openSummary(accountId), s -> complete(Responses.json(200, AccountView.of(s))))))),
+            rawPathPrefixTest(slash(), () -> auth.account(this::ownAccount)))));
+  }
+
+  private Route ownAccount(String accountId) {
+    return concat(
+        path("spend-cap", () -> put(() -> entity(Unmarshaller.entityToByteString(), body ->
+            onSuccess(spendCaps.set(accountId, body), s -> complete(Responses.json(200, AccountView.of(s))))))),
+        path("ledger", () -> get(() -> parameterOptional("limit", limit -> parameterOptional("after", after ->
+            onSuccess(statement(accountId, limit, after), st -> complete(Responses.json(200, st))))))),
+        pathPrefix("api-keys", () -> concat(
+            pathEnd(() -> concat(
+                post(() -> entity(Unmarshaller.entityToByteString(), body -> onSuccess(createKey(accountId, body),
+                    key -> complete(Responses.json(201, key))))),
+                get(() -> onSuccess(apiKeys.list(accountId), keys -> complete(Responses.json(200, keyList(keys))))))),
+            path(segment(), keyId -> delete(() -> onSuccess(apiKeys.revoke(accountId, keyId), revoked -> revoked
+                ? complete(Responses.noContent())
+                : complete(Problem.notFound("no such API key").toResponse()))))))
+    );
+  }
+
+  private CompletionStage<org.apache.pekko.http.javadsl.model.HttpResponse> signUp(SignUpRequest request) {
+    String name = request.name() == null ? "" : request.name().strip();
+    if (name.isEmpty() || name.length() > 200) throw Problem.badRequest("invalid_name", "name must be 1 to 200 characters");
+    String id = Ids.account();
+    return accounts.<Account.Summary>ask(id, reply -> new Account.Open(name, reply))
+        .thenCompose(summary -> apiKeys.create(id, "default")
+            .thenApply(key -> Responses.json(201, new SignUpResponse(AccountView.of(summary), key.apiKey()))));
+  }
+
+  private CompletionStage<Statement> statement(String accountId, Optional<String> limitParam, Optional<String> afterParam) {
+    int limit = limitParam.map(l -> Params.positiveInt("limit", l, MAX_PAGE)).orElse(100);
+    long after = afterParam.map(a -> Params.nonNegativeLong("after", a)).orElse(0L);
+    return ledger.statement(accountId, after, limit).thenApply(entries -> {
+      List<EntryView> views = entries.stream().map(e -> new EntryView(Long.toString(e.id()), e.at(), e.kind(),
+          Money.format(e.amount()), e.rentalId(), e.key())).toList();
+      String next = entries.size() == limit ? Long.toString(entries.get(entries.size() - 1).id()) : null;
+      return new Statement(views, next);
+    });
+  }
+
+  private CompletionStage<CreatedKeyView> createKey(String accountId, org.apache.pekko.util.ByteString body) {
+    ApiKeyRequest request = body.isEmpty() ? new ApiKeyRequest(null) : Json.read(body, ApiKeyRequest.class);
+    if (request.label() != null && request.label().length() > 200) throw Problem.badRequest("invalid_label", "label is at most 200 characters");
+    return apiKeys.create(accountId, request.label())
+        .thenApply(k -> new CreatedKeyView(k.keyId(), ApiKeys.PREFIX + k.keyId(), k.apiKey(), request.label(), k.createdAt()));
+  }
+
+  private static KeyList keyList(List<ApiKeys.KeyInfo> keys) {
+    return new KeyList(keys.stream().map(k -> new KeyView(k.keyId(), k.prefix(), k.label(), k.createdAt(), k.revokedAt())).toList());
+  }
+}

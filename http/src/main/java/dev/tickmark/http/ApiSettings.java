@@ -1,0 +1,13 @@
+package dev.tickmark.http;
+
+import java.time.Duration;
+
+/** What the HTTP edge needs to know that is not a collaborator. Secrets never appear in {@link #toString()}. */
+public record ApiSettings(
+    String interfaceName, int port, Duration askTimeout, String operatorToken, String webhookSecret, Duration webhookTolerance) {
+
+  @Override
+  public String toString() {
+    return "ApiSettings[interface=" + interfaceName + ", port=" + port + ", askTimeout=" + askTimeout + "]";
+  }
+}

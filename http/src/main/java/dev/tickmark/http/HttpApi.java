@@ -1,0 +1,84 @@
+package dev.tickmark.http;
+
+import static org.apache.pekko.http.javadsl.server.Directives.*;
+
+import dev.tickmark.persistence.auth.ApiKeys;
+import dev.tickmark.persistence.auth.IdempotencyKeys;
+import dev.tickmark.persistence.ledger.LedgerReadModel;
+import java.time.Clock;
+import java.util.concurrent.CompletionStage;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.http.javadsl.Http;
+import org.apache.pekko.http.javadsl.ServerBinding;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.server.ExceptionHandler;
+import org.apache.pekko.http.javadsl.server.RejectionHandler;
+import org.apache.pekko.http.javadsl.server.Route;
+
+/**
+ * The node's HTTP API: {@code /v1} for customers, {@code /ops} for operators. Every error, including
+ * Pekko HTTP's own rejections, leaves as problem+json with a stable code; bodies are capped at 64 KiB.
+ */
+public final class HttpApi {
+  static final long MAX_BODY_BYTES = 64 * 1024;
+
+  private final Route route;
+
+  public HttpApi(ActorSystem<?> system, ApiSettings settings, ApiKeys apiKeys, IdempotencyKeys idempotencyKeys,
+      LedgerReadModel ledger, Clock clock) {
+    Accounts accounts = new Accounts(system, settings.askTimeout());
+    Auth auth = new Auth(apiKeys, settings.operatorToken());
+    Idempotency idempotency = new Idempotency(idempotencyKeys);
+    WebhookSignature signature = settings.webhookSecret() == null || settings.webhookSecret().isBlank()
+        ? null : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
+    AccountRoutes accountRoutes = new AccountRoutes(accounts, apiKeys, ledger, auth);
+    PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, signature, clock);
+    OpsRoutes opsRoutes = new OpsRoutes(accounts, ledger, auth, idempotency);
+    this.route = handleExceptions(exceptionHandler(), () -> handleRejections(rejectionHandler(), () ->
+        withSizeLimit(MAX_BODY_BYTES, () -> concat(
+            pathPrefix("v1", () -> concat(accountRoutes.route(), paymentRoutes.route())),
+            pathPrefix("ops", opsRoutes::route),
+            path("health", () -> get(() -> complete(Responses.json(200, java.util.Map.of("status", "ok")))))))));
+  }
+
+  public Route route() {
+    return route;
+  }
+
+  public static CompletionStage<ServerBinding> bind(ActorSystem<?> system, Route route, String interfaceName, int port) {
+    return Http.get(system).newServerAt(interfaceName, port).bind(route);
+  }
+
+  static ExceptionHandler exceptionHandler() {
+    return ExceptionHandler.newBuilder()
+        .matchAny(failure -> complete(Responses.problemFor(failure).toResponse()))
+        .build();
+  }
+
+  /** Pekko HTTP's default rejection answers, re-dressed as problems with a code per status. */
+  static RejectionHandler rejectionHandler() {
+    return RejectionHandler.defaultHandler().mapRejectionResponse(response -> {
+      if (response.entity().getContentType().equals(Problem.PROBLEM_JSON)) return response;
+      int status = response.status().intValue();
+      if (status == StatusCodes.PAYLOAD_TOO_LARGE.intValue()) {
+        return new Problem(status, "payload_too_large", "the request body is over 64 KiB").toResponse();
+      }
+      String detail = response.entity() instanceof org.apache.pekko.http.javadsl.model.HttpEntity.Strict strict
+          ? strict.getData().utf8String() : response.status().reason();
+      return new Problem(status, codeFor(status), detail).toResponse().withHeaders(response.getHeaders());
+    });
+  }
+
+  static String codeFor(int status) {
+    if (status == StatusCodes.NOT_FOUND.intValue()) return "not_found";
+    if (status == StatusCodes.METHOD_NOT_ALLOWED.intValue()) return "method_not_allowed";
+    if (status == StatusCodes.PAYLOAD_TOO_LARGE.intValue()) return "payload_too_large";
+    if (status == StatusCodes.UNSUPPORTED_MEDIA_TYPE.intValue()) return "unsupported_media_type";
+    if (status == StatusCodes.UNAUTHORIZED.intValue()) return "unauthorized";
+    if (status == StatusCodes.NOT_ACCEPTABLE.intValue()) return "not_acceptable";
+    if (status >= 500) return "internal";
+    return "bad_request";
+  }
+
+}

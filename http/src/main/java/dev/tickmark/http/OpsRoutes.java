@@ -1,0 +1,85 @@
+package dev.tickmark.http;
+
+import static org.apache.pekko.http.javadsl.server.Directives.*;
+import static org.apache.pekko.http.javadsl.server.PathMatchers.segment;
+
+import dev.tickmark.engine.account.Account;
+import dev.tickmark.engine.money.Money;
+import dev.tickmark.persistence.ledger.LedgerReadModel;
+import java.util.concurrent.CompletionStage;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
+import org.apache.pekko.util.ByteString;
+
+/** Operator endpoints under {@code /ops}, behind the operator token. */
+public final class OpsRoutes {
+  record DepositRequest(String amount, String reference) {}
+
+  record DepositView(String accountId, String reference, String amount, boolean duplicate, String key) {}
+
+  record OpsAccountView(
+      String id, String name, String currency, String balance, String held, String available, String earnings,
+      String spendCapMonthly, String spentThisMonth, String deposited, String captured, String credited,
+      String platformCredited, String paidOut) {
+    static OpsAccountView of(Account.Summary s) {
+      return new OpsAccountView(s.id(), s.name(), "EUR", Money.format(s.balance()), Money.format(s.held()),
+          Money.format(s.available()), Money.format(s.earnings()),
+          s.spendCapMonthly() == null ? null : Money.format(s.spendCapMonthly()), Money.format(s.spentThisMonth()),
+          Money.format(s.deposited()), Money.format(s.captured()), Money.format(s.credited()),
+          Money.format(s.platformCredited()), Money.format(s.paidOut()));
+    }
+  }
+
+  record AuditView(
+      String currency, String deposits, String captures, String providerEarnings, String platformRevenue,
+      String holdsPlaced, String holdsReleased, String holdsOpen, String payouts, String renterBalances,
+      String providerEarningsOwed, String pendingCaptures, String pendingCredits, long mismatchedSettlements,
+      long accountsBelowZero, long entries, boolean conserved) {
+    static AuditView of(LedgerReadModel.Audit a) {
+      return new AuditView("EUR", Money.format(a.deposits()), Money.format(a.captures()), Money.format(a.providerEarnings()),
+          Money.format(a.platformRevenue()), Money.format(a.holdsPlaced()), Money.format(a.holdsReleased()),
+          Money.format(a.holdsOpen()), Money.format(a.payouts()), Money.format(a.renterBalances()),
+          Money.format(a.providerEarningsOwed()), Money.format(a.pendingCaptures()), Money.format(a.pendingCredits()),
+          a.mismatchedSettlements(), a.accountsBelowZero(), a.entries(), a.conserved());
+    }
+  }
+
+  private final Accounts accounts;
+  private final LedgerReadModel ledger;
+  private final Auth auth;
+  private final Idempotency idempotency;
+  private final SpendCaps spendCap;
+
+  public OpsRoutes(Accounts accounts, LedgerReadModel ledger, Auth auth, Idempotency idempotency) {
+    this.accounts = accounts;
+    this.ledger = ledger;
+    this.auth = auth;
+    this.idempotency = idempotency;
+    this.spendCap = new SpendCaps(accounts);
+  }
+
+  public Route route() {
+    return auth.operator(() -> concat(
+        pathPrefix(segment("accounts").slash(segment()), accountId -> concat(
+            pathEnd(() -> get(() -> onSuccess(accounts.openSummary(accountId), s -> complete(Responses.json(200, OpsAccountView.of(s)))))),
+            path("deposits", () -> post(() -> extractUri(uri -> entity(Unmarshaller.entityToByteString(), body ->
+                idempotency.apply("operator", uri.path(), body, () -> deposit(accountId, body)))))),
+            path("spend-cap", () -> put(() -> entity(Unmarshaller.entityToByteString(), body ->
+                onSuccess(spendCap.set(accountId, body), s -> complete(Responses.json(200, OpsAccountView.of(s))))))))),
+        path(segment("ledger").slash("audit"), () -> get(() ->
+            onSuccess(ledger.audit(), audit -> complete(Responses.json(200, AuditView.of(audit))))))));
+  }
+
+  private CompletionStage<HttpResponse> deposit(String accountId, ByteString body) {
+    DepositRequest request = Json.read(body, DepositRequest.class);
+    long amount = Amounts.parsePositive("amount", request.amount());
+    String reference = request.reference();
+    if (reference == null || reference.isBlank() || reference.length() > 200) {
+      throw Problem.badRequest("invalid_field", "\"reference\" is required (at most 200 characters)");
+    }
+    return accounts.<Account.Posting>ask(accountId, reply -> new Account.Deposit("manual:" + reference, amount, reply))
+        .thenApply(p -> Responses.json(p.duplicate() ? 200 : 201,
+            new DepositView(accountId, reference, Money.format(p.amount()), p.duplicate(), p.key())));
+  }
+}

@@ -1,0 +1,71 @@
+package dev.tickmark.http;
+
+import dev.tickmark.engine.Rejection;
+import java.sql.SQLException;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeoutException;
+import org.apache.pekko.http.javadsl.model.ContentTypes;
+import org.apache.pekko.http.javadsl.model.HttpEntities;
+import org.apache.pekko.http.javadsl.model.HttpResponse;
+import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
+import org.apache.pekko.pattern.StatusReply;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/** JSON responses, and the one place that turns any failure into a problem+json answer. */
+public final class Responses {
+  private static final Logger log = LoggerFactory.getLogger(Responses.class);
+
+  private Responses() {}
+
+  public static HttpResponse json(int status, Object body) {
+    return HttpResponse.create()
+        .withStatus(StatusCodes.get(status))
+        .withEntity(HttpEntities.create(ContentTypes.APPLICATION_JSON, Json.write(body)));
+  }
+
+  public static HttpResponse noContent() {
+    return HttpResponse.create().withStatus(StatusCodes.NO_CONTENT);
+  }
+
+  /** The problem a failure stands for. Unknown failures are logged and answered without internals. */
+  public static Problem problemFor(Throwable failure) {
+    Throwable t = unwrap(failure);
+    if (t instanceof Problem p) return p;
+    if (t instanceof StatusReply.ErrorMessage e) return fromRejection(e.getMessage());
+    if (t instanceof TimeoutException || t.getClass().getSimpleName().equals("AskTimeoutException")) {
+      return new Problem(503, "unavailable", "the engine did not answer in time; retry with the same Idempotency-Key");
+    }
+    if (t instanceof SQLException) {
+      log.warn("database call failed: {}", t.getMessage());
+      return new Problem(503, "database_unavailable", "the database is unavailable; retry later");
+    }
+    if (t instanceof EntityStreamSizeException) return new Problem(413, "payload_too_large", "the request body is over 64 KiB");
+    log.error("unexpected failure answering a request", t);
+    return new Problem(500, "internal", "an unexpected error occurred");
+  }
+
+  static Problem fromRejection(String message) {
+    String code = Rejection.codeOf(message);
+    String detail = Rejection.detailOf(message);
+    int status = switch (code) {
+      case Rejection.NOT_FOUND, Rejection.HOLD_NOT_FOUND -> 404;
+      case Rejection.INSUFFICIENT_FUNDS, Rejection.SPEND_CAP_REACHED -> 402;
+      case Rejection.IDEMPOTENCY_CONFLICT, Rejection.ALREADY_EXISTS, Rejection.HOLD_CLOSED -> 409;
+      case Rejection.INSUFFICIENT_EARNINGS, Rejection.AMOUNT_TOO_LARGE, Rejection.HOLD_EXCEEDED -> 422;
+      case "internal" -> 500;
+      default -> 400;
+    };
+    return new Problem(status, code, detail);
+  }
+
+  static Throwable unwrap(Throwable t) {
+    Throwable current = t;
+    while ((current instanceof CompletionException || current instanceof ExecutionException) && current.getCause() != null) {
+      current = current.getCause();
+    }
+    return current;
+  }
+}

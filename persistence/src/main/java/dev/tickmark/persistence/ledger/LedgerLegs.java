@@ -1,0 +1,49 @@
+package dev.tickmark.persistence.ledger;
+
+import dev.tickmark.engine.account.Account;
+import java.time.Instant;
+import java.util.List;
+
+/**
+ * How each account event becomes ledger rows. Amounts are signed as the account sees them: a deposit
+ * adds to the balance, a hold takes from what is available, a capture takes from the balance, an
+ * earning adds to the provider side, a payout takes from it. The platform's share is booked on the
+ * {@value #PLATFORM_ACCOUNT} account by the provider's own event, so no single actor collects it.
+ */
+public final class LedgerLegs {
+  public static final String PLATFORM_ACCOUNT = "platform";
+
+  public static final String DEPOSIT = "deposit";
+  public static final String HOLD = "hold";
+  public static final String HOLD_RELEASED = "hold_released";
+  public static final String CAPTURE = "capture";
+  public static final String EARNING = "earning";
+  public static final String PLATFORM_FEE = "platform_fee";
+  public static final String PAYOUT = "payout";
+
+  public record Leg(String accountId, String kind, long amount, String key, String rentalId, Instant at) {}
+
+  private LedgerLegs() {}
+
+  public static List<Leg> of(String accountId, Account.Event event) {
+    if (event instanceof Account.Deposited e) {
+      return List.of(new Leg(accountId, DEPOSIT, e.amount(), "deposit:" + e.reference(), null, e.at()));
+    } else if (event instanceof Account.HoldPlaced e) {
+      return List.of(new Leg(accountId, HOLD, -e.amount(), "hold:" + e.holdId(), e.holdId(), e.at()));
+    } else if (event instanceof Account.HoldExtended e) {
+      return List.of(new Leg(accountId, HOLD, -e.added(), "hold:" + e.holdId() + ":" + e.newAmount(), e.holdId(), e.at()));
+    } else if (event instanceof Account.Captured e) {
+      return List.of(new Leg(accountId, CAPTURE, -e.amount(), e.holdId() + ":" + e.throughSecond(), e.holdId(), e.at()));
+    } else if (event instanceof Account.HoldReleased e) {
+      return List.of(new Leg(accountId, HOLD_RELEASED, e.released(), "release:" + e.holdId(), e.holdId(), e.at()));
+    } else if (event instanceof Account.EarningsCredited e) {
+      String key = e.sourceId() + ":" + e.throughSecond();
+      return List.of(
+          new Leg(accountId, EARNING, e.providerAmount(), key, e.sourceId(), e.at()),
+          new Leg(PLATFORM_ACCOUNT, PLATFORM_FEE, e.platformAmount(), key, e.sourceId(), e.at()));
+    } else if (event instanceof Account.PaidOut e) {
+      return List.of(new Leg(accountId, PAYOUT, -e.amount(), "payout:" + e.payoutId(), null, e.at()));
+    }
+    return List.of(); // Opened, SpendCapSet: no money moves
+  }
+}

@@ -1,0 +1,89 @@
+package dev.tickmark.persistence.ledger;
+
+import dev.tickmark.engine.account.Account;
+import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.PooledJdbcSession;
+import java.sql.PreparedStatement;
+import java.sql.Timestamp;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.sharding.typed.ShardedDaemonProcessSettings;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ShardedDaemonProcess;
+import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
+import org.apache.pekko.persistence.query.Offset;
+import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.projection.ProjectionBehavior;
+import org.apache.pekko.projection.ProjectionId;
+import org.apache.pekko.projection.eventsourced.EventEnvelope;
+import org.apache.pekko.projection.eventsourced.javadsl.EventSourcedProvider;
+import org.apache.pekko.projection.javadsl.GroupedProjection;
+import org.apache.pekko.projection.javadsl.SourceProvider;
+import org.apache.pekko.projection.jdbc.javadsl.JdbcHandler;
+import org.apache.pekko.projection.jdbc.javadsl.JdbcProjection;
+
+/**
+ * Writes the ledger table from account events, one projection instance per tag slice, run by a
+ * {@link ShardedDaemonProcess} so that each slice runs exactly once in the cluster. Rows and offsets
+ * commit in one transaction (exactly-once); events are written in groups to batch the inserts.
+ */
+public final class LedgerProjection {
+  public static final String NAME = "ledger";
+
+  private LedgerProjection() {}
+
+  public static void init(ActorSystem<?> system, Jdbc jdbc) {
+    List<String> tags = Account.allTags();
+    ShardedDaemonProcess.get(system).init(
+        ProjectionBehavior.Command.class,
+        "ledger-writer", // not "projection-ledger": ProjectionManagement owns that name
+        tags.size(),
+        i -> ProjectionBehavior.create(projection(system, jdbc, tags.get(i))),
+        ShardedDaemonProcessSettings.create(system),
+        Optional.of(ProjectionBehavior.stopMessage()));
+  }
+
+  static GroupedProjection<Offset, EventEnvelope<Account.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
+    SourceProvider<Offset, EventEnvelope<Account.Event>> source =
+        EventSourcedProvider.eventsByTag(system, JdbcReadJournal.Identifier(), tag);
+    return JdbcProjection.groupedWithin(
+            ProjectionId.of(NAME, tag), source, () -> new PooledJdbcSession(jdbc.dataSource()), Writer::new, system)
+        .withGroup(500, Duration.ofMillis(50));
+  }
+
+  static final class Writer extends JdbcHandler<List<EventEnvelope<Account.Event>>, PooledJdbcSession> {
+    private static final String INSERT = "INSERT INTO ledger_entries"
+        + " (account_id, kind, amount, entry_key, rental_id, at, persistence_id, sequence_number, leg)"
+        + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (persistence_id, sequence_number, leg) DO NOTHING";
+
+    @Override
+    public void process(PooledJdbcSession session, List<EventEnvelope<Account.Event>> envelopes) throws Exception {
+      session.withConnection(connection -> {
+        try (PreparedStatement insert = connection.prepareStatement(INSERT)) {
+          int rows = 0;
+          for (EventEnvelope<Account.Event> envelope : envelopes) {
+            String accountId = PersistenceId.extractEntityId(envelope.persistenceId());
+            List<LedgerLegs.Leg> legs = LedgerLegs.of(accountId, envelope.event());
+            for (int leg = 0; leg < legs.size(); leg++) {
+              LedgerLegs.Leg l = legs.get(leg);
+              insert.setString(1, l.accountId());
+              insert.setString(2, l.kind());
+              insert.setLong(3, l.amount());
+              insert.setString(4, l.key());
+              insert.setString(5, l.rentalId());
+              insert.setTimestamp(6, Timestamp.from(l.at()));
+              insert.setString(7, envelope.persistenceId());
+              insert.setLong(8, envelope.sequenceNr());
+              insert.setShort(9, (short) leg);
+              insert.addBatch();
+              rows++;
+            }
+          }
+          if (rows > 0) insert.executeBatch();
+        }
+        return null;
+      });
+    }
+  }
+}

@@ -1,0 +1,142 @@
+package dev.tickmark.persistence.ledger;
+
+import static dev.tickmark.persistence.ledger.LedgerLegs.*;
+
+import dev.tickmark.persistence.Jdbc;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletionStage;
+
+/** Statements and the audit, read from the ledger table the projection writes. */
+public final class LedgerReadModel {
+  public record Entry(long id, Instant at, String kind, long amount, String rentalId, String key) {}
+
+  /**
+   * Every total of the ledger and whether the books balance. {@code pendingCaptures} and
+   * {@code pendingCredits} are settlements one side of which is recorded and the other still on its
+   * way; they are not violations. {@code conserved} is false when a settlement's two sides disagree,
+   * when any account is below zero on any side, or when the totals do not add up.
+   */
+  public record Audit(
+      long deposits,
+      long captures,
+      long providerEarnings,
+      long platformRevenue,
+      long holdsPlaced,
+      long holdsReleased,
+      long holdsOpen,
+      long payouts,
+      long renterBalances,
+      long providerEarningsOwed,
+      long pendingCaptures,
+      long pendingCredits,
+      long mismatchedSettlements,
+      long accountsBelowZero,
+      long entries,
+      boolean conserved) {}
+
+  private final Jdbc jdbc;
+
+  public LedgerReadModel(Jdbc jdbc) {
+    this.jdbc = jdbc;
+  }
+
+  /** Entries of one account, oldest first, after the entry id {@code after} (0 for the start). */
+  public CompletionStage<List<Entry>> statement(String accountId, long after, int limit) {
+    return jdbc.run(connection -> {
+      try (PreparedStatement st = connection.prepareStatement(
+          "SELECT id, at, kind, amount, rental_id, entry_key FROM ledger_entries"
+              + " WHERE account_id = ? AND id > ? ORDER BY id LIMIT ?")) {
+        st.setString(1, accountId);
+        st.setLong(2, after);
+        st.setInt(3, limit);
+        try (ResultSet rs = st.executeQuery()) {
+          List<Entry> entries = new ArrayList<>(limit);
+          while (rs.next()) {
+            entries.add(new Entry(rs.getLong(1), rs.getTimestamp(2).toInstant(), rs.getString(3), rs.getLong(4),
+                rs.getString(5), rs.getString(6)));
+          }
+          return entries;
+        }
+      }
+    });
+  }
+
+  public CompletionStage<Audit> audit() {
+    return jdbc.run(connection -> {
+      // One snapshot of the table for all three queries.
+      connection.setAutoCommit(false);
+      connection.setTransactionIsolation(java.sql.Connection.TRANSACTION_REPEATABLE_READ);
+      try {
+        Audit audit = audit(connection);
+        connection.commit();
+        return audit;
+      } finally {
+        connection.rollback();
+        connection.setAutoCommit(true);
+      }
+    });
+  }
+
+  private static Audit audit(java.sql.Connection connection) throws SQLException {
+    long deposits = 0, captures = 0, earnings = 0, platform = 0, holds = 0, released = 0, payouts = 0, entries = 0;
+    try (Statement st = connection.createStatement();
+        ResultSet rs = st.executeQuery("SELECT kind, COALESCE(SUM(amount), 0), COUNT(*) FROM ledger_entries GROUP BY kind")) {
+      while (rs.next()) {
+        long sum = rs.getLong(2);
+        entries += rs.getLong(3);
+        switch (rs.getString(1)) {
+          case DEPOSIT -> deposits = sum;
+          case CAPTURE -> captures = -sum;
+          case EARNING -> earnings = sum;
+          case PLATFORM_FEE -> platform = sum;
+          case HOLD -> holds = -sum;
+          case HOLD_RELEASED -> released = sum;
+          case PAYOUT -> payouts = -sum;
+          default -> throw new SQLException("unknown ledger kind " + rs.getString(1));
+        }
+      }
+    }
+    long mismatched, pendingCaptures, pendingCredits;
+    try (Statement st = connection.createStatement();
+        ResultSet rs = st.executeQuery(
+            "WITH cap AS (SELECT entry_key, -SUM(amount) AS a FROM ledger_entries WHERE kind = 'capture' GROUP BY entry_key),"
+                + " cred AS (SELECT entry_key, SUM(amount) AS a FROM ledger_entries"
+                + "   WHERE kind IN ('earning', 'platform_fee') GROUP BY entry_key)"
+                + " SELECT COUNT(*) FILTER (WHERE cap.a IS NOT NULL AND cred.a IS NOT NULL AND cap.a <> cred.a),"
+                + " COALESCE(SUM(cap.a) FILTER (WHERE cred.a IS NULL), 0),"
+                + " COALESCE(SUM(cred.a) FILTER (WHERE cap.a IS NULL), 0)"
+                + " FROM cap FULL OUTER JOIN cred USING (entry_key)")) {
+      rs.next();
+      mismatched = rs.getLong(1);
+      pendingCaptures = rs.getLong(2);
+      pendingCredits = rs.getLong(3);
+    }
+    long belowZero;
+    try (Statement st = connection.createStatement();
+        ResultSet rs = st.executeQuery(
+            "SELECT COUNT(*) FROM (SELECT account_id,"
+                + " COALESCE(SUM(amount) FILTER (WHERE kind IN ('deposit', 'capture')), 0) AS balance,"
+                + " COALESCE(-SUM(amount) FILTER (WHERE kind = 'hold'), 0)"
+                + "   + COALESCE(SUM(amount) FILTER (WHERE kind = 'capture'), 0)"
+                + "   - COALESCE(SUM(amount) FILTER (WHERE kind = 'hold_released'), 0) AS held,"
+                + " COALESCE(SUM(amount) FILTER (WHERE kind IN ('earning', 'payout')), 0) AS earnings"
+                + " FROM ledger_entries WHERE account_id <> 'platform' GROUP BY account_id) t"
+                + " WHERE balance < 0 OR held < 0 OR held > balance OR earnings < 0")) {
+      rs.next();
+      belowZero = rs.getLong(1);
+    }
+    long holdsOpen = holds - captures - released;
+    long renterBalances = deposits - captures;
+    long owed = earnings - payouts;
+    boolean totalsAddUp = captures - pendingCaptures == earnings + platform - pendingCredits;
+    boolean conserved = mismatched == 0 && belowZero == 0 && totalsAddUp && holdsOpen >= 0;
+    return new Audit(deposits, captures, earnings, platform, holds, released, holdsOpen, payouts, renterBalances, owed,
+        pendingCaptures, pendingCredits, mismatched, belowZero, entries, conserved);
+  }
+}
