@@ -1,0 +1,70 @@
+package dev.tickmark.wire;
+
+import com.fasterxml.jackson.annotation.JsonSubTypes;
+import com.fasterxml.jackson.annotation.JsonTypeInfo;
+import com.fasterxml.jackson.databind.JsonNode;
+import java.util.List;
+
+/**
+ * Every frame of the agent websocket: a JSON text frame with a {@code type} field naming it.
+ * See docs/agent-protocol.md for the conversation.
+ */
+@JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "type")
+@JsonSubTypes({
+  @JsonSubTypes.Type(value = AgentFrame.Challenge.class, name = "challenge"),
+  @JsonSubTypes.Type(value = AgentFrame.Welcome.class, name = "welcome"),
+  @JsonSubTypes.Type(value = AgentFrame.VerificationResult.class, name = "verification_result"),
+  @JsonSubTypes.Type(value = AgentFrame.StartRental.class, name = "start_rental"),
+  @JsonSubTypes.Type(value = AgentFrame.StopRental.class, name = "stop_rental"),
+  @JsonSubTypes.Type(value = AgentFrame.Preempt.class, name = "preempt"),
+  @JsonSubTypes.Type(value = AgentFrame.Error.class, name = "error"),
+  @JsonSubTypes.Type(value = AgentFrame.Hello.class, name = "hello"),
+  @JsonSubTypes.Type(value = AgentFrame.HardwareReportFrame.class, name = "hardware_report"),
+  @JsonSubTypes.Type(value = AgentFrame.Heartbeat.class, name = "heartbeat"),
+  @JsonSubTypes.Type(value = AgentFrame.RentalStarted.class, name = "rental_started"),
+  @JsonSubTypes.Type(value = AgentFrame.RentalFailed.class, name = "rental_failed"),
+  @JsonSubTypes.Type(value = AgentFrame.RentalStopped.class, name = "rental_stopped"),
+})
+public sealed interface AgentFrame {
+
+  // ---- engine → agent
+
+  record Challenge(String nonce) implements AgentFrame {}
+
+  /** {@code hostCredential} is present only on the first connection, made with a registration token. */
+  record Welcome(String hostId, String hostCredential, int heartbeatIntervalS) implements AgentFrame {}
+
+  record Check(String check, String status, String observed, String expected) {}
+
+  record VerificationResult(String status, List<Check> checks) implements AgentFrame {}
+
+  record StartRental(String rentalId, List<Integer> cards, String image, List<String> command, String sshPublicKey,
+      boolean network, Boolean restore) implements AgentFrame {}
+
+  record StopRental(String rentalId, boolean snapshot) implements AgentFrame {}
+
+  record Preempt(String rentalId, String deadline) implements AgentFrame {}
+
+  record Error(String code, String message) implements AgentFrame {}
+
+  // ---- agent → engine
+
+  /** Answers the challenge: {@code signature} = Ed25519(key, "tickmark-agent-hello:" + nonce). */
+  record Hello(String signature, String agentVersion, String publicKey) implements AgentFrame {}
+
+  /**
+   * {@code report} is kept as the JSON tree it arrived as: the signature covers its canonical form
+   * ({@link CanonicalJson}), so it is verified before it is read.
+   */
+  record HardwareReportFrame(JsonNode report, String signature) implements AgentFrame {}
+
+  record GpuSample(int index, Integer utilizationPercent, Integer temperatureC, String fault) {}
+
+  record Heartbeat(long seq, String at, List<GpuSample> gpus, List<String> rentals) implements AgentFrame {}
+
+  record RentalStarted(String rentalId, String at) implements AgentFrame {}
+
+  record RentalFailed(String rentalId, String reason) implements AgentFrame {}
+
+  record RentalStopped(String rentalId, String at) implements AgentFrame {}
+}
