@@ -4,6 +4,12 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigValueFactory;
 import dev.tickmark.engine.account.Account;
+import dev.tickmark.engine.catalog.Catalog;
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.host.verification.Verification;
+import dev.tickmark.http.agent.AgentSession;
+import dev.tickmark.persistence.hosts.HostProjection;
+import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.http.ApiSettings;
 import dev.tickmark.http.HttpApi;
 import dev.tickmark.persistence.DatabaseSettings;
@@ -92,16 +98,30 @@ public final class Node implements AutoCloseable {
     Jdbc jdbc = Jdbc.create(database, "tickmark-read-side",
         system.dispatchers().lookup(DispatcherSelector.fromConfig("pekko.projection.jdbc.blocking-jdbc-dispatcher")));
 
+    Config tickmark = system.settings().config().getConfig("tickmark");
+    Catalog catalog = Catalog.load();
+    Config hostConfig = tickmark.getConfig("hosts");
+    Host.Settings hostSettings = new Host.Settings(
+        hostConfig.getDuration("heartbeat-timeout"),
+        (int) hostConfig.getDuration("heartbeat-interval").toSeconds(),
+        catalog,
+        Verification.Policy.defaults(tickmark.getBoolean("market.allow-simulated-hosts")));
+
     Account.init(system, clock);
+    Host.init(system, hostSettings, clock);
     LedgerProjection.init(system, jdbc);
+    HostProjection.init(system, jdbc);
 
     ApiKeys apiKeys = new ApiKeys(jdbc, clock);
-    Config http = system.settings().config().getConfig("tickmark.http");
-    Config payments = system.settings().config().getConfig("tickmark.payments");
+    Config http = tickmark.getConfig("http");
+    Config socket = tickmark.getConfig("agent-socket");
+    AgentSession.Limits agentLimits = new AgentSession.Limits(socket.getInt("max-frame-chars"), socket.getInt("frames-per-second"),
+        socket.getInt("burst"), socket.getDuration("hello-timeout"), http.getDuration("ask-timeout"));
     ApiSettings api = new ApiSettings(
         http.getString("interface"), settings.httpPort(), http.getDuration("ask-timeout"), settings.operatorToken(),
-        settings.webhookSecret(), payments.getDuration("tolerance"));
-    HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), new LedgerReadModel(jdbc), clock);
+        settings.webhookSecret(), tickmark.getDuration("payments.tolerance"), agentLimits);
+    HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), new LedgerReadModel(jdbc),
+        new HostReadModel(jdbc), catalog, clock);
     ServerBinding binding = HttpApi.bind(system, httpApi.route(), api.interfaceName(), api.port())
         .toCompletableFuture().get(30, TimeUnit.SECONDS);
     binding.addToCoordinatedShutdown(Duration.ofSeconds(10), system);

@@ -4,7 +4,8 @@ import java.time.Duration;
 
 /** What the HTTP edge needs to know that is not a collaborator. Secrets never appear in {@link #toString()}. */
 public record ApiSettings(
-    String interfaceName, int port, Duration askTimeout, String operatorToken, String webhookSecret, Duration webhookTolerance) {
+    String interfaceName, int port, Duration askTimeout, String operatorToken, String webhookSecret, Duration webhookTolerance,
+    dev.tickmark.http.agent.AgentSession.Limits agentLimits) {
 
   @Override
   public String toString() {

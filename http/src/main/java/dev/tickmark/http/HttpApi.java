@@ -4,6 +4,9 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 
 import dev.tickmark.persistence.auth.ApiKeys;
 import dev.tickmark.persistence.auth.IdempotencyKeys;
+import dev.tickmark.engine.catalog.Catalog;
+import dev.tickmark.http.agent.AgentSocket;
+import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
 import java.time.Clock;
 import java.util.concurrent.CompletionStage;
@@ -26,7 +29,7 @@ public final class HttpApi {
   private final Route route;
 
   public HttpApi(ActorSystem<?> system, ApiSettings settings, ApiKeys apiKeys, IdempotencyKeys idempotencyKeys,
-      LedgerReadModel ledger, Clock clock) {
+      LedgerReadModel ledger, HostReadModel hosts, Catalog catalog, Clock clock) {
     Accounts accounts = new Accounts(system, settings.askTimeout());
     Auth auth = new Auth(apiKeys, settings.operatorToken());
     Idempotency idempotency = new Idempotency(idempotencyKeys);
@@ -34,10 +37,14 @@ public final class HttpApi {
         ? null : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
     AccountRoutes accountRoutes = new AccountRoutes(accounts, apiKeys, ledger, auth);
     PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, signature, clock);
-    OpsRoutes opsRoutes = new OpsRoutes(accounts, ledger, auth, idempotency);
+    OpsRoutes opsRoutes = new OpsRoutes(accounts, ledger, auth, idempotency, new OpsHostRoutes(system, settings.askTimeout(), hosts));
+    HostRoutes hostRoutes = new HostRoutes(system, settings.askTimeout(), hosts, catalog, auth, clock);
+    MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
+    AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());
     this.route = handleExceptions(exceptionHandler(), () -> handleRejections(rejectionHandler(), () ->
         withSizeLimit(MAX_BODY_BYTES, () -> concat(
-            pathPrefix("v1", () -> concat(accountRoutes.route(), paymentRoutes.route())),
+            pathPrefix("v1", () -> concat(accountRoutes.route(), paymentRoutes.route(), hostRoutes.route(),
+                marketRoutes.route(), agentSocket.route())),
             pathPrefix("ops", opsRoutes::route),
             path("health", () -> get(() -> complete(Responses.json(200, java.util.Map.of("status", "ok")))))))));
   }

@@ -50,17 +50,20 @@ public final class OpsRoutes {
   private final Auth auth;
   private final Idempotency idempotency;
   private final SpendCaps spendCap;
+  private final OpsHostRoutes hostRoutes;
 
-  public OpsRoutes(Accounts accounts, LedgerReadModel ledger, Auth auth, Idempotency idempotency) {
+  OpsRoutes(Accounts accounts, LedgerReadModel ledger, Auth auth, Idempotency idempotency, OpsHostRoutes hostRoutes) {
     this.accounts = accounts;
     this.ledger = ledger;
     this.auth = auth;
     this.idempotency = idempotency;
     this.spendCap = new SpendCaps(accounts);
+    this.hostRoutes = hostRoutes;
   }
 
   public Route route() {
     return auth.operator(() -> concat(
+        hostRoutes.route(),
         pathPrefix(segment("accounts").slash(segment()), accountId -> concat(
             pathEnd(() -> get(() -> onSuccess(accounts.openSummary(accountId), s -> complete(Responses.json(200, OpsAccountView.of(s)))))),
             path("deposits", () -> post(() -> extractUri(uri -> entity(Unmarshaller.entityToByteString(), body ->

@@ -30,7 +30,8 @@ public final class Migrations {
   static final List<String> FILES = List.of(
       "V1__journal_and_snapshots.sql",
       "V2__projection_offsets.sql",
-      "V3__ledger_and_credentials.sql");
+      "V3__ledger_and_credentials.sql",
+      "V4__hosts.sql");
 
   private Migrations() {}
 

@@ -277,7 +277,8 @@ public final class Account
     OpenAccount withCapture(Captured e) {
       Hold h = openHolds.get(e.holdId());
       Hold updated = new Hold(h.amount(), h.captured() + e.amount(), e.throughSecond(), e.cumulativeAmount(), e.amount(), 0);
-      int eventMonth = monthOf(e.at());
+      // The month never goes backwards: a node whose clock lags must not reset the month's spending.
+      int eventMonth = Math.max(monthOf(e.at()), month);
       long inMonth = eventMonth == month ? capturedInMonth + e.amount() : e.amount();
       return new OpenAccount(
           name, deposited, captured + e.amount(), held - e.amount(), credited, platformCredited, paidOut, spendCap,
@@ -357,6 +358,15 @@ public final class Account
     return RetentionCriteria.snapshotEvery(200, 2);
   }
 
+  /** A posting key that is missing, blank or absurdly long is refused before any rule runs. */
+  private static boolean badKey(String key) {
+    return key == null || key.isBlank() || key.length() > 256;
+  }
+
+  private static <T> StatusReply<T> badKeyReply(String what) {
+    return reply("invalid_key", what + " must be 1 to 256 characters");
+  }
+
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
     CommandHandlerWithReplyBuilderByState<Command, Event, Unopened, State> unopened =
@@ -405,6 +415,7 @@ public final class Account
   }
 
   private ReplyEffect<Event, State> onDeposit(OpenAccount state, Deposit cmd) {
+    if (badKey(cmd.reference())) return Effect().reply(cmd.replyTo(), badKeyReply("a deposit reference"));
     String key = "deposit:" + cmd.reference();
     Long earlier = state.deposits().get(cmd.reference());
     if (earlier != null) {
@@ -420,6 +431,7 @@ public final class Account
   }
 
   private ReplyEffect<Event, State> onPlaceHold(OpenAccount state, PlaceHold cmd) {
+    if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
     Hold existing = state.hold(cmd.holdId());
     if (existing != null) {
       // A retried PlaceHold answers the hold as it stands; a different amount is a conflict.
@@ -436,6 +448,7 @@ public final class Account
   }
 
   private ReplyEffect<Event, State> onExtendHold(OpenAccount state, ExtendHold cmd) {
+    if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
     Hold hold = state.openHolds().get(cmd.holdId());
     if (hold == null) return Effect().reply(cmd.replyTo(), missingOrClosed(state, cmd.holdId()));
     if (cmd.newAmount() <= hold.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(hold.view(cmd.holdId(), true)));
@@ -459,6 +472,7 @@ public final class Account
   }
 
   private ReplyEffect<Event, State> onCapture(OpenAccount state, Capture cmd) {
+    if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
     String key = cmd.holdId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeAmount() < 0) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "captures name a second from 1 and a non-negative total"));
@@ -492,6 +506,7 @@ public final class Account
   }
 
   private ReplyEffect<Event, State> onReleaseHold(OpenAccount state, ReleaseHold cmd) {
+    if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
     Hold open = state.openHolds().get(cmd.holdId());
     if (open == null) {
       Hold closed = state.closedHolds().get(cmd.holdId());
@@ -503,6 +518,7 @@ public final class Account
   }
 
   private ReplyEffect<Event, State> onCreditEarnings(OpenAccount state, CreditEarnings cmd) {
+    if (badKey(cmd.sourceId())) return Effect().reply(cmd.replyTo(), badKeyReply("a source id"));
     String key = cmd.sourceId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeProviderAmount() < 0 || cmd.cumulativePlatformAmount() < 0) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "credits name a second from 1 and non-negative totals"));
@@ -539,6 +555,7 @@ public final class Account
   }
 
   private ReplyEffect<Event, State> onPayout(OpenAccount state, Payout cmd) {
+    if (badKey(cmd.payoutId())) return Effect().reply(cmd.replyTo(), badKeyReply("a payout id"));
     String key = "payout:" + cmd.payoutId();
     Long earlier = state.payouts().get(cmd.payoutId());
     if (earlier != null) {

@@ -68,14 +68,14 @@ class AccountModelTest {
   private static final int SEQUENCES = Integer.getInteger("account.model.sequences", 300);
   private static final int OPS_PER_SEQUENCE = Integer.getInteger("account.model.ops", 30);
   private static final int LONG_SEQUENCES = 2;
-  private static final int OPS_PER_LONG_SEQUENCE = 1_500;
+  private static final int OPS_PER_LONG_SEQUENCE = 1_000;
 
   private static final AtomicInteger IDS = new AtomicInteger();
 
   @Test
   void randomSequencesAgreeWithTheReferenceModel() {
     if (SEQUENCE_SEED != null) {
-      new Run(SEQUENCE_SEED, OPS_PER_SEQUENCE).execute();
+      System.out.println("one sequence, seed " + SEQUENCE_SEED + ": " + new Run(SEQUENCE_SEED, OPS_PER_SEQUENCE).execute().report());
       return;
     }
     Random master = new Random(MASTER_SEED);
@@ -83,7 +83,7 @@ class AccountModelTest {
     for (int i = 0; i < SEQUENCES; i++) {
       totals.add(new Run(master.nextLong(), OPS_PER_SEQUENCE).execute());
     }
-    totals.assertCoverage(SEQUENCES * OPS_PER_SEQUENCE);
+    if (SEQUENCES >= 100) totals.assertCoverage(SEQUENCES * OPS_PER_SEQUENCE);
     System.out.println(totals.report());
   }
 
@@ -642,9 +642,15 @@ class AccountModelTest {
         assertTrue(result.hasNoEvents(), this::where);
       }
 
-      Summary after = summary();
+      // Every fifth step asks the entity (GetSummary); the others read the same summary function off the
+      // state the testkit returned with the reply, which halves the round trips of a step.
+      Summary after = step % 5 == 0 ? summary() : summaryOf(result.state(), now);
       assertEquals(model.summary(now), after, this::where);
       assertConserved(after, result.state());
+      if (expected.persists() && (op instanceof PlaceHoldOp || op instanceof ExtendHoldOp) && after.spendCapMonthly() != null) {
+        assertTrue(after.spentThisMonth() + after.held() <= after.spendCapMonthly(),
+            () -> "a hold grew past the monthly spend cap\n" + where());
+      }
 
       if (replayOf != null && replayOf.succeeded() && op.deduplicated()) {
         totals.duplicates++;
@@ -656,6 +662,11 @@ class AccountModelTest {
 
     private Summary summary() {
       return kit.<Summary>runCommand(Account.GetSummary::new).reply();
+    }
+
+    private Summary summaryOf(State state, Instant now) {
+      if (state instanceof OpenAccount account) return account.summary(model.id, Account.monthOf(now));
+      return new Summary(model.id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0);
     }
 
     private void restart() {
@@ -746,7 +757,8 @@ class AccountModelTest {
       String reference = "pay-" + nextId++;
       int dice = random.nextInt(100);
       if (dice < 3) return new DepositOp(reference, -random.nextInt(2));
-      if (dice < 5) return new DepositOp(reference, Money.MAX_AMOUNT - model.deposited + random.nextInt(2));
+      // one micro-euro past the largest balance kept (reaching it exactly is a unit test: it would make every later hold fit)
+      if (dice < 5) return new DepositOp(reference, Money.MAX_AMOUNT - model.deposited + 1);
       return new DepositOp(reference, 1 + random.nextInt(2_000));
     }
 
@@ -771,6 +783,8 @@ class AccountModelTest {
     }
 
     private Op capture() {
+      // captures follow a running rental: without an open hold, most of the time the rental places one first
+      if (model.holds.values().stream().noneMatch(h -> h.open) && random.nextInt(4) > 0) return placeHold();
       String holdId = someHold(true);
       ModelHold hold = model.holds.get(holdId);
       if (hold == null) return new CaptureOp(holdId, 1 + random.nextInt(100), random.nextInt(100));
@@ -793,7 +807,7 @@ class AccountModelTest {
       int dice = random.nextInt(100);
       if (dice < 2) return new CreditOp(sourceId, random.nextBoolean() ? 0 : mark + 1, provider - 1, platform, false);
       if (dice < 4 && source != null) return new CreditOp(sourceId, mark + 5, Math.max(0, provider - 1), platform + 1, false);
-      if (dice < 5) return new CreditOp(sourceId, mark + 1, Money.MAX_AMOUNT - model.credited + provider + random.nextInt(2), platform, false);
+      if (dice < 5) return new CreditOp(sourceId, mark + 1, Money.MAX_AMOUNT - model.credited + provider + 1, platform, false);
       long providerStep = random.nextInt(1_500);
       long platformStep = providerStep * 15 / 85 + random.nextInt(2);
       return new CreditOp(sourceId, mark + 1 + random.nextInt(120), provider + providerStep, platform + platformStep,

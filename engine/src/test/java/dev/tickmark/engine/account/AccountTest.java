@@ -647,6 +647,39 @@ class AccountTest {
   }
 
   @Test
+  void aClockThatLagsIntoThePreviousMonthDoesNotResetTheMonthsSpending() {
+    clock.set(Instant.parse("2025-02-01T00:00:05Z"));
+    open("Ada");
+    ok(deposit("pay-1", 1_000));
+    ok(setCap(100L));
+    ok(placeHold("r1", 100));
+    ok(capture("r1", 5, 60));
+    // the entity moves to a node whose clock is a few seconds behind, still in January
+    clock.set(Instant.parse("2025-01-31T23:59:58Z"));
+    ok(capture("r1", 10, 70));
+    clock.set(Instant.parse("2025-02-01T00:00:20Z"));
+    assertEquals(70, summary().spentThisMonth(), "February's captures are all still counted");
+    assertRecovers();
+    assertEquals(70, summary().spentThisMonth());
+  }
+
+  @Test
+  void rejectsMissingOrBlankPostingKeysWithoutPersisting() {
+    open("Ada");
+    ok(deposit("pay-1", 1_000));
+    ok(placeHold("r1", 100));
+    assertRejected("invalid_key", deposit(null, 10));
+    assertRejected("invalid_key", deposit(" ", 10));
+    assertRejected("invalid_key", placeHold(null, 10));
+    assertRejected("invalid_key", extendHold("", 200));
+    assertRejected("invalid_key", capture(null, 1, 1));
+    assertRejected("invalid_key", release(null));
+    assertRejected("invalid_key", credit(null, 1, 1, 0, false));
+    assertRejected("invalid_key", payout("x".repeat(257), 1));
+    assertEquals(1_000, summary().balance());
+  }
+
+  @Test
   void holdsOpenAcrossMonthBoundaryStillCountButOldCapturesDoNot() {
     clock.set(Instant.parse("2024-12-31T23:00:00Z"));
     open("Ada");

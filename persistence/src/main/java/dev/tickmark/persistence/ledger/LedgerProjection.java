@@ -3,18 +3,15 @@ package dev.tickmark.persistence.ledger;
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.PooledJdbcSession;
+import dev.tickmark.persistence.SlicedProjections;
 import java.sql.PreparedStatement;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.util.List;
-import java.util.Optional;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.cluster.sharding.typed.ShardedDaemonProcessSettings;
-import org.apache.pekko.cluster.sharding.typed.javadsl.ShardedDaemonProcess;
 import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
 import org.apache.pekko.persistence.query.Offset;
 import org.apache.pekko.persistence.typed.PersistenceId;
-import org.apache.pekko.projection.ProjectionBehavior;
 import org.apache.pekko.projection.ProjectionId;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
 import org.apache.pekko.projection.eventsourced.javadsl.EventSourcedProvider;
@@ -24,9 +21,9 @@ import org.apache.pekko.projection.jdbc.javadsl.JdbcHandler;
 import org.apache.pekko.projection.jdbc.javadsl.JdbcProjection;
 
 /**
- * Writes the ledger table from account events, one projection instance per tag slice, run by a
- * {@link ShardedDaemonProcess} so that each slice runs exactly once in the cluster. Rows and offsets
+ * Writes the ledger table from account events, one projection instance per tag slice. Rows and offsets
  * commit in one transaction (exactly-once); events are written in groups to batch the inserts.
+ * (The {@link org.apache.pekko.cluster.sharding.typed.javadsl.ShardedDaemonProcess} runs each slice once in the cluster.)
  */
 public final class LedgerProjection {
   public static final String NAME = "ledger";
@@ -34,14 +31,7 @@ public final class LedgerProjection {
   private LedgerProjection() {}
 
   public static void init(ActorSystem<?> system, Jdbc jdbc) {
-    List<String> tags = Account.allTags();
-    ShardedDaemonProcess.get(system).init(
-        ProjectionBehavior.Command.class,
-        "ledger-writer", // not "projection-ledger": ProjectionManagement owns that name
-        tags.size(),
-        i -> ProjectionBehavior.create(projection(system, jdbc, tags.get(i))),
-        ShardedDaemonProcessSettings.create(system),
-        Optional.of(ProjectionBehavior.stopMessage()));
+    SlicedProjections.init(system, "ledger-writer", Account.allTags(), tag -> projection(system, jdbc, tag));
   }
 
   static GroupedProjection<Offset, EventEnvelope<Account.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {

@@ -1,0 +1,727 @@
+package dev.tickmark.engine.host;
+
+import static dev.tickmark.engine.Rejection.reply;
+
+import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.catalog.Catalog;
+import dev.tickmark.engine.host.verification.Verification;
+import dev.tickmark.wire.Ed25519;
+import dev.tickmark.wire.HardwareReport;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.security.SecureRandom;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.IntStream;
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.SupervisorStrategy;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
+import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
+import org.apache.pekko.pattern.StatusReply;
+import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.persistence.typed.RecoveryCompleted;
+import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
+import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
+import org.apache.pekko.persistence.typed.javadsl.EventHandler;
+import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
+import org.apache.pekko.persistence.typed.javadsl.ReplyEffect;
+import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
+import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
+
+/**
+ * A provider's machine. It is invited with a one-time token, pins its agent's Ed25519 key at
+ * registration, is verified from signed hardware reports, keeps its listing, and is the one
+ * authority on its cards: a card is reserved for at most one rental because only this entity hands
+ * them out, one command at a time.
+ *
+ * <p>Heartbeats are not persisted (they would dominate the journal); only the transitions they
+ * cause are: online, offline (with the last heartbeat's instant), eviction on a GPU fault.
+ */
+public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Command, Host.Event, Host.State> {
+
+  public static final EntityTypeKey<Command> ENTITY_KEY = EntityTypeKey.create(Command.class, "Host");
+  public static final int TAG_SLICES = 4;
+  public static final String TAG_PREFIX = "host-";
+
+  public static String tagFor(String hostId) {
+    return TAG_PREFIX + Math.floorMod(hostId.hashCode(), TAG_SLICES);
+  }
+
+  public static List<String> allTags() {
+    return IntStream.range(0, TAG_SLICES).mapToObj(i -> TAG_PREFIX + i).toList();
+  }
+
+  /** Error codes the agent session turns into {@code error} frames. */
+  public static final String TOKEN_USED = "token_used";
+  public static final String TOKEN_EXPIRED = "token_expired";
+  public static final String UNAUTHORIZED = "unauthorized";
+  public static final String HOST_REMOVED = "host_removed";
+  public static final String NOT_AVAILABLE = "host_not_available";
+  public static final String INSUFFICIENT_CARDS = "insufficient_cards";
+  public static final String PRICE_ABOVE_CEILING = "price_above_ceiling";
+  public static final String INVALID_LISTING = "invalid_listing";
+  public static final String HOST_BUSY = "host_busy";
+
+  public record Settings(Duration heartbeatTimeout, int heartbeatIntervalSeconds, Catalog catalog, Verification.Policy policy) {}
+
+  // ---------------------------------------------------------------------------------------------
+  // Protocol
+
+  public interface Command extends CborSerializable {}
+
+  /** A command answered with a {@link StatusReply}; lets one handler refuse any of them uniformly. */
+  public interface Replying<T> extends Command {
+    ActorRef<StatusReply<T>> replyTo();
+  }
+
+  /** What a host tells the agent session holding its websocket. */
+  public interface ToSession extends CborSerializable {}
+
+  public record CloseSession(String code, String message) implements ToSession {}
+
+  public record Invite(String ownerId, String region, String label, String tokenHash, Instant expiresAt,
+      ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
+
+  /** Checks a registration token before the websocket upgrade; spends nothing. */
+  public record CheckToken(String tokenHash, ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
+
+  /** Spends the registration token, pins {@code publicKey}, and answers the host credential (shown once). */
+  public record Register(String tokenHash, String publicKey, ActorRef<StatusReply<Registration>> replyTo) implements Replying<Registration> {}
+
+  public record Authenticate(String credentialHash, ActorRef<StatusReply<Identity>> replyTo) implements Replying<Identity> {}
+
+  /** Makes {@code session} the host's one live session; a previous one is told to close. */
+  public record Attach(ActorRef<ToSession> session, ActorRef<StatusReply<Attached>> replyTo) implements Replying<Attached> {}
+
+  public record Detach(ActorRef<ToSession> session) implements Command {}
+
+  /** A signed report: {@code canonicalReport} is the exact UTF-8 text the signature covers. */
+  public record VerifyReport(ActorRef<ToSession> session, HardwareReport report, String canonicalReport, String signature,
+      ActorRef<StatusReply<Verification.Outcome>> replyTo) implements Replying<Verification.Outcome> {}
+
+  public record GpuHealth(int index, Integer utilizationPercent, Integer temperatureC, String fault) implements CborSerializable {}
+
+  public record Heartbeat(ActorRef<ToSession> session, long seq, List<GpuHealth> gpus, List<String> rentals)
+      implements Command {}
+
+  public record UpdateListing(String ownerId, Listing listing, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+
+  public record Drain(String ownerId, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+
+  public record Remove(String ownerId, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+
+  public record Evict(String reason, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+
+  public record Reinstate(ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+
+  /** {@code ownerId == null} is the operator's view. */
+  public record Get(String ownerId, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+
+  /** The matcher's proposal: reserve {@code count} free cards of {@code gpu} for a rental at this host's floor. */
+  public record ReserveCards(String rentalId, String gpu, int count, Listing.Tier tier, long maxPricePerGpuHour,
+      ActorRef<StatusReply<Reservation>> replyTo) implements Replying<Reservation> {}
+
+  public record ConfirmCards(String rentalId, ActorRef<StatusReply<Reservation>> replyTo) implements Replying<Reservation> {}
+
+  public record ReleaseCards(String rentalId, ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
+
+  private enum HeartbeatCheck implements Command {
+    INSTANCE
+  }
+
+  public record Registration(String hostId, String hostCredential) implements CborSerializable {
+    @Override
+    public String toString() {
+      return "Registration[hostId=" + hostId + "]";
+    }
+  }
+
+  public record Identity(String hostId, String publicKey, String ownerId) implements CborSerializable {}
+
+  public record Attached(String hostId, int heartbeatIntervalSeconds) implements CborSerializable {}
+
+  public record Reservation(String hostId, String rentalId, List<Integer> cards, long pricePerGpuHour, Listing.Tier tier,
+      boolean confirmed, boolean simulated) implements CborSerializable {}
+
+  public record CardView(int index, String uuid, String gpu, String state, String rentalId) implements CborSerializable {}
+
+  public record HostView(
+      String hostId, String ownerId, String region, String label, String status, boolean online, boolean listed,
+      boolean draining, boolean simulated, String gpu, List<CardView> cards, Listing listing,
+      List<Verification.Check> checks, Instant lastHeartbeatAt, Instant registeredAt, String evictionReason)
+      implements CborSerializable {}
+
+  // ---------------------------------------------------------------------------------------------
+  // Events
+
+  public interface Event extends CborSerializable {
+    Instant at();
+  }
+
+  public record Invited(String ownerId, String region, String label, String tokenHash, Instant expiresAt, Instant at)
+      implements Event {}
+
+  public record Registered(String publicKey, String credentialHash, Instant at) implements Event {}
+
+  public record ReportVerified(Verification.Outcome outcome, String reportHash, Instant at) implements Event {}
+
+  /** A failed report; {@code evict} when it failed a host that had been verified (fail-closed). */
+  public record ReportRejected(Verification.Outcome outcome, String reportHash, boolean evict, Instant at) implements Event {}
+
+  public record WentOnline(Instant at) implements Event {}
+
+  public record WentOffline(Instant lastHeartbeatAt, Instant at) implements Event {}
+
+  public record ListingUpdated(Listing listing, Instant at) implements Event {}
+
+  public record DrainStarted(Instant at) implements Event {}
+
+  public record Evicted(String reason, Instant at) implements Event {}
+
+  public record Reinstated(Instant at) implements Event {}
+
+  public record Removed(Instant at) implements Event {}
+
+  public record CardsReserved(String rentalId, List<Integer> cards, long pricePerGpuHour, Listing.Tier tier, Instant at)
+      implements Event {}
+
+  public record CardsRented(String rentalId, Instant at) implements Event {}
+
+  public record CardsReleased(String rentalId, List<Integer> cards, Instant at) implements Event {}
+
+  // ---------------------------------------------------------------------------------------------
+  // State
+
+  public interface State extends CborSerializable {}
+
+  public enum Empty implements State {
+    INSTANCE
+  }
+
+  public record Invitation(String ownerId, String region, String label, String tokenHash, Instant expiresAt) implements State {}
+
+  public enum Status {
+    REGISTERED, VERIFYING, VERIFIED, FAILED, EVICTED;
+
+    public String wire() {
+      return name().toLowerCase(java.util.Locale.ROOT);
+    }
+  }
+
+  public record Card(int index, String uuid, String gpu) implements CborSerializable {}
+
+  public record Held(List<Integer> cards, long price, Listing.Tier tier, boolean confirmed) implements CborSerializable {}
+
+  public record Enrolled(
+      String ownerId,
+      String region,
+      String label,
+      String publicKey,
+      String credentialHash,
+      Status status,
+      Verification.Outcome outcome,
+      String reportHash,
+      List<Card> cards,
+      Map<String, Held> reservations,
+      Listing listing,
+      boolean online,
+      Instant lastHeartbeatAt,
+      boolean draining,
+      String evictionReason,
+      Instant registeredAt)
+      implements State {
+
+    boolean simulated() {
+      return outcome != null && outcome.simulated();
+    }
+
+    String gpu() {
+      return cards.isEmpty() ? null : cards.get(0).gpu();
+    }
+
+    boolean onMarket() {
+      return status == Status.VERIFIED && online && listing.listed() && !draining;
+    }
+
+    List<Integer> freeCards() {
+      java.util.Set<Integer> taken = new java.util.HashSet<>();
+      reservations.values().forEach(h -> taken.addAll(h.cards()));
+      List<Integer> free = new ArrayList<>();
+      for (Card c : cards) if (!taken.contains(c.index())) free.add(c.index());
+      return free;
+    }
+
+    Enrolled with(Status s, Verification.Outcome o, String hash, List<Card> c, String eviction) {
+      return new Enrolled(ownerId, region, label, publicKey, credentialHash, s, o, hash, c, reservations, listing, online,
+          lastHeartbeatAt, draining, eviction, registeredAt);
+    }
+
+    Enrolled withOnline(boolean on, Instant lastHeartbeat, Status s) {
+      return new Enrolled(ownerId, region, label, publicKey, credentialHash, s, outcome, reportHash, cards, reservations,
+          listing, on, lastHeartbeat, draining, evictionReason, registeredAt);
+    }
+
+    Enrolled withListing(Listing l) {
+      return new Enrolled(ownerId, region, label, publicKey, credentialHash, status, outcome, reportHash, cards, reservations,
+          l, online, lastHeartbeatAt, draining, evictionReason, registeredAt);
+    }
+
+    Enrolled withDraining() {
+      return new Enrolled(ownerId, region, label, publicKey, credentialHash, status, outcome, reportHash, cards, reservations,
+          listing, online, lastHeartbeatAt, true, evictionReason, registeredAt);
+    }
+
+    Enrolled withReservations(Map<String, Held> r) {
+      return new Enrolled(ownerId, region, label, publicKey, credentialHash, status, outcome, reportHash, cards, Map.copyOf(r),
+          listing, online, lastHeartbeatAt, draining, evictionReason, registeredAt);
+    }
+  }
+
+  public record Gone(String ownerId) implements State {}
+
+  // ---------------------------------------------------------------------------------------------
+  // Behaviour
+
+  private static final SecureRandom RANDOM = new SecureRandom();
+
+  private final String hostId;
+  private final Settings settings;
+  private final Clock clock;
+  private final ActorContext<Command> context;
+  private final TimerScheduler<Command> timers;
+  // Actor-local, never persisted: the live session and the latest heartbeat it delivered.
+  private ActorRef<ToSession> session;
+  private long lastSeq = -1;
+  private Instant lastHeartbeat;
+
+  public static void init(ActorSystem<?> system, Settings settings, Clock clock) {
+    ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, clock)));
+  }
+
+  public static Behavior<Command> create(String hostId, Settings settings, Clock clock) {
+    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new Host(hostId, settings, clock, ctx, timers)));
+  }
+
+  private Host(String hostId, Settings settings, Clock clock, ActorContext<Command> context, TimerScheduler<Command> timers) {
+    super(
+        PersistenceId.of(ENTITY_KEY.name(), hostId),
+        SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
+    this.hostId = hostId;
+    this.settings = settings;
+    this.clock = clock;
+    this.context = context;
+    this.timers = timers;
+  }
+
+  @Override
+  public State emptyState() {
+    return Empty.INSTANCE;
+  }
+
+  @Override
+  public Set<String> tagsFor(Event event) {
+    return Set.of(tagFor(hostId));
+  }
+
+  @Override
+  public RetentionCriteria retentionCriteria() {
+    return RetentionCriteria.snapshotEvery(100, 2);
+  }
+
+  @Override
+  public SignalHandler<State> signalHandler() {
+    return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), this::onRecovered).build();
+  }
+
+  private void onRecovered(State state) {
+    if (state instanceof Enrolled e && e.online()) {
+      // The agent gets a full timeout to reach this incarnation before the host is declared offline.
+      lastHeartbeat = now();
+      scheduleHeartbeatCheck(settings.heartbeatTimeout());
+    }
+  }
+
+  @Override
+  public CommandHandlerWithReply<Command, Event, State> commandHandler() {
+    CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty =
+        newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
+    empty.onCommand(Invite.class, this::onInvite)
+        .onCommand(CheckToken.class, c -> Effect().reply(c.replyTo(), unauthorized()))
+        .onCommand(Register.class, c -> Effect().reply(c.replyTo(), unauthorized()))
+        .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
+        .onCommand(Heartbeat.class, c -> Effect().noReply())
+        .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
+        .onCommand(Detach.class, c -> Effect().noReply())
+        .onAnyCommand(this::notFound);
+
+    CommandHandlerWithReplyBuilderByState<Command, Event, Invitation, State> invitation =
+        newCommandHandlerWithReplyBuilder().forStateType(Invitation.class);
+    invitation.onCommand(Invite.class, (s, c) -> Effect().reply(c.replyTo(), reply(Rejection.ALREADY_EXISTS, "host " + hostId + " exists")))
+        .onCommand(CheckToken.class, this::onCheckToken)
+        .onCommand(Register.class, this::onRegister)
+        .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
+        .onCommand(Get.class, this::onGetInvitation)
+        .onCommand(Heartbeat.class, c -> Effect().noReply())
+        .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
+        .onCommand(Detach.class, c -> Effect().noReply())
+        .onAnyCommand(this::notFound);
+
+    CommandHandlerWithReplyBuilderByState<Command, Event, Enrolled, State> enrolled =
+        newCommandHandlerWithReplyBuilder().forStateType(Enrolled.class);
+    enrolled.onCommand(Invite.class, (s, c) -> Effect().reply(c.replyTo(), reply(Rejection.ALREADY_EXISTS, "host " + hostId + " exists")))
+        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), reply(TOKEN_USED, "this registration token was already used")))
+        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), reply(TOKEN_USED, "this registration token was already used")))
+        .onCommand(Authenticate.class, this::onAuthenticate)
+        .onCommand(Attach.class, this::onAttach)
+        .onCommand(Detach.class, this::onDetach)
+        .onCommand(VerifyReport.class, this::onVerifyReport)
+        .onCommand(Heartbeat.class, this::onHeartbeat)
+        .onCommand(HeartbeatCheck.class, this::onHeartbeatCheck)
+        .onCommand(UpdateListing.class, this::onUpdateListing)
+        .onCommand(Drain.class, this::onDrain)
+        .onCommand(Remove.class, this::onRemove)
+        .onCommand(Evict.class, this::onEvict)
+        .onCommand(Reinstate.class, this::onReinstate)
+        .onCommand(Get.class, this::onGet)
+        .onCommand(ReserveCards.class, this::onReserve)
+        .onCommand(ConfirmCards.class, this::onConfirm)
+        .onCommand(ReleaseCards.class, this::onRelease);
+
+    CommandHandlerWithReplyBuilderByState<Command, Event, Gone, State> gone =
+        newCommandHandlerWithReplyBuilder().forStateType(Gone.class);
+    gone.onCommand(Heartbeat.class, c -> Effect().noReply())
+        .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
+        .onCommand(Detach.class, c -> Effect().noReply())
+        .onCommand(ReleaseCards.class, c -> Effect().reply(c.replyTo(), StatusReply.ack()))
+        .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), reply(HOST_REMOVED, "host " + hostId + " was removed")))
+        .onCommand(Register.class, c -> Effect().reply(c.replyTo(), reply(HOST_REMOVED, "host " + hostId + " was removed")))
+        .onCommand(CheckToken.class, c -> Effect().reply(c.replyTo(), reply(HOST_REMOVED, "host " + hostId + " was removed")))
+        .onAnyCommand(this::notFound);
+
+    return empty.orElse(invitation).orElse(enrolled).orElse(gone).build();
+  }
+
+  /** Any replying command that this state does not serve answers {@code not_found}; others are dropped. */
+  private ReplyEffect<Event, State> notFound(Command command) {
+    if (command instanceof Replying<?> replying) return refuse(replying);
+    return Effect().noReply();
+  }
+
+  private <T> ReplyEffect<Event, State> refuse(Replying<T> command) {
+    return Effect().reply(command.replyTo(), reply(Rejection.NOT_FOUND, "no host " + hostId));
+  }
+
+  // ---- invitation and registration
+
+  private ReplyEffect<Event, State> onInvite(Empty state, Invite cmd) {
+    return Effect().persist(new Invited(cmd.ownerId(), cmd.region(), cmd.label(), cmd.tokenHash(), cmd.expiresAt(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.ack());
+  }
+
+  private ReplyEffect<Event, State> onCheckToken(Invitation state, CheckToken cmd) {
+    return Effect().reply(cmd.replyTo(), tokenProblem(state, cmd.tokenHash()) == null ? StatusReply.ack() : tokenProblem(state, cmd.tokenHash()));
+  }
+
+  private ReplyEffect<Event, State> onRegister(Invitation state, Register cmd) {
+    StatusReply<Done> problem = tokenProblem(state, cmd.tokenHash());
+    if (problem != null) return Effect().reply(cmd.replyTo(), StatusReply.error(problem.getError().getMessage()));
+    try {
+      Ed25519.decodePublic(cmd.publicKey());
+    } catch (IllegalArgumentException e) {
+      return Effect().reply(cmd.replyTo(), reply("bad_public_key", "the agent's public key is not an Ed25519 key"));
+    }
+    String secret = randomHex(24);
+    String credential = "tmkhost_" + hostId + "_" + secret;
+    return Effect().persist(new Registered(cmd.publicKey(), sha256(secret), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Registration(hostId, credential)));
+  }
+
+  private StatusReply<Done> tokenProblem(Invitation state, String tokenHash) {
+    if (!constantTimeEquals(state.tokenHash(), tokenHash)) return unauthorized();
+    if (!now().isBefore(state.expiresAt())) return reply(TOKEN_EXPIRED, "this registration token expired; create a new one");
+    return null;
+  }
+
+  private ReplyEffect<Event, State> onAuthenticate(Enrolled state, Authenticate cmd) {
+    if (!constantTimeEquals(state.credentialHash(), cmd.credentialHash())) return Effect().reply(cmd.replyTo(), unauthorized());
+    return Effect().reply(cmd.replyTo(), StatusReply.success(new Identity(hostId, state.publicKey(), state.ownerId())));
+  }
+
+  // ---- sessions and health
+
+  private ReplyEffect<Event, State> onAttach(Enrolled state, Attach cmd) {
+    if (session != null && !session.equals(cmd.session())) {
+      session.tell(new CloseSession("replaced", "a newer session for this host connected"));
+    }
+    session = cmd.session();
+    lastSeq = -1;
+    lastHeartbeat = now();
+    scheduleHeartbeatCheck(settings.heartbeatTimeout());
+    Attached attached = new Attached(hostId, settings.heartbeatIntervalSeconds());
+    if (state.online()) return Effect().reply(cmd.replyTo(), StatusReply.success(attached));
+    return Effect().persist(new WentOnline(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(attached));
+  }
+
+  private ReplyEffect<Event, State> onDetach(Enrolled state, Detach cmd) {
+    // The host stays online until the heartbeat timeout: an agent that reconnects quickly loses nothing.
+    if (cmd.session().equals(session)) session = null;
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onHeartbeat(Enrolled state, Heartbeat cmd) {
+    if (!cmd.session().equals(session) || cmd.seq() <= lastSeq) return Effect().noReply(); // stale or duplicate
+    lastSeq = cmd.seq();
+    lastHeartbeat = now();
+    scheduleHeartbeatCheck(settings.heartbeatTimeout());
+    String fault = cmd.gpus() == null ? null : cmd.gpus().stream()
+        .filter(g -> g.fault() != null && !g.fault().isBlank())
+        .map(g -> "GPU " + g.index() + ": " + g.fault())
+        .findFirst().orElse(null);
+    List<Event> events = new ArrayList<>(2);
+    if (!state.online()) events.add(new WentOnline(now()));
+    if (fault != null && state.status() != Status.EVICTED) events.add(new Evicted("GPU fault reported: " + fault, now()));
+    if (events.isEmpty()) return Effect().noReply();
+    return Effect().persist(events).thenNoReply();
+  }
+
+  private ReplyEffect<Event, State> onHeartbeatCheck(Enrolled state, HeartbeatCheck cmd) {
+    if (!state.online()) return Effect().noReply();
+    Duration silent = Duration.between(lastHeartbeat, now());
+    if (silent.compareTo(settings.heartbeatTimeout()) < 0) {
+      scheduleHeartbeatCheck(settings.heartbeatTimeout().minus(silent));
+      return Effect().noReply();
+    }
+    ActorRef<ToSession> stale = session;
+    session = null;
+    return Effect().persist(new WentOffline(lastHeartbeat, now())).thenRun(s -> {
+      if (stale != null) stale.tell(new CloseSession("heartbeat_timeout", "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
+    }).thenNoReply();
+  }
+
+  private void scheduleHeartbeatCheck(Duration delay) {
+    timers.startSingleTimer(HeartbeatCheck.INSTANCE, HeartbeatCheck.INSTANCE, delay);
+  }
+
+  // ---- verification
+
+  private ReplyEffect<Event, State> onVerifyReport(Enrolled state, VerifyReport cmd) {
+    if (!cmd.session().equals(session)) {
+      return Effect().reply(cmd.replyTo(), reply("replaced", "this session is no longer the host's live session"));
+    }
+    byte[] canonical = cmd.canonicalReport().getBytes(StandardCharsets.UTF_8);
+    boolean signatureValid = Ed25519.verify(state.publicKey(), canonical, cmd.signature());
+    Verification.Outcome outcome = Verification.verify(cmd.report(), signatureValid, settings.catalog(), settings.policy());
+    String hash = sha256(cmd.canonicalReport()) + (signatureValid ? ":signed" : ":unsigned");
+    if (hash.equals(state.reportHash()) && state.outcome() != null && state.outcome().passed() == outcome.passed()) {
+      return Effect().reply(cmd.replyTo(), StatusReply.success(state.outcome())); // a duplicate delivery
+    }
+    if (outcome.passed()) {
+      return Effect().persist(new ReportVerified(outcome, hash, now())).thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
+    }
+    boolean evict = state.status() == Status.VERIFIED;
+    return Effect().persist(new ReportRejected(outcome, hash, evict, now())).thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
+  }
+
+  // ---- provider and operator controls
+
+  private ReplyEffect<Event, State> onUpdateListing(Enrolled state, UpdateListing cmd) {
+    if (!state.ownerId().equals(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    String problem = cmd.listing().problem();
+    if (problem != null) return Effect().reply(cmd.replyTo(), reply(INVALID_LISTING, problem));
+    if (cmd.listing().equals(state.listing())) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    return Effect().persist(new ListingUpdated(cmd.listing(), now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
+  }
+
+  private ReplyEffect<Event, State> onDrain(Enrolled state, Drain cmd) {
+    if (!state.ownerId().equals(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    if (state.draining()) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    return Effect().persist(new DrainStarted(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
+  }
+
+  private ReplyEffect<Event, State> onRemove(Enrolled state, Remove cmd) {
+    if (!state.ownerId().equals(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    if (!state.reservations().isEmpty()) {
+      return Effect().reply(cmd.replyTo(), reply(HOST_BUSY, "rentals are running on this host; drain it and wait for them to end"));
+    }
+    HostView last = view(state);
+    ActorRef<ToSession> live = session;
+    session = null;
+    return Effect().persist(new Removed(now())).thenRun(s -> {
+      if (live != null) live.tell(new CloseSession(HOST_REMOVED, "the provider removed this host"));
+      timers.cancel(HeartbeatCheck.INSTANCE);
+    }).thenReply(cmd.replyTo(), s -> StatusReply.success(new HostView(last.hostId(), last.ownerId(), last.region(), last.label(),
+        "removed", false, false, last.draining(), last.simulated(), last.gpu(), last.cards(), last.listing(), last.checks(),
+        last.lastHeartbeatAt(), last.registeredAt(), last.evictionReason())));
+  }
+
+  private ReplyEffect<Event, State> onEvict(Enrolled state, Evict cmd) {
+    if (state.status() == Status.EVICTED) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    String reason = cmd.reason() == null || cmd.reason().isBlank() ? "evicted by an operator" : cmd.reason();
+    return Effect().persist(new Evicted(reason, now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
+  }
+
+  private ReplyEffect<Event, State> onReinstate(Enrolled state, Reinstate cmd) {
+    if (state.status() != Status.EVICTED) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    return Effect().persist(new Reinstated(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
+  }
+
+  private ReplyEffect<Event, State> onGet(Enrolled state, Get cmd) {
+    if (cmd.ownerId() != null && !state.ownerId().equals(cmd.ownerId())) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    }
+    return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+  }
+
+  private ReplyEffect<Event, State> onGetInvitation(Invitation state, Get cmd) {
+    if (cmd.ownerId() != null && !state.ownerId().equals(cmd.ownerId())) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    }
+    return Effect().reply(cmd.replyTo(), StatusReply.success(new HostView(hostId, state.ownerId(), state.region(), state.label(),
+        "invited", false, false, false, false, null, List.of(), Listing.unlisted(), List.of(), null, null, null)));
+  }
+
+  // ---- cards: the host is the only authority, so a card is never given twice
+
+  private ReplyEffect<Event, State> onReserve(Enrolled state, ReserveCards cmd) {
+    Held existing = state.reservations().get(cmd.rentalId());
+    if (existing != null) return Effect().reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), existing)));
+    if (!state.onMarket()) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "the host is not on the market"));
+    if (!state.listing().availableAt(now())) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "outside the host's availability"));
+    Long floor = state.listing().floorFor(cmd.tier());
+    if (floor == null) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "the host does not offer " + cmd.tier().wire()));
+    if (floor > cmd.maxPricePerGpuHour()) return Effect().reply(cmd.replyTo(), reply(PRICE_ABOVE_CEILING, "the host's floor is above the ceiling"));
+    if (cmd.gpu() == null || !cmd.gpu().equals(state.gpu())) return Effect().reply(cmd.replyTo(), reply(INSUFFICIENT_CARDS, "the host has no " + cmd.gpu()));
+    List<Integer> free = state.freeCards();
+    if (cmd.count() < 1 || free.size() < cmd.count()) {
+      return Effect().reply(cmd.replyTo(), reply(INSUFFICIENT_CARDS, free.size() + " free cards, " + cmd.count() + " asked"));
+    }
+    List<Integer> cards = List.copyOf(free.subList(0, cmd.count()));
+    return Effect().persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(reservation((Enrolled) s, cmd.rentalId(), ((Enrolled) s).reservations().get(cmd.rentalId()))));
+  }
+
+  private ReplyEffect<Event, State> onConfirm(Enrolled state, ConfirmCards cmd) {
+    Held held = state.reservations().get(cmd.rentalId());
+    if (held == null) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
+    if (held.confirmed()) return Effect().reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), held)));
+    return Effect().persist(new CardsRented(cmd.rentalId(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(reservation((Enrolled) s, cmd.rentalId(), ((Enrolled) s).reservations().get(cmd.rentalId()))));
+  }
+
+  private ReplyEffect<Event, State> onRelease(Enrolled state, ReleaseCards cmd) {
+    Held held = state.reservations().get(cmd.rentalId());
+    if (held == null) return Effect().reply(cmd.replyTo(), StatusReply.ack());
+    return Effect().persist(new CardsReleased(cmd.rentalId(), held.cards(), now())).thenReply(cmd.replyTo(), s -> StatusReply.ack());
+  }
+
+  private Reservation reservation(Enrolled state, String rentalId, Held held) {
+    return new Reservation(hostId, rentalId, held.cards(), held.price(), held.tier(), held.confirmed(), state.simulated());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  @Override
+  public EventHandler<State, Event> eventHandler() {
+    var builder = newEventHandlerBuilder();
+    builder.forStateType(Empty.class)
+        .onEvent(Invited.class, (s, e) -> new Invitation(e.ownerId(), e.region(), e.label(), e.tokenHash(), e.expiresAt()));
+    builder.forStateType(Invitation.class)
+        .onEvent(Registered.class, (s, e) -> new Enrolled(s.ownerId(), s.region(), s.label(), e.publicKey(), e.credentialHash(),
+            Status.REGISTERED, null, null, List.of(), Map.of(), Listing.unlisted(), false, null, false, null, e.at()));
+    builder.forStateType(Enrolled.class)
+        .onEvent(ReportVerified.class, (s, e) -> s.with(
+            s.status() == Status.EVICTED ? Status.EVICTED : Status.VERIFIED, e.outcome(), e.reportHash(), cards(e.outcome()), s.evictionReason()))
+        .onEvent(ReportRejected.class, (s, e) -> s.with(
+            e.evict() || s.status() == Status.EVICTED ? Status.EVICTED : Status.FAILED, e.outcome(), e.reportHash(), s.cards(),
+            e.evict() ? "failed re-verification" : s.evictionReason()))
+        .onEvent(WentOnline.class, (s, e) -> s.withOnline(true, e.at(), s.status() == Status.REGISTERED ? Status.VERIFYING : s.status()))
+        .onEvent(WentOffline.class, (s, e) -> s.withOnline(false, e.lastHeartbeatAt(), s.status()))
+        .onEvent(ListingUpdated.class, (s, e) -> s.withListing(e.listing()))
+        .onEvent(DrainStarted.class, (s, e) -> s.withDraining())
+        .onEvent(Evicted.class, (s, e) -> s.with(Status.EVICTED, s.outcome(), s.reportHash(), s.cards(), e.reason()))
+        .onEvent(Reinstated.class, (s, e) -> s.with(s.outcome() != null && s.outcome().passed() ? Status.VERIFIED : Status.FAILED,
+            s.outcome(), s.reportHash(), s.cards(), null))
+        .onEvent(Removed.class, (s, e) -> new Gone(s.ownerId()))
+        .onEvent(CardsReserved.class, (s, e) -> s.withReservations(put(s.reservations(), e.rentalId(), new Held(e.cards(), e.pricePerGpuHour(), e.tier(), false))))
+        .onEvent(CardsRented.class, (s, e) -> {
+          Held h = s.reservations().get(e.rentalId());
+          return s.withReservations(put(s.reservations(), e.rentalId(), new Held(h.cards(), h.price(), h.tier(), true)));
+        })
+        .onEvent(CardsReleased.class, (s, e) -> {
+          Map<String, Held> r = new HashMap<>(s.reservations());
+          r.remove(e.rentalId());
+          return s.withReservations(r);
+        });
+    return builder.build();
+  }
+
+  /** The cards of a newly verified report; reserved cards keep their index, so running rentals are not disturbed. */
+  private static List<Card> cards(Verification.Outcome outcome) {
+    return outcome.cards().stream().map(c -> new Card(c.index(), c.uuid(), c.gpu())).toList();
+  }
+
+  private static Map<String, Held> put(Map<String, Held> map, String key, Held value) {
+    Map<String, Held> copy = new HashMap<>(map);
+    copy.put(key, value);
+    return copy;
+  }
+
+  private HostView view(Enrolled s) {
+    Map<Integer, String> cardRental = new HashMap<>();
+    Map<Integer, Boolean> cardRented = new HashMap<>();
+    s.reservations().forEach((rental, held) -> held.cards().forEach(c -> {
+      cardRental.put(c, rental);
+      cardRented.put(c, held.confirmed());
+    }));
+    List<CardView> cards = s.cards().stream().map(c -> new CardView(c.index(), c.uuid(), c.gpu(),
+        !cardRental.containsKey(c.index()) ? "free" : (cardRented.get(c.index()) ? "rented" : "reserved"),
+        cardRental.get(c.index()))).toList();
+    Instant heartbeat = s.online() && lastHeartbeat != null ? lastHeartbeat : s.lastHeartbeatAt();
+    return new HostView(hostId, s.ownerId(), s.region(), s.label(), s.status().wire(), s.online(), s.listing().listed(),
+        s.draining(), s.simulated(), s.gpu(), cards, s.listing(), s.outcome() == null ? List.of() : s.outcome().checks(),
+        heartbeat, s.registeredAt(), s.evictionReason());
+  }
+
+  private Instant now() {
+    return clock.instant();
+  }
+
+  private static <T> StatusReply<T> unauthorized() {
+    return reply(UNAUTHORIZED, "the token or credential is not valid for this host");
+  }
+
+  static String randomHex(int bytes) {
+    byte[] b = new byte[bytes];
+    RANDOM.nextBytes(b);
+    return HexFormat.of().formatHex(b);
+  }
+
+  public static String sha256(String text) {
+    try {
+      return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private static boolean constantTimeEquals(String a, String b) {
+    if (a == null || b == null) return false;
+    return MessageDigest.isEqual(a.getBytes(StandardCharsets.UTF_8), b.getBytes(StandardCharsets.UTF_8));
+  }
+}

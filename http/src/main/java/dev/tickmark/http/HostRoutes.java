@@ -1,0 +1,131 @@
+package dev.tickmark.http;
+
+import static org.apache.pekko.http.javadsl.server.Directives.*;
+import static org.apache.pekko.http.javadsl.server.PathMatchers.segment;
+
+import dev.tickmark.engine.catalog.Catalog;
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.host.Listing;
+import dev.tickmark.persistence.hosts.HostReadModel;
+import java.time.Clock;
+import java.time.DayOfWeek;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CompletionStage;
+import java.util.function.Function;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
+import org.apache.pekko.pattern.StatusReply;
+import org.apache.pekko.util.ByteString;
+
+/** The provider's hosts: registration tokens, the host list, one host, its listing, drain and removal. */
+public final class HostRoutes {
+  static final Duration TOKEN_VALIDITY = Duration.ofHours(24);
+
+  record TokenRequest(String region, String label) {}
+
+  record TokenView(String token, String hostId, String region, String label, Instant expiresAt) {}
+
+  record WindowRequest(String day, String start, String end) {}
+
+  record ListingRequest(String onDemandPricePerGpuHour, String spotPricePerGpuHour, Integer spotNoticeSeconds,
+      List<WindowRequest> availability, Boolean listed) {}
+
+  private static final Map<String, DayOfWeek> DAYS = Map.of("mon", DayOfWeek.MONDAY, "tue", DayOfWeek.TUESDAY,
+      "wed", DayOfWeek.WEDNESDAY, "thu", DayOfWeek.THURSDAY, "fri", DayOfWeek.FRIDAY, "sat", DayOfWeek.SATURDAY,
+      "sun", DayOfWeek.SUNDAY);
+
+  private final ClusterSharding sharding;
+  private final Duration timeout;
+  private final HostReadModel hosts;
+  private final Catalog catalog;
+  private final Auth auth;
+  private final Clock clock;
+
+  public HostRoutes(ActorSystem<?> system, Duration timeout, HostReadModel hosts, Catalog catalog, Auth auth, Clock clock) {
+    this.sharding = ClusterSharding.get(system);
+    this.timeout = timeout;
+    this.hosts = hosts;
+    this.catalog = catalog;
+    this.auth = auth;
+    this.clock = clock;
+  }
+
+  public Route route() {
+    return pathPrefix("hosts", () -> auth.account(owner -> concat(
+        path("registration-tokens", () -> post(() -> entity(Unmarshaller.entityToByteString(), body ->
+            onSuccess(createToken(owner, body), token -> complete(Responses.json(201, token)))))),
+        pathEnd(() -> get(() -> onSuccess(hosts.byOwner(owner), rows ->
+            complete(Responses.json(200, new HostViews.HostList(rows.stream().map(r -> HostViews.HostSummary.of(r, false)).toList())))))),
+        pathPrefix(segment(), hostId -> concat(
+            pathEnd(() -> concat(
+                get(() -> detail(ask(hostId, reply -> new Host.Get(owner, reply)))),
+                delete(() -> detail(ask(hostId, reply -> new Host.Remove(owner, reply)))))),
+            path("listing", () -> put(() -> entity(Unmarshaller.entityToByteString(), body -> {
+              Listing listing = listing(body);
+              return detail(ask(hostId, reply -> new Host.UpdateListing(owner, listing, reply)));
+            }))),
+            path("drain", () -> post(() -> detail(ask(hostId, reply -> new Host.Drain(owner, reply))))))))));
+  }
+
+  private Route detail(CompletionStage<Host.HostView> view) {
+    return onSuccess(view, v -> complete(Responses.json(200, HostViews.HostDetail.of(v, false))));
+  }
+
+  private <T> CompletionStage<T> ask(String hostId, Function<ActorRef<StatusReply<T>>, Host.Command> command) {
+    return sharding.entityRefFor(Host.ENTITY_KEY, hostId).askWithStatus(command::apply, timeout);
+  }
+
+  private CompletionStage<TokenView> createToken(String owner, ByteString body) {
+    TokenRequest request = Json.read(body, TokenRequest.class);
+    if (request.region() == null || catalog.region(request.region()).isEmpty()) {
+      throw Problem.badRequest("unknown_region", "region must be one of " + catalog.regions().stream().map(Catalog.Region::code).toList());
+    }
+    if (request.label() != null && request.label().length() > 200) throw Problem.badRequest("invalid_label", "label is at most 200 characters");
+    String hostId = "host_" + Ids.random(12);
+    String secret = Ids.random(24);
+    Instant expiresAt = clock.instant().plus(TOKEN_VALIDITY);
+    return ask(hostId, (ActorRef<StatusReply<org.apache.pekko.Done>> reply) ->
+            new Host.Invite(owner, request.region(), request.label(), Host.sha256(secret), expiresAt, reply))
+        .thenApply(done -> new TokenView("tmkreg_" + hostId + "_" + secret, hostId, request.region(), request.label(), expiresAt));
+  }
+
+  static Listing listing(ByteString body) {
+    ListingRequest r = Json.read(body, ListingRequest.class);
+    if (r.onDemandPricePerGpuHour() == null) throw Problem.badRequest("missing_field", "\"on_demand_price_per_gpu_hour\" is required");
+    if (r.listed() == null) throw Problem.badRequest("missing_field", "\"listed\" is required");
+    long onDemand = Amounts.parse("on_demand_price_per_gpu_hour", r.onDemandPricePerGpuHour());
+    Long spot = r.spotPricePerGpuHour() == null ? null : Amounts.parse("spot_price_per_gpu_hour", r.spotPricePerGpuHour());
+    int notice = r.spotNoticeSeconds() == null ? Listing.DEFAULT_SPOT_NOTICE_SECONDS : r.spotNoticeSeconds();
+    List<Listing.Window> windows = new ArrayList<>();
+    if (r.availability() != null) {
+      for (WindowRequest w : r.availability()) windows.add(window(w));
+    }
+    Listing listing = new Listing(onDemand, spot, notice, List.copyOf(windows), r.listed());
+    String problem = listing.problem();
+    if (problem != null) throw Problem.badRequest("invalid_listing", problem);
+    return listing;
+  }
+
+  private static Listing.Window window(WindowRequest w) {
+    DayOfWeek day = w.day() == null ? null : DAYS.get(w.day().toLowerCase(Locale.ROOT));
+    if (day == null) throw Problem.badRequest("invalid_listing", "availability day must be one of mon..sun");
+    return new Listing.Window(day, minute(w.start()), minute(w.end()));
+  }
+
+  private static int minute(String hhmm) {
+    if (hhmm != null && hhmm.matches("\\d{2}:\\d{2}")) {
+      int h = Integer.parseInt(hhmm.substring(0, 2));
+      int m = Integer.parseInt(hhmm.substring(3));
+      if ((h < 24 && m < 60) || (h == 24 && m == 0)) return h * 60 + m;
+    }
+    throw Problem.badRequest("invalid_listing", "availability times are \"HH:MM\" in UTC, 00:00 to 24:00");
+  }
+}

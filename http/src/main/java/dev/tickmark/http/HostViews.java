@@ -1,0 +1,66 @@
+package dev.tickmark.http;
+
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.host.verification.Verification;
+import dev.tickmark.engine.money.Money;
+import dev.tickmark.persistence.hosts.HostReadModel;
+import java.time.Instant;
+import java.util.List;
+import java.util.Locale;
+
+/** Wire forms of hosts and listings. Prices are strings of euros per GPU-hour. */
+final class HostViews {
+  private HostViews() {}
+
+  record WindowView(String day, String start, String end) {
+    static WindowView of(Listing.Window w) {
+      return new WindowView(w.day().name().substring(0, 3).toLowerCase(Locale.ROOT), hhmm(w.startMinute()), hhmm(w.endMinute()));
+    }
+  }
+
+  record ListingView(String onDemandPricePerGpuHour, String spotPricePerGpuHour, int spotNoticeSeconds,
+      List<WindowView> availability, boolean listed) {
+    static ListingView of(Listing l) {
+      return new ListingView(l.onDemandPrice() > 0 ? Money.format(l.onDemandPrice()) : null,
+          l.spotPrice() == null ? null : Money.format(l.spotPrice()), l.spotNoticeSeconds(),
+          l.availability().stream().map(WindowView::of).toList(), l.listed());
+    }
+  }
+
+  record CheckView(String check, String status, String observed, String expected) {
+    static CheckView of(Verification.Check c) {
+      return new CheckView(c.check(), c.status().wire(), c.observed(), c.expected());
+    }
+  }
+
+  record CardView(int index, String uuid, String gpu, String state) {}
+
+  /** The provider's (or operator's) full view of one host. The renter on a card is never named. */
+  record HostDetail(String id, String region, String label, String status, boolean online, boolean listed, boolean draining,
+      boolean simulated, String gpu, List<CardView> cards, ListingView listing, List<CheckView> verification,
+      Instant lastHeartbeatAt, Instant registeredAt, String evictionReason, String ownerId) {
+    static HostDetail of(Host.HostView v, boolean forOperator) {
+      return new HostDetail(v.hostId(), v.region(), v.label(), v.status(), v.online(), v.listed(), v.draining(), v.simulated(),
+          v.gpu(), v.cards().stream().map(c -> new CardView(c.index(), c.uuid(), c.gpu(), c.state())).toList(),
+          ListingView.of(v.listing()), v.checks().stream().map(CheckView::of).toList(), v.lastHeartbeatAt(), v.registeredAt(),
+          v.evictionReason(), forOperator ? v.ownerId() : null);
+    }
+  }
+
+  record HostSummary(String id, String region, String label, String status, boolean online, boolean listed, boolean draining,
+      boolean simulated, String gpu, int cardsTotal, int cardsFree, String onDemandPricePerGpuHour, String spotPricePerGpuHour,
+      Instant updatedAt, String ownerId) {
+    static HostSummary of(HostReadModel.HostRow r, boolean forOperator) {
+      return new HostSummary(r.hostId(), r.region(), r.label(), r.status(), r.online(), r.listed(), r.draining(), r.simulated(),
+          r.gpu(), r.cardsTotal(), r.cardsFree(), r.onDemandPrice() == null || r.onDemandPrice() == 0 ? null : Money.format(r.onDemandPrice()),
+          r.spotPrice() == null ? null : Money.format(r.spotPrice()), r.updatedAt(), forOperator ? r.ownerId() : null);
+    }
+  }
+
+  record HostList(List<HostSummary> hosts) {}
+
+  static String hhmm(int minute) {
+    return String.format(Locale.ROOT, "%02d:%02d", minute / 60, minute % 60);
+  }
+}

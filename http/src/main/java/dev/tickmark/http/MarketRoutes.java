@@ -1,0 +1,71 @@
+package dev.tickmark.http;
+
+import static org.apache.pekko.http.javadsl.server.Directives.*;
+
+import dev.tickmark.engine.catalog.Catalog;
+import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.money.Money;
+import dev.tickmark.persistence.hosts.HostReadModel;
+import java.time.Clock;
+import java.util.List;
+import java.util.Optional;
+import org.apache.pekko.http.javadsl.server.Route;
+
+/** Public, unauthenticated market data: the catalog and live capacity. Offers never identify a host. */
+public final class MarketRoutes {
+  record GpuView(String code, String name, String vendor, String architecture, int vramGb, String memoryType,
+      int bandwidthGbPerS, int fp16Tflops, List<String> reportedNames) {}
+
+  record GpuList(List<GpuView> gpus) {}
+
+  record RegionList(List<Catalog.Region> regions) {}
+
+  record OfferView(String gpu, String region, String tier, int availableCards, String lowestPricePerGpuHour, int hosts,
+      boolean simulated) {}
+
+  record OfferList(List<OfferView> offers) {}
+
+  private final Catalog catalog;
+  private final HostReadModel hosts;
+  private final Clock clock;
+
+  public MarketRoutes(Catalog catalog, HostReadModel hosts, Clock clock) {
+    this.catalog = catalog;
+    this.hosts = hosts;
+    this.clock = clock;
+  }
+
+  public Route route() {
+    return concat(
+        pathPrefix("catalog", () -> concat(
+            path("gpus", () -> get(() -> complete(Responses.json(200, new GpuList(catalog.gpus().stream()
+                .map(g -> new GpuView(g.code(), g.name(), g.vendor(), g.architecture(), g.vramGb(), g.memoryType(),
+                    g.bandwidthGbPerS(), g.fp16Tflops(), g.smiNames())).toList()))))),
+            path("regions", () -> get(() -> complete(Responses.json(200, new RegionList(catalog.regions()))))))),
+        path("offers", () -> get(() -> parameterOptional("gpu", gpu -> parameterOptional("region", region ->
+            parameterOptional("tier", tier -> parameterOptional("max_price", maxPrice -> offers(gpu, region, tier, maxPrice))))))));
+  }
+
+  private Route offers(Optional<String> gpu, Optional<String> region, Optional<String> tier, Optional<String> maxPrice) {
+    gpu.ifPresent(g -> {
+      if (catalog.gpu(g).isEmpty()) throw Problem.badRequest("unknown_gpu", "no GPU model \"" + g + "\" in the catalog");
+    });
+    region.ifPresent(r -> {
+      if (catalog.region(r).isEmpty()) throw Problem.badRequest("unknown_region", "no region \"" + r + "\" in the catalog");
+    });
+    Listing.Tier t = tier.map(MarketRoutes::tier).orElse(null);
+    Long max = maxPrice.map(p -> Amounts.parse("max_price", p)).orElse(null);
+    var filter = new HostReadModel.OfferFilter(gpu.orElse(null), region.orElse(null), t, max);
+    return onSuccess(hosts.offers(filter, clock.instant()), offers -> complete(Responses.json(200, new OfferList(offers.stream()
+        .map(o -> new OfferView(o.gpu(), o.region(), o.tier().wire(), o.availableCards(), Money.format(o.lowestPricePerGpuHour()),
+            o.hosts(), o.simulated())).toList()))));
+  }
+
+  static Listing.Tier tier(String s) {
+    try {
+      return Listing.Tier.fromWire(s);
+    } catch (IllegalArgumentException e) {
+      throw Problem.badRequest("invalid_tier", "tier must be on_demand or spot");
+    }
+  }
+}

@@ -1,0 +1,281 @@
+package dev.tickmark.http.agent;
+
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.host.verification.Verification;
+import dev.tickmark.wire.AgentFrame;
+import dev.tickmark.wire.CanonicalJson;
+import dev.tickmark.wire.Ed25519;
+import dev.tickmark.wire.Frames;
+import dev.tickmark.wire.HardwareReport;
+import java.nio.charset.StandardCharsets;
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.Base64;
+import java.util.List;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.cluster.sharding.typed.javadsl.EntityRef;
+import org.apache.pekko.pattern.StatusReply;
+
+/**
+ * One agent websocket: the challenge–response, then the bridge between frames and the host entity.
+ * Lives on the node that holds the socket; dies with it. Anything wrong with what the agent sends
+ * ends this session with an {@code error} frame and touches nothing else.
+ */
+public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
+
+  /** How the upgrade request authenticated: a registration token, or a host credential with its pinned key. */
+  public sealed interface Credentials permits RegistrationToken, HostCredential, Refused {}
+
+  public record RegistrationToken(String hostId, String tokenHash) implements Credentials {}
+
+  public record HostCredential(String hostId, String pinnedPublicKey) implements Credentials {}
+
+  /** A real secret whose use is over (spent, expired, removed): the session only explains why, then closes. */
+  public record Refused(String code, String message) implements Credentials {}
+
+  public record Limits(int maxFrameChars, int framesPerSecond, int burst, Duration helloTimeout, Duration askTimeout) {}
+
+  // ---- messages
+
+  public interface Msg {}
+
+  /** A text frame from the agent. */
+  public record Inbound(String text) implements Msg {}
+
+  public record InboundRejected(String code, String message) implements Msg {}
+
+  public enum StreamCompleted implements Msg {
+    INSTANCE
+  }
+
+  public record StreamFailed(Throwable cause) implements Msg {}
+
+  /** The outgoing side of the socket: text to send, or the end. */
+  public sealed interface Outgoing permits Text, Complete {}
+
+  public record Text(String text) implements Outgoing {}
+
+  public enum Complete implements Outgoing {
+    INSTANCE
+  }
+
+  private record FromHost(Host.ToSession message) implements Msg {}
+
+  private record Registered(String hostId, String credential) implements Msg {}
+
+  private record AttachedToHost(String hostId, String credential, int heartbeatIntervalSeconds) implements Msg {}
+
+  private record Verified(Verification.Outcome outcome) implements Msg {}
+
+  private record Failed(String code, String message) implements Msg {}
+
+  private enum HelloTimeout implements Msg {
+    INSTANCE
+  }
+
+  // ---- behaviour
+
+  private static final SecureRandom RANDOM = new SecureRandom();
+
+  private final ActorRef<Outgoing> out;
+  private final Credentials credentials;
+  private final Limits limits;
+  private final ClusterSharding sharding;
+  private final ActorRef<Host.ToSession> hostInbox;
+  private final TimerScheduler<Msg> timers;
+  private final String nonce;
+  private String hostId;
+  private boolean active;
+  private boolean closed;
+  // token bucket for the frame rate limit
+  private double tokens;
+  private long lastRefillNanos;
+
+  public static Behavior<Msg> create(ActorRef<Outgoing> out, Credentials credentials, Limits limits) {
+    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new AgentSession(ctx, timers, out, credentials, limits)));
+  }
+
+  private AgentSession(ActorContext<Msg> context, TimerScheduler<Msg> timers, ActorRef<Outgoing> out, Credentials credentials,
+      Limits limits) {
+    super(context);
+    this.out = out;
+    this.credentials = credentials;
+    this.limits = limits;
+    this.timers = timers;
+    this.sharding = ClusterSharding.get(context.getSystem());
+    this.hostInbox = context.messageAdapter(Host.ToSession.class, FromHost::new);
+    this.tokens = limits.burst();
+    this.lastRefillNanos = System.nanoTime();
+    byte[] n = new byte[32];
+    RANDOM.nextBytes(n);
+    this.nonce = Base64.getEncoder().encodeToString(n);
+    if (credentials instanceof Refused r) {
+      fail(r.code(), r.message());
+    } else {
+      send(new AgentFrame.Challenge(nonce));
+      timers.startSingleTimer(HelloTimeout.INSTANCE, limits.helloTimeout());
+    }
+  }
+
+  @Override
+  public Receive<Msg> createReceive() {
+    return newReceiveBuilder()
+        .onMessage(Inbound.class, this::onInbound)
+        .onMessage(InboundRejected.class, m -> fail(m.code(), m.message()))
+        .onMessage(FromHost.class, this::onFromHost)
+        .onMessage(Registered.class, this::onRegistered)
+        .onMessage(AttachedToHost.class, this::onAttached)
+        .onMessage(Verified.class, this::onVerified)
+        .onMessage(Failed.class, m -> fail(m.code(), m.message()))
+        .onMessage(HelloTimeout.class, m -> active || hostId != null ? this : fail("unauthorized", "no hello within " + limits.helloTimeout().toSeconds() + " s"))
+        .onMessageEquals(StreamCompleted.INSTANCE, this::stop)
+        .onMessage(StreamFailed.class, m -> stop())
+        .build();
+  }
+
+  private Behavior<Msg> onInbound(Inbound in) {
+    if (closed) return this;
+    if (!takeToken()) return fail("rate_limited", "more than " + limits.framesPerSecond() + " frames per second");
+    if (in.text().length() > limits.maxFrameChars()) return fail("frame_too_large", "frames are at most " + limits.maxFrameChars() + " characters");
+    AgentFrame frame;
+    try {
+      frame = Frames.read(in.text());
+    } catch (Frames.MalformedFrame e) {
+      return fail("malformed_frame", e.getMessage());
+    }
+    if (frame instanceof AgentFrame.Hello hello) return onHello(hello);
+    if (!active) return fail("unexpected_frame", "the first frame must be hello");
+    if (frame instanceof AgentFrame.HardwareReportFrame report) return onReport(report);
+    if (frame instanceof AgentFrame.Heartbeat heartbeat) return onHeartbeat(heartbeat);
+    if (frame instanceof AgentFrame.RentalStarted || frame instanceof AgentFrame.RentalFailed || frame instanceof AgentFrame.RentalStopped) {
+      return this; // rentals are not served by this node version; the frames are harmless
+    }
+    return fail("unexpected_frame", "an agent does not send " + frame.getClass().getSimpleName());
+  }
+
+  private Behavior<Msg> onHello(AgentFrame.Hello hello) {
+    if (active || hostId != null) return fail("unexpected_frame", "hello was already received");
+    if (hello.publicKey() == null || hello.signature() == null) return fail("malformed_frame", "hello needs public_key and signature");
+    if (!Ed25519.verify(hello.publicKey(), Ed25519.helloMessage(nonce), hello.signature())) {
+      return fail("bad_signature", "the hello signature does not match the challenge");
+    }
+    if (credentials instanceof HostCredential c) {
+      if (!c.pinnedPublicKey().equals(hello.publicKey())) return fail("key_mismatch", "this is not the key pinned for the host");
+      hostId = c.hostId();
+      attach(null);
+    } else if (credentials instanceof RegistrationToken t) {
+      hostId = t.hostId();
+      EntityRef<Host.Command> host = host();
+      getContext().askWithStatus(Host.Registration.class, host,
+          limits.askTimeout(), reply -> new Host.Register(t.tokenHash(), hello.publicKey(), reply),
+          (registration, failure) -> registration != null
+              ? new Registered(registration.hostId(), registration.hostCredential())
+              : failed(failure));
+    }
+    return this;
+  }
+
+  private Behavior<Msg> onRegistered(Registered r) {
+    attach(r.credential());
+    return this;
+  }
+
+  private void attach(String credential) {
+    getContext().askWithStatus(Host.Attached.class, host(), limits.askTimeout(), reply -> new Host.Attach(hostInbox, reply),
+        (attached, failure) -> attached != null
+            ? new AttachedToHost(attached.hostId(), credential, attached.heartbeatIntervalSeconds())
+            : failed(failure));
+  }
+
+  private Behavior<Msg> onAttached(AttachedToHost a) {
+    active = true;
+    timers.cancel(HelloTimeout.INSTANCE);
+    send(new AgentFrame.Welcome(a.hostId(), a.credential(), a.heartbeatIntervalSeconds()));
+    return this;
+  }
+
+  private Behavior<Msg> onReport(AgentFrame.HardwareReportFrame frame) {
+    if (frame.report() == null || !frame.report().isObject() || frame.signature() == null) {
+      return fail("malformed_frame", "hardware_report needs a report object and a signature");
+    }
+    HardwareReport report;
+    try {
+      report = Frames.readReport(frame.report());
+    } catch (Frames.MalformedFrame e) {
+      return fail("malformed_frame", e.getMessage());
+    }
+    String canonical = new String(CanonicalJson.bytes(frame.report()), StandardCharsets.UTF_8);
+    getContext().askWithStatus(Verification.Outcome.class, host(), limits.askTimeout(),
+        reply -> new Host.VerifyReport(hostInbox, report, canonical, frame.signature(), reply),
+        (outcome, failure) -> outcome != null ? new Verified(outcome) : failed(failure));
+    return this;
+  }
+
+  private Behavior<Msg> onVerified(Verified v) {
+    List<AgentFrame.Check> checks = v.outcome().checks().stream()
+        .map(c -> new AgentFrame.Check(c.check(), c.status().wire(), c.observed(), c.expected())).toList();
+    send(new AgentFrame.VerificationResult(v.outcome().passed() ? "verified" : "failed", checks));
+    return this;
+  }
+
+  private Behavior<Msg> onHeartbeat(AgentFrame.Heartbeat hb) {
+    List<Host.GpuHealth> gpus = hb.gpus() == null ? List.of() : hb.gpus().stream()
+        .map(g -> new Host.GpuHealth(g.index(), g.utilizationPercent(), g.temperatureC(), g.fault())).toList();
+    host().tell(new Host.Heartbeat(hostInbox, hb.seq(), gpus, hb.rentals() == null ? List.of() : hb.rentals()));
+    return this;
+  }
+
+  private Behavior<Msg> onFromHost(FromHost m) {
+    if (m.message() instanceof Host.CloseSession close) return fail(close.code(), close.message());
+    return this;
+  }
+
+  // ---- plumbing
+
+  private EntityRef<Host.Command> host() {
+    return sharding.entityRefFor(Host.ENTITY_KEY, hostId);
+  }
+
+  private static Msg failed(Throwable failure) {
+    if (failure instanceof StatusReply.ErrorMessage e) {
+      return new Failed(Rejection.codeOf(e.getMessage()), Rejection.detailOf(e.getMessage()));
+    }
+    return new Failed("unavailable", "the engine did not answer in time; reconnect");
+  }
+
+  private void send(AgentFrame frame) {
+    out.tell(new Text(Frames.write(frame)));
+  }
+
+  private Behavior<Msg> fail(String code, String message) {
+    if (!closed) {
+      closed = true;
+      send(new AgentFrame.Error(code, message));
+      out.tell(Complete.INSTANCE);
+    }
+    return this; // the socket closing completes the inbound stream, which stops us
+  }
+
+  private Behavior<Msg> stop() {
+    if (hostId != null && active) host().tell(new Host.Detach(hostInbox));
+    if (!closed) out.tell(Complete.INSTANCE);
+    return Behaviors.stopped();
+  }
+
+  private boolean takeToken() {
+    long nowNanos = System.nanoTime();
+    tokens = Math.min(limits.burst(), tokens + (nowNanos - lastRefillNanos) / 1e9 * limits.framesPerSecond());
+    lastRefillNanos = nowNanos;
+    if (tokens < 1) return false;
+    tokens -= 1;
+    return true;
+  }
+}

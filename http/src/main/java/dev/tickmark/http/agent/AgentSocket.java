@@ -1,0 +1,155 @@
+package dev.tickmark.http.agent;
+
+import static org.apache.pekko.http.javadsl.server.Directives.*;
+
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.http.Problem;
+import java.time.Duration;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import org.apache.pekko.NotUsed;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Props;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.http.javadsl.model.ws.Message;
+import org.apache.pekko.http.javadsl.model.ws.TextMessage;
+import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.japi.Pair;
+import org.apache.pekko.pattern.StatusReply;
+import org.apache.pekko.stream.Materializer;
+import org.apache.pekko.stream.OverflowStrategy;
+import org.apache.pekko.stream.StreamLimitReachedException;
+import org.apache.pekko.stream.javadsl.Flow;
+import org.apache.pekko.stream.javadsl.Sink;
+import org.apache.pekko.stream.javadsl.Source;
+import org.apache.pekko.stream.typed.javadsl.ActorSink;
+import org.apache.pekko.stream.typed.javadsl.ActorSource;
+
+/**
+ * {@code GET /v1/agent/connect}: authenticates the upgrade, then hands the socket to an
+ * {@link AgentSession}. An unknown token or credential gets no socket (401). A real secret whose use
+ * is over (a spent or expired token, a removed host) gets a socket that says why in an error frame.
+ */
+public final class AgentSocket {
+  public static final String TOKEN_PREFIX = "tmkreg_";
+  public static final String CREDENTIAL_PREFIX = "tmkhost_";
+
+  private final ActorSystem<?> system;
+  private final ClusterSharding sharding;
+  private final AgentSession.Limits limits;
+  private final Materializer materializer;
+
+  public AgentSocket(ActorSystem<?> system, AgentSession.Limits limits) {
+    this.system = system;
+    this.sharding = ClusterSharding.get(system);
+    this.limits = limits;
+    this.materializer = Materializer.matFromSystem(system);
+  }
+
+  public Route route() {
+    return path(segment("agent").slash("connect"), () -> get(() -> optionalHeaderValueByName("Authorization", header -> {
+      Optional<String[]> parsed = header.flatMap(AgentSocket::parse);
+      if (parsed.isEmpty()) {
+        return complete(Problem.unauthorized("send Authorization: Bearer <registration token or host credential>").toResponse());
+      }
+      return onSuccess(authenticate(parsed.get()), credentials -> {
+        if (credentials == null) return complete(Problem.unauthorized("the token or credential is not valid").toResponse());
+        return handleWebSocketMessages(flow(credentials));
+      });
+    })));
+  }
+
+  private static org.apache.pekko.http.javadsl.server.PathMatcher0 segment(String s) {
+    return org.apache.pekko.http.javadsl.server.PathMatchers.segment(s);
+  }
+
+  /** {@code [kind, hostId, secret]} from {@code Bearer tmkreg_<host>_<secret>} or {@code Bearer tmkhost_<host>_<secret>}. */
+  static Optional<String[]> parse(String header) {
+    if (!header.regionMatches(true, 0, "Bearer ", 0, 7)) return Optional.empty();
+    String token = header.substring(7).trim();
+    String kind = token.startsWith(TOKEN_PREFIX) ? TOKEN_PREFIX : token.startsWith(CREDENTIAL_PREFIX) ? CREDENTIAL_PREFIX : null;
+    if (kind == null || token.length() > 200) return Optional.empty();
+    String rest = token.substring(kind.length());
+    int split = rest.lastIndexOf('_');
+    if (split <= 0 || split == rest.length() - 1) return Optional.empty();
+    return Optional.of(new String[] {kind, rest.substring(0, split), rest.substring(split + 1)});
+  }
+
+  private CompletionStage<AgentSession.Credentials> authenticate(String[] token) {
+    String hostId = token[1];
+    String secretHash = Host.sha256(token[2]);
+    var host = sharding.entityRefFor(Host.ENTITY_KEY, hostId);
+    Duration timeout = limits.askTimeout();
+    if (token[0].equals(TOKEN_PREFIX)) {
+      return host.<org.apache.pekko.Done>askWithStatus(reply -> new Host.CheckToken(secretHash, reply), timeout)
+          .<AgentSession.Credentials>thenApply(done -> new AgentSession.RegistrationToken(hostId, secretHash))
+          .exceptionally(AgentSocket::refusalOrNull);
+    }
+    return host.<Host.Identity>askWithStatus(reply -> new Host.Authenticate(secretHash, reply), timeout)
+        .<AgentSession.Credentials>thenApply(identity -> new AgentSession.HostCredential(hostId, identity.publicKey()))
+        .exceptionally(AgentSocket::refusalOrNull);
+  }
+
+  /** Unknown secrets get no socket ({@code null}); spent ones get a socket that explains. Timeouts fail the request (503). */
+  private static AgentSession.Credentials refusalOrNull(Throwable failure) {
+    Throwable t = failure instanceof java.util.concurrent.CompletionException && failure.getCause() != null ? failure.getCause() : failure;
+    if (t instanceof StatusReply.ErrorMessage e) {
+      String code = Rejection.codeOf(e.getMessage());
+      if (code.equals(Host.TOKEN_USED) || code.equals(Host.TOKEN_EXPIRED) || code.equals(Host.HOST_REMOVED)) {
+        return new AgentSession.Refused(code, Rejection.detailOf(e.getMessage()));
+      }
+      return null;
+    }
+    throw new java.util.concurrent.CompletionException(t);
+  }
+
+  private Flow<Message, Message, NotUsed> flow(AgentSession.Credentials credentials) {
+    Pair<ActorRef<AgentSession.Outgoing>, Source<AgentSession.Outgoing, NotUsed>> outgoing =
+        ActorSource.<AgentSession.Outgoing>actorRef(
+                m -> m == AgentSession.Complete.INSTANCE,
+                m -> Optional.empty(),
+                64,
+                OverflowStrategy.fail())
+            .preMaterialize(materializer);
+    ActorRef<AgentSession.Msg> session = system.systemActorOf(
+        AgentSession.create(outgoing.first(), credentials, limits), "agent-session-" + UUID.randomUUID(), Props.empty());
+
+    Sink<Message, NotUsed> in = Flow.<Message>create()
+        .mapAsync(1, this::toSessionMessage)
+        .to(ActorSink.actorRef(session, AgentSession.StreamCompleted.INSTANCE, AgentSession.StreamFailed::new));
+    Source<Message, NotUsed> out = outgoing.second()
+        .filter(m -> m instanceof AgentSession.Text)
+        .map(m -> (Message) TextMessage.create(((AgentSession.Text) m).text()));
+    return Flow.fromSinkAndSourceCoupled(in, out);
+  }
+
+  private CompletionStage<AgentSession.Msg> toSessionMessage(Message message) {
+    if (!message.isText()) {
+      message.asBinaryMessage().getStreamedData().runWith(Sink.ignore(), materializer);
+      return CompletableFuture.completedFuture(new AgentSession.InboundRejected("malformed_frame", "frames are JSON text, not binary"));
+    }
+    TextMessage text = message.asTextMessage();
+    int max = limits.maxFrameChars();
+    if (text.isStrict()) {
+      String s = text.getStrictText();
+      return CompletableFuture.completedFuture(s.length() > max
+          ? new AgentSession.InboundRejected("frame_too_large", "frames are at most " + max + " characters")
+          : new AgentSession.Inbound(s));
+    }
+    return text.getStreamedText()
+        .limitWeighted(max, chunk -> (long) chunk.length())
+        .runFold(new StringBuilder(), StringBuilder::append, materializer)
+        .<AgentSession.Msg>thenApply(sb -> new AgentSession.Inbound(sb.toString()))
+        .exceptionally(e -> {
+          Throwable t = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
+          if (t instanceof StreamLimitReachedException) {
+            return new AgentSession.InboundRejected("frame_too_large", "frames are at most " + max + " characters");
+          }
+          return new AgentSession.InboundRejected("malformed_frame", "the frame could not be read");
+        });
+  }
+}

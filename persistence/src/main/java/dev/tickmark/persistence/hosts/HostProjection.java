@@ -1,0 +1,146 @@
+package dev.tickmark.persistence.hosts;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.host.Listing;
+import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.PooledJdbcSession;
+import dev.tickmark.persistence.SlicedProjections;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.sql.Timestamp;
+import java.sql.Types;
+import java.util.List;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
+import org.apache.pekko.persistence.query.Offset;
+import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.projection.ProjectionId;
+import org.apache.pekko.projection.eventsourced.EventEnvelope;
+import org.apache.pekko.projection.eventsourced.javadsl.EventSourcedProvider;
+import org.apache.pekko.projection.javadsl.ExactlyOnceProjection;
+import org.apache.pekko.projection.jdbc.javadsl.JdbcHandler;
+import org.apache.pekko.projection.jdbc.javadsl.JdbcProjection;
+
+/** Keeps the {@code hosts} table in step with host events (exactly-once, one projection per tag slice). */
+public final class HostProjection {
+  public static final String NAME = "hosts";
+  static final ObjectMapper JSON = new ObjectMapper();
+
+  private HostProjection() {}
+
+  public static void init(ActorSystem<?> system, Jdbc jdbc) {
+    SlicedProjections.init(system, "hosts-writer", Host.allTags(), tag -> projection(system, jdbc, tag));
+  }
+
+  static ExactlyOnceProjection<Offset, EventEnvelope<Host.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
+    return JdbcProjection.exactlyOnce(
+        ProjectionId.of(NAME, tag),
+        EventSourcedProvider.<Host.Event>eventsByTag(system, JdbcReadJournal.Identifier(), tag),
+        () -> new PooledJdbcSession(jdbc.dataSource()),
+        Writer::new,
+        system);
+  }
+
+  static final class Writer extends JdbcHandler<EventEnvelope<Host.Event>, PooledJdbcSession> {
+    @Override
+    public void process(PooledJdbcSession session, EventEnvelope<Host.Event> envelope) throws Exception {
+      String hostId = PersistenceId.extractEntityId(envelope.persistenceId());
+      session.withConnection(c -> {
+        apply(c, hostId, envelope.event());
+        return null;
+      });
+    }
+  }
+
+  static void apply(Connection c, String hostId, Host.Event event) throws SQLException {
+    Timestamp at = Timestamp.from(event.at());
+    if (event instanceof Host.Invited e) {
+      try (PreparedStatement st = c.prepareStatement("INSERT INTO hosts(host_id, owner_id, region, label, status, created_at, updated_at)"
+          + " VALUES (?, ?, ?, ?, 'invited', ?, ?) ON CONFLICT (host_id) DO NOTHING")) {
+        st.setString(1, hostId);
+        st.setString(2, e.ownerId());
+        st.setString(3, e.region());
+        st.setString(4, e.label());
+        st.setTimestamp(5, at);
+        st.setTimestamp(6, at);
+        st.executeUpdate();
+      }
+    } else if (event instanceof Host.Registered) {
+      update(c, hostId, at, "status = 'registered'");
+    } else if (event instanceof Host.ReportVerified e) {
+      try (PreparedStatement st = c.prepareStatement("UPDATE hosts SET status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'verified' END,"
+          + " gpu = ?, cards_total = ?, simulated = ?, updated_at = ? WHERE host_id = ?")) {
+        st.setString(1, e.outcome().cards().isEmpty() ? null : e.outcome().cards().get(0).gpu());
+        st.setInt(2, e.outcome().cards().size());
+        st.setBoolean(3, e.outcome().simulated());
+        st.setTimestamp(4, at);
+        st.setString(5, hostId);
+        st.executeUpdate();
+      }
+    } else if (event instanceof Host.ReportRejected e) {
+      update(c, hostId, at, e.evict() ? "status = 'evicted'" : "status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'failed' END");
+    } else if (event instanceof Host.WentOnline) {
+      update(c, hostId, at, "online = TRUE, status = CASE WHEN status = 'registered' THEN 'verifying' ELSE status END");
+    } else if (event instanceof Host.WentOffline) {
+      update(c, hostId, at, "online = FALSE");
+    } else if (event instanceof Host.ListingUpdated e) {
+      Listing l = e.listing();
+      try (PreparedStatement st = c.prepareStatement("UPDATE hosts SET listed = ?, on_demand_price = ?, spot_price = ?,"
+          + " spot_notice_seconds = ?, availability = ?, updated_at = ? WHERE host_id = ?")) {
+        st.setBoolean(1, l.listed());
+        st.setLong(2, l.onDemandPrice());
+        if (l.spotPrice() == null) st.setNull(3, Types.BIGINT);
+        else st.setLong(3, l.spotPrice());
+        st.setInt(4, l.spotNoticeSeconds());
+        st.setString(5, windowsJson(l.availability()));
+        st.setTimestamp(6, at);
+        st.setString(7, hostId);
+        st.executeUpdate();
+      }
+    } else if (event instanceof Host.DrainStarted) {
+      update(c, hostId, at, "draining = TRUE");
+    } else if (event instanceof Host.Evicted) {
+      update(c, hostId, at, "status = 'evicted'");
+    } else if (event instanceof Host.Reinstated) {
+      update(c, hostId, at, "status = CASE WHEN cards_total > 0 THEN 'verified' ELSE 'failed' END");
+    } else if (event instanceof Host.Removed) {
+      update(c, hostId, at, "status = 'removed', online = FALSE, listed = FALSE");
+    } else if (event instanceof Host.CardsReserved e) {
+      update(c, hostId, at, "cards_taken = cards_taken + " + e.cards().size());
+    } else if (event instanceof Host.CardsReleased e) {
+      update(c, hostId, at, "cards_taken = GREATEST(0, cards_taken - " + e.cards().size() + ")");
+    }
+    // CardsRented: a reserved card is already taken; nothing changes here.
+  }
+
+  private static void update(Connection c, String hostId, Timestamp at, String set) throws SQLException {
+    try (PreparedStatement st = c.prepareStatement("UPDATE hosts SET " + set + ", updated_at = ? WHERE host_id = ?")) {
+      st.setTimestamp(1, at);
+      st.setString(2, hostId);
+      st.executeUpdate();
+    }
+  }
+
+  record WindowRow(String day, int startMinute, int endMinute) {}
+
+  static String windowsJson(List<Listing.Window> windows) {
+    try {
+      return JSON.writeValueAsString(windows.stream().map(w -> new WindowRow(w.day().name(), w.startMinute(), w.endMinute())).toList());
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  static List<Listing.Window> windowsFrom(String json) {
+    try {
+      WindowRow[] rows = JSON.readValue(json, WindowRow[].class);
+      return java.util.Arrays.stream(rows)
+          .map(r -> new Listing.Window(java.time.DayOfWeek.valueOf(r.day()), r.startMinute(), r.endMinute())).toList();
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException("bad availability in hosts table", e);
+    }
+  }
+}
