@@ -42,6 +42,8 @@ public final class Json {
         .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
         .enable(DeserializationFeature.FAIL_ON_NULL_FOR_PRIMITIVES)
         .disable(SerializationFeature.WRITE_DATES_AS_TIMESTAMPS);
+    // {"amount":"1","amount":"1000"} is ambiguous: refuse it rather than let the last key win.
+    m.enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
     // "amount": 12 must not quietly become "12": money is text on the wire.
     m.coercionConfigFor(LogicalType.Textual)
         .setCoercion(CoercionInputShape.Integer, CoercionAction.Fail)

@@ -50,8 +50,9 @@ public final class TestDatabase {
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
           try {
             started.close();
+            deleteRecursively(dir);
           } catch (Exception ignored) {
-            // the JVM is going away; nothing left to protect
+            // the JVM is going away; a leftover temp folder is all that can remain
           }
         }));
       } catch (Exception e) {
@@ -59,6 +60,12 @@ public final class TestDatabase {
       }
     }
     return embedded.settings("postgres", 2);
+  }
+
+  private static void deleteRecursively(Path dir) throws java.io.IOException {
+    try (var paths = Files.walk(dir)) {
+      paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+    }
   }
 
   private static String envOr(String name, String fallback) {
