@@ -24,7 +24,7 @@ final class Banner {
     out.println();
   }
 
-  void printDev(DevBootstrap.DemoRenter renter) {
+  void printDev(DevBootstrap.Demo renter) {
     String url = node.baseUrl();
     out.println();
     out.println("==================================================================================");
@@ -32,14 +32,16 @@ final class Banner {
     out.println("  API:             " + url);
     out.println("  Operator token:  " + node.settings().operatorToken());
     out.println("  Webhook secret:  " + node.settings().webhookSecret());
-    out.println("  Demo renter:     " + renter.accountId() + "  balance " + Money.format(renter.summary().balance()) + " EUR");
+    out.println("  Demo renter:     " + renter.renterId() + "  balance " + Money.format(renter.renter().balance()) + " EUR");
+    out.println("  Simulated host:  " + renter.hostId() + "  (" + DevBootstrap.SIMULATED_GPUS + ", " + renter.hostStatus() + ", listed at 2.49 EUR/GPU-hour)");
     out.println("  Renter API key:  " + renter.apiKey() + "   (shown once)");
     out.println();
     out.println(" Try:");
     out.println("  curl -s -H 'Authorization: Bearer " + renter.apiKey() + "' " + url + "/v1/account");
     out.println("  curl -s -H 'Authorization: Bearer " + renter.apiKey() + "' " + url + "/v1/account/ledger");
+    out.println("  curl -s " + url + "/v1/offers");
     out.println("  curl -s -X POST -H 'Authorization: Bearer " + node.settings().operatorToken() + "' -H 'Content-Type: application/json' \\");
-    out.println("       -d '{\"amount\":\"25.00\",\"reference\":\"try-1\"}' " + url + "/ops/accounts/" + renter.accountId() + "/deposits");
+    out.println("       -d '{\"amount\":\"25.00\",\"reference\":\"try-1\"}' " + url + "/ops/accounts/" + renter.renterId() + "/deposits");
     out.println("  curl -s -H 'Authorization: Bearer " + node.settings().operatorToken() + "' " + url + "/ops/ledger/audit");
     out.println("==================================================================================");
     out.println();

@@ -1,0 +1,667 @@
+package dev.tickmark.agent;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.tickmark.wire.AgentFrame;
+import dev.tickmark.wire.Frames;
+import dev.tickmark.wire.HardwareReport;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.WebSocket;
+import java.net.http.WebSocketHandshakeException;
+import java.nio.ByteBuffer;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A running host agent: keeps one websocket to a node, answers its challenge, sends a signed hardware report
+ * after every welcome, heartbeats, and reconnects with backoff (the next engine each time) until
+ * {@link #close()} or until the node refuses it for good ({@link #stopped()} then completes with the reason).
+ *
+ * <p>In-process use (the node's dev mode, tests):
+ * <pre>{@code
+ * Agent agent = Agent.start(AgentConfig.simulated("ws://127.0.0.1:8080", token, dir, "h100-80gb:2"));
+ * agent.welcomed().get(30, SECONDS);   // the host id
+ * agent.verified().get(30, SECONDS);   // the first verification_result
+ * agent.close();
+ * }</pre>
+ *
+ * <p>All state changes happen on one thread ({@code tickmark-agent}); blocking measurements (vendor tools, the disk
+ * write) on another ({@code tickmark-agent-probe}); both are daemon threads. Nothing here calls {@code System.exit}.
+ */
+public final class Agent implements AutoCloseable {
+  /** The version announced in {@code hello} and in reports (the Maven project version). */
+  public static final String VERSION = loadVersion();
+
+  static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(10);
+  /** From starting a connection to the welcome. */
+  static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(30);
+  /** A node frame larger than this is a broken node (the protocol's limit is 64 KiB). */
+  static final int MAX_INBOUND_CHARS = 1024 * 1024;
+  static final Duration MIN_SILENCE_LIMIT = Duration.ofSeconds(15);
+
+  private static final Logger log = LoggerFactory.getLogger(Agent.class);
+
+  /** Why an agent stopped: {@code code} is null after {@link #close()}, else the node's refusal code. */
+  public record Stopped(String code, String message) {
+    public boolean rejected() {
+      return code != null;
+    }
+  }
+
+  /** The first welcome: the host this agent is, and the node that welcomed it. */
+  public record Welcomed(String hostId, URI engine) {}
+
+  /** Completes the futures of an agent that stopped before they could complete. */
+  public static final class StoppedException extends RuntimeException {
+    private final Stopped stopped;
+
+    StoppedException(Stopped stopped) {
+      super(stopped.message());
+      this.stopped = stopped;
+    }
+
+    public Stopped stopped() {
+      return stopped;
+    }
+  }
+
+  private final AgentConfig config;
+  private final StateDir state;
+  private final Hardware hardware;
+  private final HttpClient http;
+  private final ScheduledExecutorService loop;
+  private final ExecutorService probe;
+  private final Backoff backoff = new Backoff();
+
+  private volatile Thread loopThread;
+
+  // confined to the loop thread
+  private String credential;
+  private long connections;
+  private Connection current;
+  private ScheduledFuture<?> reconnectTimer;
+  private boolean closed;
+  /** The close handshake of the last connection, which {@link #close()} waits for (briefly). */
+  private volatile CompletableFuture<?> closing = CompletableFuture.completedFuture(null);
+
+  // observable from any thread
+  private volatile String hostId;
+  private volatile URI connectedEngine;
+  private volatile AgentFrame.VerificationResult lastVerification;
+  private volatile CompletableFuture<AgentFrame.VerificationResult> nextVerification = new CompletableFuture<>();
+  private final CompletableFuture<Welcomed> welcomed = new CompletableFuture<>();
+  private final CompletableFuture<AgentFrame.VerificationResult> verified = new CompletableFuture<>();
+  private final CompletableFuture<Stopped> stopped = new CompletableFuture<>();
+  private final AtomicLong heartbeatsSent = new AtomicLong();
+
+  /**
+   * Opens the state folder (creating the key on first use) and starts connecting in the background.
+   *
+   * @throws IllegalArgumentException if the folder holds no host credential and the config has no token
+   * @throws IllegalStateException if the state folder cannot be used (unwritable, corrupt key, another agent on it)
+   */
+  public static Agent start(AgentConfig config) {
+    return start(config, s -> config.simulated()
+        ? new SimulatedHardware(config.simulatedGpus(), s.key().getPublic(), HardwareProbe.of(VERSION, s.path()), VERSION)
+        : HardwareProbe.of(VERSION, s.path()));
+  }
+
+  static Agent start(AgentConfig config, Function<StateDir, Hardware> hardware) {
+    StateDir state;
+    String credential;
+    try {
+      state = StateDir.open(config.stateDir());
+      credential = state.credential().orElse(null);
+    } catch (StateDir.StateException e) {
+      throw new IllegalStateException(e.getMessage(), e);
+    }
+    if (credential == null && config.token() == null) {
+      state.close();
+      throw new IllegalArgumentException("no host credential in " + state.path()
+          + " and no registration token: the first start needs --token (POST /v1/hosts/registration-tokens)");
+    }
+    Agent agent;
+    try {
+      agent = new Agent(config, state, hardware.apply(state), credential);
+    } catch (RuntimeException e) {
+      state.close();
+      throw e;
+    }
+    agent.post(agent::connect);
+    return agent;
+  }
+
+  private Agent(AgentConfig config, StateDir state, Hardware hardware, String credential) {
+    this.config = config;
+    this.state = state;
+    this.hardware = hardware;
+    this.credential = credential;
+    this.http = HttpClient.newBuilder().connectTimeout(CONNECT_TIMEOUT).build();
+    this.loop = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = daemon("tickmark-agent").newThread(r);
+      loopThread = t;
+      return t;
+    });
+    this.probe = Executors.newSingleThreadExecutor(daemon("tickmark-agent-probe"));
+    log.info("tickmark-agent {}: state folder {}, engines {}, {}", VERSION, state.path(), config.engines(),
+        config.simulated() ? "SIMULATED GPUs " + config.simulatedGpus() : "real hardware");
+    if (credential != null && config.token() != null) {
+      log.info("already registered (credential in {}): the registration token is not used", state.credentialFile());
+    }
+  }
+
+  // ---- observation
+
+  /** The host id from the latest welcome, if any. */
+  public Optional<String> hostId() {
+    return Optional.ofNullable(hostId);
+  }
+
+  /** True while a session is established (welcomed and not yet closed). */
+  public boolean connected() {
+    return connectedEngine != null;
+  }
+
+  /** The engine of the established session, if any. */
+  public Optional<URI> engine() {
+    return Optional.ofNullable(connectedEngine);
+  }
+
+  /** Completes at the first welcome (exceptionally with {@link StoppedException} if the agent stops first). */
+  public CompletableFuture<Welcomed> welcomed() {
+    return welcomed.copy();
+  }
+
+  /** Completes with the first {@code verification_result} (exceptionally if the agent stops first). */
+  public CompletableFuture<AgentFrame.VerificationResult> verified() {
+    return verified.copy();
+  }
+
+  /** The latest {@code verification_result}, if one came. */
+  public Optional<AgentFrame.VerificationResult> lastVerification() {
+    return Optional.ofNullable(lastVerification);
+  }
+
+  /** Completes with the next {@code verification_result} received after this call (e.g. after a reconnect). */
+  public CompletableFuture<AgentFrame.VerificationResult> nextVerification() {
+    return nextVerification.copy();
+  }
+
+  /** Completes when the agent stops: after {@link #close()}, or when the node refused it for good. */
+  public CompletableFuture<Stopped> stopped() {
+    return stopped.copy();
+  }
+
+  public long heartbeatsSent() {
+    return heartbeatsSent.get();
+  }
+
+  public Path stateDir() {
+    return state.path();
+  }
+
+  /**
+   * Closes the socket (a close frame, then the connection) and stops heartbeating, measuring and reconnecting;
+   * returns once done (at most a few seconds).
+   */
+  @Override
+  public void close() {
+    if (stopped.isDone()) return;
+    if (Thread.currentThread() == loopThread) {
+      shutdown(new Stopped(null, "closed"));
+      return;
+    }
+    try {
+      loop.submit(() -> shutdown(new Stopped(null, "closed"))).get(5, TimeUnit.SECONDS);
+      closing.handle((x, e) -> null).get(3, TimeUnit.SECONDS);
+      // a measurement in progress is interrupted; wait for it, so its temporary file is gone when close returns
+      probe.awaitTermination(3, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException | java.util.concurrent.RejectedExecutionException e) {
+      log.debug("agent close: {}", e.toString());
+    }
+  }
+
+  // ---- connection lifecycle (loop thread)
+
+  private void connect() {
+    reconnectTimer = null;
+    if (closed) return;
+    List<URI> engines = config.engines();
+    URI engine = engines.get((int) (connections++ % engines.size()));
+    Connection c = new Connection(engine, new Session(state.key(), VERSION));
+    current = c;
+    String bearer = credential != null ? credential : config.token();
+    log.info("connecting to {} with {}", engine, credential != null ? "the host credential" : "the registration token");
+    c.handshakeTimer = loop.schedule(guard(() -> disconnected(c, "no welcome within " + HANDSHAKE_TIMEOUT.toSeconds() + " s", null)),
+        HANDSHAKE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+    CompletableFuture<WebSocket> opening;
+    try {
+      opening = http.newWebSocketBuilder()
+          .header("Authorization", "Bearer " + bearer)
+          .connectTimeout(CONNECT_TIMEOUT)
+          .buildAsync(AgentConfig.connectUri(engine), c);
+    } catch (RuntimeException e) {
+      opening = CompletableFuture.failedFuture(e);
+    }
+    opening.whenComplete((ws, error) -> {
+      if (error != null) post(() -> connectFailed(c, error));
+    });
+  }
+
+  private void connectFailed(Connection c, Throwable error) {
+    if (c != current) return;
+    Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+    if (cause instanceof WebSocketHandshakeException h) {
+      int status = h.getResponse().statusCode();
+      String[] problem = problem(h.getResponse().body());
+      if (status == 401 || status == 403) {
+        String code = problem[0] != null ? problem[0] : "unauthorized";
+        reject(code, "the node refused the " + (credential != null ? "host credential" : "registration token")
+            + " (HTTP " + status + (problem[1] != null ? ": " + problem[1] : "") + ")");
+        return;
+      }
+      disconnected(c, "the node answered HTTP " + status + (problem[1] != null ? ": " + problem[1] : ""), null);
+      return;
+    }
+    disconnected(c, describe(cause), null);
+  }
+
+  private void onMessage(Connection c, String text) {
+    if (c != current) return;
+    AgentFrame frame;
+    try {
+      frame = Frames.read(text);
+    } catch (Frames.MalformedFrame e) {
+      log.warn("ignoring a frame this agent cannot read: {}", e.getMessage());
+      return;
+    }
+    for (Session.Action action : c.session.onFrame(frame)) {
+      if (c != current) return;
+      if (action instanceof Session.Send s) send(c, s.frame());
+      else if (action instanceof Session.Established e) established(c, e);
+      else if (action instanceof Session.Verified v) verificationResult(v.result());
+      else if (action instanceof Session.Rejected r) reject(r.code(), r.message());
+      else if (action instanceof Session.Ended e) {
+        boolean replaced = "replaced".equals(e.code());
+        if (replaced) log.warn("another agent connected as this host (is a second agent running with a copy of {}?)", state.path());
+        disconnected(c, "the node ended the session: " + e.code() + (e.message().isEmpty() ? "" : " (" + e.message() + ")"),
+            replaced ? backoff.longest() : null);
+      }
+    }
+  }
+
+  private void established(Connection c, Session.Established e) {
+    c.handshakeTimer.cancel(false);
+    backoff.reset();
+    if (e.hostCredential() != null && !e.hostCredential().equals(credential)) {
+      credential = e.hostCredential();
+      try {
+        state.storeCredential(credential);
+        log.info("registered as host {}; credential stored in {}", e.hostId(), state.credentialFile());
+      } catch (StateDir.StateException ex) {
+        log.error("{}: this run keeps it in memory, but a restart will need a new registration token", ex.getMessage());
+      }
+    }
+    hostId = e.hostId();
+    connectedEngine = c.engine;
+    welcomed.complete(new Welcomed(e.hostId(), c.engine));
+    log.info("connected to {} as host {}; heartbeat every {} s", c.engine, e.hostId(), e.heartbeatInterval().toSeconds());
+    probe.execute(() -> {
+      HardwareReport report = null;
+      try {
+        report = hardware.report();
+      } catch (RuntimeException ex) {
+        log.error("cannot collect the hardware report", ex);
+      }
+      HardwareReport r = report;
+      post(() -> reportReady(c, r, e.heartbeatInterval()));
+    });
+  }
+
+  private void reportReady(Connection c, HardwareReport report, Duration interval) {
+    if (c != current) return;
+    if (report != null) {
+      send(c, c.session.report(report));
+      log.info("hardware report sent: {}", summary(report));
+    }
+    c.silenceLimit = interval.multipliedBy(3).compareTo(MIN_SILENCE_LIMIT) > 0 ? interval.multipliedBy(3) : MIN_SILENCE_LIMIT;
+    c.heartbeatTask = loop.scheduleAtFixedRate(guard(() -> heartbeatDue(c)), 0, interval.toMillis(), TimeUnit.MILLISECONDS);
+  }
+
+  private void heartbeatDue(Connection c) {
+    if (c != current) return;
+    if (c.pongSeen && System.nanoTime() - c.lastInboundNanos > c.silenceLimit.toNanos()) {
+      disconnected(c, "no sign of life from the node for " + c.silenceLimit.toSeconds() + " s", null);
+      return;
+    }
+    if (c.sampling) return;
+    c.sampling = true;
+    probe.execute(() -> {
+      List<AgentFrame.GpuSample> samples;
+      try {
+        samples = hardware.sample();
+      } catch (RuntimeException ex) {
+        log.warn("cannot sample the GPUs: {}", ex.toString());
+        samples = List.of();
+      }
+      List<AgentFrame.GpuSample> s = samples;
+      post(() -> sendHeartbeat(c, s));
+    });
+  }
+
+  private void sendHeartbeat(Connection c, List<AgentFrame.GpuSample> samples) {
+    c.sampling = false;
+    if (c != current) return;
+    for (AgentFrame.GpuSample s : samples) {
+      if (s.fault() != null) log.error("GPU {} fault: {} (reported to the node; the host will be evicted)", s.index(), s.fault());
+    }
+    send(c, c.session.heartbeat(Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS), samples, List.of()));
+    c.ping();
+    heartbeatsSent.incrementAndGet();
+  }
+
+  private void verificationResult(AgentFrame.VerificationResult result) {
+    lastVerification = result;
+    CompletableFuture<AgentFrame.VerificationResult> next = nextVerification;
+    nextVerification = new CompletableFuture<>();
+    next.complete(result);
+    verified.complete(result); // after the swap: a caller woken by it and asking for the next one gets a new future
+    log.info("verification: {}", result.status());
+    if (result.checks() != null) {
+      for (AgentFrame.Check check : result.checks()) {
+        if (!"pass".equals(check.status())) {
+          log.info("  check {}: {} (observed {}, expected {})", check.check(), check.status(), check.observed(), check.expected());
+        }
+      }
+    }
+  }
+
+  private void send(Connection c, AgentFrame frame) {
+    c.enqueue(ws -> ws.sendText(Frames.write(frame), true));
+  }
+
+  /** The current connection is over: reconnect after {@code delay} (null: the next backoff delay). */
+  private void disconnected(Connection c, String reason, Duration delay) {
+    if (c != current || closed) return;
+    c.finish(false);
+    current = null;
+    connectedEngine = null;
+    Duration wait = delay != null ? delay : backoff.next();
+    log.warn("disconnected from {}: {}; reconnecting in {} ms", c.engine, reason, wait.toMillis());
+    reconnectTimer = loop.schedule(guard(this::connect), wait.toMillis(), TimeUnit.MILLISECONDS);
+  }
+
+  private void reject(String code, String engineMessage) {
+    String line = explain(code, engineMessage);
+    log.error(line);
+    shutdown(new Stopped(code, line));
+  }
+
+  private void shutdown(Stopped why) {
+    if (closed) return;
+    closed = true;
+    if (reconnectTimer != null) reconnectTimer.cancel(false);
+    if (current != null) closing = current.finish(true);
+    current = null;
+    connectedEngine = null;
+    state.close();
+    StoppedException ex = new StoppedException(why);
+    welcomed.completeExceptionally(ex);
+    verified.completeExceptionally(ex);
+    nextVerification.completeExceptionally(ex);
+    probe.shutdownNow();
+    loop.shutdown();
+    if (!why.rejected()) log.info("agent stopped");
+    stopped.complete(why);
+  }
+
+  /** The one line a person reads when the node refuses this agent for good. */
+  String explain(String code, String engineMessage) {
+    String detail = engineMessage == null || engineMessage.isBlank() ? "" : " [" + engineMessage + "]";
+    String hint = switch (code) {
+      case "token_used" -> "the registration token was already used; create a new one (POST /v1/hosts/registration-tokens)"
+          + " and start again with --token, or use the state folder that holds this host's credential";
+      case "token_expired" -> "the registration token has expired (tokens last 24 hours); create a new one and start again with --token";
+      case "key_mismatch" -> "this agent's key (" + state.keyFile() + ") is not the one pinned to host " + hostIdOr()
+          + "; use the state folder of its first registration, or register anew with a new token and an empty state folder";
+      case "host_removed" -> "host " + hostIdOr() + " was removed by its provider; to register this machine again, delete "
+          + state.credentialFile() + " and start with a new --token";
+      default -> "the node refused this agent (" + code + "); check the --token or the credential in " + state.credentialFile();
+    };
+    return "tickmark-agent stopped: " + hint + detail;
+  }
+
+  private String hostIdOr() {
+    return hostId != null ? hostId : "(unknown)";
+  }
+
+  // ---- helpers
+
+  /** Runs {@code task} on the loop thread; dropped once the agent has stopped. */
+  private void post(Runnable task) {
+    try {
+      loop.execute(guard(task));
+    } catch (java.util.concurrent.RejectedExecutionException stopped) {
+      // the agent has stopped: late socket callbacks have nothing left to do
+    }
+  }
+
+  /** A failing loop task is logged, never silently lost (a periodic task would otherwise stop for good). */
+  private static Runnable guard(Runnable task) {
+    return () -> {
+      try {
+        task.run();
+      } catch (RuntimeException e) {
+        log.error("unexpected failure in the agent", e);
+      }
+    };
+  }
+
+  private static String summary(HardwareReport r) {
+    StringBuilder sb = new StringBuilder();
+    sb.append(r.gpus().size()).append(" GPU(s)");
+    r.gpus().stream().map(HardwareReport.Gpu::name).distinct()
+        .forEach(n -> sb.append(" ").append(r.gpus().stream().filter(g -> java.util.Objects.equals(g.name(), n)).count())
+            .append("× ").append(n).append(";"));
+    sb.append(" RAM ").append(r.memoryTotalMib()).append(" MiB");
+    if (r.disk() != null) sb.append(", disk write ").append(r.disk().writeMibPerS()).append(" MiB/s");
+    if (r.simulated()) sb.append(" (simulated)");
+    return sb.toString();
+  }
+
+  /** {@code [code, detail]} of a problem+json body, either null if absent. */
+  private static String[] problem(Object body) {
+    if (!(body instanceof String text) || text.isBlank()) return new String[2];
+    try {
+      JsonNode json = Frames.MAPPER.readTree(text);
+      String code = json.hasNonNull("code") ? json.get("code").asText() : null;
+      String detail = json.hasNonNull("detail") ? json.get("detail").asText()
+          : json.hasNonNull("title") ? json.get("title").asText() : null;
+      return new String[] {code, detail};
+    } catch (IOException | RuntimeException e) {
+      return new String[] {null, text.length() > 200 ? text.substring(0, 200) : text};
+    }
+  }
+
+  private static String describe(Throwable t) {
+    for (Throwable c = t; c != null; c = c.getCause()) {
+      if (c instanceof java.net.ConnectException) {
+        return "cannot connect" + (c.getMessage() != null ? " (" + c.getMessage() + ")" : " (refused or unreachable)");
+      }
+      if (c instanceof java.net.http.HttpConnectTimeoutException) return "cannot connect (timed out)";
+    }
+    Throwable cause = t;
+    while (cause.getCause() != null && (cause instanceof CompletionException || cause.getMessage() == null)) cause = cause.getCause();
+    return cause.getMessage() != null ? cause.getClass().getSimpleName() + ": " + cause.getMessage() : cause.getClass().getSimpleName();
+  }
+
+  private static java.util.concurrent.ThreadFactory daemon(String name) {
+    return r -> {
+      Thread t = new Thread(r, name);
+      t.setDaemon(true);
+      return t;
+    };
+  }
+
+  private static String loadVersion() {
+    try (InputStream in = Agent.class.getResourceAsStream("/tickmark-agent.properties")) {
+      if (in == null) return "dev";
+      Properties p = new Properties();
+      p.load(in);
+      String v = p.getProperty("version");
+      return v == null || v.isBlank() || v.contains("${") ? "dev" : v.trim();
+    } catch (IOException e) {
+      return "dev";
+    }
+  }
+
+  /** One websocket attempt and its session. Listener callbacks run on HttpClient threads and hand over to the loop. */
+  private final class Connection implements WebSocket.Listener {
+    final URI engine;
+    final Session session;
+    private final StringBuilder partial = new StringBuilder();
+    private WebSocket ws; // guarded by this, with finished
+    private CompletableFuture<WebSocket> sends;
+    ScheduledFuture<?> handshakeTimer;
+    ScheduledFuture<?> heartbeatTask;
+    Duration silenceLimit = MIN_SILENCE_LIMIT;
+    volatile long lastInboundNanos = System.nanoTime();
+    volatile boolean pongSeen;
+    boolean sampling;
+    private boolean finished; // guarded by this
+
+    Connection(URI engine, Session session) {
+      this.engine = engine;
+      this.session = session;
+    }
+
+    /** Sends in order: the JDK websocket allows one outstanding send at a time. */
+    void enqueue(Function<WebSocket, CompletableFuture<WebSocket>> op) {
+      WebSocket w;
+      synchronized (this) {
+        if (finished || ws == null) return;
+        w = ws;
+      }
+      if (sends == null) sends = CompletableFuture.completedFuture(w);
+      sends = sends.thenCompose(op);
+      sends.whenComplete((sent, error) -> {
+        if (error != null) post(() -> disconnected(this, "send failed: " + describe(error), null));
+      });
+    }
+
+    void ping() {
+      enqueue(w -> w.sendPing(ByteBuffer.allocate(0)));
+    }
+
+    /** Ends this connection: a close frame (after what is queued) when {@code graceful}, else an abort. Completes when done. */
+    CompletableFuture<?> finish(boolean graceful) {
+      WebSocket w;
+      synchronized (this) {
+        if (finished) return CompletableFuture.completedFuture(null);
+        finished = true;
+        w = ws;
+      }
+      if (handshakeTimer != null) handshakeTimer.cancel(false);
+      if (heartbeatTask != null) heartbeatTask.cancel(false);
+      if (w == null) return CompletableFuture.completedFuture(null); // still opening: onOpen aborts it
+      if (!graceful) {
+        w.abort();
+        return CompletableFuture.completedFuture(null);
+      }
+      CompletableFuture<WebSocket> queued = sends != null ? sends : CompletableFuture.completedFuture(w);
+      return queued.thenCompose(x -> w.sendClose(WebSocket.NORMAL_CLOSURE, "agent stopping"))
+          .orTimeout(2, TimeUnit.SECONDS)
+          .whenComplete((x, e) -> w.abort());
+    }
+
+    @Override
+    public void onOpen(WebSocket webSocket) {
+      boolean abandoned;
+      synchronized (this) {
+        ws = webSocket;
+        abandoned = finished;
+      }
+      if (abandoned) { // given up on (timeout, close) while it was opening: it must not become a second session
+        webSocket.abort();
+        return;
+      }
+      lastInboundNanos = System.nanoTime();
+      webSocket.request(1);
+    }
+
+    @Override
+    public CompletionStage<?> onText(WebSocket webSocket, CharSequence data, boolean last) {
+      lastInboundNanos = System.nanoTime();
+      partial.append(data);
+      if (partial.length() > MAX_INBOUND_CHARS) {
+        partial.setLength(0);
+        post(() -> disconnected(this, "the node sent a frame over " + MAX_INBOUND_CHARS + " characters", null));
+        return null;
+      }
+      if (last) {
+        String text = partial.toString();
+        partial.setLength(0);
+        post(() -> onMessage(this, text));
+      }
+      webSocket.request(1);
+      return null;
+    }
+
+    @Override
+    public CompletionStage<?> onBinary(WebSocket webSocket, ByteBuffer data, boolean last) {
+      lastInboundNanos = System.nanoTime();
+      if (last) log.warn("ignoring a binary frame from the node");
+      webSocket.request(1);
+      return null;
+    }
+
+    @Override
+    public CompletionStage<?> onPing(WebSocket webSocket, ByteBuffer message) {
+      lastInboundNanos = System.nanoTime();
+      webSocket.request(1);
+      return null;
+    }
+
+    @Override
+    public CompletionStage<?> onPong(WebSocket webSocket, ByteBuffer message) {
+      lastInboundNanos = System.nanoTime();
+      pongSeen = true;
+      webSocket.request(1);
+      return null;
+    }
+
+    @Override
+    public CompletionStage<?> onClose(WebSocket webSocket, int statusCode, String reason) {
+      post(() -> disconnected(this, "the node closed the connection (" + statusCode
+          + (reason == null || reason.isEmpty() ? "" : " " + reason) + ")", null));
+      return null;
+    }
+
+    @Override
+    public void onError(WebSocket webSocket, Throwable error) {
+      post(() -> disconnected(this, describe(error), null));
+    }
+  }
+}

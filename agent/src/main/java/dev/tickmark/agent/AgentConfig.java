@@ -1,0 +1,94 @@
+package dev.tickmark.agent;
+
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * How to run an agent.
+ *
+ * @param engines the nodes to connect to ({@code ws://host:port} or {@code wss://…}, optionally with a base path;
+ *     {@code http(s)://} is accepted and means the same), tried in turn: each reconnect goes to the next one
+ * @param token a registration token ({@code tmkreg_…}); may be null once the state folder holds a host credential,
+ *     and is ignored when it does
+ * @param stateDir the agent's state folder (its key and host credential)
+ * @param simulatedGpus GPUs to simulate instead of reading the machine's, or null for the real hardware
+ */
+public record AgentConfig(List<URI> engines, String token, Path stateDir, SimulatedGpus simulatedGpus) {
+
+  /** The websocket path on a node. */
+  public static final String CONNECT_PATH = "/v1/agent/connect";
+
+  public AgentConfig {
+    if (engines == null || engines.isEmpty()) throw new IllegalArgumentException("at least one engine is needed");
+    engines = engines.stream().map(AgentConfig::normalise).toList();
+    if (stateDir == null) throw new IllegalArgumentException("a state folder is needed");
+    if (token != null && token.isBlank()) token = null;
+  }
+
+  /** One engine, the real hardware. */
+  public static AgentConfig of(String engine, String token, Path stateDir) {
+    return new AgentConfig(List.of(engine(engine)), token, stateDir, null);
+  }
+
+  /** One engine, simulated GPUs ({@code h100-80gb:2}), as the node's dev mode runs one. */
+  public static AgentConfig simulated(String engine, String token, Path stateDir, String simulatedGpus) {
+    return new AgentConfig(List.of(engine(engine)), token, stateDir, SimulatedGpus.parse(simulatedGpus));
+  }
+
+  /** {@code ~/.tickmark-agent} */
+  public static Path defaultStateDir() {
+    return Path.of(System.getProperty("user.home"), ".tickmark-agent");
+  }
+
+  /** Whether {@code stateDir} already holds a host credential, so that no registration token is needed. */
+  public static boolean hasCredential(Path stateDir) {
+    return java.nio.file.Files.isRegularFile(stateDir.resolve(StateDir.CREDENTIAL_FILE));
+  }
+
+  public boolean simulated() {
+    return simulatedGpus != null;
+  }
+
+  /** The websocket address on {@code engine}: its base path followed by {@value #CONNECT_PATH}. */
+  public static URI connectUri(URI engine) {
+    URI base = normalise(engine);
+    return URI.create(base + CONNECT_PATH);
+  }
+
+  /** Parses one engine address; throws {@link IllegalArgumentException} with a readable reason. */
+  public static URI engine(String text) {
+    String t = text == null ? "" : text.trim();
+    if (t.isEmpty()) throw new IllegalArgumentException("empty engine address");
+    if (!t.contains("://")) t = "ws://" + t;
+    URI uri;
+    try {
+      uri = new URI(t);
+    } catch (URISyntaxException e) {
+      throw new IllegalArgumentException("bad engine address '" + text + "': " + e.getReason());
+    }
+    return normalise(uri);
+  }
+
+  private static URI normalise(URI uri) {
+    String scheme = uri.getScheme() == null ? "" : uri.getScheme().toLowerCase(Locale.ROOT);
+    String ws = switch (scheme) {
+      case "ws", "http" -> "ws";
+      case "wss", "https" -> "wss";
+      default -> throw new IllegalArgumentException(
+          "bad engine address '" + uri + "': the scheme must be ws://, wss://, http:// or https://");
+    };
+    if (uri.getHost() == null || uri.getHost().isEmpty()) {
+      throw new IllegalArgumentException("bad engine address '" + uri + "': no host");
+    }
+    if (uri.getRawQuery() != null || uri.getRawFragment() != null) {
+      throw new IllegalArgumentException("bad engine address '" + uri + "': no query or fragment allowed");
+    }
+    String path = uri.getRawPath() == null ? "" : uri.getRawPath();
+    while (path.endsWith("/")) path = path.substring(0, path.length() - 1);
+    if (path.endsWith(CONNECT_PATH)) path = path.substring(0, path.length() - CONNECT_PATH.length());
+    return URI.create(ws + "://" + uri.getRawAuthority() + path);
+  }
+}

@@ -1,0 +1,104 @@
+package dev.tickmark.agent;
+
+import java.net.URI;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/** The agent's command line, parsed. */
+record Arguments(AgentConfig config, boolean help, boolean version) {
+
+  static final String TOKEN_ENV = "TICKMARK_AGENT_TOKEN";
+
+  static final String USAGE = """
+      Usage: java -jar tickmark-agent.jar --engine URL [--engine URL…] [--token TOKEN] [--state-dir DIR]
+                                          [--simulate-gpus CODE:COUNT[,CODE:COUNT…]]
+
+        --engine URL          a node, ws://host:port or wss://host:port (http/https accepted); repeat the flag or
+                              separate with commas to give several: the agent fails over between them, taking the
+                              next one on each reconnect
+        --token TOKEN         registration token (tmkreg_…) for the first start; afterwards the host credential in
+                              the state folder is used and the token is not needed (env TICKMARK_AGENT_TOKEN)
+        --state-dir DIR       where the agent keeps its Ed25519 key and host credential (default ~/.tickmark-agent)
+        --simulate-gpus SPEC  development only: report simulated GPUs instead of the machine's, e.g. h100-80gb:2;
+                              the node must allow simulated hosts. Codes:
+                              %s
+        --help                this text
+        --version             the agent version
+
+      Exit status: 1 failure (e.g. unusable state folder), 2 bad usage, 3 refused by the node for good (used or
+      expired token, key mismatch, host removed); otherwise it runs until stopped (SIGTERM: 143).
+      """.formatted(SimulatedGpus.Model.codes());
+
+  /** A command line that cannot be run; exit status 2. */
+  static final class UsageException extends Exception {
+    UsageException(String message) {
+      super(message);
+    }
+  }
+
+  static Arguments parse(List<String> args, Map<String, String> env) throws UsageException {
+    List<URI> engines = new ArrayList<>();
+    String token = null;
+    Path stateDir = null;
+    SimulatedGpus simulated = null;
+    for (int i = 0; i < args.size(); i++) {
+      String arg = args.get(i);
+      String name = arg;
+      String value = null;
+      int eq = arg.indexOf('=');
+      if (arg.startsWith("--") && eq > 0) {
+        name = arg.substring(0, eq);
+        value = arg.substring(eq + 1);
+      }
+      switch (name) {
+        case "--help", "-h" -> {
+          return new Arguments(null, true, false);
+        }
+        case "--version" -> {
+          return new Arguments(null, false, true);
+        }
+        case "--engine" -> {
+          String v = value != null ? value : next(args, ++i, name);
+          for (String e : v.split(",")) {
+            if (e.isBlank()) continue;
+            try {
+              engines.add(AgentConfig.engine(e));
+            } catch (IllegalArgumentException ex) {
+              throw new UsageException(ex.getMessage());
+            }
+          }
+        }
+        case "--token" -> token = value != null ? value : next(args, ++i, name);
+        case "--state-dir" -> {
+          String v = value != null ? value : next(args, ++i, name);
+          if (v.isBlank()) throw new UsageException("--state-dir needs a folder");
+          stateDir = Path.of(v.startsWith("~/") ? System.getProperty("user.home") + v.substring(1) : v);
+        }
+        case "--simulate-gpus" -> {
+          String v = value != null ? value : next(args, ++i, name);
+          try {
+            simulated = SimulatedGpus.parse(v);
+          } catch (IllegalArgumentException ex) {
+            throw new UsageException("bad --simulate-gpus: " + ex.getMessage());
+          }
+        }
+        default -> throw new UsageException("unknown argument '" + arg + "'");
+      }
+    }
+    if (engines.isEmpty()) throw new UsageException("--engine is required (e.g. --engine ws://127.0.0.1:8080)");
+    if (token == null || token.isBlank()) token = env.get(TOKEN_ENV);
+    if (token != null && token.isBlank()) token = null;
+    if (token != null && token.chars().anyMatch(ch -> ch <= ' ' || ch == 0x7f)) {
+      throw new UsageException("the token contains spaces or control characters");
+    }
+    return new Arguments(new AgentConfig(engines, token, stateDir != null ? stateDir : AgentConfig.defaultStateDir(),
+        simulated), false, false);
+  }
+
+  private static String next(List<String> args, int i, String flag) throws UsageException {
+    if (i >= args.size() || args.get(i).startsWith("--")) throw new UsageException(flag + " needs a value");
+    return args.get(i);
+  }
+}

@@ -1,0 +1,78 @@
+package dev.tickmark.agent;
+
+import java.io.PrintStream;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+
+/**
+ * {@code java -jar tickmark-agent.jar --engine ws://127.0.0.1:8080 --token TOKEN [--state-dir DIR]
+ * [--simulate-gpus h100-80gb:2]}. Runs until a signal, or until the node refuses the agent for good.
+ */
+public final class Main {
+  static final int EXIT_OK = 0;
+  static final int EXIT_FAILURE = 1;
+  static final int EXIT_USAGE = 2;
+  static final int EXIT_REJECTED = 3;
+
+  private Main() {}
+
+  public static void main(String[] args) {
+    // before any logger exists: the agent's own logging configuration, unless the user names one
+    if (System.getProperty("logback.configurationFile") == null) {
+      System.setProperty("logback.configurationFile", "tickmark-agent-logback.xml");
+    }
+    System.exit(run(List.of(args), System.getenv(), System.out, System.err));
+  }
+
+  /** Parses, starts the agent and waits for it to stop; returns the exit status. */
+  static int run(List<String> args, Map<String, String> env, PrintStream out, PrintStream err) {
+    Arguments parsed;
+    try {
+      parsed = Arguments.parse(args, env);
+    } catch (Arguments.UsageException e) {
+      err.println("tickmark-agent: " + e.getMessage());
+      err.println("Try --help.");
+      return EXIT_USAGE;
+    }
+    if (parsed.help()) {
+      out.print(Arguments.USAGE);
+      return EXIT_OK;
+    }
+    if (parsed.version()) {
+      out.println("tickmark-agent " + Agent.VERSION);
+      return EXIT_OK;
+    }
+    Agent agent;
+    try {
+      agent = Agent.start(parsed.config());
+    } catch (IllegalArgumentException e) {
+      err.println("tickmark-agent: " + e.getMessage());
+      return EXIT_USAGE;
+    } catch (IllegalStateException e) {
+      err.println("tickmark-agent: " + e.getMessage());
+      return EXIT_FAILURE;
+    }
+    Thread hook = new Thread(agent::close, "tickmark-agent-shutdown");
+    Runtime.getRuntime().addShutdownHook(hook);
+    Agent.Stopped stopped;
+    try {
+      stopped = agent.stopped().get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      agent.close();
+      return EXIT_FAILURE;
+    } catch (ExecutionException e) {
+      err.println("tickmark-agent: " + e.getCause());
+      return EXIT_FAILURE;
+    }
+    if (!stopped.rejected()) return EXIT_OK;
+    try {
+      Runtime.getRuntime().removeShutdownHook(hook);
+    } catch (IllegalStateException shuttingDown) {
+      // already exiting
+    }
+    err.println(stopped.message());
+    return EXIT_REJECTED;
+  }
+}
