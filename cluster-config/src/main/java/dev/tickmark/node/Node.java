@@ -119,7 +119,8 @@ public final class Node implements AutoCloseable {
         socket.getInt("burst"), socket.getDuration("hello-timeout"), http.getDuration("ask-timeout"));
     ApiSettings api = new ApiSettings(
         http.getString("interface"), settings.httpPort(), http.getDuration("ask-timeout"), settings.operatorToken(),
-        settings.webhookSecret(), tickmark.getDuration("payments.tolerance"), agentLimits);
+        settings.webhookSecret(), tickmark.getDuration("payments.tolerance"), agentLimits,
+        hostConfig.getDuration("registration-token-validity"));
     HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), new LedgerReadModel(jdbc),
         new HostReadModel(jdbc), catalog, clock);
     ServerBinding binding = HttpApi.bind(system, httpApi.route(), api.interfaceName(), api.port())
@@ -165,6 +166,7 @@ public final class Node implements AutoCloseable {
     overrides.put(slick + "url", database.tunedUrl());
     overrides.put(slick + "user", database.user());
     overrides.put(slick + "password", database.password());
+    overrides.putAll(settings.configOverrides()); // explicit overrides win
     List<String> seeds = settings.seedNodes().stream().map(s -> "pekko://" + SYSTEM_NAME + "@" + s).toList();
     return ConfigFactory.parseMap(overrides)
         .withValue("pekko.cluster.seed-nodes", ConfigValueFactory.fromIterable(seeds))

@@ -26,7 +26,8 @@ public record NodeSettings(
     String webhookSecret,
     boolean dev,
     boolean allowSimulatedHosts,
-    boolean exitJvmOnShutdown) {
+    boolean exitJvmOnShutdown,
+    Map<String, Object> configOverrides) {
 
   public static NodeSettings fromEnvironment(Map<String, String> env) {
     boolean dev = Boolean.parseBoolean(env.getOrDefault("TICKMARK_DEV", "false"));
@@ -50,22 +51,31 @@ public record NodeSettings(
         webhookSecret,
         dev,
         Boolean.parseBoolean(env.getOrDefault("TICKMARK_ALLOW_SIMULATED_HOSTS", Boolean.toString(dev))),
-        true);
+        true,
+        Map.of());
   }
 
   public NodeSettings withPorts(int http, int management, int remote) {
     return new NodeSettings(hostname, http, management, remote, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
-        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown);
+        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, configOverrides);
   }
 
   public NodeSettings withDatabase(String url, String user, String password) {
     return new NodeSettings(hostname, httpPort, managementPort, remotePort, seedNodes, url, user, password, dataDir,
-        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown);
+        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, configOverrides);
   }
 
   public NodeSettings withExitJvmOnShutdown(boolean exit) {
     return new NodeSettings(hostname, httpPort, managementPort, remotePort, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
-        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exit);
+        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exit, configOverrides);
+  }
+
+  /** The same settings with one HOCON value overridden (tests use it for short timeouts). */
+  public NodeSettings withConfig(String path, Object value) {
+    Map<String, Object> overrides = new java.util.HashMap<>(configOverrides);
+    overrides.put(path, value);
+    return new NodeSettings(hostname, httpPort, managementPort, remotePort, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
+        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, Map.copyOf(overrides));
   }
 
   static List<String> seedNodes(String value) {

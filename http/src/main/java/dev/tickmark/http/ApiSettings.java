@@ -5,7 +5,7 @@ import java.time.Duration;
 /** What the HTTP edge needs to know that is not a collaborator. Secrets never appear in {@link #toString()}. */
 public record ApiSettings(
     String interfaceName, int port, Duration askTimeout, String operatorToken, String webhookSecret, Duration webhookTolerance,
-    dev.tickmark.http.agent.AgentSession.Limits agentLimits) {
+    dev.tickmark.http.agent.AgentSession.Limits agentLimits, Duration registrationTokenValidity) {
 
   @Override
   public String toString() {

@@ -27,7 +27,6 @@ import org.apache.pekko.util.ByteString;
 
 /** The provider's hosts: registration tokens, the host list, one host, its listing, drain and removal. */
 public final class HostRoutes {
-  static final Duration TOKEN_VALIDITY = Duration.ofHours(24);
 
   record TokenRequest(String region, String label) {}
 
@@ -48,14 +47,17 @@ public final class HostRoutes {
   private final Catalog catalog;
   private final Auth auth;
   private final Clock clock;
+  private final Duration tokenValidity;
 
-  public HostRoutes(ActorSystem<?> system, Duration timeout, HostReadModel hosts, Catalog catalog, Auth auth, Clock clock) {
+  public HostRoutes(ActorSystem<?> system, Duration timeout, HostReadModel hosts, Catalog catalog, Auth auth, Clock clock,
+      Duration tokenValidity) {
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.hosts = hosts;
     this.catalog = catalog;
     this.auth = auth;
     this.clock = clock;
+    this.tokenValidity = tokenValidity;
   }
 
   public Route route() {
@@ -91,7 +93,7 @@ public final class HostRoutes {
     if (request.label() != null && request.label().length() > 200) throw Problem.badRequest("invalid_label", "label is at most 200 characters");
     String hostId = "host_" + Ids.random(12);
     String secret = Ids.random(24);
-    Instant expiresAt = clock.instant().plus(TOKEN_VALIDITY);
+    Instant expiresAt = clock.instant().plus(tokenValidity);
     return ask(hostId, (ActorRef<StatusReply<org.apache.pekko.Done>> reply) ->
             new Host.Invite(owner, request.region(), request.label(), Host.sha256(secret), expiresAt, reply))
         .thenApply(done -> new TokenView("tmkreg_" + hostId + "_" + secret, hostId, request.region(), request.label(), expiresAt));

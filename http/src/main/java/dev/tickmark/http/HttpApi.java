@@ -38,7 +38,7 @@ public final class HttpApi {
     AccountRoutes accountRoutes = new AccountRoutes(accounts, apiKeys, ledger, auth);
     PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, signature, clock);
     OpsRoutes opsRoutes = new OpsRoutes(accounts, ledger, auth, idempotency, new OpsHostRoutes(system, settings.askTimeout(), hosts));
-    HostRoutes hostRoutes = new HostRoutes(system, settings.askTimeout(), hosts, catalog, auth, clock);
+    HostRoutes hostRoutes = new HostRoutes(system, settings.askTimeout(), hosts, catalog, auth, clock, settings.registrationTokenValidity());
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
     AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());
     this.route = handleExceptions(exceptionHandler(), () -> handleRejections(rejectionHandler(), () ->

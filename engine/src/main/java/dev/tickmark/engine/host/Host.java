@@ -442,6 +442,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     StatusReply<Done> problem = tokenProblem(state, cmd.tokenHash());
     if (problem != null) return Effect().reply(cmd.replyTo(), StatusReply.error(problem.getError().getMessage()));
     try {
+      if (cmd.publicKey() == null) throw new IllegalArgumentException("no public key"); // decodePublic(null) throws NPE
       Ed25519.decodePublic(cmd.publicKey());
     } catch (IllegalArgumentException e) {
       return Effect().reply(cmd.replyTo(), reply("bad_public_key", "the agent's public key is not an Ed25519 key"));
@@ -485,6 +486,12 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   }
 
   private ReplyEffect<Event, State> onHeartbeat(Enrolled state, Heartbeat cmd) {
+    if (session == null) {
+      // This incarnation knows no live session (the entity restarted or moved, or the session timed out): a session
+      // still heartbeating would otherwise be ignored until the host goes offline, and never learn it should reconnect.
+      cmd.session().tell(new CloseSession("reconnect", "this host does not know this session any more; reconnect"));
+      return Effect().noReply();
+    }
     if (!cmd.session().equals(session) || cmd.seq() <= lastSeq) return Effect().noReply(); // stale or duplicate
     lastSeq = cmd.seq();
     lastHeartbeat = now();

@@ -22,7 +22,6 @@ import org.apache.pekko.japi.Pair;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.stream.Materializer;
 import org.apache.pekko.stream.OverflowStrategy;
-import org.apache.pekko.stream.StreamLimitReachedException;
 import org.apache.pekko.stream.javadsl.Flow;
 import org.apache.pekko.stream.javadsl.Sink;
 import org.apache.pekko.stream.javadsl.Source;
@@ -140,16 +139,24 @@ public final class AgentSocket {
           ? new AgentSession.InboundRejected("frame_too_large", "frames are at most " + max + " characters")
           : new AgentSession.Inbound(s));
     }
-    return text.getStreamedText()
-        .limitWeighted(max, chunk -> (long) chunk.length())
-        .runFold(new StringBuilder(), StringBuilder::append, materializer)
-        .<AgentSession.Msg>thenApply(sb -> new AgentSession.Inbound(sb.toString()))
-        .exceptionally(e -> {
-          Throwable t = e instanceof java.util.concurrent.CompletionException && e.getCause() != null ? e.getCause() : e;
-          if (t instanceof StreamLimitReachedException) {
-            return new AgentSession.InboundRejected("frame_too_large", "frames are at most " + max + " characters");
+    // A streamed (fragmented or large) message is read to its end, but kept only up to the limit; past
+    // it the session hears at once and closes the socket. Cancelling the message's stream instead would
+    // end the websocket's whole inbound side (Pekko HTTP's splitAfter propagates a substream cancel), and
+    // failing it (limitWeighted) fails the socket with 1011: either way the agent never got its error frame.
+    CompletableFuture<AgentSession.Msg> result = new CompletableFuture<>();
+    StringBuilder sb = new StringBuilder();
+    text.getStreamedText()
+        .runWith(Sink.foreach(chunk -> {
+          if (result.isDone()) return; // over the limit: drain the rest of the frame
+          if (sb.length() + chunk.length() > max) {
+            result.complete(new AgentSession.InboundRejected("frame_too_large", "frames are at most " + max + " characters"));
+          } else {
+            sb.append(chunk);
           }
-          return new AgentSession.InboundRejected("malformed_frame", "the frame could not be read");
-        });
+        }), materializer)
+        .whenComplete((done, failure) -> result.complete(failure == null
+            ? new AgentSession.Inbound(sb.toString())
+            : new AgentSession.InboundRejected("malformed_frame", "the frame could not be read")));
+    return result;
   }
 }

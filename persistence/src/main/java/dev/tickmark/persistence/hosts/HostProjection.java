@@ -81,7 +81,10 @@ public final class HostProjection {
         st.executeUpdate();
       }
     } else if (event instanceof Host.ReportRejected e) {
-      update(c, hostId, at, e.evict() ? "status = 'evicted'" : "status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'failed' END");
+      // A failed report leaves no verified cards: cards_total > 0 is what Reinstated reads as "the last
+      // report passed" (the entity reinstates to verified only then, else to failed).
+      update(c, hostId, at, (e.evict() ? "status = 'evicted'" : "status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'failed' END")
+          + ", cards_total = 0");
     } else if (event instanceof Host.WentOnline) {
       update(c, hostId, at, "online = TRUE, status = CASE WHEN status = 'registered' THEN 'verifying' ELSE status END");
     } else if (event instanceof Host.WentOffline) {

@@ -1,0 +1,700 @@
+package dev.tickmark.engine.host;
+
+import static dev.tickmark.engine.host.HostDriver.H100;
+import static dev.tickmark.engine.host.HostDriver.NEVER;
+import static dev.tickmark.engine.host.HostDriver.ON_DEMAND;
+import static dev.tickmark.engine.host.HostDriver.OWNER;
+import static dev.tickmark.engine.host.HostDriver.REGION;
+import static dev.tickmark.engine.host.HostDriver.SPOT;
+import static dev.tickmark.engine.host.HostDriver.START;
+import static dev.tickmark.engine.host.HostDriver.assertRejected;
+import static dev.tickmark.engine.host.HostDriver.ok;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.host.Host.Attached;
+import dev.tickmark.engine.host.Host.CardView;
+import dev.tickmark.engine.host.Host.CloseSession;
+import dev.tickmark.engine.host.Host.HostView;
+import dev.tickmark.engine.host.Host.Identity;
+import dev.tickmark.engine.host.Host.Registration;
+import dev.tickmark.engine.host.Host.Reservation;
+import dev.tickmark.engine.host.Host.ToSession;
+import dev.tickmark.engine.host.HostDriver.Signed;
+import dev.tickmark.engine.host.verification.Verification;
+import dev.tickmark.wire.Ed25519;
+import java.security.KeyPairGenerator;
+import java.time.DayOfWeek;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Base64;
+import java.util.List;
+import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
+import org.apache.pekko.persistence.testkit.javadsl.EventSourcedBehaviorTestKit;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * The rules of the {@link Host} entity, one per test, through {@link EventSourcedBehaviorTestKit}:
+ * registration, sessions, verification, health, listing, provider and operator controls, and the
+ * card reservations the matcher asks for.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@ExtendWith(TestKitJUnit5Extension.class)
+class HostTest {
+  /** The testkit's in-memory journal first; application.conf (test resources) supplies the serialization bindings. */
+  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+
+  @JUnit5TestKit
+  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("HostTest").withCustomConfig(CONFIG).build();
+
+  private TestClock clock;
+  private HostDriver host;
+
+  @BeforeEach
+  void freshHost() {
+    clock = new TestClock(START);
+    host = new HostDriver(testKit, HostDriver.settings(NEVER, false), clock, 4);
+  }
+
+  private TestProbe<ToSession> session() {
+    return testKit.createTestProbe();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Invitation and registration
+
+  @Test
+  void registersWithTheTokenPinsTheKeyAndAnswersACredentialThatAuthenticates() {
+    var invited = host.invite();
+    ok(invited);
+    assertEquals(List.of(new Host.Invited(OWNER, REGION, "rack-1", host.tokenHash(), START.plus(Duration.ofHours(24)), START)),
+        invited.events());
+    HostView invitation = ok(host.get(OWNER));
+    assertEquals("invited", invitation.status());
+    assertFalse(invitation.online());
+
+    ok(host.checkToken(host.tokenHash()));
+    var registered = host.register();
+    Registration registration = ok(registered);
+    assertEquals(host.hostId, registration.hostId());
+    String prefix = "tmkhost_" + host.hostId + "_";
+    assertTrue(registration.hostCredential().startsWith(prefix), registration.hostCredential());
+    String secret = registration.hostCredential().substring(prefix.length());
+    assertTrue(secret.matches("[0-9a-f]{48}"), secret);
+    assertFalse(registration.toString().contains(secret), "the credential is never logged");
+
+    assertEquals(List.of(new Host.Registered(host.publicKey, Host.sha256(secret), START)), registered.events());
+    assertEquals(host.publicKey, host.enrolled().publicKey());
+    assertEquals(Host.Status.REGISTERED, host.enrolled().status());
+    assertEquals(new Identity(host.hostId, host.publicKey, OWNER), ok(host.authenticate(Host.sha256(secret))));
+
+    HostView view = ok(host.get(OWNER));
+    assertEquals("registered", view.status());
+    assertEquals(START, view.registeredAt());
+    assertFalse(view.online());
+    assertEquals(List.of(), view.cards());
+    host.assertRecovers();
+  }
+
+  @Test
+  void refusesASecondRegistrationWithTokenUsed() {
+    host.registered();
+    assertRejected(Host.TOKEN_USED, host.register());
+    assertRejected(Host.TOKEN_USED, host.register(host.tokenHash(), Ed25519.encodePublic(Ed25519.generate().getPublic())));
+    assertRejected(Host.TOKEN_USED, host.checkToken(host.tokenHash()));
+    assertEquals(host.publicKey, host.enrolled().publicKey(), "the first key stays pinned");
+  }
+
+  @Test
+  void refusesAnExpiredTokenAndAcceptsItUntilItsLastInstant() {
+    Instant expiresAt = START.plus(Duration.ofHours(1));
+    ok(host.invite(expiresAt));
+    clock.set(expiresAt.minusMillis(1));
+    ok(host.checkToken(host.tokenHash()));
+    clock.set(expiresAt);
+    assertRejected(Host.TOKEN_EXPIRED, host.checkToken(host.tokenHash()));
+    assertRejected(Host.TOKEN_EXPIRED, host.register());
+    assertInstanceOf(Host.Invitation.class, host.kit.getState());
+  }
+
+  @Test
+  void refusesAWrongTokenAsUnauthorized() {
+    ok(host.invite());
+    assertRejected(Host.UNAUTHORIZED, host.register(Host.sha256("tmkreg-guess"), host.publicKey));
+    assertRejected(Host.UNAUTHORIZED, host.register(null, host.publicKey));
+    assertRejected(Host.UNAUTHORIZED, host.checkToken(Host.sha256("tmkreg-guess")));
+    // Nothing was spent: the right token still registers.
+    ok(host.register());
+  }
+
+  @Test
+  void refusesCommandsToAHostThatWasNeverInvited() {
+    assertRejected(Host.UNAUTHORIZED, host.register());
+    assertRejected(Host.UNAUTHORIZED, host.checkToken(host.tokenHash()));
+    assertRejected(Host.UNAUTHORIZED, host.authenticate(Host.sha256("x")));
+    assertRejected(Rejection.NOT_FOUND, host.get(null));
+    assertRejected(Rejection.NOT_FOUND, host.reserve("r1", 1));
+    assertTrue(host.heartbeat(session().getRef(), 1, HostDriver.healthy(4)).hasNoEvents());
+  }
+
+  @Test
+  void refusesASecondInvitationForTheSameHost() {
+    ok(host.invite());
+    assertRejected(Rejection.ALREADY_EXISTS, host.invite());
+    host.register();
+    assertRejected(Rejection.ALREADY_EXISTS, host.invite());
+  }
+
+  @Test
+  void refusesAPublicKeyThatIsNotEd25519WithoutSpendingTheToken() throws Exception {
+    ok(host.invite());
+    var rsa = KeyPairGenerator.getInstance("RSA");
+    rsa.initialize(1024);
+    String rsaKey = Base64.getEncoder().encodeToString(rsa.generateKeyPair().getPublic().getEncoded());
+    assertRejected("bad_public_key", host.register(host.tokenHash(), rsaKey));
+    assertRejected("bad_public_key", host.register(host.tokenHash(), "not base64 at all!"));
+    assertRejected("bad_public_key", host.register(host.tokenHash(), null));
+    ok(host.register());
+  }
+
+  @Test
+  void refusesAWrongCredentialAsUnauthorized() {
+    String credential = host.registered();
+    String secret = credential.substring(("tmkhost_" + host.hostId + "_").length());
+    assertRejected(Host.UNAUTHORIZED, host.authenticate(Host.sha256(secret + "0")));
+    assertRejected(Host.UNAUTHORIZED, host.authenticate(Host.sha256(credential)));
+    assertRejected(Host.UNAUTHORIZED, host.authenticate(secret));
+    assertRejected(Host.UNAUTHORIZED, host.authenticate(null));
+  }
+
+  @Test
+  void refusesCredentialsBeforeRegistration() {
+    ok(host.invite());
+    assertRejected(Host.UNAUTHORIZED, host.authenticate(host.tokenHash()));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Sessions
+
+  @Test
+  void attachPutsTheHostOnlineAndStartsVerification() {
+    host.registered();
+    TestProbe<ToSession> session = session();
+    var attached = host.attach(session.getRef());
+    assertEquals(new Attached(host.hostId, 5), ok(attached));
+    assertEquals(List.of(new Host.WentOnline(START)), attached.events());
+    HostView view = host.view();
+    assertTrue(view.online());
+    assertEquals("verifying", view.status());
+    assertEquals(START, view.lastHeartbeatAt());
+
+    // Attaching again (the same or a new session) while online persists nothing.
+    assertTrue(host.attach(session.getRef()).hasNoEvents());
+    session.expectNoMessage(Duration.ofMillis(50));
+  }
+
+  @Test
+  void aSecondAttachTellsTheFirstSessionToClose() {
+    TestProbe<ToSession> first = host.attached();
+    TestProbe<ToSession> second = session();
+    var replaced = host.attach(second.getRef());
+    ok(replaced);
+    assertTrue(replaced.hasNoEvents());
+    CloseSession close = first.expectMessageClass(CloseSession.class);
+    assertEquals("replaced", close.code());
+    second.expectNoMessage(Duration.ofMillis(50));
+
+    // The replaced session can no longer report.
+    assertRejected("replaced", host.verify(first.getRef(), host.signedReport()));
+    assertTrue(ok(host.verify(second.getRef(), host.signedReport())).passed());
+  }
+
+  @Test
+  void aReportFromAnUnattachedSessionIsRefused() {
+    host.registered();
+    assertRejected("replaced", host.verify(session().getRef(), host.signedReport()));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Verification
+
+  @Test
+  void aValidSignedReportVerifiesTheHostWithItsCards() {
+    TestProbe<ToSession> session = host.attached();
+    var verified = host.verify(session.getRef(), host.signedReport());
+    Verification.Outcome outcome = ok(verified);
+    assertTrue(outcome.passed(), () -> outcome.checks().toString());
+    assertEquals(Verification.Status.PASS, outcome.check("signature").orElseThrow().status());
+    assertEquals(Verification.Status.NOT_MEASURED, outcome.check("benchmark").orElseThrow().status());
+    assertEquals(1, verified.events().size());
+    Host.ReportVerified event = assertInstanceOf(Host.ReportVerified.class, verified.events().get(0));
+    assertEquals(outcome, event.outcome());
+
+    HostView view = host.view();
+    assertEquals("verified", view.status());
+    assertEquals(H100, view.gpu());
+    assertFalse(view.simulated());
+    assertEquals(outcome.checks(), view.checks());
+    assertEquals(4, view.cards().size());
+    for (int i = 0; i < 4; i++) {
+      assertEquals(new CardView(i, HostDriver.h100(i).uuid(), H100, "free", null), view.cards().get(i));
+    }
+  }
+
+  @Test
+  void theSameReportAgainGetsTheSameOutcomeAndPersistsNothing() {
+    TestProbe<ToSession> session = host.attached();
+    Signed report = host.signedReport();
+    Verification.Outcome first = ok(host.verify(session.getRef(), report));
+    var again = host.verify(session.getRef(), report);
+    assertEquals(first, ok(again));
+    assertTrue(again.hasNoEvents());
+
+    // A rejected report delivered twice is also one event.
+    HostDriver other = new HostDriver(testKit, HostDriver.settings(NEVER, false), clock, 4);
+    TestProbe<ToSession> otherSession = other.attached();
+    Signed bad = HostDriver.tampered(other.signedReport());
+    Verification.Outcome failed = ok(other.verify(otherSession.getRef(), bad));
+    var failedAgain = other.verify(otherSession.getRef(), bad);
+    assertEquals(failed, ok(failedAgain));
+    assertTrue(failedAgain.hasNoEvents());
+  }
+
+  @Test
+  void aTamperedReportFailsOnItsSignature() {
+    TestProbe<ToSession> session = host.attached();
+    var result = host.verify(session.getRef(), HostDriver.tampered(host.signedReport()));
+    Verification.Outcome outcome = ok(result);
+    assertFalse(outcome.passed());
+    assertEquals(Verification.Status.FAIL, outcome.check("signature").orElseThrow().status());
+    // Everything else in the altered report would pass: only the signature fails it.
+    assertEquals(1, outcome.checks().stream().filter(c -> c.status() == Verification.Status.FAIL).count());
+    Host.ReportRejected event = assertInstanceOf(Host.ReportRejected.class, result.events().get(0));
+    assertFalse(event.evict());
+
+    HostView view = host.view();
+    assertEquals("failed", view.status());
+    assertNull(view.evictionReason());
+    assertEquals(List.of(), view.cards(), "a host that never passed has no rentable cards");
+
+    // A report signed with another key fails the same way.
+    Signed foreign = HostDriver.sign(HostDriver.report(4, false), Ed25519.generate().getPrivate());
+    assertEquals(Verification.Status.FAIL, ok(host.verify(session.getRef(), foreign)).check("signature").orElseThrow().status());
+
+    // Retries are unlimited: the genuine report verifies the host.
+    assertTrue(ok(host.verify(session.getRef(), host.signedReport())).passed());
+    assertEquals("verified", host.view().status());
+  }
+
+  @Test
+  void aSimulatedHostIsRejectedUnlessThePolicyAllowsIt() {
+    TestProbe<ToSession> session = host.attached();
+    Signed simulated = HostDriver.sign(HostDriver.report(4, true), host.key.getPrivate());
+    Verification.Outcome refused = ok(host.verify(session.getRef(), simulated));
+    assertFalse(refused.passed());
+    assertEquals(Verification.Status.FAIL, refused.check("simulated").orElseThrow().status());
+    assertEquals("failed", host.view().status());
+
+    HostDriver dev = new HostDriver(testKit, HostDriver.settings(NEVER, true), clock, 4);
+    TestProbe<ToSession> devSession = dev.attached();
+    Verification.Outcome accepted = ok(dev.verify(devSession.getRef(), HostDriver.sign(HostDriver.report(4, true), dev.key.getPrivate())));
+    assertTrue(accepted.passed(), () -> accepted.checks().toString());
+    assertTrue(accepted.simulated());
+    ok(dev.updateListing(OWNER, HostDriver.listed()));
+    HostView view = dev.view();
+    assertEquals("verified", view.status());
+    assertTrue(view.simulated(), "every view of a simulated host says so");
+    Reservation reservation = ok(dev.reserve("r1", 1));
+    assertTrue(reservation.simulated(), "and so does every reservation on it");
+  }
+
+  @Test
+  void aVerifiedHostThatFailsReverificationIsEvicted() {
+    TestProbe<ToSession> session = host.onMarket();
+    Signed hot = HostDriver.sign(HostDriver.eachGpu(HostDriver.report(4, false), g -> HostDriver.temperature(g, 95)), host.key.getPrivate());
+    var result = host.verify(session.getRef(), hot);
+    Verification.Outcome outcome = ok(result);
+    assertFalse(outcome.passed());
+    assertEquals(Verification.Status.FAIL, outcome.check("gpu[0].temperature").orElseThrow().status());
+    Host.ReportRejected event = assertInstanceOf(Host.ReportRejected.class, result.events().get(0));
+    assertTrue(event.evict());
+    HostView view = host.view();
+    assertEquals("evicted", view.status());
+    assertNotNull(view.evictionReason());
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+
+    // Fail-closed: passing again does not lift the eviction; only an operator does.
+    assertTrue(ok(host.verify(session.getRef(), host.signedReport())).passed());
+    assertEquals("evicted", host.view().status());
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    ok(host.reinstate());
+    assertEquals("verified", host.view().status());
+    ok(host.reserve("r1", 1));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Health
+
+  @Test
+  void heartbeatsFromAReplacedSessionAreIgnored() {
+    TestProbe<ToSession> first = host.onMarket();
+    TestProbe<ToSession> second = session();
+    ok(host.attach(second.getRef()));
+    first.expectMessageClass(CloseSession.class);
+
+    clock.advance(Duration.ofSeconds(5));
+    assertTrue(host.heartbeat(second.getRef(), 1, HostDriver.healthy(4)).hasNoEvents());
+    Instant beat = clock.instant();
+    assertEquals(beat, host.view().lastHeartbeatAt());
+
+    clock.advance(Duration.ofSeconds(5));
+    var stale = host.heartbeat(first.getRef(), 100, HostDriver.faulty(4, 2));
+    assertTrue(stale.hasNoEvents(), "a replaced session's fault is not believed");
+    assertEquals("verified", host.view().status());
+    assertEquals(beat, host.view().lastHeartbeatAt(), "nor does it count as a heartbeat");
+  }
+
+  @Test
+  void aHeartbeatWhoseSeqIsNotAboveTheLastIsIgnored() {
+    TestProbe<ToSession> session = host.onMarket();
+    clock.advance(Duration.ofSeconds(5));
+    assertTrue(host.heartbeat(session.getRef(), 5, HostDriver.healthy(4)).hasNoEvents());
+    Instant beat = clock.instant();
+
+    clock.advance(Duration.ofSeconds(5));
+    assertTrue(host.heartbeat(session.getRef(), 5, HostDriver.faulty(4, 0)).hasNoEvents(), "a duplicate is ignored");
+    assertTrue(host.heartbeat(session.getRef(), 3, HostDriver.faulty(4, 0)).hasNoEvents(), "an old one too");
+    HostView view = host.view();
+    assertEquals("verified", view.status());
+    assertEquals(beat, view.lastHeartbeatAt());
+
+    assertTrue(host.heartbeat(session.getRef(), 6, HostDriver.healthy(4)).hasNoEvents());
+    assertEquals(clock.instant(), host.view().lastHeartbeatAt());
+  }
+
+  @Test
+  void aSessionTheRestartedHostDoesNotKnowIsToldToReconnectOnItsNextHeartbeat() {
+    TestProbe<ToSession> session = host.onMarket();
+    host.kit.restart(); // e.g. the shard moved to another node; the agent's websocket lives on
+    assertTrue(host.view().online(), "the host keeps its market place for a full timeout");
+    clock.advance(Duration.ofSeconds(5));
+    assertTrue(host.heartbeat(session.getRef(), 1, HostDriver.faulty(4, 0)).hasNoEvents(), "an unknown session is not believed");
+    assertEquals("verified", host.view().status());
+    assertEquals("reconnect", session.expectMessageClass(CloseSession.class).code(), "but told to reconnect");
+
+    TestProbe<ToSession> reconnected = session();
+    assertTrue(host.attach(reconnected.getRef()).hasNoEvents());
+    assertTrue(host.heartbeat(reconnected.getRef(), 1, HostDriver.healthy(4)).hasNoEvents());
+    assertEquals(clock.instant(), host.view().lastHeartbeatAt());
+    reconnected.expectNoMessage(Duration.ofMillis(50));
+  }
+
+  @Test
+  void aHeartbeatReportingAGpuFaultEvictsTheHost() {
+    TestProbe<ToSession> session = host.onMarket();
+    clock.advance(Duration.ofSeconds(5));
+    var result = host.heartbeat(session.getRef(), 1, HostDriver.faulty(4, 2));
+    assertEquals(1, result.events().size());
+    Host.Evicted evicted = assertInstanceOf(Host.Evicted.class, result.events().get(0));
+    assertTrue(evicted.reason().contains("GPU 2"), evicted.reason());
+    assertEquals(clock.instant(), evicted.at());
+    HostView view = host.view();
+    assertEquals("evicted", view.status());
+    assertEquals(evicted.reason(), view.evictionReason());
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+
+    // Further faults do not evict it again.
+    assertTrue(host.heartbeat(session.getRef(), 2, HostDriver.faulty(4, 2)).hasNoEvents());
+    host.assertRecovers();
+  }
+
+  @Test
+  void aSilentHostGoesOfflineAtItsLastHeartbeatAndItsSessionIsClosed() {
+    HostDriver fast = new HostDriver(testKit, HostDriver.settings(Duration.ofMillis(300), false), clock, 4);
+    TestProbe<ToSession> session = fast.onMarket();
+    clock.advance(Duration.ofMillis(100));
+    assertTrue(fast.heartbeat(session.getRef(), 1, HostDriver.healthy(4)).hasNoEvents());
+    Instant lastBeat = clock.instant();
+
+    // Real time passes, but the host is judged by its clock: the timer's checks find it fresh.
+    session.expectNoMessage(Duration.ofMillis(700));
+    assertTrue(fast.view().online());
+
+    clock.advance(Duration.ofSeconds(1));
+    CloseSession close = session.expectMessageClass(CloseSession.class, Duration.ofSeconds(5));
+    assertEquals("heartbeat_timeout", close.code());
+
+    HostView view = fast.view();
+    assertFalse(view.online());
+    assertEquals(lastBeat, view.lastHeartbeatAt());
+    assertEquals(new Host.WentOffline(lastBeat, clock.instant()), fast.journal().get(fast.journal().size() - 1));
+    assertRejected(Host.NOT_AVAILABLE, fast.reserve("r1", 1));
+
+    // The dropped session's heartbeats are not believed any more (it is told again to go); a new session brings it back.
+    assertTrue(fast.heartbeat(session.getRef(), 2, HostDriver.healthy(4)).hasNoEvents());
+    assertEquals("reconnect", session.expectMessageClass(CloseSession.class).code());
+    assertFalse(fast.view().online());
+    fast.assertRecovers();
+    TestProbe<ToSession> again = session();
+    var attached = fast.attach(again.getRef());
+    assertEquals(List.of(new Host.WentOnline(clock.instant())), attached.events());
+    assertEquals("verified", fast.view().status(), "going offline and back does not re-open verification");
+    ok(fast.reserve("r1", 1));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Listing, drain, remove, evict
+
+  @Test
+  void refusesAListingWithASpotNoticeOutsideItsBounds() {
+    host.verified();
+    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 119, List.of(), true)));
+    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 3601, List.of(), true)));
+    assertEquals(120, ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 120, List.of(), true))).listing().spotNoticeSeconds());
+    assertEquals(3600, ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 3600, List.of(), true))).listing().spotNoticeSeconds());
+  }
+
+  @Test
+  void refusesAZeroPriceWhileListed() {
+    host.verified();
+    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(0, null, 300, List.of(), true)));
+    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, 0L, 300, List.of(), true)));
+    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(-1, null, 300, List.of(), false)));
+    assertRejected(Host.INVALID_LISTING,
+        host.updateListing(OWNER, new Listing(ON_DEMAND, null, 300, List.of(new Listing.Window(DayOfWeek.MONDAY, 600, 600)), true)));
+    // Unlisted, a zero price is fine.
+    HostView unlisted = ok(host.updateListing(OWNER, new Listing(0, null, 600, List.of(), false)));
+    assertFalse(unlisted.listed());
+  }
+
+  @Test
+  void updatesTheListingOnceAndOnlyForItsOwner() {
+    host.verified();
+    assertRejected(Rejection.NOT_FOUND, host.updateListing("prov-2", HostDriver.listed()));
+    var updated = host.updateListing(OWNER, HostDriver.listed());
+    HostView view = ok(updated);
+    assertTrue(view.listed());
+    assertEquals(HostDriver.listed(), view.listing());
+    assertEquals(List.of(new Host.ListingUpdated(HostDriver.listed(), START)), updated.events());
+    assertTrue(host.updateListing(OWNER, HostDriver.listed()).hasNoEvents(), "the same terms again change nothing");
+
+    assertRejected(Rejection.NOT_FOUND, host.get("prov-2"));
+    assertRejected(Rejection.NOT_FOUND, host.drain("prov-2"));
+    assertRejected(Rejection.NOT_FOUND, host.remove("prov-2"));
+    assertEquals(view, ok(host.get(OWNER)));
+    assertEquals(view, host.view());
+  }
+
+  @Test
+  void repricingDoesNotChangeAReservedRentalsPrice() {
+    host.onMarket();
+    Reservation reservation = ok(host.reserve("r1", 2));
+    assertEquals(ON_DEMAND, reservation.pricePerGpuHour());
+    ok(host.updateListing(OWNER, new Listing(ON_DEMAND * 2, SPOT, 300, List.of(), true)));
+    assertEquals(ON_DEMAND, ok(host.confirm("r1")).pricePerGpuHour());
+    assertRejected(Host.PRICE_ABOVE_CEILING, host.reserve("r2", 1));
+    assertEquals(ON_DEMAND * 2, ok(host.reserve("r2", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND * 2)).pricePerGpuHour());
+  }
+
+  @Test
+  void drainingStopsNewReservationsButKeepsRunningOnes() {
+    host.onMarket();
+    ok(host.reserve("r1", 2));
+    var drained = host.drain(OWNER);
+    assertTrue(ok(drained).draining());
+    assertEquals(List.of(new Host.DrainStarted(START)), drained.events());
+    assertTrue(host.drain(OWNER).hasNoEvents(), "draining twice is one drain");
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r2", 1));
+    assertTrue(ok(host.confirm("r1")).confirmed(), "a matched rental still starts");
+    assertEquals("rented", host.view().cards().get(0).state());
+    ok(host.release("r1"));
+    assertTrue(host.view().draining());
+  }
+
+  @Test
+  void removalIsRefusedWhileCardsAreReservedAndFinalAfterwards() {
+    TestProbe<ToSession> session = host.onMarket();
+    ok(host.reserve("r1", 1));
+    assertRejected(Host.HOST_BUSY, host.remove(OWNER));
+    ok(host.confirm("r1"));
+    assertRejected(Host.HOST_BUSY, host.remove(OWNER));
+    ok(host.release("r1"));
+
+    var removed = host.remove(OWNER);
+    HostView last = ok(removed);
+    assertEquals("removed", last.status());
+    assertFalse(last.online());
+    assertEquals(List.of(new Host.Removed(START)), removed.events());
+    assertEquals(Host.HOST_REMOVED, session.expectMessageClass(CloseSession.class).code());
+    assertInstanceOf(Host.Gone.class, host.kit.getState());
+
+    assertRejected(Rejection.NOT_FOUND, host.get(OWNER));
+    assertRejected(Rejection.NOT_FOUND, host.get(null));
+    assertRejected(Rejection.NOT_FOUND, host.remove(OWNER));
+    assertRejected(Rejection.NOT_FOUND, host.updateListing(OWNER, HostDriver.listed()));
+    assertRejected(Rejection.NOT_FOUND, host.reserve("r2", 1));
+    assertRejected(Rejection.NOT_FOUND, host.attach(session().getRef()));
+    assertRejected(Rejection.NOT_FOUND, host.verify(session.getRef(), host.signedReport()));
+    assertRejected(Host.HOST_REMOVED, host.authenticate(host.credentialHash()));
+    assertRejected(Host.HOST_REMOVED, host.register());
+    assertRejected(Host.HOST_REMOVED, host.checkToken(host.tokenHash()));
+    assertTrue(host.release("r1").reply().isSuccess(), "a late release is still acknowledged");
+    assertTrue(host.heartbeat(session.getRef(), 1, HostDriver.healthy(4)).hasNoEvents());
+    host.assertRecovers();
+    assertInstanceOf(Host.Gone.class, host.kit.getState());
+  }
+
+  @Test
+  void anOperatorEvictsAndReinstatesAHost() {
+    host.onMarket();
+    var evicted = host.evict("suspicious benchmark");
+    HostView view = ok(evicted);
+    assertEquals("evicted", view.status());
+    assertEquals("suspicious benchmark", view.evictionReason());
+    assertEquals(List.of(new Host.Evicted("suspicious benchmark", START)), evicted.events());
+    assertTrue(host.evict("again").hasNoEvents());
+    assertEquals("suspicious benchmark", host.view().evictionReason());
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+
+    var reinstated = host.reinstate();
+    HostView back = ok(reinstated);
+    assertEquals("verified", back.status());
+    assertNull(back.evictionReason());
+    assertEquals(List.of(new Host.Reinstated(START)), reinstated.events());
+    assertTrue(host.reinstate().hasNoEvents(), "reinstating a host that is not evicted changes nothing");
+    ok(host.reserve("r1", 1));
+
+    assertEquals("evicted by an operator", ok(host.evict(" ")).evictionReason());
+  }
+
+  @Test
+  void reinstatingAHostWhoseLastReportFailedLeavesItFailed() {
+    TestProbe<ToSession> session = host.attached();
+    ok(host.verify(session.getRef(), HostDriver.tampered(host.signedReport())));
+    ok(host.evict(null));
+    assertEquals("failed", ok(host.reinstate()).status());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Reservations
+
+  @Test
+  void reservesFreeCardsAtTheHostsFloor() {
+    host.onMarket();
+    var reserved = host.reserve("r1", H100, 2, Listing.Tier.ON_DEMAND, ON_DEMAND * 3);
+    Reservation reservation = ok(reserved);
+    assertEquals(new Reservation(host.hostId, "r1", List.of(0, 1), ON_DEMAND, Listing.Tier.ON_DEMAND, false, false), reservation);
+    assertEquals(List.of(new Host.CardsReserved("r1", List.of(0, 1), ON_DEMAND, Listing.Tier.ON_DEMAND, START)), reserved.events());
+
+    Reservation spot = ok(host.reserve("r2", H100, 1, Listing.Tier.SPOT, SPOT));
+    assertEquals(SPOT, spot.pricePerGpuHour());
+    assertEquals(List.of(2), spot.cards());
+
+    var confirmed = host.confirm("r1");
+    assertTrue(ok(confirmed).confirmed());
+    assertEquals(List.of(new Host.CardsRented("r1", START)), confirmed.events());
+    assertTrue(host.confirm("r1").hasNoEvents(), "confirming twice is one confirmation");
+    assertRejected(Rejection.NOT_FOUND, host.confirm("r9"));
+
+    List<String> states = host.view().cards().stream().map(CardView::state).toList();
+    assertEquals(List.of("rented", "rented", "reserved", "free"), states);
+
+    var released = host.release("r1");
+    assertTrue(released.reply().isSuccess());
+    assertEquals(List.of(new Host.CardsReleased("r1", List.of(0, 1), START)), released.events());
+    assertTrue(host.release("r1").hasNoEvents(), "releasing twice is one release");
+    assertTrue(host.release("never").hasNoEvents());
+    host.assertRecovers();
+  }
+
+  @Test
+  void reservingIsIdempotentPerRental() {
+    host.onMarket();
+    Reservation first = ok(host.reserve("r1", 2));
+    var again = host.reserve("r1", 2);
+    assertEquals(first, ok(again));
+    assertTrue(again.hasNoEvents());
+    // A re-sent proposal with other terms still answers the reservation the rental holds.
+    assertEquals(first, ok(host.reserve("r1", H100, 4, Listing.Tier.SPOT, 1)));
+    assertEquals(List.of(2, 3), ok(host.reserve("r2", 2)).cards());
+    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r3", 1));
+  }
+
+  @Test
+  void refusesToReserveOnAHostThatIsNotVerified() {
+    TestProbe<ToSession> session = host.attached();
+    ok(host.updateListing(OWNER, HostDriver.listed()));
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    ok(host.verify(session.getRef(), HostDriver.tampered(host.signedReport())));
+    assertEquals("failed", host.view().status());
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+  }
+
+  @Test
+  void refusesToReserveOnAnUnlistedHost() {
+    host.verified();
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    ok(host.updateListing(OWNER, HostDriver.listed()));
+    ok(host.reserve("r1", 1));
+    ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 300, List.of(), false)));
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r2", 1));
+  }
+
+  @Test
+  void refusesToReserveOutsideTheAvailabilityWindows() {
+    host.verified();
+    // START is Friday 10:00 UTC; the host offers Fridays 09:00-11:00 and Mondays all day.
+    List<Listing.Window> windows = List.of(new Listing.Window(DayOfWeek.FRIDAY, 9 * 60, 11 * 60),
+        new Listing.Window(DayOfWeek.MONDAY, 0, 1440));
+    ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 300, windows, true)));
+    ok(host.reserve("r1", 1));
+    clock.set(Instant.parse("2025-03-14T11:00:00Z"));
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r2", 1));
+    clock.set(Instant.parse("2025-03-14T08:59:59Z"));
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r2", 1));
+    clock.set(Instant.parse("2025-03-17T23:59:59Z"));
+    ok(host.reserve("r2", 1));
+  }
+
+  @Test
+  void refusesAPriceCeilingBelowTheFloor() {
+    host.onMarket();
+    assertRejected(Host.PRICE_ABOVE_CEILING, host.reserve("r1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND - 1));
+    assertRejected(Host.PRICE_ABOVE_CEILING, host.reserve("r1", H100, 1, Listing.Tier.SPOT, SPOT - 1));
+    assertEquals(ON_DEMAND, ok(host.reserve("r1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND)).pricePerGpuHour());
+  }
+
+  @Test
+  void refusesATierTheHostDoesNotOffer() {
+    host.verified();
+    ok(host.updateListing(OWNER, new Listing(ON_DEMAND, null, 300, List.of(), true)));
+    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", H100, 1, Listing.Tier.SPOT, Long.MAX_VALUE));
+  }
+
+  @Test
+  void refusesAnotherGpuModelAndMoreCardsThanAreFree() {
+    host.onMarket();
+    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", "a100-80gb", 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
+    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", null, 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
+    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", 5));
+    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", 0));
+    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", -1));
+    ok(host.reserve("r1", 3));
+    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r2", 2));
+    assertEquals(List.of(3), ok(host.reserve("r2", 1)).cards());
+  }
+}
