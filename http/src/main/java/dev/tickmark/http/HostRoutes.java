@@ -99,17 +99,7 @@ public final class HostRoutes {
         .thenApply(done -> new TokenView("tmkreg_" + hostId + "_" + secret, hostId, request.region(), request.label(), expiresAt));
   }
 
-  /** The listing's money fields: like every amount on the wire, a JSON number there is {@code invalid_amount}. */
-  private static final List<String> PRICE_FIELDS = List.of("on_demand_price_per_gpu_hour", "spot_price_per_gpu_hour");
-
   static Listing listing(ByteString body) {
-    com.fasterxml.jackson.databind.JsonNode tree = Json.tree(body);
-    for (String field : PRICE_FIELDS) {
-      com.fasterxml.jackson.databind.JsonNode value = tree.get(field);
-      if (value != null && !value.isNull() && !value.isTextual()) {
-        throw Problem.badRequest("invalid_amount", "\"" + field + "\" must be a string of euros with up to 6 decimals, like \"2.10\"");
-      }
-    }
     ListingRequest r = Json.read(body, ListingRequest.class);
     if (r.onDemandPricePerGpuHour() == null) throw Problem.badRequest("missing_field", "\"on_demand_price_per_gpu_hour\" is required");
     if (r.listed() == null) throw Problem.badRequest("missing_field", "\"listed\" is required");

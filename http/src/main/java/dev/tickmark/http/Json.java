@@ -27,7 +27,8 @@ import org.apache.pekko.util.ByteString;
  */
 public final class Json {
   /** Request fields that carry money; a wrong type there is {@code invalid_amount}. */
-  private static final Set<String> AMOUNT_FIELDS = Set.of("amount", "monthly", "minimum", "max_total", "max_price_per_gpu_hour");
+  private static final Set<String> AMOUNT_FIELDS = Set.of("amount", "monthly", "minimum", "max_total",
+      "max_price_per_gpu_hour", "on_demand_price_per_gpu_hour", "spot_price_per_gpu_hour");
 
   public static final ObjectMapper MAPPER = mapper();
 

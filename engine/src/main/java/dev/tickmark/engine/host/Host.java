@@ -244,7 +244,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
       Instant lastHeartbeatAt,
       boolean draining,
       String evictionReason,
-      Instant registeredAt)
+      Instant registeredAt,
+      String tokenHash)
       implements State {
 
     boolean simulated() {
@@ -269,31 +270,32 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
     Enrolled with(Status s, Verification.Outcome o, String hash, List<Card> c, String eviction) {
       return new Enrolled(ownerId, region, label, publicKey, credentialHash, s, o, hash, c, reservations, listing, online,
-          lastHeartbeatAt, draining, eviction, registeredAt);
+          lastHeartbeatAt, draining, eviction, registeredAt, tokenHash);
     }
 
     Enrolled withOnline(boolean on, Instant lastHeartbeat, Status s) {
       return new Enrolled(ownerId, region, label, publicKey, credentialHash, s, outcome, reportHash, cards, reservations,
-          listing, on, lastHeartbeat, draining, evictionReason, registeredAt);
+          listing, on, lastHeartbeat, draining, evictionReason, registeredAt, tokenHash);
     }
 
     Enrolled withListing(Listing l) {
       return new Enrolled(ownerId, region, label, publicKey, credentialHash, status, outcome, reportHash, cards, reservations,
-          l, online, lastHeartbeatAt, draining, evictionReason, registeredAt);
+          l, online, lastHeartbeatAt, draining, evictionReason, registeredAt, tokenHash);
     }
 
     Enrolled withDraining() {
       return new Enrolled(ownerId, region, label, publicKey, credentialHash, status, outcome, reportHash, cards, reservations,
-          listing, online, lastHeartbeatAt, true, evictionReason, registeredAt);
+          listing, online, lastHeartbeatAt, true, evictionReason, registeredAt, tokenHash);
     }
 
     Enrolled withReservations(Map<String, Held> r) {
       return new Enrolled(ownerId, region, label, publicKey, credentialHash, status, outcome, reportHash, cards, Map.copyOf(r),
-          listing, online, lastHeartbeatAt, draining, evictionReason, registeredAt);
+          listing, online, lastHeartbeatAt, draining, evictionReason, registeredAt, tokenHash);
     }
   }
 
-  public record Gone(String ownerId) implements State {}
+  /** A removed host remembers its secrets' hashes only to tell their holders why they are refused. */
+  public record Gone(String ownerId, String credentialHash, String tokenHash) implements State {}
 
   // ---------------------------------------------------------------------------------------------
   // Behaviour
@@ -385,8 +387,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     CommandHandlerWithReplyBuilderByState<Command, Event, Enrolled, State> enrolled =
         newCommandHandlerWithReplyBuilder().forStateType(Enrolled.class);
     enrolled.onCommand(Invite.class, (s, c) -> Effect().reply(c.replyTo(), reply(Rejection.ALREADY_EXISTS, "host " + hostId + " exists")))
-        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), reply(TOKEN_USED, "this registration token was already used")))
-        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), reply(TOKEN_USED, "this registration token was already used")))
+        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), TOKEN_USED)))
+        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), TOKEN_USED)))
         .onCommand(Authenticate.class, this::onAuthenticate)
         .onCommand(Attach.class, this::onAttach)
         .onCommand(Detach.class, this::onDetach)
@@ -409,9 +411,9 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
         .onCommand(Detach.class, c -> Effect().noReply())
         .onCommand(ReleaseCards.class, c -> Effect().reply(c.replyTo(), StatusReply.ack()))
-        .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), reply(HOST_REMOVED, "host " + hostId + " was removed")))
-        .onCommand(Register.class, c -> Effect().reply(c.replyTo(), reply(HOST_REMOVED, "host " + hostId + " was removed")))
-        .onCommand(CheckToken.class, c -> Effect().reply(c.replyTo(), reply(HOST_REMOVED, "host " + hostId + " was removed")))
+        .onCommand(Authenticate.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.credentialHash(), c.credentialHash(), HOST_REMOVED)))
+        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), HOST_REMOVED)))
+        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), HOST_REMOVED)))
         .onAnyCommand(this::notFound);
 
     return empty.orElse(invitation).orElse(enrolled).orElse(gone).build();
@@ -451,6 +453,17 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     String credential = "tmkhost_" + hostId + "_" + secret;
     return Effect().persist(new Registered(cmd.publicKey(), sha256(secret), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(new Registration(hostId, credential)));
+  }
+
+  /**
+   * The answer to a secret whose use is over: its holder learns why ({@code code}); anyone else learns
+   * nothing beyond {@code unauthorized}.
+   */
+  private <T> StatusReply<T> spent(String expectedHash, String presentedHash, String code) {
+    if (!constantTimeEquals(expectedHash, presentedHash)) return unauthorized();
+    return code.equals(TOKEN_USED)
+        ? reply(TOKEN_USED, "this registration token was already used")
+        : reply(HOST_REMOVED, "host " + hostId + " was removed");
   }
 
   private StatusReply<Done> tokenProblem(Invitation state, String tokenHash) {
@@ -650,7 +663,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onEvent(Invited.class, (s, e) -> new Invitation(e.ownerId(), e.region(), e.label(), e.tokenHash(), e.expiresAt()));
     builder.forStateType(Invitation.class)
         .onEvent(Registered.class, (s, e) -> new Enrolled(s.ownerId(), s.region(), s.label(), e.publicKey(), e.credentialHash(),
-            Status.REGISTERED, null, null, List.of(), Map.of(), Listing.unlisted(), false, null, false, null, e.at()));
+            Status.REGISTERED, null, null, List.of(), Map.of(), Listing.unlisted(), false, null, false, null, e.at(), s.tokenHash()));
     builder.forStateType(Enrolled.class)
         .onEvent(ReportVerified.class, (s, e) -> s.with(
             s.status() == Status.EVICTED ? Status.EVICTED : Status.VERIFIED, e.outcome(), e.reportHash(), cards(e.outcome()), s.evictionReason()))
@@ -664,7 +677,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onEvent(Evicted.class, (s, e) -> s.with(Status.EVICTED, s.outcome(), s.reportHash(), s.cards(), e.reason()))
         .onEvent(Reinstated.class, (s, e) -> s.with(s.outcome() != null && s.outcome().passed() ? Status.VERIFIED : Status.FAILED,
             s.outcome(), s.reportHash(), s.cards(), null))
-        .onEvent(Removed.class, (s, e) -> new Gone(s.ownerId()))
+        .onEvent(Removed.class, (s, e) -> new Gone(s.ownerId(), s.credentialHash(), s.tokenHash()))
         .onEvent(CardsReserved.class, (s, e) -> s.withReservations(put(s.reservations(), e.rentalId(), new Held(e.cards(), e.pricePerGpuHour(), e.tier(), false))))
         .onEvent(CardsRented.class, (s, e) -> {
           Held h = s.reservations().get(e.rentalId());

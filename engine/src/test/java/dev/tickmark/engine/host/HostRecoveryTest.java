@@ -151,7 +151,7 @@ class HostRecoveryTest {
         Host.Empty.INSTANCE,
         new Host.Invitation(OWNER, REGION, "rack-1", host.tokenHash(), at),
         enrolled,
-        new Host.Gone(OWNER),
+        new Host.Gone(OWNER, "credential-hash", "token-hash"),
         // replies and session messages
         host.view(),
         ok(host.reserve("r1", 2)),

@@ -116,6 +116,9 @@ class HostTest {
     assertRejected(Host.TOKEN_USED, host.register());
     assertRejected(Host.TOKEN_USED, host.register(host.tokenHash(), Ed25519.encodePublic(Ed25519.generate().getPublic())));
     assertRejected(Host.TOKEN_USED, host.checkToken(host.tokenHash()));
+    // only the token's holder learns it was spent; a guess at the host id learns nothing
+    assertRejected(Host.UNAUTHORIZED, host.checkToken(Host.sha256("guess")));
+    assertRejected(Host.UNAUTHORIZED, host.register(Host.sha256("guess"), Ed25519.encodePublic(Ed25519.generate().getPublic())));
     assertEquals(host.publicKey, host.enrolled().publicKey(), "the first key stays pinned");
   }
 
@@ -552,6 +555,8 @@ class HostTest {
     assertRejected(Host.HOST_REMOVED, host.authenticate(host.credentialHash()));
     assertRejected(Host.HOST_REMOVED, host.register());
     assertRejected(Host.HOST_REMOVED, host.checkToken(host.tokenHash()));
+    assertRejected(Host.UNAUTHORIZED, host.authenticate(Host.sha256("guess")));
+    assertRejected(Host.UNAUTHORIZED, host.checkToken(Host.sha256("guess")));
     assertTrue(host.release("r1").reply().isSuccess(), "a late release is still acknowledged");
     assertTrue(host.heartbeat(session.getRef(), 1, HostDriver.healthy(4)).hasNoEvents());
     host.assertRecovers();
