@@ -6,6 +6,7 @@ import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.verification.Verification;
+import dev.tickmark.engine.metrics.EngineMetrics;
 import dev.tickmark.wire.Ed25519;
 import dev.tickmark.wire.HardwareReport;
 import java.nio.charset.StandardCharsets;
@@ -117,8 +118,9 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public record GpuHealth(int index, Integer utilizationPercent, Integer temperatureC, String fault) implements CborSerializable {}
 
-  public record Heartbeat(ActorRef<ToSession> session, long seq, List<GpuHealth> gpus, List<String> rentals)
-      implements Command {}
+  /** {@code receivedAtMicros}: when the node's socket read it (epoch µs), to measure handling lag. */
+  public record Heartbeat(ActorRef<ToSession> session, long seq, List<GpuHealth> gpus, List<String> rentals,
+      long receivedAtMicros) implements Command {}
 
   public record UpdateListing(String ownerId, Listing listing, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
 
@@ -307,6 +309,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   private final Clock clock;
   private final ActorContext<Command> context;
   private final TimerScheduler<Command> timers;
+  private final EngineMetrics metrics;
   // Actor-local, never persisted: the live session and the latest heartbeat it delivered.
   private ActorRef<ToSession> session;
   private long lastSeq = -1;
@@ -329,6 +332,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     this.clock = clock;
     this.context = context;
     this.timers = timers;
+    this.metrics = EngineMetrics.get(context.getSystem());
   }
 
   @Override
@@ -506,6 +510,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
       return Effect().noReply();
     }
     if (!cmd.session().equals(session) || cmd.seq() <= lastSeq) return Effect().noReply(); // stale or duplicate
+    metrics.heartbeats.increment();
+    metrics.heartbeatHandling.recordMicros(micros(Instant.now()) - cmd.receivedAtMicros()); // wall clock, like the socket
     lastSeq = cmd.seq();
     lastHeartbeat = now();
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
@@ -720,6 +726,10 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   private Instant now() {
     return clock.instant();
+  }
+
+  public static long micros(Instant instant) {
+    return instant.getEpochSecond() * 1_000_000L + instant.getNano() / 1_000;
   }
 
   private static <T> StatusReply<T> unauthorized() {

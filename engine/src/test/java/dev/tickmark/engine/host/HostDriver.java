@@ -208,7 +208,7 @@ final class HostDriver {
   }
 
   CommandResult<Command, Event, State> heartbeat(ActorRef<ToSession> session, long seq, List<GpuHealth> gpus) {
-    return kit.runCommand(new Heartbeat(session, seq, gpus, List.of()));
+    return kit.runCommand(new Heartbeat(session, seq, gpus, List.of(), Host.micros(java.time.Instant.now())));
   }
 
   CommandResultWithReply<Command, Event, State, StatusReply<HostView>> updateListing(String owner, Listing listing) {

@@ -160,7 +160,7 @@ class HostRecoveryTest {
         new Host.Attached(host.hostId, 5),
         new CloseSession("replaced", "a newer session for this host connected"),
         // commands from the edge carrying refs
-        new Host.Heartbeat(session.getRef(), 7, HostDriver.faulty(4, 1), List.of("r1")),
+        new Host.Heartbeat(session.getRef(), 7, HostDriver.faulty(4, 1), List.of("r1"), 1_700_000_000_000_000L),
         new Host.ReserveCards("r3", HostDriver.H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND, testKit.<org.apache.pekko.pattern.StatusReply<Host.Reservation>>createTestProbe().getRef())));
     for (Class<? extends Event> type : EVERY_EVENT) {
       assertTrue(messages.stream().anyMatch(type::isInstance), type.getSimpleName() + " is covered");

@@ -3,6 +3,7 @@ package dev.tickmark.http.agent;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.verification.Verification;
+import dev.tickmark.engine.metrics.EngineMetrics;
 import dev.tickmark.wire.AgentFrame;
 import dev.tickmark.wire.CanonicalJson;
 import dev.tickmark.wire.Ed25519;
@@ -47,8 +48,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   public interface Msg {}
 
-  /** A text frame from the agent. */
-  public record Inbound(String text) implements Msg {}
+  /** A text frame from the agent, with when the socket read it (epoch µs). */
+  public record Inbound(String text, long receivedAtMicros) implements Msg {}
 
   public record InboundRejected(String code, String message) implements Msg {}
 
@@ -91,6 +92,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private final ClusterSharding sharding;
   private final ActorRef<Host.ToSession> hostInbox;
   private final TimerScheduler<Msg> timers;
+  private final EngineMetrics metrics;
   private final String nonce;
   private String hostId;
   private boolean active;
@@ -112,6 +114,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     this.timers = timers;
     this.sharding = ClusterSharding.get(context.getSystem());
     this.hostInbox = context.messageAdapter(Host.ToSession.class, FromHost::new);
+    this.metrics = EngineMetrics.get(context.getSystem());
+    metrics.agentSessionsOpened.increment();
     this.tokens = limits.burst();
     this.lastRefillNanos = System.nanoTime();
     byte[] n = new byte[32];
@@ -154,7 +158,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     if (frame instanceof AgentFrame.Hello hello) return onHello(hello);
     if (!active) return fail("unexpected_frame", "the first frame must be hello");
     if (frame instanceof AgentFrame.HardwareReportFrame report) return onReport(report);
-    if (frame instanceof AgentFrame.Heartbeat heartbeat) return onHeartbeat(heartbeat);
+    if (frame instanceof AgentFrame.Heartbeat heartbeat) return onHeartbeat(heartbeat, in.receivedAtMicros());
     if (frame instanceof AgentFrame.RentalStarted || frame instanceof AgentFrame.RentalFailed || frame instanceof AgentFrame.RentalStopped) {
       return this; // rentals are not served by this node version; the frames are harmless
     }
@@ -226,10 +230,10 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     return this;
   }
 
-  private Behavior<Msg> onHeartbeat(AgentFrame.Heartbeat hb) {
+  private Behavior<Msg> onHeartbeat(AgentFrame.Heartbeat hb, long receivedAtMicros) {
     List<Host.GpuHealth> gpus = hb.gpus() == null ? List.of() : hb.gpus().stream()
         .map(g -> new Host.GpuHealth(g.index(), g.utilizationPercent(), g.temperatureC(), g.fault())).toList();
-    host().tell(new Host.Heartbeat(hostInbox, hb.seq(), gpus, hb.rentals() == null ? List.of() : hb.rentals()));
+    host().tell(new Host.Heartbeat(hostInbox, hb.seq(), gpus, hb.rentals() == null ? List.of() : hb.rentals(), receivedAtMicros));
     return this;
   }
 
@@ -265,6 +269,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   }
 
   private Behavior<Msg> stop() {
+    metrics.agentSessionsClosed.increment();
     if (hostId != null && active) host().tell(new Host.Detach(hostInbox));
     if (!closed) out.tell(Complete.INSTANCE);
     return Behaviors.stopped();

@@ -126,6 +126,10 @@ public final class AgentSocket {
     return Flow.fromSinkAndSourceCoupled(in, out);
   }
 
+  private static long nowMicros() {
+    return Host.micros(java.time.Instant.now());
+  }
+
   private CompletionStage<AgentSession.Msg> toSessionMessage(Message message) {
     if (!message.isText()) {
       message.asBinaryMessage().getStreamedData().runWith(Sink.ignore(), materializer);
@@ -137,7 +141,7 @@ public final class AgentSocket {
       String s = text.getStrictText();
       return CompletableFuture.completedFuture(s.length() > max
           ? new AgentSession.InboundRejected("frame_too_large", "frames are at most " + max + " characters")
-          : new AgentSession.Inbound(s));
+          : new AgentSession.Inbound(s, nowMicros()));
     }
     // A streamed (fragmented or large) message is read to its end, but kept only up to the limit; past
     // it the session hears at once and closes the socket. Cancelling the message's stream instead would
@@ -155,7 +159,7 @@ public final class AgentSocket {
           }
         }), materializer)
         .whenComplete((done, failure) -> result.complete(failure == null
-            ? new AgentSession.Inbound(sb.toString())
+            ? new AgentSession.Inbound(sb.toString(), nowMicros())
             : new AgentSession.InboundRejected("malformed_frame", "the frame could not be read")));
     return result;
   }

@@ -1,0 +1,37 @@
+package dev.tickmark.engine.metrics;
+
+import java.util.concurrent.atomic.LongAdder;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Extension;
+import org.apache.pekko.actor.typed.ExtensionId;
+
+/**
+ * Counters and latency histograms of one node, shared by its actors without messages or locks. The
+ * HTTP edge exposes them; benchmarks read them in-process.
+ */
+public final class EngineMetrics implements Extension {
+  /** Receipt of a heartbeat frame at the websocket to its handling by the host entity. */
+  public final LatencyHistogram heartbeatHandling = new LatencyHistogram();
+  public final LongAdder heartbeats = new LongAdder();
+  public final LongAdder agentSessionsOpened = new LongAdder();
+  public final LongAdder agentSessionsClosed = new LongAdder();
+
+  public long agentSessionsOpen() {
+    return agentSessionsOpened.sum() - agentSessionsClosed.sum();
+  }
+
+  public static final class Id extends ExtensionId<EngineMetrics> {
+    private static final Id INSTANCE = new Id();
+
+    private Id() {}
+
+    @Override
+    public EngineMetrics createExtension(ActorSystem<?> system) {
+      return new EngineMetrics();
+    }
+  }
+
+  public static EngineMetrics get(ActorSystem<?> system) {
+    return Id.INSTANCE.apply(system);
+  }
+}
