@@ -527,6 +527,12 @@ public final class Account
     long throughSecond = mark == null ? -1 : mark.throughSecond();
     if (mark != null && cmd.throughSecond() == throughSecond) {
       if (cmd.cumulativeProviderAmount() == mark.cumulativeProvider() && cmd.cumulativePlatformAmount() == mark.cumulativePlatform()) {
+        if (cmd.last() && state.openSources().containsKey(cmd.sourceId())) {
+          // The source ends on a second it already settled: close it, moving no money.
+          return Effect().persist(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), mark.cumulativeProvider(),
+                  mark.cumulativePlatform(), 0, 0, true, now()))
+              .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, mark.lastProvider(), true)));
+        }
         return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, mark.lastProvider(), true)));
       }
       return Effect().reply(cmd.replyTo(), conflict(key, "was credited with different cumulative shares"));

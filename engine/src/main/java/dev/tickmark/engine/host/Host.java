@@ -79,7 +79,27 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   public static final String INVALID_LISTING = "invalid_listing";
   public static final String HOST_BUSY = "host_busy";
 
-  public record Settings(Duration heartbeatTimeout, int heartbeatIntervalSeconds, Catalog catalog, Verification.Policy policy) {}
+  /** How a host tells the rentals on its cards what happened to it (through sharding, in the node). */
+  public interface RentalLink {
+    RentalLink NONE = new RentalLink() {
+      @Override
+      public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {}
+
+      @Override
+      public void preempt(String rentalId, String hostId, Instant deadline) {}
+    };
+
+    void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt);
+
+    void preempt(String rentalId, String hostId, Instant deadline);
+  }
+
+  public record Settings(Duration heartbeatTimeout, int heartbeatIntervalSeconds, Catalog catalog, Verification.Policy policy,
+      RentalLink rentals) {
+    public Settings(Duration heartbeatTimeout, int heartbeatIntervalSeconds, Catalog catalog, Verification.Policy policy) {
+      this(heartbeatTimeout, heartbeatIntervalSeconds, catalog, policy, RentalLink.NONE);
+    }
+  }
 
   // ---------------------------------------------------------------------------------------------
   // Protocol
@@ -95,6 +115,13 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   public interface ToSession extends CborSerializable {}
 
   public record CloseSession(String code, String message) implements ToSession {}
+
+  public record RunWorkload(String rentalId, List<Integer> cards, String image, List<String> command, String sshPublicKey,
+      boolean network) implements ToSession {}
+
+  public record StopWorkloadOnAgent(String rentalId) implements ToSession {}
+
+  public record PreemptWorkload(String rentalId, Instant deadline) implements ToSession {}
 
   public record Invite(String ownerId, String region, String label, String tokenHash, Instant expiresAt,
       ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
@@ -143,6 +170,19 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public record ReleaseCards(String rentalId, ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
 
+  /** Starts the rental's workload on the agent; refused while the host has no live session. */
+  public record StartWorkload(String rentalId, String image, List<String> command, String sshPublicKey, boolean network,
+      ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
+
+  public record StopWorkload(String rentalId) implements Command {}
+
+  public record Liveness(boolean online, Instant lastHeartbeatAt) implements CborSerializable {}
+
+  public record GetLiveness(ActorRef<Liveness> replyTo) implements Command {}
+
+  /** The provider takes spot cards back: each spot rental on them is preempted after the listing's notice. */
+  public record Reclaim(String ownerId, List<Integer> cards, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+
   private enum HeartbeatCheck implements Command {
     INSTANCE
   }
@@ -158,8 +198,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public record Attached(String hostId, int heartbeatIntervalSeconds) implements CborSerializable {}
 
-  public record Reservation(String hostId, String rentalId, List<Integer> cards, long pricePerGpuHour, Listing.Tier tier,
-      boolean confirmed, boolean simulated) implements CborSerializable {}
+  public record Reservation(String hostId, String providerId, String rentalId, List<Integer> cards, long pricePerGpuHour,
+      Listing.Tier tier, boolean confirmed, boolean simulated) implements CborSerializable {}
 
   public record CardView(int index, String uuid, String gpu, String state, String rentalId) implements CborSerializable {}
 
@@ -368,6 +408,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty =
         newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
     empty.onCommand(Invite.class, this::onInvite)
+        .onCommand(StopWorkload.class, c -> Effect().noReply())
+        .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
         .onCommand(CheckToken.class, c -> Effect().reply(c.replyTo(), unauthorized()))
         .onCommand(Register.class, c -> Effect().reply(c.replyTo(), unauthorized()))
         .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
@@ -383,6 +425,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(Register.class, this::onRegister)
         .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
         .onCommand(Get.class, this::onGetInvitation)
+        .onCommand(StopWorkload.class, c -> Effect().noReply())
+        .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
         .onCommand(Heartbeat.class, c -> Effect().noReply())
         .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
         .onCommand(Detach.class, c -> Effect().noReply())
@@ -407,11 +451,17 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(Get.class, this::onGet)
         .onCommand(ReserveCards.class, this::onReserve)
         .onCommand(ConfirmCards.class, this::onConfirm)
-        .onCommand(ReleaseCards.class, this::onRelease);
+        .onCommand(ReleaseCards.class, this::onRelease)
+        .onCommand(StartWorkload.class, this::onStartWorkload)
+        .onCommand(StopWorkload.class, this::onStopWorkload)
+        .onCommand(GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), new Liveness(s.online(), s.online() ? lastHeartbeat : s.lastHeartbeatAt())))
+        .onCommand(Reclaim.class, this::onReclaim);
 
     CommandHandlerWithReplyBuilderByState<Command, Event, Gone, State> gone =
         newCommandHandlerWithReplyBuilder().forStateType(Gone.class);
     gone.onCommand(Heartbeat.class, c -> Effect().noReply())
+        .onCommand(StopWorkload.class, c -> Effect().noReply())
+        .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
         .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
         .onCommand(Detach.class, c -> Effect().noReply())
         .onCommand(ReleaseCards.class, c -> Effect().reply(c.replyTo(), StatusReply.ack()))
@@ -523,7 +573,10 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     if (!state.online()) events.add(new WentOnline(now()));
     if (fault != null && state.status() != Status.EVICTED) events.add(new Evicted("GPU fault reported: " + fault, now()));
     if (events.isEmpty()) return Effect().noReply();
-    return Effect().persist(events).thenNoReply();
+    boolean evicting = events.stream().anyMatch(e -> e instanceof Evicted);
+    return Effect().persist(events).thenRun(s -> {
+      if (evicting) notifyHostLost((Enrolled) s, lastHeartbeat);
+    }).thenNoReply();
   }
 
   private ReplyEffect<Event, State> onHeartbeatCheck(Enrolled state, HeartbeatCheck cmd) {
@@ -535,7 +588,9 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     }
     ActorRef<ToSession> stale = session;
     session = null;
-    return Effect().persist(new WentOffline(lastHeartbeat, now())).thenRun(s -> {
+    Instant last = lastHeartbeat;
+    return Effect().persist(new WentOffline(last, now())).thenRun(s -> {
+      notifyHostLost((Enrolled) s, last);
       if (stale != null) stale.tell(new CloseSession("heartbeat_timeout", "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
     }).thenNoReply();
   }
@@ -561,7 +616,9 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
       return Effect().persist(new ReportVerified(outcome, hash, now())).thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
     }
     boolean evict = state.status() == Status.VERIFIED;
-    return Effect().persist(new ReportRejected(outcome, hash, evict, now())).thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
+    return Effect().persist(new ReportRejected(outcome, hash, evict, now())).thenRun(s -> {
+      if (evict) notifyHostLost((Enrolled) s, lastHeartbeatOr(state));
+    }).thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
   }
 
   // ---- provider and operator controls
@@ -599,7 +656,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   private ReplyEffect<Event, State> onEvict(Enrolled state, Evict cmd) {
     if (state.status() == Status.EVICTED) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
     String reason = cmd.reason() == null || cmd.reason().isBlank() ? "evicted by an operator" : cmd.reason();
-    return Effect().persist(new Evicted(reason, now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
+    return Effect().persist(new Evicted(reason, now())).thenRun(s -> notifyHostLost((Enrolled) s, lastHeartbeatOr(state)))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
   }
 
   private ReplyEffect<Event, State> onReinstate(Enrolled state, Reinstate cmd) {
@@ -656,8 +714,49 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     return Effect().persist(new CardsReleased(cmd.rentalId(), held.cards(), now())).thenReply(cmd.replyTo(), s -> StatusReply.ack());
   }
 
+  private ReplyEffect<Event, State> onStartWorkload(Enrolled state, StartWorkload cmd) {
+    Held held = state.reservations().get(cmd.rentalId());
+    if (held == null) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
+    if (session == null || !state.online()) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "the host has no live agent session"));
+    session.tell(new RunWorkload(cmd.rentalId(), held.cards(), cmd.image(), cmd.command(), cmd.sshPublicKey(), cmd.network()));
+    return Effect().reply(cmd.replyTo(), StatusReply.ack());
+  }
+
+  private ReplyEffect<Event, State> onStopWorkload(Enrolled state, StopWorkload cmd) {
+    if (session != null) session.tell(new StopWorkloadOnAgent(cmd.rentalId()));
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onReclaim(Enrolled state, Reclaim cmd) {
+    if (!state.ownerId().equals(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    if (cmd.cards() == null || cmd.cards().isEmpty()) return Effect().reply(cmd.replyTo(), reply("invalid_cards", "name the cards to reclaim"));
+    Instant deadline = now().plusSeconds(state.listing().spotNoticeSeconds());
+    List<String> preempted = new ArrayList<>();
+    for (Map.Entry<String, Held> e : state.reservations().entrySet()) {
+      boolean touches = e.getValue().cards().stream().anyMatch(cmd.cards()::contains);
+      if (!touches) continue;
+      if (e.getValue().tier() != Listing.Tier.SPOT) {
+        return Effect().reply(cmd.replyTo(), reply("not_reclaimable", "card of an on-demand rental: on-demand cards cannot be taken back"));
+      }
+      preempted.add(e.getKey());
+    }
+    for (String rentalId : preempted) {
+      settings.rentals().preempt(rentalId, hostId, deadline);
+      if (session != null) session.tell(new PreemptWorkload(rentalId, deadline));
+    }
+    return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+  }
+
+  private Instant lastHeartbeatOr(Enrolled state) {
+    return state.online() && lastHeartbeat != null ? lastHeartbeat : (state.lastHeartbeatAt() != null ? state.lastHeartbeatAt() : now());
+  }
+
+  private void notifyHostLost(Enrolled state, Instant lastHeartbeatAt) {
+    for (String rentalId : state.reservations().keySet()) settings.rentals().hostLost(rentalId, hostId, lastHeartbeatAt);
+  }
+
   private Reservation reservation(Enrolled state, String rentalId, Held held) {
-    return new Reservation(hostId, rentalId, held.cards(), held.price(), held.tier(), held.confirmed(), state.simulated());
+    return new Reservation(hostId, state.ownerId(), rentalId, held.cards(), held.price(), held.tier(), held.confirmed(), state.simulated());
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,10 @@ public final class EngineMetrics implements Extension {
   /** Receipt of a heartbeat frame at the websocket to its handling by the host entity. */
   public final LatencyHistogram heartbeatHandling = new LatencyHistogram();
   public final LongAdder heartbeats = new LongAdder();
+  /** A match request's arrival at its matcher to the answer (candidates read, proposals confirmed or refused). */
+  public final LatencyHistogram matchLatency = new LatencyHistogram();
+  public final LongAdder secondsMetered = new LongAdder();
+  public final LongAdder settlements = new LongAdder();
   public final LongAdder agentSessionsOpened = new LongAdder();
   public final LongAdder agentSessionsClosed = new LongAdder();
 

@@ -23,6 +23,33 @@ public final class Metering {
     return floorMulDiv(perSecondNumerator, seconds, SECONDS_PER_HOUR);
   }
 
+  /**
+   * The most whole seconds whose cumulative cost fits in {@code budget}: the largest {@code s} with
+   * {@code cost(s) ≤ budget}, capped at {@code limit}. A free rental (price 0) is capped only by {@code limit}.
+   */
+  public static long maxSecondsWithin(long pricePerGpuHour, int cards, long budget, long limit) {
+    if (budget < 0) return 0;
+    long perHour = Math.multiplyExact(pricePerGpuHour, (long) cards);
+    if (perHour == 0) return limit;
+    // cost(s) ≤ B  ⇔  p·c·s < (B+1)·3600  ⇔  s ≤ ((B+1)·3600 − 1) / (p·c); searched to stay exact without overflow.
+    long lo = 0;
+    long hi = limit;
+    while (lo < hi) {
+      long mid = lo + (hi - lo + 1) / 2;
+      if (costOrMax(pricePerGpuHour, cards, mid) <= budget) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+
+  private static long costOrMax(long pricePerGpuHour, int cards, long seconds) {
+    try {
+      return cost(pricePerGpuHour, cards, seconds);
+    } catch (ArithmeticException overflow) {
+      return Long.MAX_VALUE;
+    }
+  }
+
   /** The charge for second {@code s} alone: {@code cost(s) − cost(s−1)}. */
   public static long chargeForSecond(long pricePerGpuHour, int cards, long second) {
     if (second <= 0) throw new IllegalArgumentException("seconds are numbered from 1");
