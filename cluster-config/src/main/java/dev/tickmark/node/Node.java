@@ -7,6 +7,10 @@ import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.verification.Verification;
+import dev.tickmark.engine.market.Matcher;
+import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.persistence.rentals.RentalProjection;
+import dev.tickmark.persistence.rentals.RentalReadModel;
 import dev.tickmark.http.agent.AgentSession;
 import dev.tickmark.persistence.hosts.HostProjection;
 import dev.tickmark.persistence.hosts.HostReadModel;
@@ -101,16 +105,33 @@ public final class Node implements AutoCloseable {
     Config tickmark = system.settings().config().getConfig("tickmark");
     Catalog catalog = Catalog.load();
     Config hostConfig = tickmark.getConfig("hosts");
+    ShardedLinks links = new ShardedLinks(system);
     Host.Settings hostSettings = new Host.Settings(
         hostConfig.getDuration("heartbeat-timeout"),
         (int) hostConfig.getDuration("heartbeat-interval").toSeconds(),
         catalog,
-        policy(tickmark.getConfig("verification"), tickmark.getBoolean("market.allow-simulated-hosts")));
+        policy(tickmark.getConfig("verification"), tickmark.getBoolean("market.allow-simulated-hosts")),
+        links);
+    Config rentalConfig = tickmark.getConfig("rentals");
+    Duration askTimeout = tickmark.getDuration("http.ask-timeout");
+    Rental.Settings rentalSettings = new Rental.Settings(
+        rentalConfig.getDuration("settle-interval"),
+        rentalConfig.getDuration("hold-duration").toSeconds(),
+        tickmark.getInt("market.fee-bps"),
+        rentalConfig.getDuration("provisioning-timeout"),
+        rentalConfig.getDuration("stop-timeout"),
+        rentalConfig.getDuration("retry-interval"),
+        askTimeout);
+    HostReadModel hostReadModel = new HostReadModel(jdbc);
 
     Account.init(system, clock);
     Host.init(system, hostSettings, clock);
+    Matcher.init(system, (gpu, region, tier, maxPrice, count) -> hostReadModel.candidates(gpu, region, tier, maxPrice, count, clock.instant()),
+        links::host, askTimeout);
+    Rental.init(system, rentalSettings, links, clock);
     LedgerProjection.init(system, jdbc);
     HostProjection.init(system, jdbc);
+    RentalProjection.init(system, jdbc);
 
     ApiKeys apiKeys = new ApiKeys(jdbc, clock);
     Config http = tickmark.getConfig("http");
@@ -122,7 +143,7 @@ public final class Node implements AutoCloseable {
         settings.webhookSecret(), tickmark.getDuration("payments.tolerance"), agentLimits,
         hostConfig.getDuration("registration-token-validity"));
     HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), new LedgerReadModel(jdbc),
-        new HostReadModel(jdbc), catalog, clock);
+        hostReadModel, new RentalReadModel(jdbc), catalog, clock);
     ServerBinding binding = HttpApi.bind(system, httpApi.route(), api.interfaceName(), api.port())
         .toCompletableFuture().get(30, TimeUnit.SECONDS);
     binding.addToCoordinatedShutdown(Duration.ofSeconds(10), system);

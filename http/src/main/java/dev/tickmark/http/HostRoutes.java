@@ -30,6 +30,8 @@ public final class HostRoutes {
 
   record TokenRequest(String region, String label) {}
 
+  record ReclaimRequest(List<Integer> cards) {}
+
   record TokenView(String token, String hostId, String region, String label, Instant expiresAt) {}
 
   record WindowRequest(String day, String start, String end) {}
@@ -74,7 +76,12 @@ public final class HostRoutes {
               Listing listing = listing(body);
               return detail(ask(hostId, reply -> new Host.UpdateListing(owner, listing, reply)));
             }))),
-            path("drain", () -> post(() -> detail(ask(hostId, reply -> new Host.Drain(owner, reply))))))))));
+            path("drain", () -> post(() -> detail(ask(hostId, reply -> new Host.Drain(owner, reply))))),
+            path("reclaim", () -> post(() -> entity(Unmarshaller.entityToByteString(), body -> {
+              List<Integer> cards = Json.read(body, ReclaimRequest.class).cards();
+              if (cards == null || cards.isEmpty()) throw Problem.badRequest("invalid_cards", "\"cards\" lists the card indexes to take back");
+              return detail(ask(hostId, reply -> new Host.Reclaim(owner, List.copyOf(cards), reply)));
+            }))))))));
   }
 
   private Route detail(CompletionStage<Host.HostView> view) {

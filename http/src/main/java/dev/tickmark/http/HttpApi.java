@@ -8,6 +8,7 @@ import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.http.agent.AgentSocket;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
+import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Clock;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -29,7 +30,7 @@ public final class HttpApi {
   private final Route route;
 
   public HttpApi(ActorSystem<?> system, ApiSettings settings, ApiKeys apiKeys, IdempotencyKeys idempotencyKeys,
-      LedgerReadModel ledger, HostReadModel hosts, Catalog catalog, Clock clock) {
+      LedgerReadModel ledger, HostReadModel hosts, RentalReadModel rentals, Catalog catalog, Clock clock) {
     Accounts accounts = new Accounts(system, settings.askTimeout());
     Auth auth = new Auth(apiKeys, settings.operatorToken());
     Idempotency idempotency = new Idempotency(idempotencyKeys);
@@ -41,10 +42,11 @@ public final class HttpApi {
     HostRoutes hostRoutes = new HostRoutes(system, settings.askTimeout(), hosts, catalog, auth, clock, settings.registrationTokenValidity());
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
     AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());
+    RentalRoutes rentalRoutes = new RentalRoutes(system, settings.askTimeout(), rentals, catalog, auth, idempotency);
     this.route = handleExceptions(exceptionHandler(), () -> handleRejections(rejectionHandler(), () ->
         withSizeLimit(MAX_BODY_BYTES, () -> concat(
             pathPrefix("v1", () -> concat(accountRoutes.route(), paymentRoutes.route(), hostRoutes.route(),
-                marketRoutes.route(), agentSocket.route())),
+                marketRoutes.route(), agentSocket.route(), rentalRoutes.route())),
             pathPrefix("ops", opsRoutes::route),
             path("health", () -> get(() -> complete(Responses.json(200, java.util.Map.of("status", "ok")))))))));
   }

@@ -31,7 +31,8 @@ public final class Migrations {
       "V1__journal_and_snapshots.sql",
       "V2__projection_offsets.sql",
       "V3__ledger_and_credentials.sql",
-      "V4__hosts.sql");
+      "V4__hosts.sql",
+      "V5__rentals.sql");
 
   private Migrations() {}
 

@@ -4,6 +4,7 @@ import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.metrics.EngineMetrics;
+import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.wire.AgentFrame;
 import dev.tickmark.wire.CanonicalJson;
 import dev.tickmark.wire.Ed25519;
@@ -159,8 +160,11 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     if (!active) return fail("unexpected_frame", "the first frame must be hello");
     if (frame instanceof AgentFrame.HardwareReportFrame report) return onReport(report);
     if (frame instanceof AgentFrame.Heartbeat heartbeat) return onHeartbeat(heartbeat, in.receivedAtMicros());
-    if (frame instanceof AgentFrame.RentalStarted || frame instanceof AgentFrame.RentalFailed || frame instanceof AgentFrame.RentalStopped) {
-      return this; // rentals are not served by this node version; the frames are harmless
+    if (frame instanceof AgentFrame.RentalStarted m) return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStarted(hostId, at));
+    if (frame instanceof AgentFrame.RentalStopped m) return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStopped(hostId, at));
+    if (frame instanceof AgentFrame.RentalFailed m) {
+      String reason = m.reason() == null ? "" : m.reason().substring(0, Math.min(500, m.reason().length()));
+      return toRental(m.rentalId(), null, at -> new Rental.WorkloadFailed(hostId, reason));
     }
     return fail("unexpected_frame", "an agent does not send " + frame.getClass().getSimpleName());
   }
@@ -237,8 +241,32 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     return this;
   }
 
+  /** Rental frames go straight to the rental, which checks they come from its host; any malformed one ends the session. */
+  private Behavior<Msg> toRental(String rentalId, String at, java.util.function.Function<java.time.Instant, Rental.Command> command) {
+    if (rentalId == null || rentalId.isEmpty() || rentalId.length() > 128) return fail("malformed_frame", "rental_id is missing or too long");
+    java.time.Instant instant = null;
+    if (at != null) {
+      try {
+        instant = java.time.Instant.parse(at);
+      } catch (java.time.format.DateTimeParseException e) {
+        return fail("malformed_frame", "\"at\" must be an ISO-8601 instant");
+      }
+    }
+    sharding.entityRefFor(Rental.ENTITY_KEY, rentalId).tell(command.apply(instant));
+    return this;
+  }
+
   private Behavior<Msg> onFromHost(FromHost m) {
-    if (m.message() instanceof Host.CloseSession close) return fail(close.code(), close.message());
+    Host.ToSession message = m.message();
+    if (message instanceof Host.CloseSession close) return fail(close.code(), close.message());
+    if (closed) return this;
+    if (message instanceof Host.RunWorkload w) {
+      send(new AgentFrame.StartRental(w.rentalId(), w.cards(), w.image(), w.command(), w.sshPublicKey(), w.network(), null));
+    } else if (message instanceof Host.StopWorkloadOnAgent w) {
+      send(new AgentFrame.StopRental(w.rentalId(), false));
+    } else if (message instanceof Host.PreemptWorkload w) {
+      send(new AgentFrame.Preempt(w.rentalId(), w.deadline().toString()));
+    }
     return this;
   }
 

@@ -56,6 +56,28 @@ public final class HostReadModel {
         + " AND cards_total > cards_taken").thenApply(rows -> aggregate(rows, filter, now));
   }
 
+  /**
+   * Hosts that may have {@code count} free cards of {@code gpu} at or below {@code maxPrice} now, as the
+   * read side sees them; the matcher's proposal to each host is what decides.
+   */
+  public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(String gpu, String region,
+      Listing.Tier tier, long maxPrice, int count, Instant now) {
+    String sql = "SELECT " + COLUMNS + " FROM hosts WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
+        + " AND cards_total - cards_taken >= " + Math.max(1, count) + (region == null ? "" : " AND region = ?");
+    CompletionStage<List<HostRow>> rows = region == null ? query(sql, gpu) : query(sql, gpu, region);
+    return rows.thenApply(list -> {
+      List<dev.tickmark.engine.market.Matcher.Candidate> out = new ArrayList<>();
+      for (HostRow row : list) {
+        Listing listing = new Listing(row.onDemandPrice() == null ? 0 : row.onDemandPrice(), row.spotPrice(),
+            Listing.DEFAULT_SPOT_NOTICE_SECONDS, row.availability(), true);
+        Long floor = listing.floorFor(tier);
+        if (floor == null || floor > maxPrice || !listing.availableAt(now)) continue;
+        out.add(new dev.tickmark.engine.market.Matcher.Candidate(row.hostId(), floor, row.cardsFree()));
+      }
+      return out;
+    });
+  }
+
   static List<Offer> aggregate(List<HostRow> rows, OfferFilter filter, Instant now) {
     record Key(String gpu, String region, Listing.Tier tier, boolean simulated) {}
     Map<Key, long[]> acc = new TreeMap<>(Comparator.comparing(Key::gpu).thenComparing(Key::region)

@@ -1,0 +1,44 @@
+package dev.tickmark.node;
+
+import dev.tickmark.engine.account.Account;
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.market.Matcher;
+import dev.tickmark.engine.rental.Rental;
+import java.time.Instant;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.RecipientRef;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+
+/** How entities reach each other in a node: through cluster sharding, wherever the other entity lives. */
+final class ShardedLinks implements Rental.Ports, Host.RentalLink {
+  private final ClusterSharding sharding;
+
+  ShardedLinks(ActorSystem<?> system) {
+    this.sharding = ClusterSharding.get(system);
+  }
+
+  @Override
+  public RecipientRef<Account.Command> account(String accountId) {
+    return sharding.entityRefFor(Account.ENTITY_KEY, accountId);
+  }
+
+  @Override
+  public RecipientRef<Host.Command> host(String hostId) {
+    return sharding.entityRefFor(Host.ENTITY_KEY, hostId);
+  }
+
+  @Override
+  public RecipientRef<Matcher.Command> matcher(String gpu) {
+    return sharding.entityRefFor(Matcher.ENTITY_KEY, gpu);
+  }
+
+  @Override
+  public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
+    sharding.entityRefFor(Rental.ENTITY_KEY, rentalId).tell(new Rental.HostLost(hostId, lastHeartbeatAt));
+  }
+
+  @Override
+  public void preempt(String rentalId, String hostId, Instant deadline) {
+    sharding.entityRefFor(Rental.ENTITY_KEY, rentalId).tell(new Rental.Preempt(hostId, deadline));
+  }
+}
