@@ -12,11 +12,13 @@ import java.net.http.WebSocket;
 import java.net.http.WebSocketHandshakeException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Optional;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
@@ -45,8 +47,14 @@ import org.slf4j.LoggerFactory;
  * agent.close();
  * }</pre>
  *
+ * <p>Rentals: {@code start_rental} / {@code stop_rental} / {@code preempt} are handled by {@link Rentals} with the
+ * configured {@link Runtime} (processes or Docker containers); the rentals outlive a connection, and after each
+ * welcome the node is told again which rentals run and which ended meanwhile. {@link #close()} stops the running
+ * workloads (their scratch folders are wiped) and reports them stopped before the socket is closed.
+ *
  * <p>All state changes happen on one thread ({@code tickmark-agent}); blocking measurements (vendor tools, the disk
- * write) on another ({@code tickmark-agent-probe}); both are daemon threads. Nothing here calls {@code System.exit}.
+ * write) on another ({@code tickmark-agent-probe}); workloads are started and stopped on the runtime's threads; all
+ * are daemon threads. Nothing here calls {@code System.exit}.
  */
 public final class Agent implements AutoCloseable {
   /** The version announced in {@code hello} and in reports (the Maven project version). */
@@ -58,6 +66,8 @@ public final class Agent implements AutoCloseable {
   /** A node frame larger than this is a broken node (the protocol's limit is 64 KiB). */
   static final int MAX_INBOUND_CHARS = 1024 * 1024;
   static final Duration MIN_SILENCE_LIMIT = Duration.ofSeconds(15);
+  /** How long {@link #close()} waits for workloads to stop beyond their grace period. */
+  static final Duration DRAIN_MARGIN = Duration.ofSeconds(15);
 
   private static final Logger log = LoggerFactory.getLogger(Agent.class);
 
@@ -92,6 +102,10 @@ public final class Agent implements AutoCloseable {
   private final ScheduledExecutorService loop;
   private final ExecutorService probe;
   private final Backoff backoff = new Backoff();
+  private final Runtime runtime;
+  private final Rentals rentals; // confined to the loop thread
+  /** The card indexes of this machine, from the latest hardware report (what a rental may ask for). */
+  private volatile Set<Integer> cards = Set.of();
 
   private volatile Thread loopThread;
 
@@ -127,6 +141,18 @@ public final class Agent implements AutoCloseable {
   }
 
   static Agent start(AgentConfig config, Function<StateDir, Hardware> hardware) {
+    return start(config, hardware, s -> runtime(config, s.path()));
+  }
+
+  /** The runtime {@code config} asks for, keeping its rentals under {@code stateDir}. */
+  static Runtime runtime(AgentConfig config, Path stateDir) {
+    return switch (config.runtime()) {
+      case PROCESS -> new ProcessRuntime(stateDir, config.stopGrace());
+      case DOCKER -> new DockerRuntime(stateDir, config.stopGrace());
+    };
+  }
+
+  static Agent start(AgentConfig config, Function<StateDir, Hardware> hardware, Function<StateDir, Runtime> runtime) {
     StateDir state;
     String credential;
     try {
@@ -142,7 +168,7 @@ public final class Agent implements AutoCloseable {
     }
     Agent agent;
     try {
-      agent = new Agent(config, state, hardware.apply(state), credential);
+      agent = new Agent(config, state, hardware.apply(state), runtime.apply(state), credential);
     } catch (RuntimeException e) {
       state.close();
       throw e;
@@ -151,11 +177,17 @@ public final class Agent implements AutoCloseable {
     return agent;
   }
 
-  private Agent(AgentConfig config, StateDir state, Hardware hardware, String credential) {
+  private Agent(AgentConfig config, StateDir state, Hardware hardware, Runtime runtime, String credential) {
     this.config = config;
     this.state = state;
     this.hardware = hardware;
+    this.runtime = runtime;
     this.credential = credential;
+    if (config.simulated()) {
+      Set<Integer> simulated = new java.util.TreeSet<>();
+      for (int i = 0; i < config.simulatedGpus().cards(); i++) simulated.add(i);
+      this.cards = Set.copyOf(simulated);
+    }
     this.http = HttpClient.newBuilder().connectTimeout(CONNECT_TIMEOUT).build();
     this.loop = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = daemon("tickmark-agent").newThread(r);
@@ -163,8 +195,12 @@ public final class Agent implements AutoCloseable {
       return t;
     });
     this.probe = Executors.newSingleThreadExecutor(daemon("tickmark-agent-probe"));
-    log.info("tickmark-agent {}: state folder {}, engines {}, {}", VERSION, state.path(), config.engines(),
-        config.simulated() ? "SIMULATED GPUs " + config.simulatedGpus() : "real hardware");
+    this.rentals = new Rentals(runtime, () -> cards, Clock.systemUTC(), this::post, this::schedule, this::sendRentalFrame);
+    log.info("tickmark-agent {}: state folder {}, engines {}, {}, {} runtime", VERSION, state.path(), config.engines(),
+        config.simulated() ? "SIMULATED GPUs " + config.simulatedGpus() : "real hardware", runtime.name());
+    if (!config.simulated() && "process".equals(runtime.name())) {
+      log.warn("the process runtime does not isolate workloads (no container, network on): use --runtime docker to rent out this machine");
+    }
     if (credential != null && config.token() != null) {
       log.info("already registered (credential in {}): the registration token is not used", state.credentialFile());
     }
@@ -220,9 +256,23 @@ public final class Agent implements AutoCloseable {
     return state.path();
   }
 
+  /** The ids of the rentals whose workload runs now (what heartbeats list). */
+  public List<String> runningRentals() {
+    try {
+      return loop.submit(rentals::running).get(5, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return List.copyOf(runtime.running());
+    } catch (ExecutionException | TimeoutException | java.util.concurrent.RejectedExecutionException e) {
+      return List.copyOf(runtime.running());
+    }
+  }
+
   /**
-   * Closes the socket (a close frame, then the connection) and stops heartbeating, measuring and reconnecting;
-   * returns once done (at most a few seconds).
+   * Stops the running workloads (SIGTERM, the grace period, SIGKILL; scratch folders wiped) and reports them
+   * {@code rental_stopped} while the session is still up, then closes the socket (a close frame, then the connection)
+   * and stops heartbeating, measuring and reconnecting. Returns once done: a few seconds, plus the stop grace period
+   * when a workload does not end on SIGTERM.
    */
   @Override
   public void close() {
@@ -230,6 +280,14 @@ public final class Agent implements AutoCloseable {
     if (Thread.currentThread() == loopThread) {
       shutdown(new Stopped(null, "closed"));
       return;
+    }
+    try {
+      CompletableFuture<Void> drained = loop.submit(rentals::stopAll).get(5, TimeUnit.SECONDS);
+      drained.get(config.stopGrace().plus(DRAIN_MARGIN).toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException | java.util.concurrent.RejectedExecutionException e) {
+      log.warn("agent close: workloads still stopping ({}); stopping them without reporting", e.toString());
     }
     try {
       loop.submit(() -> shutdown(new Stopped(null, "closed"))).get(5, TimeUnit.SECONDS);
@@ -302,6 +360,7 @@ public final class Agent implements AutoCloseable {
       if (action instanceof Session.Send s) send(c, s.frame());
       else if (action instanceof Session.Established e) established(c, e);
       else if (action instanceof Session.Verified v) verificationResult(v.result());
+      else if (action instanceof Session.RentalFrame r) rentals.onFrame(r.frame());
       else if (action instanceof Session.Rejected r) reject(r.code(), r.message());
       else if (action instanceof Session.Ended e) {
         boolean replaced = "replaced".equals(e.code());
@@ -328,6 +387,7 @@ public final class Agent implements AutoCloseable {
     connectedEngine = c.engine;
     welcomed.complete(new Welcomed(e.hostId(), c.engine));
     log.info("connected to {} as host {}; heartbeat every {} s", c.engine, e.hostId(), e.heartbeatInterval().toSeconds());
+    rentals.resync(); // what runs, and what ended while no session could hear it
     probe.execute(() -> {
       HardwareReport report = null;
       try {
@@ -343,6 +403,7 @@ public final class Agent implements AutoCloseable {
   private void reportReady(Connection c, HardwareReport report, Duration interval) {
     if (c != current) return;
     if (report != null) {
+      cards = report.gpus().stream().map(HardwareReport.Gpu::index).collect(java.util.stream.Collectors.toUnmodifiableSet());
       send(c, c.session.report(report));
       log.info("hardware report sent: {}", summary(report));
     }
@@ -377,7 +438,7 @@ public final class Agent implements AutoCloseable {
     for (AgentFrame.GpuSample s : samples) {
       if (s.fault() != null) log.error("GPU {} fault: {} (reported to the node; the host will be evicted)", s.index(), s.fault());
     }
-    send(c, c.session.heartbeat(Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS), samples, List.of()));
+    send(c, c.session.heartbeat(Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS), samples, rentals.running()));
     c.ping();
     heartbeatsSent.incrementAndGet();
   }
@@ -400,6 +461,27 @@ public final class Agent implements AutoCloseable {
 
   private void send(Connection c, AgentFrame frame) {
     c.enqueue(ws -> ws.sendText(Frames.write(frame), true));
+  }
+
+  /** {@link Rentals}' outbox: the established session, if there is one (else the frame waits for the next welcome). */
+  private boolean sendRentalFrame(AgentFrame frame) {
+    Connection c = current;
+    if (c == null || closed || c.session.phase() != Session.Phase.ESTABLISHED) {
+      log.info("no session: {} is sent after the next welcome", Session.frameType(frame));
+      return false;
+    }
+    send(c, frame);
+    return true;
+  }
+
+  /** {@link Rentals}' timers: run on the loop. */
+  private Runnable schedule(Duration delay, Runnable task) {
+    try {
+      ScheduledFuture<?> f = loop.schedule(guard(task), Math.max(0, delay.toMillis()), TimeUnit.MILLISECONDS);
+      return () -> f.cancel(false);
+    } catch (java.util.concurrent.RejectedExecutionException stopped) {
+      return () -> { };
+    }
   }
 
   /** The current connection is over: reconnect after {@code delay} (null: the next backoff delay). */
@@ -426,6 +508,8 @@ public final class Agent implements AutoCloseable {
     if (current != null) closing = current.finish(true);
     current = null;
     connectedEngine = null;
+    rentals.stopAll(); // no new workloads from here on
+    runtime.close(); // stops what still runs (after close() drained them, nothing), wipes the scratch folders
     state.close();
     StoppedException ex = new StoppedException(why);
     welcomed.completeExceptionally(ex);

@@ -3,6 +3,7 @@ package dev.tickmark.agent;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
 
@@ -15,25 +16,70 @@ import java.util.Locale;
  *     and is ignored when it does
  * @param stateDir the agent's state folder (its key and host credential)
  * @param simulatedGpus GPUs to simulate instead of reading the machine's, or null for the real hardware
+ * @param runtime how rentals run: null means the default, {@link RuntimeKind#PROCESS} with simulated GPUs and
+ *     {@link RuntimeKind#DOCKER} otherwise
+ * @param stopGrace how long a stopped workload gets between SIGTERM and SIGKILL; null means
+ *     {@link #DEFAULT_STOP_GRACE}
  */
-public record AgentConfig(List<URI> engines, String token, Path stateDir, SimulatedGpus simulatedGpus) {
+public record AgentConfig(List<URI> engines, String token, Path stateDir, SimulatedGpus simulatedGpus,
+    RuntimeKind runtime, Duration stopGrace) {
 
   /** The websocket path on a node. */
   public static final String CONNECT_PATH = "/v1/agent/connect";
+  public static final Duration DEFAULT_STOP_GRACE = Duration.ofSeconds(10);
+  public static final Duration MAX_STOP_GRACE = Duration.ofMinutes(10);
+
+  /** How the agent runs rental workloads ({@code --runtime}). */
+  public enum RuntimeKind {
+    /** A child process in the rental's scratch folder, no isolation: development and tests. */
+    PROCESS,
+    /** A Docker container with the rented GPUs, no network unless enabled, no capabilities. */
+    DOCKER;
+
+    /** {@code process} or {@code docker} */
+    public String flag() {
+      return name().toLowerCase(Locale.ROOT);
+    }
+
+    public static RuntimeKind ofFlag(String value) {
+      for (RuntimeKind k : values()) if (k.flag().equals(value)) return k;
+      throw new IllegalArgumentException("unknown runtime '" + value + "' (process or docker)");
+    }
+  }
 
   public AgentConfig {
     if (engines == null || engines.isEmpty()) throw new IllegalArgumentException("at least one engine is needed");
     engines = engines.stream().map(AgentConfig::normalise).toList();
     if (stateDir == null) throw new IllegalArgumentException("a state folder is needed");
     if (token != null && token.isBlank()) token = null;
+    if (runtime == null) runtime = simulatedGpus != null ? RuntimeKind.PROCESS : RuntimeKind.DOCKER;
+    if (stopGrace == null) stopGrace = DEFAULT_STOP_GRACE;
+    if (stopGrace.isNegative() || stopGrace.compareTo(MAX_STOP_GRACE) > 0) {
+      throw new IllegalArgumentException("the stop grace period must be between 0 and " + MAX_STOP_GRACE.toSeconds() + " s");
+    }
   }
 
-  /** One engine, the real hardware. */
+  /** The default runtime for the hardware (process with simulated GPUs, docker otherwise) and stop grace period. */
+  public AgentConfig(List<URI> engines, String token, Path stateDir, SimulatedGpus simulatedGpus) {
+    this(engines, token, stateDir, simulatedGpus, null, null);
+  }
+
+  /** The same configuration with another runtime. */
+  public AgentConfig withRuntime(RuntimeKind kind) {
+    return new AgentConfig(engines, token, stateDir, simulatedGpus, kind, stopGrace);
+  }
+
+  /** The same configuration with another stop grace period. */
+  public AgentConfig withStopGrace(Duration grace) {
+    return new AgentConfig(engines, token, stateDir, simulatedGpus, runtime, grace);
+  }
+
+  /** One engine, the real hardware; rentals run in Docker. */
   public static AgentConfig of(String engine, String token, Path stateDir) {
     return new AgentConfig(List.of(engine(engine)), token, stateDir, null);
   }
 
-  /** One engine, simulated GPUs ({@code h100-80gb:2}), as the node's dev mode runs one. */
+  /** One engine, simulated GPUs ({@code h100-80gb:2}), as the node's dev mode runs one; rentals run as processes. */
   public static AgentConfig simulated(String engine, String token, Path stateDir, String simulatedGpus) {
     return new AgentConfig(List.of(engine(engine)), token, stateDir, SimulatedGpus.parse(simulatedGpus));
   }

@@ -13,17 +13,23 @@ record Arguments(AgentConfig config, boolean help, boolean version) {
 
   static final String USAGE = """
       Usage: java -jar tickmark-agent.jar --engine URL [--engine URL…] [--token TOKEN] [--state-dir DIR]
-                                          [--simulate-gpus CODE:COUNT[,CODE:COUNT…]]
+                                          [--simulate-gpus CODE:COUNT[,CODE:COUNT…]] [--runtime process|docker]
+                                          [--stop-grace SECONDS]
 
         --engine URL          a node, ws://host:port or wss://host:port (http/https accepted); repeat the flag or
                               separate with commas to give several: the agent fails over between them, taking the
                               next one on each reconnect
         --token TOKEN         registration token (tmkreg_…) for the first start; afterwards the host credential in
                               the state folder is used and the token is not needed (env TICKMARK_AGENT_TOKEN)
-        --state-dir DIR       where the agent keeps its Ed25519 key and host credential (default ~/.tickmark-agent)
+        --state-dir DIR       where the agent keeps its Ed25519 key, host credential and the rentals' scratch
+                              folders and logs (default ~/.tickmark-agent)
         --simulate-gpus SPEC  development only: report simulated GPUs instead of the machine's, e.g. h100-80gb:2;
                               the node must allow simulated hosts. Codes:
                               %s
+        --runtime KIND        how rentals run: docker (a container per rental: the rented GPUs only, no network
+                              unless the renter enables it, no capabilities) or process (a plain child process, no
+                              isolation: development only). Default: process with --simulate-gpus, else docker
+        --stop-grace SECONDS  how long a stopped workload gets between SIGTERM and SIGKILL (default 10)
         --help                this text
         --version             the agent version
 
@@ -43,6 +49,8 @@ record Arguments(AgentConfig config, boolean help, boolean version) {
     String token = null;
     Path stateDir = null;
     SimulatedGpus simulated = null;
+    AgentConfig.RuntimeKind runtime = null;
+    java.time.Duration stopGrace = null;
     for (int i = 0; i < args.size(); i++) {
       String arg = args.get(i);
       String name = arg;
@@ -84,6 +92,27 @@ record Arguments(AgentConfig config, boolean help, boolean version) {
             throw new UsageException("bad --simulate-gpus: " + ex.getMessage());
           }
         }
+        case "--runtime" -> {
+          String v = value != null ? value : next(args, ++i, name);
+          try {
+            runtime = AgentConfig.RuntimeKind.ofFlag(v.trim().toLowerCase(java.util.Locale.ROOT));
+          } catch (IllegalArgumentException ex) {
+            throw new UsageException("bad --runtime: " + ex.getMessage());
+          }
+        }
+        case "--stop-grace" -> {
+          String v = value != null ? value : next(args, ++i, name);
+          long seconds;
+          try {
+            seconds = Long.parseLong(v.trim());
+          } catch (NumberFormatException ex) {
+            throw new UsageException("bad --stop-grace '" + v + "': a number of seconds");
+          }
+          if (seconds < 0 || seconds > AgentConfig.MAX_STOP_GRACE.toSeconds()) {
+            throw new UsageException("--stop-grace must be between 0 and " + AgentConfig.MAX_STOP_GRACE.toSeconds() + " seconds");
+          }
+          stopGrace = java.time.Duration.ofSeconds(seconds);
+        }
         default -> throw new UsageException("unknown argument '" + arg + "'");
       }
     }
@@ -94,7 +123,7 @@ record Arguments(AgentConfig config, boolean help, boolean version) {
       throw new UsageException("the token contains spaces or control characters");
     }
     return new Arguments(new AgentConfig(engines, token, stateDir != null ? stateDir : AgentConfig.defaultStateDir(),
-        simulated), false, false);
+        simulated, runtime, stopGrace), false, false);
   }
 
   private static String next(List<String> args, int i, String flag) throws UsageException {

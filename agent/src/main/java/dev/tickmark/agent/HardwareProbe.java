@@ -159,7 +159,7 @@ final class HardwareProbe implements Hardware {
   HardwareReport.Cpu cpu() {
     String cpuinfo = readOrNull(procDir.resolve("cpuinfo"));
     HardwareReport.Cpu cpu = cpuinfo == null ? null : ProcInfo.parseCpuInfo(cpuinfo);
-    return cpu != null ? cpu : new HardwareReport.Cpu(null, Runtime.getRuntime().availableProcessors());
+    return cpu != null ? cpu : new HardwareReport.Cpu(null, java.lang.Runtime.getRuntime().availableProcessors());
   }
 
   Long memoryTotalMib() {

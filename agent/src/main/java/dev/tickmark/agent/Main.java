@@ -7,7 +7,8 @@ import java.util.concurrent.ExecutionException;
 
 /**
  * {@code java -jar tickmark-agent.jar --engine ws://127.0.0.1:8080 --token TOKEN [--state-dir DIR]
- * [--simulate-gpus h100-80gb:2]}. Runs until a signal, or until the node refuses the agent for good.
+ * [--simulate-gpus h100-80gb:2] [--runtime process|docker]}. Runs until a signal, or until the node refuses the agent
+ * for good; a signal stops the running workloads (and wipes their scratch folders) before the agent exits.
  */
 public final class Main {
   static final int EXIT_OK = 0;
@@ -54,7 +55,7 @@ public final class Main {
       return EXIT_FAILURE;
     }
     Thread hook = new Thread(agent::close, "tickmark-agent-shutdown");
-    Runtime.getRuntime().addShutdownHook(hook);
+    java.lang.Runtime.getRuntime().addShutdownHook(hook);
     Agent.Stopped stopped;
     try {
       stopped = agent.stopped().get();
@@ -68,7 +69,7 @@ public final class Main {
     }
     if (!stopped.rejected()) return EXIT_OK;
     try {
-      Runtime.getRuntime().removeShutdownHook(hook);
+      java.lang.Runtime.getRuntime().removeShutdownHook(hook);
     } catch (IllegalStateException shuttingDown) {
       // already exiting
     }

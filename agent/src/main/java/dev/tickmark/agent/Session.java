@@ -10,8 +10,6 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Set;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * One websocket session's conversation, without the socket: fed the frames the node sends, it answers with
@@ -20,16 +18,14 @@ import org.slf4j.LoggerFactory;
  *
  * <pre>
  *   AWAITING_CHALLENGE --challenge/hello--> AWAITING_WELCOME --welcome--> ESTABLISHED
+ *   ESTABLISHED --start_rental / stop_rental / preempt--> RentalFrame (handled by {@link Rentals}, which outlives the session)
  *   any --error--> CLOSED   (Rejected when retrying cannot help, else Ended)
  * </pre>
  */
 final class Session {
   /** Error codes after which reconnecting cannot help: the agent stops. */
   static final Set<String> FATAL_CODES = Set.of("token_used", "token_expired", "key_mismatch", "host_removed");
-  static final String RENTALS_UNSUPPORTED = "not supported by this agent version";
   static final Duration DEFAULT_HEARTBEAT_INTERVAL = Duration.ofSeconds(5);
-
-  private static final Logger log = LoggerFactory.getLogger(Session.class);
 
   enum Phase { AWAITING_CHALLENGE, AWAITING_WELCOME, ESTABLISHED, CLOSED }
 
@@ -42,6 +38,9 @@ final class Session {
   record Established(String hostId, String hostCredential, Duration heartbeatInterval) implements Action {}
 
   record Verified(AgentFrame.VerificationResult result) implements Action {}
+
+  /** A rental frame ({@code start_rental}, {@code stop_rental}, {@code preempt}) for the agent's {@link Rentals}. */
+  record RentalFrame(AgentFrame frame) implements Action {}
 
   /** The node refused the agent for good (one of {@link #FATAL_CODES}). */
   record Rejected(String code, String message) implements Action {}
@@ -70,17 +69,9 @@ final class Session {
     if (frame instanceof AgentFrame.Welcome w && phase == Phase.AWAITING_WELCOME) return onWelcome(w);
     if (phase == Phase.ESTABLISHED) {
       if (frame instanceof AgentFrame.VerificationResult v) return List.of(new Verified(v));
-      if (frame instanceof AgentFrame.StartRental s) {
-        log.warn("start_rental {} refused: rentals are {}", s.rentalId(), RENTALS_UNSUPPORTED);
-        return List.of(new Send(new AgentFrame.RentalFailed(s.rentalId(), RENTALS_UNSUPPORTED)));
-      }
-      if (frame instanceof AgentFrame.StopRental s) {
-        log.warn("stop_rental {} ignored: this agent runs no rentals", s.rentalId());
-        return List.of();
-      }
-      if (frame instanceof AgentFrame.Preempt p) {
-        log.warn("preempt {} (deadline {}) ignored: this agent runs no rentals", p.rentalId(), p.deadline());
-        return List.of();
+      if (frame instanceof AgentFrame.StartRental || frame instanceof AgentFrame.StopRental
+          || frame instanceof AgentFrame.Preempt) {
+        return List.of(new RentalFrame(frame));
       }
     }
     String during = phase.name().toLowerCase(java.util.Locale.ROOT);

@@ -168,4 +168,72 @@ class AgentSocketTest {
     agent.close();
     assertFalse(agent.stopped().get(WAIT_S, TimeUnit.SECONDS).rejected());
   }
+
+  /** The next heartbeat whose rentals are {@code rentals}. */
+  private AgentFrame.Heartbeat heartbeatListing(ScriptedNode n, List<String> rentals) throws InterruptedException {
+    while (true) {
+      AgentFrame.Heartbeat h = (AgentFrame.Heartbeat) next(n, AgentFrame.Heartbeat.class).frame();
+      if (h.rentals().equals(rentals)) return h;
+    }
+  }
+
+  @Test
+  void startsAndStopsARentalOverTheSocket() throws Exception {
+    node = new ScriptedNode();
+    Path dir = tmp.resolve("r");
+    agent = start(List.of(node.uri()), node.newToken("host_r"), dir);
+    agent.verified().get(WAIT_S, TimeUnit.SECONDS);
+    AgentFrame.StartRental startRental = new AgentFrame.StartRental("rnt_ws", List.of(1), "pytorch/pytorch", List.of(), null,
+        false, null);
+
+    node.send(startRental);
+
+    AgentFrame.RentalStarted started = (AgentFrame.RentalStarted) next(node, AgentFrame.RentalStarted.class).frame();
+    assertEquals("rnt_ws", started.rentalId());
+    java.time.Instant.parse(started.at());
+    assertTrue(Files.isDirectory(dir.resolve("rentals/rnt_ws/scratch")));
+    heartbeatListing(node, List.of("rnt_ws"));
+    assertEquals(List.of("rnt_ws"), agent.runningRentals());
+
+    node.send(startRental); // delivered twice
+    assertEquals(started, next(node, AgentFrame.RentalStarted.class).frame(), "the same answer, no second workload");
+
+    node.send(new AgentFrame.StopRental("rnt_ws", false));
+
+    AgentFrame.RentalStopped stopped = (AgentFrame.RentalStopped) next(node, AgentFrame.RentalStopped.class).frame();
+    assertEquals("rnt_ws", stopped.rentalId());
+    assertFalse(java.time.Instant.parse(stopped.at()).isBefore(java.time.Instant.parse(started.at())));
+    assertFalse(Files.exists(dir.resolve("rentals/rnt_ws/scratch")), "wiped");
+    heartbeatListing(node, List.of());
+    node.send(new AgentFrame.StopRental("rnt_ws", false));
+    assertEquals(stopped, next(node, AgentFrame.RentalStopped.class).frame(), "a second stop gets the same answer");
+
+    node.send(new AgentFrame.StartRental("rnt_bad", List.of(5), "pytorch/pytorch", List.of(), null, false, null));
+    AgentFrame.RentalFailed failed = (AgentFrame.RentalFailed) next(node, AgentFrame.RentalFailed.class).frame();
+    assertEquals(new AgentFrame.RentalFailed("rnt_bad", "card 5 is not on this host (cards: 0, 1)"), failed);
+  }
+
+  @Test
+  void aRunningRentalIsReportedAgainAfterAReconnectAndStoppedWhenTheAgentCloses() throws Exception {
+    node = new ScriptedNode();
+    Path dir = tmp.resolve("s");
+    agent = start(List.of(node.uri()), node.newToken("host_s"), dir);
+    agent.verified().get(WAIT_S, TimeUnit.SECONDS);
+    node.send(new AgentFrame.StartRental("rnt_long", List.of(0, 1), "pytorch/pytorch", List.of("sleep", "300"), null, false, null));
+    ScriptedNode.Received first = next(node, AgentFrame.RentalStarted.class);
+    var reverified = agent.nextVerification();
+
+    node.dropConnections();
+
+    ScriptedNode.Received again = next(node, AgentFrame.RentalStarted.class);
+    assertEquals(first.frame(), again.frame(), "the same rental_started, same at");
+    assertTrue(again.connection() > first.connection(), "on the new connection");
+    reverified.get(WAIT_S, TimeUnit.SECONDS);
+
+    agent.close();
+
+    AgentFrame.RentalStopped stopped = (AgentFrame.RentalStopped) next(node, AgentFrame.RentalStopped.class).frame();
+    assertEquals("rnt_long", stopped.rentalId());
+    assertFalse(Files.exists(dir.resolve("rentals/rnt_long/scratch")), "closing the agent stops and wipes its workloads");
+  }
 }

@@ -51,6 +51,24 @@ class ArgumentsTest {
   }
 
   @Test
+  void theRuntimeDefaultsToProcessesForSimulatedGpusAndDockerOtherwise() throws Exception {
+    assertEquals(AgentConfig.RuntimeKind.DOCKER, parse("--engine", "ws://a").config().runtime());
+    assertEquals(AgentConfig.RuntimeKind.PROCESS, parse("--engine", "ws://a", "--simulate-gpus", "h100-80gb:2").config().runtime());
+    assertEquals(AgentConfig.RuntimeKind.DOCKER, AgentConfig.of("ws://a", null, tmp).runtime());
+    assertEquals(AgentConfig.RuntimeKind.PROCESS, AgentConfig.simulated("ws://a", null, tmp, "h100-80gb:1").runtime());
+    assertEquals(java.time.Duration.ofSeconds(10), parse("--engine", "ws://a").config().stopGrace());
+  }
+
+  @Test
+  void runtimeAndStopGraceFlags() throws Exception {
+    AgentConfig c = parse("--engine", "ws://a", "--simulate-gpus", "h100-80gb:2", "--runtime", "docker", "--stop-grace", "30").config();
+    assertEquals(AgentConfig.RuntimeKind.DOCKER, c.runtime());
+    assertEquals(java.time.Duration.ofSeconds(30), c.stopGrace());
+    assertEquals(AgentConfig.RuntimeKind.PROCESS, parse("--engine", "ws://a", "--runtime=process").config().runtime());
+    assertEquals(AgentConfig.RuntimeKind.PROCESS, AgentConfig.of("ws://a", null, tmp).withRuntime(AgentConfig.RuntimeKind.PROCESS).runtime());
+  }
+
+  @Test
   void tokenFromTheEnvironmentWhenNotGiven() throws Exception {
     assertEquals("tmkreg_x_y", Arguments.parse(List.of("--engine", "ws://a"), Map.of("TICKMARK_AGENT_TOKEN", "tmkreg_x_y")).config().token());
     assertEquals("tmkreg_flag", Arguments.parse(List.of("--engine", "ws://a", "--token", "tmkreg_flag"),
@@ -74,6 +92,11 @@ class ArgumentsTest {
       "--engine ws://a --simulate-gpus",              // no value
       "--engine ws://a --frobnicate",                 // unknown flag
       "--engine ws://a --token --state-dir /tmp",     // flag where a value belongs
+      "--engine ws://a --runtime podman",             // unknown runtime
+      "--engine ws://a --runtime",                    // no value
+      "--engine ws://a --stop-grace -1",              // negative
+      "--engine ws://a --stop-grace 10s",             // not a number
+      "--engine ws://a --stop-grace 100000",          // too long
   })
   void badUsage(String line) {
     List<String> args = line.isEmpty() ? List.of() : List.of(line.split(" "));
@@ -108,5 +131,6 @@ class ArgumentsTest {
     assertEquals(0, main(List.of("--help"), out, new ByteArrayOutputStream()));
     String usage = out.toString(StandardCharsets.UTF_8);
     assertTrue(usage.contains("--engine URL") && usage.contains("--simulate-gpus") && usage.contains("h100-80gb"), usage);
+    assertTrue(usage.contains("--runtime KIND") && usage.contains("--stop-grace SECONDS"), usage);
   }
 }

@@ -55,6 +55,7 @@ final class ScriptedNode implements AutoCloseable {
   final Map<String, String> pinnedKeys; // host id -> public key
   volatile String rejectUpgradeWithCode; // answer 401 {code} instead of upgrading
   volatile int heartbeatIntervalS = 1;
+  private volatile Conversation latest;
 
   ScriptedNode() throws IOException {
     this(new ConcurrentHashMap<>(), ConcurrentHashMap.newKeySet(), new ConcurrentHashMap<>(), new ConcurrentHashMap<>());
@@ -89,6 +90,13 @@ final class ScriptedNode implements AutoCloseable {
     String token = "tmkreg_" + hostId + "_s3cret" + unusedTokens.size();
     unusedTokens.put(token, hostId);
     return token;
+  }
+
+  /** Sends a frame to the agent on the latest connection (e.g. {@code start_rental}). */
+  void send(AgentFrame frame) throws IOException {
+    Conversation c = latest;
+    if (c == null) throw new IllegalStateException("no agent connected");
+    c.send(frame);
   }
 
   int connectionCount() {
@@ -152,7 +160,9 @@ final class ScriptedNode implements AutoCloseable {
       out.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
           + accept + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
       out.flush();
-      new Conversation(connections.incrementAndGet(), bearer, in, out).run();
+      Conversation conversation = new Conversation(connections.incrementAndGet(), bearer, in, out);
+      latest = conversation;
+      conversation.run();
     } catch (Exception e) {
       // connection over
     }
@@ -241,7 +251,7 @@ final class ScriptedNode implements AutoCloseable {
       writeFrame(0x8, new byte[] {0x03, (byte) 0xE8});
     }
 
-    void send(AgentFrame frame) throws IOException {
+    synchronized void send(AgentFrame frame) throws IOException {
       writeFrame(0x1, Frames.write(frame).getBytes(StandardCharsets.UTF_8));
     }
 

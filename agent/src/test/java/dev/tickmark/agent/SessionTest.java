@@ -112,13 +112,14 @@ class SessionTest {
   }
 
   @Test
-  void startRentalIsRefusedUntilRentalsExist() throws Exception {
+  void rentalFramesArePassedOnToTheRentals() throws Exception {
     establish(null);
-    List<Session.Action> actions = feed(new AgentFrame.StartRental("rnt_1", List.of(0), "pytorch/pytorch", List.of("python"),
-        null, false, null));
-    assertEquals(List.of(new Session.Send(new AgentFrame.RentalFailed("rnt_1", "not supported by this agent version"))), actions);
-    assertEquals(List.of(), feed(new AgentFrame.StopRental("rnt_1", false)));
-    assertEquals(List.of(), feed(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z")));
+    AgentFrame.StartRental start = new AgentFrame.StartRental("rnt_1", List.of(0), "pytorch/pytorch", List.of("python"),
+        null, false, null);
+    assertEquals(List.of(new Session.RentalFrame(start)), feed(start));
+    assertEquals(List.of(new Session.RentalFrame(new AgentFrame.StopRental("rnt_1", false))), feed(new AgentFrame.StopRental("rnt_1", false)));
+    assertEquals(List.of(new Session.RentalFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"))),
+        feed(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z")));
     assertEquals(Session.Phase.ESTABLISHED, session.phase());
   }
 

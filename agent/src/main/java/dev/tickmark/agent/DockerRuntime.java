@@ -1,0 +1,385 @@
+package dev.tickmark.agent;
+
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs a rental as a Docker container, through the {@code docker} command line (which must be on the agent's
+ * {@code PATH}, talking to a daemon with the NVIDIA container toolkit for {@code --gpus}).
+ *
+ * <ol>
+ *   <li>Start: {@link #runInvocation} ({@code docker run --detach …}, see there); it returns once the container runs
+ *       (after pulling the image if needed), which is the rental's start. A missing {@code docker}, or one that exits
+ *       non-zero, fails the rental with docker's message as the reason.</li>
+ *   <li>While it runs: {@code docker wait tickmark-<id>} tells when the container exits, and
+ *       {@code docker logs --follow tickmark-<id>} copies its output to {@code <rental folder>/output.log}.</li>
+ *   <li>Stop: {@code docker stop -t <grace> tickmark-<id>} (SIGTERM, then SIGKILL after the grace period); if that
+ *       fails, {@code docker rm --force}. The container is removed when it exits ({@code --rm}).</li>
+ *   <li>The scratch folder (mounted at {@code /workspace}) is wiped once the container is gone.</li>
+ * </ol>
+ */
+final class DockerRuntime implements Runtime {
+  static final String CONTAINER_PREFIX = "tickmark-";
+  static final String LABEL = "tickmark.rental";
+  static final String WORKSPACE = "/workspace";
+  static final int PIDS_LIMIT = 4096;
+  /** Pulling a large image can take a while. */
+  static final Duration RUN_TIMEOUT = Duration.ofMinutes(15);
+  static final Duration COMMAND_TIMEOUT = Duration.ofSeconds(30);
+  static final int MAX_IMAGE_LENGTH = 255;
+
+  /**
+   * A conservative image reference: {@code [host[:port]/]path[:tag][@sha256:digest]}, lower-case path components
+   * separated by {@code . _ __ -}, no whitespace, nothing that could be read as an option.
+   */
+  static final Pattern IMAGE = Pattern.compile(
+      "(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]{1,5})?/)?"
+          + "[a-z0-9]+(?:(?:\\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\\.|_|__|-+)[a-z0-9]+)*)*"
+          + "(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?");
+
+  private static final Logger log = LoggerFactory.getLogger(DockerRuntime.class);
+
+  private final String docker;
+  private final RentalDirs dirs;
+  private final Duration grace;
+  private final Clock clock;
+  private final ExecutorService workers;
+  private final Map<String, Running> running = new ConcurrentHashMap<>();
+  private final Set<String> starting = ConcurrentHashMap.newKeySet();
+  private volatile boolean closed;
+
+  DockerRuntime(Path stateDir, Duration grace) {
+    this("docker", stateDir, grace, Clock.systemUTC());
+  }
+
+  /** {@code docker}: the docker command (a name on the PATH or a path). */
+  DockerRuntime(String docker, Path stateDir, Duration grace, Clock clock) {
+    this.docker = docker;
+    this.dirs = new RentalDirs(stateDir);
+    this.grace = grace;
+    this.clock = clock;
+    this.workers = Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "tickmark-agent-docker-runtime");
+      t.setDaemon(true);
+      return t;
+    });
+    dirs.wipeLeftovers(this::removeQuietly); // its container may have outlived the agent
+  }
+
+  @Override
+  public String name() {
+    return "docker";
+  }
+
+  RentalDirs dirs() {
+    return dirs;
+  }
+
+  static String containerName(String rentalId) {
+    return CONTAINER_PREFIX + rentalId;
+  }
+
+  /** Null when {@code image} is an acceptable image reference, else why not. */
+  static String checkImage(String image) {
+    if (image == null || image.isEmpty()) return "no image given";
+    if (image.length() > MAX_IMAGE_LENGTH) return "the image name is longer than " + MAX_IMAGE_LENGTH + " characters";
+    if (!IMAGE.matcher(image).matches()) return "invalid image name";
+    return null;
+  }
+
+  /**
+   * The {@code docker run} command line for a rental, one list element per argument (no shell involved):
+   * <pre>
+   * docker run --detach --rm --name tickmark-&lt;id&gt; --label tickmark.rental=&lt;id&gt;
+   *     --gpus "device=&lt;i&gt;,&lt;j&gt;"  [--network none]  -v &lt;scratch&gt;:/workspace -w /workspace
+   *     -e TICKMARK_RENTAL_ID=&lt;id&gt;  --cap-drop ALL --security-opt no-new-privileges --pids-limit 4096
+   *     &lt;image&gt; [command args…]
+   * </pre>
+   * {@code --gpus} gets {@code "device=0,1"} with the double quotes as part of the argument (docker reads the value as
+   * CSV, and a bare comma would split it); {@code --network none} unless the renter enabled the network; never
+   * {@code --privileged}. An empty command runs the image's own entry point and command.
+   *
+   * @throws Runtime.Failure if the id, the image, the cards, the command or the scratch path cannot be used
+   */
+  static List<String> runInvocation(String docker, Spec spec, Path scratch) {
+    String why = Runtime.checkRentalId(spec.rentalId());
+    if (why == null) why = checkImage(spec.image());
+    if (why == null) why = Runtime.checkCards(spec.cards(), null);
+    if (why == null) why = Runtime.checkCommand(spec.command());
+    if (why != null) throw new Failure(why);
+    String mount = scratch.toAbsolutePath().normalize().toString();
+    if (mount.contains(":") || mount.contains(",")) throw new Failure("the host's scratch path cannot be mounted");
+    String id = spec.rentalId();
+    List<String> args = new ArrayList<>(List.of(docker, "run", "--detach", "--rm",
+        "--name", containerName(id),
+        "--label", LABEL + "=" + id,
+        "--gpus", "\"device=" + spec.cards().stream().map(String::valueOf).collect(Collectors.joining(",")) + "\""));
+    if (!spec.network()) args.addAll(List.of("--network", "none"));
+    args.addAll(List.of(
+        "-v", mount + ":" + WORKSPACE,
+        "-w", WORKSPACE,
+        "-e", "TICKMARK_RENTAL_ID=" + id,
+        "--cap-drop", "ALL",
+        "--security-opt", "no-new-privileges",
+        "--pids-limit", String.valueOf(PIDS_LIMIT),
+        spec.image()));
+    args.addAll(spec.command());
+    return args;
+  }
+
+  /** {@code docker stop -t <grace seconds> tickmark-<id>} */
+  static List<String> stopInvocation(String docker, String rentalId, Duration grace) {
+    return List.of(docker, "stop", "-t", String.valueOf(Math.max(0, grace.toSeconds())), containerName(rentalId));
+  }
+
+  @Override
+  public CompletableFuture<Handle> start(Spec spec) {
+    List<String> invocation;
+    try {
+      invocation = runInvocation(docker, spec, dirs.scratch(spec.rentalId()));
+    } catch (Failure e) {
+      return CompletableFuture.failedFuture(e);
+    } catch (IllegalArgumentException e) {
+      return CompletableFuture.failedFuture(new Failure(e.getMessage()));
+    }
+    String id = spec.rentalId();
+    if (closed) return CompletableFuture.failedFuture(new Failure(Rentals.SHUTTING_DOWN));
+    if (running.containsKey(id) || !starting.add(id)) {
+      return CompletableFuture.failedFuture(new Failure("rental " + id + " is already running"));
+    }
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return launch(spec, invocation);
+      } finally {
+        starting.remove(id);
+      }
+    }, workers);
+  }
+
+  private Handle launch(Spec spec, List<String> invocation) {
+    String id = spec.rentalId();
+    try {
+      dirs.prepare(id);
+    } catch (IOException e) {
+      log.error("rental {}: cannot create its scratch folder: {}", id, e.toString());
+      dirs.wipe(id);
+      throw new Failure("cannot create the scratch folder on the host");
+    }
+    log.info("rental {}: docker run {} on cards {}", id, spec.image(), spec.cards());
+    Result result;
+    try {
+      result = exec(invocation, RUN_TIMEOUT);
+    } catch (IOException e) {
+      dirs.wipe(id);
+      throw new Failure("docker is not available on this host (" + Runtime.oneLine(e.getMessage(), 200) + ")", e);
+    }
+    if (result.timedOut() || result.exitCode() != 0) {
+      removeQuietly(id); // it may have been created without starting (or meanwhile): it must not block a retry
+      dirs.wipe(id);
+      String reason = result.timedOut()
+          ? "docker run did not finish within " + RUN_TIMEOUT.toMinutes() + " minutes"
+          : "docker run exited with status " + result.exitCode() + ": " + Runtime.oneLine(result.output(), 300);
+      log.warn("rental {}: {}", id, reason);
+      throw new Failure(reason.replace(dirs.root().toString(), "<rentals>"));
+    }
+    Instant startedAt = clock.instant();
+    Process waiter;
+    try {
+      waiter = new ProcessBuilder(docker, "wait", containerName(id))
+          .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
+          .redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
+          .start();
+    } catch (IOException e) {
+      removeQuietly(id);
+      dirs.wipe(id);
+      throw new Failure("docker is not available on this host (" + Runtime.oneLine(e.getMessage(), 200) + ")", e);
+    }
+    Process logs = null;
+    try {
+      logs = new ProcessBuilder(docker, "logs", "--follow", containerName(id))
+          .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
+          .redirectErrorStream(true)
+          .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
+          .start();
+    } catch (IOException e) {
+      log.warn("rental {}: cannot follow the container's log: {}", id, e.toString());
+    }
+    Running r = new Running(spec, startedAt, waiter, logs);
+    running.put(id, r);
+    log.info("rental {}: container {} running", id, containerName(id));
+    waiter.onExit().thenRunAsync(() -> {
+      // docker wait also returns when it loses the daemon: make sure the container is really gone before saying so
+      if (!r.stopping.get()) removeQuietly(id);
+      end(r, "container exited");
+    }, workers);
+    if (closed && r.stopping.compareAndSet(false, true)) stopContainer(r); // the agent is shutting down: close() did not see it
+    return r;
+  }
+
+  @Override
+  public CompletableFuture<Instant> stop(String rentalId) {
+    Running r = rentalId == null ? null : running.get(rentalId);
+    if (r == null) return CompletableFuture.completedFuture(null);
+    if (r.stopping.compareAndSet(false, true)) workers.execute(() -> stopContainer(r));
+    return r.ended.copy();
+  }
+
+  private void stopContainer(Running r) {
+    String id = r.spec.rentalId();
+    boolean stopped = false;
+    try {
+      Result result = exec(stopInvocation(docker, id, grace), grace.plus(COMMAND_TIMEOUT));
+      stopped = !result.timedOut() && result.exitCode() == 0;
+      if (!stopped) log.warn("rental {}: docker stop failed: {}", id, Runtime.oneLine(result.output(), 300));
+    } catch (IOException e) {
+      log.warn("rental {}: cannot run docker stop: {}", id, e.toString());
+    }
+    if (!stopped) removeQuietly(id);
+    try {
+      r.waiter.onExit().get(COMMAND_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      log.warn("rental {}: docker wait did not return after the stop; ending the rental anyway", id);
+    }
+    end(r, "stopped");
+  }
+
+  private void removeQuietly(String id) {
+    try {
+      Result result = exec(List.of(docker, "rm", "--force", containerName(id)), COMMAND_TIMEOUT);
+      if (result.exitCode() != 0) log.debug("rental {}: docker rm: {}", id, Runtime.oneLine(result.output(), 300));
+    } catch (IOException e) {
+      log.debug("rental {}: docker rm: {}", id, e.toString());
+    }
+  }
+
+  private void end(Running r, String why) {
+    if (!r.ending.compareAndSet(false, true)) return;
+    String id = r.spec.rentalId();
+    try {
+      if (r.waiter.isAlive()) r.waiter.destroy();
+      if (r.logs != null && r.logs.isAlive()) r.logs.destroy();
+      Instant at = clock.instant();
+      boolean wiped = dirs.wipe(id);
+      log.info("rental {}: {}{}", id, why, wiped ? "; scratch folder wiped" : "");
+      running.remove(id, r);
+      r.ended.complete(at);
+    } catch (RuntimeException e) {
+      log.error("rental {}: ending it failed", id, e);
+      running.remove(id, r);
+      r.ended.complete(clock.instant());
+    }
+  }
+
+  @Override
+  public Set<String> running() {
+    return Set.copyOf(running.keySet());
+  }
+
+  @Override
+  public void close() {
+    closed = true;
+    List<CompletableFuture<Instant>> ends = new ArrayList<>();
+    for (String id : running()) ends.add(stop(id));
+    try {
+      CompletableFuture.allOf(ends.toArray(CompletableFuture[]::new))
+          .get(grace.plus(COMMAND_TIMEOUT).plus(COMMAND_TIMEOUT).toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      log.warn("containers still stopping at shutdown: {}", running());
+    }
+    workers.shutdown();
+  }
+
+  /** A finished (or abandoned) docker command: its exit status and what it printed (stdout and stderr). */
+  record Result(int exitCode, String output, boolean timedOut) {}
+
+  /** Runs a docker command; throws {@link IOException} when it cannot be started at all (no docker). */
+  private Result exec(List<String> command, Duration timeout) throws IOException {
+    Process p = new ProcessBuilder(command)
+        .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
+        .redirectErrorStream(true)
+        .start();
+    CompletableFuture<String> output = CompletableFuture.supplyAsync(() -> readSome(p.getInputStream()), workers);
+    try {
+      if (!p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
+        p.destroyForcibly();
+        return new Result(-1, output.getNow(""), true);
+      }
+      return new Result(p.exitValue(), output.get(COMMAND_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS), false);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      p.destroyForcibly();
+      return new Result(-1, "", true);
+    } catch (ExecutionException | TimeoutException e) {
+      return new Result(p.exitValue(), "", false);
+    }
+  }
+
+  private static String readSome(InputStream in) {
+    try (in) {
+      byte[] bytes = in.readNBytes(64 * 1024);
+      in.transferTo(java.io.OutputStream.nullOutputStream());
+      return new String(bytes, StandardCharsets.UTF_8);
+    } catch (IOException e) {
+      return "";
+    }
+  }
+
+  private static final class Running implements Handle {
+    final Spec spec;
+    final Instant startedAt;
+    final Process waiter;
+    final Process logs;
+    final CompletableFuture<Instant> ended = new CompletableFuture<>();
+    final AtomicBoolean stopping = new AtomicBoolean();
+    final AtomicBoolean ending = new AtomicBoolean();
+
+    Running(Spec spec, Instant startedAt, Process waiter, Process logs) {
+      this.spec = spec;
+      this.startedAt = startedAt;
+      this.waiter = waiter;
+      this.logs = logs;
+    }
+
+    @Override
+    public String rentalId() {
+      return spec.rentalId();
+    }
+
+    @Override
+    public Instant startedAt() {
+      return startedAt;
+    }
+
+    @Override
+    public CompletableFuture<Instant> ended() {
+      return ended.copy();
+    }
+  }
+}

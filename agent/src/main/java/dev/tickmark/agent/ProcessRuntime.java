@@ -1,0 +1,400 @@
+package dev.tickmark.agent;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.stream.Collectors;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Runs a rental's {@code command} as a child process of the agent (development, tests, {@code --simulate-gpus}).
+ *
+ * <ul>
+ *   <li>The command is run as given, argument by argument (no shell); an empty command runs
+ *       {@link #DEFAULT_COMMAND} ({@code sleep infinity}), which keeps the rental running until it is stopped. The
+ *       image is not used.</li>
+ *   <li>Working folder: the rental's scratch folder, created empty with mode 0700.</li>
+ *   <li>Environment: only {@code PATH} (the agent's), {@code LANG}/{@code LC_ALL} if set, {@code HOME} and
+ *       {@code TMPDIR} (the scratch folder), {@code CUDA_VISIBLE_DEVICES} (the rented card indexes, comma-separated)
+ *       and {@code TICKMARK_RENTAL_ID}. Nothing else of the agent's environment (it may hold the registration
+ *       token).</li>
+ *   <li>stdin is empty; stdout and stderr go to {@code <rental folder>/output.log} (outside the scratch folder).</li>
+ *   <li>Where {@code setsid} exists the workload gets its own session and process group, so that processes it leaves
+ *       behind (children in the background) are found and ended with it.</li>
+ *   <li>Stop: SIGTERM to the process, its descendants and its process group; after the grace period, SIGKILL to
+ *       whatever is left. The same happens to what a workload left behind when it exits by itself.</li>
+ *   <li>The scratch folder is wiped when the workload has ended, whatever the reason.</li>
+ * </ul>
+ *
+ * <p>No isolation: the workload runs as the agent's user, sees the network and the whole file system. {@code network}
+ * is not enforced (only {@link DockerRuntime} does that). Use it for development, never to rent out a machine.
+ */
+final class ProcessRuntime implements Runtime {
+  /** What an empty {@code command} runs: a workload that keeps running until the rental is stopped. */
+  static final List<String> DEFAULT_COMMAND = List.of("sleep", "infinity");
+
+  /** How long to wait for processes to go after SIGKILL before giving up on them. */
+  static final Duration KILL_WAIT = Duration.ofSeconds(5);
+
+  private static final Logger log = LoggerFactory.getLogger(ProcessRuntime.class);
+  private static final Path PROC = Path.of("/proc");
+
+  private final RentalDirs dirs;
+  private final Duration grace;
+  private final Clock clock;
+  private final String setsid;
+  private final ExecutorService workers;
+  private final Map<String, Running> running = new ConcurrentHashMap<>();
+  private final Set<String> starting = ConcurrentHashMap.newKeySet();
+  private volatile boolean closed;
+  private final Map<String, String> baseEnv;
+
+  ProcessRuntime(Path stateDir, Duration grace) {
+    this(stateDir, grace, Clock.systemUTC(), System.getenv());
+  }
+
+  ProcessRuntime(Path stateDir, Duration grace, Clock clock, Map<String, String> agentEnv) {
+    this.dirs = new RentalDirs(stateDir);
+    this.grace = grace;
+    this.clock = clock;
+    this.workers = Executors.newCachedThreadPool(r -> {
+      Thread t = new Thread(r, "tickmark-agent-process-runtime");
+      t.setDaemon(true);
+      return t;
+    });
+    Map<String, String> env = new LinkedHashMap<>();
+    env.put("PATH", agentEnv.getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
+    for (String name : List.of("LANG", "LC_ALL")) if (agentEnv.containsKey(name)) env.put(name, agentEnv.get(name));
+    this.baseEnv = Map.copyOf(env);
+    this.setsid = findExecutable("setsid", baseEnv.get("PATH"), Path.of("/"));
+    if (setsid == null) log.warn("setsid not found: processes a workload leaves in the background may outlive its rental");
+    dirs.wipeLeftovers(this::killLeftovers);
+  }
+
+  @Override
+  public String name() {
+    return "process";
+  }
+
+  RentalDirs dirs() {
+    return dirs;
+  }
+
+  @Override
+  public CompletableFuture<Handle> start(Spec spec) {
+    String why = Runtime.checkRentalId(spec.rentalId());
+    if (why == null) why = Runtime.checkCards(spec.cards(), null);
+    if (why == null) why = Runtime.checkCommand(spec.command());
+    if (why != null) return CompletableFuture.failedFuture(new Failure(why));
+    String id = spec.rentalId();
+    if (closed) return CompletableFuture.failedFuture(new Failure(Rentals.SHUTTING_DOWN));
+    if (running.containsKey(id) || !starting.add(id)) {
+      return CompletableFuture.failedFuture(new Failure("rental " + id + " is already running"));
+    }
+    return CompletableFuture.supplyAsync(() -> {
+      try {
+        return launch(spec);
+      } finally {
+        starting.remove(id);
+      }
+    }, workers);
+  }
+
+  private Handle launch(Spec spec) {
+    String id = spec.rentalId();
+    Path scratch;
+    try {
+      scratch = dirs.prepare(id);
+    } catch (IOException e) {
+      log.error("rental {}: cannot create its scratch folder: {}", id, e.toString());
+      dirs.wipe(id);
+      throw new Failure("cannot create the scratch folder on the host");
+    }
+    List<String> command = spec.command().isEmpty() ? DEFAULT_COMMAND : spec.command();
+    String executable = findExecutable(command.get(0), baseEnv.get("PATH"), scratch);
+    if (executable == null) {
+      dirs.wipe(id);
+      throw new Failure("command not found: " + Runtime.oneLine(command.get(0), 200));
+    }
+    List<String> argv = new ArrayList<>();
+    if (setsid != null) argv.add(setsid);
+    argv.add(executable);
+    argv.addAll(command.subList(1, command.size()));
+    ProcessBuilder pb = new ProcessBuilder(argv)
+        .directory(scratch.toFile())
+        .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
+        .redirectErrorStream(true)
+        .redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
+    Map<String, String> env = pb.environment();
+    env.clear();
+    env.putAll(baseEnv);
+    env.put("HOME", scratch.toString());
+    env.put("TMPDIR", scratch.toString());
+    env.put("CUDA_VISIBLE_DEVICES", spec.cards().stream().map(String::valueOf).collect(Collectors.joining(",")));
+    env.put("TICKMARK_RENTAL_ID", id);
+    Process process;
+    try {
+      process = pb.start();
+    } catch (IOException e) {
+      dirs.wipe(id);
+      String message = e.getMessage() == null ? e.toString() : e.getMessage();
+      int i = message.indexOf("error=");
+      throw new Failure("cannot start " + Runtime.oneLine(command.get(0), 200)
+          + (i >= 0 ? ": " + Runtime.oneLine(message.substring(i), 200) : ""), e);
+    }
+    Instant startedAt = clock.instant();
+    Running r = new Running(spec, process, setsid != null, startedAt);
+    running.put(id, r);
+    log.info("rental {}: started pid {} on cards {}: {}{}", id, process.pid(), spec.cards(), describe(command),
+        spec.network() ? "" : " (network access is not blocked by the process runtime)");
+    process.onExit().thenRunAsync(() -> end(r, "exited with status " + process.exitValue()), workers);
+    if (closed) end(r, "stopped: the agent is shutting down"); // close() did not see it yet
+    return r;
+  }
+
+  @Override
+  public CompletableFuture<Instant> stop(String rentalId) {
+    Running r = rentalId == null ? null : running.get(rentalId);
+    if (r == null) return CompletableFuture.completedFuture(null);
+    workers.execute(() -> end(r, "stopped"));
+    return r.ended.copy();
+  }
+
+  @Override
+  public Set<String> running() {
+    return Set.copyOf(running.keySet());
+  }
+
+  @Override
+  public void close() {
+    closed = true;
+    List<CompletableFuture<Instant>> ends = new ArrayList<>();
+    for (String id : running()) ends.add(stop(id));
+    try {
+      CompletableFuture.allOf(ends.toArray(CompletableFuture[]::new))
+          .get(grace.plus(KILL_WAIT).plusSeconds(5).toMillis(), TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException | TimeoutException e) {
+      log.warn("workloads still stopping at shutdown: {}", running());
+    }
+    workers.shutdown();
+  }
+
+  /**
+   * Ends a workload (once, however many ask): SIGTERM to all its processes, the grace period, SIGKILL to the rest;
+   * then wipes its scratch folder and completes {@link Running#ended}.
+   */
+  private void end(Running r, String why) {
+    if (!r.ending.compareAndSet(false, true)) return;
+    String id = r.spec.rentalId();
+    try {
+      terminate(r);
+      Instant at = clock.instant();
+      boolean wiped = dirs.wipe(id);
+      log.info("rental {}: {}{}", id, why, wiped ? "; scratch folder wiped" : "");
+      running.remove(id, r);
+      r.ended.complete(at);
+    } catch (RuntimeException e) {
+      log.error("rental {}: ending it failed", id, e);
+      running.remove(id, r);
+      r.ended.complete(clock.instant());
+    }
+  }
+
+  private void terminate(Running r) {
+    List<ProcessHandle> procs = members(r);
+    if (procs.isEmpty()) return;
+    r.process.destroy(); // SIGTERM
+    procs.forEach(ProcessHandle::destroy);
+    long deadline = System.nanoTime() + grace.toNanos();
+    if (!awaitExit(procs, deadline)) {
+      List<ProcessHandle> left = members(r); // again: new processes may have been started meanwhile
+      log.warn("rental {}: {} process(es) still running after the {} ms grace period: killing them", r.spec.rentalId(),
+          left.size(), grace.toMillis());
+      r.process.destroyForcibly();
+      left.forEach(ProcessHandle::destroyForcibly);
+      if (!awaitExit(left, System.nanoTime() + KILL_WAIT.toNanos())) {
+        log.error("rental {}: processes survive SIGKILL: {}", r.spec.rentalId(),
+            left.stream().filter(ProcessHandle::isAlive).map(p -> String.valueOf(p.pid())).collect(Collectors.joining(" ")));
+      }
+    }
+    // whatever was started in the group while we waited
+    List<ProcessHandle> late = members(r);
+    late.forEach(ProcessHandle::destroyForcibly);
+    awaitExit(late, System.nanoTime() + KILL_WAIT.toNanos());
+  }
+
+  /** Waits until every one of {@code procs} is gone; false if some are still there at the deadline. */
+  private static boolean awaitExit(List<ProcessHandle> procs, long deadlineNanos) {
+    while (true) {
+      if (procs.stream().allMatch(ProcessRuntime::gone)) return true;
+      if (System.nanoTime() - deadlineNanos >= 0) return false;
+      try {
+        Thread.sleep(20); // a process that is not our child cannot be waited for: poll
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return false;
+      }
+    }
+  }
+
+  /** Exited: no longer alive, or a zombie (dead, waiting for a parent that may never reap it). */
+  static boolean gone(ProcessHandle p) {
+    if (!p.isAlive()) return true;
+    try {
+      String stat = Files.readString(PROC.resolve(String.valueOf(p.pid())).resolve("stat"), StandardCharsets.UTF_8);
+      return stat.substring(stat.lastIndexOf(')') + 2).startsWith("Z");
+    } catch (IOException | RuntimeException e) {
+      return !p.isAlive();
+    }
+  }
+
+  /**
+   * Ends the processes a previous run of the agent left running for a rental: those whose working folder is (under)
+   * its scratch folder. Best effort: a workload that changed folder is not found.
+   */
+  private void killLeftovers(String id) {
+    if (!Files.isDirectory(PROC)) return;
+    Path scratch;
+    try {
+      scratch = dirs.scratch(id).toRealPath();
+    } catch (IOException e) {
+      return;
+    }
+    List<ProcessHandle> left = new ArrayList<>();
+    try (DirectoryStream<Path> entries = Files.newDirectoryStream(PROC, p -> p.getFileName().toString().chars().allMatch(Character::isDigit))) {
+      for (Path entry : entries) {
+        try {
+          Path cwd = Files.readSymbolicLink(entry.resolve("cwd"));
+          if (cwd.startsWith(scratch)) ProcessHandle.of(Long.parseLong(entry.getFileName().toString())).ifPresent(left::add);
+        } catch (IOException | RuntimeException e) {
+          // gone, or not ours to look at
+        }
+      }
+    } catch (IOException e) {
+      return;
+    }
+    left.removeIf(p -> p.pid() == ProcessHandle.current().pid());
+    if (left.isEmpty()) return;
+    log.warn("rental {}: ending {} process(es) a previous run of the agent left running", id, left.size());
+    left.forEach(ProcessHandle::destroy);
+    if (!awaitExit(left, System.nanoTime() + grace.toNanos())) {
+      left.forEach(ProcessHandle::destroyForcibly);
+      awaitExit(left, System.nanoTime() + KILL_WAIT.toNanos());
+    }
+  }
+
+  /** The workload's live processes: the process, its descendants, and (with setsid) every member of its group. */
+  private static List<ProcessHandle> members(Running r) {
+    Map<Long, ProcessHandle> all = new LinkedHashMap<>();
+    ProcessHandle self = r.process.toHandle();
+    if (self.isAlive()) all.put(self.pid(), self);
+    self.descendants().forEach(p -> all.put(p.pid(), p));
+    if (r.ownGroup) {
+      for (long pid : processGroup(r.process.pid())) {
+        if (pid != ProcessHandle.current().pid()) ProcessHandle.of(pid).ifPresent(p -> all.putIfAbsent(pid, p));
+      }
+    }
+    all.values().removeIf(ProcessRuntime::gone);
+    return new ArrayList<>(all.values());
+  }
+
+  /** The pids whose process group is {@code pgid}, from /proc (empty where there is no /proc). */
+  static List<Long> processGroup(long pgid) {
+    List<Long> pids = new ArrayList<>();
+    if (!Files.isDirectory(PROC)) return pids;
+    try (DirectoryStream<Path> entries = Files.newDirectoryStream(PROC, p -> p.getFileName().toString().chars().allMatch(Character::isDigit))) {
+      for (Path entry : entries) {
+        try {
+          String stat = Files.readString(entry.resolve("stat"), StandardCharsets.UTF_8);
+          int close = stat.lastIndexOf(')'); // the command name may hold spaces and parentheses
+          String[] fields = stat.substring(close + 2).split(" ");
+          // fields[0] state, [1] ppid, [2] pgrp
+          if (fields.length > 2 && !"Z".equals(fields[0]) && Long.parseLong(fields[2]) == pgid) {
+            pids.add(Long.parseLong(entry.getFileName().toString()));
+          }
+        } catch (IOException | RuntimeException gone) {
+          // the process ended while we looked
+        }
+      }
+    } catch (IOException e) {
+      log.debug("cannot list /proc: {}", e.toString());
+    }
+    return pids;
+  }
+
+  /**
+   * The executable {@code name} refers to: a path (with a slash; relative to {@code cwd}) that is an executable file,
+   * or the first executable file of that name on {@code path}; null if none.
+   */
+  static String findExecutable(String name, String path, Path cwd) {
+    if (name == null || name.isEmpty()) return null;
+    if (name.indexOf('/') >= 0) {
+      Path p = cwd.resolve(name);
+      return Files.isRegularFile(p) && Files.isExecutable(p) ? p.toString() : null;
+    }
+    for (String dir : (path == null ? "" : path).split(":")) {
+      if (dir.isEmpty()) continue;
+      Path p = Path.of(dir).resolve(name);
+      if (Files.isRegularFile(p) && Files.isExecutable(p)) return p.toString();
+    }
+    return null;
+  }
+
+  private static String describe(List<String> command) {
+    String text = String.join(" ", command);
+    return text.length() > 200 ? text.substring(0, 200) + "…" : text;
+  }
+
+  private static final class Running implements Handle {
+    final Spec spec;
+    final Process process;
+    final boolean ownGroup;
+    final Instant startedAt;
+    final CompletableFuture<Instant> ended = new CompletableFuture<>();
+    final AtomicBoolean ending = new AtomicBoolean();
+
+    Running(Spec spec, Process process, boolean ownGroup, Instant startedAt) {
+      this.spec = spec;
+      this.process = process;
+      this.ownGroup = ownGroup;
+      this.startedAt = startedAt;
+    }
+
+    @Override
+    public String rentalId() {
+      return spec.rentalId();
+    }
+
+    @Override
+    public Instant startedAt() {
+      return startedAt;
+    }
+
+    @Override
+    public CompletableFuture<Instant> ended() {
+      return ended.copy();
+    }
+  }
+}

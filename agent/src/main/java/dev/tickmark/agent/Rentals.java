@@ -1,0 +1,389 @@
+package dev.tickmark.agent;
+
+import dev.tickmark.wire.AgentFrame;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
+import java.time.temporal.ChronoUnit;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.Executor;
+import java.util.function.Supplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The rentals of this agent, across connections: turns {@code start_rental}, {@code stop_rental} and {@code preempt}
+ * into {@link Runtime} calls, and the workloads' fate into {@code rental_started}, {@code rental_failed} and
+ * {@code rental_stopped}. Every node message may arrive twice, so every answer can be given again:
+ *
+ * <pre>
+ *   (none) --start_rental--> STARTING --started--> RUNNING --stop_rental / preempt deadline--> STOPPING --> STOPPED
+ *                                |                    '---------- the workload exits by itself ----------> STOPPED
+ *                                '--cannot start--> FAILED
+ * </pre>
+ *
+ * <table>
+ *   <caption>answers</caption>
+ *   <tr><th>frame</th><th>rental is…</th><th>answer</th></tr>
+ *   <tr><td>start_rental</td><td>unknown</td><td>start it: {@code rental_started {at: start}} or {@code rental_failed}</td></tr>
+ *   <tr><td>start_rental</td><td>starting</td><td>nothing more (the answer comes when it has started)</td></tr>
+ *   <tr><td>start_rental</td><td>running, stopping</td><td>{@code rental_started} again, same {@code at}</td></tr>
+ *   <tr><td>start_rental</td><td>stopped / failed</td><td>{@code rental_stopped} / {@code rental_failed} again</td></tr>
+ *   <tr><td>stop_rental</td><td>starting</td><td>stop it once started ({@code rental_started}, then {@code rental_stopped})</td></tr>
+ *   <tr><td>stop_rental</td><td>running</td><td>stop it, then {@code rental_stopped {at: end}}</td></tr>
+ *   <tr><td>stop_rental</td><td>stopping</td><td>nothing more (the answer comes when it has stopped)</td></tr>
+ *   <tr><td>stop_rental</td><td>stopped, failed, unknown</td><td>{@code rental_stopped} (its end; now for an unknown one)</td></tr>
+ *   <tr><td>preempt</td><td>starting, running</td><td>stop it at the deadline (unless a stop_rental comes first)</td></tr>
+ * </table>
+ *
+ * <p>After each welcome ({@link #resync()}): {@code rental_started} for every running rental, and the end of every
+ * rental that ended while no session could take it. Heartbeats list {@link #running()}.
+ *
+ * <p>Confined to the agent's loop thread: the runtime's completions come back through {@code loop}.
+ */
+final class Rentals {
+  /** Ended rentals kept to answer duplicates; beyond this many, the oldest already-reported ones are forgotten. */
+  static final int MAX_ENDED = 4096;
+  static final String SHUTTING_DOWN = "the agent is shutting down";
+
+  private static final Logger log = LoggerFactory.getLogger(Rentals.class);
+
+  /** Where frames go. */
+  interface Outbox {
+    /** Sends on the established session; false when there is none (the frame is then not sent). */
+    boolean send(AgentFrame frame);
+  }
+
+  /** Runs a task on the loop after a delay; the returned runnable cancels it. */
+  interface Scheduler {
+    Runnable schedule(Duration delay, Runnable task);
+  }
+
+  enum State { STARTING, RUNNING, STOPPING, STOPPED, FAILED }
+
+  private static final class Rental {
+    final String id;
+    final Set<Integer> cards;
+    State state = State.STARTING;
+    Instant startedAt;
+    Instant endedAt;
+    String failure;
+    boolean stopWanted;
+    boolean endReported;
+    Runnable cancelPreempt;
+    CompletableFuture<Void> gone = new CompletableFuture<>(); // completes when it no longer holds its cards
+
+    Rental(String id, Set<Integer> cards) {
+      this.id = id;
+      this.cards = cards;
+    }
+
+    boolean active() {
+      return state == State.STARTING || state == State.RUNNING || state == State.STOPPING;
+    }
+  }
+
+  private final Runtime runtime;
+  private final Supplier<Set<Integer>> cards;
+  private final Clock clock;
+  private final Executor loop;
+  private final Scheduler scheduler;
+  private final Outbox outbox;
+  private final Map<String, Rental> rentals = new LinkedHashMap<>();
+  private boolean closing;
+  private CompletableFuture<Void> drained;
+
+  /**
+   * @param cards the card indexes of this machine (from the latest hardware report)
+   * @param loop runs tasks on the thread that drives this object
+   */
+  Rentals(Runtime runtime, Supplier<Set<Integer>> cards, Clock clock, Executor loop, Scheduler scheduler, Outbox outbox) {
+    this.runtime = runtime;
+    this.cards = cards;
+    this.clock = clock;
+    this.loop = loop;
+    this.scheduler = scheduler;
+    this.outbox = outbox;
+  }
+
+  Runtime runtime() {
+    return runtime;
+  }
+
+  /** Handles a rental frame from the node ({@code start_rental}, {@code stop_rental}, {@code preempt}). */
+  void onFrame(AgentFrame frame) {
+    if (frame instanceof AgentFrame.StartRental s) onStart(s);
+    else if (frame instanceof AgentFrame.StopRental s) onStop(s);
+    else if (frame instanceof AgentFrame.Preempt p) onPreempt(p);
+    else throw new IllegalArgumentException("not a rental frame: " + Session.frameType(frame));
+  }
+
+  /** The rentals whose workload runs now (for heartbeats), in the order they were started. */
+  List<String> running() {
+    List<String> ids = new ArrayList<>();
+    for (Rental r : rentals.values()) if (r.state == State.RUNNING || r.state == State.STOPPING) ids.add(r.id);
+    return ids;
+  }
+
+  /** The state of a rental this agent knows (for tests and logs). */
+  State state(String id) {
+    Rental r = rentals.get(id);
+    return r == null ? null : r.state;
+  }
+
+  /** After a welcome: tells the new session what it may have missed. */
+  void resync() {
+    for (Rental r : new ArrayList<>(rentals.values())) {
+      switch (r.state) {
+        case RUNNING, STOPPING -> outbox.send(started(r));
+        case STOPPED, FAILED -> {
+          if (!r.endReported) reportEnd(r);
+        }
+        case STARTING -> { }
+      }
+    }
+  }
+
+  /**
+   * Stops every workload and refuses new ones (agent shutdown). Completes, on the loop, once none runs any more and
+   * their {@code rental_stopped} have been handed to the outbox.
+   */
+  CompletableFuture<Void> stopAll() {
+    closing = true;
+    if (drained == null) drained = new CompletableFuture<>();
+    for (Rental r : new ArrayList<>(rentals.values())) {
+      if (r.state == State.STARTING) r.stopWanted = true;
+      else if (r.state == State.RUNNING) beginStop(r, "the agent is shutting down");
+    }
+    checkDrained();
+    return drained;
+  }
+
+  // ---- node frames
+
+  private void onStart(AgentFrame.StartRental s) {
+    String id = s.rentalId();
+    Rental known = id == null ? null : rentals.get(id);
+    if (known != null) {
+      switch (known.state) {
+        case STARTING -> log.info("rental {}: start_rental again while it is starting", id);
+        case RUNNING, STOPPING -> outbox.send(started(known));
+        case STOPPED -> outbox.send(stopped(known));
+        case FAILED -> outbox.send(new AgentFrame.RentalFailed(id, known.failure));
+      }
+      return;
+    }
+    String why = Runtime.checkRentalId(id);
+    if (why != null) {
+      log.warn("start_rental refused: {}", why);
+      outbox.send(new AgentFrame.RentalFailed(id, why)); // not remembered: the id is not one to keep
+      return;
+    }
+    why = Runtime.checkCards(s.cards(), cards.get());
+    if (why == null && closing) why = SHUTTING_DOWN;
+    List<CompletableFuture<Void>> waitFor = new ArrayList<>();
+    if (why == null) {
+      for (Rental other : rentals.values()) {
+        if (!other.active() || java.util.Collections.disjoint(other.cards, s.cards())) continue;
+        if (other.state == State.STOPPING || other.stopWanted) {
+          waitFor.add(other.gone); // the cards are being given back: start once they are
+        } else {
+          Set<Integer> shared = new HashSet<>(other.cards);
+          shared.retainAll(s.cards());
+          why = "card " + shared.stream().sorted().findFirst().orElseThrow() + " is in use by another rental";
+          break;
+        }
+      }
+    }
+    Rental r = new Rental(id, why == null ? Set.copyOf(s.cards()) : Set.of());
+    rentals.put(id, r);
+    if (why != null) {
+      failed(r, why);
+      return;
+    }
+    log.info("rental {}: starting on cards {} ({} runtime{})", id, s.cards(), runtime.name(),
+        waitFor.isEmpty() ? "" : ", once the previous rental on them has stopped");
+    if (s.sshPublicKey() != null && !s.sshPublicKey().isBlank()) {
+      log.info("rental {}: an ssh key came with it, but this agent version gives no ssh access: ignored", id);
+    }
+    if (Boolean.TRUE.equals(s.restore())) {
+      log.warn("rental {}: a restore was asked for, but this agent keeps no snapshots: starting from an empty scratch folder", id);
+    }
+    Runtime.Spec spec = Runtime.Spec.of(s);
+    CompletableFuture.allOf(waitFor.toArray(CompletableFuture[]::new))
+        .thenCompose(x -> runtime.start(spec))
+        .whenComplete((handle, error) -> loop.execute(() -> started(r, handle, error)));
+  }
+
+  private void onStop(AgentFrame.StopRental s) {
+    String id = s.rentalId();
+    Rental r = id == null ? null : rentals.get(id);
+    if (s.snapshot()) log.warn("rental {}: a snapshot was asked for, but this agent cannot take snapshots; stopping without one", id);
+    if (r == null) {
+      log.info("rental {}: stop_rental for a rental this agent does not run: answering rental_stopped", id);
+      if (Runtime.checkRentalId(id) == null) {
+        // remembered, so that a start_rental arriving late (e.g. on another session) does not start it after all
+        r = new Rental(id, Set.of());
+        r.state = State.STOPPED;
+        r.endedAt = now();
+        rentals.put(id, r);
+        reportEnd(r);
+        prune();
+      } else {
+        outbox.send(new AgentFrame.RentalStopped(id, now().toString()));
+      }
+      return;
+    }
+    switch (r.state) {
+      case STARTING -> {
+        log.info("rental {}: stop_rental while it is starting: it is stopped once started", id);
+        r.stopWanted = true;
+      }
+      case RUNNING -> beginStop(r, "stop_rental");
+      case STOPPING -> log.info("rental {}: stop_rental again while it is stopping", id);
+      case STOPPED, FAILED -> outbox.send(stopped(r));
+    }
+  }
+
+  private void onPreempt(AgentFrame.Preempt p) {
+    String id = p.rentalId();
+    Rental r = id == null ? null : rentals.get(id);
+    if (r == null || !r.active()) {
+      log.info("rental {}: preempt for a rental that is not running here: nothing to do", id);
+      return;
+    }
+    Instant deadline;
+    try {
+      deadline = Instant.parse(p.deadline());
+    } catch (DateTimeParseException | NullPointerException e) {
+      log.warn("rental {}: preempt with an unreadable deadline '{}': ignored (the node stops it with stop_rental)", id, p.deadline());
+      return;
+    }
+    Duration delay = Duration.between(clock.instant(), deadline);
+    if (delay.isNegative()) delay = Duration.ZERO;
+    log.warn("rental {}: preempted by the host; the workload is stopped at {} (in {} s)", id, deadline, delay.toSeconds());
+    if (r.cancelPreempt != null) r.cancelPreempt.run();
+    r.cancelPreempt = scheduler.schedule(delay, () -> preemptDeadline(r));
+  }
+
+  private void preemptDeadline(Rental r) {
+    r.cancelPreempt = null;
+    switch (r.state) {
+      case STARTING -> r.stopWanted = true;
+      case RUNNING -> beginStop(r, "preemption deadline");
+      default -> { } // already stopping or ended: stop_rental came first
+    }
+  }
+
+  // ---- runtime events (on the loop)
+
+  private void started(Rental r, Runtime.Handle handle, Throwable error) {
+    if (error != null) {
+      Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+      String reason = cause instanceof Runtime.Failure f ? f.getMessage() : "the workload could not be started";
+      if (!(cause instanceof Runtime.Failure)) log.error("rental {}: starting failed", r.id, cause);
+      failed(r, reason);
+      return;
+    }
+    r.state = State.RUNNING;
+    r.startedAt = handle.startedAt();
+    log.info("rental {}: running since {}", r.id, r.startedAt);
+    outbox.send(started(r));
+    handle.ended().whenComplete((at, e) -> loop.execute(() -> ended(r, at != null ? at : now())));
+    if (r.stopWanted) beginStop(r, closing ? SHUTTING_DOWN : "stop_rental (while starting)");
+  }
+
+  private void beginStop(Rental r, String why) {
+    if (r.state != State.RUNNING) return;
+    r.state = State.STOPPING;
+    cancelPreempt(r);
+    log.info("rental {}: stopping ({})", r.id, why);
+    runtime.stop(r.id).whenComplete((at, e) -> {
+      if (e != null) log.error("rental {}: stopping failed", r.id, e);
+    });
+  }
+
+  private void ended(Rental r, Instant at) {
+    if (r.state != State.RUNNING && r.state != State.STOPPING) return;
+    boolean byItself = r.state == State.RUNNING;
+    r.state = State.STOPPED;
+    r.endedAt = at;
+    cancelPreempt(r);
+    log.info("rental {}: {} at {}", r.id, byItself ? "the workload ended by itself" : "stopped", at);
+    reportEnd(r);
+    r.gone.complete(null);
+    prune();
+    checkDrained();
+  }
+
+  private void failed(Rental r, String reason) {
+    r.state = State.FAILED;
+    r.failure = reason;
+    r.endedAt = now();
+    cancelPreempt(r);
+    log.warn("rental {}: cannot start: {}", r.id, reason);
+    reportEnd(r);
+    r.gone.complete(null);
+    prune();
+    checkDrained();
+  }
+
+  // ---- helpers
+
+  private void reportEnd(Rental r) {
+    AgentFrame frame = r.state == State.FAILED ? new AgentFrame.RentalFailed(r.id, r.failure) : stopped(r);
+    if (outbox.send(frame)) r.endReported = true;
+  }
+
+  private void cancelPreempt(Rental r) {
+    if (r.cancelPreempt != null) {
+      r.cancelPreempt.run();
+      r.cancelPreempt = null;
+    }
+  }
+
+  private void checkDrained() {
+    if (drained == null || drained.isDone()) return;
+    for (Rental r : rentals.values()) if (r.active()) return;
+    drained.complete(null);
+  }
+
+  /** Forgets the oldest ended rentals whose end was reported, beyond {@link #MAX_ENDED}. */
+  private void prune() {
+    int ended = 0;
+    for (Rental r : rentals.values()) if (!r.active()) ended++;
+    Iterator<Rental> it = rentals.values().iterator();
+    while (ended > MAX_ENDED && it.hasNext()) {
+      Rental r = it.next();
+      if (!r.active() && r.endReported) {
+        it.remove();
+        ended--;
+      }
+    }
+  }
+
+  private static AgentFrame.RentalStarted started(Rental r) {
+    return new AgentFrame.RentalStarted(r.id, at(r.startedAt));
+  }
+
+  private static AgentFrame.RentalStopped stopped(Rental r) {
+    return new AgentFrame.RentalStopped(r.id, at(r.endedAt));
+  }
+
+  private static String at(Instant instant) {
+    return instant.truncatedTo(ChronoUnit.MILLIS).toString();
+  }
+
+  private Instant now() {
+    return clock.instant().truncatedTo(ChronoUnit.MILLIS);
+  }
+}

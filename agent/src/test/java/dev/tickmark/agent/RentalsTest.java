@@ -1,0 +1,446 @@
+package dev.tickmark.agent;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.tickmark.wire.AgentFrame;
+import dev.tickmark.wire.Frames;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The rental state machine, frame by frame, with a scripted runtime: every completion is triggered by the test, on
+ * the test's thread, so nothing here waits or sleeps.
+ */
+class RentalsTest {
+  private static final Instant T0 = Instant.parse("2026-11-29T18:00:00Z");
+  private static final Instant T1 = Instant.parse("2026-11-29T18:00:01.250Z");
+  private static final Instant T2 = Instant.parse("2026-11-29T18:05:00Z");
+
+  private final FakeRuntime runtime = new FakeRuntime();
+  private final List<AgentFrame> sent = new ArrayList<>();
+  private final List<Timer> timers = new ArrayList<>();
+  private boolean connected = true;
+  private final Rentals rentals = new Rentals(runtime, () -> Set.of(0, 1, 2, 3), Clock.fixed(T0, ZoneOffset.UTC), Runnable::run,
+      (delay, task) -> {
+        Timer t = new Timer(delay, task);
+        timers.add(t);
+        return () -> t.cancelled = true;
+      },
+      frame -> {
+        if (!connected) return false;
+        sent.add(roundTrip(frame));
+        return true;
+      });
+
+  private static final class Timer {
+    final Duration delay;
+    final Runnable task;
+    boolean cancelled;
+
+    Timer(Duration delay, Runnable task) {
+      this.delay = delay;
+      this.task = task;
+    }
+
+    void fire() {
+      if (!cancelled) task.run();
+    }
+  }
+
+  /** The runtime, scripted: starts and ends happen when the test says. */
+  static final class FakeRuntime implements Runtime {
+    final List<Spec> starts = new ArrayList<>();
+    final List<String> stops = new ArrayList<>();
+    final Map<String, CompletableFuture<Handle>> pending = new LinkedHashMap<>();
+    final Map<String, CompletableFuture<Instant>> ends = new LinkedHashMap<>();
+
+    @Override
+    public String name() {
+      return "fake";
+    }
+
+    @Override
+    public CompletableFuture<Handle> start(Spec spec) {
+      starts.add(spec);
+      CompletableFuture<Handle> f = new CompletableFuture<>();
+      pending.put(spec.rentalId(), f);
+      return f;
+    }
+
+    void started(String id, Instant at) {
+      CompletableFuture<Instant> ended = new CompletableFuture<>();
+      ends.put(id, ended);
+      pending.remove(id).complete(new Handle() {
+        @Override
+        public String rentalId() {
+          return id;
+        }
+
+        @Override
+        public Instant startedAt() {
+          return at;
+        }
+
+        @Override
+        public CompletableFuture<Instant> ended() {
+          return ended;
+        }
+      });
+    }
+
+    void fails(String id, String reason) {
+      pending.remove(id).completeExceptionally(new Failure(reason));
+    }
+
+    /** The workload ended (stopped, or by itself). */
+    void ended(String id, Instant at) {
+      ends.get(id).complete(at);
+    }
+
+    @Override
+    public CompletableFuture<Instant> stop(String rentalId) {
+      stops.add(rentalId);
+      return ends.get(rentalId);
+    }
+
+    @Override
+    public Set<String> running() {
+      Set<String> ids = new java.util.HashSet<>();
+      ends.forEach((id, f) -> {
+        if (!f.isDone()) ids.add(id);
+      });
+      return ids;
+    }
+
+    @Override
+    public void close() {}
+  }
+
+  private static AgentFrame roundTrip(AgentFrame frame) {
+    try {
+      return Frames.read(Frames.write(frame)); // as the node reads it
+    } catch (Frames.MalformedFrame e) {
+      throw new AssertionError(e);
+    }
+  }
+
+  private static AgentFrame.StartRental start(String id, Integer... cards) {
+    return new AgentFrame.StartRental(id, List.of(cards), "pytorch/pytorch:2.4.0", List.of("python", "train.py"), "ssh-ed25519 AAAA",
+        false, null);
+  }
+
+  private static AgentFrame.StopRental stop(String id) {
+    return new AgentFrame.StopRental(id, false);
+  }
+
+  private static AgentFrame.RentalStarted started(String id, Instant at) {
+    return new AgentFrame.RentalStarted(id, at.toString());
+  }
+
+  private static AgentFrame.RentalStopped stopped(String id, Instant at) {
+    return new AgentFrame.RentalStopped(id, at.toString());
+  }
+
+  /** Frames sent since the last call. */
+  private List<AgentFrame> drain() {
+    List<AgentFrame> out = List.copyOf(sent);
+    sent.clear();
+    return out;
+  }
+
+  private void running(String id, Integer... cards) {
+    rentals.onFrame(start(id, cards));
+    runtime.started(id, T1);
+    drain();
+  }
+
+  @Test
+  void startRunsTheWorkloadAndAnswersStartedWithItsStartInstant() {
+    rentals.onFrame(start("rnt_1", 0, 2));
+
+    assertEquals(List.of(), drain(), "nothing before the workload runs");
+    assertEquals(List.of(new Runtime.Spec("rnt_1", List.of(0, 2), "pytorch/pytorch:2.4.0", List.of("python", "train.py"), false)),
+        runtime.starts);
+    assertEquals(Rentals.State.STARTING, rentals.state("rnt_1"));
+    assertEquals(List.of(), rentals.running(), "not in heartbeats before it runs");
+
+    runtime.started("rnt_1", T1);
+
+    assertEquals(List.of(started("rnt_1", T1)), drain());
+    assertEquals("2026-11-29T18:00:01.250Z", T1.toString());
+    assertEquals(List.of("rnt_1"), rentals.running());
+  }
+
+  @Test
+  void aDuplicateStartResendsTheSameStartedAndStartsNothingMore() {
+    rentals.onFrame(start("rnt_1", 0));
+    rentals.onFrame(start("rnt_1", 0)); // while starting: the answer is still to come
+    assertEquals(List.of(), drain());
+    runtime.started("rnt_1", T1);
+    assertEquals(List.of(started("rnt_1", T1)), drain());
+
+    rentals.onFrame(start("rnt_1", 0));
+    rentals.onFrame(start("rnt_1", 0));
+
+    assertEquals(List.of(started("rnt_1", T1), started("rnt_1", T1)), drain());
+    assertEquals(1, runtime.starts.size(), "one workload");
+  }
+
+  @Test
+  void aWorkloadThatCannotStartIsFailedAndStaysFailed() {
+    rentals.onFrame(start("rnt_1", 0));
+    runtime.fails("rnt_1", "docker run exited with status 125: pull access denied for nope");
+
+    AgentFrame.RentalFailed failed = new AgentFrame.RentalFailed("rnt_1", "docker run exited with status 125: pull access denied for nope");
+    assertEquals(List.of(failed), drain());
+    assertEquals(List.of(), rentals.running());
+
+    rentals.onFrame(start("rnt_1", 0));
+    assertEquals(List.of(failed), drain(), "a duplicate start gets the same failure");
+    assertEquals(1, runtime.starts.size());
+    rentals.onFrame(stop("rnt_1"));
+    assertEquals(List.of(stopped("rnt_1", T0)), drain(), "a stop of a failed rental: it is not running");
+  }
+
+  @Test
+  void cardsThatAreNotOnThisHostOrAreTakenFailTheRentalWithoutStartingAnything() {
+    running("rnt_4", 2);
+    rentals.onFrame(start("rnt_1", 7));
+    rentals.onFrame(start("rnt_2"));
+    rentals.onFrame(start("rnt_3", 1, 1));
+    rentals.onFrame(start("rnt_5", 3, 2));
+
+    assertEquals(List.of(
+        new AgentFrame.RentalFailed("rnt_1", "card 7 is not on this host (cards: 0, 1, 2, 3)"),
+        new AgentFrame.RentalFailed("rnt_2", "no cards given"),
+        new AgentFrame.RentalFailed("rnt_3", "card 1 given twice"),
+        new AgentFrame.RentalFailed("rnt_5", "card 2 is in use by another rental")), drain());
+    assertEquals(List.of("rnt_4"), runtime.starts.stream().map(Runtime.Spec::rentalId).toList());
+  }
+
+  @Test
+  void anInvalidRentalIdIsFailedAndNotRemembered() {
+    rentals.onFrame(start("../../etc", 0));
+    rentals.onFrame(start("a b", 0));
+
+    assertEquals(List.of(
+        new AgentFrame.RentalFailed("../../etc", "invalid rental id (expected 1-128 of A-Z a-z 0-9 _ -)"),
+        new AgentFrame.RentalFailed("a b", "invalid rental id (expected 1-128 of A-Z a-z 0-9 _ -)")), drain());
+    assertNull(rentals.state("../../etc"));
+    assertEquals(List.of(), runtime.starts);
+  }
+
+  @Test
+  void stopStopsTheWorkloadAndAnswersStoppedWithItsEndInstant() {
+    running("rnt_1", 0);
+
+    rentals.onFrame(stop("rnt_1"));
+
+    assertEquals(List.of("rnt_1"), runtime.stops);
+    assertEquals(List.of(), drain(), "stopped only once it has");
+    assertEquals(List.of("rnt_1"), rentals.running(), "still running while it stops");
+    assertEquals(Rentals.State.STOPPING, rentals.state("rnt_1"));
+
+    runtime.ended("rnt_1", T2);
+
+    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+    assertEquals(List.of(), rentals.running());
+  }
+
+  @Test
+  void duplicateStopsAnswerStoppedAgainWithTheSameInstant() {
+    running("rnt_1", 0);
+    rentals.onFrame(stop("rnt_1"));
+    rentals.onFrame(stop("rnt_1")); // while stopping: the answer is still to come
+    assertEquals(List.of(), drain());
+    runtime.ended("rnt_1", T2);
+    drain();
+
+    rentals.onFrame(stop("rnt_1"));
+    rentals.onFrame(start("rnt_1", 0));
+
+    assertEquals(List.of(stopped("rnt_1", T2), stopped("rnt_1", T2)), drain(), "a start for an ended rental is answered stopped");
+    assertEquals(List.of("rnt_1"), runtime.stops, "stopped once");
+    assertEquals(1, runtime.starts.size(), "started once");
+  }
+
+  @Test
+  void aStopForAnUnknownRentalIsAnsweredStoppedNowAndALateStartDoesNotStartIt() {
+    rentals.onFrame(stop("rnt_9"));
+    assertEquals(List.of(stopped("rnt_9", T0)), drain());
+
+    rentals.onFrame(start("rnt_9", 0));
+    assertEquals(List.of(stopped("rnt_9", T0)), drain());
+    assertEquals(List.of(), runtime.starts);
+  }
+
+  @Test
+  void aStopWhileStartingStopsTheWorkloadOnceItRuns() {
+    rentals.onFrame(start("rnt_1", 0));
+    rentals.onFrame(stop("rnt_1"));
+    assertEquals(List.of(), runtime.stops);
+
+    runtime.started("rnt_1", T1);
+    assertEquals(List.of(started("rnt_1", T1)), drain());
+    assertEquals(List.of("rnt_1"), runtime.stops);
+
+    runtime.ended("rnt_1", T2);
+    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+  }
+
+  @Test
+  void aWorkloadThatExitsByItselfIsReportedStopped() {
+    running("rnt_1", 0);
+
+    runtime.ended("rnt_1", T2);
+
+    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+    assertEquals(List.of(), runtime.stops);
+    assertEquals(List.of(), rentals.running());
+    assertEquals(Rentals.State.STOPPED, rentals.state("rnt_1"));
+  }
+
+  @Test
+  void preemptSchedulesAStopAtTheDeadline() {
+    running("rnt_1", 0);
+
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"));
+
+    assertEquals(1, timers.size());
+    assertEquals(Duration.ofSeconds(120), timers.get(0).delay);
+    assertEquals(List.of(), runtime.stops, "not before the deadline");
+    assertEquals(List.of(), drain());
+
+    timers.get(0).fire();
+    assertEquals(List.of("rnt_1"), runtime.stops);
+    runtime.ended("rnt_1", T2);
+    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+
+    rentals.onFrame(stop("rnt_1")); // the node's own stop_rental, after the deadline: a no-op
+    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+    assertEquals(List.of("rnt_1"), runtime.stops);
+  }
+
+  @Test
+  void aStopBeforeThePreemptionDeadlineWinsAndTheDeadlineIsANoOp() {
+    running("rnt_1", 0);
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"));
+
+    rentals.onFrame(stop("rnt_1"));
+    assertTrue(timers.get(0).cancelled, "the deadline is cancelled");
+    runtime.ended("rnt_1", T2);
+    timers.get(0).task.run(); // even if it fired anyway
+
+    assertEquals(List.of("rnt_1"), runtime.stops);
+    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+  }
+
+  @Test
+  void aPastDeadlineStopsAtOnceAndAnUnreadableOneIsIgnored() {
+    running("rnt_1", 0);
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "soon"));
+    assertEquals(List.of(), timers);
+
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T17:00:00Z"));
+    assertEquals(Duration.ZERO, timers.get(0).delay);
+
+    rentals.onFrame(new AgentFrame.Preempt("rnt_unknown", "2026-11-29T18:02:00Z"));
+    assertEquals(1, timers.size(), "nothing to preempt");
+  }
+
+  @Test
+  void afterAReconnectRunningRentalsAreStartedAgainAndEndsMissedMeanwhileAreSent() {
+    running("rnt_1", 0);
+    running("rnt_2", 1);
+    rentals.onFrame(start("rnt_3", 2));
+
+    connected = false;
+    runtime.ended("rnt_2", T2); // exits while no session can hear it
+    runtime.started("rnt_3", T1); // starts while no session can hear it
+    rentals.onFrame(stop("rnt_1")); // (a frame from the old session, just before it dropped)
+    assertEquals(List.of(), drain());
+
+    connected = true;
+    rentals.resync();
+
+    assertEquals(List.of(started("rnt_1", T1), stopped("rnt_2", T2), started("rnt_3", T1)), drain());
+
+    runtime.ended("rnt_1", T2);
+    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+
+    rentals.resync(); // another reconnect: the end of rnt_2 was delivered, so it is not repeated
+    assertEquals(List.of(started("rnt_3", T1)), drain());
+  }
+
+  @Test
+  void aFailureWhileDisconnectedIsSentAfterTheReconnect() {
+    rentals.onFrame(start("rnt_1", 0));
+    connected = false;
+    runtime.fails("rnt_1", "command not found: nope");
+    connected = true;
+
+    rentals.resync();
+
+    assertEquals(List.of(new AgentFrame.RentalFailed("rnt_1", "command not found: nope")), drain());
+  }
+
+  @Test
+  void aRentalOnTheCardsOfAStoppingOneStartsOnceThoseAreFree() {
+    running("rnt_1", 0, 1);
+    rentals.onFrame(stop("rnt_1"));
+
+    rentals.onFrame(start("rnt_2", 1));
+    assertEquals(1, runtime.starts.size(), "not while the previous workload still holds card 1");
+
+    runtime.ended("rnt_1", T2);
+    assertEquals(List.of("rnt_1", "rnt_2"), runtime.starts.stream().map(Runtime.Spec::rentalId).toList());
+    runtime.started("rnt_2", T2);
+    assertEquals(List.of(stopped("rnt_1", T2), started("rnt_2", T2)), drain());
+  }
+
+  @Test
+  void stopAllStopsEveryWorkloadRefusesNewOnesAndCompletesWhenAllEnded() {
+    running("rnt_1", 0);
+    rentals.onFrame(start("rnt_2", 1));
+
+    CompletableFuture<Void> drained = rentals.stopAll();
+
+    assertEquals(List.of("rnt_1"), runtime.stops);
+    rentals.onFrame(start("rnt_3", 3));
+    assertEquals(List.of(new AgentFrame.RentalFailed("rnt_3", Rentals.SHUTTING_DOWN)), drain());
+    runtime.ended("rnt_1", T2);
+    runtime.started("rnt_2", T1);
+    assertEquals(List.of("rnt_1", "rnt_2"), runtime.stops, "the starting one is stopped once it runs");
+    assertFalse(drained.isDone());
+
+    runtime.ended("rnt_2", T2);
+
+    assertTrue(drained.isDone());
+    assertEquals(List.of(stopped("rnt_1", T2), started("rnt_2", T1), stopped("rnt_2", T2)), drain());
+  }
+
+  @Test
+  void stopAllWithNothingRunningIsDoneAtOnce() {
+    assertTrue(rentals.stopAll().isDone());
+  }
+
+  @Test
+  void endedRentalsAreForgottenBeyondTheLimit() {
+    for (int i = 0; i <= Rentals.MAX_ENDED; i++) rentals.onFrame(stop("rnt_" + i));
+    assertNull(rentals.state("rnt_0"));
+    assertEquals(Rentals.State.STOPPED, rentals.state("rnt_1"));
+    assertEquals(Rentals.State.STOPPED, rentals.state("rnt_" + Rentals.MAX_ENDED));
+  }
+}

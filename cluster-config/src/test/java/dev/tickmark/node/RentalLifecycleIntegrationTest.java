@@ -1,0 +1,249 @@
+package dev.tickmark.node;
+
+import static dev.tickmark.node.Eventually.eventually;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.tickmark.agent.Agent;
+import dev.tickmark.agent.AgentConfig;
+import dev.tickmark.engine.money.Metering;
+import dev.tickmark.engine.money.Money;
+import dev.tickmark.persistence.DatabaseSettings;
+import dev.tickmark.persistence.TestDatabase;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Rentals end to end: a real node on real PostgreSQL, a real agent (in-process, simulated GPUs,
+ * process runtime) over the real websocket, and the HTTP API. Each test checks the rental's billed
+ * seconds against the wall-clock window it ran, the ledger, the released hold, and a conserved audit.
+ */
+class RentalLifecycleIntegrationTest {
+  static final Duration WAIT = Duration.ofSeconds(40);
+  static final String PRICE = "2.49";
+  static final long PRICE_MICROS = Money.parse(PRICE);
+
+  static Node node;
+  static ApiClient api;
+  static ApiClient.Customer provider;
+  static final List<Agent> agents = new ArrayList<>();
+  static Path temp;
+
+  @BeforeAll
+  static void start() throws Exception {
+    temp = Files.createTempDirectory("tickmark-rentals");
+    DatabaseSettings db = TestDatabase.fresh("rentals");
+    node = Node.start(TestNodes.settings(db)
+        .withConfig("tickmark.market.allow-simulated-hosts", true)
+        .withConfig("tickmark.hosts.heartbeat-timeout", "3s")
+        .withConfig("tickmark.hosts.heartbeat-interval", "1s")
+        .withConfig("tickmark.rentals.settle-interval", "2s")
+        .withConfig("tickmark.rentals.hold-duration", "8s")
+        .withConfig("tickmark.rentals.provisioning-timeout", "20s")
+        .withConfig("tickmark.rentals.stop-timeout", "5s"));
+    api = new ApiClient(node.baseUrl());
+    provider = api.signUp("Provider");
+  }
+
+  @AfterAll
+  static void stop() throws Exception {
+    agents.forEach(Agent::close);
+    if (node != null) node.close();
+  }
+
+  /** A verified, listed host with {@code cards} simulated H100s in {@code region}. */
+  static Agent host(String region, int cards) throws Exception {
+    String token = api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"" + region + "\"}").expect(201)
+        .json().get("token").asText();
+    Agent agent = Agent.start(AgentConfig.simulated("ws://127.0.0.1:" + node.httpPort(), token,
+        temp.resolve("agent-" + region + "-" + agents.size()), "h100-80gb:" + cards));
+    agents.add(agent);
+    String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
+    assertEquals("verified", agent.verified().get(WAIT.toSeconds(), TimeUnit.SECONDS).status());
+    api.put("/v1/hosts/" + hostId + "/listing", provider.apiKey(),
+        "{\"on_demand_price_per_gpu_hour\":\"" + PRICE + "\",\"spot_price_per_gpu_hour\":\"1.00\",\"listed\":true}").expect(200);
+    eventually(WAIT, () -> assertTrue(offered(region) >= cards, "host listed in " + region));
+    return agent;
+  }
+
+  static int offered(String region) {
+    JsonNode offers = api.get("/v1/offers?gpu=h100-80gb&region=" + region + "&tier=on_demand", null).expect(200).json().get("offers");
+    int cards = 0;
+    for (JsonNode o : offers) cards += o.get("available_cards").asInt();
+    return cards;
+  }
+
+  static ApiClient.Customer renter(String name, String deposit) {
+    ApiClient.Customer renter = api.signUp(name);
+    api.opsDeposit(renter.id(), deposit, "welcome-" + renter.id()).expect(201);
+    return renter;
+  }
+
+  static JsonNode launch(ApiClient.Customer renter, String region, String extra) {
+    return api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"" + region + "\","
+        + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]" + extra + "}")
+        .expect(201).json().get("rental");
+  }
+
+  static JsonNode rental(ApiClient.Customer renter, String id) {
+    return api.get("/v1/rentals/" + id, renter.apiKey()).expect(200).json();
+  }
+
+  static JsonNode awaitStatus(ApiClient.Customer renter, String id, String status) {
+    JsonNode[] last = new JsonNode[1];
+    eventually(WAIT, () -> {
+      last[0] = rental(renter, id);
+      assertEquals(status, last[0].get("status").asText(), last[0].toString());
+    });
+    return last[0];
+  }
+
+  /** Billed seconds are whole seconds of the server's own window, and the cost is exactly cost(billed). */
+  static void assertBilledWithin(JsonNode ended, Instant startedAt, Instant endedAt) {
+    long billed = ended.get("billed_seconds").asLong();
+    long window = Duration.between(startedAt, endedAt).getSeconds();
+    assertTrue(Math.abs(billed - window) <= 1, "billed " + billed + " s for a window of " + window + " s");
+    assertEquals(Money.format(Metering.cost(PRICE_MICROS, 1, billed)), ended.get("cost").asText());
+  }
+
+  /** The renter's ledger holds the captures of exactly the cost, nothing is held, and the books balance. */
+  static void assertMoneySettled(ApiClient.Customer renter, JsonNode ended, String deposit) {
+    long cost = Money.parse(ended.get("cost").asText());
+    eventually(WAIT, () -> {
+      JsonNode account = api.account(renter.apiKey());
+      assertEquals("0.000000", account.get("held").asText(), "hold released");
+      assertEquals(Money.format(Money.parse(deposit) - cost), account.get("balance").asText());
+      long captured = 0;
+      for (JsonNode e : api.ledger(renter.apiKey(), "?limit=500").get("entries")) {
+        if (e.get("kind").asText().equals("capture")) captured += Money.parse(e.get("amount").asText().substring(1)); // "-0.006916"
+      }
+      assertEquals(cost, captured, "ledger captures add up to the cost");
+      JsonNode audit = api.audit();
+      assertTrue(audit.get("conserved").asBoolean(), audit.toString());
+      assertEquals("0.000000", audit.get("pending_captures").asText(), audit.toString());
+      assertEquals("0.000000", audit.get("pending_credits").asText(), audit.toString());
+    });
+  }
+
+  @Test
+  void stoppedByRenterIsBilledForTheSecondsItRan() throws Exception {
+    host("eu-nl", 2);
+    ApiClient.Customer renter = renter("Stopper", "10");
+    JsonNode launched = launch(renter, "eu-nl", "");
+    assertEquals("provisioning", launched.get("status").asText(), launched.toString());
+    assertEquals("2.490000", launched.get("price_per_gpu_hour").asText(), "the host's floor, frozen");
+    String id = launched.get("id").asText();
+    JsonNode running = awaitStatus(renter, id, "running");
+    Instant startedAt = Instant.parse(running.get("started_at").asText());
+    eventually(WAIT, () -> assertTrue(rental(renter, id).get("billed_seconds").asLong() >= 5));
+    Instant stopAt = Instant.now();
+    JsonNode stopping = api.post("/v1/rentals/" + id + "/stop", renter.apiKey(), null).expect(202).json().get("rental");
+    assertTrue(List.of("stopping", "ended").contains(stopping.get("status").asText()), stopping.toString());
+    JsonNode ended = awaitStatus(renter, id, "ended");
+    assertEquals("stopped_by_renter", ended.get("end_reason").asText());
+    assertBilledWithin(ended, startedAt, stopAt);
+    assertMoneySettled(renter, ended, "10");
+    JsonNode usage = api.get("/v1/rentals/" + id + "/usage", renter.apiKey()).expect(200).json();
+    assertEquals(ended.get("billed_seconds").asLong(), usage.get("billed_seconds").asLong());
+    assertEquals(1, usage.get("started_hours").asLong());
+    assertEquals("2.490000", usage.get("cost_per_started_hour").asText());
+    assertTrue(usage.get("checkpoints").size() >= 2, usage.toString());
+    eventually(WAIT, () -> assertEquals(2, offered("eu-nl"), "the card is free again"));
+  }
+
+  @Test
+  void rentalCapEndsTheRentalAtTheLastSecondItCovers() throws Exception {
+    host("eu-de", 1);
+    ApiClient.Customer renter = renter("Capped", "10");
+    long maxTotal = Metering.cost(PRICE_MICROS, 1, 4); // exactly four seconds
+    String id = launch(renter, "eu-de", ",\"max_total\":\"" + Money.format(maxTotal) + "\"").get("id").asText();
+    JsonNode ended = awaitStatus(renter, id, "ended");
+    assertEquals("rental_cap_reached", ended.get("end_reason").asText(), ended.toString());
+    assertEquals(4, ended.get("billed_seconds").asLong());
+    assertEquals(Money.format(maxTotal), ended.get("cost").asText());
+    assertMoneySettled(renter, ended, "10");
+  }
+
+  @Test
+  void balanceExhaustedWhenTheHoldCannotGrow() throws Exception {
+    host("eu-fr", 1);
+    long hold = Metering.cost(Money.parse("3.00"), 1, 8);
+    // enough for the first hold and a little more, not for an extension
+    String deposit = Money.format(hold + 100);
+    ApiClient.Customer renter = renter("Thrifty", deposit);
+    String id = launch(renter, "eu-fr", "").get("id").asText();
+    JsonNode ended = awaitStatus(renter, id, "ended");
+    assertEquals("balance_exhausted", ended.get("end_reason").asText(), ended.toString());
+    long billed = ended.get("billed_seconds").asLong();
+    assertEquals(Metering.maxSecondsWithin(PRICE_MICROS, 1, hold, 1_000_000), billed, "exactly the seconds the hold covered");
+    assertMoneySettled(renter, ended, deposit);
+  }
+
+  @Test
+  void noCapacityWhenNothingMatchesInTime() {
+    ApiClient.Customer renter = renter("Patient", "10");
+    JsonNode launched = api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"a100-80gb\",\"max_price_per_gpu_hour\":\"3.00\","
+        + "\"image\":\"ubuntu:24.04\",\"wait_seconds\":2}").expect(201).json().get("rental");
+    assertEquals("pending", launched.get("status").asText());
+    JsonNode ended = awaitStatus(renter, launched.get("id").asText(), "ended");
+    assertEquals("no_capacity", ended.get("end_reason").asText());
+    assertEquals(0, ended.get("billed_seconds").asLong());
+    assertMoneySettled(renter, ended, "10");
+  }
+
+  @Test
+  void provisioningFailedChargesNothing() throws Exception {
+    host("us-east", 1);
+    ApiClient.Customer renter = renter("Unlucky", "10");
+    JsonNode launched = api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"h100-80gb\",\"region\":\"us-east\","
+        + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\",\"command\":[\"/no/such/program\"]}").expect(201)
+        .json().get("rental");
+    JsonNode ended = awaitStatus(renter, launched.get("id").asText(), "ended");
+    assertEquals("provisioning_failed", ended.get("end_reason").asText(), ended.toString());
+    assertEquals("0.000000", ended.get("cost").asText());
+    assertMoneySettled(renter, ended, "10");
+  }
+
+  @Test
+  void hostLostBillsOnlyUpToTheLastHeartbeat() throws Exception {
+    Agent agent = host("us-west", 1);
+    ApiClient.Customer renter = renter("Stranded", "10");
+    String id = launch(renter, "us-west", "").get("id").asText();
+    JsonNode running = awaitStatus(renter, id, "running");
+    Instant startedAt = Instant.parse(running.get("started_at").asText());
+    eventually(WAIT, () -> assertTrue(rental(renter, id).get("billed_seconds").asLong() >= 3));
+    Instant lastSeen = Instant.now();
+    agent.close(); // the machine disappears
+    JsonNode ended = awaitStatus(renter, id, "ended");
+    assertEquals("host_lost", ended.get("end_reason").asText(), ended.toString());
+    long billed = ended.get("billed_seconds").asLong();
+    long upToLastHeartbeat = Duration.between(startedAt, lastSeen).getSeconds();
+    assertTrue(billed <= upToLastHeartbeat + 1, "billed " + billed + " s, the host was last heard about " + upToLastHeartbeat + " s in");
+    assertTrue(billed >= upToLastHeartbeat - 2, "billed " + billed + " s, heartbeats every second until " + upToLastHeartbeat + " s");
+    assertMoneySettled(renter, ended, "10");
+  }
+
+  @Test
+  void aRenterCannotSeeStopOrStreamAnotherRentersRental() throws Exception {
+    host("ap-sg", 1);
+    ApiClient.Customer owner = renter("Owner", "10");
+    ApiClient.Customer other = renter("Other", "10");
+    String id = launch(owner, "ap-sg", "").get("id").asText();
+    api.get("/v1/rentals/" + id, other.apiKey()).expectProblem(404, "not_found");
+    api.post("/v1/rentals/" + id + "/stop", other.apiKey(), null).expectProblem(404, "not_found");
+    api.get("/v1/rentals/" + id + "/usage", other.apiKey()).expectProblem(404, "not_found");
+    api.get("/v1/rentals/" + id + "/events", other.apiKey()).expectProblem(404, "not_found");
+    eventually(WAIT, () -> assertEquals(0, api.get("/v1/rentals", other.apiKey()).expect(200).json().get("rentals").size()));
+    api.post("/v1/rentals/" + id + "/stop", owner.apiKey(), null).expect(202);
+    awaitStatus(owner, id, "ended");
+  }
+}
