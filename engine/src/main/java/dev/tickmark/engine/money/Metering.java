@@ -35,7 +35,7 @@ public final class Metering {
     long lo = 0;
     long hi = limit;
     while (lo < hi) {
-      long mid = lo + (hi - lo + 1) / 2;
+      long mid = hi - (hi - lo) / 2; // the upper middle, without overflow when limit is Long.MAX_VALUE
       if (costOrMax(pricePerGpuHour, cards, mid) <= budget) lo = mid;
       else hi = mid - 1;
     }

@@ -115,6 +115,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   public record Unsubscribe(ActorRef<Update> subscriber) implements Command {}
 
+  /** Brings an unfinished rental back after its node was lost: recovery resumes metering and money. */
+  public enum Wake implements Command {
+    INSTANCE
+  }
+
   // From the host's agent (through its session) and the host entity; each is safe to deliver twice.
   public record WorkloadStarted(String hostId, Instant at) implements Command {}
 
@@ -381,6 +386,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         .onCommand(WorkloadStopped.class, c -> Effect().noReply())
         .onCommand(WorkloadFailed.class, c -> Effect().noReply())
         .onCommand(Released.class, c -> Effect().noReply())
+        .onCommand(MatchAnswer.class, this::onLateMatch)
         .onAnyCommand(c -> Effect().noReply());
 
     return empty.orElse(pending).orElse(provisioning).orElse(running).orElse(ending).orElse(any).build();
@@ -451,6 +457,18 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     }
     answerCreator(state);
     timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
+    return Effect().noReply();
+  }
+
+  /** A match that lands after the rental stopped waiting for one (cancelled, no_capacity): the host gets its cards back. */
+  private ReplyEffect<Event, State> onLateMatch(State state, MatchAnswer answer) {
+    if (answer.result() instanceof Matcher.Matched m) {
+      Terms terms = termsOf(state);
+      String hostId = m.reservation().hostId();
+      if (terms == null || !terms.hostId().equals(hostId)) {
+        ports.host(hostId).tell(new Host.ReleaseCards(rentalId, context.getSystem().ignoreRef()));
+      }
+    }
     return Effect().noReply();
   }
 
@@ -533,9 +551,15 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     Instant now = now();
     Instant upTo = now;
     if (answer.liveness() != null && answer.liveness().lastHeartbeatAt() != null) upTo = min(now, answer.liveness().lastHeartbeatAt());
-    long second = Math.min(secondsBetween(state.startedAt(), upTo), limitSeconds(state));
+    // A spot rental is never billed past its preemption deadline, even when this answer arrives after it.
+    if (state.preemptionDeadline() != null) upTo = min(upTo, state.preemptionDeadline());
+    // Never settle more than the hold covers: the capture would be refused while the provider is credited.
+    long second = Math.min(secondsBetween(state.startedAt(), upTo), Math.min(limitSeconds(state), heldSeconds(state)));
     long settled = state.last() == null ? 0 : state.last().throughSecond();
-    if (second <= settled) return Effect().noReply();
+    if (second <= settled) {
+      maybeExtend(state); // the hold may be what holds the settlement back
+      return Effect().noReply();
+    }
     Checkpoint checkpoint = checkpoint(state.terms(), second, now);
     return Effect().persist(new Settled(checkpoint, now)).thenRun(s -> {
       metrics.settlements.increment();
@@ -614,6 +638,12 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return Math.min(byCap, byHold);
   }
 
+  /** The seconds the current hold pays for at the agreed price: no capture may go beyond them. */
+  private static long heldSeconds(Running state) {
+    return Metering.maxSecondsWithin(state.terms().pricePerGpuHour(), state.terms().cards().size(), state.order().holdAmount(),
+        10L * 365 * 24 * 3600);
+  }
+
   private String limitReason(Running state) {
     int cards = state.terms().cards().size();
     long price = state.terms().pricePerGpuHour();
@@ -636,7 +666,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private ReplyEffect<Event, State> endRunning(Running state, String reason, Instant endAt, ActorRef<StatusReply<View>> replyTo) {
     Instant end = max(state.startedAt(), endAt);
-    long billed = Math.min(secondsBetween(state.startedAt(), end), limitSeconds(state));
+    long billed = Math.min(secondsBetween(state.startedAt(), end), Math.min(limitSeconds(state), heldSeconds(state)));
     long settled = state.last() == null ? 0 : state.last().throughSecond();
     billed = Math.max(billed, settled); // settled seconds were charged; cumulative totals never go down
     return end(state.order(), state.terms(), state.startedAt(), state.checkpoints(), reason, end, billed, replyTo);
@@ -666,10 +696,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private void finish(Ending state) {
     if (state.last() != null) deliver(state.order(), state.terms(), state.last(), true);
     else creditedThrough = Math.max(creditedThrough, 0);
-    if (!holdReleased) {
-      context.askWithStatus(Account.HoldView.class, ports.account(state.order().renterId()), settings.askTimeout(),
-          reply -> new Account.ReleaseHold(rentalId, reply), (v, failure) -> new Released("hold", failure == null));
-    }
+    releaseHoldOnceCaptured(state);
     if (state.terms() != null && !cardsReleased) {
       context.askWithStatus(Done.class, ports.host(state.terms().hostId()), settings.askTimeout(),
           reply -> new Host.ReleaseCards(rentalId, reply), (v, failure) -> new Released("cards", failure == null));
@@ -678,12 +705,25 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     else timers.startSingleTimer(Timer.STOP_EXPIRED, Timer.STOP_EXPIRED, settings.stopTimeout());
   }
 
+  /**
+   * The rest of the hold goes back only once the final capture landed: a released hold refuses every later
+   * capture, so a lost final capture would never be charged. A hold the account never placed (the rental was
+   * cancelled before it answered) has nothing to release.
+   */
+  private void releaseHoldOnceCaptured(Ending state) {
+    if (holdReleased || (state.last() != null && capturedThrough < state.last().throughSecond())) return;
+    context.askWithStatus(Account.HoldView.class, ports.account(state.order().renterId()), settings.askTimeout(),
+        reply -> new Account.ReleaseHold(rentalId, reply),
+        (v, failure) -> new Released("hold", failure == null || Rejection.HOLD_NOT_FOUND.equals(codeOf(failure))));
+  }
+
   private ReplyEffect<Event, State> onDeliveredEnding(Ending state, Delivered d) {
     if (!record(d)) {
       timers.startSingleTimer(Timer.REDELIVER, Timer.REDELIVER, settings.retryInterval());
       return Effect().noReply();
     }
     if (d.side().equals("final-credit")) finalCredited = true;
+    if (d.side().equals("capture")) releaseHoldOnceCaptured(state);
     return maybeClose(state);
   }
 
@@ -766,6 +806,14 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private static boolean fromHost(Terms terms, String hostId) {
     return terms != null && terms.hostId().equals(hostId);
+  }
+
+  static Terms termsOf(State state) {
+    if (state instanceof Provisioning p) return p.terms();
+    if (state instanceof Running r) return r.terms();
+    if (state instanceof Ending e) return e.terms();
+    if (state instanceof Finished f) return f.terms();
+    return null;
   }
 
   static Order orderOf(State state) {

@@ -44,6 +44,19 @@ public final class RentalReadModel {
     });
   }
 
+  /** Ids of rentals that have not finished, for waking them after a node was lost. */
+  public CompletionStage<List<String>> unfinished() {
+    return jdbc.run(connection -> {
+      try (PreparedStatement st = connection.prepareStatement(
+          "SELECT rental_id FROM rentals WHERE status IN ('pending', 'provisioning', 'running', 'stopping')");
+          ResultSet rs = st.executeQuery()) {
+        List<String> ids = new ArrayList<>();
+        while (rs.next()) ids.add(rs.getString(1));
+        return ids;
+      }
+    });
+  }
+
   private static RentalRow row(ResultSet rs) throws SQLException {
     long price = rs.getLong(9);
     Long pricePerGpuHour = rs.wasNull() ? null : price;

@@ -1,0 +1,788 @@
+package dev.tickmark.engine.rental;
+
+import static dev.tickmark.engine.rental.RentalFixture.GPU;
+import static dev.tickmark.engine.rental.RentalFixture.REGION;
+import static dev.tickmark.engine.rental.RentalFixture.START;
+import static dev.tickmark.engine.rental.RentalFixture.assertRejected;
+import static dev.tickmark.engine.rental.RentalFixture.ok;
+import static dev.tickmark.engine.rental.RentalFixture.onDemand;
+import static dev.tickmark.engine.rental.RentalFixture.settings;
+import static dev.tickmark.engine.rental.RentalFixture.spec;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.account.Account;
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.market.Matcher;
+import dev.tickmark.engine.money.Metering;
+import dev.tickmark.engine.rental.Rental.Checkpoint;
+import dev.tickmark.engine.rental.Rental.Ended;
+import dev.tickmark.engine.rental.Rental.Settings;
+import dev.tickmark.engine.rental.Rental.Spec;
+import dev.tickmark.engine.rental.Rental.State;
+import dev.tickmark.engine.rental.Rental.View;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
+import org.apache.pekko.pattern.StatusReply;
+import org.apache.pekko.persistence.testkit.javadsl.EventSourcedBehaviorTestKit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * One behaviour of the {@link Rental} entity per test, each through {@link RentalFixture}: the rental in
+ * an {@link EventSourcedBehaviorTestKit}, the real renter and provider {@link Account}s on the in-memory
+ * journal (so every amount is checked where the money lands), a scripted host, a matcher probe and a
+ * test clock.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@ExtendWith(TestKitJUnit5Extension.class)
+class RentalTest {
+  /** The testkit's in-memory journal first, then application.conf (test resources) for the serialization bindings. */
+  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+
+  @JUnit5TestKit
+  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("RentalTest").withCustomConfig(CONFIG).build();
+
+  /** µ€ per GPU-hour: the renter's ceiling and the host's (lower) floor. */
+  private static final long CEILING = 3_000_000;
+  private static final long FLOOR = 2_890_000;
+  private static final int CARDS = 2;
+  private static final long DEPOSIT = 100_000_000;
+  /** 1 µ€ per GPU-second, so hold arithmetic reads plainly. */
+  private static final long ONE_PER_SECOND = 3_600;
+  private static final int FEE = Metering.DEFAULT_FEE_BPS;
+
+  private RentalFixture fixture() {
+    return new RentalFixture(testKit, settings(), DEPOSIT);
+  }
+
+  private RentalFixture fixture(Settings settings, long deposit) {
+    return new RentalFixture(testKit, settings, deposit);
+  }
+
+  private static long cost(long seconds) {
+    return Metering.cost(FLOOR, CARDS, seconds);
+  }
+
+  private static Checkpoint checkpoint(long price, int cards, long seconds, Instant at) {
+    long cost = Metering.cost(price, cards, seconds);
+    long provider = Metering.providerShare(cost, FEE);
+    return new Checkpoint(seconds, cost, provider, cost - provider, at);
+  }
+
+  private static Instant at(long seconds) {
+    return START.plusSeconds(seconds);
+  }
+
+  /** Conservation: the renter's captures equal the provider's credits plus the platform's, and both equal {@code total}. */
+  private static void assertConserved(RentalFixture f, long total) {
+    Account.Summary renter = f.renter.summary();
+    Account.Summary provider = f.provider.summary();
+    assertEquals(total, renter.captured(), "captured from the renter");
+    assertEquals(total, provider.credited() + provider.platformCredited(), "credited to the provider and the platform");
+    assertEquals(Metering.providerShare(total, FEE), provider.credited(), "the provider's share");
+  }
+
+  private static void assertHoldReleased(RentalFixture f, long deposit, long charged) {
+    Account.Summary renter = f.renter.summary();
+    assertEquals(0, renter.held(), "nothing stays held");
+    assertEquals(deposit - charged, renter.balance());
+    assertEquals(deposit - charged, renter.available());
+    Account.HoldView hold = ok(f.renter.hold(f.rentalId));
+    assertFalse(hold.open(), "the hold is closed");
+    assertEquals(charged, hold.captured());
+    assertEquals(hold.amount() - charged, hold.released());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Create: hold first, then the matcher
+
+  @Test
+  void createPlacesHoldForHoldSecondsAtTheCeilingThenAsksTheMatcher() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+
+    long hold = Metering.cost(CEILING, CARDS, 300);
+    assertEquals(500_000, hold, "3 EUR per GPU-hour on 2 cards for 300 s");
+    assertEquals(List.of(new Rental.Requested(f.renterId, spec, hold, START)), f.events());
+
+    Matcher.Match match = f.expectMatch();
+    assertEquals(new Matcher.Match(f.rentalId, GPU, CARDS, Listing.Tier.ON_DEMAND, REGION, CEILING, match.replyTo()), match);
+    // The matcher is asked only once the account placed the hold.
+    Account.PlaceHold placed = f.renter.expect(Account.PlaceHold.class, c -> true);
+    assertEquals(new Account.PlaceHold(f.rentalId, hold, placed.replyTo()), placed);
+    Account.HoldView view = ok(f.renter.hold(f.rentalId));
+    assertEquals(new Account.HoldView(f.rentalId, hold, 0, 0, true), view);
+    Account.Summary renter = f.renter.summary();
+    assertEquals(hold, renter.held());
+    assertEquals(DEPOSIT - hold, renter.available());
+    assertEquals("pending", f.get().status());
+  }
+
+  @Test
+  void holdIsCappedByTheRentalsMaxTotal() {
+    RentalFixture f = fixture();
+    Spec spec = spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, 123_456L, 30);
+    f.create(spec);
+    assertEquals(new Rental.Requested(f.renterId, spec, 123_456, START), f.events().get(0));
+    f.expectMatch();
+    assertEquals(123_456, ok(f.renter.hold(f.rentalId)).amount());
+  }
+
+  @Test
+  void refusedHoldAnswersInsufficientFundsAndChargesNothing() {
+    RentalFixture f = fixture(settings(), 100_000);
+    f.create(onDemand(CARDS, CEILING));
+
+    assertRejected(Rejection.INSUFFICIENT_FUNDS, f.creator.receiveMessage(RentalFixture.WAIT));
+    Rental.RefusedRental refused = f.awaitState(Rental.RefusedRental.class);
+    assertEquals(Rejection.INSUFFICIENT_FUNDS, refused.code());
+    assertEquals(List.of(Rental.Requested.class, Rental.Refused.class), f.events().stream().map(Object::getClass).toList());
+    View view = f.get();
+    assertEquals("refused", view.status());
+    assertEquals(0, view.cost());
+    assertNull(view.terms());
+
+    Account.Summary renter = f.renter.summary();
+    assertEquals(100_000, renter.balance());
+    assertEquals(0, renter.held());
+    assertEquals(0, renter.captured());
+    assertRejected(Rejection.HOLD_NOT_FOUND, f.renter.hold(f.rentalId));
+    f.matcher.expectNoMessage(Duration.ofMillis(200));
+
+    assertEquals(refused, f.kit.restart().state());
+    assertEquals("refused", ok(f.stop(f.renterId)).status());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Matching
+
+  @Test
+  void noMatchWithinWaitSecondsEndsNoCapacityAndReleasesTheHold() {
+    RentalFixture f = fixture();
+    f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 30));
+    f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
+    // The creator hears after the first attempt, then the rental keeps asking.
+    assertEquals("pending", ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    f.clock.advance(Duration.ofSeconds(31));
+    f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
+
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(new Ended(Rental.NO_CAPACITY, at(31), 0, at(31)), ended);
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, DEPOSIT, 0);
+    assertConserved(f, 0);
+    View view = f.get();
+    assertEquals("ended", view.status());
+    assertEquals(Rental.NO_CAPACITY, view.endReason());
+    assertTrue(f.events(Rental.Settled.class).isEmpty());
+  }
+
+  @Test
+  void silentMatcherEndsNoCapacityWhenTheWaitExpires() {
+    RentalFixture f = fixture();
+    f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 1));
+    f.expectMatch(); // never answered: the wait timer (1 s) ends the rental
+    assertEquals(Rental.NO_CAPACITY, f.awaitEvent(Ended.class).reason());
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, DEPOSIT, 0);
+  }
+
+  @Test
+  void matchAnsweredAfterTheRentalEndedReleasesTheReservedCards() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    Matcher.Match match = f.expectMatch();
+    View stopping = f.stop();
+    assertEquals(Rental.CANCELLED, stopping.endReason());
+    f.awaitState(Rental.Finished.class);
+
+    // The matcher was mid-proposal: the host reserved cards for a rental that no longer wants them.
+    match.replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    assertEquals(f.rentalId, f.host.expect(Host.ReleaseCards.class).rentalId());
+    assertInstanceOf(Rental.Finished.class, f.kit.getState());
+    assertHoldReleased(f, DEPOSIT, 0);
+  }
+
+  @Test
+  void matchFreezesTheHostsFloorNotTheCeilingAndStartsTheWorkload() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+
+    View created = ok(f.creator.receiveMessage(RentalFixture.WAIT));
+    assertEquals("provisioning", created.status());
+    Rental.Terms terms = new Rental.Terms(f.hostId, f.providerId, List.of(0, 1), FLOOR, false, START);
+    assertEquals(terms, created.terms());
+    assertEquals(new Rental.Matched(terms, START), f.events().get(1));
+    assertEquals(new Rental.Provisioning(new Rental.Order(f.renterId, spec, Metering.cost(CEILING, CARDS, 300), START), terms),
+        f.kit.getState());
+
+    Host.StartWorkload start = f.host.expect(Host.StartWorkload.class);
+    assertEquals(new Host.StartWorkload(f.rentalId, spec.image(), spec.command(), spec.sshPublicKey(), false, start.replyTo()), start);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Provisioning
+
+  @Test
+  void workloadFailureEndsProvisioningFailedChargingNothing() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class);
+
+    assertTrue(f.kit.runCommand(new Rental.WorkloadFailed("some-other-host", "image pull failed")).hasNoEvents());
+    f.clock.advance(Duration.ofSeconds(4));
+    var failed = f.kit.runCommand(new Rental.WorkloadFailed(f.hostId, "image pull failed"));
+    assertEquals(List.of(new Ended(Rental.PROVISIONING_FAILED, at(4), 0, at(4))), failed.events());
+
+    assertEquals(f.rentalId, f.host.expect(Host.StopWorkload.class).rentalId());
+    assertEquals(f.rentalId, f.host.expect(Host.ReleaseCards.class).rentalId());
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, DEPOSIT, 0);
+    assertConserved(f, 0);
+    assertTrue(f.events(Rental.Settled.class).isEmpty());
+    View view = f.get();
+    assertEquals(0, view.billedSeconds());
+    assertEquals(0, view.cost());
+  }
+
+  @Test
+  void provisioningTimeoutEndsProvisioningFailedAndStopsALateWorkload() {
+    RentalFixture f = fixture(RentalFixture.withProvisioningTimeout(settings(), Duration.ofMillis(500)), DEPOSIT);
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class);
+
+    assertEquals(Rental.PROVISIONING_FAILED, f.awaitEvent(Ended.class).reason());
+    f.host.expect(Host.ReleaseCards.class);
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, DEPOSIT, 0);
+
+    // The agent starts it after all: it is stopped again, and nothing is metered.
+    var late = f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
+    assertTrue(late.hasNoEvents());
+    assertEquals(f.rentalId, f.host.expect(Host.StopWorkload.class).rentalId());
+    assertConserved(f, 0);
+  }
+
+  @Test
+  void refusedStartIsRetriedUntilTheHostTakesIt() {
+    RentalFixture f = fixture();
+    f.host.startRefusal.set(Host.NOT_AVAILABLE);
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class);
+    f.host.startRefusal.set(null);
+    f.host.expect(Host.StartWorkload.class);
+    f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
+    assertEquals("running", f.get().status());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Running: metering and settlements
+
+  @Test
+  void settlesCumulativeCheckpointsDeliveredToBothAccountsUnderOneKey() {
+    RentalFixture f = fixture();
+    View running = f.running(onDemand(CARDS, CEILING), FLOOR);
+    assertEquals(START, running.startedAt());
+    assertEquals(f.rentalId, f.host.expect(Host.ConfirmCards.class).rentalId());
+
+    f.clock.advance(Duration.ofSeconds(10));
+    f.awaitCheckpoints(10L);
+    Checkpoint first = checkpoint(FLOOR, CARDS, 10, at(10));
+    assertEquals(first, f.lastCheckpoint());
+    assertEquals(16_055, first.cost(), "2.89 EUR per GPU-hour on 2 cards for 10 s");
+    f.awaitAssert(() -> assertConserved(f, first.cost()));
+
+    f.clock.advance(Duration.ofSeconds(7)); // 17 s: less than an interval since the last checkpoint
+    f.clock.advance(Duration.ofMillis(5_900)); // 22.9 s: whole seconds only
+    f.awaitCheckpoints(10L, 22L);
+    Checkpoint second = checkpoint(FLOOR, CARDS, 22, at(22).plusMillis(900));
+    assertEquals(second, f.lastCheckpoint());
+    f.awaitAssert(() -> assertConserved(f, second.cost()));
+
+    // Both accounts posted each checkpoint once, cumulatively, under the key rentalId:second.
+    List<Account.Captured> captures = f.renter.events(Account.Captured.class);
+    assertEquals(List.of(
+        new Account.Captured(f.rentalId, 10, first.cost(), first.cost(), at(10)),
+        new Account.Captured(f.rentalId, 22, second.cost(), second.cost() - first.cost(), at(22).plusMillis(900))), captures);
+    List<Account.EarningsCredited> credits = f.provider.events(Account.EarningsCredited.class);
+    assertEquals(List.of(
+        new Account.EarningsCredited(f.rentalId, 10, first.provider(), first.platform(), first.provider(), first.platform(), false, at(10)),
+        new Account.EarningsCredited(f.rentalId, 22, second.provider(), second.platform(), second.provider() - first.provider(),
+            second.platform() - first.platform(), false, at(22).plusMillis(900))), credits);
+    Account.Posting captureAgain = ok(f.renter.capture(f.rentalId, 22, second.cost()));
+    assertEquals(new Account.Posting(f.rentalId + ":22", second.cost() - first.cost(), true), captureAgain);
+    Account.Posting creditAgain = ok(f.provider.credit(f.rentalId, 22, second.provider(), second.platform(), false));
+    assertEquals(new Account.Posting(f.rentalId + ":22", second.provider() - first.provider(), true), creditAgain);
+
+    View view = f.get();
+    assertEquals(22, view.billedSeconds());
+    assertEquals(second.cost(), view.cost());
+    assertEquals(List.of(first, second), view.checkpoints());
+  }
+
+  @Test
+  void stopByTheRenterBillsToTheStopInstantReleasesTheHoldAndCloses() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(10));
+    f.awaitCheckpoints(10L);
+    f.clock.advance(Duration.ofMillis(13_700));
+
+    View stopping = f.stop();
+    assertEquals("stopping", stopping.status());
+    assertEquals(Rental.STOPPED_BY_RENTER, stopping.endReason());
+    assertEquals(23, stopping.billedSeconds());
+    assertEquals(cost(23), stopping.cost());
+    Instant stopAt = at(23).plusMillis(700);
+    assertEquals(List.of(10L, 23L), f.checkpointSeconds());
+    assertEquals(new Ended(Rental.STOPPED_BY_RENTER, stopAt, 23, stopAt), f.awaitEvent(Ended.class));
+
+    assertEquals(f.rentalId, f.host.expect(Host.StopWorkload.class).rentalId());
+    f.host.expect(Host.ReleaseCards.class);
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(23)));
+    f.awaitAssert(() -> assertConserved(f, cost(23)));
+    List<Account.EarningsCredited> credits = f.provider.events(Account.EarningsCredited.class);
+    assertTrue(credits.get(credits.size() - 1).last(), "the final credit closes the source: " + credits);
+    assertEquals(1, credits.stream().filter(Account.EarningsCredited::last).count());
+
+    // Metering is over, the rental waits for the agent to confirm the stop.
+    assertInstanceOf(Rental.Ending.class, f.kit.getState());
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    View ended = f.get();
+    assertEquals("ended", ended.status());
+    assertEquals(stopAt, ended.endedAt());
+    assertEquals(23, ended.billedSeconds());
+    assertEquals(cost(23), ended.cost());
+    f.clock.advance(Duration.ofSeconds(60));
+    assertEquals(23, f.get().billedSeconds(), "an ended rental's bill does not grow");
+  }
+
+  @Test
+  void settlesOnlyUpToTheHostsLastHeartbeat() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    Instant lastHeartbeat = at(15).plusMillis(400);
+    f.host.liveness.set(now -> new Host.Liveness(true, lastHeartbeat));
+    f.clock.advance(Duration.ofSeconds(40));
+    f.awaitCheckpoints(15L);
+    f.awaitAssert(() -> assertConserved(f, cost(15)));
+
+    // The heartbeat catches up: so does the settlement.
+    f.host.liveness.set(now -> new Host.Liveness(true, now));
+    f.awaitCheckpoints(15L, 40L);
+  }
+
+  @Test
+  void hostLostBillsOnlyUpToTheLastHeartbeat() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    Instant lastHeartbeat = at(12).plusMillis(500);
+    assertTrue(f.kit.runCommand(new Rental.HostLost("some-other-host", lastHeartbeat)).hasNoEvents());
+    f.host.liveness.set(now -> new Host.Liveness(false, lastHeartbeat));
+    f.clock.advance(Duration.ofSeconds(45)); // the heartbeat timeout noticed it 32.5 s later
+    f.kit.runCommand(new Rental.HostLost(f.hostId, lastHeartbeat));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.HOST_LOST, ended.reason());
+    assertEquals(lastHeartbeat, ended.endAt());
+    assertEquals(12, ended.billedSeconds());
+    assertEquals(List.of(12L), f.checkpointSeconds());
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(12)));
+    f.awaitAssert(() -> assertConserved(f, cost(12)));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Tiers
+
+  @Test
+  void spotPreemptionEndsAtTheDeadlineBilledUntilThen() {
+    RentalFixture f = fixture();
+    f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
+    f.clock.advance(Duration.ofSeconds(5));
+    Instant deadline = at(30);
+    var scheduled = f.kit.runCommand(new Rental.Preempt(f.hostId, deadline));
+    assertEquals(List.of(new Rental.PreemptionScheduled(deadline, at(5))), scheduled.events());
+    assertEquals(deadline, f.get().preemptionDeadline());
+    assertTrue(f.kit.runCommand(new Rental.Preempt(f.hostId, at(90))).hasNoEvents(), "a later deadline changes nothing");
+    assertTrue(f.kit.runCommand(new Rental.Preempt("some-other-host", at(10))).hasNoEvents());
+
+    f.clock.advance(Duration.ofSeconds(40)); // 45 s, 15 s past the deadline
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(new Ended(Rental.PREEMPTED, deadline, 30, at(45)), ended);
+    assertEquals(30, f.lastCheckpoint().throughSecond());
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(30)));
+    f.awaitAssert(() -> assertConserved(f, cost(30)));
+  }
+
+  @Test
+  void settlementNeverPassesThePreemptionDeadline() {
+    RentalFixture f = fixture();
+    f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
+    f.kit.runCommand(new Rental.Preempt(f.hostId, at(15)));
+    f.host.holdLiveness.set(true);
+    f.clock.advance(Duration.ofSeconds(12)); // a tick asks the host how far to settle...
+    f.awaitAssert(() -> assertTrue(f.host.heldLivenessAsks() > 0));
+    f.clock.advance(Duration.ofSeconds(28)); // ...and hears back only after the deadline passed
+    f.host.letLivenessThrough();
+
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.PREEMPTED, ended.reason());
+    assertEquals(15, ended.billedSeconds(), "billed until the deadline: " + f.events());
+    assertEquals(15, f.lastCheckpoint().throughSecond());
+    f.awaitAssert(() -> assertConserved(f, cost(15)));
+  }
+
+  @Test
+  void onDemandRentalIgnoresPreemption() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    assertTrue(f.kit.runCommand(new Rental.Preempt(f.hostId, at(5))).hasNoEvents());
+    assertNull(f.get().preemptionDeadline());
+    f.clock.advance(Duration.ofSeconds(30));
+    f.awaitCheckpoints(30L);
+    assertInstanceOf(Rental.Running.class, f.kit.getState());
+    assertTrue(f.events(Ended.class).isEmpty());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Holds and caps
+
+  @Test
+  void holdIsExtendedWhenLessThanHalfRemains() {
+    RentalFixture f = fixture();
+    f.running(onDemand(1, ONE_PER_SECOND), ONE_PER_SECOND);
+    assertEquals(300, ok(f.renter.hold(f.rentalId)).amount());
+
+    f.clock.advance(Duration.ofSeconds(140)); // 160 left of 300: no extension yet
+    f.awaitCheckpoints(140L);
+    f.clock.advance(Duration.ofSeconds(20)); // 140 left: under half
+    f.awaitCheckpoints(140L, 160L);
+    Rental.HoldExtended extended = f.awaitEvent(Rental.HoldExtended.class);
+    assertEquals(160 + 300, extended.holdAmount(), "spent plus another hold window");
+    f.awaitAssert(() -> assertEquals(460, ok(f.renter.hold(f.rentalId)).amount()));
+    Account.Summary renter = f.renter.summary();
+    assertEquals(460 - 160, renter.held());
+    assertEquals(DEPOSIT - 460, renter.available());
+    assertEquals(460, ((Rental.Running) f.kit.getState()).order().holdAmount());
+  }
+
+  /** Ceiling 3600, floor 2500 µ€/GPU-hour, one card: the 300 µ€ hold covers 433 s at the floor. */
+  private RentalFixture runningOnAThinHold(long deposit) {
+    RentalFixture f = fixture(settings(), deposit);
+    f.running(onDemand(1, ONE_PER_SECOND), 2_500);
+    assertEquals(300, ok(f.renter.hold(f.rentalId)).amount());
+    return f;
+  }
+
+  @Test
+  void refusedExtensionRunsUntilTheHoldIsUsedThenEndsBalanceExhausted() {
+    RentalFixture f = runningOnAThinHold(350);
+    long covered = Metering.maxSecondsWithin(2_500, 1, 300, Long.MAX_VALUE);
+    assertEquals(433, covered);
+
+    f.clock.advance(Duration.ofSeconds(290)); // cost 201 of 300: the extension asks for 109 more, 50 are available
+    f.awaitCheckpoints(290L);
+    assertEquals(new Rental.ExtensionRefused(Rental.BALANCE_EXHAUSTED, at(290)), f.awaitEvent(Rental.ExtensionRefused.class));
+    assertInstanceOf(Rental.Running.class, f.kit.getState());
+
+    f.clock.advance(Duration.ofSeconds(210)); // 500 s
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(new Ended(Rental.BALANCE_EXHAUSTED, at(433), 433, at(500)), ended);
+    assertEquals(300, f.lastCheckpoint().cost(), "exactly what the hold covers");
+    f.awaitAssert(() -> assertHoldReleased(f, 350, 300));
+    f.awaitAssert(() -> assertConserved(f, 300));
+  }
+
+  @Test
+  void extensionRefusedBySpendCapEndsSpendCapReached() {
+    RentalFixture f = fixture(settings(), 0);
+    f.renter.deposit("top-up", 10_000);
+    f.renter.setSpendCap(320L);
+    f.running(onDemand(1, ONE_PER_SECOND), 2_500);
+
+    f.clock.advance(Duration.ofSeconds(290));
+    f.awaitCheckpoints(290L);
+    assertEquals(Rental.SPEND_CAP_REACHED, f.awaitEvent(Rental.ExtensionRefused.class).reason());
+    f.clock.advance(Duration.ofSeconds(210));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(new Ended(Rental.SPEND_CAP_REACHED, at(433), 433, at(500)), ended);
+    f.awaitAssert(() -> assertHoldReleased(f, 10_000, 300));
+    f.awaitAssert(() -> assertConserved(f, 300));
+  }
+
+  @Test
+  void maxTotalEndsRentalCapReached() {
+    RentalFixture f = fixture();
+    f.running(spec(Listing.Tier.ON_DEMAND, 1, ONE_PER_SECOND, 250L, 30), 2_500);
+    assertEquals(250, ok(f.renter.hold(f.rentalId)).amount());
+    long covered = Metering.maxSecondsWithin(2_500, 1, 250, Long.MAX_VALUE);
+    assertEquals(361, covered);
+
+    f.clock.advance(Duration.ofSeconds(300));
+    f.awaitCheckpoints(300L);
+    f.clock.advance(Duration.ofSeconds(200));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(new Ended(Rental.RENTAL_CAP_REACHED, at(361), 361, at(500)), ended);
+    assertTrue(f.events(Rental.HoldExtended.class).isEmpty(), "the hold never grows past max_total");
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, 250));
+    f.awaitAssert(() -> assertConserved(f, 250));
+  }
+
+  @Test
+  void settlesNoMoreThanTheHoldCoversAfterAnOutage() {
+    // The node was down (or the ticks stalled) for far longer than the hold covers, and the balance
+    // cannot pay for more: the renter pays the hold, the provider is credited for the same seconds.
+    RentalFixture f = fixture(settings(), 350);
+    f.running(onDemand(1, ONE_PER_SECOND), ONE_PER_SECOND);
+    f.clock.advance(Duration.ofSeconds(1_000));
+
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.BALANCE_EXHAUSTED, ended.reason());
+    assertEquals(300, ended.billedSeconds());
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, 350, 300);
+    assertConserved(f, 300);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Agent messages, other renters
+
+  @Test
+  void duplicateAgentMessagesChangeNothing() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(3));
+    assertTrue(f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant())).hasNoEvents());
+    assertEquals(START, f.get().startedAt(), "a repeated start does not restart metering");
+
+    f.clock.advance(Duration.ofSeconds(8));
+    f.stop();
+    int events = f.events().size();
+    f.agentStopped();
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertEquals(events + 1, f.events().size(), "one Closed: " + f.events());
+    f.agentStopped();
+    assertTrue(f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant())).hasNoEvents());
+    assertEquals(events + 1, f.events().size());
+    f.awaitAssert(() -> assertConserved(f, cost(11)));
+  }
+
+  @Test
+  void workloadStoppedTwiceWhileRunningEndsTheRentalOnce() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(7));
+    var first = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6)));
+    var again = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6)));
+    assertEquals(1, first.events().stream().filter(Ended.class::isInstance).count());
+    assertEquals(6, f.events(Ended.class).get(0).billedSeconds(), "billed to the instant the agent saw it stop");
+    assertTrue(again.events().stream().noneMatch(e -> e instanceof Ended || e instanceof Rental.Settled), "" + again.events());
+    f.awaitState(Rental.Finished.class);
+    assertEquals(1, f.events(Ended.class).size());
+    assertEquals(1, f.events(Rental.Closed.class).size());
+    f.awaitAssert(() -> assertConserved(f, cost(6)));
+  }
+
+  @Test
+  void anotherRentersGetAndStopAreNotFound() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    assertRejected(Rejection.NOT_FOUND, f.get("renter-someone-else"));
+    assertRejected(Rejection.NOT_FOUND, f.stop("renter-someone-else"));
+    f.host.expect(Host.StartWorkload.class);
+    f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
+
+    State before = f.kit.getState();
+    assertRejected(Rejection.NOT_FOUND, f.get("renter-someone-else"));
+    assertRejected(Rejection.NOT_FOUND, f.stop("renter-someone-else"));
+    assertEquals(before, f.kit.getState(), "another renter's stop changes nothing");
+    assertEquals("running", ok(f.get(null)).status(), "the operator sees it");
+
+    f.stop();
+    assertRejected(Rejection.NOT_FOUND, f.get("renter-someone-else"));
+    assertRejected(Rejection.NOT_FOUND, f.stop("renter-someone-else"));
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertRejected(Rejection.NOT_FOUND, f.get("renter-someone-else"));
+    assertRejected(Rejection.NOT_FOUND, f.stop("renter-someone-else"));
+    var otherCreate = f.kit.<StatusReply<View>>runCommand(r -> new Rental.Create("renter-someone-else", spec, r));
+    assertRejected(Rejection.ALREADY_EXISTS, otherCreate.reply());
+  }
+
+  @Test
+  void unknownRentalIsNotFound() {
+    RentalFixture f = fixture();
+    assertRejected(Rejection.NOT_FOUND, f.get(f.renterId));
+    assertRejected(Rejection.NOT_FOUND, f.stop(f.renterId));
+    assertEquals(Rental.Empty.INSTANCE, f.kit.getState());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Money delivery under failures
+
+  @Test
+  void lostFinalCaptureIsRetriedBeforeTheHoldIsReleased() {
+    RentalFixture f = fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(500)), DEPOSIT);
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(10));
+    f.awaitCheckpoints(10L);
+    f.awaitAssert(() -> assertConserved(f, cost(10)));
+    // The final capture is lost once on its way to the account (a node crash, a rebalance).
+    java.util.concurrent.atomic.AtomicBoolean lost = new java.util.concurrent.atomic.AtomicBoolean();
+    f.renter.drop.set(c -> c instanceof Account.Capture capture && capture.throughSecond() == 23 && lost.compareAndSet(false, true));
+
+    f.clock.advance(Duration.ofSeconds(13));
+    f.stop();
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertTrue(lost.get());
+    assertHoldReleased(f, DEPOSIT, cost(23));
+    assertConserved(f, cost(23));
+  }
+
+  @Test
+  void cancelWhileTheHoldIsUnansweredCloses() {
+    RentalFixture f = fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(300)), DEPOSIT);
+    // The renter's account does not answer yet: the hold is retried, then the renter cancels.
+    f.renter.drop.set(c -> c instanceof Account.PlaceHold);
+    f.create(onDemand(CARDS, CEILING));
+    f.renter.expect(Account.PlaceHold.class, c -> true);
+    assertEquals(Rental.CANCELLED, f.stop().endReason());
+    f.renter.drop.set(c -> false);
+
+    f.awaitState(Rental.Finished.class);
+    Account.Summary renter = f.renter.summary();
+    assertEquals(0, renter.held());
+    assertEquals(DEPOSIT, renter.balance());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Recovery
+
+  @Test
+  void restartRecoversPendingAndResumesMatching() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch();
+    State before = f.kit.getState();
+    assertEquals(before, f.kit.restart().state());
+
+    // It asks again (the matcher may have lost the request), placing the same hold once.
+    Matcher.Match again = f.expectMatch();
+    Account.Summary renter = f.renter.summary();
+    assertEquals(Metering.cost(CEILING, CARDS, 300), renter.held());
+    assertEquals(1, f.renter.events(Account.HoldPlaced.class).size());
+    again.replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.awaitState(Rental.Provisioning.class);
+  }
+
+  @Test
+  void restartRecoversProvisioningAndStartsTheWorkloadAgain() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class);
+    State before = f.awaitState(Rental.Provisioning.class);
+    assertEquals(before, f.kit.restart().state());
+    assertEquals(f.rentalId, f.host.expect(Host.StartWorkload.class).rentalId());
+    f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
+    assertEquals("running", f.get().status());
+  }
+
+  @Test
+  void restartRecoversRunningAndRedeliversTheLastSettlementWithoutDoubleCharging() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(10));
+    f.awaitCheckpoints(10L);
+    f.renter.expect(Account.Capture.class, c -> c.throughSecond() == 10);
+    f.provider.expect(Account.CreditEarnings.class, c -> c.throughSecond() == 10);
+    f.awaitAssert(() -> assertConserved(f, cost(10)));
+
+    State before = f.kit.getState();
+    View viewBefore = f.get();
+    assertEquals(before, f.kit.restart().state());
+    assertEquals(viewBefore, f.get());
+    // The last settlement goes out again; the accounts recognise it.
+    Account.Capture redelivered = f.renter.expect(Account.Capture.class, c -> true);
+    assertEquals(10, redelivered.throughSecond());
+    assertEquals(cost(10), redelivered.cumulativeAmount());
+    assertEquals(10, f.provider.expect(Account.CreditEarnings.class, c -> true).throughSecond());
+    assertConserved(f, cost(10));
+    assertEquals(1, f.renter.events(Account.Captured.class).size());
+
+    // Metering goes on from the recorded start: the seconds of the restart are billed once.
+    f.clock.advance(Duration.ofSeconds(15));
+    f.awaitCheckpoints(10L, 25L);
+    f.awaitAssert(() -> assertConserved(f, cost(25)));
+    assertEquals(2, f.renter.events(Account.Captured.class).size());
+  }
+
+  @Test
+  void restartRecoversEndingAndFinishesTheMoneyOnce() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(17));
+    f.stop();
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(17)));
+    f.awaitAssert(() -> assertConserved(f, cost(17)));
+    int accountEvents = f.renter.events().size() + f.provider.events().size();
+
+    State before = f.awaitState(Rental.Ending.class);
+    assertEquals(before, f.kit.restart().state());
+    assertEquals("stopping", f.get().status());
+    f.host.expect(Host.ReleaseCards.class);
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, DEPOSIT, cost(17));
+    assertConserved(f, cost(17));
+    assertEquals(accountEvents, f.renter.events().size() + f.provider.events().size(), "nothing posted twice");
+  }
+
+  @Test
+  void restartRecoversEndedRentalUnchanged() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(12));
+    f.stop();
+    f.agentStopped();
+    State before = f.awaitState(Rental.Finished.class);
+    View view = f.get();
+    int events = f.events().size();
+    assertEquals(before, f.kit.restart().state());
+    assertEquals(view, f.get());
+    assertEquals(events, f.events().size());
+    assertConserved(f, cost(12));
+    assertHoldReleased(f, DEPOSIT, cost(12));
+  }
+}
