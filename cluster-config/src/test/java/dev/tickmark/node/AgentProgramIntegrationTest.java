@@ -45,6 +45,8 @@ class AgentProgramIntegrationTest {
     DatabaseSettings db = TestDatabase.fresh("agent_program");
     node = Node.start(TestNodes.settings(db)
         .withConfig("tickmark.market.allow-simulated-hosts", true)
+        // the simulated host reports this machine's real disk, which a loaded CI machine may write slowly
+        .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
         .withConfig("tickmark.hosts.heartbeat-timeout", HEARTBEAT_TIMEOUT.toMillis() + "ms")
         .withConfig("tickmark.hosts.heartbeat-interval", "1s")
         .withConfig("tickmark.hosts.registration-token-validity", TOKEN_VALIDITY.toMillis() + "ms"));

@@ -44,6 +44,8 @@ class RentalLifecycleIntegrationTest {
     DatabaseSettings db = TestDatabase.fresh("rentals");
     node = Node.start(TestNodes.settings(db)
         .withConfig("tickmark.market.allow-simulated-hosts", true)
+        // the simulated host reports this machine's real disk, which a loaded CI machine may write slowly
+        .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
         .withConfig("tickmark.hosts.heartbeat-timeout", "3s")
         .withConfig("tickmark.hosts.heartbeat-interval", "1s")
         .withConfig("tickmark.rentals.settle-interval", "2s")

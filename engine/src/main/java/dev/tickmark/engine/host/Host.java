@@ -78,6 +78,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   public static final String PRICE_ABOVE_CEILING = "price_above_ceiling";
   public static final String INVALID_LISTING = "invalid_listing";
   public static final String HOST_BUSY = "host_busy";
+  static final Duration RECORD_HEARTBEAT_EVERY = Duration.ofSeconds(10);
 
   /** How a host tells the rentals on its cards what happened to it (through sharding, in the node). */
   public interface RentalLink {
@@ -230,6 +231,12 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public record WentOffline(Instant lastHeartbeatAt, Instant at) implements Event {}
 
+  /**
+   * A heartbeat kept in the journal, at most every {@link #RECORD_HEARTBEAT_EVERY} and only while cards
+   * are rented: what a rental may be billed up to if this entity restarts and the agent never returns.
+   */
+  public record HeartbeatRecorded(Instant at) implements Event {}
+
   public record ListingUpdated(Listing listing, Instant at) implements Event {}
 
   public record DrainStarted(Instant at) implements Event {}
@@ -353,7 +360,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   // Actor-local, never persisted: the live session and the latest heartbeat it delivered.
   private ActorRef<ToSession> session;
   private long lastSeq = -1;
-  private Instant lastHeartbeat;
+  private Instant lastHeartbeat; // when the heartbeat timeout was last reset
+  private Instant lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
 
   public static void init(ActorSystem<?> system, Settings settings, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, clock)));
@@ -397,8 +405,10 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   private void onRecovered(State state) {
     if (state instanceof Enrolled e && e.online()) {
-      // The agent gets a full timeout to reach this incarnation before the host is declared offline.
+      // The agent gets a full timeout to reach this incarnation before the host is declared offline, but
+      // nothing after the last heartbeat in the journal is billed unless the agent comes back.
       lastHeartbeat = now();
+      lastConfirmed = e.lastHeartbeatAt() != null ? e.lastHeartbeatAt() : now();
       scheduleHeartbeatCheck(settings.heartbeatTimeout());
     }
   }
@@ -454,7 +464,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(ReleaseCards.class, this::onRelease)
         .onCommand(StartWorkload.class, this::onStartWorkload)
         .onCommand(StopWorkload.class, this::onStopWorkload)
-        .onCommand(GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), new Liveness(s.online(), s.online() ? lastHeartbeat : s.lastHeartbeatAt())))
+        .onCommand(GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), new Liveness(s.online(), s.online() && lastConfirmed != null ? lastConfirmed : s.lastHeartbeatAt())))
         .onCommand(Reclaim.class, this::onReclaim);
 
     CommandHandlerWithReplyBuilderByState<Command, Event, Gone, State> gone =
@@ -540,6 +550,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     session = cmd.session();
     lastSeq = -1;
     lastHeartbeat = now();
+    lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
     Attached attached = new Attached(hostId, settings.heartbeatIntervalSeconds());
     if (state.online()) return Effect().reply(cmd.replyTo(), StatusReply.success(attached));
@@ -564,6 +575,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     metrics.heartbeatHandling.recordMicros(micros(Instant.now()) - cmd.receivedAtMicros()); // wall clock, like the socket
     lastSeq = cmd.seq();
     lastHeartbeat = now();
+    lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
     String fault = cmd.gpus() == null ? null : cmd.gpus().stream()
         .filter(g -> g.fault() != null && !g.fault().isBlank())
@@ -572,10 +584,14 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     List<Event> events = new ArrayList<>(2);
     if (!state.online()) events.add(new WentOnline(now()));
     if (fault != null && state.status() != Status.EVICTED) events.add(new Evicted("GPU fault reported: " + fault, now()));
+    boolean rented = state.reservations().values().stream().anyMatch(Held::confirmed);
+    boolean due = state.lastHeartbeatAt() == null || !now().isBefore(state.lastHeartbeatAt().plus(RECORD_HEARTBEAT_EVERY));
+    // Whenever this heartbeat is persisted anyway (an eviction), or a rented host's record is due, keep it.
+    if (state.online() && ((!events.isEmpty()) || (rented && due))) events.add(0, new HeartbeatRecorded(now()));
     if (events.isEmpty()) return Effect().noReply();
     boolean evicting = events.stream().anyMatch(e -> e instanceof Evicted);
     return Effect().persist(events).thenRun(s -> {
-      if (evicting) notifyHostLost((Enrolled) s, lastHeartbeat);
+      if (evicting) notifyHostLost((Enrolled) s, lastConfirmed);
     }).thenNoReply();
   }
 
@@ -588,7 +604,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     }
     ActorRef<ToSession> stale = session;
     session = null;
-    Instant last = lastHeartbeat;
+    Instant last = lastConfirmed != null ? lastConfirmed : lastHeartbeat;
     return Effect().persist(new WentOffline(last, now())).thenRun(s -> {
       notifyHostLost((Enrolled) s, last);
       if (stale != null) stale.tell(new CloseSession("heartbeat_timeout", "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
@@ -748,7 +764,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   }
 
   private Instant lastHeartbeatOr(Enrolled state) {
-    return state.online() && lastHeartbeat != null ? lastHeartbeat : (state.lastHeartbeatAt() != null ? state.lastHeartbeatAt() : now());
+    return state.online() && lastConfirmed != null ? lastConfirmed : (state.lastHeartbeatAt() != null ? state.lastHeartbeatAt() : now());
   }
 
   private void notifyHostLost(Enrolled state, Instant lastHeartbeatAt) {
@@ -777,6 +793,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
             e.evict() ? "failed re-verification" : s.evictionReason()))
         .onEvent(WentOnline.class, (s, e) -> s.withOnline(true, e.at(), s.status() == Status.REGISTERED ? Status.VERIFYING : s.status()))
         .onEvent(WentOffline.class, (s, e) -> s.withOnline(false, e.lastHeartbeatAt(), s.status()))
+        .onEvent(HeartbeatRecorded.class, (s, e) -> s.withOnline(true, e.at(), s.status()))
         .onEvent(ListingUpdated.class, (s, e) -> s.withListing(e.listing()))
         .onEvent(DrainStarted.class, (s, e) -> s.withDraining())
         .onEvent(Evicted.class, (s, e) -> s.with(Status.EVICTED, s.outcome(), s.reportHash(), s.cards(), e.reason()))
@@ -817,7 +834,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     List<CardView> cards = s.cards().stream().map(c -> new CardView(c.index(), c.uuid(), c.gpu(),
         !cardRental.containsKey(c.index()) ? "free" : (cardRented.get(c.index()) ? "rented" : "reserved"),
         cardRental.get(c.index()))).toList();
-    Instant heartbeat = s.online() && lastHeartbeat != null ? lastHeartbeat : s.lastHeartbeatAt();
+    Instant heartbeat = s.online() && lastConfirmed != null ? lastConfirmed : s.lastHeartbeatAt();
     return new HostView(hostId, s.ownerId(), s.region(), s.label(), s.status().wire(), s.online(), s.listing().listed(),
         s.draining(), s.simulated(), s.gpu(), cards, s.listing(), s.outcome() == null ? List.of() : s.outcome().checks(),
         heartbeat, s.registeredAt(), s.evictionReason());

@@ -51,7 +51,7 @@ class HostRecoveryTest {
   private static final List<Class<? extends Event>> EVERY_EVENT = List.of(Host.Invited.class, Host.Registered.class,
       Host.ReportVerified.class, Host.ReportRejected.class, Host.WentOnline.class, Host.WentOffline.class,
       Host.ListingUpdated.class, Host.DrainStarted.class, Host.Evicted.class, Host.Reinstated.class, Host.Removed.class,
-      Host.CardsReserved.class, Host.CardsRented.class, Host.CardsReleased.class);
+      Host.CardsReserved.class, Host.CardsRented.class, Host.CardsReleased.class, Host.HeartbeatRecorded.class);
 
   @Test
   void recoversTheSameStateAfterEveryKindOfEvent() {
@@ -81,6 +81,11 @@ class HostRecoveryTest {
     check.run(); // CardsReserved
     ok(host.confirm("r1"));
     check.run(); // CardsRented
+    ok(host.attach(session.getRef())); // the restarted host takes its agent back
+    clock.advance(Duration.ofSeconds(11)); // past the recording interval; the heartbeat below resets the timeout at once
+    host.heartbeat(session.getRef(), 1, HostDriver.healthy(4));
+    assertEquals(Host.HeartbeatRecorded.class, host.journal().get(host.journal().size() - 1).getClass(), "a rented host's heartbeat is kept");
+    check.run(); // HeartbeatRecorded
     ok(host.reserve("r2", 1));
     ok(host.release("r2"));
     check.run(); // CardsReleased
@@ -147,6 +152,7 @@ class HostRecoveryTest {
         new Host.CardsReserved("r1", List.of(0, 3), ON_DEMAND, Listing.Tier.SPOT, at),
         new Host.CardsRented("r1", at),
         new Host.CardsReleased("r1", List.of(0, 3), at),
+        new Host.HeartbeatRecorded(at),
         // states
         Host.Empty.INSTANCE,
         new Host.Invitation(OWNER, REGION, "rack-1", host.tokenHash(), at),

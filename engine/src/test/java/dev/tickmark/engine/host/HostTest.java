@@ -407,12 +407,30 @@ class HostTest {
   }
 
   @Test
+  void afterARestartARentedHostVouchesOnlyForItsLastRecordedHeartbeat() {
+    TestProbe<ToSession> session = host.onMarket();
+    ok(host.reserve("r1", 1));
+    ok(host.confirm("r1"));
+    clock.advance(Duration.ofSeconds(11));
+    host.heartbeat(session.getRef(), 1, HostDriver.healthy(4));
+    Instant recorded = clock.instant();
+    host.kit.restart(); // the node died; whether the agent is still alive is unknown
+    clock.advance(Duration.ofSeconds(20));
+    Host.Liveness liveness = host.kit.<Host.Liveness>runCommand(Host.GetLiveness::new).reply();
+    assertEquals(recorded, liveness.lastHeartbeatAt(), "rentals are not billed for the outage unless the agent returns");
+    TestProbe<ToSession> back = session();
+    ok(host.attach(back.getRef()));
+    assertEquals(clock.instant(), host.kit.<Host.Liveness>runCommand(Host.GetLiveness::new).reply().lastHeartbeatAt());
+  }
+
+  @Test
   void aHeartbeatReportingAGpuFaultEvictsTheHost() {
     TestProbe<ToSession> session = host.onMarket();
     clock.advance(Duration.ofSeconds(5));
     var result = host.heartbeat(session.getRef(), 1, HostDriver.faulty(4, 2));
-    assertEquals(1, result.events().size());
-    Host.Evicted evicted = assertInstanceOf(Host.Evicted.class, result.events().get(0));
+    assertEquals(2, result.events().size(), "the heartbeat that reported the fault is kept with the eviction");
+    assertEquals(new Host.HeartbeatRecorded(clock.instant()), result.events().get(0));
+    Host.Evicted evicted = assertInstanceOf(Host.Evicted.class, result.events().get(1));
     assertTrue(evicted.reason().contains("GPU 2"), evicted.reason());
     assertEquals(clock.instant(), evicted.at());
     HostView view = host.view();
