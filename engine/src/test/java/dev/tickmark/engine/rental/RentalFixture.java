@@ -45,7 +45,8 @@ import org.apache.pekko.persistence.typed.PersistenceId;
 /**
  * One rental under test: the {@link Rental} in an {@link EventSourcedBehaviorTestKit} (every command,
  * event and state round-trips through jackson-cbor; {@code restart()} recovers it from the in-memory
- * journal), the REAL renter and provider {@link Account}s on the same journal so money is checked end
+ * journal) or, where several rentals run at once, spawned on its own (the testkit wipes the whole
+ * in-memory journal whenever one is created) and restarted by stopping and respawning it; the REAL renter and provider {@link Account}s on the same journal so money is checked end
  * to end, a scripted host that answers like {@link Host} and reports what it was told, a matcher probe
  * the test answers, and a {@link TestClock} the test moves. The rental's TICK timer is real (1 s), so
  * tests advance the clock and then wait for the effect.
@@ -113,7 +114,10 @@ final class RentalFixture {
   final FakeHost host;
   final TestProbe<Matcher.Command> matcher;
   final TestProbe<StatusReply<View>> creator;
+  /** The rental in the testkit; {@code null} when it is spawned on its own. */
   final EventSourcedBehaviorTestKit<Command, Event, State> kit;
+  private final Behavior<Command> behavior;
+  private volatile ActorRef<Command> spawned;
   private final TestProbe<Object> awaiter;
   private final Map<String, RecipientRef<Account.Command>> accounts = new ConcurrentHashMap<>();
   private final Map<String, RecipientRef<Host.Command>> hosts = new ConcurrentHashMap<>();
@@ -123,6 +127,10 @@ final class RentalFixture {
   }
 
   RentalFixture(ActorTestKit testKit, Settings settings, long deposit, TestClock clock) {
+    this(testKit, settings, deposit, clock, false);
+  }
+
+  RentalFixture(ActorTestKit testKit, Settings settings, long deposit, TestClock clock, boolean spawn) {
     int n = IDS.incrementAndGet();
     this.testKit = testKit;
     this.clock = clock;
@@ -140,9 +148,6 @@ final class RentalFixture {
     hosts.put(hostId, host.ref);
     this.matcher = testKit.createTestProbe();
     this.creator = testKit.createTestProbe();
-    renter.open("Renter " + n);
-    if (deposit > 0) renter.deposit("pay-" + n, deposit);
-    provider.open("Provider " + n);
     Rental.Ports ports = new Rental.Ports() {
       @Override
       public RecipientRef<Account.Command> account(String accountId) {
@@ -159,7 +164,36 @@ final class RentalFixture {
         return GPU.equals(gpu) ? matcher.getRef() : testKit.system().deadLetters();
       }
     };
-    this.kit = EventSourcedBehaviorTestKit.create(testKit.system(), Rental.create(rentalId, settings, ports, clock));
+    this.behavior = Rental.create(rentalId, settings, ports, clock);
+    // Created before the accounts post anything: creating the testkit clears the in-memory journal.
+    this.kit = spawn ? null : EventSourcedBehaviorTestKit.create(testKit.system(), behavior);
+    this.spawned = spawn ? testKit.spawn(behavior) : null;
+    renter.open("Renter " + n);
+    if (deposit > 0) renter.deposit("pay-" + n, deposit);
+    provider.open("Provider " + n);
+  }
+
+  /** Sends a command and, in the testkit, waits until it was handled. */
+  void tell(Command command) {
+    if (kit != null) kit.runCommand(command);
+    else spawned.tell(command);
+  }
+
+  StatusReply<View> ask(Function<ActorRef<StatusReply<View>>, Command> command) {
+    if (kit != null) return kit.<StatusReply<View>>runCommand(command::apply).reply();
+    TestProbe<StatusReply<View>> probe = testKit.createTestProbe();
+    spawned.tell(command.apply(probe.getRef()));
+    return probe.receiveMessage(WAIT);
+  }
+
+  /** A crash: the rental stops wherever it is (in-flight asks are lost) and recovers from its journal. */
+  void restart() {
+    if (kit != null) {
+      kit.restart();
+    } else {
+      testKit.stop(spawned, WAIT);
+      spawned = testKit.spawn(behavior);
+    }
   }
 
   String persistenceId() {
@@ -169,7 +203,7 @@ final class RentalFixture {
   // ---- driving the rental
 
   void create(Spec spec) {
-    kit.runCommand(new Rental.Create(renterId, spec, creator.getRef()));
+    tell(new Rental.Create(renterId, spec, creator.getRef()));
   }
 
   Matcher.Match expectMatch() {
@@ -191,22 +225,22 @@ final class RentalFixture {
     View provisioning = ok(creator.receiveMessage(WAIT));
     assertEquals("provisioning", provisioning.status());
     host.expect(Host.StartWorkload.class);
-    kit.runCommand(new Rental.WorkloadStarted(hostId, clock.instant()));
+    tell(new Rental.WorkloadStarted(hostId, clock.instant()));
     View running = get();
     assertEquals("running", running.status());
     return running;
   }
 
   View get() {
-    return ok(kit.<StatusReply<View>>runCommand(r -> new Rental.Get(renterId, r)).reply());
+    return ok(get(renterId));
   }
 
   StatusReply<View> get(String asRenter) {
-    return kit.<StatusReply<View>>runCommand(r -> new Rental.Get(asRenter, r)).reply();
+    return ask(r -> new Rental.Get(asRenter, r));
   }
 
   StatusReply<View> stop(String asRenter) {
-    return kit.<StatusReply<View>>runCommand(r -> new Rental.Stop(asRenter, r)).reply();
+    return ask(r -> new Rental.Stop(asRenter, r));
   }
 
   View stop() {
@@ -214,14 +248,14 @@ final class RentalFixture {
   }
 
   void agentStopped() {
-    kit.runCommand(new Rental.WorkloadStopped(hostId, clock.instant()));
+    tell(new Rental.WorkloadStopped(hostId, clock.instant()));
   }
 
   // ---- what the journal says
 
   List<Event> events() {
     List<Event> events = new ArrayList<>();
-    for (Object o : kit.persistenceTestKit().persistedInStorage(persistenceId())) events.add((Event) o);
+    for (Object o : PersistenceTestKit.create(testKit.system()).persistedInStorage(persistenceId())) events.add((Event) o);
     return events;
   }
 
@@ -408,8 +442,8 @@ final class RentalFixture {
             return Behaviors.same();
           })
           .onMessage(Host.StartWorkload.class, c -> {
+            String refusal = startRefusal.get(); // read before the test can see the command and change it
             seen.getRef().tell(c);
-            String refusal = startRefusal.get();
             c.replyTo().tell(refusal == null ? StatusReply.ack() : Rejection.reply(refusal, "refused by the test"));
             return Behaviors.same();
           })

@@ -31,6 +31,7 @@ import dev.tickmark.engine.rental.Rental.View;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
@@ -656,7 +657,7 @@ class RentalTest {
     f.awaitCheckpoints(10L);
     f.awaitAssert(() -> assertConserved(f, cost(10)));
     // The final capture is lost once on its way to the account (a node crash, a rebalance).
-    java.util.concurrent.atomic.AtomicBoolean lost = new java.util.concurrent.atomic.AtomicBoolean();
+    AtomicBoolean lost = new AtomicBoolean();
     f.renter.drop.set(c -> c instanceof Account.Capture capture && capture.throughSecond() == 23 && lost.compareAndSet(false, true));
 
     f.clock.advance(Duration.ofSeconds(13));

@@ -1,0 +1,278 @@
+package dev.tickmark.engine.market;
+
+import static dev.tickmark.engine.market.MarketHost.GPU;
+import static dev.tickmark.engine.market.MarketHost.REGION;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.market.Matcher.Candidate;
+import dev.tickmark.engine.market.Matcher.Match;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
+import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.RecipientRef;
+import org.apache.pekko.pattern.StatusReply;
+import org.apache.pekko.persistence.testkit.javadsl.EventSourcedBehaviorTestKit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * The {@link Matcher}: candidate order, moving on after a refusal, one request at a time, and — with
+ * REAL {@link Host} entities, the one authority on their cards — no card ever given to two rentals.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@ExtendWith(TestKitJUnit5Extension.class)
+class MatcherTest {
+  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+
+  @JUnit5TestKit
+  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("MatcherTest").withCustomConfig(CONFIG).build();
+
+  private static final Duration WAIT = Duration.ofSeconds(5);
+  private static final long CEILING = 3_000_000;
+  private static final AtomicInteger IDS = new AtomicInteger();
+
+  /** Host probes by id, each answering what the test tells it to. */
+  private final class Hosts {
+    final Map<String, TestProbe<Host.Command>> probes = new HashMap<>();
+
+    Hosts(String... ids) {
+      for (String id : ids) probes.put(id, testKit.createTestProbe());
+    }
+
+    RecipientRef<Host.Command> ref(String id) {
+      TestProbe<Host.Command> probe = probes.get(id);
+      return probe == null ? testKit.system().deadLetters() : probe.getRef();
+    }
+
+    Host.ReserveCards expectProposal(String id) {
+      return probes.get(id).expectMessageClass(Host.ReserveCards.class, WAIT);
+    }
+
+    void expectNoProposal(Duration within) {
+      probes.values().forEach(p -> p.expectNoMessage(within));
+    }
+  }
+
+  private ActorRef<Matcher.Command> matcher(List<Candidate> candidates, Hosts hosts, Duration askTimeout) {
+    return testKit.spawn(Matcher.create((gpu, region, tier, max, count) -> CompletableFuture.completedFuture(candidates), hosts::ref,
+        askTimeout));
+  }
+
+  private static Host.Reservation reservation(String hostId, String rentalId, List<Integer> cards, long floor) {
+    return new Host.Reservation(hostId, "provider-" + hostId, rentalId, cards, floor, Listing.Tier.ON_DEMAND, false, false);
+  }
+
+  private static <T> StatusReply<T> refused(String code) {
+    return Rejection.reply(code, "refused by the test");
+  }
+
+  private static String rentalId() {
+    return "rental-m" + IDS.incrementAndGet();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  @Test
+  void ordersCandidatesByFloorThenMostFreeCardsThenId() {
+    List<Candidate> candidates = List.of(
+        new Candidate("h-c", 2_000_000, 2),
+        new Candidate("h-b", 1_500_000, 8),
+        new Candidate("h-a", 2_000_000, 2),
+        new Candidate("h-d", 2_000_000, 4),
+        new Candidate("h-e", 2_500_000, 8),
+        new Candidate("h-f", 1_500_000, 1));
+    assertEquals(List.of("h-b", "h-f", "h-d", "h-a", "h-c", "h-e"), Matcher.ordered(candidates).stream().map(Candidate::hostId).toList());
+    assertEquals(List.of(), Matcher.ordered(List.of()));
+  }
+
+  @Test
+  void proposesInCandidateOrderAndMovesOnAfterEachRefusal() {
+    Hosts hosts = new Hosts("h-a", "h-b", "h-c", "h-d");
+    ActorRef<Matcher.Command> matcher = matcher(List.of(
+        new Candidate("h-c", 2_500_000, 8),
+        new Candidate("h-a", 2_000_000, 2),
+        new Candidate("h-b", 2_000_000, 4),
+        new Candidate("h-d", 2_000_000, 4)), hosts, WAIT);
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String rentalId = rentalId();
+    matcher.tell(new Match(rentalId, GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, replyTo.getRef()));
+
+    Host.ReserveCards first = hosts.expectProposal("h-b");
+    assertEquals(new Host.ReserveCards(rentalId, GPU, 2, Listing.Tier.ON_DEMAND, CEILING, first.replyTo()), first);
+    first.replyTo().tell(refused(Host.INSUFFICIENT_CARDS));
+    hosts.expectProposal("h-d").replyTo().tell(refused(Host.NOT_AVAILABLE));
+    Host.Reservation atFloor = reservation("h-a", rentalId, List.of(0, 1), 2_000_000);
+    hosts.expectProposal("h-a").replyTo().tell(StatusReply.success(atFloor));
+
+    assertEquals(new Matcher.Matched(rentalId, atFloor), replyTo.receiveMessage(WAIT));
+    hosts.expectNoProposal(Duration.ofMillis(100)); // h-c, the dearest, is never asked
+  }
+
+  @Test
+  void answersNoMatchWhenEveryCandidateRefuses() {
+    Hosts hosts = new Hosts("h-a", "h-b");
+    ActorRef<Matcher.Command> matcher = matcher(List.of(new Candidate("h-a", 1, 1), new Candidate("h-b", 2, 1)), hosts, WAIT);
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String rentalId = rentalId();
+    matcher.tell(new Match(rentalId, GPU, 1, Listing.Tier.SPOT, null, CEILING, replyTo.getRef()));
+    hosts.expectProposal("h-a").replyTo().tell(refused(Host.PRICE_ABOVE_CEILING));
+    hosts.expectProposal("h-b").replyTo().tell(refused(Host.INSUFFICIENT_CARDS));
+    Matcher.NoMatch noMatch = assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT));
+    assertEquals(rentalId, noMatch.rentalId());
+  }
+
+  @Test
+  void answersNoMatchWithoutCandidatesOrWhenTheReadSideFails() {
+    Hosts hosts = new Hosts();
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    ActorRef<Matcher.Command> empty = matcher(List.of(), hosts, WAIT);
+    empty.tell(new Match("r-empty", GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, replyTo.getRef()));
+    assertEquals("r-empty", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
+
+    ActorRef<Matcher.Command> failing = testKit.spawn(Matcher.create(
+        (gpu, region, tier, max, count) -> CompletableFuture.failedFuture(new IllegalStateException("read side down")), hosts::ref, WAIT));
+    failing.tell(new Match("r-down", GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, replyTo.getRef()));
+    assertEquals("r-down", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
+    // Still serving afterwards.
+    failing.tell(new Match("r-again", GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, replyTo.getRef()));
+    assertEquals("r-again", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
+  }
+
+  @Test
+  void silentHostIsSkippedAfterTheAskTimeout() {
+    Hosts hosts = new Hosts("h-slow", "h-ok");
+    ActorRef<Matcher.Command> matcher = matcher(List.of(new Candidate("h-slow", 1, 4), new Candidate("h-ok", 2, 4)), hosts,
+        Duration.ofMillis(300));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String rentalId = rentalId();
+    matcher.tell(new Match(rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, replyTo.getRef()));
+    hosts.expectProposal("h-slow"); // never answered
+    Host.Reservation ok = reservation("h-ok", rentalId, List.of(3), 2);
+    hosts.expectProposal("h-ok").replyTo().tell(StatusReply.success(ok));
+    assertEquals(new Matcher.Matched(rentalId, ok), replyTo.receiveMessage(WAIT));
+  }
+
+  @Test
+  void servesConcurrentRequestsOneAtATimeInArrivalOrder() {
+    Hosts hosts = new Hosts("h-a");
+    ActorRef<Matcher.Command> matcher = matcher(List.of(new Candidate("h-a", 1, 8)), hosts, WAIT);
+    TestProbe<Matcher.Result> first = testKit.createTestProbe();
+    TestProbe<Matcher.Result> second = testKit.createTestProbe();
+    TestProbe<Matcher.Result> third = testKit.createTestProbe();
+    matcher.tell(new Match("r-1", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, first.getRef()));
+    matcher.tell(new Match("r-2", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, second.getRef()));
+    matcher.tell(new Match("r-3", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, third.getRef()));
+
+    Host.ReserveCards p1 = hosts.expectProposal("h-a");
+    assertEquals("r-1", p1.rentalId());
+    hosts.expectNoProposal(Duration.ofMillis(300)); // r-2 waits while r-1's proposal is open
+    p1.replyTo().tell(StatusReply.success(reservation("h-a", "r-1", List.of(0, 1), 1)));
+    assertEquals("r-1", assertInstanceOf(Matcher.Matched.class, first.receiveMessage(WAIT)).rentalId());
+
+    Host.ReserveCards p2 = hosts.expectProposal("h-a");
+    assertEquals("r-2", p2.rentalId());
+    hosts.expectNoProposal(Duration.ofMillis(200));
+    p2.replyTo().tell(refused(Host.INSUFFICIENT_CARDS));
+    assertInstanceOf(Matcher.NoMatch.class, second.receiveMessage(WAIT));
+
+    Host.ReserveCards p3 = hosts.expectProposal("h-a");
+    assertEquals("r-3", p3.rentalId());
+    p3.replyTo().tell(StatusReply.success(reservation("h-a", "r-3", List.of(2, 3), 1)));
+    assertEquals("r-3", assertInstanceOf(Matcher.Matched.class, third.receiveMessage(WAIT)).rentalId());
+  }
+
+  @Test
+  void concurrentRequestsNeverGetTheSameCardFromRealHosts() {
+    int n = IDS.incrementAndGet();
+    List<MarketHost> market = List.of(
+        new MarketHost(testKit, "cheap-" + n, 2, 1_800_000),
+        new MarketHost(testKit, "mid-" + n, 4, 2_000_000),
+        new MarketHost(testKit, "dear-" + n, 2, 2_900_000),
+        new MarketHost(testKit, "over-" + n, 8, 3_500_000)); // above every ceiling: the host refuses it
+    Map<String, MarketHost> byId = new HashMap<>();
+    market.forEach(h -> byId.put(h.hostId, h));
+    // The read side lags: it still offers every card of every host, whatever was taken since.
+    List<Candidate> stale = market.stream().map(h -> new Candidate(h.hostId, h.floor, 8)).toList();
+    Matcher.Candidates candidates = (gpu, region, tier, max, count) -> CompletableFuture.completedFuture(stale);
+    // Two matchers propose at once (a shard moving between nodes): the hosts still hand each card out once.
+    List<ActorRef<Matcher.Command>> matchers = List.of(
+        testKit.spawn(Matcher.create(candidates, id -> byId.get(id).ref, WAIT)),
+        testKit.spawn(Matcher.create(candidates, id -> byId.get(id).ref, WAIT)));
+
+    Random random = new Random(n);
+    TestProbe<Matcher.Result> results = testKit.createTestProbe();
+    Map<String, Integer> asked = new HashMap<>();
+    for (int i = 0; i < 12; i++) {
+      String rentalId = "rental-c" + n + "-" + i;
+      int count = 1 + random.nextInt(2);
+      asked.put(rentalId, count);
+      matchers.get(i % 2).tell(new Match(rentalId, GPU, count, Listing.Tier.ON_DEMAND, REGION, CEILING, results.getRef()));
+    }
+
+    Map<String, String> cardHolder = new HashMap<>(); // "host/card" -> rental
+    List<String> unmatched = new ArrayList<>();
+    int matchedCards = 0;
+    for (int i = 0; i < asked.size(); i++) {
+      Matcher.Result result = results.receiveMessage(WAIT);
+      if (result instanceof Matcher.Matched m) {
+        Host.Reservation r = m.reservation();
+        assertEquals(m.rentalId(), r.rentalId());
+        assertEquals(asked.get(m.rentalId()), r.cards().size(), "as many cards as asked");
+        assertEquals(byId.get(r.hostId()).floor, r.pricePerGpuHour(), "the host's floor, not the ceiling");
+        assertTrue(r.pricePerGpuHour() <= CEILING);
+        for (int card : r.cards()) {
+          String previous = cardHolder.put(r.hostId() + "/" + card, m.rentalId());
+          assertNull(previous, () -> "card " + r.hostId() + "/" + card + " given to " + previous + " and " + m.rentalId());
+        }
+        matchedCards += r.cards().size();
+      } else {
+        unmatched.add(((Matcher.NoMatch) result).rentalId());
+      }
+    }
+    int requested = asked.values().stream().mapToInt(Integer::intValue).sum();
+    assertTrue(matchedCards <= 8, "only 8 cards are under the ceiling, " + matchedCards + " given");
+    assertTrue(!unmatched.isEmpty() || requested <= 8, "more was asked (" + requested + ") than there is");
+
+    // The hosts agree card by card.
+    Map<String, String> reservedOnHosts = new HashMap<>();
+    Map<String, Integer> free = new HashMap<>();
+    for (MarketHost h : market) {
+      int freeCards = 0;
+      for (Host.CardView card : h.view().cards()) {
+        if (card.rentalId() != null) reservedOnHosts.put(h.hostId + "/" + card.index(), card.rentalId());
+        else freeCards++;
+      }
+      if (h.floor <= CEILING) free.put(h.hostId, freeCards);
+    }
+    assertEquals(cardHolder, reservedOnHosts);
+    // Cards are only ever taken here, so a request turned away found no host with enough free cards, and still would not.
+    for (String rentalId : unmatched) {
+      int count = asked.get(rentalId);
+      free.forEach((host, cards) -> assertTrue(cards < count, rentalId + " asked " + count + " and was turned away, but " + host
+          + " has " + cards + " free"));
+    }
+    List<String> overCards = new ArrayList<>(reservedOnHosts.keySet());
+    overCards.removeIf(k -> !k.startsWith("over-"));
+    assertEquals(List.of(), overCards, "a host above the ceiling gives nothing");
+  }
+}
