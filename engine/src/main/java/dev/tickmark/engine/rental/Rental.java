@@ -437,6 +437,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     Spec s = order.spec();
     ports.matcher(s.gpu()).tell(new Matcher.Match(rentalId, s.gpu(), s.count(), s.tier(), s.region(), s.maxPricePerGpuHour(),
         context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
+    // A matcher lost with its node never answers: ask again. A late duplicate answer releases its cards (onLateMatch).
+    timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.askTimeout().multipliedBy(2));
   }
 
   private ReplyEffect<Event, State> onMatchAnswer(Pending state, MatchAnswer answer) {

@@ -194,6 +194,17 @@ class RentalTest {
   }
 
   @Test
+  void aMatcherLostWithoutAnswerIsAskedAgain() {
+    RentalFixture f = fixture();
+    f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 30));
+    Matcher.Match first = f.expectMatch(); // the matcher's node dies: no answer, ever
+    Matcher.Match again = f.expectMatch(); // after twice the ask timeout the rental asks again
+    assertEquals(first.rentalId(), again.rentalId());
+    again.replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
+    assertEquals("pending", ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+  }
+
+  @Test
   void silentMatcherEndsNoCapacityWhenTheWaitExpires() {
     RentalFixture f = fixture();
     f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 1));
