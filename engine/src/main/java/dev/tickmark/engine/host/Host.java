@@ -362,6 +362,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   private long lastSeq = -1;
   private Instant lastHeartbeat; // when the heartbeat timeout was last reset
   private Instant lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
+  private final java.util.Set<String> noticeGiven = new java.util.HashSet<>(); // spot rentals already told their deadline
 
   public static void init(ActorSystem<?> system, Settings settings, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, clock)));
@@ -577,6 +578,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     lastHeartbeat = now();
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
+    preemptBeforeAvailabilityEnds(state);
     String fault = cmd.gpus() == null ? null : cmd.gpus().stream()
         .filter(g -> g.fault() != null && !g.fault().isBlank())
         .map(g -> "GPU " + g.index() + ": " + g.fault())
@@ -765,6 +767,22 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   private Instant lastHeartbeatOr(Enrolled state) {
     return state.online() && lastConfirmed != null ? lastConfirmed : (state.lastHeartbeatAt() != null ? state.lastHeartbeatAt() : now());
+  }
+
+  /**
+   * Spot rentals get their notice when the host's availability window will close within the listing's
+   * spot notice: they end {@code preempted} when it closes. Checked on every heartbeat (every few seconds).
+   */
+  private void preemptBeforeAvailabilityEnds(Enrolled state) {
+    if (state.listing().availability().isEmpty() || state.reservations().isEmpty()) return;
+    Duration notice = Duration.ofSeconds(state.listing().spotNoticeSeconds());
+    Instant ends = state.listing().availabilityEnds(now(), notice);
+    if (ends == null) return;
+    state.reservations().forEach((rentalId, held) -> {
+      if (held.tier() != Listing.Tier.SPOT || !noticeGiven.add(rentalId)) return;
+      settings.rentals().preempt(rentalId, hostId, ends);
+      if (session != null) session.tell(new PreemptWorkload(rentalId, ends));
+    });
   }
 
   private void notifyHostLost(Enrolled state, Instant lastHeartbeatAt) {

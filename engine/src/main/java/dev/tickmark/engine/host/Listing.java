@@ -56,6 +56,21 @@ public record Listing(long onDemandPrice, Long spotPrice, int spotNoticeSeconds,
     return false;
   }
 
+  /**
+   * When availability next ends, looking no further than {@code horizon} from {@code from} (minute
+   * steps); {@code null} if it stays available that long. Adjacent windows count as one.
+   */
+  public Instant availabilityEnds(Instant from, java.time.Duration horizon) {
+    if (availability.isEmpty()) return null;
+    Instant t = from.truncatedTo(java.time.temporal.ChronoUnit.MINUTES);
+    Instant limit = from.plus(horizon);
+    while (!t.isAfter(limit)) {
+      if (!availableAt(t)) return t.isBefore(from) ? from : t;
+      t = t.plusSeconds(60);
+    }
+    return null;
+  }
+
   /** The floor for a tier, or {@code null} if this host does not offer it. */
   public Long floorFor(Tier tier) {
     return tier == Tier.SPOT ? spotPrice : (onDemandPrice > 0 ? onDemandPrice : null);

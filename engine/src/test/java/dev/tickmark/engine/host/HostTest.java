@@ -424,6 +424,36 @@ class HostTest {
   }
 
   @Test
+  void spotRentalsAreNoticedWhenTheAvailabilityWindowClosesWithinTheNotice() {
+    List<String> preempted = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Host.RentalLink link = new Host.RentalLink() {
+      @Override
+      public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {}
+
+      @Override
+      public void preempt(String rentalId, String hostId, Instant deadline) {
+        preempted.add(rentalId + "@" + deadline);
+      }
+    };
+    Host.Settings base = HostDriver.settings(NEVER, false);
+    HostDriver windowed = new HostDriver(testKit, new Host.Settings(base.heartbeatTimeout(), base.heartbeatIntervalSeconds(),
+        base.catalog(), base.policy(), link), clock, 4);
+    TestProbe<ToSession> session = windowed.verified();
+    // Friday 09:00–10:04 UTC; the clock reads Friday 10:00, so the window closes in 4 minutes, within the 5-minute notice.
+    ok(windowed.updateListing(HostDriver.OWNER, new Listing(ON_DEMAND, SPOT, 300,
+        List.of(new Listing.Window(java.time.DayOfWeek.FRIDAY, 9 * 60, 10 * 60 + 4)), true)));
+    ok(windowed.reserve("spot-1", H100, 1, Listing.Tier.SPOT, SPOT));
+    ok(windowed.reserve("ondemand-1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
+    windowed.heartbeat(session.getRef(), 1, HostDriver.healthy(4));
+    Instant closes = Instant.parse("2025-03-14T10:04:00Z");
+    assertEquals(List.of("spot-1@" + closes), preempted, "only the spot rental, once, with the window's end as deadline");
+    Host.PreemptWorkload notice = session.expectMessageClass(Host.PreemptWorkload.class);
+    assertEquals(new Host.PreemptWorkload("spot-1", closes), notice);
+    windowed.heartbeat(session.getRef(), 2, HostDriver.healthy(4));
+    assertEquals(1, preempted.size(), "a notice is given once");
+  }
+
+  @Test
   void aHeartbeatReportingAGpuFaultEvictsTheHost() {
     TestProbe<ToSession> session = host.onMarket();
     clock.advance(Duration.ofSeconds(5));
