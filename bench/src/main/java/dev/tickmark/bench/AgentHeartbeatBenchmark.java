@@ -48,6 +48,7 @@ public final class AgentHeartbeatBenchmark {
         --settle=S                 seconds between reaching a size and its window (default 8; at least one interval)
         --interval=S               heartbeat interval the node announces and the swarm keeps (default 5)
         --registration=N           concurrent registrations while ramping up (default 100)
+        --ramp-timeout=S           stop growing toward a size after S seconds and measure what was reached (default 600)
         --clients=N                HttpClients the swarm shares among its websockets (default 4)
         --swarm-heap=SIZE          the swarm JVM's -Xmx (default 2g)
         --max-connections=N        pekko.http.server.max-connections for the node (default: largest size + 1000;
@@ -68,6 +69,7 @@ public final class AgentHeartbeatBenchmark {
     int[] sizes;
     int window, settle, interval, registration, clients;
     String swarmHeap, maxConnections;
+    int rampTimeout;
     try {
       args = new Args(argv);
       if (args.has("help")) {
@@ -80,6 +82,7 @@ public final class AgentHeartbeatBenchmark {
       interval = args.integer("interval", 5);
       settle = Math.max(args.integer("settle", 8), interval + 1);
       registration = args.integer("registration", 100);
+      rampTimeout = args.integer("ramp-timeout", 600);
       clients = args.integer("clients", 4);
       swarmHeap = args.string("swarm-heap", "2g");
       maxConnections = args.string("max-connections", Integer.toString(sizes[sizes.length - 1] + 1000));
@@ -143,8 +146,8 @@ public final class AgentHeartbeatBenchmark {
 
         for (int n : sizes) {
           OUT.printf("-- %,d agents: ramping up%n", n);
-          io.send("ramp " + n);
-          Map<String, String> ramped = io.expect("RAMPED", 1200);
+          io.send("ramp " + n + " " + rampTimeout);
+          Map<String, String> ramped = io.expect("RAMPED", rampTimeout + 120);
           int verified = Integer.parseInt(ramped.get("verified"));
           double rampSeconds = Double.parseDouble(ramped.get("seconds"));
           OUT.printf(Locale.ROOT, "   %,d verified (%s failed, %s retried) after %.1f s (%.0f/s); node sessions open %d; mean ms per"
@@ -177,7 +180,9 @@ public final class AgentHeartbeatBenchmark {
           stages.add(st);
           printStage(st, interval);
           if (verified < n) {
-            stopReason = String.format(Locale.ROOT, "stopped at %,d of %,d agents: %s", verified, n, ramped.get("last_error"));
+            stopReason = String.format(Locale.ROOT, "stopped at %,d of %,d agents: %s", verified, n,
+                "true".equals(ramped.get("timed_out")) ? "registration did not get there within --ramp-timeout=" + rampTimeout + " s"
+                    : ramped.get("last_error"));
             break;
           }
           double handled = st.heartbeats() / st.seconds();

@@ -126,7 +126,7 @@ public final class AgentSwarm {
     while ((line = in.readLine()) != null) {
       String[] cmd = line.trim().split("\\s+");
       switch (cmd[0]) {
-        case "ramp" -> swarm.ramp(Integer.parseInt(cmd[1]));
+        case "ramp" -> swarm.ramp(Integer.parseInt(cmd[1]), cmd.length > 2 ? Integer.parseInt(cmd[2]) : 3600);
         case "stats" -> swarm.printStats();
         case "quit" -> {
           swarm.closeAll();
@@ -143,9 +143,10 @@ public final class AgentSwarm {
 
   // ---------------------------------------------------------------------------------------------
 
-  /** Registers agents until {@code target} are verified and heartbeating (or every attempt failed). */
-  void ramp(int target) throws Exception {
+  /** Registers agents until {@code target} are verified and heartbeating, too many failed, or {@code seconds} passed. */
+  void ramp(int target, int seconds) throws Exception {
     long t0 = System.nanoTime();
+    long deadline = t0 + seconds * 1_000_000_000L;
     int wanted = target - verified.get();
     Semaphore permits = new Semaphore(concurrency);
     int started = 0;
@@ -167,6 +168,10 @@ public final class AgentSwarm {
         OUT.flush();
       }
       // Give up when failures dominate: the node (or this machine) cannot take more.
+      if (System.nanoTime() > deadline) {
+        OUT.println("# ramp: time is up after " + seconds + " s");
+        break;
+      }
       int newFailures = failed.get() - consecutiveFailuresAtStart;
       if (newFailures > Math.max(200, wanted / 5)) {
         OUT.println("# ramp: giving up after " + newFailures + " failed registrations; last error: " + lastError.get());
@@ -175,10 +180,10 @@ public final class AgentSwarm {
     }
     permits.acquire(concurrency); // let the last registrations finish
     permits.release(concurrency);
-    double seconds = (System.nanoTime() - t0) / 1e9;
+    double took = (System.nanoTime() - t0) / 1e9;
     long n = Math.max(1, phaseCount.get());
-    OUT.printf(Locale.ROOT, "RAMPED verified=%d open=%d failed=%d retries=%d started=%d seconds=%.1f ms_token=%d ms_open=%d ms_welcome=%d"
-            + " ms_verified=%d last_error=%s%n", verified.get(), open.get(), failed.get(), retries.get(), started, seconds,
+    OUT.printf(Locale.ROOT, "RAMPED timed_out=%b verified=%d open=%d failed=%d retries=%d started=%d seconds=%.1f ms_token=%d ms_open=%d ms_welcome=%d"
+            + " ms_verified=%d last_error=%s%n", System.nanoTime() > deadline, verified.get(), open.get(), failed.get(), retries.get(), started, took,
         phaseMillis[0].get() / n, phaseMillis[1].get() / n, phaseMillis[2].get() / n, phaseMillis[3].get() / n,
         lastError.get().replace(' ', '_'));
   }

@@ -92,7 +92,7 @@ public final class MarketBenchmark {
         --hosts=1000,10000         listed hosts, ascending (the same node grows) (default 1000,10000)
         --rates=20,200,1000        arrivals per second, each for --duration seconds (default 20,200,1000)
         --duration=S               seconds per rate (default 15)
-        --warmup=S                 unmeasured launches first, at --warmup-rate/s (default 20 s at 50/s)
+        --warmup=S                 unmeasured launches first, at --warmup-rate/s (default 20 s at 20/s)
         --drain=S                  at most S seconds to wait for answers after a rate's arrivals (default 20)
         --cards=N                  cards per host (default 8)
         --via=http|sharding        POST /v1/rentals with API keys (default), or Rental.Create through sharding
@@ -164,7 +164,7 @@ public final class MarketBenchmark {
           a.integers("rates", "20,200,1000"),
           a.integer("duration", 15),
           a.integer("warmup", 20),
-          a.integer("warmup-rate", 50),
+          a.integer("warmup-rate", 20),
           a.integer("drain", 20),
           a.integer("cards", 8),
           a.string("via", "http"),
@@ -267,10 +267,10 @@ public final class MarketBenchmark {
       for (int i = 0; i < o.providers(); i++) providers.add("acc_bench_provider_" + i);
       List<String> all = new ArrayList<>(renters);
       all.addAll(providers);
-      bounded(64, all.size(), i -> account(all.get(i)).<Account.Summary>askWithStatus(
-          r -> new Account.Open(all.get(i), r), ASK));
-      bounded(64, renters.size(), i -> account(renters.get(i)).<Account.Posting>askWithStatus(
-          r -> new Account.Deposit("bench-deposit", 1_000_000_000_000L, r), ASK)); // 1 000 000 EUR each
+      bounded(64, all.size(), i -> plain(account(all.get(i)).<Account.Summary>askWithStatus(
+          r -> new Account.Open(all.get(i), r), ASK)));
+      bounded(64, renters.size(), i -> plain(account(renters.get(i)).<Account.Posting>askWithStatus(
+          r -> new Account.Deposit("bench-deposit", 1_000_000_000_000L, r), ASK))); // 1 000 000 EUR each
       if (apiKeys) {
         for (String r : renters) renterKeys.add(node.apiKeys().create(r, "bench").toCompletableFuture().get(30, TimeUnit.SECONDS).apiKey());
       }
@@ -335,18 +335,18 @@ public final class MarketBenchmark {
       Listing listing = new Listing(floor, null, Listing.DEFAULT_SPOT_NOTICE_SECONDS, List.of(), true);
       EntityRef<Host.Command> ref = host(hostId);
       String region = REGIONS[index % REGIONS.length];
-      return ref.<org.apache.pekko.Done>askWithStatus(r -> new Host.Invite(owner, region, "bench", tokenHash,
-              Instant.now().plus(Duration.ofDays(1)), r), ASK)
-          .thenCompose(d -> ref.<Host.Registration>askWithStatus(r -> new Host.Register(tokenHash, publicKey, r), ASK))
-          .thenCompose(reg -> ref.<Host.Attached>askWithStatus(r -> new Host.Attach(session, r), ASK))
-          .thenCompose(att -> ref.<Verification.Outcome>askWithStatus(
-              r -> new Host.VerifyReport(session, report, canonicalText, signature, r), ASK))
+      return plain(ref.<org.apache.pekko.Done>askWithStatus(r -> new Host.Invite(owner, region, "bench", tokenHash,
+              Instant.now().plus(Duration.ofDays(1)), r), ASK))
+          .thenCompose(d -> plain(ref.<Host.Registration>askWithStatus(r -> new Host.Register(tokenHash, publicKey, r), ASK)))
+          .thenCompose(reg -> plain(ref.<Host.Attached>askWithStatus(r -> new Host.Attach(session, r), ASK)))
+          .thenCompose(att -> plain(ref.<Verification.Outcome>askWithStatus(
+              r -> new Host.VerifyReport(session, report, canonicalText, signature, r), ASK)))
           .thenCompose(outcome -> {
             if (!outcome.passed()) {
               throw new IllegalStateException("host " + hostId + " failed verification: " + outcome.checks().stream()
                   .filter(c -> c.status() != Verification.Status.PASS).map(Verification.Check::check).toList());
             }
-            return ref.<Host.HostView>askWithStatus(r -> new Host.UpdateListing(owner, listing, r), ASK);
+            return plain(ref.<Host.HostView>askWithStatus(r -> new Host.UpdateListing(owner, listing, r), ASK));
           });
     }
 
@@ -405,6 +405,21 @@ public final class MarketBenchmark {
     long ram = Math.max(200_000L, model.vramMib() * cards); // the rule is RAM >= 0.95 x VRAM
     return new HardwareReport("bench", true, Instant.now().truncatedTo(ChronoUnit.SECONDS).toString(), gpus,
         new HardwareReport.Cpu("bench CPU", 64), ram, new HardwareReport.Disk("/scratch", 500L * 1024 * 1024 * 1024, 1000.0), null);
+  }
+
+  /**
+   * The ask's answer as a plain {@link CompletableFuture} whose callbacks run on the thread that completes it. Pekko's
+   * Java API answers with Scala-backed futures that run even non-async callbacks asynchronously on the common
+   * ForkJoinPool, and on a machine with fewer than 3 cores that pool has parallelism 1, so the JDK starts a new thread
+   * for every callback: the benchmark must not pay that on its side of every ask.
+   */
+  static <T> CompletableFuture<T> plain(CompletionStage<T> stage) {
+    CompletableFuture<T> f = new CompletableFuture<>();
+    stage.whenCompleteAsync((v, e) -> {
+      if (e != null) f.completeExceptionally(e);
+      else f.complete(v);
+    }, DIRECT);
+    return f;
   }
 
   /** Runs {@code n} operations, at most {@code parallel} at a time; throws if any failed. */
@@ -481,8 +496,8 @@ public final class MarketBenchmark {
       int renter = index % renters.size();
       if (o.via().equals("sharding")) {
         String id = "rnt_bench_" + index;
-        return rental(id).<Rental.View>askWithStatus(r -> new Rental.Create(renters.get(renter), spec(H100.code()), r),
-                Duration.ofSeconds(15))
+        return plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Create(renters.get(renter), spec(H100.code()), r),
+                Duration.ofSeconds(15)))
             .handle((v, e) -> e == null ? new Launched(id, v.status(), null, v.endReason()) : new Launched(id, null, errorCode(e), null));
       }
       String body = "{\"gpu\":\"" + H100.code() + "\",\"count\":1,\"tier\":\"on_demand\",\"max_price_per_gpu_hour\":\"3.00\","
@@ -516,7 +531,8 @@ public final class MarketBenchmark {
     private static String errorCode(Throwable e) {
       Throwable t = e;
       while (t.getCause() != null && t instanceof java.util.concurrent.CompletionException) t = t.getCause();
-      return t.getClass().getSimpleName();
+      String m = t.getMessage() == null ? "" : "(" + t.getMessage().replaceAll("[^A-Za-z ]", "").trim().replace(' ', '_') + ")";
+      return t.getClass().getSimpleName() + (m.length() > 40 ? m.substring(0, 40) + ")" : m);
     }
 
     /** Open loop: arrival i is due at t0 + i/rate whatever happened to the earlier ones; latency counts from when it was due. */
@@ -587,16 +603,46 @@ public final class MarketBenchmark {
       // Give the cards back: stop every rental this rate created, then wait for the read side to show them free.
       List<String> ids = new ArrayList<>(created);
       long s0 = System.nanoTime();
-      bounded(64, ids.size(), i -> rental(ids.get(i)).<Rental.View>askWithStatus(r -> new Rental.Stop(null, r), ASK));
+      bounded(64, ids.size(), i -> plain(rental(ids.get(i)).<Rental.View>askWithStatus(r -> new Rental.Stop(null, r), ASK)));
       long total = (long) hosts * o.cards();
       int free = waitForFreeCards(H100.code(), total, 90);
-      OUT.printf(Locale.ROOT, "   stopped %,d rentals in %.1f s; %,d of %,d cards free again%s%n", ids.size(), (System.nanoTime() - s0) / 1e9,
-          free, total, free < total ? " (the rest stay reserved: see the notes on leaked reservations)" : "");
+      OUT.printf(Locale.ROOT, "   stopped %,d rentals in %.1f s; %,d of %,d cards free again%n", ids.size(), (System.nanoTime() - s0) / 1e9,
+          free, total);
+      if (free < total) diagnoseHeldCards();
       return new RateResult(hosts, rate, offered, sent.get(), shed.get(), matched.get(), pending.get(), other.get(), new TreeMap<>(errors),
           sortedArray(matchedMicros), sortedArray(allMicros), seconds, drainSeconds, m1.minus(m0), c0.until(c1), ids.size());
     }
 
     private final AtomicInteger launchCounter = new AtomicInteger();
+
+    /**
+     * After every rental was stopped, cards still held: asks every host which rental holds them, and each such rental
+     * where it stands and which host it names. A card held for a rental that ended, or that names another host, is held
+     * by nothing that will release it.
+     */
+    void diagnoseHeldCards() throws Exception {
+      Map<String, List<String>> held = new ConcurrentHashMap<>(); // rental -> hosts holding cards for it
+      bounded(64, hostIds.size(), i -> plain(host(hostIds.get(i)).<Host.HostView>askWithStatus(r -> new Host.Get(null, r), ASK))
+          .thenAccept(v -> v.cards().stream().filter(c -> c.rentalId() != null).map(Host.CardView::rentalId).distinct()
+              .forEach(rid -> held.computeIfAbsent(rid, k -> Collections.synchronizedList(new ArrayList<>())).add(v.hostId()))));
+      int orphans = 0;
+      int shown = 0;
+      for (Map.Entry<String, List<String>> e : held.entrySet()) {
+        Rental.View v = rental(e.getKey()).<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK).toCompletableFuture()
+            .get(30, TimeUnit.SECONDS);
+        String named = v.terms() == null ? null : v.terms().hostId();
+        for (String h : e.getValue()) {
+          boolean orphan = !h.equals(named) || v.status().equals("ended");
+          if (orphan) orphans++;
+          if (orphan && shown++ < 5) {
+            OUT.printf("   held card: host %s holds a card for rental %s, which is %s (%s) and names host %s%n", h, e.getKey(),
+                v.status(), v.endReason(), named);
+          }
+        }
+      }
+      OUT.printf("   cards still held after every rental was stopped: %,d rentals hold cards on %,d hosts; %,d holdings belong to"
+          + " rentals that ended or name another host (leaked)%n", held.size(), held.values().stream().mapToInt(List::size).sum(), orphans);
+    }
 
     void print(RateResult r) {
       OUT.printf(Locale.ROOT, "   offered %,d, sent %,d, shed by the driver %,d; answered: matched %,d, pending %,d, other %,d; errors %s%n",
@@ -767,7 +813,7 @@ public final class MarketBenchmark {
         String id = "rnt_bench_" + created.getAndIncrement();
         String renter = renters.get(created.get() % renters.size());
         String gpu = models.get(created.get() % models.size()).code();
-        rental(id).<Rental.View>askWithStatus(r -> new Rental.Create(renter, spec(gpu), r), ASK)
+        plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Create(renter, spec(gpu), r), ASK))
             .thenCompose(v -> v.status().equals("pending") ? followUp(id, v, 0) : CompletableFuture.completedFuture(v))
             .whenComplete((v, e) -> {
               if (e == null && v.status().equals("provisioning") && v.terms() != null) {
@@ -794,7 +840,7 @@ public final class MarketBenchmark {
       if (!v.status().equals("pending") || attempt > 60) return CompletableFuture.completedFuture(v);
       Executor later = CompletableFuture.delayedExecutor(500, TimeUnit.MILLISECONDS);
       return CompletableFuture.supplyAsync(() -> null, later)
-          .thenCompose(x -> rental(id).<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK))
+          .thenCompose(x -> plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK)))
           .thenCompose(next -> followUp(id, next, attempt + 1));
     }
 
@@ -819,8 +865,8 @@ public final class MarketBenchmark {
       for (int i = 0; i < sample.size(); i++) {
         Probe p = states.get(i);
         ActorRef<Rental.Update> ref = probes.get(i);
-        subscribed.add(rental(sample.get(i)).<Rental.View>askWithStatus(r -> new Rental.Subscribe(null, ref, r), ASK)
-            .thenAccept(v -> p.startedAtMicros = v.startedAt() == null ? 0 : Host.micros(v.startedAt())).toCompletableFuture());
+        subscribed.add(plain(rental(sample.get(i)).<Rental.View>askWithStatus(r -> new Rental.Subscribe(null, ref, r), ASK))
+            .thenAccept(v -> p.startedAtMicros = v.startedAt() == null ? 0 : Host.micros(v.startedAt())));
       }
       CompletableFuture.allOf(subscribed.toArray(CompletableFuture[]::new)).get(60, TimeUnit.SECONDS);
       Thread.sleep(2000); // every probe has seen a tick: lags count from here

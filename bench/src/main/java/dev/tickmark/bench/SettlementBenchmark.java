@@ -250,7 +250,7 @@ public final class SettlementBenchmark {
     boolean balanced;
     String ledger = "not checked";
     boolean ledgerOk = true;
-    boolean dropped;
+    volatile boolean dropped;
 
     Run(Options o) {
       this.o = o;
@@ -269,6 +269,11 @@ public final class SettlementBenchmark {
         st.execute("CREATE DATABASE " + database);
       }
       OUT.printf("Benchmark database %s created on %s%n", database, o.dbUrl());
+      Thread dropOnExit = new Thread(() -> {
+        // Interrupted (Ctrl-C, SIGTERM): do not leave the database behind.
+        if (!dropped && !o.keepDatabase()) dropDatabase();
+      }, "bench-drop-database");
+      Runtime.getRuntime().addShutdownHook(dropOnExit);
       try {
         runNodePhases();
         runRawPhases("after");
@@ -412,7 +417,7 @@ public final class SettlementBenchmark {
       try (Connection c = DriverManager.getConnection(db.tunedUrl(), o.dbUser(), o.dbPassword())) {
         for (RawInsertBaseline.Variant v : RawInsertBaseline.Variant.values()) {
           RawInsertBaseline.Result r = RawInsertBaseline.run(c, database, v, o.rawRows(), o.rawBatch(), rawPayload);
-          OUT.printf("  [raw %s] %s: %,d rows in batches of %d: %,.0f rows/s%n", pass, v.label, o.rawRows(), o.rawBatch(),
+          OUT.printf("  [raw %s] %s: %,d rows in batches of %d: %,.0f rows/s%n", pass, v.label, r.rows(), o.rawBatch(),
               r.perSecond());
           (pass.equals("before") ? rawBefore : rawAfter).add(r);
         }
@@ -620,7 +625,8 @@ public final class SettlementBenchmark {
       return new RawInsertBaseline.Payload(bytes, serializer.identifier(), Serializers.manifestFor(serializer, event));
     }
 
-    private void dropDatabase() {
+    private synchronized void dropDatabase() {
+      if (dropped) return;
       try (Connection admin = DriverManager.getConnection(o.dbUrl(), o.dbUser(), o.dbPassword());
           Statement st = admin.createStatement()) {
         try {
