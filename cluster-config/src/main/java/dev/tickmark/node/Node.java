@@ -126,8 +126,10 @@ public final class Node implements AutoCloseable {
 
     Account.init(system, clock);
     Host.init(system, hostSettings, clock);
+    Config matcherConfig = tickmark.getConfig("matcher");
     Matcher.init(system, (gpu, region, tier, maxPrice, count) -> hostReadModel.candidates(gpu, region, tier, maxPrice, count, clock.instant()),
-        links::host, askTimeout);
+        links::host, new Matcher.Settings(askTimeout, matcherConfig.getInt("max-in-flight"), matcherConfig.getInt("max-queued"),
+            matcherConfig.getDuration("read-side-lag")), clock);
     Rental.init(system, rentalSettings, links, clock);
     LedgerProjection.init(system, jdbc);
     HostProjection.init(system, jdbc);

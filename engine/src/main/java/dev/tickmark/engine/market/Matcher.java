@@ -4,10 +4,17 @@ import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.metrics.EngineMetrics;
+import java.time.Clock;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -16,10 +23,10 @@ import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.RecipientRef;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
-import org.apache.pekko.actor.typed.javadsl.StashBuffer;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
+import org.apache.pekko.pattern.StatusReply;
 
 /**
  * Pairs rental requests with hosts, one sharded matcher per GPU model, so no single actor sees the
@@ -27,6 +34,13 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
  * each proposal goes to the {@link Host} entity, the one authority on its cards, which confirms or
  * refuses. A refusal (the read side lags, or a concurrent match took the cards) moves on to the next
  * candidate. Requests live in the rental entities, which resubmit if a matcher is lost.
+ *
+ * <p>Several requests are matched at once ({@link Settings#maxInFlight}). The matcher remembers the
+ * cards it has proposed and not heard back about, and those it was given a moment ago that the read
+ * side may not show yet, and steers the next request to hosts that still look free; that is only a
+ * preference (the host decides), so a request is never turned away on a guess. A request whose rental
+ * stopped waiting ({@link Match#deadline}) is dropped unanswered by a proposal, so overload does not
+ * reserve cards for rentals that already ended {@code no_capacity}.
  */
 public final class Matcher {
   public static final EntityTypeKey<Command> ENTITY_KEY = EntityTypeKey.create(Command.class, "Matcher");
@@ -40,10 +54,22 @@ public final class Matcher {
     CompletionStage<List<Candidate>> find(String gpu, String region, Listing.Tier tier, long maxPricePerGpuHour, int count);
   }
 
+  /**
+   * {@code maxInFlight}: requests matched at once; {@code maxQueued}: requests waiting beyond those
+   * before new ones are turned away; {@code readSideLag}: how long cards given out are still counted
+   * as taken locally, covering the host projection's lag.
+   */
+  public record Settings(Duration askTimeout, int maxInFlight, int maxQueued, Duration readSideLag) {
+    public static Settings defaults(Duration askTimeout) {
+      return new Settings(askTimeout, 16, 10_000, Duration.ofSeconds(2));
+    }
+  }
+
   public interface Command extends CborSerializable {}
 
+  /** {@code deadline}: when the rental stops waiting for a match (null: no deadline). */
   public record Match(String rentalId, String gpu, int count, Listing.Tier tier, String region, long maxPricePerGpuHour,
-      ActorRef<Result> replyTo) implements Command {}
+      Instant deadline, ActorRef<Result> replyTo) implements Command {}
 
   public sealed interface Result extends CborSerializable permits Matched, NoMatch {}
 
@@ -51,67 +77,106 @@ public final class Matcher {
 
   public record NoMatch(String rentalId, String reason) implements Result {}
 
-  private record CandidatesFound(Match request, List<Candidate> candidates, long startedNanos) implements Command {}
+  private record CandidatesFound(Request request, List<Candidate> candidates) implements Command {}
 
-  private record Proposed(Match request, List<Candidate> rest, Host.Reservation reservation, String refusal, long startedNanos)
-      implements Command {}
+  private record Proposed(Request request, Candidate to, Host.Reservation reservation, Throwable failure) implements Command {}
+
+  /** A request being matched: what was asked, when it arrived, and the candidates not yet tried. */
+  private static final class Request {
+    final Match match;
+    final long arrivedNanos;
+    List<Candidate> remaining = List.of();
+
+    Request(Match match, long arrivedNanos) {
+      this.match = match;
+      this.arrivedNanos = arrivedNanos;
+    }
+  }
 
   public static void init(ActorSystem<?> system, Candidates candidates, Function<String, RecipientRef<Host.Command>> hosts,
-      Duration askTimeout) {
-    ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(candidates, hosts, askTimeout)));
+      Settings settings, Clock clock) {
+    ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(candidates, hosts, settings, clock)));
   }
 
   public static Behavior<Command> create(Candidates candidates, Function<String, RecipientRef<Host.Command>> hosts,
       Duration askTimeout) {
-    return Behaviors.setup(ctx -> Behaviors.withStash(10_000, stash ->
-        new Matcher(ctx, stash, candidates, hosts, askTimeout).idle()));
+    return create(candidates, hosts, Settings.defaults(askTimeout), Clock.systemUTC());
+  }
+
+  public static Behavior<Command> create(Candidates candidates, Function<String, RecipientRef<Host.Command>> hosts,
+      Settings settings, Clock clock) {
+    return Behaviors.setup(ctx -> new Matcher(ctx, candidates, hosts, settings, clock).behavior());
   }
 
   private final ActorContext<Command> context;
-  private final StashBuffer<Command> stash;
   private final Candidates candidates;
   private final Function<String, RecipientRef<Host.Command>> hosts;
-  private final Duration askTimeout;
+  private final Settings settings;
+  private final Clock clock;
   private final EngineMetrics metrics;
+  private final ArrayDeque<Request> queue = new ArrayDeque<>();
+  private final Set<String> active = new HashSet<>(); // rentals queued or in flight: a resubmission is not matched twice
+  private final Map<String, Integer> proposed = new HashMap<>(); // host -> cards proposed, no answer yet
+  private final Map<String, Taken> taken = new HashMap<>(); // host -> cards given recently, maybe not on the read side yet
+  private int inFlight;
 
-  private Matcher(ActorContext<Command> context, StashBuffer<Command> stash, Candidates candidates,
-      Function<String, RecipientRef<Host.Command>> hosts, Duration askTimeout) {
+  private static final class Taken {
+    int cards;
+    long untilNanos;
+  }
+
+  private Matcher(ActorContext<Command> context, Candidates candidates, Function<String, RecipientRef<Host.Command>> hosts,
+      Settings settings, Clock clock) {
     this.context = context;
-    this.stash = stash;
     this.candidates = candidates;
     this.hosts = hosts;
-    this.askTimeout = askTimeout;
+    this.settings = settings;
+    this.clock = clock;
     this.metrics = EngineMetrics.get(context.getSystem());
   }
 
-  /** Waiting for a request. One request is matched at a time, so two never race for the same cards here. */
-  private Behavior<Command> idle() {
+  private Behavior<Command> behavior() {
     return Behaviors.receive(Command.class)
-        .onMessage(Match.class, this::start)
-        .build();
-  }
-
-  private Behavior<Command> start(Match request) {
-    long started = System.nanoTime();
-    context.pipeToSelf(
-        candidates.find(request.gpu(), request.region(), request.tier(), request.maxPricePerGpuHour(), request.count()),
-        (found, failure) -> new CandidatesFound(request, failure == null ? found : List.of(), started));
-    return busy();
-  }
-
-  private Behavior<Command> busy() {
-    return Behaviors.receive(Command.class)
-        .onMessage(CandidatesFound.class, f -> propose(f.request(), ordered(f.candidates()), f.startedNanos()))
+        .onMessage(Match.class, this::onMatch)
+        .onMessage(CandidatesFound.class, this::onCandidates)
         .onMessage(Proposed.class, this::onProposed)
-        .onMessage(Match.class, m -> {
-          if (stash.isFull()) {
-            m.replyTo().tell(new NoMatch(m.rentalId(), "the matcher is overloaded; retrying"));
-          } else {
-            stash.stash(m);
-          }
-          return Behaviors.same();
-        })
         .build();
+  }
+
+  private Behavior<Command> onMatch(Match match) {
+    if (!active.add(match.rentalId())) return Behaviors.same(); // already being matched; that answer goes to the rental
+    if (queue.size() >= settings.maxQueued()) {
+      active.remove(match.rentalId());
+      match.replyTo().tell(new NoMatch(match.rentalId(), "the matcher is overloaded; retrying"));
+      return Behaviors.same();
+    }
+    queue.add(new Request(match, System.nanoTime()));
+    startNext();
+    return Behaviors.same();
+  }
+
+  private void startNext() {
+    while (inFlight < settings.maxInFlight() && !queue.isEmpty()) {
+      Request request = queue.poll();
+      if (expired(request)) {
+        finish(request, new NoMatch(request.match.rentalId(), "the rental stopped waiting"));
+        continue;
+      }
+      inFlight++;
+      Match m = request.match;
+      context.pipeToSelf(candidates.find(m.gpu(), m.region(), m.tier(), m.maxPricePerGpuHour(), m.count()),
+          (found, failure) -> new CandidatesFound(request, failure == null ? found : List.of()));
+    }
+  }
+
+  private boolean expired(Request request) {
+    return request.match.deadline() != null && !clock.instant().isBefore(request.match.deadline());
+  }
+
+  private Behavior<Command> onCandidates(CandidatesFound found) {
+    found.request().remaining = ordered(found.candidates());
+    proposeNext(found.request());
+    return Behaviors.same();
   }
 
   /** Lowest floor first; ties go to the host with more free cards (it fits more), then by id, deterministically. */
@@ -123,26 +188,81 @@ public final class Matcher {
     return sorted;
   }
 
-  private Behavior<Command> propose(Match request, List<Candidate> remaining, long startedNanos) {
-    if (remaining.isEmpty()) return finish(new NoMatch(request.rentalId(), "no host has the capacity now"), startedNanos, request);
-    Candidate next = remaining.get(0);
-    List<Candidate> rest = remaining.subList(1, remaining.size());
-    context.askWithStatus(Host.Reservation.class, hosts.apply(next.hostId()), askTimeout,
-        reply -> new Host.ReserveCards(request.rentalId(), request.gpu(), request.count(), request.tier(),
-            request.maxPricePerGpuHour(), reply),
-        (reservation, failure) -> new Proposed(request, List.copyOf(rest), reservation,
-            failure == null ? null : String.valueOf(failure.getMessage()), startedNanos));
-    return Behaviors.same();
+  private void proposeNext(Request request) {
+    if (request.remaining.isEmpty()) {
+      done(request, new NoMatch(request.match.rentalId(), "no host has the capacity now"));
+      return;
+    }
+    if (expired(request)) {
+      done(request, new NoMatch(request.match.rentalId(), "the rental stopped waiting"));
+      return;
+    }
+    Candidate next = pick(request);
+    Match m = request.match;
+    proposed.merge(next.hostId(), m.count(), Integer::sum);
+    context.askWithStatus(Host.Reservation.class, hosts.apply(next.hostId()), settings.askTimeout(),
+        reply -> new Host.ReserveCards(m.rentalId(), m.gpu(), m.count(), m.tier(), m.maxPricePerGpuHour(), reply),
+        (reservation, failure) -> new Proposed(request, next, reservation, failure));
+  }
+
+  /** The first candidate in order that still looks free after what this matcher has proposed or given; else the first. */
+  private Candidate pick(Request request) {
+    List<Candidate> remaining = request.remaining;
+    long now = System.nanoTime();
+    int chosen = 0;
+    for (int i = 0; i < remaining.size(); i++) {
+      Candidate c = remaining.get(i);
+      if (c.freeCards() - proposed.getOrDefault(c.hostId(), 0) - recentlyTaken(c.hostId(), now) >= request.match.count()) {
+        chosen = i;
+        break;
+      }
+    }
+    Candidate next = remaining.get(chosen);
+    List<Candidate> rest = new ArrayList<>(remaining.size() - 1);
+    for (int i = 0; i < remaining.size(); i++) if (i != chosen) rest.add(remaining.get(i));
+    request.remaining = rest;
+    return next;
+  }
+
+  private int recentlyTaken(String hostId, long now) {
+    Taken t = taken.get(hostId);
+    if (t == null) return 0;
+    if (now - t.untilNanos > 0) {
+      taken.remove(hostId);
+      return 0;
+    }
+    return t.cards;
   }
 
   private Behavior<Command> onProposed(Proposed p) {
-    if (p.reservation() != null) return finish(new Matched(p.request().rentalId(), p.reservation()), p.startedNanos(), p.request());
-    return propose(p.request(), p.rest(), p.startedNanos());
+    Request request = p.request();
+    String hostId = p.to().hostId();
+    int count = request.match.count();
+    proposed.computeIfPresent(hostId, (h, n) -> n - count > 0 ? n - count : null);
+    if (p.reservation() != null) {
+      Taken t = taken.computeIfAbsent(hostId, h -> new Taken());
+      t.cards += count;
+      t.untilNanos = System.nanoTime() + settings.readSideLag().toNanos();
+      done(request, new Matched(request.match.rentalId(), p.reservation()));
+      return Behaviors.same();
+    }
+    if (!(p.failure() instanceof StatusReply.ErrorMessage)) {
+      // No answer in time: the host may still reserve. Undo it; it arrives after the proposal, from the same sender.
+      hosts.apply(hostId).tell(new Host.ReleaseCards(request.match.rentalId(), context.getSystem().ignoreRef()));
+    }
+    proposeNext(request);
+    return Behaviors.same();
   }
 
-  private Behavior<Command> finish(Result result, long startedNanos, Match request) {
-    metrics.matchLatency.recordMicros((System.nanoTime() - startedNanos) / 1_000);
-    request.replyTo().tell(result);
-    return stash.unstashAll(idle());
+  private void done(Request request, Result result) {
+    inFlight--;
+    finish(request, result);
+    startNext();
+  }
+
+  private void finish(Request request, Result result) {
+    active.remove(request.match.rentalId());
+    metrics.matchLatency.recordMicros((System.nanoTime() - request.arrivedNanos) / 1_000);
+    request.match.replyTo().tell(result);
   }
 }

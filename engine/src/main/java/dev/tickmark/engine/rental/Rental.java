@@ -248,6 +248,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private boolean cardsReleased;
   private boolean workloadStopped;
   private long lastTick = -1;
+  private boolean askingLiveness; // one liveness question at a time, however slow the host's node answers
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
@@ -436,7 +437,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private void requestMatch(Order order) {
     Spec s = order.spec();
     ports.matcher(s.gpu()).tell(new Matcher.Match(rentalId, s.gpu(), s.count(), s.tier(), s.region(), s.maxPricePerGpuHour(),
-        context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
+        waitEnds(order), context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
     // A matcher lost with its node never answers: ask again. A late duplicate answer releases its cards (onLateMatch).
     timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.askTimeout().multipliedBy(2));
   }
@@ -488,7 +489,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private Duration remainingWait(Order order) {
-    return Duration.between(now(), order.createdAt().plusSeconds(order.spec().waitSeconds()));
+    return Duration.between(now(), waitEnds(order));
+  }
+
+  private static Instant waitEnds(Order order) {
+    return order.createdAt().plusSeconds(order.spec().waitSeconds());
   }
 
   // ---- provisioning
@@ -541,8 +546,9 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     if (second >= limit) return endRunning(state, limitReason, state.startedAt().plusSeconds(limit), null);
     publishTick(state, second);
     long settled = state.last() == null ? 0 : state.last().throughSecond();
-    if (second - settled >= settings.settleInterval().toSeconds()) {
+    if (second - settled >= settings.settleInterval().toSeconds() && !askingLiveness) {
       // Settle only what the host is known to have run: up to its last heartbeat.
+      askingLiveness = true;
       context.ask(Host.Liveness.class, ports.host(state.terms().hostId()), settings.askTimeout(), Host.GetLiveness::new,
           (liveness, failure) -> new LivenessAnswer(liveness));
     }
@@ -550,15 +556,21 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private ReplyEffect<Event, State> onLiveness(Running state, LivenessAnswer answer) {
+    askingLiveness = false;
     Instant now = now();
     Instant upTo = now;
     if (answer.liveness() != null && answer.liveness().lastHeartbeatAt() != null) upTo = min(now, answer.liveness().lastHeartbeatAt());
     // A spot rental is never billed past its preemption deadline, even when this answer arrives after it.
     if (state.preemptionDeadline() != null) upTo = min(upTo, state.preemptionDeadline());
+    long covered = secondsBetween(state.startedAt(), upTo);
     // Never settle more than the hold covers: the capture would be refused while the provider is credited.
-    long second = Math.min(secondsBetween(state.startedAt(), upTo), Math.min(limitSeconds(state), heldSeconds(state)));
+    long second = Math.min(covered, Math.min(limitSeconds(state), heldSeconds(state)));
     long settled = state.last() == null ? 0 : state.last().throughSecond();
-    if (second <= settled) {
+    // Checkpoints are a settle-interval apart: the last heartbeat may lag the clock by a few seconds, and
+    // settling whatever it covers would checkpoint more often than configured. Only a hold or cap that
+    // stops the rental short of that settles less.
+    boolean stoppedShort = second < covered;
+    if (second <= settled || (second - settled < settings.settleInterval().toSeconds() && !stoppedShort)) {
       maybeExtend(state); // the hold may be what holds the settlement back
       return Effect().noReply();
     }

@@ -56,23 +56,47 @@ public final class HostReadModel {
         + " AND cards_total > cards_taken").thenApply(rows -> aggregate(rows, filter, now));
   }
 
+  /** Candidates are read a page at a time, cheapest first, until this many are inside their availability windows. */
+  static final int CANDIDATE_PAGE = 32;
+  static final int ENOUGH_CANDIDATES = 8;
+
   /**
    * Hosts that may have {@code count} free cards of {@code gpu} at or below {@code maxPrice} now, as the
-   * read side sees them; the matcher's proposal to each host is what decides.
+   * read side sees them, cheapest first, and only as many as a match can use (about {@value #ENOUGH_CANDIDATES}):
+   * the cost of a match does not grow with the size of the market. The matcher's proposal to each host is
+   * what decides.
    */
   public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(String gpu, String region,
       Listing.Tier tier, long maxPrice, int count, Instant now) {
-    String sql = "SELECT " + COLUMNS + " FROM hosts WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
-        + " AND cards_total - cards_taken >= " + Math.max(1, count) + (region == null ? "" : " AND region = ?");
-    CompletionStage<List<HostRow>> rows = region == null ? query(sql, gpu) : query(sql, gpu, region);
-    return rows.thenApply(list -> {
+    String price = tier == Listing.Tier.SPOT ? "spot_price" : "on_demand_price";
+    String sql = "SELECT host_id, " + price + ", cards_total - cards_taken, availability FROM hosts"
+        + " WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
+        + " AND cards_total - cards_taken >= ? AND " + price + " <= ?" + (region == null ? "" : " AND region = ?")
+        + " ORDER BY " + price + ", cards_total - cards_taken DESC, host_id LIMIT " + CANDIDATE_PAGE + " OFFSET ?";
+    return jdbc.run(connection -> {
       List<dev.tickmark.engine.market.Matcher.Candidate> out = new ArrayList<>();
-      for (HostRow row : list) {
-        Listing listing = new Listing(row.onDemandPrice() == null ? 0 : row.onDemandPrice(), row.spotPrice(),
-            Listing.DEFAULT_SPOT_NOTICE_SECONDS, row.availability(), true);
-        Long floor = listing.floorFor(tier);
-        if (floor == null || floor > maxPrice || !listing.availableAt(now)) continue;
-        out.add(new dev.tickmark.engine.market.Matcher.Candidate(row.hostId(), floor, row.cardsFree()));
+      try (PreparedStatement st = connection.prepareStatement(sql)) {
+        int i = 1;
+        st.setString(i++, gpu);
+        st.setInt(i++, Math.max(1, count));
+        st.setLong(i++, maxPrice);
+        if (region != null) st.setString(i++, region);
+        int offsetIndex = i;
+        for (int offset = 0; out.size() < ENOUGH_CANDIDATES; offset += CANDIDATE_PAGE) {
+          st.setInt(offsetIndex, offset);
+          int rows = 0;
+          try (ResultSet rs = st.executeQuery()) {
+            while (rs.next()) {
+              rows++;
+              String availability = rs.getString(4);
+              // Windows are rare and checked here; a host without any is always available.
+              if (availability != null && !availability.equals("[]") && !new Listing(0, null, Listing.DEFAULT_SPOT_NOTICE_SECONDS,
+                  HostProjection.windowsFrom(availability), true).availableAt(now)) continue;
+              out.add(new dev.tickmark.engine.market.Matcher.Candidate(rs.getString(1), rs.getLong(2), rs.getInt(3)));
+            }
+          }
+          if (rows < CANDIDATE_PAGE) break;
+        }
       }
       return out;
     });

@@ -1,0 +1,124 @@
+package dev.tickmark.persistence.hosts;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.market.Matcher.Candidate;
+import dev.tickmark.persistence.DatabaseSettings;
+import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.Migrations;
+import dev.tickmark.persistence.TestDatabase;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.Timestamp;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** The matcher's candidate query on a real PostgreSQL: market rules, cheapest first, bounded, availability windows. */
+class HostCandidatesIntegrationTest {
+  static DatabaseSettings db;
+  static Jdbc jdbc;
+  static HostReadModel hosts;
+  static final Instant NOW = Instant.parse("2026-11-25T12:00:00Z"); // a Wednesday, noon UTC
+
+  @BeforeAll
+  static void start() throws Exception {
+    db = TestDatabase.fresh("candidates");
+    Migrations.migrate(db);
+    jdbc = Jdbc.create(db, "candidates-test", Executors.newFixedThreadPool(2));
+    hosts = new HostReadModel(jdbc);
+    // 300 on-market H100 hosts, prices 1.000000 + i µ€ descending with i, so the cheapest are the last inserted.
+    for (int i = 0; i < 300; i++) insert("h-" + i, "h100-80gb", i % 2 == 0 ? "eu-nl" : "eu-de", "verified", true, true, false, 8, i % 8,
+        2_000_000L - i * 1_000, i % 3 == 0 ? 1_000_000L - i * 1_000 : null, "[]");
+    insert("h-offline", "h100-80gb", "eu-nl", "verified", false, true, false, 8, 0, 1, 1L, "[]");
+    insert("h-unlisted", "h100-80gb", "eu-nl", "verified", true, false, false, 8, 0, 1, 1L, "[]");
+    insert("h-draining", "h100-80gb", "eu-nl", "verified", true, true, true, 8, 0, 1, 1L, "[]");
+    insert("h-unverified", "h100-80gb", "eu-nl", "verifying", true, true, false, 8, 0, 1, 1L, "[]");
+    insert("h-other-gpu", "a100-80gb", "eu-nl", "verified", true, true, false, 8, 0, 1, 1L, "[]");
+    // Cheapest of all, but only available on Mondays: never a candidate on a Wednesday.
+    insert("h-mondays", "h100-80gb", "eu-nl", "verified", true, true, false, 8, 0, 2, 2L,
+        "[{\"day\":\"MONDAY\",\"startMinute\":0,\"endMinute\":1440}]");
+    // Cheap and available now (Wednesday 11:00-13:00).
+    insert("h-noon", "h100-80gb", "eu-nl", "verified", true, true, false, 8, 0, 3, 3L,
+        "[{\"day\":\"WEDNESDAY\",\"startMinute\":660,\"endMinute\":780}]");
+  }
+
+  @AfterAll
+  static void stop() {
+    if (jdbc != null) jdbc.close();
+  }
+
+  static void insert(String id, String gpu, String region, String status, boolean online, boolean listed, boolean draining, int total,
+      int taken, long onDemand, Long spot, String availability) throws Exception {
+    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+        PreparedStatement st = c.prepareStatement("INSERT INTO hosts (host_id, owner_id, region, status, online, listed, draining, gpu,"
+            + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at)"
+            + " VALUES (?, 'acc_p', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) {
+      Timestamp at = Timestamp.from(NOW.atZone(ZoneOffset.UTC).toInstant());
+      st.setString(1, id);
+      st.setString(2, region);
+      st.setString(3, status);
+      st.setBoolean(4, online);
+      st.setBoolean(5, listed);
+      st.setBoolean(6, draining);
+      st.setString(7, gpu);
+      st.setInt(8, total);
+      st.setInt(9, taken);
+      st.setLong(10, onDemand);
+      if (spot == null) st.setNull(11, java.sql.Types.BIGINT);
+      else st.setLong(11, spot);
+      st.setString(12, availability);
+      st.setTimestamp(13, at);
+      st.setTimestamp(14, at);
+      st.executeUpdate();
+    }
+  }
+
+  static List<Candidate> candidates(String region, Listing.Tier tier, long max, int count) throws Exception {
+    return hosts.candidates("h100-80gb", region, tier, max, count, NOW).toCompletableFuture().get(10, TimeUnit.SECONDS);
+  }
+
+  @Test
+  void returnsAFewOnMarketHostsCheapestFirst() throws Exception {
+    List<Candidate> found = candidates(null, Listing.Tier.ON_DEMAND, 3_000_000, 1);
+    // One page (less the host outside its window), whatever the size of the market.
+    assertEquals(HostReadModel.CANDIDATE_PAGE - 1, found.size(), found.toString());
+    assertEquals("h-noon", found.get(0).hostId(), "the cheapest host available now");
+    assertEquals(3, found.get(0).floorPricePerGpuHour());
+    for (int i = 1; i < found.size(); i++) {
+      assertTrue(found.get(i - 1).floorPricePerGpuHour() <= found.get(i).floorPricePerGpuHour(), found.toString());
+    }
+    assertEquals("h-299", found.get(1).hostId());
+    assertTrue(found.stream().noneMatch(c -> List.of("h-offline", "h-unlisted", "h-draining", "h-unverified", "h-other-gpu", "h-mondays")
+        .contains(c.hostId())), found.toString());
+  }
+
+  @Test
+  void honoursRegionCeilingCardCountAndTier() throws Exception {
+    List<Candidate> found = candidates("eu-de", Listing.Tier.ON_DEMAND, 1_750_000, 7);
+    assertTrue(!found.isEmpty());
+    for (Candidate c : found) {
+      int i = Integer.parseInt(c.hostId().substring(2));
+      assertEquals(1, i % 2, "eu-de hosts only: " + c);
+      assertTrue(c.floorPricePerGpuHour() <= 1_750_000, c.toString());
+      assertTrue(c.freeCards() >= 7, c.toString());
+      assertEquals(2_000_000L - i * 1_000, c.floorPricePerGpuHour());
+    }
+    List<Candidate> spot = candidates(null, Listing.Tier.SPOT, 3_000_000, 1);
+    assertEquals("h-noon", spot.get(0).hostId());
+    for (Candidate c : spot.subList(1, spot.size())) {
+      int i = Integer.parseInt(c.hostId().substring(2));
+      assertEquals(0, i % 3, "only hosts with a spot price: " + c);
+      assertEquals(1_000_000L - i * 1_000, c.floorPricePerGpuHour());
+    }
+    assertEquals(List.of(), candidates(null, Listing.Tier.ON_DEMAND, 2, 1), "nothing at or below 0.000002");
+  }
+}
