@@ -64,21 +64,31 @@ class RentalLifecycleIntegrationTest {
 
   /** A verified, listed host with {@code cards} simulated H100s in {@code region}. */
   static Agent host(String region, int cards) throws Exception {
+    return host("h100-80gb", region, cards, "");
+  }
+
+  /** A verified host listed at {@link #PRICE} (spot 1.00) with {@code extraListing} added to its listing. */
+  static Agent host(String gpu, String region, int cards, String extraListing) throws Exception {
     String token = api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"" + region + "\"}").expect(201)
         .json().get("token").asText();
     Agent agent = Agent.start(AgentConfig.simulated("ws://127.0.0.1:" + node.httpPort(), token,
-        temp.resolve("agent-" + region + "-" + agents.size()), "h100-80gb:" + cards));
+        temp.resolve("agent-" + region + "-" + agents.size()), gpu + ":" + cards));
     agents.add(agent);
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
     assertEquals("verified", agent.verified().get(WAIT.toSeconds(), TimeUnit.SECONDS).status());
     api.put("/v1/hosts/" + hostId + "/listing", provider.apiKey(),
-        "{\"on_demand_price_per_gpu_hour\":\"" + PRICE + "\",\"spot_price_per_gpu_hour\":\"1.00\",\"listed\":true}").expect(200);
-    eventually(WAIT, () -> assertTrue(offered(region) >= cards, "host listed in " + region));
+        "{\"on_demand_price_per_gpu_hour\":\"" + PRICE + "\",\"spot_price_per_gpu_hour\":\"1.00\",\"listed\":true" + extraListing + "}")
+        .expect(200);
+    eventually(WAIT, () -> assertTrue(offered(gpu, region) >= cards, "host listed in " + region));
     return agent;
   }
 
   static int offered(String region) {
-    JsonNode offers = api.get("/v1/offers?gpu=h100-80gb&region=" + region + "&tier=on_demand", null).expect(200).json().get("offers");
+    return offered("h100-80gb", region);
+  }
+
+  static int offered(String gpu, String region) {
+    JsonNode offers = api.get("/v1/offers?gpu=" + gpu + "&region=" + region + "&tier=on_demand", null).expect(200).json().get("offers");
     int cards = 0;
     for (JsonNode o : offers) cards += o.get("available_cards").asInt();
     return cards;
@@ -91,7 +101,11 @@ class RentalLifecycleIntegrationTest {
   }
 
   static JsonNode launch(ApiClient.Customer renter, String region, String extra) {
-    return api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"" + region + "\","
+    return launch(renter, "h100-80gb", region, extra);
+  }
+
+  static JsonNode launch(ApiClient.Customer renter, String gpu, String region, String extra) {
+    return api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"" + gpu + "\",\"count\":1,\"region\":\"" + region + "\","
         + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]" + extra + "}")
         .expect(201).json().get("rental");
   }
@@ -188,6 +202,50 @@ class RentalLifecycleIntegrationTest {
     long billed = ended.get("billed_seconds").asLong();
     assertEquals(Metering.maxSecondsWithin(PRICE_MICROS, 1, hold, 1_000_000), billed, "exactly the seconds the hold covered");
     assertMoneySettled(renter, ended, deposit);
+  }
+
+  @Test
+  void spendCapReachedWhenTheMonthlyCapStopsTheHoldGrowing() throws Exception {
+    host("a100-40gb", "eu-nl", 1, "");
+    long hold = Metering.cost(Money.parse("3.00"), 1, 8);
+    ApiClient.Customer renter = renter("Budgeted", "10");
+    // The cap allows the first hold and a little more, never an extension.
+    api.put("/v1/account/spend-cap", renter.apiKey(), "{\"monthly\":\"" + Money.format(hold + 100) + "\"}").expect(200);
+    JsonNode launched = launch(renter, "a100-40gb", "eu-nl", "");
+    String id = launched.get("id").asText();
+    JsonNode ended = awaitStatus(renter, id, "ended");
+    assertEquals("spend_cap_reached", ended.get("end_reason").asText(), ended.toString());
+    assertEquals(Metering.maxSecondsWithin(PRICE_MICROS, 1, hold, 1_000_000), ended.get("billed_seconds").asLong(),
+        "exactly the seconds the hold covered");
+    assertMoneySettled(renter, ended, "10");
+    JsonNode account = api.account(renter.apiKey());
+    assertTrue(Money.parse(account.get("spent_this_month").asText()) <= hold + 100, account.toString());
+  }
+
+  @Test
+  void spotRentalIsPreemptedWhenTheHostsAvailabilityWindowCloses() throws Exception {
+    // A window that closes at the next whole minute at least 20 s away: well inside the 120 s minimum notice.
+    java.time.ZonedDateTime now = java.time.ZonedDateTime.now(java.time.ZoneOffset.UTC);
+    int endMinute = (now.toLocalTime().toSecondOfDay() + 20 + 59) / 60;
+    org.junit.jupiter.api.Assumptions.assumeTrue(endMinute <= 1440, "not in the last 20 s of a UTC day");
+    String day = now.getDayOfWeek().name().substring(0, 3).toLowerCase(java.util.Locale.ROOT);
+    String end = String.format("%02d:%02d", endMinute / 60, endMinute % 60);
+    Instant closes = now.toLocalDate().atStartOfDay(java.time.ZoneOffset.UTC).toInstant().plusSeconds(endMinute * 60L);
+    host("l40s-48gb", "eu-nl", 1, ",\"availability\":[{\"day\":\"" + day + "\",\"start\":\"00:00\",\"end\":\"" + end + "\"}]");
+    ApiClient.Customer renter = renter("Spotter", "10");
+    String id = launch(renter, "l40s-48gb", "eu-nl", ",\"tier\":\"spot\"").get("id").asText();
+    JsonNode running = awaitStatus(renter, id, "running");
+    assertEquals("1.000000", running.get("price_per_gpu_hour").asText(), "the spot floor, frozen");
+    Instant startedAt = Instant.parse(running.get("started_at").asText());
+    eventually(WAIT, () -> assertEquals(closes.toString(), Instant.parse(rental(renter, id).get("preemption_deadline").asText()).toString(),
+        "the notice names the window's end"));
+    JsonNode ended = awaitStatus(renter, id, "ended");
+    assertEquals("preempted", ended.get("end_reason").asText(), ended.toString());
+    long billed = ended.get("billed_seconds").asLong();
+    long window = Duration.between(startedAt, closes).getSeconds();
+    assertTrue(Math.abs(billed - window) <= 1, "billed " + billed + " s, ran until the deadline " + window + " s in");
+    assertEquals(Money.format(Metering.cost(Money.parse("1.00"), 1, billed)), ended.get("cost").asText());
+    assertMoneySettled(renter, ended, "10");
   }
 
   @Test

@@ -351,8 +351,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
             : Effect().reply(c.replyTo(), notFound()))
         .onCommand(HostLost.class, (s, c) -> fromHost(s.terms(), c.hostId())
             ? endRunning(s, HOST_LOST, c.lastHeartbeatAt(), null) : Effect().noReply())
-        .onCommand(WorkloadStopped.class, (s, c) -> fromHost(s.terms(), c.hostId())
-            ? endRunning(s, HOST_LOST, c.at() == null ? now() : min(c.at(), now()), null) : Effect().noReply())
+        .onCommand(WorkloadStopped.class, this::onWorkloadStoppedRunning)
         .onCommand(WorkloadStarted.class, c -> Effect().noReply()) // a duplicate
         .onCommand(Preempt.class, this::onPreempt);
 
@@ -667,6 +666,24 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     long byHold = state.extensionRefused() == null ? bound : Metering.maxSecondsWithin(price, cards, state.order().holdAmount(), bound);
     return byCap <= byHold ? RENTAL_CAP_REACHED : state.extensionRefused();
   }
+
+  /**
+   * The workload stopped without being asked to. At a preemption deadline that is the agent keeping the
+   * notice (it stops the workload itself, and its report may beat this rental's own tick): preempted.
+   * Otherwise the host failed the rental: host_lost, billed to the stop.
+   */
+  private ReplyEffect<Event, State> onWorkloadStoppedRunning(Running state, WorkloadStopped cmd) {
+    if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
+    Instant stoppedAt = cmd.at() == null ? now() : min(cmd.at(), now());
+    Instant deadline = state.preemptionDeadline();
+    if (deadline != null && !stoppedAt.isBefore(deadline.minus(PREEMPTION_CLOCK_SLACK))) {
+      return endRunning(state, PREEMPTED, min(stoppedAt, deadline), null);
+    }
+    return endRunning(state, HOST_LOST, stoppedAt, null);
+  }
+
+  /** How far an agent's clock may run ahead of this node's when it stops a workload at a preemption deadline. */
+  private static final Duration PREEMPTION_CLOCK_SLACK = Duration.ofSeconds(5);
 
   private ReplyEffect<Event, State> onPreempt(Running state, Preempt cmd) {
     if (!fromHost(state.terms(), cmd.hostId()) || state.order().spec().tier() != Listing.Tier.SPOT) return Effect().noReply();

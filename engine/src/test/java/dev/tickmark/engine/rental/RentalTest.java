@@ -473,6 +473,33 @@ class RentalTest {
   }
 
   @Test
+  void theAgentStoppingTheWorkloadAtThePreemptionDeadlineEndsItPreempted() {
+    RentalFixture f = fixture();
+    f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
+    f.clock.advance(Duration.ofSeconds(5));
+    f.kit.runCommand(new Rental.Preempt(f.hostId, at(20)));
+    // The agent keeps the notice: it stops the workload at the deadline (its clock a little behind)
+    // and reports it before this rental's own tick notices the deadline.
+    f.clock.advance(Duration.ofMillis(15_200));
+    var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(19).plusMillis(800)));
+    assertEquals(new Ended(Rental.PREEMPTED, at(19).plusMillis(800), 19, at(20).plusMillis(200)),
+        stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
+    f.awaitAssert(() -> assertConserved(f, cost(19)));
+  }
+
+  @Test
+  void aWorkloadThatStopsLongBeforeItsPreemptionDeadlineIsHostLost() {
+    RentalFixture f = fixture();
+    f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
+    f.clock.advance(Duration.ofSeconds(5));
+    f.kit.runCommand(new Rental.Preempt(f.hostId, at(200)));
+    f.clock.advance(Duration.ofSeconds(3));
+    var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8)));
+    assertEquals(new Ended(Rental.HOST_LOST, at(8), 8, at(8)),
+        stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
+  }
+
+  @Test
   void settlementNeverPassesThePreemptionDeadline() {
     RentalFixture f = fixture();
     f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
