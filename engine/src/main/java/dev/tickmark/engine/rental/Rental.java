@@ -297,7 +297,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       placeHold(p.order()); // then matching resumes
     } else if (state instanceof Provisioning p) {
       startWorkload(p.order(), p.terms());
-      timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED, settings.provisioningTimeout());
+      // What is left of the timeout since the match, not a fresh one: a node that keeps crashing must not
+      // keep a rental provisioning forever. The agent gets at least one ask timeout to report a start.
+      Duration left = Duration.between(now(), p.terms().matchedAt().plus(settings.provisioningTimeout()));
+      timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED,
+          left.compareTo(settings.askTimeout()) < 0 ? settings.askTimeout() : left);
     } else if (state instanceof Running r) {
       if (r.last() != null) deliver(r.order(), r.terms(), r.last(), false);
       timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
@@ -920,9 +924,17 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return new Order(order.renterId(), order.spec(), holdAmount, order.createdAt());
   }
 
-  private static List<Checkpoint> append(List<Checkpoint> list, Checkpoint c) {
-    List<Checkpoint> copy = new ArrayList<>(list.size() + 1);
-    copy.addAll(list);
+  /**
+   * The state keeps the latest {@value #CHECKPOINTS_KEPT} checkpoints: a month-long rental settles ~260 000
+   * times, and state (and its snapshots) must not grow with its age. Nothing is lost: every checkpoint is
+   * in the journal, and each second's charge follows from the frozen price (cumulative metering).
+   */
+  static final int CHECKPOINTS_KEPT = 100;
+
+  static List<Checkpoint> append(List<Checkpoint> list, Checkpoint c) {
+    int from = list.size() >= CHECKPOINTS_KEPT ? list.size() - CHECKPOINTS_KEPT + 1 : 0;
+    List<Checkpoint> copy = new ArrayList<>(list.size() - from + 1);
+    copy.addAll(list.subList(from, list.size()));
     copy.add(c);
     return List.copyOf(copy);
   }

@@ -767,6 +767,31 @@ class RentalTest {
   }
 
   @Test
+  void provisioningTimeoutCountsFromTheMatchAcrossRestarts() {
+    RentalFixture f = fixture(settings(s -> withProvisioningTimeout(withAskTimeout(s, Duration.ofMillis(500)), Duration.ofSeconds(60))),
+        DEPOSIT);
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class);
+    f.clock.advance(Duration.ofSeconds(61)); // the node was down longer than the whole timeout
+    f.kit.restart();
+    // Not another 60 s: only the ask timeout the agent gets to report a start.
+    assertEquals(Rental.PROVISIONING_FAILED, f.awaitEvent(Ended.class).reason());
+  }
+
+  @Test
+  void stateKeepsTheLatestCheckpointsOnly() {
+    List<Rental.Checkpoint> kept = List.of();
+    for (int i = 1; i <= Rental.CHECKPOINTS_KEPT + 5; i++) {
+      kept = Rental.append(kept, new Rental.Checkpoint(i, cost(i), 0, cost(i), at(i)));
+      assertEquals(Math.min(i, Rental.CHECKPOINTS_KEPT), kept.size());
+    }
+    assertEquals(6, kept.get(0).throughSecond(), "the oldest make room");
+    assertEquals(Rental.CHECKPOINTS_KEPT + 5, kept.get(kept.size() - 1).throughSecond());
+  }
+
+  @Test
   void restartRecoversProvisioningAndStartsTheWorkloadAgain() {
     RentalFixture f = fixture();
     Spec spec = onDemand(CARDS, CEILING);
