@@ -8,6 +8,8 @@ import static dev.tickmark.engine.rental.RentalFixture.ok;
 import static dev.tickmark.engine.rental.RentalFixture.onDemand;
 import static dev.tickmark.engine.rental.RentalFixture.settings;
 import static dev.tickmark.engine.rental.RentalFixture.spec;
+import static dev.tickmark.engine.rental.RentalFixture.withAskTimeout;
+import static dev.tickmark.engine.rental.RentalFixture.withProvisioningTimeout;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
