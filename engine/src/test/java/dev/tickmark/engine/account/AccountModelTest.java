@@ -182,9 +182,9 @@ class AccountModelTest {
     }
 
     Summary summary(Instant now) {
-      if (!open) return new Summary(id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0);
+      if (!open) return new Summary(id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null);
       return new Summary(id, true, name, balance(), held, available(), earnings(), cap, spentIn(month(now)),
-          deposited, captured, credited, platformCredited, paidOut);
+          deposited, captured, credited, platformCredited, paidOut, null, null);
     }
 
     Outcome open(String newName) {
@@ -666,7 +666,7 @@ class AccountModelTest {
 
     private Summary summaryOf(State state, Instant now) {
       if (state instanceof OpenAccount account) return account.summary(model.id, Account.monthOf(now));
-      return new Summary(model.id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0);
+      return new Summary(model.id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null);
     }
 
     private void restart() {

@@ -105,7 +105,7 @@ class AccountTest {
   void opensOnceAndRejectsSecondOpenWithOtherName() {
     var opened = open("Ada");
     Summary summary = ok(opened);
-    assertEquals(new Summary(accountId, true, "Ada", 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0), summary);
+    assertEquals(new Summary(accountId, true, "Ada", 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null), summary);
     assertEquals(new Opened("Ada", START), opened.event());
     assertRecovers();
 
@@ -137,7 +137,7 @@ class AccountTest {
     assertRejected(Rejection.NOT_FOUND, payout("po1", 1));
     assertRejected(Rejection.NOT_FOUND, setCap(100L));
     assertRejected(Rejection.NOT_FOUND, getHold("h1"));
-    assertEquals(new Summary(accountId, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0), summary());
+    assertEquals(new Summary(accountId, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null), summary());
     assertSame(Unopened.INSTANCE, kit.restart().state());
   }
 
@@ -743,7 +743,7 @@ class AccountTest {
             HoldReleased.class, EarningsCredited.class, EarningsCredited.class, PaidOut.class, SpendCapSet.class),
         seen);
     assertEquals(
-        new Summary(accountId, true, "Ada", 9_300, 0, 9_300, 100, 5_000L, 700, 10_000, 700, 600, 106, 500),
+        new Summary(accountId, true, "Ada", 9_300, 0, 9_300, 100, 5_000L, 700, 10_000, 700, 600, 106, 500, null, null),
         summary());
   }
 
