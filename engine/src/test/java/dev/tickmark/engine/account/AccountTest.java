@@ -841,6 +841,77 @@ class AccountTest {
   }
 
   // ---------------------------------------------------------------------------------------------
+  // Payout details and suspension
+
+  @Test
+  void keepsPayoutDetailsInElectronicFormAndShowsThemInTheSummary() {
+    ok(open("Ada"));
+    var result = setDetails(" Ada Lovelace ", "de89 3704 0044 0532 0130 00", "deutdeff");
+    Summary s = ok(result);
+    var expected = new Account.PayoutDetails("Ada Lovelace", "DE89370400440532013000", "DEUTDEFF");
+    assertEquals(expected, s.payoutDetails());
+    assertEquals(List.of(new Account.PayoutDetailsSet(expected, START)), result.events());
+    // Setting the same details again records nothing.
+    assertTrue(setDetails("Ada Lovelace", "DE89370400440532013000", "DEUTDEFF").hasNoEvents());
+    assertRecovers();
+  }
+
+  @Test
+  void refusesAnIbanThatIsNotSepaOrFailsItsChecksumAndABadBicOrHolder() {
+    ok(open("Ada"));
+    assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", "DE89370400440532013001", null));
+    assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", "US12345678901234567890", null));
+    assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", null, null));
+    assertRejected(Rejection.INVALID_BIC, setDetails("Ada", "DE89370400440532013000", "DEUT"));
+    assertRejected("invalid_holder_name", setDetails(" ", "DE89370400440532013000", null));
+    assertRejected("invalid_holder_name", setDetails("x".repeat(71), "DE89370400440532013000", null));
+    assertEquals(null, summary().payoutDetails());
+  }
+
+  @Test
+  void aSuspendedAccountPlacesNoNewHoldAndGetsNoPayoutButFinishesWhatRuns() {
+    ok(open("Ada"));
+    ok(deposit("pay-1", 10_000));
+    ok(placeHold("rental-1", 1_000));
+    ok(credit("rental-9", 10, 5_000, 800, false));
+    var suspended = suspend("chargeback");
+    assertEquals(new Account.Suspension("chargeback", START), ok(suspended).suspension());
+    assertTrue(ok(suspended).suspended());
+
+    assertRejected(Rejection.ACCOUNT_SUSPENDED, placeHold("rental-2", 1_000));
+    assertRejected(Rejection.ACCOUNT_SUSPENDED, payout("run-1:acc", 1_000));
+    // What runs goes on: the hold grows, is captured and released; earnings still accrue.
+    ok(extendHold("rental-1", 2_000));
+    ok(capture("rental-1", 10, 1_500));
+    ok(release("rental-1"));
+    ok(credit("rental-9", 20, 6_000, 900, true));
+    assertRecovers();
+
+    var resumed = resume();
+    assertEquals(null, ok(resumed).suspension());
+    ok(placeHold("rental-2", 1_000));
+    ok(payout("run-1:acc", 1_000));
+  }
+
+  @Test
+  void aPayoutAppliedBeforeASuspensionStillAnswersAsADuplicate() {
+    ok(open("Ada"));
+    ok(credit("rental-9", 10, 5_000, 800, true));
+    ok(payout("run-1:acc", 1_000));
+    ok(suspend(null));
+    assertTrue(ok(payout("run-1:acc", 1_000)).duplicate());
+  }
+
+  @Test
+  void suspendingTwiceOrResumingAnActiveAccountRecordsNothing() {
+    ok(open("Ada"));
+    assertTrue(resume().hasNoEvents());
+    ok(suspend("a"));
+    assertTrue(suspend("b").hasNoEvents());
+    assertEquals("a", summary().suspension().reason());
+  }
+
+  // ---------------------------------------------------------------------------------------------
   // Helpers
 
   private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> open(String name) {
@@ -883,6 +954,18 @@ class AccountTest {
 
   private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> setCap(Long cap) {
     return kit.runCommand(replyTo -> new SetSpendCap(cap, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> setDetails(String holder, String iban, String bic) {
+    return kit.runCommand(replyTo -> new Account.SetPayoutDetails(holder, iban, bic, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> suspend(String reason) {
+    return kit.runCommand(replyTo -> new Account.Suspend(reason, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> resume() {
+    return kit.runCommand(Account.Resume::new);
   }
 
   private Summary summary() {
