@@ -32,7 +32,8 @@ public final class Migrations {
       "V2__projection_offsets.sql",
       "V3__ledger_and_credentials.sql",
       "V4__hosts.sql",
-      "V5__rentals.sql");
+      "V5__rentals.sql",
+      "V6__payout_runs.sql");
 
   private Migrations() {}
 

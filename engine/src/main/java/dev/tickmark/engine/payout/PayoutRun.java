@@ -162,9 +162,9 @@ public final class PayoutRun
 
   public record Decided(List<Payment> payments, List<Skip> skipped, Instant at) implements Event {}
 
-  public record PaymentConfirmed(String accountId, Instant at) implements Event {}
+  public record PaymentConfirmed(String accountId, long amount, Instant at) implements Event {}
 
-  public record PaymentRefused(String accountId, String reason, Instant at) implements Event {}
+  public record PaymentRefused(String accountId, long amount, String reason, Instant at) implements Event {}
 
   public record Completed(Instant at) implements Event {}
 
@@ -187,6 +187,10 @@ public final class PayoutRun
       Map<String, Outcome> copy = new HashMap<>(outcomes);
       copy.put(accountId, outcome);
       return new Run(minimum, createdAt, decidedAt, payments, skipped, Map.copyOf(copy));
+    }
+
+    Payment payment(String accountId) {
+      return payments.stream().filter(p -> p.accountId().equals(accountId)).findFirst().orElseThrow();
     }
 
     boolean resolved(String accountId) {
@@ -423,9 +427,10 @@ public final class PayoutRun
     Run run = state.run();
     if (run.resolved(answer.accountId())) return Effect().noReply(); // a duplicate answer
     if (retryable(answer.refusal())) return retryLater();
+    long amount = run.payment(answer.accountId()).amount();
     Event outcome = answer.refusal() == null
-        ? new PaymentConfirmed(answer.accountId(), now())
-        : new PaymentRefused(answer.accountId(), answer.refusal(), now());
+        ? new PaymentConfirmed(answer.accountId(), amount, now())
+        : new PaymentRefused(answer.accountId(), amount, answer.refusal(), now());
     if (run.lastOpen(answer.accountId())) {
       return Effect().persist(List.of(outcome, new Completed(now()))).thenRun(this::answerWaiting).thenNoReply();
     }
