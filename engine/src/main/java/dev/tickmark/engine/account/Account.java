@@ -493,16 +493,17 @@ public final class Account
 
   private ReplyEffect<Event, State> onPlaceHold(OpenAccount state, PlaceHold cmd) {
     if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
-    if (state.suspended()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
-    }
     Hold existing = state.hold(cmd.holdId());
     if (existing != null) {
-      // A retried PlaceHold answers the hold as it stands; a different amount is a conflict.
+      // A retried PlaceHold answers the hold as it stands (even once suspended: the hold exists and its
+      // rental must be able to go on, or release it); a different amount is a conflict.
       if (existing.amount() >= cmd.amount() && state.openHolds().containsKey(cmd.holdId())) {
         return Effect().reply(cmd.replyTo(), StatusReply.success(existing.view(cmd.holdId(), true)));
       }
       return Effect().reply(cmd.replyTo(), conflict("hold:" + cmd.holdId(), "the hold already exists"));
+    }
+    if (state.suspended()) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
     }
     if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a hold must be positive"));
     ReplyEffect<Event, State> refused = refuseHoldGrowth(state, cmd.amount(), cmd.replyTo());

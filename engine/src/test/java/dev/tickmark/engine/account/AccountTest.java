@@ -880,7 +880,10 @@ class AccountTest {
 
     assertRejected(Rejection.ACCOUNT_SUSPENDED, placeHold("rental-2", 1_000));
     assertRejected(Rejection.ACCOUNT_SUSPENDED, payout("run-1:acc", 1_000));
-    // What runs goes on: the hold grows, is captured and released; earnings still accrue.
+    // What runs goes on: a retried PlaceHold of the open hold is answered, the hold grows, is captured
+    // and released; earnings still accrue.
+    assertTrue(placeHold("rental-1", 1_000).hasNoEvents());
+    assertEquals(1_000, ok(placeHold("rental-1", 1_000)).amount());
     ok(extendHold("rental-1", 2_000));
     ok(capture("rental-1", 10, 1_500));
     ok(release("rental-1"));
