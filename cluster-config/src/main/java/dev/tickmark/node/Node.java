@@ -8,6 +8,10 @@ import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.market.Matcher;
+import dev.tickmark.engine.account.Iban;
+import dev.tickmark.engine.payout.PayoutRun;
+import dev.tickmark.persistence.payouts.PayoutRunProjection;
+import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.persistence.rentals.RentalProjection;
 import dev.tickmark.persistence.rentals.RentalReadModel;
@@ -123,6 +127,9 @@ public final class Node implements AutoCloseable {
         rentalConfig.getDuration("retry-interval"),
         askTimeout);
     HostReadModel hostReadModel = new HostReadModel(jdbc);
+    LedgerReadModel ledgerReadModel = new LedgerReadModel(jdbc);
+    Config payouts = tickmark.getConfig("payouts");
+    ApiSettings.PayoutDebtor debtor = debtor(payouts.getConfig("debtor"));
 
     Account.init(system, clock);
     Host.init(system, hostSettings, clock);
@@ -134,6 +141,20 @@ public final class Node implements AutoCloseable {
     LedgerProjection.init(system, jdbc);
     HostProjection.init(system, jdbc);
     RentalProjection.init(system, jdbc);
+    PayoutRun.init(system, new PayoutRun.Settings(askTimeout, payouts.getDuration("retry-interval"), payouts.getInt("parallelism")),
+        new PayoutRun.Ports() {
+          @Override
+          public java.util.concurrent.CompletionStage<List<String>> providersOwed(long minimum) {
+            return ledgerReadModel.providersOwed(minimum);
+          }
+
+          @Override
+          public org.apache.pekko.actor.typed.RecipientRef<Account.Command> account(String accountId) {
+            return links.account(accountId);
+          }
+        },
+        clock);
+    PayoutRunProjection.init(system, jdbc);
 
     ApiKeys apiKeys = new ApiKeys(jdbc, clock);
     Config http = tickmark.getConfig("http");
@@ -143,9 +164,10 @@ public final class Node implements AutoCloseable {
     ApiSettings api = new ApiSettings(
         http.getString("interface"), settings.httpPort(), http.getDuration("ask-timeout"), settings.operatorToken(),
         settings.webhookSecret(), tickmark.getDuration("payments.tolerance"), agentLimits,
-        hostConfig.getDuration("registration-token-validity"));
-    HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), new LedgerReadModel(jdbc),
-        hostReadModel, new RentalReadModel(jdbc), catalog, clock);
+        hostConfig.getDuration("registration-token-validity"), debtor);
+    PayoutRunReadModel payoutRuns = new PayoutRunReadModel(jdbc);
+    HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), ledgerReadModel,
+        hostReadModel, new RentalReadModel(jdbc), payoutRuns, catalog, clock);
     ServerBinding binding = HttpApi.bind(system, httpApi.route(), api.interfaceName(), api.port())
         .toCompletableFuture().get(30, TimeUnit.SECONDS);
     binding.addToCoordinatedShutdown(Duration.ofSeconds(10), system);
@@ -163,6 +185,7 @@ public final class Node implements AutoCloseable {
       return CompletableFuture.completedFuture(Done.getInstance());
     });
     wakeUnfinishedRentals(system, new RentalReadModel(jdbc), rentalConfig.getDuration("wake-interval"));
+    wakeUnfinishedPayoutRuns(system, payoutRuns, payouts.getDuration("wake-interval"));
     log.info("Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
     return new Node(system, binding, settings, apiKeys, database);
   }
@@ -176,6 +199,31 @@ public final class Node implements AutoCloseable {
     var sharding = org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding.get(system);
     system.scheduler().scheduleWithFixedDelay(Duration.ofSeconds(1), every, () -> rentals.unfinished().thenAccept(ids ->
         ids.forEach(id -> sharding.entityRefFor(Rental.ENTITY_KEY, id).tell(Rental.Wake.INSTANCE))), system.executionContext());
+  }
+
+  /** Like rentals, a run lost with its node resumes when woken; waking a live or finished run changes nothing. */
+  private static void wakeUnfinishedPayoutRuns(ActorSystem<Void> system, PayoutRunReadModel runs, Duration every) {
+    var sharding = org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding.get(system);
+    system.scheduler().scheduleWithFixedDelay(Duration.ofSeconds(2), every, () -> runs.unfinished().thenAccept(ids ->
+        ids.forEach(id -> sharding.entityRefFor(PayoutRun.ENTITY_KEY, id).tell(PayoutRun.Wake.INSTANCE))), system.executionContext());
+  }
+
+  /** The payouts' debtor account, checked at start: a typo in the IBAN must not wait for the first export to show. */
+  static ApiSettings.PayoutDebtor debtor(Config c) {
+    String name = c.getString("name").strip();
+    String iban = c.getString("iban").isBlank() ? null : Iban.normalize(c.getString("iban"));
+    String bic = c.getString("bic").isBlank() ? null : c.getString("bic").strip().toUpperCase(java.util.Locale.ROOT);
+    if (iban != null && Iban.problem(iban).isPresent()) {
+      throw new IllegalArgumentException("tickmark.payouts.debtor.iban (TICKMARK_PAYOUT_DEBTOR_IBAN) is not a SEPA IBAN: "
+          + Iban.problem(iban).get());
+    }
+    if (bic != null && !Iban.isValidBic(bic)) {
+      throw new IllegalArgumentException("tickmark.payouts.debtor.bic (TICKMARK_PAYOUT_DEBTOR_BIC) is not a BIC");
+    }
+    if (iban != null && name.isEmpty()) {
+      throw new IllegalArgumentException("tickmark.payouts.debtor.name (TICKMARK_PAYOUT_DEBTOR_NAME) is required with an IBAN");
+    }
+    return new ApiSettings.PayoutDebtor(name.isEmpty() ? null : name, iban, bic);
   }
 
   static Verification.Policy policy(Config v, boolean allowSimulated) {

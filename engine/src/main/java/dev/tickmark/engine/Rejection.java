@@ -19,6 +19,9 @@ public final class Rejection {
   public static final String HOLD_EXCEEDED = "hold_exceeded";
   public static final String IDEMPOTENCY_CONFLICT = "idempotency_conflict";
   public static final String AMOUNT_TOO_LARGE = "amount_too_large";
+  public static final String ACCOUNT_SUSPENDED = "account_suspended";
+  public static final String INVALID_IBAN = "invalid_iban";
+  public static final String INVALID_BIC = "invalid_bic";
 
   private Rejection() {}
 

@@ -19,6 +19,8 @@ import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 public final class AccountRoutes {
   record SignUpRequest(String name) {}
 
+  record PayoutDetailsRequest(String holderName, String iban, String bic) {}
+
   record SignUpResponse(AccountView account, String apiKey) {}
 
   record ApiKeyRequest(String label) {}
@@ -63,6 +65,8 @@ public final class AccountRoutes {
     return concat(
         path("spend-cap", () -> put(() -> entity(Unmarshaller.entityToByteString(), body ->
             onSuccess(spendCaps.set(accountId, body), s -> complete(Responses.json(200, AccountView.of(s))))))),
+        path("payout-details", () -> put(() -> entity(Unmarshaller.entityToByteString(), body ->
+            onSuccess(setPayoutDetails(accountId, body), s -> complete(Responses.json(200, AccountView.of(s))))))),
         path("ledger", () -> get(() -> parameterOptional("limit", limit -> parameterOptional("after", after ->
             onSuccess(statement(accountId, limit, after), st -> complete(Responses.json(200, st))))))),
         pathPrefix("api-keys", () -> concat(
@@ -83,6 +87,14 @@ public final class AccountRoutes {
     return accounts.<Account.Summary>ask(id, reply -> new Account.Open(name, reply))
         .thenCompose(summary -> apiKeys.create(id, "default")
             .thenApply(key -> Responses.json(201, new SignUpResponse(AccountView.of(summary), key.apiKey()))));
+  }
+
+  /** The engine validates the IBAN (SEPA country, length, checksum) and the BIC; the edge only checks presence. */
+  private CompletionStage<Account.Summary> setPayoutDetails(String accountId, org.apache.pekko.util.ByteString body) {
+    PayoutDetailsRequest request = Json.read(body, PayoutDetailsRequest.class);
+    if (request.holderName() == null) throw Problem.badRequest("missing_field", "\"holder_name\" is required");
+    if (request.iban() == null) throw Problem.badRequest("invalid_iban", "\"iban\" is required");
+    return accounts.ask(accountId, reply -> new Account.SetPayoutDetails(request.holderName(), request.iban(), request.bic(), reply));
   }
 
   private CompletionStage<Statement> statement(String accountId, Optional<String> limitParam, Optional<String> afterParam) {

@@ -1,9 +1,13 @@
 package dev.tickmark.http;
 
 import dev.tickmark.engine.account.Account;
+import dev.tickmark.engine.account.Iban;
 import dev.tickmark.engine.money.Money;
 
-/** {@code GET /v1/account}: amounts as strings with exactly six decimals. */
+/**
+ * {@code GET /v1/account}: amounts as strings with exactly six decimals; {@code status} is
+ * {@code active} or {@code suspended}; payout details show the IBAN's last four characters only.
+ */
 public record AccountView(
     String id,
     String name,
@@ -13,11 +17,24 @@ public record AccountView(
     String available,
     String earnings,
     String spendCapMonthly,
-    String spentThisMonth) {
+    String spentThisMonth,
+    String status,
+    PayoutDetailsView payoutDetails) {
+
+  public record PayoutDetailsView(String holderName, String iban, String bic) {
+    static PayoutDetailsView of(Account.PayoutDetails d) {
+      return d == null ? null : new PayoutDetailsView(d.holderName(), Iban.masked(d.iban()), d.bic());
+    }
+  }
+
+  static String status(Account.Summary s) {
+    return s.suspended() ? "suspended" : "active";
+  }
 
   public static AccountView of(Account.Summary s) {
     return new AccountView(s.id(), s.name(), "EUR", Money.format(s.balance()), Money.format(s.held()),
         Money.format(s.available()), Money.format(s.earnings()),
-        s.spendCapMonthly() == null ? null : Money.format(s.spendCapMonthly()), Money.format(s.spentThisMonth()));
+        s.spendCapMonthly() == null ? null : Money.format(s.spendCapMonthly()), Money.format(s.spentThisMonth()), status(s),
+        PayoutDetailsView.of(s.payoutDetails()));
   }
 }

@@ -50,11 +50,11 @@ final class HostViews {
 
   record HostSummary(String id, String region, String label, String status, boolean online, boolean listed, boolean draining,
       boolean simulated, String gpu, int cardsTotal, int cardsFree, String onDemandPricePerGpuHour, String spotPricePerGpuHour,
-      Instant updatedAt, String ownerId) {
+      Instant registeredAt, Instant updatedAt, String ownerId) {
     static HostSummary of(HostReadModel.HostRow r, boolean forOperator) {
       return new HostSummary(r.hostId(), r.region(), r.label(), r.status(), r.online(), r.listed(), r.draining(), r.simulated(),
           r.gpu(), r.cardsTotal(), r.cardsFree(), r.onDemandPrice() == null || r.onDemandPrice() == 0 ? null : Money.format(r.onDemandPrice()),
-          r.spotPrice() == null ? null : Money.format(r.spotPrice()), r.updatedAt(), forOperator ? r.ownerId() : null);
+          r.spotPrice() == null ? null : Money.format(r.spotPrice()), r.createdAt(), r.updatedAt(), forOperator ? r.ownerId() : null);
     }
   }
 

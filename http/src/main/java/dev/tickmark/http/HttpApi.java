@@ -8,6 +8,7 @@ import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.http.agent.AgentSocket;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
+import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Clock;
 import java.util.concurrent.CompletionStage;
@@ -30,7 +31,8 @@ public final class HttpApi {
   private final Route route;
 
   public HttpApi(ActorSystem<?> system, ApiSettings settings, ApiKeys apiKeys, IdempotencyKeys idempotencyKeys,
-      LedgerReadModel ledger, HostReadModel hosts, RentalReadModel rentals, Catalog catalog, Clock clock) {
+      LedgerReadModel ledger, HostReadModel hosts, RentalReadModel rentals, PayoutRunReadModel payoutRuns, Catalog catalog,
+      Clock clock) {
     Accounts accounts = new Accounts(system, settings.askTimeout());
     Auth auth = new Auth(apiKeys, settings.operatorToken());
     Idempotency idempotency = new Idempotency(idempotencyKeys);
@@ -38,7 +40,9 @@ public final class HttpApi {
         ? null : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
     AccountRoutes accountRoutes = new AccountRoutes(accounts, apiKeys, ledger, auth);
     PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, signature, clock);
-    OpsRoutes opsRoutes = new OpsRoutes(accounts, ledger, auth, idempotency, new OpsHostRoutes(system, settings.askTimeout(), hosts));
+    OpsPayoutRoutes payoutRoutes = new OpsPayoutRoutes(system, settings.askTimeout(), payoutRuns, idempotency, settings.payoutDebtor());
+    OpsRoutes opsRoutes = new OpsRoutes(accounts, ledger, auth, idempotency, new OpsHostRoutes(system, settings.askTimeout(), hosts),
+        payoutRoutes);
     HostRoutes hostRoutes = new HostRoutes(system, settings.askTimeout(), hosts, catalog, auth, clock, settings.registrationTokenValidity());
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
     AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());

@@ -16,18 +16,23 @@ import org.apache.pekko.util.ByteString;
 public final class OpsRoutes {
   record DepositRequest(String amount, String reference) {}
 
+  record SuspendRequest(String reason) {}
+
   record DepositView(String accountId, String reference, String amount, boolean duplicate, String key) {}
 
   record OpsAccountView(
       String id, String name, String currency, String balance, String held, String available, String earnings,
       String spendCapMonthly, String spentThisMonth, String deposited, String captured, String credited,
-      String platformCredited, String paidOut) {
+      String platformCredited, String paidOut, String status, boolean suspended, String suspensionReason,
+      java.time.Instant suspendedAt, AccountView.PayoutDetailsView payoutDetails) {
     static OpsAccountView of(Account.Summary s) {
       return new OpsAccountView(s.id(), s.name(), "EUR", Money.format(s.balance()), Money.format(s.held()),
           Money.format(s.available()), Money.format(s.earnings()),
           s.spendCapMonthly() == null ? null : Money.format(s.spendCapMonthly()), Money.format(s.spentThisMonth()),
           Money.format(s.deposited()), Money.format(s.captured()), Money.format(s.credited()),
-          Money.format(s.platformCredited()), Money.format(s.paidOut()));
+          Money.format(s.platformCredited()), Money.format(s.paidOut()), AccountView.status(s), s.suspended(),
+          s.suspended() ? s.suspension().reason() : null, s.suspended() ? s.suspension().at() : null,
+          AccountView.PayoutDetailsView.of(s.payoutDetails()));
     }
   }
 
@@ -51,27 +56,48 @@ public final class OpsRoutes {
   private final Idempotency idempotency;
   private final SpendCaps spendCap;
   private final OpsHostRoutes hostRoutes;
+  private final OpsPayoutRoutes payoutRoutes;
 
-  OpsRoutes(Accounts accounts, LedgerReadModel ledger, Auth auth, Idempotency idempotency, OpsHostRoutes hostRoutes) {
+  OpsRoutes(Accounts accounts, LedgerReadModel ledger, Auth auth, Idempotency idempotency, OpsHostRoutes hostRoutes,
+      OpsPayoutRoutes payoutRoutes) {
     this.accounts = accounts;
     this.ledger = ledger;
     this.auth = auth;
     this.idempotency = idempotency;
     this.spendCap = new SpendCaps(accounts);
     this.hostRoutes = hostRoutes;
+    this.payoutRoutes = payoutRoutes;
   }
 
   public Route route() {
     return auth.operator(() -> concat(
         hostRoutes.route(),
+        payoutRoutes.route(),
         pathPrefix(segment("accounts").slash(segment()), accountId -> concat(
             pathEnd(() -> get(() -> onSuccess(accounts.openSummary(accountId), s -> complete(Responses.json(200, OpsAccountView.of(s)))))),
             path("deposits", () -> post(() -> extractUri(uri -> entity(Unmarshaller.entityToByteString(), body ->
                 idempotency.apply("operator", uri.path(), body, () -> deposit(accountId, body)))))),
             path("spend-cap", () -> put(() -> entity(Unmarshaller.entityToByteString(), body ->
-                onSuccess(spendCap.set(accountId, body), s -> complete(Responses.json(200, OpsAccountView.of(s))))))))),
+                onSuccess(spendCap.set(accountId, body), s -> complete(Responses.json(200, OpsAccountView.of(s))))))),
+            path("suspend", () -> post(() -> entity(Unmarshaller.entityToByteString(), body ->
+                onSuccess(suspend(accountId, body), s -> complete(Responses.json(200, OpsAccountView.of(s))))))),
+            path("resume", () -> post(() ->
+                onSuccess(resume(accountId), s -> complete(Responses.json(200, OpsAccountView.of(s)))))))),
         path(segment("ledger").slash("audit"), () -> get(() ->
             onSuccess(ledger.audit(), audit -> complete(Responses.json(200, AuditView.of(audit))))))));
+  }
+
+  /** Suspends an open account (404 for an unknown one): no new rentals, no payouts; what runs goes on. */
+  private CompletionStage<Account.Summary> suspend(String accountId, ByteString body) {
+    String reason = body.isEmpty() ? null : Json.read(body, SuspendRequest.class).reason();
+    if (reason != null && reason.length() > 500) throw Problem.badRequest("invalid_field", "\"reason\" is at most 500 characters");
+    return accounts.openSummary(accountId)
+        .thenCompose(s -> accounts.<Account.Summary>ask(accountId, reply -> new Account.Suspend(reason, reply)));
+  }
+
+  private CompletionStage<Account.Summary> resume(String accountId) {
+    return accounts.openSummary(accountId)
+        .thenCompose(s -> accounts.<Account.Summary>ask(accountId, Account.Resume::new));
   }
 
   private CompletionStage<HttpResponse> deposit(String accountId, ByteString body) {

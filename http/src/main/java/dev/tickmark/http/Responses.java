@@ -52,6 +52,7 @@ public final class Responses {
     String detail = Rejection.detailOf(message);
     int status = switch (code) {
       case Rejection.NOT_FOUND, Rejection.HOLD_NOT_FOUND -> 404;
+      case Rejection.ACCOUNT_SUSPENDED -> 403;
       case Rejection.INSUFFICIENT_FUNDS, Rejection.SPEND_CAP_REACHED -> 402;
       case Rejection.IDEMPOTENCY_CONFLICT, Rejection.ALREADY_EXISTS, Rejection.HOLD_CLOSED -> 409;
       case Rejection.INSUFFICIENT_EARNINGS, Rejection.AMOUNT_TOO_LARGE, Rejection.HOLD_EXCEEDED -> 422;

@@ -33,7 +33,8 @@ public final class Migrations {
       "V3__ledger_and_credentials.sql",
       "V4__hosts.sql",
       "V5__rentals.sql",
-      "V6__market_index.sql");
+      "V6__payout_runs.sql",
+      "V7__market_index.sql");
 
   private Migrations() {}
 

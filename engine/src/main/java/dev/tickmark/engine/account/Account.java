@@ -42,6 +42,10 @@ import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
  * high-water mark per source; deposits and payouts are human-scale events keyed by a reference and
  * remembered with their amount. The same key with the same content answers the first result; the
  * same key with different content answers {@code idempotency_conflict}.
+ *
+ * <p>Suspension (an operator's decision) refuses new holds and payouts. Everything already under way
+ * goes on: open holds may still be extended, captured and released, and earnings still accrue, so a
+ * running rental runs until it is stopped or its balance runs out, and its provider is credited for it.
  */
 public final class Account
     extends EventSourcedBehaviorWithEnforcedReplies<Account.Command, Account.Event, Account.State> {
@@ -101,11 +105,23 @@ public final class Account
       ActorRef<StatusReply<Posting>> replyTo)
       implements Command {}
 
-  /** Pays {@code amount} of the earnings out; idempotent on {@code payoutId}. */
+  /**
+   * Pays exactly {@code amount} of the earnings out; idempotent on {@code payoutId}. Refused when the
+   * earnings do not cover it or the account is suspended (a payout applied before still answers).
+   */
   public record Payout(String payoutId, long amount, ActorRef<StatusReply<Posting>> replyTo) implements Command {}
 
   /** Sets (or with {@code null}, removes) the monthly spend cap in µ€. */
   public record SetSpendCap(Long monthlyCap, ActorRef<StatusReply<Summary>> replyTo) implements Command {}
+
+  /** Where the provider side is paid: validated here, so only a SEPA IBAN with a good checksum is ever kept. */
+  public record SetPayoutDetails(String holderName, String iban, String bic, ActorRef<StatusReply<Summary>> replyTo)
+      implements Command {}
+
+  /** An operator freezes the account: no new holds and no payouts until {@link Resume}. */
+  public record Suspend(String reason, ActorRef<StatusReply<Summary>> replyTo) implements Command {}
+
+  public record Resume(ActorRef<StatusReply<Summary>> replyTo) implements Command {}
 
   public record GetSummary(ActorRef<Summary> replyTo) implements Command {}
 
@@ -126,8 +142,19 @@ public final class Account
       long captured,
       long credited,
       long platformCredited,
-      long paidOut)
-      implements CborSerializable {}
+      long paidOut,
+      PayoutDetails payoutDetails,
+      Suspension suspension)
+      implements CborSerializable {
+    public boolean suspended() {
+      return suspension != null;
+    }
+  }
+
+  /** A SEPA payee: the IBAN in electronic form (no spaces, upper case); {@code bic} is optional in SEPA. */
+  public record PayoutDetails(String holderName, String iban, String bic) implements CborSerializable {}
+
+  public record Suspension(String reason, Instant at) implements CborSerializable {}
 
   /** The result of a money posting. {@code duplicate} says the key had been applied before. */
   public record Posting(String key, long amount, boolean duplicate) implements CborSerializable {}
@@ -169,6 +196,12 @@ public final class Account
   public record PaidOut(String payoutId, long amount, Instant at) implements Event {}
 
   public record SpendCapSet(Long monthlyCap, Instant at) implements Event {}
+
+  public record PayoutDetailsSet(PayoutDetails details, Instant at) implements Event {}
+
+  public record Suspended(String reason, Instant at) implements Event {}
+
+  public record Resumed(Instant at) implements Event {}
 
   // ---------------------------------------------------------------------------------------------
   // State: immutable (snapshots are written asynchronously), with the lifecycle as types.
@@ -212,14 +245,17 @@ public final class Account
       Map<String, Hold> openHolds,
       Map<String, Hold> closedHolds,
       Map<String, SourceMark> openSources,
-      Map<String, SourceMark> closedSources)
+      Map<String, SourceMark> closedSources,
+      PayoutDetails payoutDetails,
+      Suspension suspension)
       implements State {
 
     @JsonCreator
     public OpenAccount {}
 
     static OpenAccount opened(String name) {
-      return new OpenAccount(name, 0, 0, 0, 0, 0, 0, null, 0, 0, Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), Map.of());
+      return new OpenAccount(name, 0, 0, 0, 0, 0, 0, null, 0, 0, Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), null,
+          null);
     }
 
     long balance() {
@@ -258,20 +294,24 @@ public final class Account
     Summary summary(String id, int currentMonth) {
       return new Summary(
           id, true, name, balance(), held, available(), earnings(), spendCap, spentIn(currentMonth),
-          deposited, captured, credited, platformCredited, paidOut);
+          deposited, captured, credited, platformCredited, paidOut, payoutDetails, suspension);
+    }
+
+    boolean suspended() {
+      return suspension != null;
     }
 
     OpenAccount withDeposit(Deposited e) {
       return new OpenAccount(
           name, deposited + e.amount(), captured, held, credited, platformCredited, paidOut, spendCap, month,
           capturedInMonth, with(deposits, e.reference(), e.amount()), payouts, openHolds, closedHolds, openSources,
-          closedSources);
+          closedSources, payoutDetails, suspension);
     }
 
     OpenAccount withHold(String holdId, Hold hold, long heldDelta) {
       return new OpenAccount(
           name, deposited, captured, held + heldDelta, credited, platformCredited, paidOut, spendCap, month,
-          capturedInMonth, deposits, payouts, with(openHolds, holdId, hold), closedHolds, openSources, closedSources);
+          capturedInMonth, deposits, payouts, with(openHolds, holdId, hold), closedHolds, openSources, closedSources, payoutDetails, suspension);
     }
 
     OpenAccount withCapture(Captured e) {
@@ -283,7 +323,7 @@ public final class Account
       return new OpenAccount(
           name, deposited, captured + e.amount(), held - e.amount(), credited, platformCredited, paidOut, spendCap,
           eventMonth, inMonth, deposits, payouts, with(openHolds, e.holdId(), updated), closedHolds, openSources,
-          closedSources);
+          closedSources, payoutDetails, suspension);
     }
 
     OpenAccount withRelease(HoldReleased e) {
@@ -292,7 +332,7 @@ public final class Account
       return new OpenAccount(
           name, deposited, captured, held - e.released(), credited, platformCredited, paidOut, spendCap, month,
           capturedInMonth, deposits, payouts, without(openHolds, e.holdId()), with(closedHolds, e.holdId(), closed),
-          openSources, closedSources);
+          openSources, closedSources, payoutDetails, suspension);
     }
 
     OpenAccount withEarnings(EarningsCredited e) {
@@ -303,25 +343,40 @@ public final class Account
       Map<String, SourceMark> closed = e.last() ? with(closedSources, e.sourceId(), mark) : closedSources;
       return new OpenAccount(
           name, deposited, captured, held, credited + e.providerAmount(), platformCredited + e.platformAmount(),
-          paidOut, spendCap, month, capturedInMonth, deposits, payouts, openHolds, closedHolds, open, closed);
+          paidOut, spendCap, month, capturedInMonth, deposits, payouts, openHolds, closedHolds, open, closed, payoutDetails, suspension);
     }
 
     OpenAccount withPayout(PaidOut e) {
       return new OpenAccount(
           name, deposited, captured, held, credited, platformCredited, paidOut + e.amount(), spendCap, month,
           capturedInMonth, deposits, with(payouts, e.payoutId(), e.amount()), openHolds, closedHolds, openSources,
-          closedSources);
+          closedSources, payoutDetails, suspension);
     }
 
     OpenAccount withSpendCap(SpendCapSet e) {
       return new OpenAccount(
           name, deposited, captured, held, credited, platformCredited, paidOut, e.monthlyCap(), month, capturedInMonth,
-          deposits, payouts, openHolds, closedHolds, openSources, closedSources);
+          deposits, payouts, openHolds, closedHolds, openSources, closedSources, payoutDetails, suspension);
+    }
+
+    OpenAccount withPayoutDetails(PayoutDetailsSet e) {
+      return new OpenAccount(
+          name, deposited, captured, held, credited, platformCredited, paidOut, spendCap, month, capturedInMonth,
+          deposits, payouts, openHolds, closedHolds, openSources, closedSources, e.details(), suspension);
+    }
+
+    OpenAccount withSuspension(Suspension newSuspension) {
+      return new OpenAccount(
+          name, deposited, captured, held, credited, platformCredited, paidOut, spendCap, month, capturedInMonth,
+          deposits, payouts, openHolds, closedHolds, openSources, closedSources, payoutDetails, newSuspension);
     }
   }
 
   // ---------------------------------------------------------------------------------------------
   // Behaviour
+
+  /** SEPA allows 70 characters for a creditor's name. */
+  static final int MAX_HOLDER_NAME = 70;
 
   private final String accountId;
   private final Clock clock;
@@ -382,6 +437,9 @@ public final class Account
         .onCommand(CreditEarnings.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(Payout.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(SetSpendCap.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(SetPayoutDetails.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(Suspend.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(Resume.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(GetHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()));
 
     CommandHandlerWithReplyBuilderByState<Command, Event, OpenAccount, State> open =
@@ -396,6 +454,9 @@ public final class Account
         .onCommand(CreditEarnings.class, this::onCreditEarnings)
         .onCommand(Payout.class, this::onPayout)
         .onCommand(SetSpendCap.class, this::onSetSpendCap)
+        .onCommand(SetPayoutDetails.class, this::onSetPayoutDetails)
+        .onCommand(Suspend.class, this::onSuspend)
+        .onCommand(Resume.class, this::onResume)
         .onCommand(GetHold.class, this::onGetHold);
 
     return unopened.orElse(open).build();
@@ -434,11 +495,15 @@ public final class Account
     if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
     Hold existing = state.hold(cmd.holdId());
     if (existing != null) {
-      // A retried PlaceHold answers the hold as it stands; a different amount is a conflict.
+      // A retried PlaceHold answers the hold as it stands (even once suspended: the hold exists and its
+      // rental must be able to go on, or release it); a different amount is a conflict.
       if (existing.amount() >= cmd.amount() && state.openHolds().containsKey(cmd.holdId())) {
         return Effect().reply(cmd.replyTo(), StatusReply.success(existing.view(cmd.holdId(), true)));
       }
       return Effect().reply(cmd.replyTo(), conflict("hold:" + cmd.holdId(), "the hold already exists"));
+    }
+    if (state.suspended()) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
     }
     if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a hold must be positive"));
     ReplyEffect<Event, State> refused = refuseHoldGrowth(state, cmd.amount(), cmd.replyTo());
@@ -569,6 +634,9 @@ public final class Account
       return Effect().reply(cmd.replyTo(), conflict(key, "was paid with amount " + Money.format(earlier)));
     }
     if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a payout must be positive"));
+    if (state.suspended()) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
+    }
     if (cmd.amount() > state.earnings()) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.INSUFFICIENT_EARNINGS,
           "earnings are " + Money.format(state.earnings()) + " EUR, the payout asks " + Money.format(cmd.amount()) + " EUR"));
@@ -588,6 +656,37 @@ public final class Account
         .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
   }
 
+  private ReplyEffect<Event, State> onSetPayoutDetails(OpenAccount state, SetPayoutDetails cmd) {
+    String holder = cmd.holderName() == null ? "" : cmd.holderName().strip();
+    if (holder.isEmpty() || holder.length() > MAX_HOLDER_NAME || holder.chars().anyMatch(Character::isISOControl)) {
+      return Effect().reply(cmd.replyTo(), reply("invalid_holder_name", "the holder name must be 1 to " + MAX_HOLDER_NAME + " printable characters"));
+    }
+    var ibanProblem = Iban.problem(cmd.iban());
+    if (ibanProblem.isPresent()) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_IBAN, ibanProblem.get()));
+    String bic = cmd.bic() == null || cmd.bic().isBlank() ? null : cmd.bic().strip().toUpperCase(java.util.Locale.ROOT);
+    if (bic != null && !Iban.isValidBic(bic)) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_BIC, "a BIC has 8 or 11 characters, like DEUTDEFF or DEUTDEFF500"));
+    }
+    PayoutDetails details = new PayoutDetails(holder, Iban.normalize(cmd.iban()), bic);
+    if (details.equals(state.payoutDetails())) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    return Effect().persist(new PayoutDetailsSet(details, now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+  }
+
+  private ReplyEffect<Event, State> onSuspend(OpenAccount state, Suspend cmd) {
+    String reason = cmd.reason() == null || cmd.reason().isBlank() ? null : cmd.reason().strip();
+    if (reason != null && reason.length() > 500) return Effect().reply(cmd.replyTo(), reply("invalid_reason", "a reason is at most 500 characters"));
+    if (state.suspended()) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    return Effect().persist(new Suspended(reason, now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+  }
+
+  private ReplyEffect<Event, State> onResume(OpenAccount state, Resume cmd) {
+    if (!state.suspended()) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    return Effect().persist(new Resumed(now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+  }
+
   private ReplyEffect<Event, State> onGetHold(OpenAccount state, GetHold cmd) {
     return Effect().reply(cmd.replyTo(), holdView(state, cmd.holdId()));
   }
@@ -604,7 +703,10 @@ public final class Account
         .onEvent(HoldReleased.class, OpenAccount::withRelease)
         .onEvent(EarningsCredited.class, OpenAccount::withEarnings)
         .onEvent(PaidOut.class, OpenAccount::withPayout)
-        .onEvent(SpendCapSet.class, OpenAccount::withSpendCap);
+        .onEvent(SpendCapSet.class, OpenAccount::withSpendCap)
+        .onEvent(PayoutDetailsSet.class, OpenAccount::withPayoutDetails)
+        .onEvent(Suspended.class, (s, e) -> s.withSuspension(new Suspension(e.reason(), e.at())))
+        .onEvent(Resumed.class, (s, e) -> s.withSuspension(null));
     return builder.build();
   }
 
@@ -623,7 +725,7 @@ public final class Account
   }
 
   private Summary notOpen() {
-    return new Summary(accountId, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0);
+    return new Summary(accountId, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null);
   }
 
   private <T> StatusReply<T> notFound() {

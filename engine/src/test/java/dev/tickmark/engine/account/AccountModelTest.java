@@ -154,6 +154,8 @@ class AccountModelTest {
     long capturedInMonth;
     final Map<String, Long> deposits = new HashMap<>();
     final Map<String, Long> payouts = new HashMap<>();
+    Account.Suspension suspension;
+    Account.PayoutDetails payoutDetails;
     final Map<String, ModelHold> holds = new HashMap<>();
     final Map<String, ModelSource> sources = new HashMap<>();
 
@@ -182,9 +184,9 @@ class AccountModelTest {
     }
 
     Summary summary(Instant now) {
-      if (!open) return new Summary(id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0);
+      if (!open) return new Summary(id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null);
       return new Summary(id, true, name, balance(), held, available(), earnings(), cap, spentIn(month(now)),
-          deposited, captured, credited, platformCredited, paidOut);
+          deposited, captured, credited, platformCredited, paidOut, payoutDetails, suspension);
     }
 
     Outcome open(String newName) {
@@ -225,6 +227,7 @@ class AccountModelTest {
             ? Outcome.ok(existing.view(holdId), false)
             : Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
       }
+      if (suspension != null) return Outcome.error(Rejection.ACCOUNT_SUSPENDED);
       if (amount <= 0) return Outcome.error(Rejection.INVALID_AMOUNT);
       String refusal = refuseGrowth(amount, now);
       if (refusal != null) return Outcome.error(refusal);
@@ -341,10 +344,36 @@ class AccountModelTest {
         return earlier == amount ? Outcome.ok(new Posting(key, amount, true), false) : Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
       }
       if (amount <= 0) return Outcome.error(Rejection.INVALID_AMOUNT);
+      if (suspension != null) return Outcome.error(Rejection.ACCOUNT_SUSPENDED);
       if (amount > earnings()) return Outcome.error(Rejection.INSUFFICIENT_EARNINGS);
       payouts.put(payoutId, amount);
       paidOut += amount;
       return Outcome.ok(new Posting(key, amount, false), true);
+    }
+
+    Outcome suspend(String reason, Instant now) {
+      if (!open) return Outcome.error(Rejection.NOT_FOUND);
+      if (suspension != null) return Outcome.ok(null, false);
+      suspension = new Account.Suspension(reason, now);
+      return Outcome.ok(null, true);
+    }
+
+    Outcome resume() {
+      if (!open) return Outcome.error(Rejection.NOT_FOUND);
+      if (suspension == null) return Outcome.ok(null, false);
+      suspension = null;
+      return Outcome.ok(null, true);
+    }
+
+    Outcome setPayoutDetails(String holder, String iban, String bic) {
+      if (!open) return Outcome.error(Rejection.NOT_FOUND);
+      if (holder.isBlank()) return Outcome.error("invalid_holder_name");
+      if (!Iban.isValid(iban)) return Outcome.error(Rejection.INVALID_IBAN);
+      if (bic != null && !Iban.isValidBic(bic)) return Outcome.error(Rejection.INVALID_BIC);
+      Account.PayoutDetails details = new Account.PayoutDetails(holder, Iban.normalize(iban), bic);
+      boolean changed = !details.equals(payoutDetails);
+      payoutDetails = details;
+      return Outcome.ok(null, changed);
     }
 
     Outcome setCap(Long newCap) {
@@ -487,6 +516,50 @@ class AccountModelTest {
     }
   }
 
+  record SuspendOp(String reason) implements Op {
+    public Command command(ActorRef<StatusReply<Object>> replyTo) {
+      return new Account.Suspend(reason, typed(replyTo));
+    }
+
+    public Outcome apply(Model model, Instant now) {
+      return model.suspend(reason, now);
+    }
+
+    /** A suspension re-sent after a resume is a new decision. */
+    public boolean deduplicated() {
+      return false;
+    }
+  }
+
+  record ResumeOp() implements Op {
+    public Command command(ActorRef<StatusReply<Object>> replyTo) {
+      return new Account.Resume(typed(replyTo));
+    }
+
+    public Outcome apply(Model model, Instant now) {
+      return model.resume();
+    }
+
+    /** A resume re-sent after a later suspension is a new decision. */
+    public boolean deduplicated() {
+      return false;
+    }
+  }
+
+  record PayoutDetailsOp(String holder, String iban, String bic) implements Op {
+    public Command command(ActorRef<StatusReply<Object>> replyTo) {
+      return new Account.SetPayoutDetails(holder, iban, bic, typed(replyTo));
+    }
+
+    public Outcome apply(Model model, Instant now) {
+      return model.setPayoutDetails(holder, iban, bic);
+    }
+
+    public boolean deduplicated() {
+      return false;
+    }
+  }
+
   record SetCapOp(Long cap) implements Op {
     public Command command(ActorRef<StatusReply<Object>> replyTo) {
       return new Account.SetSpendCap(cap, typed(replyTo));
@@ -530,11 +603,11 @@ class AccountModelTest {
       for (String code : List.of(Rejection.NOT_FOUND, Rejection.ALREADY_EXISTS, Rejection.INVALID_AMOUNT,
           Rejection.INSUFFICIENT_FUNDS, Rejection.INSUFFICIENT_EARNINGS, Rejection.SPEND_CAP_REACHED,
           Rejection.HOLD_NOT_FOUND, Rejection.HOLD_CLOSED, Rejection.HOLD_EXCEEDED, Rejection.IDEMPOTENCY_CONFLICT,
-          Rejection.AMOUNT_TOO_LARGE)) {
+          Rejection.AMOUNT_TOO_LARGE, Rejection.ACCOUNT_SUSPENDED, Rejection.INVALID_IBAN)) {
         assertTrue(outcomes.getOrDefault(code, 0) > 0, "no step ended in " + code + "; " + report);
       }
       for (String kind : List.of("DepositOp", "PlaceHoldOp", "ExtendHoldOp", "CaptureOp", "ReleaseOp", "CreditOp",
-          "PayoutOp", "SetCapOp", "OpenOp")) {
+          "PayoutOp", "SetCapOp", "OpenOp", "SuspendOp", "ResumeOp", "PayoutDetailsOp")) {
         assertTrue(outcomes.getOrDefault(kind + ":persisted", 0) > steps / 500, "too few persisted " + kind + "; " + report);
       }
       assertTrue(duplicates > steps / 20, report);
@@ -666,7 +739,7 @@ class AccountModelTest {
 
     private Summary summaryOf(State state, Instant now) {
       if (state instanceof OpenAccount account) return account.summary(model.id, Account.monthOf(now));
-      return new Summary(model.id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0);
+      return new Summary(model.id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null);
     }
 
     private void restart() {
@@ -740,6 +813,7 @@ class AccountModelTest {
     // Generators: mostly plausible traffic, with a fair share of bad, late and hostile requests.
 
     private Op randomCommand() {
+      if (model.suspension != null && random.nextInt(6) == 0) return new ResumeOp(); // suspensions are short
       int dice = random.nextInt(100);
       if (dice < 14) return deposit();
       if (dice < 28) return placeHold();
@@ -750,7 +824,24 @@ class AccountModelTest {
       if (dice < 85) return payout();
       if (dice < 92) return setCap();
       if (dice < 94) return new OpenOp(random.nextBoolean() ? "Holder " + seed : random.nextBoolean() ? "Other" : " ");
+      if (dice < 96) return suspension();
+      if (dice < 97) return payoutDetails();
       return random.nextBoolean() ? new ReleaseOp(someHold(false)) : capture();
+    }
+
+    private Op suspension() {
+      if (model.suspension != null) return new ResumeOp();
+      return random.nextInt(4) == 0 ? new ResumeOp() : new SuspendOp(random.nextBoolean() ? "review" : null);
+    }
+
+    private Op payoutDetails() {
+      return switch (random.nextInt(5)) {
+        case 0 -> new PayoutDetailsOp("Ada", "DE89370400440532013000", null);
+        case 1 -> new PayoutDetailsOp("Ada", "NL91ABNA0417164300", "ABNANL2A");
+        case 2 -> new PayoutDetailsOp("Ada", "DE89370400440532013001", null);
+        case 3 -> new PayoutDetailsOp("Ada", "US12345678901234567890", null);
+        default -> new PayoutDetailsOp(" ", "DE89370400440532013000", null);
+      };
     }
 
     private Op deposit() {

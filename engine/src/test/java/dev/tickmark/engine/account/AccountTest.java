@@ -105,7 +105,7 @@ class AccountTest {
   void opensOnceAndRejectsSecondOpenWithOtherName() {
     var opened = open("Ada");
     Summary summary = ok(opened);
-    assertEquals(new Summary(accountId, true, "Ada", 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0), summary);
+    assertEquals(new Summary(accountId, true, "Ada", 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null), summary);
     assertEquals(new Opened("Ada", START), opened.event());
     assertRecovers();
 
@@ -137,7 +137,7 @@ class AccountTest {
     assertRejected(Rejection.NOT_FOUND, payout("po1", 1));
     assertRejected(Rejection.NOT_FOUND, setCap(100L));
     assertRejected(Rejection.NOT_FOUND, getHold("h1"));
-    assertEquals(new Summary(accountId, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0), summary());
+    assertEquals(new Summary(accountId, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null), summary());
     assertSame(Unopened.INSTANCE, kit.restart().state());
   }
 
@@ -743,7 +743,7 @@ class AccountTest {
             HoldReleased.class, EarningsCredited.class, EarningsCredited.class, PaidOut.class, SpendCapSet.class),
         seen);
     assertEquals(
-        new Summary(accountId, true, "Ada", 9_300, 0, 9_300, 100, 5_000L, 700, 10_000, 700, 600, 106, 500),
+        new Summary(accountId, true, "Ada", 9_300, 0, 9_300, 100, 5_000L, 700, 10_000, 700, 600, 106, 500, null, null),
         summary());
   }
 
@@ -841,6 +841,80 @@ class AccountTest {
   }
 
   // ---------------------------------------------------------------------------------------------
+  // Payout details and suspension
+
+  @Test
+  void keepsPayoutDetailsInElectronicFormAndShowsThemInTheSummary() {
+    ok(open("Ada"));
+    var result = setDetails(" Ada Lovelace ", "de89 3704 0044 0532 0130 00", "deutdeff");
+    Summary s = ok(result);
+    var expected = new Account.PayoutDetails("Ada Lovelace", "DE89370400440532013000", "DEUTDEFF");
+    assertEquals(expected, s.payoutDetails());
+    assertEquals(List.of(new Account.PayoutDetailsSet(expected, START)), result.events());
+    // Setting the same details again records nothing.
+    assertTrue(setDetails("Ada Lovelace", "DE89370400440532013000", "DEUTDEFF").hasNoEvents());
+    assertRecovers();
+  }
+
+  @Test
+  void refusesAnIbanThatIsNotSepaOrFailsItsChecksumAndABadBicOrHolder() {
+    ok(open("Ada"));
+    assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", "DE89370400440532013001", null));
+    assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", "US12345678901234567890", null));
+    assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", null, null));
+    assertRejected(Rejection.INVALID_BIC, setDetails("Ada", "DE89370400440532013000", "DEUT"));
+    assertRejected("invalid_holder_name", setDetails(" ", "DE89370400440532013000", null));
+    assertRejected("invalid_holder_name", setDetails("x".repeat(71), "DE89370400440532013000", null));
+    assertEquals(null, summary().payoutDetails());
+  }
+
+  @Test
+  void aSuspendedAccountPlacesNoNewHoldAndGetsNoPayoutButFinishesWhatRuns() {
+    ok(open("Ada"));
+    ok(deposit("pay-1", 10_000));
+    ok(placeHold("rental-1", 1_000));
+    ok(credit("rental-9", 10, 5_000, 800, false));
+    var suspended = suspend("chargeback");
+    assertEquals(new Account.Suspension("chargeback", START), ok(suspended).suspension());
+    assertTrue(ok(suspended).suspended());
+
+    assertRejected(Rejection.ACCOUNT_SUSPENDED, placeHold("rental-2", 1_000));
+    assertRejected(Rejection.ACCOUNT_SUSPENDED, payout("run-1:acc", 1_000));
+    // What runs goes on: a retried PlaceHold of the open hold is answered, the hold grows, is captured
+    // and released; earnings still accrue.
+    assertTrue(placeHold("rental-1", 1_000).hasNoEvents());
+    assertEquals(1_000, ok(placeHold("rental-1", 1_000)).amount());
+    ok(extendHold("rental-1", 2_000));
+    ok(capture("rental-1", 10, 1_500));
+    ok(release("rental-1"));
+    ok(credit("rental-9", 20, 6_000, 900, true));
+    assertRecovers();
+
+    var resumed = resume();
+    assertEquals(null, ok(resumed).suspension());
+    ok(placeHold("rental-2", 1_000));
+    ok(payout("run-1:acc", 1_000));
+  }
+
+  @Test
+  void aPayoutAppliedBeforeASuspensionStillAnswersAsADuplicate() {
+    ok(open("Ada"));
+    ok(credit("rental-9", 10, 5_000, 800, true));
+    ok(payout("run-1:acc", 1_000));
+    ok(suspend(null));
+    assertTrue(ok(payout("run-1:acc", 1_000)).duplicate());
+  }
+
+  @Test
+  void suspendingTwiceOrResumingAnActiveAccountRecordsNothing() {
+    ok(open("Ada"));
+    assertTrue(resume().hasNoEvents());
+    ok(suspend("a"));
+    assertTrue(suspend("b").hasNoEvents());
+    assertEquals("a", summary().suspension().reason());
+  }
+
+  // ---------------------------------------------------------------------------------------------
   // Helpers
 
   private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> open(String name) {
@@ -883,6 +957,18 @@ class AccountTest {
 
   private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> setCap(Long cap) {
     return kit.runCommand(replyTo -> new SetSpendCap(cap, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> setDetails(String holder, String iban, String bic) {
+    return kit.runCommand(replyTo -> new Account.SetPayoutDetails(holder, iban, bic, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> suspend(String reason) {
+    return kit.runCommand(replyTo -> new Account.Suspend(reason, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> resume() {
+    return kit.runCommand(Account.Resume::new);
   }
 
   private Summary summary() {

@@ -67,6 +67,25 @@ public final class LedgerReadModel {
     });
   }
 
+  /**
+   * Provider accounts whose earnings (credits less payouts) in the ledger are at least {@code minimum},
+   * in account order. The ledger may lag the accounts: this names candidates, the accounts decide.
+   */
+  public CompletionStage<List<String>> providersOwed(long minimum) {
+    return jdbc.run(connection -> {
+      try (PreparedStatement st = connection.prepareStatement(
+          "SELECT account_id FROM ledger_entries WHERE kind IN ('" + EARNING + "', '" + PAYOUT + "')"
+              + " GROUP BY account_id HAVING SUM(amount) >= ? ORDER BY account_id")) {
+        st.setLong(1, minimum);
+        try (ResultSet rs = st.executeQuery()) {
+          List<String> ids = new ArrayList<>();
+          while (rs.next()) ids.add(rs.getString(1));
+          return ids;
+        }
+      }
+    });
+  }
+
   public CompletionStage<Audit> audit() {
     return jdbc.run(connection -> {
       // One snapshot of the table for all three queries.
