@@ -111,7 +111,9 @@ final class LaunchCommand extends ApiCommand {
   private boolean done(JsonNode rental) {
     if (RentalEvents.ended(rental)) return true;
     String status = rental.path("status").asText();
-    return detach ? matched(rental) : status.equals("running") || status.equals("stopping");
+    // a rental that never matched passes through "stopping" on its way to no_capacity: only one that ran is done
+    boolean ran = status.equals("running") || (status.equals("stopping") && rental.hasNonNull("started_at"));
+    return detach ? matched(rental) : ran;
   }
 
   private ObjectNode request() {
