@@ -15,6 +15,11 @@ import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Predicate;
 
 /**
@@ -27,6 +32,8 @@ final class Http {
   static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(5);
   /** Long enough for a launch, which answers after the first match attempt. */
   static final Duration REQUEST_TIMEOUT = Duration.ofSeconds(60);
+  /** Three missed keep-alives. */
+  static final Duration STREAM_SILENCE = Duration.ofSeconds(45);
   /** Attempts of a POST carrying an Idempotency-Key when the answer is lost or the engine asks to retry. */
   static final int IDEMPOTENT_ATTEMPTS = 3;
 
@@ -55,12 +62,18 @@ final class Http {
   private final HttpClient client;
   private final String baseUrl;
   private final String bearer;
+  private final Duration streamSilence;
 
   /**
    * @param baseUrl the node, {@code http(s)://host:port} with an optional base path
    * @param bearer the API key or operator token to send, or null
    */
   Http(String baseUrl, String bearer) {
+    this(baseUrl, bearer, STREAM_SILENCE);
+  }
+
+  Http(String baseUrl, String bearer, Duration streamSilence) {
+    this.streamSilence = streamSilence;
     this.baseUrl = baseUrl.endsWith("/") ? baseUrl.substring(0, baseUrl.length() - 1) : baseUrl;
     this.bearer = bearer;
     this.client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(CONNECT_TIMEOUT).build();
@@ -123,18 +136,33 @@ final class Http {
 
   /**
    * Reads {@code text/event-stream} at {@code path}, handing each event to {@code handler} until the handler answers
-   * false or the engine closes the stream.
+   * false or the engine closes the stream. The engine sends a keep-alive every 15 s, so a stream silent for
+   * {@link #STREAM_SILENCE} (by default) is taken for a lost connection rather than waited on forever.
    */
   void events(String path, Predicate<Event> handler) {
-    HttpRequest request = request("GET", path, null, null).header("Accept", "text/event-stream").timeout(REQUEST_TIMEOUT).build();
+    HttpRequest request = request("GET", path, null, null).header("Accept", "text/event-stream").build();
     HttpResponse<InputStream> response = call(request, HttpResponse.BodyHandlers.ofInputStream());
+    AtomicLong lastRead = new AtomicLong(System.nanoTime());
+    AtomicBoolean silent = new AtomicBoolean();
+    ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "tickmark-event-watchdog");
+      t.setDaemon(true);
+      return t;
+    });
     try (InputStream body = response.body();
         BufferedReader reader = new BufferedReader(new InputStreamReader(body, StandardCharsets.UTF_8))) {
       if (response.statusCode() >= 400) throw problem(response.statusCode(), new String(body.readAllBytes(), StandardCharsets.UTF_8));
+      watchdog.scheduleWithFixedDelay(() -> {
+        if (System.nanoTime() - lastRead.get() > streamSilence.toNanos()) {
+          silent.set(true);
+          closeQuietly(body);
+        }
+      }, 200, 200, TimeUnit.MILLISECONDS);
       String type = null;
       StringBuilder data = new StringBuilder();
       String line;
       while ((line = reader.readLine()) != null) {
+        lastRead.set(System.nanoTime());
         if (line.isEmpty()) {
           if (data.length() > 0 && !handler.test(new Event(type == null ? "message" : type, data.toString()))) return;
           type = null;
@@ -147,8 +175,23 @@ final class Http {
         }
         // ":" comments are keep-alives; "id:" and "retry:" are not used by the engine
       }
+      if (silent.get()) throw silence();
     } catch (IOException e) {
-      throw unreachable(e);
+      throw silent.get() ? silence() : unreachable(e);
+    } finally {
+      watchdog.shutdownNow();
+    }
+  }
+
+  private UnreachableException silence() {
+    return new UnreachableException("the engine at " + baseUrl + " sent nothing for " + streamSilence.toSeconds() + " s", null);
+  }
+
+  private static void closeQuietly(InputStream in) {
+    try {
+      in.close();
+    } catch (IOException ignored) {
+      // the reader fails next, which is the point
     }
   }
 
