@@ -23,7 +23,7 @@ import java.util.concurrent.TimeUnit;
  * A real node on a fresh PostgreSQL database (ports from 0, as cluster-config's TestNodes starts them), plus what the
  * CLI tests arrange around it without the CLI: sign-ups and simulated hosts run by the real agent program.
  */
-final class TestMarket implements AutoCloseable {
+final class TestMarket {
   static final String OPERATOR_TOKEN = "tmkop_cli_test_operator_token_0123456789";
   static final Duration WAIT = Duration.ofSeconds(30);
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -104,8 +104,8 @@ final class TestMarket implements AutoCloseable {
     }
   }
 
-  @Override
-  public void close() throws Exception {
+  /** Stops the agents, then the node. */
+  void close() throws Exception {
     agents.forEach(Agent::close);
     node.close();
   }
