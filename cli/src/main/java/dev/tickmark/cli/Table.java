@@ -8,7 +8,7 @@ import java.util.regex.Pattern;
 
 /**
  * An aligned plain-text table, like {@code docker ps}: a header row, then one row per item, columns two spaces apart.
- * Missing values print as {@code -}; a column whose every value is a number is right-aligned.
+ * Missing values print as {@code -}; a column of numbers (and dashes) is right-aligned.
  */
 final class Table {
   private static final Pattern NUMBER = Pattern.compile("-?\\d+(\\.\\d+)?");
@@ -37,11 +37,15 @@ final class Table {
     boolean[] numeric = new boolean[columns];
     for (int c = 0; c < columns; c++) {
       width[c] = header.get(c).length();
-      numeric[c] = !rows.isEmpty();
+      boolean anyNumber = false;
+      boolean onlyNumbers = true;
       for (List<String> row : rows) {
-        width[c] = Math.max(width[c], row.get(c).length());
-        if (!row.get(c).equals("-") && !NUMBER.matcher(row.get(c)).matches()) numeric[c] = false;
+        String cell = row.get(c);
+        width[c] = Math.max(width[c], cell.length());
+        if (NUMBER.matcher(cell).matches()) anyNumber = true;
+        else if (!cell.equals("-")) onlyNumbers = false;
       }
+      numeric[c] = anyNumber && onlyNumbers;
     }
     line(out, header, width, numeric);
     for (List<String> row : rows) line(out, row, width, numeric);

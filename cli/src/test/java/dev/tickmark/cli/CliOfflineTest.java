@@ -144,11 +144,12 @@ class CliOfflineTest {
   @Test
   void tablesAlignColumnsAndRightAlignNumbers() {
     StringWriter text = new StringWriter();
-    new Table("ID", "COST", "NOTE").row("rnt_a", "0.500000", null).row("rnt_bbbb", "12.000000", "x").print(new PrintWriter(text));
+    new Table("ID", "COST", "NOTE", "END").row("rnt_a", "0.500000", null, null).row("rnt_bbbb", "12.000000", "x", null)
+        .print(new PrintWriter(text));
     assertEquals("""
-        ID             COST  NOTE
-        rnt_a      0.500000  -
-        rnt_bbbb  12.000000  x
+        ID             COST  NOTE  END
+        rnt_a      0.500000  -     -
+        rnt_bbbb  12.000000  x     -
         """, text.toString());
   }
 
