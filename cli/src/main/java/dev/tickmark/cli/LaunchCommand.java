@@ -77,22 +77,7 @@ final class LaunchCommand extends ApiCommand {
           + (waitSeconds == null ? "" : " (up to " + waitSeconds + " s)") + "...");
       notes().flush();
     }
-    String[] shown = {rental.path("status").asText()};
-    JsonNode last = rental;
-    if (!done(rental)) {
-      last = RentalEvents.follow(http, id, this::done, event -> {
-        if (!event.type().equals("status") && !event.type().equals("end")) return;
-        JsonNode view = event.json();
-        String status = view.path("status").asText();
-        if (status.equals(shown[0])) return;
-        if (shown[0].equals("pending") && matched(view)) printMatch(view);
-        if (!status.equals("ended")) {
-          notes().println("Status: " + status);
-          notes().flush();
-        }
-        shown[0] = status;
-      });
-    }
+    JsonNode last = done(rental) ? rental : RentalEvents.follow(http, id, this::done, new Progress(rental)::show);
     if (json()) out().println(Http.JSON.createObjectNode().set("rental", last));
     if (RentalEvents.ended(last)) throw endedEarly(last);
     String status = last.path("status").asText();
@@ -106,6 +91,28 @@ final class LaunchCommand extends ApiCommand {
     }
     out().flush();
     return Cli.EXIT_OK;
+  }
+
+  /** Prints each status change once, and the match when a waiting rental finds its host. */
+  private final class Progress {
+    private String shown;
+
+    Progress(JsonNode launched) {
+      shown = launched.path("status").asText();
+    }
+
+    void show(Http.Event event) {
+      if (!event.type().equals("status") && !event.type().equals("end")) return;
+      JsonNode view = event.json();
+      String status = view.path("status").asText();
+      if (status.equals(shown)) return;
+      if (shown.equals("pending") && matched(view)) printMatch(view);
+      if (!status.equals("ended")) {
+        notes().println("Status: " + status);
+        notes().flush();
+      }
+      shown = status;
+    }
   }
 
   private boolean done(JsonNode rental) {

@@ -131,40 +131,54 @@ final class RentalCommands {
       return Cli.EXIT_OK;
     }
 
-    /** One live line: {@code \r} rewrites it in place on a terminal; the final state ends it with a newline. */
+    /** Follows the event stream until the rental ends: a live line for a person, one JSON line per event with --json. */
     private int follow(Http http) {
-      PrintWriter out = out();
-      LiveLine line = new LiveLine(out);
-      String[] status = {"?"};
-      JsonNode last = RentalEvents.follow(http, id, RentalEvents::ended, event -> {
-        if (json()) {
-          ObjectNode wrapped = object();
-          wrapped.put("event", event.type());
-          wrapped.set("data", event.json());
-          out.println(wrapped);
-          out.flush();
-          return;
-        }
-        JsonNode data = event.json();
-        switch (event.type()) {
-          case "tick" -> line.show(id + "  " + status[0] + "  " + data.path("second").asLong() + " s  " + data.path("cost").asText() + " EUR");
-          case "status" -> {
-            status[0] = data.path("status").asText();
-            line.show(id + "  " + status[0] + "  " + data.path("billed_seconds").asLong() + " s  " + data.path("cost").asText() + " EUR");
-          }
-          case "preemption" -> {
-            line.end();
-            out.println("Preemption notice: the host takes its cards back at " + data.path("deadline").asText());
-          }
-          default -> { }
-        }
-      });
+      Meter meter = new Meter(out());
+      JsonNode last = RentalEvents.follow(http, id, RentalEvents::ended, json() ? this::printEvent : meter::show);
       if (!json()) {
-        line.end();
-        out.println("Rental " + id + " ended (" + last.path("end_reason").asText() + "): billed " + last.path("billed_seconds").asLong()
+        meter.end();
+        out().println("Rental " + id + " ended (" + last.path("end_reason").asText() + "): billed " + last.path("billed_seconds").asLong()
             + " s, cost " + last.path("cost").asText() + " EUR.");
       }
       return Cli.EXIT_OK;
+    }
+
+    private void printEvent(Http.Event event) {
+      ObjectNode line = object();
+      line.put("event", event.type());
+      line.set("data", event.json());
+      out().println(line);
+      out().flush();
+    }
+
+    /** The live meter: {@code <id>  <status>  <seconds> s  <cost> EUR}, rewritten on every tick and status change. */
+    private final class Meter {
+      private final LiveLine line;
+      private String status = "?";
+
+      Meter(PrintWriter out) {
+        this.line = new LiveLine(out);
+      }
+
+      void show(Http.Event event) {
+        JsonNode data = event.json();
+        switch (event.type()) {
+          case "tick" -> line.show(id + "  " + status + "  " + data.path("second").asLong() + " s  " + data.path("cost").asText() + " EUR");
+          case "status" -> {
+            status = data.path("status").asText();
+            line.show(id + "  " + status + "  " + data.path("billed_seconds").asLong() + " s  " + data.path("cost").asText() + " EUR");
+          }
+          case "preemption" -> {
+            line.end();
+            out().println("Preemption notice: the host takes its cards back at " + data.path("deadline").asText());
+          }
+          default -> { } // "end": the caller prints the bill
+        }
+      }
+
+      void end() {
+        line.end();
+      }
     }
   }
 

@@ -104,6 +104,20 @@ class CliJourneyIntegrationTest {
     // cost(s) = floor(2.49 EUR/h x 1 card x s / 3600), in micro-euros
     assertEquals(String.format("%d.%06d", 2_490_000L * seconds / 3600 / 1_000_000, 2_490_000L * seconds / 3600 % 1_000_000), billed.group(2));
 
+    // for scripts: the follow of an ended rental is its one "end" event, as a JSON line
+    JsonNode end = Http.JSON.readTree(cli.run("usage", rentalId, "--follow", "--json").ok().out());
+    assertEquals("end", end.get("event").asText());
+    assertEquals("stopped_by_renter", end.get("data").get("end_reason").asText());
+
+    // --detach returns once matched; --json gives scripts the rental
+    CliRunner.Result detached = cli.run("launch", "--gpu", "h100-80gb", "--region", "eu-nl", "--max-price", "3.00", "--detach", "--json",
+        "--", "sleep", "600").ok();
+    JsonNode second = Http.JSON.readTree(detached.out()).get("rental");
+    assertEquals("2.490000", second.get("price_per_gpu_hour").asText());
+    assertTrue(detached.err().contains("matched: 1 x h100-80gb in eu-nl"), "progress goes to stderr with --json: " + detached.err());
+    JsonNode stopped = Http.JSON.readTree(cli.run("stop", second.get("id").asText(), "--json").ok().out()).get("rental");
+    assertEquals("ended", stopped.get("status").asText());
+
     eventually(WAIT, () -> assertTrue(cli.run("ps").ok().out().startsWith("No rentals running")));
     assertTrue(cli.run("ps", "--all").ok().out().lines().anyMatch(l -> l.startsWith(rentalId) && l.contains("stopped_by_renter")));
 
