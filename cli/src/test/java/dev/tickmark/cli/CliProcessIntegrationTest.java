@@ -95,6 +95,7 @@ class CliProcessIntegrationTest {
   private static Run tickmark(Map<String, String> env, String stdin, String... args) throws IOException, InterruptedException {
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    command.addAll(List.of("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")); // as bin/tickmark starts it
     String jar = System.getProperty("tickmark.cli.jar");
     if (jar != null) {
       assertTrue(Files.isRegularFile(Path.of(jar)), "the shaded jar exists: " + jar);
@@ -114,7 +115,7 @@ class CliProcessIntegrationTest {
     // the outputs are small; read them fully, then the exit status
     String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     String err = new String(process.getErrorStream().readAllBytes(), StandardCharsets.UTF_8);
-    if (!process.waitFor(60, TimeUnit.SECONDS)) {
+    if (!process.waitFor(120, TimeUnit.SECONDS)) {
       process.destroyForcibly();
       throw new AssertionError("tickmark " + String.join(" ", args) + " did not finish");
     }
