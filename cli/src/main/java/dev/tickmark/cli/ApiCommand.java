@@ -57,13 +57,15 @@ abstract class ApiCommand implements Callable<Integer> {
     return Config.path(cli().env);
   }
 
+  /** The saved login, read only when a flag or the environment does not already say it (so a broken file can be replaced by login). */
   final Config savedConfig() {
     return Config.load(configPath());
   }
 
   /** {@code --url}, else {@code $TICKMARK_URL}, else the saved login's, else the local default. */
   final String url() {
-    String url = firstOf(root().url, cli().env.get("TICKMARK_URL"), savedConfig().url(), TickmarkCommand.DEFAULT_URL);
+    String url = firstOf(root().url, cli().env.get("TICKMARK_URL"));
+    if (url == null) url = firstOf(savedConfig().url(), TickmarkCommand.DEFAULT_URL);
     if (!Http.isValidUrl(url)) throw new ParameterException(spec.commandLine(), "Invalid URL '" + url + "': use http://host:port or https://host");
     return url;
   }
@@ -75,7 +77,8 @@ abstract class ApiCommand implements Callable<Integer> {
 
   /** A client with the caller's API key; without one this is {@code not_logged_in} (exit 1). */
   final Http withApiKey() {
-    String key = firstOf(root().apiKey, cli().env.get("TICKMARK_API_KEY"), savedConfig().apiKey());
+    String key = firstOf(root().apiKey, cli().env.get("TICKMARK_API_KEY"));
+    if (key == null) key = savedConfig().apiKey();
     if (key == null) {
       throw new CliException("not_logged_in", "no API key: run 'tickmark login', set TICKMARK_API_KEY or pass --api-key");
     }

@@ -139,6 +139,8 @@ class CliOfflineTest {
     Files.writeString(config, "not json");
     CliRunner.Result result = cli.run("account").expect(Cli.EXIT_API_ERROR);
     assertTrue(result.err().startsWith("error: bad_config: "), result.err());
+    // with the URL and key given, the file is not needed (and login can replace it)
+    cli.run("account", "--url", closedUrl, "--api-key", "tmk_a_b").expect(Cli.EXIT_UNREACHABLE);
   }
 
   @Test
