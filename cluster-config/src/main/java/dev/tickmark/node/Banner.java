@@ -43,6 +43,13 @@ final class Banner {
     out.println("  curl -s -X POST -H 'Authorization: Bearer " + node.settings().operatorToken() + "' -H 'Content-Type: application/json' \\");
     out.println("       -d '{\"amount\":\"25.00\",\"reference\":\"try-1\"}' " + url + "/ops/accounts/" + renter.renterId() + "/deposits");
     out.println("  curl -s -H 'Authorization: Bearer " + node.settings().operatorToken() + "' " + url + "/ops/ledger/audit");
+    out.println();
+    out.println(" Or with the CLI (bin/install-cli puts 'tickmark' on your PATH; docs/cli.md):");
+    out.println("  echo '" + renter.apiKey() + "' | bin/tickmark login --url " + url);
+    out.println("  bin/tickmark offers");
+    out.println("  bin/tickmark launch --gpu h100-80gb --max-price 3.00 -- sleep 3600");
+    out.println("  bin/tickmark usage RENTAL_ID --follow");
+    out.println("  TICKMARK_OPERATOR_TOKEN=" + node.settings().operatorToken() + " bin/tickmark ops audit");
     out.println("==================================================================================");
     out.println();
   }

@@ -1,0 +1,110 @@
+package dev.tickmark.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+
+/** The caller's own account: {@code login}, {@code account}, {@code ledger}. */
+final class AccountCommands {
+  private AccountCommands() {}
+
+  @Command(name = "login", description = {
+      "Check an API key against the node (GET /v1/account) and save it with the URL.",
+      "The key comes from --api-key or stdin (typed without echo on a terminal); it is never printed.",
+      "Saved to ~/.config/tickmark/config.json (or $TICKMARK_CONFIG), folder 0700, file 0600."})
+  static final class Login extends ApiCommand {
+    @Override
+    int execute() {
+      String url = url();
+      String key = root().apiKey != null ? root().apiKey.strip() : readKey();
+      if (key.isEmpty()) throw new ParameterException(spec.commandLine(), "No API key: pass --api-key or write it to stdin");
+      Http.Reply reply = new Http(url, key).get("/v1/account");
+      JsonNode account = reply.json();
+      new Config(url, key).save(configPath());
+      if (json()) {
+        printJson(reply);
+      } else {
+        out().println("Logged in to " + url + " as " + account.path("name").asText() + " (" + account.path("id").asText() + ").");
+        out().println("Saved to " + configPath() + ".");
+      }
+      return Cli.EXIT_OK;
+    }
+
+    private String readKey() {
+      if (cli().console != null) {
+        char[] typed = cli().console.readPassword("API key: ");
+        if (typed == null) return "";
+        String key = new String(typed).strip();
+        Arrays.fill(typed, ' ');
+        return key;
+      }
+      try {
+        String line = new BufferedReader(new InputStreamReader(cli().in, StandardCharsets.UTF_8)).readLine();
+        return line == null ? "" : line.strip();
+      } catch (IOException e) {
+        return "";
+      }
+    }
+  }
+
+  @Command(name = "account", description = "Your balance, held amount, what is available, provider earnings and spend cap.")
+  static final class Show extends ApiCommand {
+    @Override
+    int execute() {
+      Http.Reply reply = withApiKey().get("/v1/account");
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      JsonNode a = reply.json();
+      new Table.Details()
+          .add("Account", a.path("id").asText() + " (" + a.path("name").asText() + ")")
+          .add("Balance", eur(a.get("balance")))
+          .add("Held", eur(a.get("held")))
+          .add("Available", eur(a.get("available")))
+          .add("Earnings", eur(a.get("earnings")))
+          .add("Spend cap", a.path("spend_cap_monthly").isNull() ? "none" : eur(a.get("spend_cap_monthly")) + " a month")
+          .add("Spent this month", eur(a.get("spent_this_month")))
+          .print(out());
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(name = "ledger", description = "Your ledger entries, oldest first (deposit, hold, hold_released, capture, earning, payout).")
+  static final class Ledger extends ApiCommand {
+    @Option(names = "--limit", paramLabel = "N", description = "Entries per page, 1 to 500 (default 100).")
+    Integer limit;
+
+    @Option(names = "--after", paramLabel = "CURSOR", description = "Start after this entry (the cursor a previous page printed).")
+    String after;
+
+    @Override
+    int execute() {
+      Http.Reply reply = withApiKey().get("/v1/account/ledger" + query(params("limit", limit, "after", after)));
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      JsonNode page = reply.json();
+      Table table = new Table("ID", "AT", "KIND", "AMOUNT", "RENTAL", "KEY");
+      for (JsonNode e : page.path("entries")) {
+        table.row(e.get("id"), e.get("at"), e.get("kind"), e.get("amount"), e.get("rental_id"), e.get("key"));
+      }
+      if (table.isEmpty()) out().println("No ledger entries.");
+      else table.print(out());
+      if (page.hasNonNull("next_after")) out().println("More: tickmark ledger --after " + page.get("next_after").asText());
+      return Cli.EXIT_OK;
+    }
+  }
+
+  /** {@code "12.500000"} as {@code 12.500000 EUR}. */
+  static String eur(JsonNode amount) {
+    return amount == null || amount.isNull() ? "-" : amount.asText() + " EUR";
+  }
+}

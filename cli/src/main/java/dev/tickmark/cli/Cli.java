@@ -1,0 +1,68 @@
+package dev.tickmark.cli;
+
+import java.io.Console;
+import java.io.InputStream;
+import java.io.PrintWriter;
+import java.util.Map;
+import picocli.CommandLine;
+
+/**
+ * One run of the {@code tickmark} command with its surroundings passed in (environment, stdin, terminal, output), so
+ * tests run it in-process exactly as {@link Main} does. Turns failures into the documented exit codes and one line on
+ * stderr.
+ */
+final class Cli {
+  static final int EXIT_OK = 0;
+  static final int EXIT_API_ERROR = 1;
+  static final int EXIT_USAGE = CommandLine.ExitCode.USAGE; // 2
+  static final int EXIT_UNREACHABLE = 3;
+
+  final Map<String, String> env;
+  final InputStream in;
+  final Console console; // null when stdin is not a terminal
+  final PrintWriter out;
+  final PrintWriter err;
+
+  Cli(Map<String, String> env, InputStream in, Console console, PrintWriter out, PrintWriter err) {
+    this.env = Map.copyOf(env);
+    this.in = in;
+    this.console = console;
+    this.out = out;
+    this.err = err;
+  }
+
+  int run(String... args) {
+    CommandLine commandLine = new CommandLine(new TickmarkCommand(this));
+    commandLine.setOut(out).setErr(err);
+    commandLine.setParameterExceptionHandler(this::badUsage);
+    commandLine.setExecutionExceptionHandler(this::failed);
+    int status = commandLine.execute(args);
+    out.flush();
+    err.flush();
+    return status;
+  }
+
+  /** Bad usage: picocli's message and where to find help, not the whole usage text. */
+  private int badUsage(CommandLine.ParameterException failure, String[] args) {
+    CommandLine command = failure.getCommandLine();
+    err.println("error: " + failure.getMessage());
+    CommandLine.UnmatchedArgumentException.printSuggestions(failure, err);
+    err.println("Try '" + command.getCommandSpec().qualifiedName() + " --help'.");
+    return EXIT_USAGE;
+  }
+
+  private int failed(Exception failure, CommandLine command, CommandLine.ParseResult parsed) {
+    if (failure instanceof CliException e) {
+      err.println("error: " + e.code() + ": " + e.detail());
+      return EXIT_API_ERROR;
+    }
+    if (failure instanceof UnreachableException e) {
+      err.println("error: " + e.getMessage());
+      return EXIT_UNREACHABLE;
+    }
+    // a bug in the CLI: one line unless asked for the trace
+    err.println("error: internal: " + failure);
+    if (env.containsKey("TICKMARK_DEBUG")) failure.printStackTrace(err);
+    return EXIT_API_ERROR;
+  }
+}

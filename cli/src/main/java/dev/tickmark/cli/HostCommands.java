@@ -1,0 +1,225 @@
+package dev.tickmark.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.PrintWriter;
+import picocli.CommandLine.ArgGroup;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+/** {@code tickmark host …}: a provider's machines, with the provider's API key. */
+@Command(name = "host", description = "Your hosts (as a provider): registration tokens, status, prices, drain.",
+    subcommands = {HostCommands.Token.class, HostCommands.Ls.class, HostCommands.Show.class, HostCommands.Price.class,
+        HostCommands.Drain.class})
+final class HostCommands extends ApiCommand {
+  @Override
+  int execute() {
+    throw new picocli.CommandLine.ParameterException(spec.commandLine(), "Missing host command");
+  }
+
+  @Command(name = "token", description = {"A one-time registration token for a new host in REGION (valid 24 h),",
+      "and the agent command that uses it."})
+  static final class Token extends ApiCommand {
+    @Option(names = "--region", required = true, paramLabel = "CODE", description = "Where the machine is (see 'tickmark catalog regions').")
+    String region;
+
+    @Option(names = "--label", paramLabel = "TEXT", description = "Your name for the machine, e.g. rack-3/node-7.")
+    String label;
+
+    @Override
+    int execute() {
+      ObjectNode body = object();
+      body.put("region", region);
+      if (label != null) body.put("label", label);
+      Http http = withApiKey();
+      Http.Reply reply = http.post("/v1/hosts/registration-tokens", body);
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      JsonNode t = reply.json();
+      out().println("Host " + t.path("host_id").asText() + " in " + t.path("region").asText() + ": registration token (one use, expires "
+          + t.path("expires_at").asText() + "):");
+      out().println(t.path("token").asText());
+      out().println();
+      out().println("On the machine, start the agent with it:");
+      out().println("  java -jar tickmark-agent.jar --engine " + agentUrl(http.baseUrl()) + " --token " + t.path("token").asText()
+          + " --state-dir /var/lib/tickmark-agent");
+      return Cli.EXIT_OK;
+    }
+
+    /** The websocket address of the node the CLI talks to. */
+    static String agentUrl(String baseUrl) {
+      if (baseUrl.startsWith("https://")) return "wss://" + baseUrl.substring(8);
+      if (baseUrl.startsWith("http://")) return "ws://" + baseUrl.substring(7);
+      return baseUrl;
+    }
+  }
+
+  @Command(name = "ls", description = "Your hosts: status, online, listed, draining, cards free, prices.")
+  static final class Ls extends ApiCommand {
+    @Override
+    int execute() {
+      Http.Reply reply = withApiKey().get("/v1/hosts");
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      Table table = new Table("ID", "REGION", "LABEL", "STATUS", "FLAGS", "GPU", "FREE", "TOTAL", "ON-DEMAND", "SPOT");
+      for (JsonNode h : reply.json().path("hosts")) {
+        table.row(h.get("id"), h.get("region"), h.get("label"), h.get("status"), flags(h), h.get("gpu"), h.get("cards_free"),
+            h.get("cards_total"), h.get("on_demand_price_per_gpu_hour"), h.get("spot_price_per_gpu_hour"));
+      }
+      if (table.isEmpty()) out().println("No hosts yet: 'tickmark host token --region CODE' registers one.");
+      else table.print(out());
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(name = "show", description = "One host: cards and their state, listing, verification checks, last heartbeat.")
+  static final class Show extends ApiCommand {
+    @Parameters(paramLabel = "ID", description = "The host (host_...).")
+    String id;
+
+    @Override
+    int execute() {
+      Http.Reply reply = withApiKey().get("/v1/hosts/" + segment(id));
+      if (json()) printJson(reply);
+      else detail(reply.json(), out());
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(name = "price", description = {"Set a host's floor prices (EUR per GPU-hour) and list it, or take it off the market with --unlist.",
+      "What you do not pass (spot price, spot notice, availability windows) is kept as it is."})
+  static final class Price extends ApiCommand {
+    @Parameters(paramLabel = "ID", description = "The host (host_...).")
+    String id;
+
+    @Option(names = "--on-demand", required = true, paramLabel = "EUR", description = "On-demand floor per GPU-hour.")
+    String onDemand;
+
+    @ArgGroup(exclusive = true)
+    SpotChoice spot;
+
+    static final class SpotChoice {
+      @Option(names = "--spot", paramLabel = "EUR", description = "Also offer spot at this floor per GPU-hour.")
+      String price;
+
+      @Option(names = "--no-spot", description = "Stop offering spot.")
+      boolean none;
+    }
+
+    @Option(names = "--spot-notice", paramLabel = "SECONDS", description = "Notice a spot rental gets before its cards are taken back, 120 to 3600.")
+    Integer spotNotice;
+
+    @Option(names = "--unlist", description = "Take the host off the market (running rentals are untouched).")
+    boolean unlist;
+
+    @Override
+    int execute() {
+      Http http = withApiKey();
+      String path = "/v1/hosts/" + segment(id);
+      JsonNode current = http.get(path).json().path("listing");
+      ObjectNode body = object();
+      body.put("on_demand_price_per_gpu_hour", onDemand);
+      String spotPrice = spot == null ? text(current.get("spot_price_per_gpu_hour")) : spot.none ? null : spot.price;
+      if (spotPrice != null) body.put("spot_price_per_gpu_hour", spotPrice);
+      Integer notice = spotNotice != null ? spotNotice : current.hasNonNull("spot_notice_seconds") ? current.get("spot_notice_seconds").asInt() : null;
+      if (notice != null) body.put("spot_notice_seconds", notice);
+      if (current.hasNonNull("availability")) body.set("availability", current.get("availability"));
+      body.put("listed", !unlist);
+      Http.Reply reply = http.put(path + "/listing", body);
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      JsonNode listing = reply.json().path("listing");
+      out().println("Host " + id + (listing.path("listed").asBoolean() ? " listed" : " unlisted") + ": on demand "
+          + listing.path("on_demand_price_per_gpu_hour").asText() + " EUR/GPU-hour"
+          + (listing.hasNonNull("spot_price_per_gpu_hour") ? ", spot " + listing.get("spot_price_per_gpu_hour").asText()
+              + " EUR/GPU-hour with " + listing.path("spot_notice_seconds").asInt() + " s notice" : ", no spot") + ".");
+      return Cli.EXIT_OK;
+    }
+
+    private static String text(JsonNode node) {
+      return node == null || node.isNull() ? null : node.asText();
+    }
+  }
+
+  @Command(name = "drain", description = "No new rentals on the host; on-demand rentals keep running to their end.")
+  static final class Drain extends ApiCommand {
+    @Parameters(paramLabel = "ID", description = "The host (host_...).")
+    String id;
+
+    @Override
+    int execute() {
+      Http.Reply reply = withApiKey().post("/v1/hosts/" + segment(id) + "/drain", null);
+      if (json()) printJson(reply);
+      else out().println("Host " + id + " is draining: no new rentals; " + rented(reply.json()) + " card(s) still rented.");
+      return Cli.EXIT_OK;
+    }
+  }
+
+  static String flags(JsonNode h) {
+    StringBuilder flags = new StringBuilder();
+    flags.append(h.path("online").asBoolean() ? "online" : "offline");
+    if (h.path("listed").asBoolean()) flags.append(",listed");
+    if (h.path("draining").asBoolean()) flags.append(",draining");
+    if (h.path("simulated").asBoolean()) flags.append(",simulated");
+    return flags.toString();
+  }
+
+  static long rented(JsonNode host) {
+    long n = 0;
+    for (JsonNode c : host.path("cards")) if (!"free".equals(c.path("state").asText())) n++;
+    return n;
+  }
+
+  /** A host in full, as {@code host show} and {@code ops evict} print it. */
+  static void detail(JsonNode h, PrintWriter out) {
+    JsonNode listing = h.path("listing");
+    Table.Details details = new Table.Details()
+        .add("Host", h.get("id"))
+        .add("Label", h.get("label"))
+        .add("Region", h.get("region"))
+        .add("Status", h.get("status"))
+        .add("Flags", flags(h))
+        .add("GPU", h.path("cards").size() + " x " + Table.cell(h.get("gpu")));
+    if (h.hasNonNull("owner_id")) details.add("Owner", h.get("owner_id"));
+    details
+        .add("Listed", listing.path("listed").asBoolean() ? "yes" : "no")
+        .add("On demand", listing.hasNonNull("on_demand_price_per_gpu_hour") ? listing.get("on_demand_price_per_gpu_hour").asText() + " EUR/GPU-hour" : null)
+        .add("Spot", listing.hasNonNull("spot_price_per_gpu_hour")
+            ? listing.get("spot_price_per_gpu_hour").asText() + " EUR/GPU-hour, " + listing.path("spot_notice_seconds").asInt() + " s notice" : null)
+        .add("Availability", availability(listing.path("availability")))
+        .add("Last heartbeat", h.get("last_heartbeat_at"))
+        .add("Registered", h.get("registered_at"))
+        .add("Eviction reason", h.get("eviction_reason"))
+        .print(out);
+    Table cards = new Table("CARD", "GPU", "STATE", "UUID");
+    for (JsonNode c : h.path("cards")) cards.row(c.get("index"), c.get("gpu"), c.get("state"), c.get("uuid"));
+    if (!cards.isEmpty()) {
+      out.println();
+      cards.print(out);
+    }
+    Table checks = new Table("CHECK", "STATUS", "OBSERVED", "EXPECTED");
+    for (JsonNode c : h.path("verification")) checks.row(c.get("check"), c.get("status"), c.get("observed"), c.get("expected"));
+    if (!checks.isEmpty()) {
+      out.println();
+      checks.print(out);
+    }
+    out.flush();
+  }
+
+  private static String availability(JsonNode windows) {
+    if (!windows.isArray() || windows.isEmpty()) return "always";
+    StringBuilder text = new StringBuilder();
+    for (JsonNode w : windows) {
+      if (text.length() > 0) text.append(", ");
+      text.append(w.path("day").asText()).append(' ').append(w.path("start").asText()).append('-').append(w.path("end").asText());
+    }
+    return text.append(" UTC").toString();
+  }
+}

@@ -1,0 +1,227 @@
+package dev.tickmark.cli;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.PrintWriter;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+/** The caller's rentals: {@code ps}, {@code show}, {@code stop}, {@code usage}. */
+final class RentalCommands {
+  static final int PAGE = 200;
+
+  private RentalCommands() {}
+
+  @Command(name = "ps", description = "Your rentals, newest first: those not ended yet, or all with --all.")
+  static final class Ps extends ApiCommand {
+    @Option(names = "--status", paramLabel = "STATUS", description = "Only this status: pending, provisioning, running, stopping, ended.")
+    String status;
+
+    @Option(names = {"-a", "--all"}, description = "Include ended rentals.")
+    boolean all;
+
+    @Override
+    int execute() {
+      Http http = withApiKey();
+      ArrayNode rentals = Http.JSON.createArrayNode();
+      String after = null;
+      do {
+        JsonNode page = http.get("/v1/rentals" + query(params("status", status, "limit", PAGE, "after", after))).json();
+        for (JsonNode r : page.path("rentals")) {
+          if (all || status != null || !RentalEvents.ended(r)) rentals.add(r);
+        }
+        after = page.hasNonNull("next_after") ? page.get("next_after").asText() : null;
+      } while (after != null);
+      if (json()) {
+        ObjectNode list = object();
+        list.set("rentals", rentals);
+        out().println(list);
+        return Cli.EXIT_OK;
+      }
+      Table table = new Table("ID", "STATUS", "GPU", "CARDS", "TIER", "REGION", "EUR/GPU-H", "BILLED S", "COST EUR", "CREATED", "END REASON");
+      for (JsonNode r : rentals) {
+        table.row(r.get("id"), r.get("status"), r.get("gpu"), r.get("count"), r.get("tier"), r.get("region"), r.get("price_per_gpu_hour"),
+            r.get("billed_seconds"), r.get("cost"), r.get("created_at"), r.get("end_reason"));
+      }
+      if (table.isEmpty()) out().println(all || status != null ? "No rentals." : "No rentals running (tickmark ps --all shows ended ones).");
+      else table.print(out());
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(name = "show", description = "One rental in full.")
+  static final class Show extends ApiCommand {
+    @Parameters(paramLabel = "ID", description = "The rental (rnt_...).")
+    String id;
+
+    @Override
+    int execute() {
+      Http.Reply reply = withApiKey().get("/v1/rentals/" + segment(id));
+      if (json()) printJson(reply);
+      else details(reply.json(), out());
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(name = "stop", description = "Stop a rental: metering stops now; waits until it has ended and prints the bill.")
+  static final class Stop extends ApiCommand {
+    @Parameters(paramLabel = "ID", description = "The rental (rnt_...).")
+    String id;
+
+    @Option(names = "--no-wait", description = "Return at once, while the rental is stopping.")
+    boolean noWait;
+
+    @Override
+    int execute() {
+      Http http = withApiKey();
+      Http.Reply reply = http.post("/v1/rentals/" + segment(id) + "/stop", null);
+      JsonNode rental = reply.json().path("rental");
+      if (!noWait && !RentalEvents.ended(rental)) rental = RentalEvents.follow(http, id, RentalEvents::ended, event -> {});
+      if (json()) {
+        if (noWait) printJson(reply);
+        else out().println(object().set("rental", rental));
+      } else if (RentalEvents.ended(rental)) {
+        out().println("Rental " + id + " ended (" + rental.path("end_reason").asText() + "): billed " + rental.path("billed_seconds").asLong()
+            + " s, cost " + rental.path("cost").asText() + " EUR.");
+      } else {
+        out().println("Rental " + id + " is " + rental.path("status").asText() + "; metering has stopped.");
+      }
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(name = "usage", description = {"What a rental has cost: billed seconds, cost, the same job billed per started hour, "
+      + "and the settlement checkpoints.", "--follow shows the meter live, one line rewritten every second, until the rental ends."})
+  static final class Usage extends ApiCommand {
+    @Parameters(paramLabel = "ID", description = "The rental (rnt_...).")
+    String id;
+
+    @Option(names = {"-f", "--follow"}, description = "Follow the live meter (GET /v1/rentals/ID/events) until the rental ends.")
+    boolean follow;
+
+    @Override
+    int execute() {
+      Http http = withApiKey();
+      return follow ? follow(http) : summary(http);
+    }
+
+    private int summary(Http http) {
+      Http.Reply reply = http.get("/v1/rentals/" + segment(id) + "/usage");
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      JsonNode u = reply.json();
+      new Table.Details()
+          .add("Rental", u.get("rental_id"))
+          .add("Status", u.get("status"))
+          .add("Billed", u.path("billed_seconds").asLong() + " s")
+          .add("Cost", AccountCommands.eur(u.get("cost")))
+          .add("Price", u.hasNonNull("price_per_gpu_hour") ? u.get("price_per_gpu_hour").asText() + " EUR/GPU-hour x " + u.path("cards").asInt() : null)
+          .add("Billed per started hour", u.path("started_hours").asLong() + " h = " + AccountCommands.eur(u.get("cost_per_started_hour")))
+          .print(out());
+      Table checkpoints = new Table("THROUGH SECOND", "COST EUR", "AT");
+      for (JsonNode c : u.path("checkpoints")) checkpoints.row(c.get("through_second"), c.get("cost"), c.get("at"));
+      if (!checkpoints.isEmpty()) {
+        out().println();
+        checkpoints.print(out());
+      }
+      return Cli.EXIT_OK;
+    }
+
+    /** Follows the event stream until the rental ends: a live line for a person, one JSON line per event with --json. */
+    private int follow(Http http) {
+      Meter meter = new Meter(out());
+      JsonNode last = RentalEvents.follow(http, id, RentalEvents::ended, json() ? this::printEvent : meter::show);
+      if (!json()) {
+        meter.end();
+        out().println("Rental " + id + " ended (" + last.path("end_reason").asText() + "): billed " + last.path("billed_seconds").asLong()
+            + " s, cost " + last.path("cost").asText() + " EUR.");
+      }
+      return Cli.EXIT_OK;
+    }
+
+    private void printEvent(Http.Event event) {
+      ObjectNode line = object();
+      line.put("event", event.type());
+      line.set("data", event.json());
+      out().println(line);
+      out().flush();
+    }
+
+    /** The live meter: {@code <id>  <status>  <seconds> s  <cost> EUR}, rewritten on every tick and status change. */
+    private final class Meter {
+      private final LiveLine line;
+      private String status = "?";
+
+      Meter(PrintWriter out) {
+        this.line = new LiveLine(out);
+      }
+
+      void show(Http.Event event) {
+        JsonNode data = event.json();
+        switch (event.type()) {
+          case "tick" -> line.show(id + "  " + status + "  " + data.path("second").asLong() + " s  " + data.path("cost").asText() + " EUR");
+          case "status" -> {
+            status = data.path("status").asText();
+            line.show(id + "  " + status + "  " + data.path("billed_seconds").asLong() + " s  " + data.path("cost").asText() + " EUR");
+          }
+          case "preemption" -> {
+            line.end();
+            out().println("Preemption notice: the host takes its cards back at " + data.path("deadline").asText());
+          }
+          default -> { } // "end": the caller prints the bill
+        }
+      }
+
+      void end() {
+        line.end();
+      }
+    }
+  }
+
+  /** A line rewritten in place with a carriage return, padded over what it showed before. */
+  static final class LiveLine {
+    private final PrintWriter out;
+    private int shown;
+
+    LiveLine(PrintWriter out) {
+      this.out = out;
+    }
+
+    void show(String text) {
+      out.print("\r" + text + " ".repeat(Math.max(0, shown - text.length())));
+      out.flush();
+      shown = text.length();
+    }
+
+    void end() {
+      if (shown > 0) out.println();
+      out.flush();
+      shown = 0;
+    }
+  }
+
+  static void details(JsonNode r, PrintWriter out) {
+    new Table.Details()
+        .add("Rental", r.get("id"))
+        .add("Status", r.get("status"))
+        .add("GPU", r.path("count").asInt() + " x " + r.path("gpu").asText())
+        .add("Tier", r.get("tier"))
+        .add("Region", r.get("region"))
+        .add("Price", r.hasNonNull("price_per_gpu_hour") ? r.get("price_per_gpu_hour").asText() + " EUR/GPU-hour (frozen)" : "not matched yet")
+        .add("Max price", r.get("max_price_per_gpu_hour").asText() + " EUR/GPU-hour")
+        .add("Created", r.get("created_at"))
+        .add("Matched", r.get("matched_at"))
+        .add("Started", r.get("started_at"))
+        .add("Ended", r.get("ended_at"))
+        .add("End reason", r.get("end_reason"))
+        .add("Billed", r.path("billed_seconds").asLong() + " s")
+        .add("Cost", AccountCommands.eur(r.get("cost")))
+        .add("Preemption deadline", r.get("preemption_deadline"))
+        .add("Simulated host", r.path("simulated").asBoolean() ? "yes" : "no")
+        .print(out);
+  }
+}

@@ -1,0 +1,31 @@
+package dev.tickmark.cli;
+
+import java.time.Duration;
+
+/**
+ * Polls an assertion until it holds or a deadline passes, for what the engine makes true asynchronously (read sides,
+ * an agent's verification, a live meter). The last failure is rethrown, so a timeout says what was wrong.
+ */
+final class Eventually {
+  private static final Duration POLL = Duration.ofMillis(200);
+
+  private Eventually() {}
+
+  static void eventually(Duration within, Runnable assertion) {
+    long deadline = System.nanoTime() + within.toNanos();
+    while (true) {
+      try {
+        assertion.run();
+        return;
+      } catch (AssertionError | RuntimeException e) {
+        if (System.nanoTime() - deadline >= 0) throw e;
+      }
+      try {
+        Thread.sleep(POLL.toMillis());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new AssertionError("interrupted while waiting for an assertion to hold", e);
+      }
+    }
+  }
+}
