@@ -566,6 +566,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return Effect().persist(new Settled(checkpoint, now)).thenRun(s -> {
       metrics.settlements.increment();
       metrics.secondsMetered.add(second - settled);
+      metrics.microEurosMetered.add(checkpoint.cost() - (state.last() == null ? 0 : state.last().cost()));
       Running r = (Running) s;
       deliver(r.order(), r.terms(), checkpoint, false);
       maybeExtend(r);
