@@ -8,6 +8,7 @@ import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.market.Matcher;
+import dev.tickmark.engine.metrics.JournalProbe;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.persistence.rentals.RentalProjection;
 import dev.tickmark.persistence.rentals.RentalReadModel;
@@ -35,6 +36,7 @@ import org.apache.pekko.Done;
 import org.apache.pekko.actor.CoordinatedShutdown;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Join;
@@ -57,13 +59,16 @@ public final class Node implements AutoCloseable {
   private final NodeSettings settings;
   private final ApiKeys apiKeys;
   private final DatabaseSettings database;
+  private final String managementUrl;
 
-  private Node(ActorSystem<Void> system, ServerBinding binding, NodeSettings settings, ApiKeys apiKeys, DatabaseSettings database) {
+  private Node(ActorSystem<Void> system, ServerBinding binding, NodeSettings settings, ApiKeys apiKeys, DatabaseSettings database,
+      String managementUrl) {
     this.system = system;
     this.binding = binding;
     this.settings = settings;
     this.apiKeys = apiKeys;
     this.database = database;
+    this.managementUrl = managementUrl;
   }
 
   /** Starts a node and returns once its HTTP API is bound. Any failure stops what was started and throws. */
@@ -95,12 +100,15 @@ public final class Node implements AutoCloseable {
       throws Exception {
     Cluster cluster = Cluster.get(system);
     if (settings.seedNodes().isEmpty()) cluster.manager().tell(Join.create(cluster.selfMember().address()));
-    if (settings.managementPort() >= 0) {
-      PekkoManagement.get(system).start().toCompletableFuture().get(30, TimeUnit.SECONDS);
-    }
     Clock clock = Clock.systemUTC();
     Jdbc jdbc = Jdbc.create(database, "tickmark-read-side",
         system.dispatchers().lookup(DispatcherSelector.fromConfig("pekko.projection.jdbc.blocking-jdbc-dispatcher")));
+    DatabaseReadinessCheck.Registered.get(system).jdbc.set(jdbc);
+    String managementUrl = null;
+    if (settings.managementPort() >= 0) {
+      managementUrl = PekkoManagement.get(system).start().toCompletableFuture().get(30, TimeUnit.SECONDS).toString();
+      log.info("Pekko Management on {}", managementUrl);
+    }
 
     Config tickmark = system.settings().config().getConfig("tickmark");
     Catalog catalog = Catalog.load();
@@ -129,6 +137,7 @@ public final class Node implements AutoCloseable {
     Matcher.init(system, (gpu, region, tier, maxPrice, count) -> hostReadModel.candidates(gpu, region, tier, maxPrice, count, clock.instant()),
         links::host, askTimeout);
     Rental.init(system, rentalSettings, links, clock);
+    startJournalProbe(system, cluster, tickmark.getDuration("metrics.journal-probe-interval"));
     LedgerProjection.init(system, jdbc);
     HostProjection.init(system, jdbc);
     RentalProjection.init(system, jdbc);
@@ -162,7 +171,13 @@ public final class Node implements AutoCloseable {
     });
     wakeUnfinishedRentals(system, new RentalReadModel(jdbc), rentalConfig.getDuration("wake-interval"));
     log.info("Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
-    return new Node(system, binding, settings, apiKeys, database);
+    return new Node(system, binding, settings, apiKeys, database, managementUrl);
+  }
+
+  /** One journal probe per node, named by the node's address so that nodes never share its stream. */
+  private static void startJournalProbe(ActorSystem<Void> system, Cluster cluster, Duration interval) {
+    String nodeId = cluster.selfMember().address().hostPort(); // e.g. tickmark@10.0.0.5:25520
+    system.systemActorOf(JournalProbe.create(nodeId, interval), "journal-probe", Props.empty());
   }
 
   /**
@@ -224,6 +239,11 @@ public final class Node implements AutoCloseable {
 
   public ApiKeys apiKeys() {
     return apiKeys;
+  }
+
+  /** Pekko Management's base URL (its bound port), or null when the node runs without it. */
+  public String managementUrl() {
+    return managementUrl;
   }
 
   public DatabaseSettings database() {
