@@ -23,7 +23,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Degrade, don't die: a node whose PostgreSQL goes away mid-rental answers every API request with a
- * 503 problem (and Retry-After) within 5 s, reports itself unready on Pekko Management, keeps serving
+ * 503 problem (and Retry-After) within 5 s, reports itself not ready on Pekko Management, keeps serving
  * /alive and /metrics, and resumes by itself when the database returns: the rental keeps its place,
  * is billed for the seconds its agent proved it ran (heartbeats through the outage), no settlement is
  * applied twice, and the books are conserved. The database is our own embedded PostgreSQL, stopped and
@@ -73,7 +73,8 @@ class DatabaseOutageIntegrationTest {
     assertUnavailableWithin(() -> api.post("/v1/rentals", renter.apiKey(), RentingSupport.launchBody("eu-nl")));
     assertUnavailableWithin(() -> api.get("/v1/rentals/" + id, renter.apiKey()));
     assertUnavailableWithin(() -> api.post("/v1/rentals/" + id + "/stop", renter.apiKey(), null));
-    eventually(ANSWER_WITHIN, () -> management.get("/ready", null).expect(503));
+    // Pekko Management answers a failed check with 500 "Not Healthy: …"; any non-2xx fails a readiness probe.
+    eventually(ANSWER_WITHIN, () -> assertTrue(management.get("/ready", null).expect(500).body().startsWith("Not Healthy")));
     management.get("/alive", null).expect(200);
     api.get("/metrics", null).expect(200); // served from memory and the last cached counts
     eventually(RentingSupport.WAIT, () -> assertTrue(journalFailures(api) > 0, "the journal probe saw the outage"));
