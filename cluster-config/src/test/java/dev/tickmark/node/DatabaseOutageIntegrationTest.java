@@ -17,7 +17,12 @@ import java.time.Instant;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import java.util.function.Supplier;
+import java.util.stream.IntStream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -32,6 +37,7 @@ import org.junit.jupiter.api.Test;
 class DatabaseOutageIntegrationTest {
   private static final Duration ANSWER_WITHIN = Duration.ofSeconds(5);
   private static final Duration RECOVERY = Duration.ofSeconds(60);
+  private static final int BURST = 40;
   private static final long PRICE_MICROS = Money.parse(RentingSupport.PRICE);
 
   private EmbeddedDatabase database;
@@ -73,6 +79,15 @@ class DatabaseOutageIntegrationTest {
     assertUnavailableWithin(() -> api.post("/v1/rentals", renter.apiKey(), RentingSupport.launchBody("eu-nl")));
     assertUnavailableWithin(() -> api.get("/v1/rentals/" + id, renter.apiKey()));
     assertUnavailableWithin(() -> api.post("/v1/rentals/" + id + "/stop", renter.apiKey(), null));
+    // a burst does not queue up behind the pool (8 connections, each wait bounded): every answer within 5 s
+    ExecutorService callers = Executors.newFixedThreadPool(BURST);
+    try {
+      CompletableFuture.allOf(IntStream.range(0, BURST).mapToObj(i -> CompletableFuture.runAsync(
+          () -> assertUnavailableWithin(() -> api.get(i % 2 == 0 ? "/v1/account" : "/v1/rentals/" + id, renter.apiKey())), callers))
+          .toArray(CompletableFuture[]::new)).get(30, TimeUnit.SECONDS);
+    } finally {
+      callers.shutdownNow();
+    }
     // Pekko Management answers a failed check with 500 "Not Healthy: …"; any non-2xx fails a readiness probe.
     eventually(ANSWER_WITHIN, () -> assertTrue(management.get("/ready", null).expect(500).body().startsWith("Not Healthy")));
     management.get("/alive", null).expect(200);
