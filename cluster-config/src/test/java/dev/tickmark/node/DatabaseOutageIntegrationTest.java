@@ -38,6 +38,8 @@ class DatabaseOutageIntegrationTest {
   private static final Duration ANSWER_WITHIN = Duration.ofSeconds(5);
   private static final Duration RECOVERY = Duration.ofSeconds(60);
   private static final int BURST = 40;
+  /** Agent heartbeats (1 s apart) the outage lasts at least: four settle intervals. */
+  private static final int OUTAGE_HEARTBEATS = 8;
   private static final long PRICE_MICROS = Money.parse(RentingSupport.PRICE);
 
   private EmbeddedDatabase database;
@@ -75,6 +77,7 @@ class DatabaseOutageIntegrationTest {
     // ---- the database goes away
     database.close();
     Instant outageStarted = Instant.now();
+    long heartbeatsBefore = agent.heartbeatsSent();
     assertUnavailableWithin(() -> api.get("/v1/account", renter.apiKey()));
     assertUnavailableWithin(() -> api.post("/v1/rentals", renter.apiKey(), RentingSupport.launchBody("eu-nl")));
     assertUnavailableWithin(() -> api.get("/v1/rentals/" + id, renter.apiKey()));
@@ -93,6 +96,9 @@ class DatabaseOutageIntegrationTest {
     management.get("/alive", null).expect(200);
     api.get("/metrics", null).expect(200); // served from memory and the last cached counts
     eventually(RentingSupport.WAIT, () -> assertTrue(journalFailures(api) > 0, "the journal probe saw the outage"));
+    // The outage lasts several settle intervals, during which the agent keeps its workload and heartbeats.
+    eventually(RentingSupport.WAIT, () -> assertTrue(agent.heartbeatsSent() >= heartbeatsBefore + OUTAGE_HEARTBEATS));
+    assertTrue(agent.runningRentals().contains(id), "the workload kept running: " + agent.runningRentals());
     Duration outage = Duration.between(outageStarted, Instant.now());
 
     // ---- it returns on the same port and data folder

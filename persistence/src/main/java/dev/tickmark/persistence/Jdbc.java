@@ -75,7 +75,8 @@ public final class Jdbc implements AutoCloseable {
       try {
         connection = dataSource.getConnection();
       } catch (SQLException e) {
-        failingFastUntilNanos.set(System.nanoTime() + FAIL_FAST.toNanos());
+        if (unreachable(e)) failingFastUntilNanos.set(System.nanoTime() + FAIL_FAST.toNanos());
+        else failingFastUntilNanos.set(0); // a busy pool is no outage: the database answered
         throw new CompletionException(e);
       }
       failingFastUntilNanos.set(0);
@@ -104,6 +105,15 @@ public final class Jdbc implements AutoCloseable {
     long now = System.nanoTime();
     if (now - until < 0) return false;
     return failingFastUntilNanos.compareAndSet(until, now + TRIAL.toNanos());
+  }
+
+  /**
+   * Whether a failed {@code getConnection} means the database is unreachable: Hikari's timeout carries
+   * the last failed connect as its cause (or a connection-class SQLState, 08xxx), whereas a timeout of
+   * an exhausted pool against a healthy database carries none.
+   */
+  private static boolean unreachable(SQLException e) {
+    return e.getCause() != null || (e.getSQLState() != null && e.getSQLState().startsWith("08"));
   }
 
   private static SQLTransientConnectionException unreachable() {
