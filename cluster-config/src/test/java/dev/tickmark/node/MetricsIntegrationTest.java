@@ -72,6 +72,9 @@ class MetricsIntegrationTest {
       List<Sample> samples = parse(reply.body());
 
       assertTrue(value(samples, "tickmark_rentals", Map.of("status", "ended")) >= 1, "ended rentals counted from the read side");
+      double lag = value(samples, "tickmark_ledger_projection_lag_seconds", Map.of());
+      assertTrue(lag >= 0 && lag < 30, "ledger projection lag " + lag);
+      assertTrue(value(samples, "tickmark_read_side_age_seconds", Map.of()) < 15);
       assertTrue(value(samples, "tickmark_metered_seconds_total", Map.of()) >= 3);
       assertTrue(value(samples, "tickmark_metered_micro_euros_total", Map.of()) > 0);
       assertEquals(value(samples, "tickmark_metered_micro_euros_total", Map.of()) / 1e6,

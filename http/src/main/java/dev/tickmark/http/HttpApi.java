@@ -46,7 +46,7 @@ public final class HttpApi {
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
     AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());
     RentalRoutes rentalRoutes = new RentalRoutes(system, settings.askTimeout(), rentals, catalog, auth, idempotency);
-    MetricsRoutes metricsRoutes = new MetricsRoutes(EngineMetrics.get(system), rentals);
+    MetricsRoutes metricsRoutes = new MetricsRoutes(EngineMetrics.get(system), rentals, ledger);
     this.route = handleExceptions(exceptionHandler(), () -> handleRejections(rejectionHandler(), () ->
         withSizeLimit(MAX_BODY_BYTES, () -> concat(
             pathPrefix("v1", () -> concat(accountRoutes.route(), paymentRoutes.route(), hostRoutes.route(),

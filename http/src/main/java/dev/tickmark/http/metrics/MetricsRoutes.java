@@ -4,6 +4,7 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 
 import dev.tickmark.engine.metrics.EngineMetrics;
 import dev.tickmark.engine.metrics.LatencyHistogram;
+import dev.tickmark.persistence.ledger.LedgerReadModel;
 import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
@@ -24,13 +25,13 @@ import org.apache.pekko.http.javadsl.server.Route;
 /**
  * {@code GET /metrics}: this node's figures in the Prometheus text format, without authentication,
  * so they are aggregates only (no ids, no tenant data). The engine records ({@link EngineMetrics}),
- * this class only formats. Rentals by status come from the rentals read side (the whole cluster's,
- * eventually consistent), cached for {@link #RENTAL_COUNTS_MAX_AGE} so a scrape never waits long on
- * the database and an outage never hangs it: the last counts are served with their age.
+ * this class only formats. Rentals by status and the ledger projection's lag come from the read side
+ * (the whole cluster's, eventually consistent), cached for {@link #READ_SIDE_MAX_AGE} so a scrape
+ * never waits long on the database and an outage never hangs it: the last figures are served with their age.
  */
 public final class MetricsRoutes {
-  static final Duration RENTAL_COUNTS_MAX_AGE = Duration.ofSeconds(10);
-  private static final Duration RENTAL_COUNTS_WAIT = Duration.ofMillis(500);
+  static final Duration READ_SIDE_MAX_AGE = Duration.ofSeconds(10);
+  private static final Duration READ_SIDE_WAIT = Duration.ofMillis(500);
   /** Bucket bounds shared by every latency histogram, in seconds (100 µs .. 30 s). */
   static final double[] BOUNDS_SECONDS = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
       2.5, 5, 10, 30};
@@ -41,17 +42,20 @@ public final class MetricsRoutes {
     for (int i = 0; i < BOUNDS_SECONDS.length; i++) BOUNDS_MICROS[i] = Math.round(BOUNDS_SECONDS[i] * 1_000_000);
   }
 
-  private record RentalCounts(Map<String, Long> byStatus, long fetchedAtNanos) {}
+  /** What the read side tells, fetched together and cached together. */
+  private record ReadSide(Map<String, Long> rentalsByStatus, long ledgerLagMillis, long fetchedAtNanos) {}
 
   private final EngineMetrics metrics;
   private final RentalReadModel rentals;
-  private final AtomicReference<RentalCounts> rentalCounts = new AtomicReference<>();
+  private final LedgerReadModel ledger;
+  private final AtomicReference<ReadSide> readSide = new AtomicReference<>();
   private final AtomicBoolean refreshing = new AtomicBoolean();
-  private volatile CompletableFuture<RentalCounts> refresh = CompletableFuture.completedFuture(null);
+  private volatile CompletableFuture<ReadSide> refresh = CompletableFuture.completedFuture(null);
 
-  public MetricsRoutes(EngineMetrics metrics, RentalReadModel rentals) {
+  public MetricsRoutes(EngineMetrics metrics, RentalReadModel rentals, LedgerReadModel ledger) {
     this.metrics = metrics;
     this.rentals = rentals;
+    this.ledger = ledger;
   }
 
   public Route route() {
@@ -59,37 +63,40 @@ public final class MetricsRoutes {
         text -> complete(HttpResponse.create().withEntity(HttpEntities.create(CONTENT_TYPE, text.getBytes(java.nio.charset.StandardCharsets.UTF_8)))))));
   }
 
-  /** The exposition text; completes within {@link #RENTAL_COUNTS_WAIT} whatever the database does. */
+  /** The exposition text; completes within {@link #READ_SIDE_WAIT} whatever the database does. */
   public CompletionStage<String> scrape() {
-    return currentRentalCounts().thenApply(this::render);
+    return currentReadSide().thenApply(this::render);
   }
 
-  private CompletionStage<RentalCounts> currentRentalCounts() {
-    RentalCounts last = rentalCounts.get();
-    if (last != null && System.nanoTime() - last.fetchedAtNanos() < RENTAL_COUNTS_MAX_AGE.toNanos()) {
+  private CompletionStage<ReadSide> currentReadSide() {
+    ReadSide last = readSide.get();
+    if (last != null && System.nanoTime() - last.fetchedAtNanos() < READ_SIDE_MAX_AGE.toNanos()) {
       return CompletableFuture.completedFuture(last);
     }
     if (refreshing.compareAndSet(false, true)) {
       refresh = rentals.countByStatus().toCompletableFuture()
-          .thenApply(counts -> {
-            RentalCounts fresh = new RentalCounts(counts, System.nanoTime());
-            rentalCounts.set(fresh);
+          .thenCombine(ledger.projectionLagMillis(), (counts, lag) -> {
+            ReadSide fresh = new ReadSide(counts, lag, System.nanoTime());
+            readSide.set(fresh);
             return fresh;
           })
           .whenComplete((counts, failure) -> refreshing.set(false));
     }
     return refresh.exceptionally(failure -> null)
-        .completeOnTimeout(null, RENTAL_COUNTS_WAIT.toMillis(), TimeUnit.MILLISECONDS)
-        .thenApply(fresh -> rentalCounts.get()); // fresh when it came in time, else the last good one (or none)
+        .completeOnTimeout(null, READ_SIDE_WAIT.toMillis(), TimeUnit.MILLISECONDS)
+        .thenApply(fresh -> readSide.get()); // fresh when it came in time, else the last good one (or none)
   }
 
-  private String render(RentalCounts counts) {
+  private String render(ReadSide read) {
     PrometheusText out = new PrometheusText();
     out.family("tickmark_rentals", "gauge", "Rentals by status, from the rentals read side (cluster-wide, cached up to 10 s).");
-    if (counts != null) counts.byStatus().forEach((status, n) -> out.sample("tickmark_rentals", "status", status, n));
-    out.family("tickmark_rentals_counts_age_seconds", "gauge",
-        "Age of the rental counts above; grows while the database is unreachable (absent before the first read).");
-    if (counts != null) out.sample("tickmark_rentals_counts_age_seconds", (System.nanoTime() - counts.fetchedAtNanos()) / 1e9);
+    if (read != null) read.rentalsByStatus().forEach((status, n) -> out.sample("tickmark_rentals", "status", status, n));
+    out.family("tickmark_ledger_projection_lag_seconds", "gauge",
+        "Age of the oldest account event the ledger projection has not written yet (0 when caught up; cached up to 10 s).");
+    if (read != null) out.sample("tickmark_ledger_projection_lag_seconds", read.ledgerLagMillis() / 1e3);
+    out.family("tickmark_read_side_age_seconds", "gauge",
+        "Age of the read-side figures above; grows while the database is unreachable (absent before the first read).");
+    if (read != null) out.sample("tickmark_read_side_age_seconds", (System.nanoTime() - read.fetchedAtNanos()) / 1e9);
 
     out.counter("tickmark_metered_seconds_total", "Rental seconds settled by the rentals on this node.", metrics.secondsMetered.sum());
     out.counter("tickmark_metered_micro_euros_total", "Cost of those seconds in micro-euros (what renters are debited).",
