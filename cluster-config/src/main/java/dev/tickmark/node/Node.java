@@ -12,6 +12,7 @@ import dev.tickmark.engine.account.Iban;
 import dev.tickmark.engine.payout.PayoutRun;
 import dev.tickmark.persistence.payouts.PayoutRunProjection;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
+import dev.tickmark.engine.metrics.JournalProbe;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.persistence.rentals.RentalProjection;
 import dev.tickmark.persistence.rentals.RentalReadModel;
@@ -39,6 +40,7 @@ import org.apache.pekko.Done;
 import org.apache.pekko.actor.CoordinatedShutdown;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.DispatcherSelector;
+import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Join;
@@ -61,13 +63,16 @@ public final class Node implements AutoCloseable {
   private final NodeSettings settings;
   private final ApiKeys apiKeys;
   private final DatabaseSettings database;
+  private final String managementUrl;
 
-  private Node(ActorSystem<Void> system, ServerBinding binding, NodeSettings settings, ApiKeys apiKeys, DatabaseSettings database) {
+  private Node(ActorSystem<Void> system, ServerBinding binding, NodeSettings settings, ApiKeys apiKeys, DatabaseSettings database,
+      String managementUrl) {
     this.system = system;
     this.binding = binding;
     this.settings = settings;
     this.apiKeys = apiKeys;
     this.database = database;
+    this.managementUrl = managementUrl;
   }
 
   /** Starts a node and returns once its HTTP API is bound. Any failure stops what was started and throws. */
@@ -99,12 +104,15 @@ public final class Node implements AutoCloseable {
       throws Exception {
     Cluster cluster = Cluster.get(system);
     if (settings.seedNodes().isEmpty()) cluster.manager().tell(Join.create(cluster.selfMember().address()));
-    if (settings.managementPort() >= 0) {
-      PekkoManagement.get(system).start().toCompletableFuture().get(30, TimeUnit.SECONDS);
-    }
     Clock clock = Clock.systemUTC();
     Jdbc jdbc = Jdbc.create(database, "tickmark-read-side",
         system.dispatchers().lookup(DispatcherSelector.fromConfig("pekko.projection.jdbc.blocking-jdbc-dispatcher")));
+    DatabaseReadinessCheck.Registered.get(system).jdbc.set(jdbc);
+    String managementUrl = null;
+    if (settings.managementPort() >= 0) {
+      managementUrl = PekkoManagement.get(system).start().toCompletableFuture().get(30, TimeUnit.SECONDS).toString();
+      log.info("Pekko Management on {}", managementUrl);
+    }
 
     Config tickmark = system.settings().config().getConfig("tickmark");
     Catalog catalog = Catalog.load();
@@ -138,6 +146,7 @@ public final class Node implements AutoCloseable {
         links::host, new Matcher.Settings(askTimeout, matcherConfig.getInt("max-in-flight"), matcherConfig.getInt("max-queued"),
             matcherConfig.getDuration("read-side-lag")), clock);
     Rental.init(system, rentalSettings, links, clock);
+    startJournalProbe(system, cluster, tickmark.getDuration("metrics.journal-probe-interval"));
     LedgerProjection.init(system, jdbc);
     HostProjection.init(system, jdbc);
     RentalProjection.init(system, jdbc);
@@ -187,7 +196,13 @@ public final class Node implements AutoCloseable {
     wakeUnfinishedRentals(system, new RentalReadModel(jdbc), rentalConfig.getDuration("wake-interval"));
     wakeUnfinishedPayoutRuns(system, payoutRuns, payouts.getDuration("wake-interval"));
     log.info("Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
-    return new Node(system, binding, settings, apiKeys, database);
+    return new Node(system, binding, settings, apiKeys, database, managementUrl);
+  }
+
+  /** One journal probe per node, named by the node's address so that nodes never share its stream. */
+  private static void startJournalProbe(ActorSystem<Void> system, Cluster cluster, Duration interval) {
+    String nodeId = cluster.selfMember().address().hostPort(); // e.g. tickmark@10.0.0.5:25520
+    system.systemActorOf(JournalProbe.create(nodeId, interval), "journal-probe", Props.empty());
   }
 
   /**
@@ -274,6 +289,11 @@ public final class Node implements AutoCloseable {
 
   public ApiKeys apiKeys() {
     return apiKeys;
+  }
+
+  /** Pekko Management's base URL (its bound port), or null when the node runs without it. */
+  public String managementUrl() {
+    return managementUrl;
   }
 
   public DatabaseSettings database() {

@@ -5,6 +5,8 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 import dev.tickmark.persistence.auth.ApiKeys;
 import dev.tickmark.persistence.auth.IdempotencyKeys;
 import dev.tickmark.engine.catalog.Catalog;
+import dev.tickmark.engine.metrics.EngineMetrics;
+import dev.tickmark.http.metrics.MetricsRoutes;
 import dev.tickmark.http.agent.AgentSocket;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
@@ -22,7 +24,8 @@ import org.apache.pekko.http.javadsl.server.RejectionHandler;
 import org.apache.pekko.http.javadsl.server.Route;
 
 /**
- * The node's HTTP API: {@code /v1} for customers, {@code /ops} for operators. Every error, including
+ * The node's HTTP API: {@code /v1} for customers, {@code /ops} for operators, {@code /metrics} for
+ * Prometheus. Every error, including
  * Pekko HTTP's own rejections, leaves as problem+json with a stable code; bodies are capped at 64 KiB.
  */
 public final class HttpApi {
@@ -47,11 +50,13 @@ public final class HttpApi {
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
     AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());
     RentalRoutes rentalRoutes = new RentalRoutes(system, settings.askTimeout(), rentals, catalog, auth, idempotency);
+    MetricsRoutes metricsRoutes = new MetricsRoutes(EngineMetrics.get(system), rentals, ledger);
     this.route = handleExceptions(exceptionHandler(), () -> handleRejections(rejectionHandler(), () ->
         withSizeLimit(MAX_BODY_BYTES, () -> concat(
             pathPrefix("v1", () -> concat(accountRoutes.route(), paymentRoutes.route(), hostRoutes.route(),
                 marketRoutes.route(), agentSocket.route(), rentalRoutes.route())),
             pathPrefix("ops", opsRoutes::route),
+            metricsRoutes.route(),
             path("health", () -> get(() -> complete(Responses.json(200, java.util.Map.of("status", "ok")))))))));
   }
 

@@ -15,7 +15,17 @@ public final class EngineMetrics implements Extension {
   public final LongAdder heartbeats = new LongAdder();
   /** A match request's arrival at its matcher to the answer (candidates read, proposals confirmed or refused). */
   public final LatencyHistogram matchLatency = new LatencyHistogram();
+  /** The agent's heartbeat {@code at} to its receipt at the websocket: network delay plus clock skew (never below 0). */
+  public final LatencyHistogram heartbeatLag = new LatencyHistogram();
+  /** One small event persisted by this node's journal probe, from the persist call to its confirmation. */
+  public final LatencyHistogram journalWrites = new LatencyHistogram();
+  /** Journal probe writes or recoveries that failed (the database was unreachable or the journal's breaker was open). */
+  public final LongAdder journalFailures = new LongAdder();
+  /** {@link System#nanoTime()} when the probe's unconfirmed write started; 0 when none is in flight. */
+  final java.util.concurrent.atomic.AtomicLong journalProbeInFlightSince = new java.util.concurrent.atomic.AtomicLong();
   public final LongAdder secondsMetered = new LongAdder();
+  /** The cost of the seconds in {@link #secondsMetered}, in micro-euros (renter debits: provider + platform). */
+  public final LongAdder microEurosMetered = new LongAdder();
   public final LongAdder settlements = new LongAdder();
   public final LongAdder agentSessionsOpened = new LongAdder();
   public final LongAdder agentSessionsClosed = new LongAdder();

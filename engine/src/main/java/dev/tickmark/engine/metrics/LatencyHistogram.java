@@ -43,6 +43,27 @@ public final class LatencyHistogram {
     return upperBound(counts.length() - 1);
   }
 
+  /**
+   * Cumulative counts for Prometheus-style buckets: {@code result[i]} counts the values recorded in
+   * buckets whose upper bound is at most {@code boundsMicros[i]} (ascending), and the last element is
+   * the count of every value (the {@code +Inf} bucket). One pass over the buckets; since a bucket is
+   * counted only once it lies wholly below a bound, a cumulative count may lag the exact one by the
+   * values of one bucket (~6 % of the bound's width).
+   */
+  public long[] cumulativeCounts(long[] boundsMicros) {
+    long[] result = new long[boundsMicros.length + 1];
+    int b = 0;
+    long seen = 0;
+    for (int i = 0; i < counts.length(); i++) {
+      long upper = upperBound(i);
+      while (b < boundsMicros.length && upper > boundsMicros[b]) result[b++] = seen;
+      seen += counts.get(i);
+    }
+    while (b < boundsMicros.length) result[b++] = seen;
+    result[boundsMicros.length] = seen;
+    return result;
+  }
+
   static int indexOf(long v) {
     if (v < SUB_BUCKETS) return (int) v;
     int power = 63 - Long.numberOfLeadingZeros(v); // ≥ 4

@@ -579,12 +579,18 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     }
     Checkpoint checkpoint = checkpoint(state.terms(), second, now);
     return Effect().persist(new Settled(checkpoint, now)).thenRun(s -> {
-      metrics.settlements.increment();
-      metrics.secondsMetered.add(second - settled);
+      countSettlement(state.last(), checkpoint);
       Running r = (Running) s;
       deliver(r.order(), r.terms(), checkpoint, false);
       maybeExtend(r);
     }).thenNoReply();
+  }
+
+  /** Node metrics of a persisted settlement: its seconds and cost beyond the previous checkpoint. */
+  private void countSettlement(Checkpoint previous, Checkpoint checkpoint) {
+    metrics.settlements.increment();
+    metrics.secondsMetered.add(checkpoint.throughSecond() - (previous == null ? 0 : previous.throughSecond()));
+    metrics.microEurosMetered.add(checkpoint.cost() - (previous == null ? 0 : previous.cost()));
   }
 
   private Checkpoint checkpoint(Terms terms, long second, Instant at) {
@@ -718,7 +724,9 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     Instant now = now();
     if (terms != null && billedSeconds > settled) events.add(new Settled(checkpoint(terms, billedSeconds, now), now));
     events.add(new Ended(reason, endAt, billedSeconds, now));
+    Checkpoint previous = checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
     return Effect().persist(events).thenRun(s -> {
+      if (events.get(0) instanceof Settled last) countSettlement(previous, last.checkpoint());
       if (terms != null) ports.host(terms.hostId()).tell(new Host.StopWorkload(rentalId));
       answerCreator(s);
       notifySubscribers(s);

@@ -40,4 +40,27 @@ class LatencyHistogramTest {
   void anEmptyHistogramAnswersZero() {
     assertEquals(0, new LatencyHistogram().quantileMicros(0.99));
   }
+
+  @Test
+  void cumulativeCountsAreMonotoneEndWithTheTotalAndNeverCountAValueAboveItsBound() {
+    Random random = new Random(7);
+    long[] values = new long[20_000];
+    LatencyHistogram h = new LatencyHistogram();
+    for (int i = 0; i < values.length; i++) {
+      values[i] = (long) Math.exp(random.nextDouble() * 16);
+      h.recordMicros(values[i]);
+    }
+    long[] bounds = {100, 250, 1_000, 10_000, 100_000, 1_000_000, 10_000_000};
+    long[] cumulative = h.cumulativeCounts(bounds);
+    assertEquals(bounds.length + 1, cumulative.length);
+    assertEquals(values.length, cumulative[bounds.length]);
+    for (int b = 0; b < bounds.length; b++) {
+      long bound = bounds[b];
+      long exact = Arrays.stream(values).filter(v -> v <= bound).count();
+      long within = Arrays.stream(values).filter(v -> v <= bound * 0.93).count(); // one bucket is ~6 % wide
+      assertTrue(cumulative[b] <= exact, "never above the exact count at " + bound);
+      assertTrue(cumulative[b] >= within, "at most one bucket short at " + bound + ": " + cumulative[b] + " < " + within);
+      if (b > 0) assertTrue(cumulative[b] >= cumulative[b - 1], "cumulative");
+    }
+  }
 }

@@ -235,10 +235,22 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   }
 
   private Behavior<Msg> onHeartbeat(AgentFrame.Heartbeat hb, long receivedAtMicros) {
+    recordLag(hb.at(), receivedAtMicros);
     List<Host.GpuHealth> gpus = hb.gpus() == null ? List.of() : hb.gpus().stream()
         .map(g -> new Host.GpuHealth(g.index(), g.utilizationPercent(), g.temperatureC(), g.fault())).toList();
     host().tell(new Host.Heartbeat(hostInbox, hb.seq(), gpus, hb.rentals() == null ? List.of() : hb.rentals(), receivedAtMicros));
     return this;
+  }
+
+  /** Receipt minus the agent's own {@code at}: an unparseable {@code at} is not a lag, and does not end the session. */
+  private void recordLag(String at, long receivedAtMicros) {
+    if (at == null) return;
+    try {
+      java.time.Instant sent = java.time.Instant.parse(at);
+      metrics.heartbeatLag.recordMicros(receivedAtMicros - (sent.getEpochSecond() * 1_000_000 + sent.getNano() / 1_000));
+    } catch (java.time.format.DateTimeParseException e) {
+      // the heartbeat still counts; its lag is unknown
+    }
   }
 
   /** Rental frames go straight to the rental, which checks they come from its host; any malformed one ends the session. */

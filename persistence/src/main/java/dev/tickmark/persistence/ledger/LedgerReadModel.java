@@ -46,6 +46,28 @@ public final class LedgerReadModel {
     this.jdbc = jdbc;
   }
 
+  /**
+   * How far the ledger projection is behind, in milliseconds: the age (by the database's clock) of the
+   * oldest account event that a slice has not projected yet, the largest over the slices; 0 when every
+   * slice is caught up. It reads the events past each slice's stored offset, which are few when healthy.
+   */
+  public CompletionStage<Long> projectionLagMillis() {
+    return jdbc.run(connection -> {
+      try (PreparedStatement st = connection.prepareStatement("""
+          SELECT coalesce(max((extract(epoch FROM clock_timestamp()) * 1000)::bigint - oldest), 0)
+          FROM (SELECT (SELECT min(j.write_timestamp) FROM event_tag t JOIN event_journal j ON j.ordering = t.event_id
+                        WHERE t.tag = o.projection_key AND t.event_id > CAST(o.current_offset AS BIGINT)) AS oldest
+                FROM pekko_projection_offset_store o WHERE o.projection_name = ?) behind
+          """)) {
+        st.setString(1, LedgerProjection.NAME);
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          return Math.max(0, rs.getLong(1));
+        }
+      }
+    });
+  }
+
   /** Entries of one account, oldest first, after the entry id {@code after} (0 for the start). */
   public CompletionStage<List<Entry>> statement(String accountId, long after, int limit) {
     return jdbc.run(connection -> {

@@ -57,6 +57,18 @@ public final class RentalReadModel {
     });
   }
 
+  /** How many rentals the read side holds in each status (the whole cluster's, as projected so far). */
+  public CompletionStage<java.util.Map<String, Long>> countByStatus() {
+    return jdbc.run(connection -> {
+      try (PreparedStatement st = connection.prepareStatement("SELECT status, count(*) FROM rentals GROUP BY status");
+          ResultSet rs = st.executeQuery()) {
+        java.util.Map<String, Long> counts = new java.util.TreeMap<>();
+        while (rs.next()) counts.put(rs.getString(1), rs.getLong(2));
+        return counts;
+      }
+    });
+  }
+
   private static RentalRow row(ResultSet rs) throws SQLException {
     long price = rs.getLong(9);
     Long pricePerGpuHour = rs.wasNull() ? null : price;
