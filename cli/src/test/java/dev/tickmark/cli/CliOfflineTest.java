@@ -69,6 +69,10 @@ class CliOfflineTest {
     cli.run().expect(Cli.EXIT_USAGE);
     cli.run("host").expect(Cli.EXIT_USAGE);
     cli.run("ledger", "--limit", "many").expect(Cli.EXIT_USAGE);
+    cli.run("account", "payout-details", "--holder", "Ada Lovelace").expect(Cli.EXIT_USAGE);
+    cli.run("ops", "payout").expect(Cli.EXIT_USAGE);
+    cli.run("ops", "payouts", "show").expect(Cli.EXIT_USAGE);
+    cli.run("ops", "suspend").expect(Cli.EXIT_USAGE);
     cli.run("host", "price", "host_x", "--on-demand", "2", "--spot", "1", "--no-spot").expect(Cli.EXIT_USAGE);
     CliRunner.Result badUrl = cli.run("catalog", "--url", "ftp://example.org").expect(Cli.EXIT_USAGE);
     assertTrue(badUrl.err().startsWith("error: Invalid URL 'ftp://example.org'"), badUrl.err());
