@@ -84,6 +84,10 @@ class CliOfflineTest {
     assertEquals("error: not_logged_in: no API key: run 'tickmark login', set TICKMARK_API_KEY or pass --api-key\n", result.err());
     CliRunner.Result ops = cli.run("--url", closedUrl, "ops", "audit").expect(Cli.EXIT_API_ERROR);
     assertTrue(ops.err().startsWith("error: no_operator_token: "), ops.err());
+    // the operator token reaches nested commands wherever it is given: the call is attempted (and finds no engine)
+    cli.run("--url", closedUrl, "ops", "--operator-token", "tmkop_x", "payouts", "show", "pr_x").expect(Cli.EXIT_UNREACHABLE);
+    cli.run("--url", closedUrl, "ops", "payouts", "show", "pr_x", "--operator-token", "tmkop_x").expect(Cli.EXIT_UNREACHABLE);
+    cli.run("--url", closedUrl, "ops", "payouts", "--operator-token", "tmkop_x").expect(Cli.EXIT_UNREACHABLE);
   }
 
   @Test
