@@ -1,6 +1,7 @@
 package dev.tickmark.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -95,7 +96,7 @@ final class AccountCommands {
 
     @Override
     int execute() {
-      var body = object();
+      ObjectNode body = object();
       body.put("holder_name", holder);
       body.put("iban", iban);
       if (bic != null) body.put("bic", bic);

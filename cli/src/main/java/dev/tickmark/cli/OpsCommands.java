@@ -4,8 +4,10 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.net.ConnectException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Set;
 import java.util.UUID;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -191,13 +193,29 @@ final class OpsCommands extends ApiCommand {
         description = "Names the run (default: a fresh key). The same key again answers the same run: a retry never pays twice.")
     String idempotencyKey;
 
+    /** Answers after which the run may exist and be paying: only the same key reaches it again. */
+    private static final Set<String> IN_DOUBT = Set.of("unavailable", "database_unavailable", "idempotency_key_in_progress");
+
+    private static String retryHint(String key) {
+      return "the run may be under way: run the command again with --idempotency-key " + key + " to reach it (it never pays twice)";
+    }
+
     @Override
     int execute() {
       Http http = operator();
       ObjectNode body = object();
       body.put("minimum", minimum);
       String key = idempotencyKey != null ? idempotencyKey : "cli-payout-" + UUID.randomUUID();
-      Http.Reply reply = http.postIdempotent("/ops/payouts", body, key);
+      Http.Reply reply;
+      try {
+        reply = http.postIdempotent("/ops/payouts", body, key);
+      } catch (CliException e) {
+        if (!IN_DOUBT.contains(e.code())) throw e;
+        throw new CliException(e.code(), e.detail() + "; " + retryHint(key));
+      } catch (UnreachableException e) {
+        if (e.getCause() instanceof ConnectException) throw e; // nothing was sent
+        throw new UnreachableException(e.getMessage() + "; " + retryHint(key), e.getCause());
+      }
       JsonNode run = reply.json();
       if (json()) printJson(reply);
       else Payouts.printRun(out(), run);
