@@ -3,8 +3,11 @@ package dev.tickmark.cli;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
+import java.io.PrintWriter;
+import java.net.ConnectException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Set;
 import java.util.UUID;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -13,8 +16,9 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ScopeType;
 
 /** {@code tickmark ops …}: operator commands, with the operator token instead of an API key. */
-@Command(name = "ops", description = "Operator commands (/ops): deposits, ledger audit, evictions, payout runs.",
-    subcommands = {OpsCommands.Deposit.class, OpsCommands.Audit.class, OpsCommands.Evict.class, OpsCommands.Payout.class})
+@Command(name = "ops", description = "Operator commands (/ops): deposits, suspensions, ledger audit, evictions, payout runs.",
+    subcommands = {OpsCommands.Deposit.class, OpsCommands.Suspend.class, OpsCommands.Resume.class, OpsCommands.Audit.class,
+        OpsCommands.Evict.class, OpsCommands.Payout.class, OpsCommands.Payouts.class})
 final class OpsCommands extends ApiCommand {
   @Option(names = "--operator-token", paramLabel = "TOKEN", scope = ScopeType.INHERIT,
       description = "The node's operator token (else $TICKMARK_OPERATOR_TOKEN).")
@@ -124,26 +128,77 @@ final class OpsCommands extends ApiCommand {
     }
   }
 
+  @Command(name = "suspend", description = {"Suspend ACCOUNT: no new rentals, no payouts; running rentals go on.",
+      "Suspending a suspended account keeps the first reason."})
+  static final class Suspend extends OpsCommand {
+    @Parameters(paramLabel = "ACCOUNT", description = "The account (acc_...).")
+    String account;
+
+    @Option(names = "--reason", paramLabel = "TEXT", description = "Why, kept on the account (at most 500 characters).")
+    String reason;
+
+    @Override
+    int execute() {
+      ObjectNode body = object();
+      if (reason != null) body.put("reason", reason);
+      Http.Reply reply = operator().post("/ops/accounts/" + segment(account) + "/suspend", body);
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      JsonNode a = reply.json();
+      out().println("Account " + account + " is " + a.path("status").asText()
+          + (a.hasNonNull("suspension_reason") ? ": " + a.get("suspension_reason").asText() : "")
+          + ". No new rentals, no payouts; running rentals go on.");
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(name = "resume", description = "Lift ACCOUNT's suspension: it may rent again, and the next payout run pays it.")
+  static final class Resume extends OpsCommand {
+    @Parameters(paramLabel = "ACCOUNT", description = "The account (acc_...).")
+    String account;
+
+    @Override
+    int execute() {
+      Http.Reply reply = operator().post("/ops/accounts/" + segment(account) + "/resume", null);
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      out().println("Account " + account + " is " + reply.json().path("status").asText() + ".");
+      return Cli.EXIT_OK;
+    }
+  }
+
   /**
-   * {@code POST /ops/payouts {"minimum"}} under an {@code Idempotency-Key}; answers {@code 201 {id, created_at, minimum,
-   * total, count, payouts: [{account_id, amount, payout_id, status}], skipped}}. The run's exports are
-   * {@code GET /ops/payouts/{id}/export.csv} and {@code /export.xml} (ISO 20022 pain.001).
+   * {@code POST /ops/payouts {"minimum"}} under an {@code Idempotency-Key}; answers the completed run (see
+   * docs/payouts.md). A run that paid nobody is no failure: it says so and exits 0, and writes no pain.001 (the engine
+   * has none: 409 {@code nothing_to_export}).
    */
-  @Command(name = "payout", description = {"Pay every provider owed at least --minimum euros, as one payout run.",
-      "--csv and --pain001 save the run's exports (CSV, ISO 20022 pain.001 XML) for the bank."})
+  @Command(name = "payout", description = {"Pay every provider owed at least --minimum euros (whole cents), as one payout run.",
+      "--csv and --pain001 save the run's exports (CSV, ISO 20022 pain.001 XML) for the bank.",
+      "A run that pays nobody says so and exits 0; it has no pain.001, so none is written."})
   static final class Payout extends OpsCommand {
     @Option(names = "--minimum", required = true, paramLabel = "EUR", description = "Pay only earnings of at least this much.")
     String minimum;
 
-    @Option(names = "--csv", paramLabel = "FILE", description = "Save the run as CSV.")
+    @Option(names = "--csv", paramLabel = "FILE", description = "Save the run's paid payouts as CSV.")
     Path csv;
 
-    @Option(names = "--pain001", paramLabel = "FILE", description = "Save the run as a pain.001 credit-transfer file.")
+    @Option(names = "--pain001", paramLabel = "FILE", description = "Save the run as a pain.001.001.03 SEPA credit-transfer file.")
     Path pain001;
 
     @Option(names = "--idempotency-key", paramLabel = "KEY",
-        description = "Sent as Idempotency-Key (default: a fresh one). Reuse it to retry a run without paying twice.")
+        description = "Names the run (default: a fresh key). The same key again answers the same run: a retry never pays twice.")
     String idempotencyKey;
+
+    /** Answers after which the run may exist and be paying: only the same key reaches it again. */
+    private static final Set<String> IN_DOUBT = Set.of("unavailable", "database_unavailable", "idempotency_key_in_progress");
+
+    private static String retryHint(String key) {
+      return "the run may be under way: run the command again with --idempotency-key " + key + " to reach it (it never pays twice)";
+    }
 
     @Override
     int execute() {
@@ -151,34 +206,133 @@ final class OpsCommands extends ApiCommand {
       ObjectNode body = object();
       body.put("minimum", minimum);
       String key = idempotencyKey != null ? idempotencyKey : "cli-payout-" + UUID.randomUUID();
-      Http.Reply reply = http.postIdempotent("/ops/payouts", body, key);
+      Http.Reply reply;
+      try {
+        reply = http.postIdempotent("/ops/payouts", body, key);
+      } catch (CliException e) {
+        if (!IN_DOUBT.contains(e.code())) throw e;
+        throw new CliException(e.code(), e.detail() + "; " + retryHint(key));
+      } catch (UnreachableException e) {
+        if (e.getCause() instanceof ConnectException) throw e; // nothing was sent
+        throw new UnreachableException(e.getMessage() + "; " + retryHint(key), e.getCause());
+      }
       JsonNode run = reply.json();
-      String id = run.path("id").asText();
       if (json()) printJson(reply);
-      else summary(run);
-      if (csv != null) save(http, "/ops/payouts/" + segment(id) + "/export.csv", csv, "CSV");
-      if (pain001 != null) save(http, "/ops/payouts/" + segment(id) + "/export.xml", pain001, "pain.001");
+      else Payouts.printRun(out(), run);
+      Payouts.export(this, http, run, csv, pain001);
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(name = "payouts", description = "Payout runs, newest first; 'payouts show RUN' shows one and saves its exports.",
+      subcommands = Payouts.Show.class)
+  static final class Payouts extends OpsCommand {
+    @Option(names = "--limit", paramLabel = "N", description = "Runs to list, 1 to 200 (default 50).")
+    Integer limit;
+
+    @Override
+    int execute() {
+      Http.Reply reply = operator().get("/ops/payouts" + query(params("limit", limit)));
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      Table table = new Table("ID", "STATUS", "CREATED", "MINIMUM EUR", "TOTAL EUR", "PAID", "REFUSED", "SKIPPED");
+      for (JsonNode r : reply.json().path("runs")) {
+        table.row(r.get("id"), r.get("status"), r.get("created_at"), r.get("minimum"), r.get("total"), r.get("count"),
+            r.get("refused_count"), r.get("skipped_count"));
+      }
+      if (table.isEmpty()) out().println("No payout runs yet.");
+      else table.print(out());
       return Cli.EXIT_OK;
     }
 
-    private void summary(JsonNode run) {
-      out().println("Payout run " + run.path("id").asText() + " (" + run.path("created_at").asText() + "): " + run.path("count").asInt()
-          + " payout(s), total " + run.path("total").asText() + " EUR, minimum " + run.path("minimum").asText() + " EUR.");
-      Table payouts = new Table("ACCOUNT", "AMOUNT EUR", "PAYOUT", "STATUS");
-      for (JsonNode p : run.path("payouts")) payouts.row(p.get("account_id"), p.get("amount"), p.get("payout_id"), p.get("status"));
-      if (!payouts.isEmpty()) payouts.print(out());
-      int skipped = run.path("skipped").size();
-      if (skipped > 0) out().println(skipped + " account(s) skipped (below the minimum or nothing owed); --json lists them.");
+    @Command(name = "show", description = "One payout run: its payouts with status and bank reference, and who was skipped.")
+    static final class Show extends ApiCommand {
+      @Parameters(paramLabel = "RUN", description = "The run (pr_...).")
+      String runId;
+
+      @Option(names = "--csv", paramLabel = "FILE", description = "Save the run's paid payouts as CSV.")
+      Path csv;
+
+      @Option(names = "--pain001", paramLabel = "FILE", description = "Save the run as a pain.001.001.03 SEPA credit-transfer file.")
+      Path pain001;
+
+      @Override
+      int execute() {
+        Http http = ((Payouts) spec.parent().userObject()).operator();
+        Http.Reply reply = http.get("/ops/payouts/" + segment(runId));
+        if (json()) printJson(reply);
+        else printRun(out(), reply.json());
+        export(this, http, reply.json(), csv, pain001);
+        return Cli.EXIT_OK;
+      }
     }
 
-    private void save(Http http, String path, Path file, String what) {
+    static void printRun(PrintWriter out, JsonNode run) {
+      String id = run.path("id").asText();
+      int paid = 0;
+      int refused = 0;
+      for (JsonNode p : run.path("payouts")) {
+        if ("refused".equals(p.path("status").asText())) refused++;
+        else paid++;
+      }
+      int skipped = run.path("skipped").size();
+      String status = run.path("status").asText();
+      if (!"completed".equals(status)) {
+        out.println("Payout run " + id + " is " + status + " (created " + run.path("created_at").asText() + ", minimum "
+            + run.path("minimum").asText() + " EUR): " + paid + " payout(s) decided so far, total " + run.path("total").asText() + " EUR.");
+      } else if (paid == 0) {
+        out.println("Nothing paid: " + (skipped > 0 ? "every provider owed at least " + run.path("minimum").asText() + " EUR was skipped"
+            : "no provider is owed at least " + run.path("minimum").asText() + " EUR")
+            + " (payout run " + id + ", completed " + run.path("completed_at").asText() + ").");
+      } else {
+        out.println("Payout run " + id + " completed " + run.path("completed_at").asText() + ": paid " + run.path("total").asText()
+            + " EUR to " + paid + " provider(s), minimum " + run.path("minimum").asText() + " EUR.");
+      }
+      Table payouts = new Table("ACCOUNT", "AMOUNT EUR", "STATUS", "END-TO-END ID", "REASON");
+      for (JsonNode p : run.path("payouts")) {
+        payouts.row(p.get("account_id"), p.get("amount"), p.get("status"), p.get("end_to_end_id"), p.get("reason"));
+      }
+      if (!payouts.isEmpty()) payouts.print(out);
+      if (refused > 0) out.println(refused + " payout(s) refused by the account; they stay owed.");
+      if (skipped > 0) {
+        out.println("Skipped " + skipped + " provider(s), still owed:");
+        Table skips = new Table("ACCOUNT", "AMOUNT EUR", "REASON");
+        for (JsonNode s : run.path("skipped")) skips.row(s.get("account_id"), s.get("amount"), s.get("reason"));
+        skips.print(out);
+      }
+    }
+
+    /**
+     * Saves the run's exports. They exist once the run completed; a run that paid nobody has no pain.001 (409
+     * {@code nothing_to_export}), which is said instead of failing. Any other refusal (503
+     * {@code payout_debtor_not_configured}) fails the command, after the run it reports has been printed.
+     */
+    static void export(ApiCommand command, Http http, JsonNode run, Path csv, Path pain001) {
+      String id = run.path("id").asText();
+      String exports = "/ops/payouts/" + segment(id);
+      if (csv != null) save(command, http, exports + "/export.csv", csv, "CSV");
+      if (pain001 == null) return;
+      try {
+        save(command, http, exports + "/export.xml", pain001, "pain.001");
+      } catch (CliException e) {
+        if (!e.code().equals("nothing_to_export")) {
+          throw new CliException(e.code(), e.detail() + " (payout run " + id + " itself is done; export it later with"
+              + " 'tickmark ops payouts show " + id + " --pain001 FILE')");
+        }
+        command.notes().println("No pain.001 written to " + pain001 + ": payout run " + id + " paid nobody, so there is nothing to transfer.");
+      }
+    }
+
+    private static void save(ApiCommand command, Http http, String path, Path file, String what) {
       byte[] content = http.download(path);
       try {
         Files.write(file, content);
       } catch (IOException e) {
         throw new CliException("cannot_write", "the " + what + " export could not be written to " + file + ": " + e.getMessage());
       }
-      notes().println(what + " export written to " + file + " (" + content.length + " bytes).");
+      command.notes().println(what + " export written to " + file + " (" + content.length + " bytes).");
     }
   }
 }

@@ -183,6 +183,21 @@ class CliJourneyIntegrationTest {
     assertTrue(refused.err().startsWith("error: unauthorized: "), refused.err());
   }
 
+  @Test
+  void withoutAPayoutDebtorARunStillCompletesButHasNoPain001() throws Exception {
+    CliRunner operator = new CliRunner(temp.resolve("operator.json")).withEnv("TICKMARK_OPERATOR_TOKEN", TestMarket.OPERATOR_TOKEN)
+        .withEnv("TICKMARK_URL", market.url());
+    Path csv = temp.resolve("run.csv");
+    Path pain001 = temp.resolve("run.xml");
+    CliRunner.Result result = operator.run("ops", "payout", "--minimum", "1000.00", "--csv", csv.toString(), "--pain001", pain001.toString())
+        .expect(Cli.EXIT_API_ERROR);
+    assertTrue(result.out().startsWith("Nothing paid: no provider is owed at least 1000.000000 EUR (payout run pr_"), result.out());
+    assertTrue(Files.readString(csv).startsWith("run_id,payout_id,end_to_end_id,"), "the CSV needs no debtor");
+    assertTrue(result.err().matches("error: payout_debtor_not_configured: .+ \\(payout run (pr_\\w+) itself is done; export it later with"
+        + " 'tickmark ops payouts show \\1 --pain001 FILE'\\)\n"), result.err());
+    assertFalse(Files.exists(pain001));
+  }
+
   private static String rentalId(String output) {
     Matcher m = RENTAL_ID.matcher(output);
     assertTrue(m.find(), output);

@@ -69,6 +69,10 @@ class CliOfflineTest {
     cli.run().expect(Cli.EXIT_USAGE);
     cli.run("host").expect(Cli.EXIT_USAGE);
     cli.run("ledger", "--limit", "many").expect(Cli.EXIT_USAGE);
+    cli.run("account", "payout-details", "--holder", "Ada Lovelace").expect(Cli.EXIT_USAGE);
+    cli.run("ops", "payout").expect(Cli.EXIT_USAGE);
+    cli.run("ops", "payouts", "show").expect(Cli.EXIT_USAGE);
+    cli.run("ops", "suspend").expect(Cli.EXIT_USAGE);
     cli.run("host", "price", "host_x", "--on-demand", "2", "--spot", "1", "--no-spot").expect(Cli.EXIT_USAGE);
     CliRunner.Result badUrl = cli.run("catalog", "--url", "ftp://example.org").expect(Cli.EXIT_USAGE);
     assertTrue(badUrl.err().startsWith("error: Invalid URL 'ftp://example.org'"), badUrl.err());
@@ -80,6 +84,10 @@ class CliOfflineTest {
     assertEquals("error: not_logged_in: no API key: run 'tickmark login', set TICKMARK_API_KEY or pass --api-key\n", result.err());
     CliRunner.Result ops = cli.run("--url", closedUrl, "ops", "audit").expect(Cli.EXIT_API_ERROR);
     assertTrue(ops.err().startsWith("error: no_operator_token: "), ops.err());
+    // the operator token reaches nested commands wherever it is given: the call is attempted (and finds no engine)
+    cli.run("--url", closedUrl, "ops", "--operator-token", "tmkop_x", "payouts", "show", "pr_x").expect(Cli.EXIT_UNREACHABLE);
+    cli.run("--url", closedUrl, "ops", "payouts", "show", "pr_x", "--operator-token", "tmkop_x").expect(Cli.EXIT_UNREACHABLE);
+    cli.run("--url", closedUrl, "ops", "payouts", "--operator-token", "tmkop_x").expect(Cli.EXIT_UNREACHABLE);
   }
 
   @Test

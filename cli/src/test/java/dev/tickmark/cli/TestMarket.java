@@ -40,6 +40,11 @@ final class TestMarket {
 
   /** A node that accepts simulated hosts, with a 1 s heartbeat and 2 s settlements so tests see them quickly. */
   static TestMarket start(String purpose) throws Exception {
+    return start(purpose, Map.of());
+  }
+
+  /** The same node with more configuration ({@code tickmark.…} paths), e.g. the payout debtor. */
+  static TestMarket start(String purpose, Map<String, Object> config) throws Exception {
     var db = TestDatabase.fresh(purpose);
     NodeSettings settings = NodeSettings.fromEnvironment(Map.of("TICKMARK_OPERATOR_TOKEN", OPERATOR_TOKEN))
         .withDatabase(db.url(), db.user(), db.password())
@@ -50,6 +55,7 @@ final class TestMarket {
         .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
         .withConfig("tickmark.hosts.heartbeat-interval", "1s")
         .withConfig("tickmark.rentals.settle-interval", "2s");
+    for (var entry : config.entrySet()) settings = settings.withConfig(entry.getKey(), entry.getValue());
     return new TestMarket(Node.start(settings));
   }
 
