@@ -53,7 +53,7 @@ import org.junit.jupiter.api.Test;
  *   the audit says the money is conserved.</li>
  * </ol>
  * The cluster runs with short failure detection (2 s pause, SBR stable-after 3 s) so that the test is quick; the
- * production values and the failover time they give are in docs/runbook.md and docs/benchmarks.md.
+ * production values and the failover time they give are in deploy/README.md and docs/benchmarks.md.
  */
 class MultiNodeFailoverIntegrationTest {
   static final Duration WAIT = Duration.ofSeconds(40);
