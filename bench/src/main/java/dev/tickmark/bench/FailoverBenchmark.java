@@ -72,6 +72,8 @@ public final class FailoverBenchmark {
         --kill=I               the node to SIGKILL (default 1: the oldest, which runs the shard coordinators)
         --node-heap=SIZE       -Xmx of each node (default 768m)
         --node-opts="-D..."    extra JVM options for every node (e.g. shorter stable-after), space-separated
+        --renters=N            renter accounts the rentals are spread over (default rentals / 20: one renter account
+                               settling thousands of rentals is a hot spot of its own, not what this measures)
         --launch-parallel=N    launches in flight at once (default 16)
         --timeout=S            give up waiting for the rentals to resume after S seconds (default 300)
         --logs=DIR             node logs (default target/failover-bench)
@@ -94,6 +96,7 @@ public final class FailoverBenchmark {
     int kill = args.integer("kill", 1);
     String heap = args.string("node-heap", "768m");
     String nodeOpts = args.string("node-opts", "");
+    int renters = args.integer("renters", Math.max(1, rentals / 20));
     int parallel = args.integer("launch-parallel", 16);
     int timeout = args.integer("timeout", 300);
     Path logs = Path.of(args.string("logs", "target/failover-bench"));
@@ -104,10 +107,14 @@ public final class FailoverBenchmark {
     try (BenchDatabase db = BenchDatabase.create(dbConfig, "tickmark_failover");
         Cluster cluster = new Cluster(db, nodeCount, heap, nodeOpts, logs)) {
       db.analyzeEvery(10);
+      // Ctrl-C or a timeout must not leave node processes behind.
+      Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+        for (Process p : cluster.processes) if (p != null) p.destroyForcibly();
+      }, "stop-nodes"));
       long t0 = System.nanoTime();
       cluster.startAll();
       OUT.printf(Locale.ROOT, "%d nodes up in %.1f s (logs in %s)%n", nodeCount, secondsSince(t0), logs.toAbsolutePath());
-      new Run(db, cluster, rentals, cards, models, parallel, timeout).run(kill);
+      new Run(db, cluster, rentals, renters, cards, models, parallel, timeout).run(kill);
     }
   }
 
@@ -121,6 +128,7 @@ public final class FailoverBenchmark {
     final BenchDatabase db;
     final Cluster cluster;
     final int rentals;
+    final int renters;
     final int cards;
     final List<Model> models;
     final int parallel;
@@ -128,10 +136,11 @@ public final class FailoverBenchmark {
     final Http http = new Http();
     final List<BenchAgent> agents = new ArrayList<>();
 
-    Run(BenchDatabase db, Cluster cluster, int rentals, int cards, int models, int parallel, int timeout) {
+    Run(BenchDatabase db, Cluster cluster, int rentals, int renters, int cards, int models, int parallel, int timeout) {
       this.db = db;
       this.cluster = cluster;
       this.rentals = rentals;
+      this.renters = renters;
       this.cards = cards;
       this.models = MarketBenchmark.MODELS.subList(0, models);
       this.parallel = parallel;
@@ -142,13 +151,17 @@ public final class FailoverBenchmark {
       String node1 = cluster.url(1);
       JsonNode provider = http.post(node1 + "/v1/accounts", null, "{\"name\":\"bench provider\"}", 201);
       String providerKey = provider.get("api_key").asText();
-      JsonNode renter = http.post(node1 + "/v1/accounts", null, "{\"name\":\"bench renter\"}", 201);
-      String renterKey = renter.get("api_key").asText();
-      http.post(node1 + "/ops/accounts/" + renter.get("account").get("id").asText() + "/deposits", OPERATOR,
-          "{\"amount\":\"1000000\",\"reference\":\"bench\"}", 201);
+      List<String> renterKeys = new ArrayList<>();
+      for (int i = 0; i < renters; i++) {
+        JsonNode renter = http.post(cluster.url(i % cluster.size() + 1) + "/v1/accounts", null, "{\"name\":\"bench renter " + i + "\"}", 201);
+        renterKeys.add(renter.get("api_key").asText());
+        http.post(node1 + "/ops/accounts/" + renter.get("account").get("id").asText() + "/deposits", OPERATOR,
+            "{\"amount\":\"100000\",\"reference\":\"bench\"}", 201);
+      }
 
       // Hosts: agent i starts on node (i mod nodes) and knows every node.
-      int hosts = (rentals + cards - 1) / cards;
+      int perModel = (rentals + models.size() - 1) / models.size();
+      int hosts = models.size() * ((perModel + cards - 1) / cards); // enough cards of every model
       long t0 = System.nanoTime();
       BenchAgent.startTicker();
       Semaphore permits = new Semaphore(20);
@@ -183,14 +196,15 @@ public final class FailoverBenchmark {
         inFlight.acquire();
         String body = "{\"gpu\":\"" + models.get(i % models.size()).code() + "\",\"count\":1,\"max_price_per_gpu_hour\":\"3.00\","
             + "\"image\":\"bench/noop:latest\",\"wait_seconds\":600}";
-        CompletableFuture<JsonNode> launch = http.launch(cluster.url(i % cluster.size() + 1) + "/v1/rentals", renterKey, body,
+        CompletableFuture<JsonNode> launch = http.launch(cluster.url(i % cluster.size() + 1) + "/v1/rentals",
+            renterKeys.get(i % renters), body,
             "bench-launch-" + i, failures);
         launch.whenComplete((x, e) -> inFlight.release());
         launches.add(launch);
       }
       CompletableFuture.allOf(launches.toArray(CompletableFuture[]::new)).get(1200, TimeUnit.SECONDS);
-      OUT.printf(Locale.ROOT, "rentals: %,d launched in %.1f s (%,.0f/s, %d retried)%n", rentals, secondsSince(t0),
-          rentals / secondsSince(t0), failures.get());
+      OUT.printf(Locale.ROOT, "rentals: %,d launched for %d renters in %.1f s (%,.0f/s, %d retried)%n", rentals, renters,
+          secondsSince(t0), rentals / secondsSince(t0), failures.get());
       awaitRunningAndSettled(rentals, 600);
 
       // Where each rental lives, then the kill.
