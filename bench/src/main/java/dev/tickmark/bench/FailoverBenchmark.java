@@ -425,10 +425,15 @@ public final class FailoverBenchmark {
     }
 
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
       for (Process p : processes) if (p != null && p.isAlive()) p.destroy();
-      for (Process p : processes) {
-        if (p != null && !p.waitFor(60, TimeUnit.SECONDS)) p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+      try {
+        for (Process p : processes) {
+          if (p != null && !p.waitFor(60, TimeUnit.SECONDS)) p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+        }
+      } catch (InterruptedException e) {
+        for (Process p : processes) if (p != null) p.destroyForcibly();
+        Thread.currentThread().interrupt();
       }
     }
 

@@ -225,10 +225,15 @@ final class ClusterProcesses implements AutoCloseable {
 
   /** Stops what still runs: SIGTERM, then SIGKILL after 20 s. */
   @Override
-  public void close() throws InterruptedException {
+  public void close() {
     for (NodeProcess n : nodes) if (n.alive()) n.process.destroy();
-    for (NodeProcess n : nodes) {
-      if (n.process != null && !n.process.waitFor(20, TimeUnit.SECONDS)) n.process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+    try {
+      for (NodeProcess n : nodes) {
+        if (n.process != null && !n.process.waitFor(20, TimeUnit.SECONDS)) n.process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+      }
+    } catch (InterruptedException e) {
+      for (NodeProcess n : nodes) if (n.process != null) n.process.destroyForcibly();
+      Thread.currentThread().interrupt();
     }
   }
 }
