@@ -45,6 +45,7 @@ import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Join;
 import org.apache.pekko.http.javadsl.ServerBinding;
+import org.apache.pekko.management.cluster.bootstrap.ClusterBootstrap;
 import org.apache.pekko.management.javadsl.PekkoManagement;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -103,16 +104,20 @@ public final class Node implements AutoCloseable {
   static Node init(ActorSystem<Void> system, NodeSettings settings, DatabaseSettings database, EmbeddedDatabase embedded)
       throws Exception {
     Cluster cluster = Cluster.get(system);
-    if (settings.seedNodes().isEmpty()) cluster.manager().tell(Join.create(cluster.selfMember().address()));
+    boolean kubernetes = settings.discovery() == NodeSettings.Discovery.KUBERNETES;
+    if (!kubernetes && settings.seedNodes().isEmpty()) cluster.manager().tell(Join.create(cluster.selfMember().address()));
     Clock clock = Clock.systemUTC();
     Jdbc jdbc = Jdbc.create(database, "tickmark-read-side",
         system.dispatchers().lookup(DispatcherSelector.fromConfig("pekko.projection.jdbc.blocking-jdbc-dispatcher")));
-    DatabaseReadinessCheck.Registered.get(system).jdbc.set(jdbc);
+    DatabaseReadinessCheck.Registered.get(system).jdbc.set(jdbc); // before management serves /ready
     String managementUrl = null;
-    if (settings.managementPort() >= 0) {
+    if (settings.managementPort() >= 0 || kubernetes) {
       managementUrl = PekkoManagement.get(system).start().toCompletableFuture().get(30, TimeUnit.SECONDS).toString();
       log.info("Pekko Management on {}", managementUrl);
     }
+    // Bootstrap asks the Kubernetes API for the pods of this service, probes their management endpoints and then
+    // joins (or, the lowest address, forms) the cluster: no seed node list to keep in step with the Deployment.
+    if (kubernetes) ClusterBootstrap.get(system).start();
 
     Config tickmark = system.settings().config().getConfig("tickmark");
     Catalog catalog = Catalog.load();
@@ -268,7 +273,7 @@ public final class Node implements AutoCloseable {
     List<String> seeds = settings.seedNodes().stream().map(s -> "pekko://" + SYSTEM_NAME + "@" + s).toList();
     return ConfigFactory.parseMap(overrides)
         .withValue("pekko.cluster.seed-nodes", ConfigValueFactory.fromIterable(seeds))
-        .withFallback(ConfigFactory.load());
+        .withFallback(NodeSettings.load(settings.profile()));
   }
 
   public ActorSystem<Void> system() {

@@ -1,5 +1,7 @@
 package dev.tickmark.node;
 
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.Arrays;
@@ -10,8 +12,17 @@ import java.util.Map;
 /**
  * A node's deployable settings, read from the environment as DESIGN.md's "Running" section defines
  * them. Everything has a default; secrets are never part of {@link #toString()}.
+ *
+ * <p>A profile ({@code TICKMARK_PROFILE=local1}, or {@code -Dconfig.resource=local1.conf}) picks another
+ * configuration file whose values become the defaults (the local cluster's ports and seed nodes); the
+ * environment variables still override them.
+ *
+ * @param profile the configuration resource the node loads instead of {@code application.conf}, or null
+ * @param discovery how the node finds its cluster: seed nodes (none = join itself) or Kubernetes bootstrap
  */
 public record NodeSettings(
+    String profile,
+    Discovery discovery,
     String hostname,
     int httpPort,
     int managementPort,
@@ -29,7 +40,25 @@ public record NodeSettings(
     boolean exitJvmOnShutdown,
     Map<String, Object> configOverrides) {
 
+  /** How a node finds the other members of its cluster ({@code TICKMARK_DISCOVERY}). */
+  public enum Discovery {
+    /** {@code TICKMARK_SEED_NODES}, or the node joins itself when there are none. */
+    SEED_NODES,
+    /** Pekko Management cluster bootstrap over the Kubernetes API (pods labelled {@code app=<service name>}). */
+    KUBERNETES;
+
+    static Discovery of(String value) {
+      if (value == null || value.isBlank() || value.equalsIgnoreCase("seed-nodes")) return SEED_NODES;
+      if (value.equalsIgnoreCase("kubernetes")) return KUBERNETES;
+      throw new IllegalArgumentException("TICKMARK_DISCOVERY must be seed-nodes or kubernetes, got \"" + value + "\"");
+    }
+  }
+
   public static NodeSettings fromEnvironment(Map<String, String> env) {
+    String profile = blankToNull(env.get("TICKMARK_PROFILE"));
+    // The profile's file (or application.conf) gives the defaults; it resolves ${?TICKMARK_...} from the process
+    // environment, and the map's own values win over both (tests pass a map).
+    Config config = load(profile);
     boolean dev = Boolean.parseBoolean(env.getOrDefault("TICKMARK_DEV", "false"));
     String operatorToken = blankToNull(env.get("TICKMARK_OPERATOR_TOKEN"));
     boolean generated = operatorToken == null;
@@ -37,11 +66,13 @@ public record NodeSettings(
     String webhookSecret = blankToNull(env.get("TICKMARK_PAYMENT_WEBHOOK_SECRET"));
     if (webhookSecret == null && dev) webhookSecret = "whsec_dev_" + random(16);
     return new NodeSettings(
-        env.getOrDefault("TICKMARK_HOSTNAME", "127.0.0.1"),
-        intOf(env, "TICKMARK_HTTP_PORT", 8080),
-        intOf(env, "TICKMARK_MANAGEMENT_PORT", 8558),
-        intOf(env, "TICKMARK_REMOTE_PORT", 25520),
-        seedNodes(env.get("TICKMARK_SEED_NODES")),
+        profile,
+        Discovery.of(env.getOrDefault("TICKMARK_DISCOVERY", config.getString("tickmark.cluster.discovery"))),
+        env.getOrDefault("TICKMARK_HOSTNAME", config.getString("pekko.remote.artery.canonical.hostname")),
+        intOf(env, "TICKMARK_HTTP_PORT", config.getInt("tickmark.http.port")),
+        intOf(env, "TICKMARK_MANAGEMENT_PORT", config.getInt("pekko.management.http.port")),
+        intOf(env, "TICKMARK_REMOTE_PORT", config.getInt("pekko.remote.artery.canonical.port")),
+        seedNodes(env.getOrDefault("TICKMARK_SEED_NODES", config.getString("tickmark.cluster.seed-nodes"))),
         blankToNull(env.get("TICKMARK_DB_URL")),
         env.getOrDefault("TICKMARK_DB_USER", "postgres"),
         env.getOrDefault("TICKMARK_DB_PASSWORD", ""),
@@ -56,17 +87,17 @@ public record NodeSettings(
   }
 
   public NodeSettings withPorts(int http, int management, int remote) {
-    return new NodeSettings(hostname, http, management, remote, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
+    return new NodeSettings(profile, discovery, hostname, http, management, remote, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
         operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, configOverrides);
   }
 
   public NodeSettings withDatabase(String url, String user, String password) {
-    return new NodeSettings(hostname, httpPort, managementPort, remotePort, seedNodes, url, user, password, dataDir,
+    return new NodeSettings(profile, discovery, hostname, httpPort, managementPort, remotePort, seedNodes, url, user, password, dataDir,
         operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, configOverrides);
   }
 
   public NodeSettings withExitJvmOnShutdown(boolean exit) {
-    return new NodeSettings(hostname, httpPort, managementPort, remotePort, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
+    return new NodeSettings(profile, discovery, hostname, httpPort, managementPort, remotePort, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
         operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exit, configOverrides);
   }
 
@@ -74,8 +105,13 @@ public record NodeSettings(
   public NodeSettings withConfig(String path, Object value) {
     Map<String, Object> overrides = new java.util.HashMap<>(configOverrides);
     overrides.put(path, value);
-    return new NodeSettings(hostname, httpPort, managementPort, remotePort, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
+    return new NodeSettings(profile, discovery, hostname, httpPort, managementPort, remotePort, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
         operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, Map.copyOf(overrides));
+  }
+
+  /** The configuration a node with this profile runs on (before the settings' own overrides). */
+  static Config load(String profile) {
+    return profile == null ? ConfigFactory.load() : ConfigFactory.load(profile);
   }
 
   static List<String> seedNodes(String value) {
@@ -105,7 +141,8 @@ public record NodeSettings(
 
   @Override
   public String toString() {
-    return "NodeSettings[hostname=" + hostname + ", http=" + httpPort + ", management=" + managementPort + ", remote="
+    return "NodeSettings[profile=" + (profile == null ? "application" : profile) + ", discovery=" + discovery
+        + ", hostname=" + hostname + ", http=" + httpPort + ", management=" + managementPort + ", remote="
         + remotePort + ", seeds=" + seedNodes + ", db=" + (dbUrl == null ? "embedded in " + dataDir : dbUrl) + ", dev=" + dev + "]";
   }
 }

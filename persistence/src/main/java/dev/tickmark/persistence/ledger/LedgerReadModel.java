@@ -18,8 +18,9 @@ public final class LedgerReadModel {
 
   /**
    * Every total of the ledger and whether the books balance. {@code pendingCaptures} and
-   * {@code pendingCredits} are settlements one side of which is recorded and the other still on its
-   * way; they are not violations. {@code conserved} is false when a settlement's two sides disagree,
+   * {@code pendingCredits} are what one side of a rental's settlements has recorded beyond the other,
+   * still on its way; they are not violations. {@code conserved} is false when a rental's two sides
+   * disagree on the cumulative amount through a second both recorded,
    * when any account is below zero on any side, or when the totals do not add up.
    */
   public record Audit(
@@ -145,14 +146,24 @@ public final class LedgerReadModel {
     }
     long mismatched, pendingCaptures, pendingCredits;
     try (Statement st = connection.createStatement();
+        // Settlements are cumulative (key <rental>:<second>), and each account applies the latest one it receives
+        // from its own high-water mark: when one side missed a settlement (its node was lost) and the next covered
+        // it, the two sides took different steps to the same totals. So the sides are compared cumulatively, per
+        // rental, at every second both have recorded; what one side has beyond the other is still on its way.
         ResultSet rs = st.executeQuery(
-            "WITH cap AS (SELECT entry_key, -SUM(amount) AS a FROM ledger_entries WHERE kind = 'capture' GROUP BY entry_key),"
-                + " cred AS (SELECT entry_key, SUM(amount) AS a FROM ledger_entries"
-                + "   WHERE kind IN ('earning', 'platform_fee') GROUP BY entry_key)"
-                + " SELECT COUNT(*) FILTER (WHERE cap.a IS NOT NULL AND cred.a IS NOT NULL AND cap.a <> cred.a),"
-                + " COALESCE(SUM(cap.a) FILTER (WHERE cred.a IS NULL), 0),"
-                + " COALESCE(SUM(cred.a) FILTER (WHERE cap.a IS NULL), 0)"
-                + " FROM cap FULL OUTER JOIN cred USING (entry_key)")) {
+            "WITH legs AS (SELECT rental_id, CAST(substring(entry_key FROM '[0-9]+$') AS BIGINT) AS second,"
+                + "   CASE WHEN kind = 'capture' THEN -amount ELSE 0 END AS cap,"
+                + "   CASE WHEN kind = 'capture' THEN 0 ELSE amount END AS cred, kind = 'capture' AS is_cap"
+                + "   FROM ledger_entries WHERE kind IN ('capture', 'earning', 'platform_fee')),"
+                + " steps AS (SELECT rental_id, second, SUM(cap) AS cap, SUM(cred) AS cred,"
+                + "   bool_or(is_cap) AS has_cap, bool_or(NOT is_cap) AS has_cred FROM legs GROUP BY rental_id, second),"
+                + " running AS (SELECT rental_id, has_cap, has_cred,"
+                + "   SUM(cap) OVER (PARTITION BY rental_id ORDER BY second) AS cap_through,"
+                + "   SUM(cred) OVER (PARTITION BY rental_id ORDER BY second) AS cred_through FROM steps),"
+                + " totals AS (SELECT rental_id, SUM(cap) AS cap, SUM(cred) AS cred FROM steps GROUP BY rental_id)"
+                + " SELECT (SELECT COUNT(*) FROM running WHERE has_cap AND has_cred AND cap_through <> cred_through),"
+                + " (SELECT COALESCE(SUM(GREATEST(cap - cred, 0)), 0) FROM totals),"
+                + " (SELECT COALESCE(SUM(GREATEST(cred - cap, 0)), 0) FROM totals)")) {
       rs.next();
       mismatched = rs.getLong(1);
       pendingCaptures = rs.getLong(2);
