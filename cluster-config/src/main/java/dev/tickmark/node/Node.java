@@ -198,7 +198,7 @@ public final class Node implements AutoCloseable {
       }
       return CompletableFuture.completedFuture(Done.getInstance());
     });
-    wakeUnfinishedRentals(system, new RentalReadModel(jdbc), rentalConfig.getDuration("wake-interval"));
+    RentalWaker.start(system, new RentalReadModel(jdbc), rentalConfig.getDuration("wake-interval"));
     wakeUnfinishedPayoutRuns(system, payoutRuns, payouts.getDuration("wake-interval"));
     log.info("Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
     return new Node(system, binding, settings, apiKeys, database, managementUrl);
@@ -208,17 +208,6 @@ public final class Node implements AutoCloseable {
   private static void startJournalProbe(ActorSystem<Void> system, Cluster cluster, Duration interval) {
     String nodeId = cluster.selfMember().address().hostPort(); // e.g. tickmark@10.0.0.5:25520
     system.systemActorOf(JournalProbe.create(nodeId, interval), "journal-probe", Props.empty());
-  }
-
-  /**
-   * Rentals are woken by their own timers only while their entity lives. After a node is lost, its
-   * unfinished rentals are woken from the read side (at start and then periodically, which also covers
-   * a crash of another node); waking a live rental is a no-op, so every node may do it.
-   */
-  private static void wakeUnfinishedRentals(ActorSystem<Void> system, RentalReadModel rentals, Duration every) {
-    var sharding = org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding.get(system);
-    system.scheduler().scheduleWithFixedDelay(Duration.ofSeconds(1), every, () -> rentals.unfinished().thenAccept(ids ->
-        ids.forEach(id -> sharding.entityRefFor(Rental.ENTITY_KEY, id).tell(Rental.Wake.INSTANCE))), system.executionContext());
   }
 
   /** Like rentals, a run lost with its node resumes when woken; waking a live or finished run changes nothing. */

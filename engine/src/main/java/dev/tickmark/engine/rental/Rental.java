@@ -146,7 +146,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private record Released(String what, boolean ok) implements Command {}
 
   private enum Timer implements Command {
-    TICK, RETRY_HOLD, RETRY_MATCH, WAIT_EXPIRED, PROVISION_EXPIRED, STOP_EXPIRED, REDELIVER
+    TICK, RETRY_HOLD, RETRY_MATCH, RESEND_START, WAIT_EXPIRED, PROVISION_EXPIRED, STOP_EXPIRED, REDELIVER
   }
 
   /** What a client may see of a rental. Amounts in µ€. */
@@ -501,7 +501,19 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   // ---- provisioning
 
+  /**
+   * Until the agent reports the start, the request is sent again now and then: a {@code start_rental} handed to
+   * a session on a node that was shutting down, or to an agent that was reconnecting, is otherwise lost. The
+   * agent answers a duplicate with the same {@code rental_started}. Every ten retry intervals (10 s by default).
+   */
+  private Duration startResendInterval() {
+    return settings.retryInterval().multipliedBy(10);
+  }
+
   private void startWorkload(Order order, Terms terms) {
+    if (!timers.isTimerActive(Timer.RESEND_START)) {
+      timers.startTimerWithFixedDelay(Timer.RESEND_START, Timer.RESEND_START, startResendInterval());
+    }
     Spec s = order.spec();
     context.askWithStatus(Done.class, ports.host(terms.hostId()), settings.askTimeout(),
         reply -> new Host.StartWorkload(rentalId, s.image(), s.command(), s.sshPublicKey(), s.network(), reply),
@@ -515,7 +527,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private ReplyEffect<Event, State> retryStart(Provisioning state, Timer timer) {
-    if (timer == Timer.RETRY_MATCH) startWorkload(state.order(), state.terms());
+    if (timer == Timer.RETRY_MATCH || timer == Timer.RESEND_START) startWorkload(state.order(), state.terms());
     return Effect().noReply();
   }
 
@@ -525,6 +537,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     Instant startedAt = now();
     timers.cancel(Timer.PROVISION_EXPIRED);
     timers.cancel(Timer.RETRY_MATCH);
+    timers.cancel(Timer.RESEND_START);
     return Effect().persist(new Started(startedAt, now())).thenRun(s -> {
       ports.host(state.terms().hostId()).tell(new Host.ConfirmCards(rentalId, context.getSystem().ignoreRef()));
       timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
@@ -717,6 +730,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       Instant endAt, long billedSeconds, ActorRef<StatusReply<View>> replyTo) {
     timers.cancel(Timer.TICK);
     timers.cancel(Timer.RETRY_MATCH);
+    timers.cancel(Timer.RESEND_START);
     timers.cancel(Timer.WAIT_EXPIRED);
     timers.cancel(Timer.PROVISION_EXPIRED);
     List<Event> events = new ArrayList<>(2);

@@ -769,6 +769,18 @@ class RentalTest {
   }
 
   @Test
+  void aStartTheAgentNeverHeardOfIsSentAgainUntilItReportsTheStart() {
+    RentalFixture f = fixture(); // retry interval 200 ms: a resend every 2 s
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class); // accepted, but lost on its way to the agent (its node shut down)
+    assertEquals(f.rentalId, f.host.expect(Host.StartWorkload.class).rentalId(), "sent again");
+    f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
+    assertEquals("running", f.get().status());
+  }
+
+  @Test
   void provisioningTimeoutCountsFromTheMatchAcrossRestarts() {
     RentalFixture f = fixture(settings(s -> withProvisioningTimeout(withAskTimeout(s, Duration.ofMillis(500)), Duration.ofSeconds(60))),
         DEPOSIT);
