@@ -1,13 +1,24 @@
 package dev.tickmark.persistence;
 
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.util.List;
 import java.util.Optional;
 import java.util.function.Function;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.cluster.sharding.typed.ShardedDaemonProcessSettings;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ShardedDaemonProcess;
+import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
+import org.apache.pekko.persistence.query.Offset;
+import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.projection.Projection;
 import org.apache.pekko.projection.ProjectionBehavior;
+import org.apache.pekko.projection.ProjectionId;
+import org.apache.pekko.projection.eventsourced.EventEnvelope;
+import org.apache.pekko.projection.eventsourced.javadsl.EventSourcedProvider;
+import org.apache.pekko.projection.javadsl.ExactlyOnceProjection;
+import org.apache.pekko.projection.jdbc.javadsl.JdbcHandler;
+import org.apache.pekko.projection.jdbc.javadsl.JdbcProjection;
 
 /** Runs one projection per tag slice, each exactly once in the cluster, through a {@link ShardedDaemonProcess}. */
 public final class SlicedProjections {
@@ -22,5 +33,42 @@ public final class SlicedProjections {
         i -> ProjectionBehavior.create(projection.apply(tags.get(i))),
         ShardedDaemonProcessSettings.create(system),
         Optional.of(ProjectionBehavior.stopMessage()));
+  }
+
+  /** Writes one event of the entity {@code entityId} on the projection's connection, inside its offset's transaction. */
+  @FunctionalInterface
+  public interface EventWriter<E> {
+    void write(Connection connection, String entityId, E event) throws SQLException;
+  }
+
+  /**
+   * The projection {@code name} of the events tagged {@code tag}: each event is written by {@code writer} in the same
+   * transaction as the projection's offset (exactly once), on a pooled connection.
+   */
+  public static <E> ExactlyOnceProjection<Offset, EventEnvelope<E>> exactlyOncePerEvent(ActorSystem<?> system, Jdbc jdbc, String name,
+      String tag, EventWriter<E> writer) {
+    return JdbcProjection.exactlyOnce(
+        ProjectionId.of(name, tag),
+        EventSourcedProvider.<E>eventsByTag(system, JdbcReadJournal.Identifier(), tag),
+        () -> new PooledJdbcSession(jdbc.dataSource()),
+        () -> new PerEvent<>(writer),
+        system);
+  }
+
+  private static final class PerEvent<E> extends JdbcHandler<EventEnvelope<E>, PooledJdbcSession> {
+    private final EventWriter<E> writer;
+
+    PerEvent(EventWriter<E> writer) {
+      this.writer = writer;
+    }
+
+    @Override
+    public void process(PooledJdbcSession session, EventEnvelope<E> envelope) throws Exception {
+      String entityId = PersistenceId.extractEntityId(envelope.persistenceId());
+      session.withConnection(c -> {
+        writer.write(c, entityId, envelope.event());
+        return null;
+      });
+    }
   }
 }

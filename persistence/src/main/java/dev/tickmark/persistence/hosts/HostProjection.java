@@ -5,7 +5,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.persistence.Jdbc;
-import dev.tickmark.persistence.PooledJdbcSession;
 import dev.tickmark.persistence.SlicedProjections;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -14,15 +13,9 @@ import java.sql.Timestamp;
 import java.sql.Types;
 import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
 import org.apache.pekko.persistence.query.Offset;
-import org.apache.pekko.persistence.typed.PersistenceId;
-import org.apache.pekko.projection.ProjectionId;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
-import org.apache.pekko.projection.eventsourced.javadsl.EventSourcedProvider;
 import org.apache.pekko.projection.javadsl.ExactlyOnceProjection;
-import org.apache.pekko.projection.jdbc.javadsl.JdbcHandler;
-import org.apache.pekko.projection.jdbc.javadsl.JdbcProjection;
 
 /** Keeps the {@code hosts} table in step with host events (exactly-once, one projection per tag slice). */
 public final class HostProjection {
@@ -36,23 +29,7 @@ public final class HostProjection {
   }
 
   static ExactlyOnceProjection<Offset, EventEnvelope<Host.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
-    return JdbcProjection.exactlyOnce(
-        ProjectionId.of(NAME, tag),
-        EventSourcedProvider.<Host.Event>eventsByTag(system, JdbcReadJournal.Identifier(), tag),
-        () -> new PooledJdbcSession(jdbc.dataSource()),
-        Writer::new,
-        system);
-  }
-
-  static final class Writer extends JdbcHandler<EventEnvelope<Host.Event>, PooledJdbcSession> {
-    @Override
-    public void process(PooledJdbcSession session, EventEnvelope<Host.Event> envelope) throws Exception {
-      String hostId = PersistenceId.extractEntityId(envelope.persistenceId());
-      session.withConnection(c -> {
-        apply(c, hostId, envelope.event());
-        return null;
-      });
-    }
+    return SlicedProjections.exactlyOncePerEvent(system, jdbc, NAME, tag, HostProjection::apply);
   }
 
   static void apply(Connection c, String hostId, Host.Event event) throws SQLException {

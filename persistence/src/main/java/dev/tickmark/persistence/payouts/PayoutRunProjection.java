@@ -2,22 +2,15 @@ package dev.tickmark.persistence.payouts;
 
 import dev.tickmark.engine.payout.PayoutRun;
 import dev.tickmark.persistence.Jdbc;
-import dev.tickmark.persistence.PooledJdbcSession;
 import dev.tickmark.persistence.SlicedProjections;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
 import org.apache.pekko.persistence.query.Offset;
-import org.apache.pekko.persistence.typed.PersistenceId;
-import org.apache.pekko.projection.ProjectionId;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
-import org.apache.pekko.projection.eventsourced.javadsl.EventSourcedProvider;
 import org.apache.pekko.projection.javadsl.ExactlyOnceProjection;
-import org.apache.pekko.projection.jdbc.javadsl.JdbcHandler;
-import org.apache.pekko.projection.jdbc.javadsl.JdbcProjection;
 
 /** Keeps the {@code payout_runs} table in step with payout-run events (exactly-once with its offset). */
 public final class PayoutRunProjection {
@@ -30,23 +23,7 @@ public final class PayoutRunProjection {
   }
 
   static ExactlyOnceProjection<Offset, EventEnvelope<PayoutRun.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
-    return JdbcProjection.exactlyOnce(
-        ProjectionId.of(NAME, tag),
-        EventSourcedProvider.<PayoutRun.Event>eventsByTag(system, JdbcReadJournal.Identifier(), tag),
-        () -> new PooledJdbcSession(jdbc.dataSource()),
-        Writer::new,
-        system);
-  }
-
-  static final class Writer extends JdbcHandler<EventEnvelope<PayoutRun.Event>, PooledJdbcSession> {
-    @Override
-    public void process(PooledJdbcSession session, EventEnvelope<PayoutRun.Event> envelope) throws Exception {
-      String runId = PersistenceId.extractEntityId(envelope.persistenceId());
-      session.withConnection(c -> {
-        apply(c, runId, envelope.event());
-        return null;
-      });
-    }
+    return SlicedProjections.exactlyOncePerEvent(system, jdbc, NAME, tag, PayoutRunProjection::apply);
   }
 
   static void apply(Connection c, String id, PayoutRun.Event event) throws SQLException {

@@ -2,7 +2,6 @@ package dev.tickmark.persistence.rentals;
 
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.persistence.Jdbc;
-import dev.tickmark.persistence.PooledJdbcSession;
 import dev.tickmark.persistence.SlicedProjections;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -10,15 +9,9 @@ import java.sql.SQLException;
 import java.sql.Timestamp;
 
 import org.apache.pekko.actor.typed.ActorSystem;
-import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
 import org.apache.pekko.persistence.query.Offset;
-import org.apache.pekko.persistence.typed.PersistenceId;
-import org.apache.pekko.projection.ProjectionId;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
-import org.apache.pekko.projection.eventsourced.javadsl.EventSourcedProvider;
 import org.apache.pekko.projection.javadsl.ExactlyOnceProjection;
-import org.apache.pekko.projection.jdbc.javadsl.JdbcHandler;
-import org.apache.pekko.projection.jdbc.javadsl.JdbcProjection;
 
 /** Keeps the {@code rentals} table in step with rental events (exactly-once, one projection per tag slice). */
 public final class RentalProjection {
@@ -31,23 +24,7 @@ public final class RentalProjection {
   }
 
   static ExactlyOnceProjection<Offset, EventEnvelope<Rental.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
-    return JdbcProjection.exactlyOnce(
-        ProjectionId.of(NAME, tag),
-        EventSourcedProvider.<Rental.Event>eventsByTag(system, JdbcReadJournal.Identifier(), tag),
-        () -> new PooledJdbcSession(jdbc.dataSource()),
-        Writer::new,
-        system);
-  }
-
-  static final class Writer extends JdbcHandler<EventEnvelope<Rental.Event>, PooledJdbcSession> {
-    @Override
-    public void process(PooledJdbcSession session, EventEnvelope<Rental.Event> envelope) throws Exception {
-      String rentalId = PersistenceId.extractEntityId(envelope.persistenceId());
-      session.withConnection(c -> {
-        apply(c, rentalId, envelope.event());
-        return null;
-      });
-    }
+    return SlicedProjections.exactlyOncePerEvent(system, jdbc, NAME, tag, RentalProjection::apply);
   }
 
   static void apply(Connection c, String id, Rental.Event event) throws SQLException {
