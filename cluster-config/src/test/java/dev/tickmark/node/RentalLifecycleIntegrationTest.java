@@ -254,6 +254,23 @@ class RentalLifecycleIntegrationTest {
   }
 
   @Test
+  void aRentalLaunchedForAnyRegionShowsTheRegionItRunsIn() throws Exception {
+    host("rtx4090-24gb", "us-east", 1, "");
+    ApiClient.Customer renter = renter("Anywhere", "10");
+    JsonNode launched = api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"rtx4090-24gb\",\"max_price_per_gpu_hour\":\"3.00\","
+        + "\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]}").expect(201).json().get("rental");
+    assertEquals("provisioning", launched.get("status").asText(), launched.toString());
+    assertEquals("us-east", launched.get("region").asText(), "the matched host's region");
+    String id = launched.get("id").asText();
+    eventually(WAIT, () -> {
+      JsonNode listed = api.get("/v1/rentals", renter.apiKey()).expect(200).json().get("rentals").get(0);
+      assertEquals("us-east", listed.get("region").asText(), listed.toString());
+    });
+    api.post("/v1/rentals/" + id + "/stop", renter.apiKey(), null).expect(202);
+    assertMoneySettled(renter, awaitStatus(renter, id, "ended"), "10");
+  }
+
+  @Test
   void noCapacityWhenNothingMatchesInTime() {
     ApiClient.Customer renter = renter("Patient", "10");
     JsonNode launched = api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"a100-80gb\",\"max_price_per_gpu_hour\":\"3.00\","

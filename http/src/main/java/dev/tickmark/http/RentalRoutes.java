@@ -181,7 +181,9 @@ public final class RentalRoutes {
 
   static RentalView view(Rental.View v) {
     Rental.Spec s = v.spec();
-    return new RentalView(v.id(), v.status(), s.gpu(), s.count(), s.tier().wire(), s.region(),
+    // The region asked for, or once matched anywhere, the host's: where the cards are.
+    String region = s.region() != null || v.terms() == null ? s.region() : v.terms().region();
+    return new RentalView(v.id(), v.status(), s.gpu(), s.count(), s.tier().wire(), region,
         v.terms() == null ? null : Money.format(v.terms().pricePerGpuHour()), Money.format(s.maxPricePerGpuHour()), v.createdAt(),
         v.terms() == null ? null : v.terms().matchedAt(), v.startedAt(), v.endedAt(), v.endReason(), v.billedSeconds(),
         Money.format(v.cost()), v.preemptionDeadline(), v.terms() != null && v.terms().simulated());

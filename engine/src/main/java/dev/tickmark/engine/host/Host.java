@@ -200,7 +200,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   public record Attached(String hostId, int heartbeatIntervalSeconds) implements CborSerializable {}
 
   public record Reservation(String hostId, String providerId, String rentalId, List<Integer> cards, long pricePerGpuHour,
-      Listing.Tier tier, boolean confirmed, boolean simulated) implements CborSerializable {}
+      Listing.Tier tier, boolean confirmed, boolean simulated, String region) implements CborSerializable {}
 
   public record CardView(int index, String uuid, String gpu, String state, String rentalId) implements CborSerializable {}
 
@@ -790,7 +790,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   }
 
   private Reservation reservation(Enrolled state, String rentalId, Held held) {
-    return new Reservation(hostId, state.ownerId(), rentalId, held.cards(), held.price(), held.tier(), held.confirmed(), state.simulated());
+    return new Reservation(hostId, state.ownerId(), rentalId, held.cards(), held.price(), held.tier(), held.confirmed(), state.simulated(),
+        state.region());
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -91,9 +91,9 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   public record Spec(String gpu, int count, Listing.Tier tier, String region, long maxPricePerGpuHour, String image,
       List<String> command, String sshPublicKey, Long maxTotal, int waitSeconds, boolean network) implements CborSerializable {}
 
-  /** The match, frozen for the whole rental. */
+  /** The match, frozen for the whole rental; {@code region} is the host's (null in events recorded before it was kept). */
   public record Terms(String hostId, String providerId, List<Integer> cards, long pricePerGpuHour, boolean simulated,
-      Instant matchedAt) implements CborSerializable {}
+      Instant matchedAt, String region) implements CborSerializable {}
 
   /** A settlement checkpoint: cumulative seconds, cost and split, from which every second's charge can be recomputed. */
   public record Checkpoint(long throughSecond, long cost, long provider, long platform, Instant at) implements CborSerializable {}
@@ -448,7 +448,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private ReplyEffect<Event, State> onMatchAnswer(Pending state, MatchAnswer answer) {
     if (answer.result() instanceof Matcher.Matched m) {
       Host.Reservation r = m.reservation();
-      Terms terms = new Terms(r.hostId(), r.providerId(), r.cards(), r.pricePerGpuHour(), r.simulated(), now());
+      Terms terms = new Terms(r.hostId(), r.providerId(), r.cards(), r.pricePerGpuHour(), r.simulated(), now(), r.region());
       timers.cancel(Timer.WAIT_EXPIRED);
       timers.cancel(Timer.RETRY_MATCH);
       return Effect().persist(new Matched(terms, now())).thenRun(s -> {

@@ -650,7 +650,8 @@ class HostTest {
     host.onMarket();
     var reserved = host.reserve("r1", H100, 2, Listing.Tier.ON_DEMAND, ON_DEMAND * 3);
     Reservation reservation = ok(reserved);
-    assertEquals(new Reservation(host.hostId, HostDriver.OWNER, "r1", List.of(0, 1), ON_DEMAND, Listing.Tier.ON_DEMAND, false, false), reservation);
+    assertEquals(new Reservation(host.hostId, HostDriver.OWNER, "r1", List.of(0, 1), ON_DEMAND, Listing.Tier.ON_DEMAND, false, false,
+        HostDriver.REGION), reservation);
     assertEquals(List.of(new Host.CardsReserved("r1", List.of(0, 1), ON_DEMAND, Listing.Tier.ON_DEMAND, START)), reserved.events());
 
     Reservation spot = ok(host.reserve("r2", H100, 1, Listing.Tier.SPOT, SPOT));

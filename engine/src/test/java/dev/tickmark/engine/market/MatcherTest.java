@@ -79,7 +79,7 @@ class MatcherTest {
   }
 
   private static Host.Reservation reservation(String hostId, String rentalId, List<Integer> cards, long floor) {
-    return new Host.Reservation(hostId, "provider-" + hostId, rentalId, cards, floor, Listing.Tier.ON_DEMAND, false, false);
+    return new Host.Reservation(hostId, "provider-" + hostId, rentalId, cards, floor, Listing.Tier.ON_DEMAND, false, false, REGION);
   }
 
   private static <T> StatusReply<T> refused(String code) {

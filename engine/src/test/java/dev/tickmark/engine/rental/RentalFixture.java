@@ -214,7 +214,7 @@ final class RentalFixture {
 
   Host.Reservation reservation(Spec spec, long floor) {
     List<Integer> cards = IntStream.range(0, spec.count()).boxed().toList();
-    return new Host.Reservation(hostId, providerId, rentalId, cards, floor, spec.tier(), false, false);
+    return new Host.Reservation(hostId, providerId, rentalId, cards, floor, spec.tier(), false, false, REGION);
   }
 
   /** Creates the rental, answers its match at {@code floor}, and lets the agent report the workload running. */

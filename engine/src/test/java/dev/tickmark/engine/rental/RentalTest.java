@@ -243,7 +243,7 @@ class RentalTest {
 
     View created = ok(f.creator.receiveMessage(RentalFixture.WAIT));
     assertEquals("provisioning", created.status());
-    Rental.Terms terms = new Rental.Terms(f.hostId, f.providerId, List.of(0, 1), FLOOR, false, START);
+    Rental.Terms terms = new Rental.Terms(f.hostId, f.providerId, List.of(0, 1), FLOOR, false, START, REGION);
     assertEquals(terms, created.terms());
     assertEquals(new Rental.Matched(terms, START), f.events().get(1));
     assertEquals(new Rental.Provisioning(new Rental.Order(f.renterId, spec, Metering.cost(CEILING, CARDS, 300), START), terms),

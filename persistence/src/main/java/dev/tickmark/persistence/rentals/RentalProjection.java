@@ -47,13 +47,14 @@ public final class RentalProjection {
       update(c, id, at, "status = 'refused'");
     } else if (event instanceof Rental.Matched e) {
       try (PreparedStatement st = c.prepareStatement("UPDATE rentals SET status = 'provisioning', price_per_gpu_hour = ?, host_id = ?,"
-          + " simulated = ?, matched_at = ?, updated_at = ? WHERE rental_id = ?")) {
+          + " simulated = ?, matched_at = ?, region = COALESCE(region, ?), updated_at = ? WHERE rental_id = ?")) {
         st.setLong(1, e.terms().pricePerGpuHour());
         st.setString(2, e.terms().hostId());
         st.setBoolean(3, e.terms().simulated());
         st.setTimestamp(4, Timestamp.from(e.terms().matchedAt()));
-        st.setTimestamp(5, at);
-        st.setString(6, id);
+        st.setString(5, e.terms().region());
+        st.setTimestamp(6, at);
+        st.setString(7, id);
         st.executeUpdate();
       }
     } else if (event instanceof Rental.Started e) {
