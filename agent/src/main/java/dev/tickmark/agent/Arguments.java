@@ -7,7 +7,12 @@ import java.util.List;
 import java.util.Map;
 
 /** The agent's command line, parsed. */
-record Arguments(AgentConfig config, boolean help, boolean version) {
+record Arguments(AgentConfig config, boolean help, boolean version, boolean printReport, java.nio.file.Path reportStateDir) {
+
+  Arguments(AgentConfig config, boolean help, boolean version) {
+    this(config, help, version, false, null);
+  }
+
 
   static final String TOKEN_ENV = "TICKMARK_AGENT_TOKEN";
 
@@ -15,6 +20,7 @@ record Arguments(AgentConfig config, boolean help, boolean version) {
       Usage: java -jar tickmark-agent.jar --engine URL [--engine URL…] [--token TOKEN] [--state-dir DIR]
                                           [--simulate-gpus CODE:COUNT[,CODE:COUNT…]] [--runtime process|docker]
                                           [--stop-grace SECONDS]
+             java -jar tickmark-agent.jar --print-report [--state-dir DIR]
 
         --engine URL          a node, ws://host:port or wss://host:port (http/https accepted); repeat the flag or
                               separate with commas to give several: the agent fails over between them, taking the
@@ -30,6 +36,9 @@ record Arguments(AgentConfig config, boolean help, boolean version) {
                               unless the renter enables it, no capabilities) or process (a plain child process, no
                               isolation: development only). Default: process with --simulate-gpus, else docker
         --stop-grace SECONDS  how long a stopped workload gets between SIGTERM and SIGKILL (default 10)
+        --print-report        probe this machine (nvidia-smi, rocm-smi, /proc, a disk write in the state folder),
+                              print the hardware report the agent would send, as JSON, and exit: see what the node
+                              will verify before registering
         --help                this text
         --version             the agent version
 
@@ -48,6 +57,7 @@ record Arguments(AgentConfig config, boolean help, boolean version) {
     List<URI> engines = new ArrayList<>();
     String token = null;
     Path stateDir = null;
+    boolean printReport = false;
     SimulatedGpus simulated = null;
     AgentConfig.RuntimeKind runtime = null;
     java.time.Duration stopGrace = null;
@@ -64,6 +74,7 @@ record Arguments(AgentConfig config, boolean help, boolean version) {
         case "--help", "-h" -> {
           return new Arguments(null, true, false);
         }
+        case "--print-report" -> printReport = true;
         case "--version" -> {
           return new Arguments(null, false, true);
         }
@@ -116,6 +127,7 @@ record Arguments(AgentConfig config, boolean help, boolean version) {
         default -> throw new UsageException("unknown argument '" + arg + "'");
       }
     }
+    if (printReport) return new Arguments(null, false, false, true, stateDir != null ? stateDir : AgentConfig.defaultStateDir());
     if (engines.isEmpty()) throw new UsageException("--engine is required (e.g. --engine ws://127.0.0.1:8080)");
     if (token == null || token.isBlank()) token = env.get(TOKEN_ENV);
     if (token != null && token.isBlank()) token = null;

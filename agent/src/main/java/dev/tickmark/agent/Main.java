@@ -23,7 +23,22 @@ public final class Main {
     if (System.getProperty("logback.configurationFile") == null) {
       System.setProperty("logback.configurationFile", "tickmark-agent-logback.xml");
     }
+    if (List.of(args).contains("--print-report")) System.setProperty("TICKMARK_AGENT_LOG_TARGET", "System.err"); // stdout: the report only
     System.exit(run(List.of(args), System.getenv(), System.out, System.err));
+  }
+
+  /** Probes this machine as a registering agent would and prints the (unsigned) report; nothing is sent. */
+  static int printReport(java.nio.file.Path stateDir, PrintStream out, PrintStream err) {
+    try {
+      java.nio.file.Files.createDirectories(stateDir);
+      dev.tickmark.wire.HardwareReport report = HardwareProbe.of(Agent.VERSION, stateDir).report();
+      out.println(dev.tickmark.wire.Frames.MAPPER.writerWithDefaultPrettyPrinter()
+          .writeValueAsString(dev.tickmark.wire.Frames.reportTree(report)));
+      return EXIT_OK;
+    } catch (java.io.IOException | RuntimeException e) {
+      err.println("tickmark-agent: cannot probe this machine: " + e.getMessage());
+      return EXIT_FAILURE;
+    }
   }
 
   /** Parses, starts the agent and waits for it to stop; returns the exit status. */
@@ -44,6 +59,7 @@ public final class Main {
       out.println("tickmark-agent " + Agent.VERSION);
       return EXIT_OK;
     }
+    if (parsed.printReport()) return printReport(parsed.reportStateDir(), out, err);
     Agent agent;
     try {
       agent = Agent.start(parsed.config());

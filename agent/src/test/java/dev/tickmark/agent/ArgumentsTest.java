@@ -25,6 +25,21 @@ class ArgumentsTest {
   }
 
   @Test
+  void printReportNeedsNoEngineAndPrintsThisMachinesReportAsJson() throws Exception {
+    Arguments a = parse("--print-report", "--state-dir", tmp.toString());
+    assertTrue(a.printReport());
+    assertEquals(tmp, a.reportStateDir());
+    ByteArrayOutputStream out = new ByteArrayOutputStream();
+    ByteArrayOutputStream err = new ByteArrayOutputStream();
+    int status = Main.run(List.of("--print-report", "--state-dir", tmp.toString()), Map.of(),
+        new PrintStream(out, true, StandardCharsets.UTF_8), new PrintStream(err, true, StandardCharsets.UTF_8));
+    assertEquals(Main.EXIT_OK, status, err.toString(StandardCharsets.UTF_8));
+    var report = dev.tickmark.wire.Frames.readReport(dev.tickmark.wire.Frames.MAPPER.readTree(out.toString(StandardCharsets.UTF_8)));
+    assertEquals(false, report.simulated(), "the machine's own report");
+    assertTrue(report.memoryTotalMib() > 0, "read from /proc/meminfo");
+  }
+
+  @Test
   void repeatedAndCommaSeparatedEnginesKeepTheirOrder() throws Exception {
     AgentConfig c = parse("--engine", "ws://a:8080", "--engine=ws://b:8080,wss://c", "--engine", "d:9090/", "--token", "tmkreg_h_s")
         .config();

@@ -20,6 +20,8 @@ class NvidiaSmiTest {
       // fixture,                   gpus, name,                        MiB,    driver,       gen, width
       "h100-80gb-hbm3-x8.csv,        8,   NVIDIA H100 80GB HBM3,       81559,  550.54.15,    5,   16",
       "h200-x8.csv,                  8,   NVIDIA H200,                 143771, 560.35.03,    5,   16",
+      // captured from a real H200 (driver 580, CUDA 13.0) with the agent's own query, 2026-11-29
+      "h200-x1-real.csv,             1,   NVIDIA H200,                 143771, 580.159.04,   5,   16",
       "a100-sxm4-80gb-x4.csv,        4,   NVIDIA A100-SXM4-80GB,       81920,  535.129.03,   4,   16",
       "a100-pcie-40gb-x1.csv,        1,   NVIDIA A100-PCIE-40GB,       40960,  525.147.05,   4,   16",
       "l40s-x2.csv,                  2,   NVIDIA L40S,                 46068,  550.90.07,    4,   16",
@@ -114,6 +116,7 @@ class NvidiaSmiTest {
   @Test
   void cudaVersionFromTheTableHeaderOrFromQueryOutput() {
     assertEquals("12.4", NvidiaSmi.parseCudaVersion(Fixtures.read("nvidia-smi/h100-nvidia-smi.txt")));
+    assertEquals("13.0", NvidiaSmi.parseCudaVersion(Fixtures.read("nvidia-smi/h200-nvidia-smi-real.txt")), "a real H200's header");
     assertEquals("12.2", NvidiaSmi.parseCudaVersion(Fixtures.read("nvidia-smi/a100-nvidia-smi-q.txt")));
     assertNull(NvidiaSmi.parseCudaVersion("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."));
     assertNull(NvidiaSmi.parseCudaVersion(null));

@@ -55,6 +55,38 @@ class VerificationSignedReportTest {
     return Frames.MAPPER.readTree(pretty);
   }
 
+  /**
+   * The report the real agent printed ({@code --print-report}) on a lent machine with one real NVIDIA H200
+   * (driver 580.159.04, CUDA 13.0, 128 GiB of RAM; captured 2026-11-29), signed and received like any other.
+   * The card, its driver and the disk pass; the machine does not: DESIGN's rule asks for RAM of at least 95 %
+   * of the total VRAM (136 583 MiB for 143 771), and it has 128 887 MiB. The benchmark that was not measured
+   * says so.
+   */
+  @Test
+  void aReportFromARealH200PassesEveryCardCheckAndFailsTheRamRule() throws Exception {
+    JsonNode real;
+    try (var in = getClass().getResourceAsStream("/verification/real-h200-report.json")) {
+      real = Frames.MAPPER.readTree(in);
+    }
+    HardwareReport report = Frames.readReport(real);
+    assertEquals(false, report.simulated());
+    assertEquals("NVIDIA H200", report.gpus().get(0).name());
+    Signed signed = sign(report, AGENT);
+    Outcome outcome = receive(transit(signed.report()), signed.signature(), Policy.defaults(false));
+    assertFalse(outcome.passed(), outcome.toString());
+    for (Check check : outcome.checks()) {
+      Status expected = switch (check.check()) {
+        case "ram" -> Status.FAIL;
+        case "benchmark" -> Status.NOT_MEASURED;
+        default -> Status.PASS;
+      };
+      assertEquals(expected, check.status(), check.toString());
+    }
+    Check ram = outcome.checks().stream().filter(c -> c.check().equals("ram")).findFirst().orElseThrow();
+    assertEquals("128887 MiB", ram.observed());
+    assertEquals(List.of(new Verification.Card(0, report.gpus().get(0).uuid(), "h200-141gb")), outcome.cards());
+  }
+
   @Test
   void anUntouchedSignedReportVerifiesAndPasses() throws Exception {
     Signed signed = sign(Reports.healthy(), AGENT);
