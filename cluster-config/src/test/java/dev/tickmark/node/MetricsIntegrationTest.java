@@ -49,8 +49,9 @@ class MetricsIntegrationTest {
     renter = RentingSupport.renter(api, "Metered", "10");
     rentalId = RentingSupport.launch(api, renter, "eu-nl");
     RentingSupport.awaitStatus(api, renter, rentalId, "running");
+    // A periodic settlement first (it waits on the host's heartbeat), so that the stop adds the final one.
     eventually(RentingSupport.WAIT, () -> assertTrue(
-        api.get("/v1/rentals/" + rentalId, renter.apiKey()).expect(200).json().get("billed_seconds").asLong() >= 3));
+        api.get("/v1/rentals/" + rentalId + "/usage", renter.apiKey()).expect(200).json().get("checkpoints").size() >= 1));
     api.post("/v1/rentals/" + rentalId + "/stop", renter.apiKey(), null).expect(202);
     RentingSupport.awaitStatus(api, renter, rentalId, "ended");
   }
@@ -75,11 +76,16 @@ class MetricsIntegrationTest {
       double lag = value(samples, "tickmark_ledger_projection_lag_seconds", Map.of());
       assertTrue(lag >= 0 && lag < 30, "ledger projection lag " + lag);
       assertTrue(value(samples, "tickmark_read_side_age_seconds", Map.of()) < 15);
-      assertTrue(value(samples, "tickmark_metered_seconds_total", Map.of()) >= 3);
+      long billed = api.get("/v1/rentals/" + rentalId, renter.apiKey()).expect(200).json().get("billed_seconds").asLong();
+      assertTrue(billed >= 2, "billed " + billed);
+      assertEquals(billed, value(samples, "tickmark_metered_seconds_total", Map.of()), "metered seconds = the rental's billed seconds");
       assertTrue(value(samples, "tickmark_metered_micro_euros_total", Map.of()) > 0);
       assertEquals(value(samples, "tickmark_metered_micro_euros_total", Map.of()) / 1e6,
           value(samples, "tickmark_metered_euros_total", Map.of()), 1e-9);
-      assertTrue(value(samples, "tickmark_settlements_total", Map.of()) >= 2, "periodic and final settlements");
+      // The node's only rental: its counter is exactly the checkpoints the rental recorded.
+      int checkpoints = api.get("/v1/rentals/" + rentalId + "/usage", renter.apiKey()).expect(200).json().get("checkpoints").size();
+      assertTrue(checkpoints >= 2, "periodic and final settlements: " + checkpoints);
+      assertEquals(checkpoints, value(samples, "tickmark_settlements_total", Map.of()), "settlements counted");
       assertTrue(value(samples, "tickmark_match_latency_seconds_count", Map.of()) >= 1);
       assertEquals(1, value(samples, "tickmark_agent_sessions_open", Map.of()));
       assertTrue(value(samples, "tickmark_heartbeats_total", Map.of()) >= 1);
