@@ -39,6 +39,10 @@ import java.util.concurrent.TimeUnit;
  * first agent.
  */
 public final class AgentHeartbeatBenchmark {
+  static {
+    dev.tickmark.node.CommonPool.ensureParallelism(); // as the node's Main does
+  }
+
   private static final PrintStream OUT = System.out;
 
   static final String USAGE = """

@@ -59,6 +59,10 @@ import org.apache.pekko.cluster.sharding.typed.HashCodeMessageExtractor;
  * (its own timestamp) and to its visibility on the read side, at p50/p90/p99/max.
  */
 public final class FailoverBenchmark {
+  static {
+    dev.tickmark.node.CommonPool.ensureParallelism(); // as the node's Main does
+  }
+
   private static final PrintStream OUT = System.out;
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final String OPERATOR = "tmkop_failover_bench";

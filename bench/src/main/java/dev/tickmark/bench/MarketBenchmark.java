@@ -71,6 +71,10 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.EntityRef;
  * own fresh database.
  */
 public final class MarketBenchmark {
+  static {
+    dev.tickmark.node.CommonPool.ensureParallelism(); // as the node's Main does
+  }
+
   private static final PrintStream OUT = System.out;
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Duration ASK = Duration.ofSeconds(30);

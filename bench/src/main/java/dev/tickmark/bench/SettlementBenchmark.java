@@ -65,6 +65,10 @@ import org.apache.pekko.serialization.Serializers;
  * them, e.g. {@code -Djdbc-journal.parallelism=2}.
  */
 public final class SettlementBenchmark {
+  static {
+    dev.tickmark.node.CommonPool.ensureParallelism(); // as the node's Main does
+  }
+
   private static final PrintStream OUT = System.out;
   private static final Duration ASK_TIMEOUT = Duration.ofSeconds(30);
   private static final int FEE_BPS = Metering.DEFAULT_FEE_BPS;

@@ -5,6 +5,10 @@ import org.slf4j.LoggerFactory;
 
 /** {@code java -jar cluster-config/target/tickmark-node.jar}: starts one node as the environment says. */
 public final class Main {
+  static {
+    CommonPool.ensureParallelism(); // before anything creates the common pool
+  }
+
   private static final Logger log = LoggerFactory.getLogger(Main.class);
 
   private Main() {}

@@ -78,6 +78,10 @@ public final class Node implements AutoCloseable {
 
   /** Starts a node and returns once its HTTP API is bound. Any failure stops what was started and throws. */
   public static Node start(NodeSettings settings) throws Exception {
+    if (CommonPool.startsAThreadPerCallback()) {
+      log.warn("The JDK common pool has parallelism {}: every async callback (each ask from an actor) starts a thread."
+          + " Start the JVM with -D{}=2 or call CommonPool.ensureParallelism() first in main.", CommonPool.parallelism(), CommonPool.PROPERTY);
+    }
     EmbeddedDatabase embedded = null;
     DatabaseSettings database;
     int poolSize = 8;

@@ -15,7 +15,7 @@ import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.persistence.query.Offset;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
-import org.apache.pekko.projection.javadsl.ExactlyOnceProjection;
+import org.apache.pekko.projection.javadsl.GroupedProjection;
 
 /** Keeps the {@code hosts} table in step with host events (exactly-once, one projection per tag slice). */
 public final class HostProjection {
@@ -28,8 +28,8 @@ public final class HostProjection {
     SlicedProjections.init(system, "hosts-writer", Host.allTags(), tag -> projection(system, jdbc, tag));
   }
 
-  static ExactlyOnceProjection<Offset, EventEnvelope<Host.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
-    return SlicedProjections.exactlyOncePerEvent(system, jdbc, NAME, tag, HostProjection::apply);
+  static GroupedProjection<Offset, EventEnvelope<Host.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
+    return SlicedProjections.exactlyOnceInGroups(system, jdbc, NAME, tag, HostProjection::apply);
   }
 
   static void apply(Connection c, String hostId, Host.Event event) throws SQLException {

@@ -10,7 +10,7 @@ import java.sql.Timestamp;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.persistence.query.Offset;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
-import org.apache.pekko.projection.javadsl.ExactlyOnceProjection;
+import org.apache.pekko.projection.javadsl.GroupedProjection;
 
 /** Keeps the {@code payout_runs} table in step with payout-run events (exactly-once with its offset). */
 public final class PayoutRunProjection {
@@ -22,8 +22,8 @@ public final class PayoutRunProjection {
     SlicedProjections.init(system, "payout-runs-writer", PayoutRun.allTags(), tag -> projection(system, jdbc, tag));
   }
 
-  static ExactlyOnceProjection<Offset, EventEnvelope<PayoutRun.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
-    return SlicedProjections.exactlyOncePerEvent(system, jdbc, NAME, tag, PayoutRunProjection::apply);
+  static GroupedProjection<Offset, EventEnvelope<PayoutRun.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
+    return SlicedProjections.exactlyOnceInGroups(system, jdbc, NAME, tag, PayoutRunProjection::apply);
   }
 
   static void apply(Connection c, String id, PayoutRun.Event event) throws SQLException {

@@ -11,7 +11,7 @@ import java.sql.Timestamp;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.persistence.query.Offset;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
-import org.apache.pekko.projection.javadsl.ExactlyOnceProjection;
+import org.apache.pekko.projection.javadsl.GroupedProjection;
 
 /** Keeps the {@code rentals} table in step with rental events (exactly-once, one projection per tag slice). */
 public final class RentalProjection {
@@ -23,8 +23,8 @@ public final class RentalProjection {
     SlicedProjections.init(system, "rentals-writer", Rental.allTags(), tag -> projection(system, jdbc, tag));
   }
 
-  static ExactlyOnceProjection<Offset, EventEnvelope<Rental.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
-    return SlicedProjections.exactlyOncePerEvent(system, jdbc, NAME, tag, RentalProjection::apply);
+  static GroupedProjection<Offset, EventEnvelope<Rental.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
+    return SlicedProjections.exactlyOnceInGroups(system, jdbc, NAME, tag, RentalProjection::apply);
   }
 
   static void apply(Connection c, String id, Rental.Event event) throws SQLException {
