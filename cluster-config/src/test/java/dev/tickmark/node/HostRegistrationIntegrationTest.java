@@ -483,6 +483,11 @@ class HostRegistrationIntegrationTest {
     api.delete(path, intruder.apiKey()).expectProblem(404, "not_found");
     // a host that does not exist answers the same as someone else's
     api.get("/v1/hosts/host_000000000000000000000000", intruder.apiKey()).expectProblem(404, "not_found");
+    // and so does anything that is not a host id at all (answered at the edge: no entity is woken for it)
+    for (String junk : List.of("x", "host_XYZ", "host_" + "0".repeat(25), "%2e%2e", "a".repeat(300))) {
+      api.get("/v1/hosts/" + junk, intruder.apiKey()).expectProblem(404, "not_found");
+      api.post("/v1/rentals/" + junk + "/stop", intruder.apiKey(), null).expectProblem(404, "not_found");
+    }
     api.get(path, null).expectProblem(401, "unauthorized");
 
     eventually(HostTestSupport.READ_SIDE, () -> assertNotNull(find(

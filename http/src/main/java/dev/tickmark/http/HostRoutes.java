@@ -68,7 +68,7 @@ public final class HostRoutes {
             onSuccess(createToken(owner, body), token -> complete(Responses.json(201, token)))))),
         pathEnd(() -> get(() -> onSuccess(hosts.byOwner(owner), rows ->
             complete(Responses.json(200, new HostViews.HostList(rows.stream().map(r -> HostViews.HostSummary.of(r, false)).toList())))))),
-        pathPrefix(segment(), hostId -> concat(
+        pathPrefix(segment(), hostId -> !Ids.wellFormed("host_", hostId) ? complete(Problem.notFound("no such host").toResponse()) : concat(
             pathEnd(() -> concat(
                 get(() -> detail(ask(hostId, reply -> new Host.Get(owner, reply)))),
                 delete(() -> detail(ask(hostId, reply -> new Host.Remove(owner, reply)))))),

@@ -87,7 +87,7 @@ public final class RentalRoutes {
                 idempotency.apply(renter, uri.path(), body, () -> launch(renter, body))))),
             get(() -> parameterOptional("status", status -> parameterOptional("limit", limit -> parameterOptional("after", after ->
                 onSuccess(list(renter, status, limit, after), page -> complete(Responses.json(200, page))))))))),
-        pathPrefix(segment(), id -> concat(
+        pathPrefix(segment(), id -> !Ids.wellFormed("rnt_", id) ? complete(Problem.notFound("no such rental").toResponse()) : concat(
             pathEnd(() -> get(() -> onSuccess(ask(id, reply -> new Rental.Get(renter, reply)),
                 v -> complete(Responses.json(200, view(v)))))),
             path("stop", () -> post(() -> entity(Unmarshaller.entityToByteString(), body -> {

@@ -5,6 +5,8 @@ import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.UUID;
 
@@ -12,9 +14,12 @@ import java.util.UUID;
  * A real PostgreSQL for tests: the server at {@code TICKMARK_TEST_DB_URL} (CI sets it; user from
  * {@code TICKMARK_TEST_DB_USER}, default {@code postgres}) or else one embedded server per JVM.
  * Each call to {@link #fresh} creates a new, empty database, so test classes never see each other's rows.
+ * On a shared server the databases this JVM created are dropped when it exits (set
+ * {@code TICKMARK_TEST_KEEP_DATABASES=true} to keep them for a post-mortem).
  */
 public final class TestDatabase {
   private static EmbeddedDatabase embedded;
+  private static final List<String> created = new ArrayList<>();
 
   private TestDatabase() {}
 
@@ -25,6 +30,7 @@ public final class TestDatabase {
     try (Connection c = DriverManager.getConnection(admin.url(), admin.user(), admin.password());
         Statement st = c.createStatement()) {
       st.execute("CREATE DATABASE " + name);
+      if (embedded == null) dropAtExit(admin, name);
     } catch (Exception e) {
       throw new IllegalStateException("cannot create test database on " + admin.url() + ": " + e.getMessage(), e);
     }
@@ -60,6 +66,33 @@ public final class TestDatabase {
       }
     }
     return embedded.settings("postgres", 2);
+  }
+
+  private static void dropAtExit(DatabaseSettings admin, String name) {
+    if ("true".equalsIgnoreCase(System.getenv("TICKMARK_TEST_KEEP_DATABASES"))) return;
+    if (created.isEmpty()) {
+      Runtime.getRuntime().addShutdownHook(new Thread(() -> dropAll(admin), "drop-test-databases"));
+    }
+    created.add(name);
+  }
+
+  private static void dropAll(DatabaseSettings admin) {
+    List<String> names;
+    synchronized (TestDatabase.class) {
+      names = List.copyOf(created);
+    }
+    try (Connection c = DriverManager.getConnection(admin.url(), admin.user(), admin.password());
+        Statement st = c.createStatement()) {
+      for (String name : names) {
+        try {
+          st.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); // PostgreSQL 13+: ends leftover sessions
+        } catch (Exception e) {
+          System.err.println("test database " + name + " left on the server: " + e.getMessage());
+        }
+      }
+    } catch (Exception e) {
+      System.err.println("test databases left on the server: " + e.getMessage());
+    }
   }
 
   private static void deleteRecursively(Path dir) throws java.io.IOException {

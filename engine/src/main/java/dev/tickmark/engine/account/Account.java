@@ -11,7 +11,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.ZonedDateTime;
-import java.util.HashMap;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -20,17 +20,21 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.SupervisorStrategy;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.persistence.typed.RecoveryCompleted;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
 import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
 import org.apache.pekko.persistence.typed.javadsl.ReplyEffect;
 import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
+import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
 
 /**
  * A euro account: the renter side (deposits, holds, captures) and the provider side (earnings,
@@ -126,6 +130,11 @@ public final class Account
   public record GetSummary(ActorRef<Summary> replyTo) implements Command {}
 
   public record GetHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
+
+  /** Sent by the account to itself: persist the settlement postings buffered since the last write, together. */
+  enum FlushPostings implements Command {
+    INSTANCE
+  }
 
   /** Everything a client may know of an account; {@code open == false} means it does not exist. */
   public record Summary(
@@ -250,8 +259,16 @@ public final class Account
       Suspension suspension)
       implements State {
 
+    /** The maps grow with every rental the account ever had: kept as {@link PersistentMap}s, updated in O(log n). */
     @JsonCreator
-    public OpenAccount {}
+    public OpenAccount {
+      deposits = PersistentMap.of(deposits);
+      payouts = PersistentMap.of(payouts);
+      openHolds = PersistentMap.of(openHolds);
+      closedHolds = PersistentMap.of(closedHolds);
+      openSources = PersistentMap.of(openSources);
+      closedSources = PersistentMap.of(closedSources);
+    }
 
     static OpenAccount opened(String name) {
       return new OpenAccount(name, 0, 0, 0, 0, 0, 0, null, 0, 0, Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), null,
@@ -378,23 +395,101 @@ public final class Account
   /** SEPA allows 70 characters for a creditor's name. */
   static final int MAX_HOLDER_NAME = 70;
 
+  /** At most this many settlement postings go into one write. */
+  static final int MAX_POSTINGS_PER_WRITE = 500;
+
   private final String accountId;
   private final Clock clock;
+  private final ActorContext<Command> context;
+
+  // Settlement postings (captures, earnings credits) are validated as they arrive, against the state as it
+  // will be once the ones before them are persisted, and written together: one write per batch instead of
+  // one per posting, so an account with thousands of running rentals keeps up (a provider with 10,000
+  // rentals is credited 1,000 times a second). Answers go out after the write. Any other command waits
+  // (stashed) until the batch is written, so commands still take effect in the order they arrived.
+  private final List<Event> pendingEvents = new ArrayList<>();
+  private final List<Runnable> pendingAnswers = new ArrayList<>();
+  /** The state once {@link #pendingEvents} are persisted; null when nothing is buffered. */
+  private OpenAccount pendingState;
+  /** A command was stashed behind the buffer: everything after it waits too, to keep the order. */
+  private boolean holdingBack;
+  private EventHandler<State, Event> events;
 
   public static void init(ActorSystem<?> system, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), clock)));
   }
 
   public static Behavior<Command> create(String accountId, Clock clock) {
-    return new Account(accountId, clock);
+    return Behaviors.setup(context -> new Account(accountId, clock, context));
   }
 
-  private Account(String accountId, Clock clock) {
+  private Account(String accountId, Clock clock, ActorContext<Command> context) {
     super(
         PersistenceId.of(ENTITY_KEY.name(), accountId),
         SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
     this.accountId = accountId;
     this.clock = clock;
+    this.context = context;
+  }
+
+  /** An answer, and the event to persist before giving it (null: nothing to persist). */
+  record Outcome(Event event, StatusReply<Posting> answer) {
+    static Outcome answer(StatusReply<Posting> answer) {
+      return new Outcome(null, answer);
+    }
+  }
+
+  @Override
+  public SignalHandler<State> signalHandler() {
+    // After a restart (a failed write), whatever was buffered was never persisted nor answered: its senders retry.
+    return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), state -> forgetBuffer()).build();
+  }
+
+  private ReplyEffect<Event, State> buffer(OpenAccount state, ActorRef<StatusReply<Posting>> replyTo,
+      java.util.function.BiFunction<OpenAccount, Instant, Outcome> posting) {
+    if (holdingBack) return Effect().stash();
+    if (pendingState == null) {
+      pendingState = state;
+      context.getSelf().tell(FlushPostings.INSTANCE);
+    }
+    Outcome outcome = posting.apply(pendingState, now());
+    if (outcome.event() != null) {
+      pendingEvents.add(outcome.event());
+      pendingState = (OpenAccount) eventHandlerOnce().apply(pendingState, outcome.event());
+    }
+    pendingAnswers.add(() -> replyTo.tell(outcome.answer()));
+    if (pendingAnswers.size() >= MAX_POSTINGS_PER_WRITE) return flush();
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> flush() {
+    if (pendingState == null) return Effect().noReply().thenUnstashAll(); // written already (a full batch, or a restart)
+    List<Event> toPersist = List.copyOf(pendingEvents);
+    List<Runnable> answers = List.copyOf(pendingAnswers);
+    forgetBuffer();
+    if (toPersist.isEmpty()) {
+      answers.forEach(Runnable::run);
+      return Effect().noReply().thenUnstashAll();
+    }
+    return Effect().persist(toPersist).thenRun(s -> answers.forEach(Runnable::run)).thenNoReply().thenUnstashAll();
+  }
+
+  /** Any command other than a posting waits until the buffered postings are written. */
+  private ReplyEffect<Event, State> waitForBuffer() {
+    holdingBack = true;
+    return Effect().stash();
+  }
+
+  private void forgetBuffer() {
+    pendingEvents.clear();
+    pendingAnswers.clear();
+    pendingState = null;
+    holdingBack = false;
+  }
+
+  private EventHandler<State, Event> eventHandlerOnce() {
+    if (events == null) events = eventHandler();
+    return events;
   }
 
   @Override
@@ -440,18 +535,21 @@ public final class Account
         .onCommand(SetPayoutDetails.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(Suspend.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(Resume.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(GetHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()));
+        .onCommand(GetHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(FlushPostings.class, cmd -> Effect().noReply());
 
     CommandHandlerWithReplyBuilderByState<Command, Event, OpenAccount, State> open =
         newCommandHandlerWithReplyBuilder().forStateType(OpenAccount.class);
-    open.onCommand(Open.class, this::onReopen)
+    open.onCommand(Capture.class, (state, cmd) -> buffer(state, cmd.replyTo(), (pending, now) -> capture(pending, cmd, now)))
+        .onCommand(CreditEarnings.class, (state, cmd) -> buffer(state, cmd.replyTo(), (pending, now) -> credit(pending, cmd, now)))
+        .onCommand(FlushPostings.class, (state, cmd) -> flush())
+        .onCommand(cmd -> pendingState != null, (state, cmd) -> waitForBuffer())
+        .onCommand(Open.class, this::onReopen)
         .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), summary(state)))
         .onCommand(Deposit.class, this::onDeposit)
         .onCommand(PlaceHold.class, this::onPlaceHold)
         .onCommand(ExtendHold.class, this::onExtendHold)
-        .onCommand(Capture.class, this::onCapture)
         .onCommand(ReleaseHold.class, this::onReleaseHold)
-        .onCommand(CreditEarnings.class, this::onCreditEarnings)
         .onCommand(Payout.class, this::onPayout)
         .onCommand(SetSpendCap.class, this::onSetSpendCap)
         .onCommand(SetPayoutDetails.class, this::onSetPayoutDetails)
@@ -536,38 +634,39 @@ public final class Account
     return null;
   }
 
-  private ReplyEffect<Event, State> onCapture(OpenAccount state, Capture cmd) {
-    if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
+  /** What a capture does to {@code state}: at most one event, and the answer once it is persisted. */
+  private static Outcome capture(OpenAccount state, Capture cmd, Instant now) {
+    if (badKey(cmd.holdId())) return Outcome.answer(badKeyReply("a hold id"));
     String key = cmd.holdId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeAmount() < 0) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "captures name a second from 1 and a non-negative total"));
+      return Outcome.answer(reply(Rejection.INVALID_AMOUNT, "captures name a second from 1 and a non-negative total"));
     }
     Hold hold = state.hold(cmd.holdId());
-    if (hold == null) return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
+    if (hold == null) return Outcome.answer(reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
     if (cmd.throughSecond() == hold.throughSecond() && hold.throughSecond() > 0) {
       if (cmd.cumulativeAmount() == hold.lastCumulative()) {
-        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, hold.lastAmount(), true)));
+        return Outcome.answer(StatusReply.success(new Posting(key, hold.lastAmount(), true)));
       }
-      return Effect().reply(cmd.replyTo(), conflict(key, "was captured with cumulative " + Money.format(hold.lastCumulative())));
+      return Outcome.answer(conflict(key, "was captured with cumulative " + Money.format(hold.lastCumulative())));
     }
     if (cmd.throughSecond() < hold.throughSecond()) {
       // Below the high-water mark: applied before. Cumulative totals only grow, so a larger one is a lie.
       if (cmd.cumulativeAmount() <= hold.lastCumulative()) {
-        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, 0, true)));
+        return Outcome.answer(StatusReply.success(new Posting(key, 0, true)));
       }
-      return Effect().reply(cmd.replyTo(), conflict(key, "is older than the latest capture but claims more"));
+      return Outcome.answer(conflict(key, "is older than the latest capture but claims more"));
     }
     if (!state.openHolds().containsKey(cmd.holdId())) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_CLOSED, "hold " + cmd.holdId() + " was released"));
+      return Outcome.answer(reply(Rejection.HOLD_CLOSED, "hold " + cmd.holdId() + " was released"));
     }
     long amount = cmd.cumulativeAmount() - hold.captured();
-    if (amount < 0) return Effect().reply(cmd.replyTo(), conflict(key, "cumulative capture went down"));
+    if (amount < 0) return Outcome.answer(conflict(key, "cumulative capture went down"));
     if (amount > hold.remaining()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_EXCEEDED,
+      return Outcome.answer(reply(Rejection.HOLD_EXCEEDED,
           "capture of " + Money.format(amount) + " EUR exceeds the " + Money.format(hold.remaining()) + " EUR left on the hold"));
     }
-    return Effect().persist(new Captured(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, amount, false)));
+    return new Outcome(new Captured(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now),
+        StatusReply.success(new Posting(key, amount, false)));
   }
 
   private ReplyEffect<Event, State> onReleaseHold(OpenAccount state, ReleaseHold cmd) {
@@ -582,11 +681,12 @@ public final class Account
         .thenReply(cmd.replyTo(), s -> holdView((OpenAccount) s, cmd.holdId()));
   }
 
-  private ReplyEffect<Event, State> onCreditEarnings(OpenAccount state, CreditEarnings cmd) {
-    if (badKey(cmd.sourceId())) return Effect().reply(cmd.replyTo(), badKeyReply("a source id"));
+  /** What an earnings credit does to {@code state}: at most one event, and the answer once it is persisted. */
+  private static Outcome credit(OpenAccount state, CreditEarnings cmd, Instant now) {
+    if (badKey(cmd.sourceId())) return Outcome.answer(badKeyReply("a source id"));
     String key = cmd.sourceId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeProviderAmount() < 0 || cmd.cumulativePlatformAmount() < 0) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "credits name a second from 1 and non-negative totals"));
+      return Outcome.answer(reply(Rejection.INVALID_AMOUNT, "credits name a second from 1 and non-negative totals"));
     }
     SourceMark mark = state.source(cmd.sourceId());
     long throughSecond = mark == null ? -1 : mark.throughSecond();
@@ -594,35 +694,34 @@ public final class Account
       if (cmd.cumulativeProviderAmount() == mark.cumulativeProvider() && cmd.cumulativePlatformAmount() == mark.cumulativePlatform()) {
         if (cmd.last() && state.openSources().containsKey(cmd.sourceId())) {
           // The source ends on a second it already settled: close it, moving no money.
-          return Effect().persist(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), mark.cumulativeProvider(),
-                  mark.cumulativePlatform(), 0, 0, true, now()))
-              .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, mark.lastProvider(), true)));
+          return new Outcome(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), mark.cumulativeProvider(),
+                  mark.cumulativePlatform(), 0, 0, true, now),
+              StatusReply.success(new Posting(key, mark.lastProvider(), true)));
         }
-        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, mark.lastProvider(), true)));
+        return Outcome.answer(StatusReply.success(new Posting(key, mark.lastProvider(), true)));
       }
-      return Effect().reply(cmd.replyTo(), conflict(key, "was credited with different cumulative shares"));
+      return Outcome.answer(conflict(key, "was credited with different cumulative shares"));
     }
     if (mark != null && cmd.throughSecond() < throughSecond) {
       if (cmd.cumulativeProviderAmount() <= mark.cumulativeProvider() && cmd.cumulativePlatformAmount() <= mark.cumulativePlatform()) {
-        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, 0, true)));
+        return Outcome.answer(StatusReply.success(new Posting(key, 0, true)));
       }
-      return Effect().reply(cmd.replyTo(), conflict(key, "is older than the latest credit but claims more"));
+      return Outcome.answer(conflict(key, "is older than the latest credit but claims more"));
     }
     if (mark != null && !state.openSources().containsKey(cmd.sourceId())) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_CLOSED, "source " + cmd.sourceId() + " has settled for the last time"));
+      return Outcome.answer(reply(Rejection.HOLD_CLOSED, "source " + cmd.sourceId() + " has settled for the last time"));
     }
     long providerBefore = mark == null ? 0 : mark.cumulativeProvider();
     long platformBefore = mark == null ? 0 : mark.cumulativePlatform();
     long provider = cmd.cumulativeProviderAmount() - providerBefore;
     long platform = cmd.cumulativePlatformAmount() - platformBefore;
-    if (provider < 0 || platform < 0) return Effect().reply(cmd.replyTo(), conflict(key, "cumulative shares went down"));
+    if (provider < 0 || platform < 0) return Outcome.answer(conflict(key, "cumulative shares went down"));
     if (provider > Money.MAX_AMOUNT - state.credited() || platform > Money.MAX_AMOUNT - state.platformCredited()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.AMOUNT_TOO_LARGE, "earnings would exceed the largest amount kept"));
+      return Outcome.answer(reply(Rejection.AMOUNT_TOO_LARGE, "earnings would exceed the largest amount kept"));
     }
-    return Effect()
-        .persist(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), cmd.cumulativeProviderAmount(),
-            cmd.cumulativePlatformAmount(), provider, platform, cmd.last(), now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, provider, false)));
+    return new Outcome(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), cmd.cumulativeProviderAmount(),
+            cmd.cumulativePlatformAmount(), provider, platform, cmd.last(), now),
+        StatusReply.success(new Posting(key, provider, false)));
   }
 
   private ReplyEffect<Event, State> onPayout(OpenAccount state, Payout cmd) {
@@ -756,14 +855,10 @@ public final class Account
   }
 
   private static <V> Map<String, V> with(Map<String, V> map, String key, V value) {
-    Map<String, V> copy = new HashMap<>(map);
-    copy.put(key, value);
-    return Map.copyOf(copy);
+    return PersistentMap.of(map).with(key, value);
   }
 
   private static <V> Map<String, V> without(Map<String, V> map, String key) {
-    Map<String, V> copy = new HashMap<>(map);
-    copy.remove(key);
-    return Map.copyOf(copy);
+    return PersistentMap.of(map).without(key);
   }
 }
