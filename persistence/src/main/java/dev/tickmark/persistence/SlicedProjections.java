@@ -59,8 +59,10 @@ public final class SlicedProjections {
         .withGroup(GROUP_SIZE, GROUP_WITHIN);
   }
 
-  static final int GROUP_SIZE = 500;
-  static final Duration GROUP_WITHIN = Duration.ofMillis(50);
+  /** How the read side's projections group events into transactions (the ledger's batching writer too). */
+  public static final int GROUP_SIZE = 500;
+
+  public static final Duration GROUP_WITHIN = Duration.ofMillis(50);
 
   private static final class InGroups<E> extends JdbcHandler<List<EventEnvelope<E>>, PooledJdbcSession> {
     private final EventWriter<E> writer;

@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.BiFunction;
 import java.util.stream.IntStream;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -450,7 +451,7 @@ public final class Account
   }
 
   private ReplyEffect<Event, State> buffer(OpenAccount state, ActorRef<StatusReply<Posting>> replyTo,
-      java.util.function.BiFunction<OpenAccount, Instant, Outcome> posting) {
+      BiFunction<OpenAccount, Instant, Outcome> posting) {
     if (holdingBack) return Effect().stash();
     if (pendingState == null) {
       pendingState = state;

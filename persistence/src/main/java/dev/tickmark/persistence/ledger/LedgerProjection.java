@@ -6,7 +6,6 @@ import dev.tickmark.persistence.PooledJdbcSession;
 import dev.tickmark.persistence.SlicedProjections;
 import java.sql.PreparedStatement;
 import java.sql.Timestamp;
-import java.time.Duration;
 import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
@@ -39,7 +38,7 @@ public final class LedgerProjection {
         EventSourcedProvider.eventsByTag(system, JdbcReadJournal.Identifier(), tag);
     return JdbcProjection.groupedWithin(
             ProjectionId.of(NAME, tag), source, () -> new PooledJdbcSession(jdbc.dataSource()), Writer::new, system)
-        .withGroup(500, Duration.ofMillis(50));
+        .withGroup(SlicedProjections.GROUP_SIZE, SlicedProjections.GROUP_WITHIN);
   }
 
   static final class Writer extends JdbcHandler<List<EventEnvelope<Account.Event>>, PooledJdbcSession> {
