@@ -10,6 +10,7 @@ import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.metrics.EngineMetrics;
+import dev.tickmark.engine.metrics.LatencyHistogram;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.node.Node;
 import dev.tickmark.node.NodeSettings;
@@ -463,7 +464,14 @@ public final class MarketBenchmark {
 
     record RateResult(int hosts, int rate, int offered, int sent, int shed, int matched, int pending, int otherStatus,
         Map<String, Integer> errors, long[] matchedMicros, long[] allMicros, double seconds, double drainSeconds,
-        HistogramSnapshot matcher, CpuSample.Usage cpu, int rentalsStopped) {}
+        HistogramSnapshot matcher, CpuSample.Usage cpu, int rentalsStopped, List<HistogramSnapshot> steps, GcSample.Usage gc) {}
+
+    /** The launch steps of {@link EngineMetrics}, in order, with the names printed. */
+    private List<LatencyHistogram> steps() {
+      return List.of(metrics.launchRecorded, metrics.launchHold, metrics.launchMatch, metrics.launchMatchedRecorded);
+    }
+
+    private static final List<String> STEP_NAMES = List.of("recorded", "hold", "match", "matched_recorded");
 
     List<String> run() throws Exception {
       OUT.println();
@@ -553,6 +561,8 @@ public final class MarketBenchmark {
       AtomicInteger base = new AtomicInteger(launchCounter.getAndAdd(offered));
 
       HistogramSnapshot m0 = HistogramSnapshot.of(metrics.matchLatency);
+      List<HistogramSnapshot> steps0 = steps().stream().map(HistogramSnapshot::of).toList();
+      GcSample g0 = GcSample.take();
       CpuSample c0 = CpuSample.take(db.name);
       long t0 = System.nanoTime() + 50_000_000L;
       long step = 1_000_000_000L / rate;
@@ -597,12 +607,16 @@ public final class MarketBenchmark {
       }
       double seconds = (System.nanoTime() - t0) / 1e9;
       CpuSample c1 = CpuSample.take(db.name);
+      GcSample g1 = GcSample.take();
       long drainStart = System.nanoTime();
       long drainDeadline = drainStart + o.drain() * 1_000_000_000L;
       while (inFlight.get() > 0 && System.nanoTime() < drainDeadline) Thread.sleep(50);
       double drainSeconds = (System.nanoTime() - drainStart) / 1e9;
       if (inFlight.get() > 0) errors.merge("no_answer_after_drain", inFlight.get(), Integer::sum);
       HistogramSnapshot m1 = HistogramSnapshot.of(metrics.matchLatency);
+      List<HistogramSnapshot> steps1 = steps().stream().map(HistogramSnapshot::of).toList();
+      List<HistogramSnapshot> steps = new ArrayList<>();
+      for (int k = 0; k < steps0.size(); k++) steps.add(steps1.get(k).minus(steps0.get(k)));
 
       // Give the cards back: stop every rental this rate created, then wait for the read side to show them free.
       List<String> ids = new ArrayList<>(created);
@@ -614,7 +628,7 @@ public final class MarketBenchmark {
           free, total);
       if (free < total) diagnoseHeldCards();
       return new RateResult(hosts, rate, offered, sent.get(), shed.get(), matched.get(), pending.get(), other.get(), new TreeMap<>(errors),
-          sortedArray(matchedMicros), sortedArray(allMicros), seconds, drainSeconds, m1.minus(m0), c0.until(c1), ids.size());
+          sortedArray(matchedMicros), sortedArray(allMicros), seconds, drainSeconds, m1.minus(m0), c0.until(c1), ids.size(), steps, g0.until(g1));
     }
 
     private final AtomicInteger launchCounter = new AtomicInteger();
@@ -660,6 +674,15 @@ public final class MarketBenchmark {
       OUT.printf(Locale.ROOT, "   matcher-side (EngineMetrics.matchLatency, %,d matches): p50 %s ms, p99 %s ms, p999 %s ms, max %s ms%n",
           r.matcher().count(), MarketBenchSupport.ms(r.matcher().quantileMicros(0.5)), MarketBenchSupport.ms(r.matcher().quantileMicros(0.99)),
           MarketBenchSupport.ms(r.matcher().quantileMicros(0.999)), MarketBenchSupport.ms(r.matcher().maxMicros()));
+      StringBuilder steps = new StringBuilder("   launch steps at the rental (EngineMetrics.launch*, p50 / p99 / max ms):");
+      for (int k = 0; k < r.steps().size(); k++) {
+        HistogramSnapshot h = r.steps().get(k);
+        steps.append(' ').append(STEP_NAMES.get(k)).append(' ').append(MarketBenchSupport.ms(h.quantileMicros(0.5))).append(" / ")
+            .append(MarketBenchSupport.ms(h.quantileMicros(0.99))).append(" / ").append(MarketBenchSupport.ms(h.maxMicros()))
+            .append(k + 1 < r.steps().size() ? ";" : "");
+      }
+      OUT.println(steps);
+      OUT.println("   garbage collection during arrivals: " + r.gc());
       OUT.println("   cores during arrivals: " + MarketBenchSupport.cores(r.cpu()));
     }
 

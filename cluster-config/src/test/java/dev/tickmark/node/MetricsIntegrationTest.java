@@ -87,6 +87,11 @@ class MetricsIntegrationTest {
       assertTrue(checkpoints >= 2, "periodic and final settlements: " + checkpoints);
       assertEquals(checkpoints, value(samples, "tickmark_settlements_total", Map.of()), "settlements counted");
       assertTrue(value(samples, "tickmark_match_latency_seconds_count", Map.of()) >= 1);
+      // The node's only launch, matched at its first attempt: each of its steps timed once.
+      for (String step : List.of("recorded", "hold", "match", "matched_recorded")) {
+        assertEquals(1, value(samples, "tickmark_launch_step_seconds_count", Map.of("step", step)), step);
+        assertTrue(value(samples, "tickmark_launch_step_seconds_sum", Map.of("step", step)) > 0, step);
+      }
       assertEquals(1, value(samples, "tickmark_agent_sessions_open", Map.of()));
       assertTrue(value(samples, "tickmark_heartbeats_total", Map.of()) >= 1);
       assertTrue(value(samples, "tickmark_heartbeat_lag_seconds_count", Map.of()) >= 1);
@@ -154,15 +159,20 @@ class MetricsIntegrationTest {
     }
     types.forEach((family, type) -> {
       if (!type.equals("histogram")) return;
-      double previous = 0;
-      double inf = -1;
+      // One series per set of labels besides "le".
+      Map<Map<String, String>, Double> previous = new HashMap<>();
+      Map<Map<String, String>, Double> inf = new HashMap<>();
       for (Sample s : samples) {
         if (!s.name().equals(family + "_bucket")) continue;
-        assertTrue(s.value() >= previous, family + " buckets are cumulative");
-        previous = s.value();
-        if (s.labels().get("le").equals("+Inf")) inf = s.value();
+        Map<String, String> series = new HashMap<>(s.labels());
+        String le = series.remove("le");
+        assertTrue(s.value() >= previous.getOrDefault(series, 0.0), family + series + " buckets are cumulative");
+        previous.put(series, s.value());
+        if (le.equals("+Inf")) inf.put(series, s.value());
       }
-      assertEquals(inf, value(samples, family + "_count", Map.of()), family + ": +Inf bucket equals _count");
+      assertEquals(previous.keySet(), inf.keySet(), family + ": every series ends in +Inf");
+      inf.forEach((series, count) ->
+          assertEquals(count, value(samples, family + "_count", series), family + series + ": +Inf bucket equals _count"));
     });
     return samples;
   }

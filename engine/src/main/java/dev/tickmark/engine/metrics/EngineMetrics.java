@@ -15,6 +15,16 @@ public final class EngineMetrics implements Extension {
   public final LongAdder heartbeats = new LongAdder();
   /** A match request's arrival at its matcher to the answer (candidates read, proposals confirmed or refused). */
   public final LatencyHistogram matchLatency = new LatencyHistogram();
+  /**
+   * The steps of a launch as its rental sees them, in order: the request recorded (the rental's first write),
+   * the renter's hold placed (an account write), the match (the matcher's queue, its candidate query and the host's
+   * reservation write), the match recorded (the rental's write before it answers). Their sum is the engine's part
+   * of {@code POST /v1/rentals}; the rest is HTTP, the API key and the new rental's recovery.
+   */
+  public final LatencyHistogram launchRecorded = new LatencyHistogram();
+  public final LatencyHistogram launchHold = new LatencyHistogram();
+  public final LatencyHistogram launchMatch = new LatencyHistogram();
+  public final LatencyHistogram launchMatchedRecorded = new LatencyHistogram();
   /** The agent's heartbeat {@code at} to its receipt at the websocket: network delay plus clock skew (never below 0). */
   public final LatencyHistogram heartbeatLag = new LatencyHistogram();
   /** One small event persisted by this node's journal probe, from the persist call to its confirmation. */

@@ -9,6 +9,7 @@ import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.metrics.EngineMetrics;
+import dev.tickmark.engine.metrics.LatencyHistogram;
 import dev.tickmark.engine.money.Metering;
 import java.time.Clock;
 import java.time.Duration;
@@ -17,6 +18,7 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.stream.IntStream;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -240,6 +242,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private final EngineMetrics metrics;
   // Actor-local: who waits for the first match answer, live subscribers, and what the accounts acknowledged.
   private ActorRef<StatusReply<View>> creator;
+  private long launchStepStarted; // System.nanoTime() when the launch's current step began; 0 outside a launch
   private final Set<ActorRef<Update>> subscribers = new HashSet<>();
   private long capturedThrough = -1;
   private long creditedThrough = -1;
@@ -249,6 +252,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private boolean workloadStopped;
   private long lastTick = -1;
   private boolean askingLiveness; // one liveness question at a time, however slow the host's node answers
+  private int failedDeliveries; // in a row, since the last acknowledgement: each waits longer before it is retried
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
@@ -402,8 +406,12 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     // Recorded before the hold is asked for, so a crash between the two cannot leave a hold nobody releases.
     Order order = new Order(cmd.renterId(), cmd.spec(), initialHold(cmd.spec()), now());
     creator = cmd.replyTo();
+    launchStepStarted = System.nanoTime();
     return Effect().persist(new Requested(order.renterId(), order.spec(), order.holdAmount(), order.createdAt()))
-        .thenRun(s -> placeHold(order))
+        .thenRun(s -> {
+          launchStep(metrics.launchRecorded);
+          placeHold(order);
+        })
         .thenNoReply();
   }
 
@@ -414,8 +422,17 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         (view, failure) -> new HoldAnswer(order.holdAmount(), failure == null ? null : codeOf(failure)));
   }
 
+  /** Records the launch step that just ended and starts timing the next one. */
+  private void launchStep(LatencyHistogram step) {
+    if (launchStepStarted == 0) return;
+    long now = System.nanoTime();
+    step.recordMicros((now - launchStepStarted) / 1_000);
+    launchStepStarted = now;
+  }
+
   private ReplyEffect<Event, State> onHoldAnswer(Pending state, HoldAnswer answer) {
     if (answer.refusal() == null) {
+      launchStep(metrics.launchHold);
       timers.startSingleTimer(Timer.WAIT_EXPIRED, Timer.WAIT_EXPIRED, remainingWait(state.order()));
       requestMatch(state.order());
       return Effect().noReply();
@@ -446,12 +463,15 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private ReplyEffect<Event, State> onMatchAnswer(Pending state, MatchAnswer answer) {
+    launchStep(metrics.launchMatch);
     if (answer.result() instanceof Matcher.Matched m) {
       Host.Reservation r = m.reservation();
       Terms terms = new Terms(r.hostId(), r.providerId(), r.cards(), r.pricePerGpuHour(), r.simulated(), now(), r.region());
       timers.cancel(Timer.WAIT_EXPIRED);
       timers.cancel(Timer.RETRY_MATCH);
       return Effect().persist(new Matched(terms, now())).thenRun(s -> {
+        launchStep(metrics.launchMatchedRecorded);
+        launchStepStarted = 0;
         answerCreator(s);
         notifySubscribers(s);
         timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED, settings.provisioningTimeout());
@@ -461,6 +481,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     if (remainingWait(state.order()).isNegative() || remainingWait(state.order()).isZero()) {
       return end(state.order(), null, null, List.of(), NO_CAPACITY, now(), 0, null);
     }
+    launchStepStarted = 0; // later attempts are not the launch's
     answerCreator(state);
     timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
     return Effect().noReply();
@@ -627,13 +648,30 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private ReplyEffect<Event, State> onDeliveredRunning(Running state, Delivered d) {
-    if (!record(d)) timers.startSingleTimer(Timer.REDELIVER, Timer.REDELIVER, settings.retryInterval());
+    if (!record(d)) redeliverLater();
     return Effect().noReply();
+  }
+
+  private void redeliverLater() {
+    timers.startSingleTimer(Timer.REDELIVER, Timer.REDELIVER,
+        redeliveryDelay(settings.retryInterval(), failedDeliveries++, ThreadLocalRandom.current().nextDouble()));
+  }
+
+  /**
+   * The wait before a failed capture, credit or release is sent again: the retry interval, doubled with each failure
+   * in a row up to eight times it, then spread ±20 % ({@code random} in [0, 1)). Thousands of rentals whose deliveries
+   * failed together (a slow account, a node lost) then neither retry in step nor keep a struggling account busy with
+   * retries every second; the first retry still comes after one interval.
+   */
+  static Duration redeliveryDelay(Duration retryInterval, int failuresInARow, double random) {
+    long factor = 1L << Math.min(Math.max(failuresInARow, 0), 3);
+    return Duration.ofNanos((long) (retryInterval.toNanos() * factor * (0.8 + 0.4 * random)));
   }
 
   /** Notes an acknowledgement; false when the delivery must be retried. */
   private boolean record(Delivered d) {
     if (d.refusal() != null && !d.refusal().equals(Rejection.IDEMPOTENCY_CONFLICT)) return false;
+    failedDeliveries = 0;
     if (d.side().equals("capture")) capturedThrough = Math.max(capturedThrough, d.throughSecond());
     else creditedThrough = Math.max(creditedThrough, d.throughSecond());
     return true;
@@ -776,7 +814,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private ReplyEffect<Event, State> onDeliveredEnding(Ending state, Delivered d) {
     if (!record(d)) {
-      timers.startSingleTimer(Timer.REDELIVER, Timer.REDELIVER, settings.retryInterval());
+      redeliverLater();
       return Effect().noReply();
     }
     if (d.side().equals("final-credit")) finalCredited = true;
@@ -788,9 +826,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private ReplyEffect<Event, State> onReleased(Ending state, Released r) {
     if (!r.ok()) {
-      timers.startSingleTimer(Timer.REDELIVER, Timer.REDELIVER, settings.retryInterval());
+      redeliverLater();
       return Effect().noReply();
     }
+    failedDeliveries = 0;
     if (r.what().equals("hold")) holdReleased = true;
     else cardsReleased = true;
     return maybeClose(state);

@@ -33,6 +33,7 @@ import dev.tickmark.engine.rental.Rental.View;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
@@ -729,6 +730,45 @@ class RentalTest {
     assertTrue(lost.get());
     assertHoldReleased(f, DEPOSIT, cost(23));
     assertConserved(f, cost(23));
+  }
+
+  @Test
+  void aCreditThatKeepsFailingIsRetriedLessAndLessOftenUntilItLands() {
+    Duration askTimeout = Duration.ofMillis(300);
+    RentalFixture f = fixture(RentalFixture.withAskTimeout(settings(), askTimeout), DEPOSIT); // retry interval 200 ms
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    // The provider's account does not answer the first four credit attempts (it is overloaded, or its node is gone).
+    List<Long> attempts = new CopyOnWriteArrayList<>();
+    f.provider.drop.set(c -> {
+      if (!(c instanceof Account.CreditEarnings)) return false;
+      attempts.add(System.nanoTime());
+      return attempts.size() <= 4;
+    });
+    f.clock.advance(Duration.ofSeconds(10));
+    f.awaitCheckpoints(10L);
+    f.awaitAssert(() -> assertConserved(f, cost(10)));
+
+    assertEquals(5, attempts.size(), "four lost, the fifth acknowledged");
+    // Each retry waits the ask timeout plus at least 0.8 x (200 ms doubled per failure in a row).
+    for (int failure = 0; failure < 4; failure++) {
+      long gapMillis = (attempts.get(failure + 1) - attempts.get(failure)) / 1_000_000;
+      long atLeast = askTimeout.toMillis() + (long) (0.8 * 200 * (1 << Math.min(failure, 3)));
+      assertTrue(gapMillis >= atLeast, "retry " + (failure + 1) + " came after " + gapMillis + " ms, expected at least " + atLeast);
+    }
+    assertEquals(1, f.provider.events(Account.EarningsCredited.class).size());
+  }
+
+  @Test
+  void redeliveryWaitsDoubleUpToEightRetryIntervalsAndSpreadTwentyPercent() {
+    Duration interval = Duration.ofSeconds(1);
+    assertEquals(Duration.ofMillis(800), Rental.redeliveryDelay(interval, 0, 0.0));
+    assertEquals(Duration.ofMillis(1_000), Rental.redeliveryDelay(interval, 0, 0.5));
+    assertEquals(Duration.ofMillis(2_000), Rental.redeliveryDelay(interval, 1, 0.5));
+    assertEquals(Duration.ofMillis(4_000), Rental.redeliveryDelay(interval, 2, 0.5));
+    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, 3, 0.5));
+    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, 30, 0.5), "capped at eight intervals");
+    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, Integer.MAX_VALUE, 0.5));
+    assertTrue(Rental.redeliveryDelay(interval, 3, 0.999_999).compareTo(Duration.ofMillis(9_600)) < 0, "below +20 %");
   }
 
   @Test

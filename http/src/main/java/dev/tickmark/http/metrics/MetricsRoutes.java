@@ -105,6 +105,13 @@ public final class MetricsRoutes {
         metrics.microEurosMetered.sum() / 1e6);
     out.counter("tickmark_settlements_total", "Settlement checkpoints persisted by the rentals on this node.", metrics.settlements.sum());
     histogram(out, "tickmark_match_latency_seconds", "A match request's arrival at its matcher to the answer.", metrics.matchLatency);
+    out.family("tickmark_launch_step_seconds", "histogram",
+        "The steps of a launch on the rental's node: recorded (the request's write), hold (the renter's hold placed), "
+            + "match (request to the matcher's answer), matched_recorded (the match's write before the answer).");
+    launchStep(out, "recorded", metrics.launchRecorded);
+    launchStep(out, "hold", metrics.launchHold);
+    launchStep(out, "match", metrics.launchMatch);
+    launchStep(out, "matched_recorded", metrics.launchMatchedRecorded);
 
     out.gauge("tickmark_agent_sessions_open", "Host agent websocket sessions open on this node.", metrics.agentSessionsOpen());
     out.counter("tickmark_heartbeats_total", "Agent heartbeats handled by the host entities on this node.", metrics.heartbeats.sum());
@@ -119,6 +126,11 @@ public final class MetricsRoutes {
 
     jvm(out);
     return out.toString();
+  }
+
+  private static void launchStep(PrometheusText out, String step, LatencyHistogram histogram) {
+    out.histogramSeries("tickmark_launch_step_seconds", "step", step, BOUNDS_SECONDS, histogram.cumulativeCounts(BOUNDS_MICROS),
+        histogram.sumMicros() / 1e6);
   }
 
   private static void histogram(PrometheusText out, String name, String help, LatencyHistogram histogram) {

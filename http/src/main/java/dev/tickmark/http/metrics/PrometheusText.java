@@ -47,18 +47,43 @@ public final class PrometheusText {
    * {@code +Inf} count last, which is also the {@code _count}.
    */
   public PrometheusText histogram(String name, String help, double[] boundsSeconds, long[] cumulative, double sumSeconds) {
-    if (cumulative.length != boundsSeconds.length + 1) throw new IllegalArgumentException("one count per bound, plus +Inf");
     family(name, "histogram", help);
+    return histogramSeries(name, null, null, boundsSeconds, cumulative, sumSeconds);
+  }
+
+  /**
+   * One series of a histogram family announced with {@link #family}, told apart by one label ({@code label}
+   * null: no label).
+   */
+  public PrometheusText histogramSeries(String name, String label, String labelValue, double[] boundsSeconds, long[] cumulative,
+      double sumSeconds) {
+    if (cumulative.length != boundsSeconds.length + 1) throw new IllegalArgumentException("one count per bound, plus +Inf");
     for (int i = 0; i < boundsSeconds.length; i++) {
-      out.append(name).append("_bucket{le=\"");
+      out.append(name).append("_bucket{");
+      label(label, labelValue);
+      out.append("le=\"");
       number(boundsSeconds[i]);
       out.append("\"} ").append(cumulative[i]).append('\n');
     }
     long count = cumulative[boundsSeconds.length];
-    out.append(name).append("_bucket{le=\"+Inf\"} ").append(count).append('\n');
-    sample(name + "_sum", sumSeconds);
-    out.append(name).append("_count ").append(count).append('\n');
+    out.append(name).append("_bucket{");
+    label(label, labelValue);
+    out.append("le=\"+Inf\"} ").append(count).append('\n');
+    if (label == null) {
+      sample(name + "_sum", sumSeconds);
+      out.append(name).append("_count ").append(count).append('\n');
+    } else {
+      sample(name + "_sum", label, labelValue, sumSeconds);
+      sample(name + "_count", label, labelValue, count);
+    }
     return this;
+  }
+
+  private void label(String label, String labelValue) {
+    if (label == null) return;
+    out.append(label).append("=\"");
+    escape(labelValue, true);
+    out.append("\",");
   }
 
   @Override

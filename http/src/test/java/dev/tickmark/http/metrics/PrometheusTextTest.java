@@ -56,6 +56,26 @@ class PrometheusTextTest {
   }
 
   @Test
+  void labelledHistogramSeriesShareOneFamily() {
+    String text = new PrometheusText().family("s_seconds", "histogram", "Steps.")
+        .histogramSeries("s_seconds", "step", "a", new double[] {0.1}, new long[] {1, 2}, 0.25)
+        .histogramSeries("s_seconds", "step", "b", new double[] {0.1}, new long[] {0, 0}, 0)
+        .toString();
+    assertEquals("""
+        # HELP s_seconds Steps.
+        # TYPE s_seconds histogram
+        s_seconds_bucket{step="a",le="0.1"} 1
+        s_seconds_bucket{step="a",le="+Inf"} 2
+        s_seconds_sum{step="a"} 0.25
+        s_seconds_count{step="a"} 2
+        s_seconds_bucket{step="b",le="0.1"} 0
+        s_seconds_bucket{step="b",le="+Inf"} 0
+        s_seconds_sum{step="b"} 0
+        s_seconds_count{step="b"} 0
+        """, text);
+  }
+
+  @Test
   void specialValuesUseThePrometheusSpelling() {
     String text = new PrometheusText().gauge("n", "x", Double.NaN).sample("n", Double.POSITIVE_INFINITY).toString();
     assertEquals("# HELP n x\n# TYPE n gauge\nn NaN\nn +Inf\n", text);
