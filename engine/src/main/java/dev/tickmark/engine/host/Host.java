@@ -362,7 +362,9 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   private long lastSeq = -1;
   private Instant lastHeartbeat; // when the heartbeat timeout was last reset
   private Instant lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
-  private final java.util.Set<String> noticeGiven = new java.util.HashSet<>(); // spot rentals already told their deadline
+  // Spot rentals whose agent was told their deadline, and those told it since they run (see preemptBeforeAvailabilityEnds).
+  private final java.util.Set<String> noticeGiven = new java.util.HashSet<>();
+  private final java.util.Set<String> noticeGivenRunning = new java.util.HashSet<>();
 
   public static void init(ActorSystem<?> system, Settings settings, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, clock)));
@@ -778,10 +780,14 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     Duration notice = Duration.ofSeconds(state.listing().spotNoticeSeconds());
     Instant ends = state.listing().availabilityEnds(now(), notice);
     if (ends == null) return;
+    noticeGiven.retainAll(state.reservations().keySet());
+    noticeGivenRunning.retainAll(state.reservations().keySet());
     state.reservations().forEach((rentalId, held) -> {
-      if (held.tier() != Listing.Tier.SPOT || !noticeGiven.add(rentalId)) return;
-      settings.rentals().preempt(rentalId, hostId, ends);
-      if (session != null) session.tell(new PreemptWorkload(rentalId, ends));
+      if (held.tier() != Listing.Tier.SPOT) return;
+      // A rental still being created can miss a notice (it is a message, not a reply): it is told again with every
+      // heartbeat until it confirms its cards, and once more when it has; it ignores a deadline it already has.
+      if (!held.confirmed() || noticeGivenRunning.add(rentalId)) settings.rentals().preempt(rentalId, hostId, ends);
+      if (session != null && noticeGiven.add(rentalId)) session.tell(new PreemptWorkload(rentalId, ends));
     });
   }
 

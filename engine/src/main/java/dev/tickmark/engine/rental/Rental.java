@@ -148,7 +148,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private record Released(String what, boolean ok) implements Command {}
 
   private enum Timer implements Command {
-    TICK, RETRY_HOLD, RETRY_MATCH, RESEND_START, WAIT_EXPIRED, PROVISION_EXPIRED, STOP_EXPIRED, REDELIVER
+    TICK, RETRY_HOLD, RETRY_MATCH, RESEND_START, WAIT_EXPIRED, PROVISION_EXPIRED, PREEMPTION_DUE, STOP_EXPIRED, REDELIVER
   }
 
   /** What a client may see of a rental. Amounts in µ€. */
@@ -211,7 +211,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   public record Pending(Order order) implements State {}
 
-  public record Provisioning(Order order, Terms terms) implements State {}
+  /** {@code preemptionDeadline}: a spot notice that came before the workload started (null: none). */
+  public record Provisioning(Order order, Terms terms, Instant preemptionDeadline) implements State {}
 
   public record Running(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, String extensionRefused,
       Instant preemptionDeadline) implements State {
@@ -306,6 +307,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       Duration left = Duration.between(now(), p.terms().matchedAt().plus(settings.provisioningTimeout()));
       timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED,
           left.compareTo(settings.askTimeout()) < 0 ? settings.askTimeout() : left);
+      if (p.preemptionDeadline() != null) preemptionDueAt(p.preemptionDeadline());
     } else if (state instanceof Running r) {
       if (r.last() != null) deliver(r.order(), r.terms(), r.last(), false);
       timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
@@ -342,8 +344,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         .onCommand(StartAnswer.class, this::onStartAnswer)
         .onCommand(HostLost.class, (s, c) -> fromHost(s.terms(), c.hostId())
             ? end(s.order(), s.terms(), null, List.of(), PROVISIONING_FAILED, now(), 0, null) : Effect().noReply())
+        .onCommand(Preempt.class, this::onPreemptProvisioning)
         .onCommand(Timer.class, (s, t) -> t == Timer.PROVISION_EXPIRED
             ? end(s.order(), s.terms(), null, List.of(), PROVISIONING_FAILED, now(), 0, null)
+            // The window closed before the workload started: nothing ran, nothing is charged.
+            : t == Timer.PREEMPTION_DUE ? end(s.order(), s.terms(), null, List.of(), PREEMPTED, now(), 0, null)
             : retryStart(s, t))
         .onCommand(Stop.class, (s, c) -> owns(s.order(), c.renterId())
             ? end(s.order(), s.terms(), null, List.of(), STOPPED_BY_RENTER, now(), 0, c.replyTo())
@@ -559,6 +564,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     timers.cancel(Timer.PROVISION_EXPIRED);
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
+    timers.cancel(Timer.PREEMPTION_DUE); // from now on the tick ends it at the deadline, billed until then
     return Effect().persist(new Started(startedAt, now())).thenRun(s -> {
       ports.host(state.terms().hostId()).tell(new Host.ConfirmCards(rentalId, context.getSystem().ignoreRef()));
       timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
@@ -654,18 +660,21 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private void redeliverLater() {
     timers.startSingleTimer(Timer.REDELIVER, Timer.REDELIVER,
-        redeliveryDelay(settings.retryInterval(), failedDeliveries++, ThreadLocalRandom.current().nextDouble()));
+        redeliveryDelay(settings.retryInterval(), failedDeliveries++, ThreadLocalRandom.current().nextInt(REDELIVERY_SPREAD_PERMILLE + 1)));
   }
+
+  /** The spread of a redelivery's wait: 80 % to 120 % of its nominal value, in per mille. */
+  static final int REDELIVERY_SPREAD_PERMILLE = 400;
 
   /**
    * The wait before a failed capture, credit or release is sent again: the retry interval, doubled with each failure
-   * in a row up to eight times it, then spread ±20 % ({@code random} in [0, 1)). Thousands of rentals whose deliveries
-   * failed together (a slow account, a node lost) then neither retry in step nor keep a struggling account busy with
-   * retries every second; the first retry still comes after one interval.
+   * in a row up to eight times it, then spread over 80–120 % ({@code spreadPermille} in [0, 400]). Thousands of rentals
+   * whose deliveries failed together (a slow account, a node lost) then neither retry in step nor keep a struggling
+   * account busy with retries every second; the first retry still comes after about one interval.
    */
-  static Duration redeliveryDelay(Duration retryInterval, int failuresInARow, double random) {
+  static Duration redeliveryDelay(Duration retryInterval, int failuresInARow, int spreadPermille) {
     long factor = 1L << Math.min(Math.max(failuresInARow, 0), 3);
-    return Duration.ofNanos((long) (retryInterval.toNanos() * factor * (0.8 + 0.4 * random)));
+    return retryInterval.multipliedBy(factor * (800 + spreadPermille)).dividedBy(1_000);
   }
 
   /** Notes an acknowledgement; false when the delivery must be retried. */
@@ -747,11 +756,34 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private static final Duration PREEMPTION_CLOCK_SLACK = Duration.ofSeconds(5);
 
   private ReplyEffect<Event, State> onPreempt(Running state, Preempt cmd) {
-    if (!fromHost(state.terms(), cmd.hostId()) || state.order().spec().tier() != Listing.Tier.SPOT) return Effect().noReply();
-    if (state.preemptionDeadline() != null && !cmd.deadline().isBefore(state.preemptionDeadline())) return Effect().noReply();
+    if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd)) return Effect().noReply();
+    return Effect().persist(new PreemptionScheduled(cmd.deadline(), now()))
+        .thenRun(s -> subscribers.forEach(sub -> sub.tell(new PreemptionNotice(cmd.deadline()))))
+        .thenNoReply();
+  }
+
+  /**
+   * A notice can come before the agent reports the start (the host checks its availability window on every
+   * heartbeat, reservations included): it is kept for when the rental runs, and if the deadline passes first the
+   * rental ends {@code preempted} without having been charged.
+   */
+  private ReplyEffect<Event, State> onPreemptProvisioning(Provisioning state, Preempt cmd) {
+    if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd)) return Effect().noReply();
     return Effect().persist(new PreemptionScheduled(cmd.deadline(), now())).thenRun(s -> {
+      preemptionDueAt(cmd.deadline());
       subscribers.forEach(sub -> sub.tell(new PreemptionNotice(cmd.deadline())));
     }).thenNoReply();
+  }
+
+  /** A spot rental takes a notice from its own host that brings its deadline forward; anything else changes nothing. */
+  private static boolean acceptsNotice(Order order, Terms terms, Instant current, Preempt cmd) {
+    if (!fromHost(terms, cmd.hostId()) || order.spec().tier() != Listing.Tier.SPOT) return false;
+    return current == null || cmd.deadline().isBefore(current);
+  }
+
+  private void preemptionDueAt(Instant deadline) {
+    Duration left = Duration.between(now(), deadline);
+    timers.startSingleTimer(Timer.PREEMPTION_DUE, Timer.PREEMPTION_DUE, left.isNegative() ? Duration.ZERO : left);
   }
 
   // ---- ending
@@ -925,7 +957,9 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   public View view(State state) {
     Instant now = now();
     if (state instanceof Pending p) return view(p.order(), "pending", null, null, null, null, 0, null, List.of());
-    if (state instanceof Provisioning p) return view(p.order(), "provisioning", p.terms(), null, null, null, 0, null, List.of());
+    if (state instanceof Provisioning p) {
+      return view(p.order(), "provisioning", p.terms(), null, null, null, 0, p.preemptionDeadline(), List.of());
+    }
     if (state instanceof Running r) {
       long second = Math.min(secondsBetween(r.startedAt(), now), limitSeconds(r));
       return view(r.order(), "running", r.terms(), r.startedAt(), null, null, second, r.preemptionDeadline(), r.checkpoints());
@@ -957,10 +991,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         .onEvent(Requested.class, (s, e) -> new Pending(new Order(e.renterId(), e.spec(), e.holdAmount(), e.at())));
     b.forStateType(Pending.class)
         .onEvent(Refused.class, (s, e) -> new RefusedRental(s.order(), e.code()))
-        .onEvent(Matched.class, (s, e) -> new Provisioning(s.order(), e.terms()))
+        .onEvent(Matched.class, (s, e) -> new Provisioning(s.order(), e.terms(), null))
         .onEvent(Ended.class, (s, e) -> new Ending(s.order(), null, null, List.of(), e.reason(), e.endAt(), 0));
     b.forStateType(Provisioning.class)
-        .onEvent(Started.class, (s, e) -> new Running(s.order(), s.terms(), e.startedAt(), List.of(), null, null))
+        .onEvent(Started.class, (s, e) -> new Running(s.order(), s.terms(), e.startedAt(), List.of(), null, s.preemptionDeadline()))
+        .onEvent(PreemptionScheduled.class, (s, e) -> new Provisioning(s.order(), s.terms(), e.deadline()))
         .onEvent(Ended.class, (s, e) -> new Ending(s.order(), s.terms(), null, List.of(), e.reason(), e.endAt(), 0));
     b.forStateType(Running.class)
         .onEvent(Settled.class, (s, e) -> new Running(s.order(), s.terms(), s.startedAt(), append(s.checkpoints(), e.checkpoint()),

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.account.Account.Capture;
 import dev.tickmark.engine.account.Account.CreditEarnings;
 import dev.tickmark.engine.account.Account.Deposit;

@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.account.Account.Capture;
 import dev.tickmark.engine.account.Account.Captured;
 import dev.tickmark.engine.account.Account.Command;

@@ -16,6 +16,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.host.Host.CardView;
 import dev.tickmark.engine.host.Host.HostView;
 import dev.tickmark.engine.host.Host.Reservation;

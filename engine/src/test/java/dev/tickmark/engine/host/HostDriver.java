@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Host.Attach;
 import dev.tickmark.engine.host.Host.Attached;

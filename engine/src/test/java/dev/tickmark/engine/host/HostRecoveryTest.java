@@ -13,6 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.host.Host.CloseSession;
 import dev.tickmark.engine.host.Host.Event;
 import dev.tickmark.engine.host.Host.ToSession;

@@ -19,6 +19,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.host.Host.Attached;
 import dev.tickmark.engine.host.Host.CardView;
 import dev.tickmark.engine.host.Host.CloseSession;
@@ -449,8 +450,15 @@ class HostTest {
     assertEquals(List.of("spot-1@" + closes), preempted, "only the spot rental, once, with the window's end as deadline");
     Host.PreemptWorkload notice = session.expectMessageClass(Host.PreemptWorkload.class);
     assertEquals(new Host.PreemptWorkload("spot-1", closes), notice);
+    // Until the rental runs (confirms its cards) it is told again with every heartbeat, since a rental still being
+    // created can miss a message; then once more, and never again. The agent is told once.
     windowed.heartbeat(session.getRef(), 2, HostDriver.healthy(4));
-    assertEquals(1, preempted.size(), "a notice is given once");
+    assertEquals(List.of("spot-1@" + closes, "spot-1@" + closes), preempted, "told again: not running yet");
+    ok(windowed.confirm("spot-1"));
+    windowed.heartbeat(session.getRef(), 3, HostDriver.healthy(4));
+    windowed.heartbeat(session.getRef(), 4, HostDriver.healthy(4));
+    assertEquals(3, preempted.size(), "once more after it runs, then not again: " + preempted);
+    session.expectNoMessage(Duration.ofMillis(200));
   }
 
   @Test

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.money.Metering;
 import dev.tickmark.engine.rental.Rental.Checkpoint;

@@ -247,7 +247,7 @@ class RentalTest {
     Rental.Terms terms = new Rental.Terms(f.hostId, f.providerId, List.of(0, 1), FLOOR, false, START, REGION);
     assertEquals(terms, created.terms());
     assertEquals(new Rental.Matched(terms, START), f.events().get(1));
-    assertEquals(new Rental.Provisioning(new Rental.Order(f.renterId, spec, Metering.cost(CEILING, CARDS, 300), START), terms),
+    assertEquals(new Rental.Provisioning(new Rental.Order(f.renterId, spec, Metering.cost(CEILING, CARDS, 300), START), terms, null),
         f.kit.getState());
 
     Host.StartWorkload start = f.host.expect(Host.StartWorkload.class);
@@ -473,6 +473,57 @@ class RentalTest {
     assertEquals(30, f.lastCheckpoint().throughSecond());
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(30)));
     f.awaitAssert(() -> assertConserved(f, cost(30)));
+  }
+
+  @Test
+  void aSpotNoticeThatComesBeforeTheWorkloadStartsIsKeptForWhenItRuns() {
+    RentalFixture f = fixture();
+    Spec spec = spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class);
+    f.awaitState(Rental.Provisioning.class);
+    // The host checks its availability window on a heartbeat before the agent reported the start.
+    Instant deadline = at(40);
+    var noticed = f.kit.runCommand(new Rental.Preempt(f.hostId, deadline));
+    assertEquals(List.of(new Rental.PreemptionScheduled(deadline, at(0))), noticed.events());
+    assertEquals("provisioning", f.get().status());
+    assertEquals(deadline, f.get().preemptionDeadline());
+    assertTrue(f.kit.runCommand(new Rental.Preempt(f.hostId, deadline)).hasNoEvents(), "told again: changes nothing");
+    assertTrue(f.kit.runCommand(new Rental.Preempt("some-other-host", at(5))).hasNoEvents());
+
+    f.clock.advance(Duration.ofSeconds(10));
+    f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
+    View running = f.get();
+    assertEquals("running", running.status());
+    assertEquals(deadline, running.preemptionDeadline(), "carried into the running rental");
+    assertEquals(deadline, f.kit.restart().state() instanceof Rental.Running r ? r.preemptionDeadline() : null, "and recovered");
+
+    f.clock.advance(Duration.ofSeconds(35)); // 45 s, 5 s past the deadline
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(new Ended(Rental.PREEMPTED, deadline, 30, at(45)), ended, "billed from the start (10 s) to the deadline (40 s)");
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(30)));
+    f.awaitAssert(() -> assertConserved(f, cost(30)));
+  }
+
+  @Test
+  void aSpotRentalWhoseWindowClosesBeforeItStartsEndsPreemptedWithNothingCharged() {
+    RentalFixture f = fixture();
+    Spec spec = spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class);
+    f.awaitState(Rental.Provisioning.class);
+    // A notice whose deadline is (about to be) past: the workload never started in time.
+    f.kit.runCommand(new Rental.Preempt(f.hostId, at(0)));
+
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.PREEMPTED, ended.reason());
+    assertEquals(0, ended.billedSeconds());
+    f.host.expect(Host.ReleaseCards.class);
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, DEPOSIT, 0);
+    assertConserved(f, 0);
   }
 
   @Test
@@ -752,7 +803,7 @@ class RentalTest {
     // Each retry waits the ask timeout plus at least 0.8 x (200 ms doubled per failure in a row).
     for (int failure = 0; failure < 4; failure++) {
       long gapMillis = (attempts.get(failure + 1) - attempts.get(failure)) / 1_000_000;
-      long atLeast = askTimeout.toMillis() + (long) (0.8 * 200 * (1 << Math.min(failure, 3)));
+      long atLeast = askTimeout.toMillis() + 160L * (1 << Math.min(failure, 3)); // 80 % of 200 ms, doubled
       assertTrue(gapMillis >= atLeast, "retry " + (failure + 1) + " came after " + gapMillis + " ms, expected at least " + atLeast);
     }
     assertEquals(1, f.provider.events(Account.EarningsCredited.class).size());
@@ -761,14 +812,15 @@ class RentalTest {
   @Test
   void redeliveryWaitsDoubleUpToEightRetryIntervalsAndSpreadTwentyPercent() {
     Duration interval = Duration.ofSeconds(1);
-    assertEquals(Duration.ofMillis(800), Rental.redeliveryDelay(interval, 0, 0.0));
-    assertEquals(Duration.ofMillis(1_000), Rental.redeliveryDelay(interval, 0, 0.5));
-    assertEquals(Duration.ofMillis(2_000), Rental.redeliveryDelay(interval, 1, 0.5));
-    assertEquals(Duration.ofMillis(4_000), Rental.redeliveryDelay(interval, 2, 0.5));
-    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, 3, 0.5));
-    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, 30, 0.5), "capped at eight intervals");
-    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, Integer.MAX_VALUE, 0.5));
-    assertTrue(Rental.redeliveryDelay(interval, 3, 0.999_999).compareTo(Duration.ofMillis(9_600)) < 0, "below +20 %");
+    assertEquals(Duration.ofMillis(800), Rental.redeliveryDelay(interval, 0, 0));
+    assertEquals(Duration.ofMillis(1_000), Rental.redeliveryDelay(interval, 0, 200));
+    assertEquals(Duration.ofMillis(1_200), Rental.redeliveryDelay(interval, 0, Rental.REDELIVERY_SPREAD_PERMILLE));
+    assertEquals(Duration.ofMillis(2_000), Rental.redeliveryDelay(interval, 1, 200));
+    assertEquals(Duration.ofMillis(4_000), Rental.redeliveryDelay(interval, 2, 200));
+    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, 3, 200));
+    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, 30, 200), "capped at eight intervals");
+    assertEquals(Duration.ofMillis(9_600), Rental.redeliveryDelay(interval, Integer.MAX_VALUE, Rental.REDELIVERY_SPREAD_PERMILLE));
+    assertEquals(Duration.ofMillis(160), Rental.redeliveryDelay(Duration.ofMillis(200), 0, 0));
   }
 
   @Test

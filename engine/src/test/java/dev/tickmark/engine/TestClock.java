@@ -1,4 +1,4 @@
-package dev.tickmark.engine.rental;
+package dev.tickmark.engine;
 
 import java.time.Clock;
 import java.time.Duration;
@@ -6,19 +6,19 @@ import java.time.Instant;
 import java.time.ZoneId;
 import java.time.ZoneOffset;
 
-/** A UTC clock that only moves when a test moves it. */
-final class TestClock extends Clock {
+/** A UTC clock that only moves when a test moves it; shared by the entity tests. */
+public final class TestClock extends Clock {
   private volatile Instant now;
 
-  TestClock(Instant start) {
+  public TestClock(Instant start) {
     this.now = start;
   }
 
-  void set(Instant instant) {
+  public void set(Instant instant) {
     now = instant;
   }
 
-  void advance(Duration duration) {
+  public void advance(Duration duration) {
     now = now.plus(duration);
   }
 
