@@ -475,14 +475,20 @@ class RentalTest {
     f.awaitAssert(() -> assertConserved(f, cost(30)));
   }
 
-  @Test
-  void aSpotNoticeThatComesBeforeTheWorkloadStartsIsKeptForWhenItRuns() {
+  /** A spot rental matched and asked to start, the agent not having reported the start yet. */
+  private RentalFixture provisioningSpotRental() {
     RentalFixture f = fixture();
     Spec spec = spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30);
     f.create(spec);
     f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
     f.host.expect(Host.StartWorkload.class);
     f.awaitState(Rental.Provisioning.class);
+    return f;
+  }
+
+  @Test
+  void aSpotNoticeThatComesBeforeTheWorkloadStartsIsKeptForWhenItRuns() {
+    RentalFixture f = provisioningSpotRental();
     // The host checks its availability window on a heartbeat before the agent reported the start.
     Instant deadline = at(40);
     var noticed = f.kit.runCommand(new Rental.Preempt(f.hostId, deadline));
@@ -508,12 +514,7 @@ class RentalTest {
 
   @Test
   void aSpotRentalWhoseWindowClosesBeforeItStartsEndsPreemptedWithNothingCharged() {
-    RentalFixture f = fixture();
-    Spec spec = spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30);
-    f.create(spec);
-    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
-    f.host.expect(Host.StartWorkload.class);
-    f.awaitState(Rental.Provisioning.class);
+    RentalFixture f = provisioningSpotRental();
     // A notice whose deadline is (about to be) past: the workload never started in time.
     f.kit.runCommand(new Rental.Preempt(f.hostId, at(0)));
 
