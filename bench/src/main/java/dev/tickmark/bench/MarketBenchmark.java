@@ -31,6 +31,7 @@ import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -101,6 +102,8 @@ public final class MarketBenchmark {
         --drain=S                  at most S seconds to wait for answers after a rate's arrivals (default 20)
         --cards=N                  cards per host (default 8)
         --via=http|sharding        POST /v1/rentals with API keys (default), or Rental.Create through sharding
+        --cold-shards=true|false   leave the rental shards to be placed by the measured launches (default false:
+                                   every shard is started first, as on a node that has run for a while)
         --max-in-flight=N          launches in flight at once; arrivals beyond are shed and counted (default 1000)
         --wait-seconds=N           the rentals' wait_seconds (default 10)
         (b) meter: concurrently running rentals
@@ -161,7 +164,7 @@ public final class MarketBenchmark {
 
   record Options(List<String> parts, int[] hosts, int[] rates, int duration, int warmup, int warmupRate, int drain, int cards, String via, int maxInFlight,
       int waitSeconds, int[] meterSizes, int meterWindow, int meterCards, int meterModels, int probes, int rampTimeout, int maxLagMs, int rawRows,
-      int renters, int providers) {
+      int renters, int providers, boolean coldShards) {
     static Options of(Args a) {
       Options o = new Options(
           List.of(a.string("parts", "match,meter").split(",")),
@@ -184,7 +187,8 @@ public final class MarketBenchmark {
           a.integer("max-lag-ms", 1000),
           a.integer("raw-rows", 100_000),
           a.integer("renters", 200),
-          a.integer("providers", 100));
+          a.integer("providers", 100),
+          Boolean.parseBoolean(a.string("cold-shards", "false")));
       if (!o.via.equals("http") && !o.via.equals("sharding")) throw new IllegalArgumentException("--via is http or sharding");
       return o;
     }
@@ -480,6 +484,7 @@ public final class MarketBenchmark {
       List<RateResult> results = new ArrayList<>();
       try {
         openAccounts(o.via().equals("http"));
+        if (!o.coldShards()) startRentalShards();
         boolean warm = o.warmup() == 0;
         for (int hosts : o.hosts()) {
           addHosts(hosts - hostIds.size(), o.cards(), H100);
@@ -502,6 +507,30 @@ public final class MarketBenchmark {
         OUT.println("database: " + db.analyzeSummary());
       }
       return summary(results);
+    }
+
+    /**
+     * Starts every shard of the rentals before measuring. Rental ids are random, so on a fresh node the first few
+     * thousand launches keep landing in shards that are not placed yet, and each such launch waits for the
+     * coordinator to allocate one; a node that has run for a while has them all. One {@code Get} per shard, for an
+     * id that does not exist (it answers not-found and passivates later). {@code --cold-shards=true} skips this.
+     */
+    private void startRentalShards() throws Exception {
+      int shards = system.settings().config().getInt("pekko.cluster.sharding.number-of-shards");
+      Map<Integer, String> idPerShard = new HashMap<>();
+      Random random = new Random(1);
+      while (idPerShard.size() < shards) {
+        String id = o.via().equals("sharding") ? "rnt_shard_" + random.nextInt(Integer.MAX_VALUE)
+            : String.format(Locale.ROOT, "rnt_%024x", new java.math.BigInteger(96, random));
+        // Pekko's default: the shard is the entity id's hash code modulo the number of shards.
+        idPerShard.putIfAbsent(Math.abs(id.hashCode() % shards), id);
+      }
+      List<String> ids = new ArrayList<>(idPerShard.values());
+      long t0 = System.nanoTime();
+      bounded(64, ids.size(), i -> plain(rental(ids.get(i)).<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK))
+          .handle((v, e) -> null)); // not found, as expected
+      OUT.printf(Locale.ROOT, "-- started all %,d rental shards in %.1f s (--cold-shards=true leaves them to the launches)%n", shards,
+          (System.nanoTime() - t0) / 1e9);
     }
 
     private CompletionStage<Launched> launch(int index) {
