@@ -17,6 +17,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.function.BiFunction;
 import java.util.stream.IntStream;
+import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
@@ -132,6 +133,14 @@ public final class Account
 
   public record GetHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
 
+  /**
+   * From a rental that has closed: every settlement of it is acknowledged and it sends nothing more, so its closed
+   * hold (renter) or closed source (provider) need not be kept for idempotency any longer. Without it an account
+   * would keep an entry for every rental it ever had. An id still open, unknown or already forgotten changes nothing.
+   * The answer ({@code Done}) comes either way.
+   */
+  public record ForgetClosed(String id, ActorRef<Done> replyTo) implements Command {}
+
   /** Sent by the account to itself: persist the settlement postings buffered since the last write, together. */
   enum FlushPostings implements Command {
     INSTANCE
@@ -213,6 +222,9 @@ public final class Account
 
   public record Resumed(Instant at) implements Event {}
 
+  /** The closed hold and closed source of {@code id} (a rental) were dropped; see {@link Forgotten}. */
+  public record ClosedForgotten(String id, Instant at) implements Event {}
+
   // ---------------------------------------------------------------------------------------------
   // State: immutable (snapshots are written asynchronously), with the lifecycle as types.
 
@@ -239,6 +251,36 @@ public final class Account
       long throughSecond, long cumulativeProvider, long cumulativePlatform, long lastProvider, long lastPlatform)
       implements CborSerializable {}
 
+  /**
+   * Ids whose closed hold and source were dropped once their rental closed ({@link ForgetClosed}): remembered for
+   * one to two days, in two generations of a day each (the older one is dropped as a whole when the newer is a day
+   * old, by the events' own time, so replay gives the same state), so that a late duplicate of a
+   * {@link PlaceHold} or {@link CreditEarnings} cannot open them again. Any message of a closed rental is long
+   * delivered or dropped by then (asks time out in seconds, sharding buffers hand over within a minute).
+   */
+  public record Forgotten(Map<String, Instant> recent, Map<String, Instant> older, Instant recentSince)
+      implements CborSerializable {
+    static final Duration GENERATION = Duration.ofDays(1);
+    static final Forgotten NONE = new Forgotten(Map.of(), Map.of(), null);
+
+    @JsonCreator
+    public Forgotten {
+      recent = PersistentMap.of(recent == null ? Map.of() : recent);
+      older = PersistentMap.of(older == null ? Map.of() : older);
+    }
+
+    boolean contains(String id) {
+      return recent.containsKey(id) || older.containsKey(id);
+    }
+
+    Forgotten with(String id, Instant at) {
+      if (recentSince == null || !at.isBefore(recentSince.plus(GENERATION))) {
+        return new Forgotten(PersistentMap.<Instant>empty().with(id, at), recentSince == null ? older : recent, at);
+      }
+      return new Forgotten(Account.with(recent, id, at), older, recentSince);
+    }
+  }
+
   public record OpenAccount(
       String name,
       long deposited,
@@ -257,10 +299,14 @@ public final class Account
       Map<String, SourceMark> openSources,
       Map<String, SourceMark> closedSources,
       PayoutDetails payoutDetails,
-      Suspension suspension)
+      Suspension suspension,
+      Forgotten forgotten)
       implements State {
 
-    /** The maps grow with every rental the account ever had: kept as {@link PersistentMap}s, updated in O(log n). */
+    /**
+     * Keyed by rental: open holds and sources, closed ones until their rental has closed too (then forgotten), and
+     * deposits and payouts. Kept as {@link PersistentMap}s, updated in O(log n).
+     */
     @JsonCreator
     public OpenAccount {
       deposits = PersistentMap.of(deposits);
@@ -269,11 +315,12 @@ public final class Account
       closedHolds = PersistentMap.of(closedHolds);
       openSources = PersistentMap.of(openSources);
       closedSources = PersistentMap.of(closedSources);
+      if (forgotten == null) forgotten = Forgotten.NONE; // snapshots from before forgetting
     }
 
     static OpenAccount opened(String name) {
       return new OpenAccount(name, 0, 0, 0, 0, 0, 0, null, 0, 0, Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), null,
-          null);
+          null, Forgotten.NONE);
     }
 
     long balance() {
@@ -323,13 +370,13 @@ public final class Account
       return new OpenAccount(
           name, deposited + e.amount(), captured, held, credited, platformCredited, paidOut, spendCap, month,
           capturedInMonth, with(deposits, e.reference(), e.amount()), payouts, openHolds, closedHolds, openSources,
-          closedSources, payoutDetails, suspension);
+          closedSources, payoutDetails, suspension, forgotten);
     }
 
     OpenAccount withHold(String holdId, Hold hold, long heldDelta) {
       return new OpenAccount(
           name, deposited, captured, held + heldDelta, credited, platformCredited, paidOut, spendCap, month,
-          capturedInMonth, deposits, payouts, with(openHolds, holdId, hold), closedHolds, openSources, closedSources, payoutDetails, suspension);
+          capturedInMonth, deposits, payouts, with(openHolds, holdId, hold), closedHolds, openSources, closedSources, payoutDetails, suspension, forgotten);
     }
 
     OpenAccount withCapture(Captured e) {
@@ -341,7 +388,7 @@ public final class Account
       return new OpenAccount(
           name, deposited, captured + e.amount(), held - e.amount(), credited, platformCredited, paidOut, spendCap,
           eventMonth, inMonth, deposits, payouts, with(openHolds, e.holdId(), updated), closedHolds, openSources,
-          closedSources, payoutDetails, suspension);
+          closedSources, payoutDetails, suspension, forgotten);
     }
 
     OpenAccount withRelease(HoldReleased e) {
@@ -350,7 +397,7 @@ public final class Account
       return new OpenAccount(
           name, deposited, captured, held - e.released(), credited, platformCredited, paidOut, spendCap, month,
           capturedInMonth, deposits, payouts, without(openHolds, e.holdId()), with(closedHolds, e.holdId(), closed),
-          openSources, closedSources, payoutDetails, suspension);
+          openSources, closedSources, payoutDetails, suspension, forgotten);
     }
 
     OpenAccount withEarnings(EarningsCredited e) {
@@ -361,32 +408,39 @@ public final class Account
       Map<String, SourceMark> closed = e.last() ? with(closedSources, e.sourceId(), mark) : closedSources;
       return new OpenAccount(
           name, deposited, captured, held, credited + e.providerAmount(), platformCredited + e.platformAmount(),
-          paidOut, spendCap, month, capturedInMonth, deposits, payouts, openHolds, closedHolds, open, closed, payoutDetails, suspension);
+          paidOut, spendCap, month, capturedInMonth, deposits, payouts, openHolds, closedHolds, open, closed, payoutDetails, suspension, forgotten);
     }
 
     OpenAccount withPayout(PaidOut e) {
       return new OpenAccount(
           name, deposited, captured, held, credited, platformCredited, paidOut + e.amount(), spendCap, month,
           capturedInMonth, deposits, with(payouts, e.payoutId(), e.amount()), openHolds, closedHolds, openSources,
-          closedSources, payoutDetails, suspension);
+          closedSources, payoutDetails, suspension, forgotten);
     }
 
     OpenAccount withSpendCap(SpendCapSet e) {
       return new OpenAccount(
           name, deposited, captured, held, credited, platformCredited, paidOut, e.monthlyCap(), month, capturedInMonth,
-          deposits, payouts, openHolds, closedHolds, openSources, closedSources, payoutDetails, suspension);
+          deposits, payouts, openHolds, closedHolds, openSources, closedSources, payoutDetails, suspension, forgotten);
     }
 
     OpenAccount withPayoutDetails(PayoutDetailsSet e) {
       return new OpenAccount(
           name, deposited, captured, held, credited, platformCredited, paidOut, spendCap, month, capturedInMonth,
-          deposits, payouts, openHolds, closedHolds, openSources, closedSources, e.details(), suspension);
+          deposits, payouts, openHolds, closedHolds, openSources, closedSources, e.details(), suspension, forgotten);
+    }
+
+    OpenAccount withForgotten(ClosedForgotten e) {
+      return new OpenAccount(
+          name, deposited, captured, held, credited, platformCredited, paidOut, spendCap, month, capturedInMonth,
+          deposits, payouts, openHolds, without(closedHolds, e.id()), openSources, without(closedSources, e.id()), payoutDetails,
+          suspension, forgotten.with(e.id(), e.at()));
     }
 
     OpenAccount withSuspension(Suspension newSuspension) {
       return new OpenAccount(
           name, deposited, captured, held, credited, platformCredited, paidOut, spendCap, month, capturedInMonth,
-          deposits, payouts, openHolds, closedHolds, openSources, closedSources, payoutDetails, newSuspension);
+          deposits, payouts, openHolds, closedHolds, openSources, closedSources, payoutDetails, newSuspension, forgotten);
     }
   }
 
@@ -541,6 +595,7 @@ public final class Account
         .onCommand(Suspend.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(Resume.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(GetHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(ForgetClosed.class, cmd -> Effect().reply(cmd.replyTo(), Done.getInstance()))
         .onCommand(FlushPostings.class, cmd -> Effect().noReply());
 
     CommandHandlerWithReplyBuilderByState<Command, Event, OpenAccount, State> open =
@@ -553,6 +608,7 @@ public final class Account
         .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), summary(state)))
         .onCommand(Deposit.class, this::onDeposit)
         .onCommand(PlaceHold.class, this::onPlaceHold)
+        .onCommand(ForgetClosed.class, this::onForgetClosed)
         .onCommand(ExtendHold.class, this::onExtendHold)
         .onCommand(ReleaseHold.class, this::onReleaseHold)
         .onCommand(Payout.class, this::onPayout)
@@ -604,6 +660,9 @@ public final class Account
         return Effect().reply(cmd.replyTo(), StatusReply.success(existing.view(cmd.holdId(), true)));
       }
       return Effect().reply(cmd.replyTo(), conflict("hold:" + cmd.holdId(), "the hold already exists"));
+    }
+    if (state.forgotten().contains(cmd.holdId())) {
+      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_CLOSED, "hold " + cmd.holdId() + " belonged to a rental that has closed"));
     }
     if (state.suspended()) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
@@ -694,6 +753,9 @@ public final class Account
       return Outcome.answer(reply(Rejection.INVALID_AMOUNT, "credits name a second from 1 and non-negative totals"));
     }
     SourceMark mark = state.source(cmd.sourceId());
+    if (mark == null && state.forgotten().contains(cmd.sourceId())) {
+      return Outcome.answer(reply(Rejection.HOLD_CLOSED, "source " + cmd.sourceId() + " belonged to a rental that has closed"));
+    }
     long throughSecond = mark == null ? -1 : mark.throughSecond();
     if (mark != null && cmd.throughSecond() == throughSecond) {
       if (cmd.cumulativeProviderAmount() == mark.cumulativeProvider() && cmd.cumulativePlatformAmount() == mark.cumulativePlatform()) {
@@ -727,6 +789,14 @@ public final class Account
     return new Outcome(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), cmd.cumulativeProviderAmount(),
             cmd.cumulativePlatformAmount(), provider, platform, cmd.last(), now),
         StatusReply.success(new Posting(key, provider, false)));
+  }
+
+  private ReplyEffect<Event, State> onForgetClosed(OpenAccount state, ForgetClosed cmd) {
+    String id = cmd.id();
+    boolean open = state.openHolds().containsKey(id) || state.openSources().containsKey(id);
+    boolean closed = state.closedHolds().containsKey(id) || state.closedSources().containsKey(id);
+    if (badKey(id) || open || !closed) return Effect().reply(cmd.replyTo(), Done.getInstance());
+    return Effect().persist(new ClosedForgotten(id, now())).thenReply(cmd.replyTo(), s -> Done.getInstance());
   }
 
   private ReplyEffect<Event, State> onPayout(OpenAccount state, Payout cmd) {
@@ -810,7 +880,8 @@ public final class Account
         .onEvent(SpendCapSet.class, OpenAccount::withSpendCap)
         .onEvent(PayoutDetailsSet.class, OpenAccount::withPayoutDetails)
         .onEvent(Suspended.class, (s, e) -> s.withSuspension(new Suspension(e.reason(), e.at())))
-        .onEvent(Resumed.class, (s, e) -> s.withSuspension(null));
+        .onEvent(Resumed.class, (s, e) -> s.withSuspension(null))
+        .onEvent(ClosedForgotten.class, OpenAccount::withForgotten);
     return builder.build();
   }
 

@@ -877,7 +877,20 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return Effect().persist(new Closed(now())).thenRun(s -> {
       notifySubscribers(s);
       subscribers.clear();
+      forgetInAccounts(state);
     }).thenNoReply();
+  }
+
+  /**
+   * Closed: every posting of this rental is acknowledged and it sends no more, so the accounts may drop the closed
+   * hold and source they keep for its duplicates. Told once; if that is lost, the accounts just keep them.
+   */
+  private void forgetInAccounts(Ending state) {
+    ActorRef<Done> ignore = context.getSystem().ignoreRef();
+    ports.account(state.order().renterId()).tell(new Account.ForgetClosed(rentalId, ignore));
+    if (state.terms() != null && !state.terms().providerId().equals(state.order().renterId())) {
+      ports.account(state.terms().providerId()).tell(new Account.ForgetClosed(rentalId, ignore));
+    }
   }
 
   private ReplyEffect<Event, State> onLateWorkloadMessage(State state, WorkloadStarted cmd) {

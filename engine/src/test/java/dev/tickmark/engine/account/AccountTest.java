@@ -48,6 +48,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.pekko.Done;
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
@@ -530,6 +531,81 @@ class AccountTest {
     assertEquals(1_285, summary().credited());
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // Forgetting closed rentals
+
+  @Test
+  void aClosedHoldIsForgottenOnceItsRentalClosedAndCannotBeOpenedAgain() {
+    open("Ada");
+    ok(deposit("pay-1", 1_000));
+    ok(placeHold("r1", 100));
+    ok(capture("r1", 10, 30));
+    assertTrue(forget("r1").hasNoEvents(), "an open hold is kept");
+    ok(release("r1"));
+    Summary before = summary();
+
+    var forgotten = forget("r1");
+    assertEquals(List.of(new Account.ClosedForgotten("r1", START)), forgotten.events());
+    assertEquals(Done.getInstance(), forgotten.reply());
+    assertRecovers();
+    OpenAccount state = (OpenAccount) kit.getState();
+    assertFalse(state.closedHolds().containsKey("r1"));
+    assertEquals(before, summary(), "no money moves");
+    assertTrue(forget("r1").hasNoEvents(), "forgotten already");
+    assertTrue(forget("never-seen").hasNoEvents());
+
+    // A late duplicate of the placement is refused rather than opening a new hold; the rest answer not found.
+    assertRejected(Rejection.HOLD_CLOSED, placeHold("r1", 100));
+    assertRejected(Rejection.HOLD_NOT_FOUND, getHold("r1"));
+    assertRejected(Rejection.HOLD_NOT_FOUND, release("r1"));
+    assertRejected(Rejection.HOLD_NOT_FOUND, capture("r1", 10, 30));
+    assertEquals(before, summary());
+  }
+
+  @Test
+  void aClosedSourceIsForgottenAndALateCreditMovesNoMoney() {
+    open("Host");
+    ok(credit("rent-1", 60, 850, 150, false));
+    assertTrue(forget("rent-1").hasNoEvents(), "an open source is kept");
+    ok(credit("rent-1", 90, 1_275, 225, true));
+    assertEquals(List.of(new Account.ClosedForgotten("rent-1", START)), forget("rent-1").events());
+    assertRecovers();
+    assertFalse(((OpenAccount) kit.getState()).closedSources().containsKey("rent-1"));
+
+    // Without the tombstone these would open "rent-1" as a new source and credit it all again.
+    assertRejected(Rejection.HOLD_CLOSED, credit("rent-1", 90, 1_275, 225, true));
+    assertRejected(Rejection.HOLD_CLOSED, credit("rent-1", 60, 850, 150, false));
+    assertEquals(1_275, summary().credited());
+    assertEquals(225, summary().platformCredited());
+  }
+
+  @Test
+  void forgottenIdsAreRememberedForAtLeastADayThenDropped() {
+    open("Host");
+    ok(credit("a", 10, 10, 2, true));
+    ok(credit("b", 10, 10, 2, true));
+    ok(credit("c", 10, 10, 2, true));
+    forget("a"); // the first generation starts now
+    clock.advance(Duration.ofDays(1).minusSeconds(1));
+    forget("b"); // same generation
+    clock.advance(Duration.ofSeconds(1));
+    forget("c"); // a day after the first: a new generation, "a" and "b" are the older one
+    assertRejected(Rejection.HOLD_CLOSED, credit("a", 10, 10, 2, true));
+    assertRecovers();
+    Account.Forgotten forgotten = ((OpenAccount) kit.getState()).forgotten();
+    assertEquals(java.util.Set.of("c"), forgotten.recent().keySet());
+    assertEquals(java.util.Set.of("a", "b"), forgotten.older().keySet());
+
+    ok(credit("d", 10, 10, 2, true));
+    clock.advance(Duration.ofDays(1));
+    forget("d"); // another day: the generation of "a" and "b" is dropped, so the state stays bounded
+    forgotten = ((OpenAccount) kit.getState()).forgotten();
+    assertEquals(java.util.Set.of("d"), forgotten.recent().keySet());
+    assertEquals(java.util.Set.of("c"), forgotten.older().keySet());
+    assertRejected(Rejection.HOLD_CLOSED, credit("c", 10, 10, 2, true));
+    assertEquals(new Posting("a:10", 10, false), ok(credit("a", 10, 10, 2, true)), "two days on, \"a\" is unknown again");
+  }
+
   @Test
   void rejectsCreditsBeyondLargestAmount() {
     open("Host");
@@ -950,6 +1026,10 @@ class AccountTest {
   private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> credit(
       String sourceId, long throughSecond, long provider, long platform, boolean last) {
     return kit.runCommand(replyTo -> new CreditEarnings(sourceId, throughSecond, provider, platform, last, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, Done> forget(String id) {
+    return kit.runCommand(replyTo -> new Account.ForgetClosed(id, replyTo));
   }
 
   private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> payout(String payoutId, long amount) {

@@ -372,6 +372,12 @@ final class RentalFixture {
       return probe.receiveMessage(WAIT);
     }
 
+    StatusReply<Account.HoldView> placeHold(String holdId, long amount) {
+      TestProbe<StatusReply<Account.HoldView>> probe = testKit.createTestProbe();
+      account.tell(new Account.PlaceHold(holdId, amount, probe.getRef()));
+      return probe.receiveMessage(WAIT);
+    }
+
     StatusReply<Account.Posting> capture(String holdId, long through, long cumulative) {
       TestProbe<StatusReply<Account.Posting>> probe = testKit.createTestProbe();
       account.tell(new Account.Capture(holdId, through, cumulative, probe.getRef()));

@@ -11,7 +11,6 @@ import static dev.tickmark.engine.rental.RentalFixture.spec;
 import static dev.tickmark.engine.rental.RentalFixture.withAskTimeout;
 import static dev.tickmark.engine.rental.RentalFixture.withProvisioningTimeout;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -105,10 +104,15 @@ class RentalTest {
     assertEquals(0, renter.held(), "nothing stays held");
     assertEquals(deposit - charged, renter.balance());
     assertEquals(deposit - charged, renter.available());
-    Account.HoldView hold = ok(f.renter.hold(f.rentalId));
-    assertFalse(hold.open(), "the hold is closed");
-    assertEquals(charged, hold.captured());
-    assertEquals(hold.amount() - charged, hold.released());
+    // The hold's story from the account's journal: once the rental closes, the account forgets the closed hold.
+    String id = f.rentalId;
+    long placed = f.renter.events(Account.HoldPlaced.class).stream().filter(e -> e.holdId().equals(id)).mapToLong(Account.HoldPlaced::amount).sum()
+        + f.renter.events(Account.HoldExtended.class).stream().filter(e -> e.holdId().equals(id)).mapToLong(Account.HoldExtended::added).sum();
+    long captured = f.renter.events(Account.Captured.class).stream().filter(e -> e.holdId().equals(id)).mapToLong(Account.Captured::amount).sum();
+    List<Account.HoldReleased> released = f.renter.events(Account.HoldReleased.class).stream().filter(e -> e.holdId().equals(id)).toList();
+    assertEquals(charged, captured, "captured from the hold");
+    assertEquals(1, released.size(), "released once");
+    assertEquals(placed - charged, released.get(0).released(), "the rest released");
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -942,6 +946,27 @@ class RentalTest {
   }
 
   @Test
+  void aClosedRentalLetsBothAccountsForgetItsHoldAndSource() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(12));
+    f.stop();
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    f.awaitAssert(() -> {
+      assertEquals(List.of(f.rentalId), f.renter.events(Account.ClosedForgotten.class).stream().map(Account.ClosedForgotten::id).toList());
+      assertEquals(List.of(f.rentalId), f.provider.events(Account.ClosedForgotten.class).stream().map(Account.ClosedForgotten::id).toList());
+    });
+    assertRejected(Rejection.HOLD_NOT_FOUND, f.renter.hold(f.rentalId));
+    // Late duplicates cannot open them again, and the money stands.
+    assertRejected(Rejection.HOLD_CLOSED, f.renter.placeHold(f.rentalId, 1_000));
+    Checkpoint last = f.lastCheckpoint();
+    assertRejected(Rejection.HOLD_CLOSED, f.provider.credit(f.rentalId, last.throughSecond(), last.provider(), last.platform(), true));
+    assertHoldReleased(f, DEPOSIT, cost(12));
+    assertConserved(f, cost(12));
+  }
+
+  @Test
   void restartRecoversEndingAndFinishesTheMoneyOnce() {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
@@ -949,7 +974,7 @@ class RentalTest {
     f.stop();
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(17)));
     f.awaitAssert(() -> assertConserved(f, cost(17)));
-    int accountEvents = f.renter.events().size() + f.provider.events().size();
+    int accountEvents = postings(f);
 
     State before = f.awaitState(Rental.Ending.class);
     assertEquals(before, f.kit.restart().state());
@@ -959,7 +984,13 @@ class RentalTest {
     f.awaitState(Rental.Finished.class);
     assertHoldReleased(f, DEPOSIT, cost(17));
     assertConserved(f, cost(17));
-    assertEquals(accountEvents, f.renter.events().size() + f.provider.events().size(), "nothing posted twice");
+    assertEquals(accountEvents, postings(f), "nothing posted twice");
+  }
+
+  /** The events of the two accounts other than their forgetting the closed rental. */
+  private static int postings(RentalFixture f) {
+    return (int) java.util.stream.Stream.concat(f.renter.events().stream(), f.provider.events().stream())
+        .filter(e -> !(e instanceof Account.ClosedForgotten)).count();
   }
 
   @Test
