@@ -461,11 +461,11 @@ public final class Account
   private final Clock clock;
   private final ActorContext<Command> context;
 
-  // Settlement postings (captures, earnings credits) are validated as they arrive, against the state as it
-  // will be once the ones before them are persisted, and written together: one write per batch instead of
-  // one per posting, so an account with thousands of running rentals keeps up (a provider with 10,000
-  // rentals is credited 1,000 times a second). Answers go out after the write. Any other command waits
-  // (stashed) until the batch is written, so commands still take effect in the order they arrived.
+  // Settlement postings (captures, earnings credits, and forgetting closed rentals) are validated as they
+  // arrive, against the state as it will be once the ones before them are persisted, and written together:
+  // one write per batch instead of one per posting, so an account with thousands of running rentals keeps up
+  // (a provider with 10,000 rentals is credited 1,000 times a second). Answers go out after the write. Any
+  // other command waits (stashed) until the batch is written, so commands still take effect in arrival order.
   private final List<Event> pendingEvents = new ArrayList<>();
   private final List<Runnable> pendingAnswers = new ArrayList<>();
   /** The state once {@link #pendingEvents} are persisted; null when nothing is buffered. */
@@ -492,9 +492,9 @@ public final class Account
   }
 
   /** An answer, and the event to persist before giving it (null: nothing to persist). */
-  record Outcome(Event event, StatusReply<Posting> answer) {
-    static Outcome answer(StatusReply<Posting> answer) {
-      return new Outcome(null, answer);
+  record Outcome<R>(Event event, R answer) {
+    static <R> Outcome<R> answer(R answer) {
+      return new Outcome<>(null, answer);
     }
   }
 
@@ -504,14 +504,14 @@ public final class Account
     return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), state -> forgetBuffer()).build();
   }
 
-  private ReplyEffect<Event, State> buffer(OpenAccount state, ActorRef<StatusReply<Posting>> replyTo,
-      BiFunction<OpenAccount, Instant, Outcome> posting) {
+  private <R> ReplyEffect<Event, State> buffer(OpenAccount state, ActorRef<R> replyTo,
+      BiFunction<OpenAccount, Instant, Outcome<R>> posting) {
     if (holdingBack) return Effect().stash();
     if (pendingState == null) {
       pendingState = state;
       context.getSelf().tell(FlushPostings.INSTANCE);
     }
-    Outcome outcome = posting.apply(pendingState, now());
+    Outcome<R> outcome = posting.apply(pendingState, now());
     if (outcome.event() != null) {
       pendingEvents.add(outcome.event());
       pendingState = (OpenAccount) eventHandlerOnce().apply(pendingState, outcome.event());
@@ -602,13 +602,13 @@ public final class Account
         newCommandHandlerWithReplyBuilder().forStateType(OpenAccount.class);
     open.onCommand(Capture.class, (state, cmd) -> buffer(state, cmd.replyTo(), (pending, now) -> capture(pending, cmd, now)))
         .onCommand(CreditEarnings.class, (state, cmd) -> buffer(state, cmd.replyTo(), (pending, now) -> credit(pending, cmd, now)))
+        .onCommand(ForgetClosed.class, (state, cmd) -> buffer(state, cmd.replyTo(), (pending, now) -> forget(pending, cmd, now)))
         .onCommand(FlushPostings.class, (state, cmd) -> flush())
         .onCommand(cmd -> pendingState != null, (state, cmd) -> waitForBuffer())
         .onCommand(Open.class, this::onReopen)
         .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), summary(state)))
         .onCommand(Deposit.class, this::onDeposit)
         .onCommand(PlaceHold.class, this::onPlaceHold)
-        .onCommand(ForgetClosed.class, this::onForgetClosed)
         .onCommand(ExtendHold.class, this::onExtendHold)
         .onCommand(ReleaseHold.class, this::onReleaseHold)
         .onCommand(Payout.class, this::onPayout)
@@ -699,7 +699,7 @@ public final class Account
   }
 
   /** What a capture does to {@code state}: at most one event, and the answer once it is persisted. */
-  private static Outcome capture(OpenAccount state, Capture cmd, Instant now) {
+  private static Outcome<StatusReply<Posting>> capture(OpenAccount state, Capture cmd, Instant now) {
     if (badKey(cmd.holdId())) return Outcome.answer(badKeyReply("a hold id"));
     String key = cmd.holdId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeAmount() < 0) {
@@ -729,7 +729,7 @@ public final class Account
       return Outcome.answer(reply(Rejection.HOLD_EXCEEDED,
           "capture of " + Money.format(amount) + " EUR exceeds the " + Money.format(hold.remaining()) + " EUR left on the hold"));
     }
-    return new Outcome(new Captured(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now),
+    return new Outcome<>(new Captured(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now),
         StatusReply.success(new Posting(key, amount, false)));
   }
 
@@ -746,7 +746,7 @@ public final class Account
   }
 
   /** What an earnings credit does to {@code state}: at most one event, and the answer once it is persisted. */
-  private static Outcome credit(OpenAccount state, CreditEarnings cmd, Instant now) {
+  private static Outcome<StatusReply<Posting>> credit(OpenAccount state, CreditEarnings cmd, Instant now) {
     if (badKey(cmd.sourceId())) return Outcome.answer(badKeyReply("a source id"));
     String key = cmd.sourceId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeProviderAmount() < 0 || cmd.cumulativePlatformAmount() < 0) {
@@ -761,7 +761,7 @@ public final class Account
       if (cmd.cumulativeProviderAmount() == mark.cumulativeProvider() && cmd.cumulativePlatformAmount() == mark.cumulativePlatform()) {
         if (cmd.last() && state.openSources().containsKey(cmd.sourceId())) {
           // The source ends on a second it already settled: close it, moving no money.
-          return new Outcome(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), mark.cumulativeProvider(),
+          return new Outcome<>(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), mark.cumulativeProvider(),
                   mark.cumulativePlatform(), 0, 0, true, now),
               StatusReply.success(new Posting(key, mark.lastProvider(), true)));
         }
@@ -786,17 +786,21 @@ public final class Account
     if (provider > Money.MAX_AMOUNT - state.credited() || platform > Money.MAX_AMOUNT - state.platformCredited()) {
       return Outcome.answer(reply(Rejection.AMOUNT_TOO_LARGE, "earnings would exceed the largest amount kept"));
     }
-    return new Outcome(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), cmd.cumulativeProviderAmount(),
+    return new Outcome<>(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), cmd.cumulativeProviderAmount(),
             cmd.cumulativePlatformAmount(), provider, platform, cmd.last(), now),
         StatusReply.success(new Posting(key, provider, false)));
   }
 
-  private ReplyEffect<Event, State> onForgetClosed(OpenAccount state, ForgetClosed cmd) {
+  /**
+   * Buffered with the postings, like them: closing rentals on a busy provider account are as frequent as its
+   * credits, and a single write each would break up its batches.
+   */
+  private static Outcome<Done> forget(OpenAccount state, ForgetClosed cmd, Instant now) {
     String id = cmd.id();
     boolean open = state.openHolds().containsKey(id) || state.openSources().containsKey(id);
     boolean closed = state.closedHolds().containsKey(id) || state.closedSources().containsKey(id);
-    if (badKey(id) || open || !closed) return Effect().reply(cmd.replyTo(), Done.getInstance());
-    return Effect().persist(new ClosedForgotten(id, now())).thenReply(cmd.replyTo(), s -> Done.getInstance());
+    if (badKey(id) || open || !closed) return Outcome.answer(Done.getInstance());
+    return new Outcome<>(new ClosedForgotten(id, now), Done.getInstance());
   }
 
   private ReplyEffect<Event, State> onPayout(OpenAccount state, Payout cmd) {

@@ -20,6 +20,7 @@ import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import org.apache.pekko.Done;
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
@@ -95,6 +96,37 @@ class AccountBatchingTest {
     assertTrue(writes.size() <= 10, "credits written in a few writes, not one each: " + writes);
     assertEquals(1, (int) writes.get(0), "Opened alone first: " + writes);
     assertEquals(301, journal.persistedInStorage(PersistenceId.of(Account.ENTITY_KEY.name(), id).id()).size());
+  }
+
+  @Test
+  void forgettingClosedRentalsGoesInTheSameWritesAsTheCreditsAroundIt() {
+    String id = "acc-batch-3";
+    PersistenceTestKit journal = PersistenceTestKit.create(testKit.system());
+    String persistenceId = PersistenceId.of(Account.ENTITY_KEY.name(), id).id();
+    List<Integer> writes = recordWrites(journal, persistenceId);
+    ActorRef<Account.Command> account = testKit.spawn(Account.create(id, new TestClock(Instant.parse("2026-11-30T10:00:00Z"))));
+    TestProbe<StatusReply<Summary>> opened = testKit.createTestProbe();
+    TestProbe<StatusReply<Posting>> postings = testKit.createTestProbe();
+    TestProbe<Done> forgets = testKit.createTestProbe();
+
+    // 100 rentals each settle for the last time and close, all in one burst: final credit, then forget.
+    account.tell(new Open("Provider", opened.ref()));
+    for (int i = 0; i < 100; i++) {
+      account.tell(new CreditEarnings("rnt-" + i, 10, 850, 150, true, postings.ref()));
+      account.tell(new Account.ForgetClosed("rnt-" + i, forgets.ref()));
+    }
+    assertTrue(opened.expectMessageClass(StatusReply.class, WAIT).isSuccess());
+    for (int i = 0; i < 100; i++) {
+      assertTrue(postings.expectMessageClass(StatusReply.class, WAIT).isSuccess());
+      forgets.expectMessage(WAIT, Done.getInstance());
+    }
+    assertEquals(201, writes.stream().mapToInt(Integer::intValue).sum(), "Opened, 100 credits, 100 forgets: " + writes);
+    assertTrue(writes.size() <= 10, "written together, not one each: " + writes);
+    List<Object> events = journal.persistedInStorage(persistenceId);
+    assertEquals(100, events.stream().filter(e -> e instanceof Account.ClosedForgotten).count());
+    TestProbe<Summary> summaries = testKit.createTestProbe();
+    account.tell(new GetSummary(summaries.ref()));
+    assertEquals(85_000, summaries.expectMessageClass(Summary.class, WAIT).credited(), "forgetting moves no money");
   }
 
   @Test
