@@ -33,6 +33,7 @@ import java.util.Objects;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.pekko.Done;
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
@@ -159,6 +160,15 @@ class AccountModelTest {
     Account.PayoutDetails payoutDetails;
     final Map<String, ModelHold> holds = new HashMap<>();
     final Map<String, ModelSource> sources = new HashMap<>();
+    // Closed rentals forgotten: what their holds captured and their sources credited (no longer in the entity's
+    // maps), the tombstones in two generations of a day, and the ids whose tombstone has been dropped.
+    long forgottenCaptured;
+    long forgottenProvider;
+    long forgottenPlatform;
+    Map<String, Instant> recentlyForgotten = new HashMap<>();
+    Map<String, Instant> earlierForgotten = new HashMap<>();
+    Instant recentSince;
+    final Set<String> tombstoneDropped = new HashSet<>();
 
     Model(String id) {
       this.id = id;
@@ -228,6 +238,7 @@ class AccountModelTest {
             ? Outcome.ok(existing.view(holdId), false)
             : Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
       }
+      if (forgotten(holdId)) return Outcome.error(Rejection.HOLD_CLOSED);
       if (suspension != null) return Outcome.error(Rejection.ACCOUNT_SUSPENDED);
       if (amount <= 0) return Outcome.error(Rejection.INVALID_AMOUNT);
       String refusal = refuseGrowth(amount, now);
@@ -305,6 +316,7 @@ class AccountModelTest {
       String key = sourceId + ":" + second;
       if (second <= 0 || provider < 0 || platform < 0) return Outcome.error(Rejection.INVALID_AMOUNT);
       ModelSource source = sources.get(sourceId);
+      if (source == null && forgotten(sourceId)) return Outcome.error(Rejection.HOLD_CLOSED);
       if (source != null && second == source.mark) {
         return provider == source.provider && platform == source.platform
             ? Outcome.ok(new Posting(key, source.markProvider, true), false)
@@ -335,6 +347,39 @@ class AccountModelTest {
       credited += providerDelta;
       platformCredited += platformDelta;
       return Outcome.ok(new Posting(key, providerDelta, false), true);
+    }
+
+    boolean forgotten(String id) {
+      return recentlyForgotten.containsKey(id) || earlierForgotten.containsKey(id);
+    }
+
+    Outcome forget(String id, Instant now) {
+      if (!open) return Outcome.ok(Done.getInstance(), false);
+      ModelHold hold = holds.get(id);
+      ModelSource source = sources.get(id);
+      boolean stillOpen = (hold != null && hold.open) || (source != null && !source.closed);
+      boolean closed = (hold != null && !hold.open) || (source != null && source.closed);
+      if (stillOpen || !closed) return Outcome.ok(Done.getInstance(), false);
+      if (hold != null) {
+        forgottenCaptured += hold.captured;
+        holds.remove(id);
+      }
+      if (source != null) {
+        forgottenProvider += source.provider;
+        forgottenPlatform += source.platform;
+        sources.remove(id);
+      }
+      if (recentSince == null || !now.isBefore(recentSince.plus(Duration.ofDays(1)))) {
+        if (recentSince != null) {
+          tombstoneDropped.addAll(earlierForgotten.keySet());
+          earlierForgotten = recentlyForgotten;
+        }
+        recentlyForgotten = new HashMap<>();
+        recentSince = now;
+      }
+      recentlyForgotten.put(id, now);
+      tombstoneDropped.remove(id);
+      return Outcome.ok(Done.getInstance(), true);
     }
 
     Outcome payout(String payoutId, long amount) {
@@ -576,6 +621,22 @@ class AccountModelTest {
     }
   }
 
+  /** Sent by a rental once it closed; its reply is {@code Done}, not a status (see {@code Run.send}). */
+  record ForgetOp(String id) implements Op {
+    public Command command(ActorRef<StatusReply<Object>> replyTo) {
+      throw new UnsupportedOperationException("sent with a Done reply");
+    }
+
+    public Outcome apply(Model model, Instant now) {
+      return model.forget(id, now);
+    }
+
+    /** Re-sent after its hold or source closed, it is a new decision (the model still checks what it writes). */
+    public boolean deduplicated() {
+      return false;
+    }
+  }
+
   record Sent(Op op, boolean succeeded) {}
 
   /** What a batch of runs exercised, so that a generator change that stops reaching a rule fails loudly. */
@@ -608,7 +669,7 @@ class AccountModelTest {
         assertTrue(outcomes.getOrDefault(code, 0) > 0, "no step ended in " + code + "; " + report);
       }
       for (String kind : List.of("DepositOp", "PlaceHoldOp", "ExtendHoldOp", "CaptureOp", "ReleaseOp", "CreditOp",
-          "PayoutOp", "SetCapOp", "OpenOp", "SuspendOp", "ResumeOp", "PayoutDetailsOp")) {
+          "PayoutOp", "SetCapOp", "OpenOp", "SuspendOp", "ResumeOp", "PayoutDetailsOp", "ForgetOp")) {
         assertTrue(outcomes.getOrDefault(kind + ":persisted", 0) > steps / 500, "too few persisted " + kind + "; " + report);
       }
       assertTrue(duplicates > steps / 20, report);
@@ -691,8 +752,11 @@ class AccountModelTest {
     private void send(Op op, Sent replayOf) {
       Instant now = clock.instant();
       Summary before = model.summary(now);
+      // A duplicate of a placement or credit whose tombstone has been dropped (a day or more after its rental
+      // closed) opens a new hold or source, as designed; the model knows, and such a replay is no duplicate.
+      boolean reopens = reopensAfterTombstone(op);
       Outcome expected = op.apply(model, now);
-      CommandResultWithReply<Command, Event, State, StatusReply<Object>> result = kit.runCommand(op::command);
+      Delivery result = deliver(op);
       StatusReply<Object> reply = result.reply();
       note(op + " -> " + (reply.isSuccess() ? "ok " + reply.getValue() : reply.getError().getMessage())
           + (replayOf != null ? " (exact replay)" : ""));
@@ -708,6 +772,7 @@ class AccountModelTest {
         totals.outcomes.merge(expected.code(), 1, Integer::sum);
       }
       assertEquals(expected.persists() ? 1 : 0, result.events().size(), () -> "events " + result.events() + "\n" + where());
+      if (reopens && expected.persists()) totals.outcomes.merge("reopened_after_tombstone", 1, Integer::sum);
       if (expected.persists()) {
         totals.events++;
         totals.outcomes.merge(kind + ":persisted", 1, Integer::sum);
@@ -726,7 +791,7 @@ class AccountModelTest {
             () -> "a hold grew past the monthly spend cap\n" + where());
       }
 
-      if (replayOf != null && replayOf.succeeded() && op.deduplicated()) {
+      if (replayOf != null && replayOf.succeeded() && op.deduplicated() && !reopens) {
         totals.duplicates++;
         assertTrue(result.hasNoEvents(), () -> "a duplicate wrote " + result.events() + "\n" + where());
         assertEquals(before, after, () -> "a duplicate changed the account\n" + where());
@@ -736,6 +801,27 @@ class AccountModelTest {
 
     private Summary summary() {
       return kit.<Summary>runCommand(Account.GetSummary::new).reply();
+    }
+
+    /** What the entity did with one command: its reply as a status (a {@code ForgetClosed}'s {@code Done} as success). */
+    record Delivery(StatusReply<Object> reply, List<Event> events, State state) {
+      boolean hasNoEvents() {
+        return events.isEmpty();
+      }
+    }
+
+    private Delivery deliver(Op op) {
+      if (op instanceof ForgetOp forget) {
+        var result = kit.<Done>runCommand(replyTo -> new Account.ForgetClosed(forget.id(), replyTo));
+        return new Delivery(StatusReply.success(result.reply()), result.events(), result.state());
+      }
+      CommandResultWithReply<Command, Event, State, StatusReply<Object>> result = kit.runCommand(op::command);
+      return new Delivery(result.reply(), result.events(), result.state());
+    }
+
+    private boolean reopensAfterTombstone(Op op) {
+      String id = op instanceof PlaceHoldOp p ? p.holdId() : op instanceof CreditOp c ? c.sourceId() : null;
+      return id != null && model.tombstoneDropped.contains(id) && !model.holds.containsKey(id) && !model.sources.containsKey(id);
     }
 
     private Summary summaryOf(State state, Instant now) {
@@ -794,7 +880,7 @@ class AccountModelTest {
         capturedByHolds += hold.captured();
       }
       assertEquals(summary.held(), openRemaining, () -> "open holds do not add up to held\n" + where());
-      assertEquals(summary.captured(), capturedByHolds, () -> "holds do not add up to captured\n" + where());
+      assertEquals(summary.captured(), capturedByHolds + model.forgottenCaptured, () -> "holds do not add up to captured\n" + where());
       assertEquals(summary.deposited(), account.deposits().values().stream().mapToLong(Long::longValue).sum(), this::where);
       assertEquals(summary.paidOut(), account.payouts().values().stream().mapToLong(Long::longValue).sum(), this::where);
       long provider = 0;
@@ -805,8 +891,12 @@ class AccountModelTest {
           platform += mark.cumulativePlatform();
         }
       }
-      assertEquals(summary.credited(), provider, () -> "sources do not add up to credited\n" + where());
-      assertEquals(summary.platformCredited(), platform, () -> "sources do not add up to platform credits\n" + where());
+      assertEquals(summary.credited(), provider + model.forgottenProvider, () -> "sources do not add up to credited\n" + where());
+      assertEquals(summary.platformCredited(), platform + model.forgottenPlatform,
+          () -> "sources do not add up to platform credits\n" + where());
+      assertEquals(model.sources.keySet(), union(account.openSources().keySet(), account.closedSources().keySet()), this::where);
+      assertEquals(model.recentlyForgotten, account.forgotten().recent(), this::where);
+      assertEquals(model.earlierForgotten, account.forgotten().older(), this::where);
       assertEquals(model.holds.keySet(), union(account.openHolds().keySet(), account.closedHolds().keySet()), this::where);
     }
 
@@ -822,12 +912,29 @@ class AccountModelTest {
       if (dice < 56) return capture();
       if (dice < 62) return new ReleaseOp(someHold(true));
       if (dice < 76) return credit();
-      if (dice < 85) return payout();
-      if (dice < 92) return setCap();
-      if (dice < 94) return new OpenOp(random.nextBoolean() ? "Holder " + seed : random.nextBoolean() ? "Other" : " ");
-      if (dice < 96) return suspension();
-      if (dice < 97) return payoutDetails();
+      if (dice < 84) return payout();
+      if (dice < 90) return setCap();
+      if (dice < 92) return new OpenOp(random.nextBoolean() ? "Holder " + seed : random.nextBoolean() ? "Other" : " ");
+      if (dice < 94) return suspension();
+      if (dice < 95) return payoutDetails();
+      if (dice < 98) return forget();
       return random.nextBoolean() ? new ReleaseOp(someHold(false)) : capture();
+    }
+
+    /** Mostly a closed hold or source (its rental closed), sometimes an open or unknown one. */
+    private Op forget() {
+      List<String> closed = new ArrayList<>();
+      model.holds.forEach((id, hold) -> {
+        if (!hold.open) closed.add(id);
+      });
+      model.sources.forEach((id, source) -> {
+        if (source.closed) closed.add(id);
+      });
+      closed.sort(null);
+      int dice = random.nextInt(10);
+      if (dice < 7 && !closed.isEmpty()) return new ForgetOp(closed.get(random.nextInt(closed.size())));
+      if (dice < 9) return new ForgetOp(random.nextBoolean() ? someHold(true) : "rent-" + random.nextInt(1 + nextId / 6));
+      return new ForgetOp("never-" + random.nextInt(3));
     }
 
     private Op suspension() {
