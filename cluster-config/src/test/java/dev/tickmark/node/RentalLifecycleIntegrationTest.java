@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.tickmark.agent.Agent;
 import dev.tickmark.agent.AgentConfig;
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.money.Metering;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.persistence.DatabaseSettings;
@@ -18,6 +20,8 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.pattern.StatusReply;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -178,6 +182,13 @@ class RentalLifecycleIntegrationTest {
     assertEquals("2.490000", usage.get("cost_per_started_hour").asText());
     assertTrue(usage.get("checkpoints").size() >= 2, usage.toString());
     eventually(WAIT, () -> assertEquals(2, offered("eu-nl"), "the card is free again"));
+    // Closed, it let the renter's account forget its hold (the ledger above keeps the history).
+    eventually(WAIT, () -> {
+      StatusReply<Account.HoldView> hold = ClusterSharding.get(node.system()).entityRefFor(Account.ENTITY_KEY, renter.id())
+          .<StatusReply<Account.HoldView>>ask(r -> new Account.GetHold(id, r), Duration.ofSeconds(5))
+          .toCompletableFuture().join();
+      assertTrue(hold.isError() && Rejection.HOLD_NOT_FOUND.equals(Rejection.codeOf(hold.getError().getMessage())), hold.toString());
+    });
   }
 
   @Test
