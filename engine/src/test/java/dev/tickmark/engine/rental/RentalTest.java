@@ -946,6 +946,24 @@ class RentalTest {
   }
 
   @Test
+  void aRentalStoppedOnTheSecondItLastSettledClosesTheSourceWithoutMovingMoney() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(10));
+    f.awaitCheckpoints(10L);
+    f.provider.expect(Account.CreditEarnings.class, c -> c.throughSecond() == 10);
+    f.stop(); // still second 10: nothing more to settle, but the source must close
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    List<Account.EarningsCredited> credits = f.provider.events(Account.EarningsCredited.class);
+    assertEquals(2, credits.size(), credits.toString());
+    assertEquals(10, credits.get(1).throughSecond());
+    assertTrue(credits.get(1).last());
+    assertEquals(0, credits.get(1).providerAmount() + credits.get(1).platformAmount(), "the close moves no money");
+    assertConserved(f, cost(10));
+  }
+
+  @Test
   void aClosedRentalLetsBothAccountsForgetItsHoldAndSource() {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);

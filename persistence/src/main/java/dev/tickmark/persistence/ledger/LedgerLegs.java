@@ -37,6 +37,9 @@ public final class LedgerLegs {
     } else if (event instanceof Account.HoldReleased e) {
       return List.of(new Leg(accountId, HOLD_RELEASED, e.released(), "release:" + e.holdId(), e.holdId(), e.at()));
     } else if (event instanceof Account.EarningsCredited e) {
+      // A source that ends on a second it already settled is closed by a credit of nothing under that second's key:
+      // no money moves, and a second row under the same key would read as the key applied twice.
+      if (e.providerAmount() == 0 && e.platformAmount() == 0) return List.of();
       String key = e.sourceId() + ":" + e.throughSecond();
       return List.of(
           new Leg(accountId, EARNING, e.providerAmount(), key, e.sourceId(), e.at()),

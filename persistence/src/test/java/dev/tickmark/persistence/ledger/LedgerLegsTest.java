@@ -39,5 +39,8 @@ class LedgerLegsTest {
   void eventsThatMoveNoMoneyWriteNoRows() {
     assertEquals(List.of(), LedgerLegs.of("a", new Account.Opened("Ada", AT)));
     assertEquals(List.of(), LedgerLegs.of("a", new Account.SpendCapSet(100L, AT)));
+    assertEquals(List.of(), LedgerLegs.of("a", new Account.ClosedForgotten("r1", AT)));
+    // The source closed on the second it had already been credited for: same key, nothing moved, no second row.
+    assertEquals(List.of(), LedgerLegs.of("prov", new Account.EarningsCredited("r1", 10, 35, 7, 0, 0, true, AT)));
   }
 }
