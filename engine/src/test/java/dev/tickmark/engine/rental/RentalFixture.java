@@ -244,6 +244,13 @@ final class RentalFixture {
     return ask(r -> new Rental.Stop(asRenter, r));
   }
 
+  /** The renter stops it, the agent reports the workload stopped, and the rental closes. */
+  State stopUntilClosed() {
+    stop();
+    agentStopped();
+    return awaitState(Rental.Finished.class);
+  }
+
   View stop() {
     return ok(stop(renterId));
   }

@@ -780,9 +780,7 @@ class RentalTest {
     f.renter.drop.set(c -> c instanceof Account.Capture capture && capture.throughSecond() == 23 && lost.compareAndSet(false, true));
 
     f.clock.advance(Duration.ofSeconds(13));
-    f.stop();
-    f.agentStopped();
-    f.awaitState(Rental.Finished.class);
+    f.stopUntilClosed();
     assertTrue(lost.get());
     assertHoldReleased(f, DEPOSIT, cost(23));
     assertConserved(f, cost(23));
@@ -952,9 +950,7 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(10));
     f.awaitCheckpoints(10L);
     f.provider.expect(Account.CreditEarnings.class, c -> c.throughSecond() == 10);
-    f.stop(); // still second 10: nothing more to settle, but the source must close
-    f.agentStopped();
-    f.awaitState(Rental.Finished.class);
+    f.stopUntilClosed(); // still second 10: nothing more to settle, but the source must close
     List<Account.EarningsCredited> credits = f.provider.events(Account.EarningsCredited.class);
     assertEquals(2, credits.size(), credits.toString());
     assertEquals(10, credits.get(1).throughSecond());
@@ -968,9 +964,7 @@ class RentalTest {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.clock.advance(Duration.ofSeconds(12));
-    f.stop();
-    f.agentStopped();
-    f.awaitState(Rental.Finished.class);
+    f.stopUntilClosed();
     f.awaitAssert(() -> {
       assertEquals(List.of(f.rentalId), f.renter.events(Account.ClosedForgotten.class).stream().map(Account.ClosedForgotten::id).toList());
       assertEquals(List.of(f.rentalId), f.provider.events(Account.ClosedForgotten.class).stream().map(Account.ClosedForgotten::id).toList());
@@ -1016,9 +1010,7 @@ class RentalTest {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.clock.advance(Duration.ofSeconds(12));
-    f.stop();
-    f.agentStopped();
-    State before = f.awaitState(Rental.Finished.class);
+    State before = f.stopUntilClosed();
     View view = f.get();
     int events = f.events().size();
     assertEquals(before, f.kit.restart().state());
