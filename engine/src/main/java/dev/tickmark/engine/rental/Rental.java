@@ -222,8 +222,9 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   /** Metering is over; the final settlement, the hold and the cards are being finished ("stopping"). */
+  /** {@code recordedAt}: when the end was recorded (null in snapshots written before it was kept). */
   public record Ending(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, String reason, Instant endAt,
-      long billedSeconds) implements State {
+      long billedSeconds, Instant recordedAt) implements State {
     Checkpoint last() {
       return checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
     }
@@ -593,16 +594,18 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       // Settle only what the host is known to have run: up to its last heartbeat.
       askingLiveness = true;
       context.ask(Host.Liveness.class, ports.host(state.terms().hostId()), settings.askTimeout(), Host.GetLiveness::new,
-          (liveness, failure) -> new LivenessAnswer(liveness));
+          (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
     }
     return Effect().noReply();
   }
 
   private ReplyEffect<Event, State> onLiveness(Running state, LivenessAnswer answer) {
     askingLiveness = false;
+    // No answer (the host's shard moving, an ask timeout) or no heartbeat yet proves nothing: no settlement now,
+    // the next tick asks again. A settled second is never taken back, so it is only ever one the host covered.
+    if (answer.liveness() == null || answer.liveness().lastHeartbeatAt() == null) return Effect().noReply();
     Instant now = now();
-    Instant upTo = now;
-    if (answer.liveness() != null && answer.liveness().lastHeartbeatAt() != null) upTo = min(now, answer.liveness().lastHeartbeatAt());
+    Instant upTo = min(now, answer.liveness().lastHeartbeatAt());
     // A spot rental is never billed past its preemption deadline, even when this answer arrives after it.
     if (state.preemptionDeadline() != null) upTo = min(upTo, state.preemptionDeadline());
     long covered = secondsBetween(state.startedAt(), upTo);
@@ -829,7 +832,17 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
           reply -> new Host.ReleaseCards(rentalId, reply), (v, failure) -> new Released("cards", failure == null));
     }
     if (state.terms() == null || state.startedAt() == null) workloadStopped = true;
-    else timers.startSingleTimer(Timer.STOP_EXPIRED, Timer.STOP_EXPIRED, settings.stopTimeout());
+    else if (!workloadStopped && !timers.isTimerActive(Timer.STOP_EXPIRED)) agentSilenceDeadline(state);
+  }
+
+  /**
+   * The agent has {@code stop-timeout} from the recorded end to report the workload stopped; after that the money does
+   * not wait for it. Fixed from the end (kept in the journal), so neither redeliveries nor restarts postpone it.
+   */
+  private void agentSilenceDeadline(Ending state) {
+    Instant recorded = state.recordedAt() == null ? now() : state.recordedAt(); // snapshots written before it was kept
+    Duration left = Duration.between(now(), recorded.plus(settings.stopTimeout()));
+    timers.startSingleTimer(Timer.STOP_EXPIRED, Timer.STOP_EXPIRED, left.isNegative() ? Duration.ZERO : left);
   }
 
   /**
@@ -1005,11 +1018,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     b.forStateType(Pending.class)
         .onEvent(Refused.class, (s, e) -> new RefusedRental(s.order(), e.code()))
         .onEvent(Matched.class, (s, e) -> new Provisioning(s.order(), e.terms(), null))
-        .onEvent(Ended.class, (s, e) -> new Ending(s.order(), null, null, List.of(), e.reason(), e.endAt(), 0));
+        .onEvent(Ended.class, (s, e) -> new Ending(s.order(), null, null, List.of(), e.reason(), e.endAt(), 0, e.at()));
     b.forStateType(Provisioning.class)
         .onEvent(Started.class, (s, e) -> new Running(s.order(), s.terms(), e.startedAt(), List.of(), null, s.preemptionDeadline()))
         .onEvent(PreemptionScheduled.class, (s, e) -> new Provisioning(s.order(), s.terms(), e.deadline()))
-        .onEvent(Ended.class, (s, e) -> new Ending(s.order(), s.terms(), null, List.of(), e.reason(), e.endAt(), 0));
+        .onEvent(Ended.class, (s, e) -> new Ending(s.order(), s.terms(), null, List.of(), e.reason(), e.endAt(), 0, e.at()));
     b.forStateType(Running.class)
         .onEvent(Settled.class, (s, e) -> new Running(s.order(), s.terms(), s.startedAt(), append(s.checkpoints(), e.checkpoint()),
             s.extensionRefused(), s.preemptionDeadline()))
@@ -1020,10 +1033,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         .onEvent(PreemptionScheduled.class, (s, e) -> new Running(s.order(), s.terms(), s.startedAt(), s.checkpoints(),
             s.extensionRefused(), e.deadline()))
         .onEvent(Ended.class, (s, e) -> new Ending(s.order(), s.terms(), s.startedAt(), s.checkpoints(), e.reason(), e.endAt(),
-            e.billedSeconds()));
+            e.billedSeconds(), e.at()));
     b.forStateType(Ending.class)
         .onEvent(Settled.class, (s, e) -> new Ending(s.order(), s.terms(), s.startedAt(), append(s.checkpoints(), e.checkpoint()),
-            s.reason(), s.endAt(), s.billedSeconds()))
+            s.reason(), s.endAt(), s.billedSeconds(), s.recordedAt()))
         .onEvent(Closed.class, (s, e) -> new Finished(s.order(), s.terms(), s.startedAt(), s.checkpoints(), s.reason(), s.endAt(),
             s.billedSeconds(), e.at()));
     return b.build();

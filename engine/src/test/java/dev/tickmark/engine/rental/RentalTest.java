@@ -34,6 +34,7 @@ import java.time.Instant;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
@@ -416,6 +417,61 @@ class RentalTest {
     // The heartbeat catches up: so does the settlement.
     f.host.liveness.set(now -> new Host.Liveness(true, now));
     f.awaitCheckpoints(15L, 40L);
+  }
+
+  @Test
+  void aHostThatNeverAnswersIsNotSettledPastItsLastHeartbeat() {
+    RentalFixture f = fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(300)), DEPOSIT);
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    // The host's entity does not answer (its shard is moving after a node loss): every liveness ask times out.
+    f.host.holdLiveness.set(true);
+    f.clock.advance(Duration.ofSeconds(40));
+    int asks = f.host.livenessAsks.get();
+    f.awaitAssert(() -> assertTrue(f.host.livenessAsks.get() >= asks + 2 || !f.checkpointSeconds().isEmpty(),
+        "asked again (so a timed-out ask was handled), or settled"));
+    assertEquals(List.of(), f.checkpointSeconds(), "no answer, no settlement");
+    assertEquals(0, f.renter.summary().captured());
+
+    // The host answers again, with a heartbeat 25 s in: the settlement goes that far and no further.
+    Instant lastHeartbeat = at(25);
+    f.host.liveness.set(now -> new Host.Liveness(true, lastHeartbeat));
+    f.host.letLivenessThrough();
+    f.awaitCheckpoints(25L);
+    f.awaitAssert(() -> assertConserved(f, cost(25)));
+  }
+
+  @Test
+  void aHostThatAnswersOfflineWithNoHeartbeatIsNotSettled() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(false, null));
+    f.clock.advance(Duration.ofSeconds(40));
+    int asks = f.host.livenessAsks.get();
+    f.awaitAssert(() -> assertTrue(f.host.livenessAsks.get() >= asks + 2 || !f.checkpointSeconds().isEmpty(),
+        "asked twice (so the first answer was handled), or settled"));
+    assertEquals(List.of(), f.checkpointSeconds(), "an answer with no heartbeat proves no second");
+    assertEquals(0, f.renter.summary().captured());
+    assertEquals(0, f.provider.summary().credited());
+  }
+
+  @Test
+  void aLivenessAnswerThatArrivesAfterTheStopSettlesNothingMore() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.holdLiveness.set(true);
+    f.clock.advance(Duration.ofSeconds(12));
+    f.awaitAssert(() -> assertEquals(1, f.host.heldLivenessAsks(), "a liveness ask is on its way"));
+    View stopping = f.stop();
+    assertEquals(12, stopping.billedSeconds());
+    // The answer (a heartbeat that claims the host is still going, 30 s later) reaches the rental after the stop.
+    f.clock.advance(Duration.ofSeconds(30));
+    f.host.letLivenessThrough();
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertEquals(List.of(12L), f.checkpointSeconds(), "settled to the stop instant once");
+    assertEquals(12, f.get().billedSeconds());
+    assertHoldReleased(f, DEPOSIT, cost(12));
+    assertConserved(f, cost(12));
   }
 
   @Test
@@ -810,6 +866,38 @@ class RentalTest {
       assertTrue(gapMillis >= atLeast, "retry " + (failure + 1) + " came after " + gapMillis + " ms, expected at least " + atLeast);
     }
     assertEquals(1, f.provider.events(Account.EarningsCredited.class).size());
+  }
+
+  @Test
+  void theAgentSilenceDeadlineCountsFromTheStopNotFromTheLastRedelivery() {
+    Duration stopTimeout = Duration.ofSeconds(4);
+    // Redeliveries come at most 0.2 s + 8 x 0.12 s apart, well inside the stop timeout.
+    Settings settings = new Settings(Duration.ofSeconds(10), 300, FEE, Duration.ofSeconds(30), stopTimeout, Duration.ofMillis(100),
+        Duration.ofMillis(200));
+    RentalFixture f = fixture(settings, DEPOSIT);
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(13));
+    // The provider's account refuses the final credit for 6 s after the stop; the agent never reports the workload stopped.
+    long[] stoppedAt = {Long.MAX_VALUE};
+    AtomicLong landedAt = new AtomicLong();
+    f.provider.drop.set(c -> {
+      if (!(c instanceof Account.CreditEarnings credit) || !credit.last()) return false;
+      if (System.nanoTime() - stoppedAt[0] < Duration.ofSeconds(6).toNanos()) return true;
+      landedAt.compareAndSet(0, System.nanoTime());
+      return false;
+    });
+    stoppedAt[0] = System.nanoTime();
+    assertEquals(13, f.stop().billedSeconds());
+
+    testKit.createTestProbe().awaitAssert(Duration.ofSeconds(15), () -> assertInstanceOf(Rental.Finished.class, f.kit.getState()));
+    long closedAt = System.nanoTime();
+    assertTrue(landedAt.get() > 0, "the final credit landed");
+    // The agent's silence passed its deadline (4 s after the stop) while the credit was still refused, so the rental
+    // closes as soon as the credit lands; a deadline restarted by each redelivery would still be 2.8 s or more away.
+    long afterCreditMillis = (closedAt - landedAt.get()) / 1_000_000;
+    assertTrue(afterCreditMillis < 2_000, "closed " + afterCreditMillis + " ms after the final credit landed");
+    assertHoldReleased(f, DEPOSIT, cost(13));
+    assertConserved(f, cost(13));
   }
 
   @Test
