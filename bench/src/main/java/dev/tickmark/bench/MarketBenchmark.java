@@ -539,7 +539,7 @@ public final class MarketBenchmark {
         String id = "rnt_bench_" + index;
         return plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Create(renters.get(renter), spec(H100.code()), r),
                 Duration.ofSeconds(15)))
-            .handle((v, e) -> e == null ? new Launched(id, v.status(), null, v.endReason()) : new Launched(id, null, errorCode(e), null));
+            .handle((v, e) -> e == null ? new Launched(id, v.status().wire(), null, v.endReason() == null ? null : v.endReason().wire()) : new Launched(id, null, errorCode(e), null));
       }
       String body = "{\"gpu\":\"" + H100.code() + "\",\"count\":1,\"tier\":\"on_demand\",\"max_price_per_gpu_hour\":\"3.00\","
           + "\"image\":\"bench/noop:latest\",\"wait_seconds\":" + o.waitSeconds() + "}";
@@ -679,7 +679,7 @@ public final class MarketBenchmark {
             .get(30, TimeUnit.SECONDS);
         String named = v.terms() == null ? null : v.terms().hostId();
         for (String h : e.getValue()) {
-          boolean orphan = !h.equals(named) || v.status().equals("ended");
+          boolean orphan = !h.equals(named) || v.status() == Rental.Status.ENDED;
           if (orphan) orphans++;
           if (orphan && shown++ < 5) {
             OUT.printf("   held card: host %s holds a card for rental %s, which is %s (%s) and names host %s%n", h, e.getKey(),
@@ -870,9 +870,9 @@ public final class MarketBenchmark {
         String renter = renters.get(created.get() % renters.size());
         String gpu = models.get(created.get() % models.size()).code();
         plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Create(renter, spec(gpu), r), ASK))
-            .thenCompose(v -> v.status().equals("pending") ? followUp(id, v, 0) : CompletableFuture.completedFuture(v))
+            .thenCompose(v -> v.status() == Rental.Status.PENDING ? followUp(id, v, 0) : CompletableFuture.completedFuture(v))
             .whenComplete((v, e) -> {
-              if (e == null && v.status().equals("provisioning") && v.terms() != null) {
+              if (e == null && v.status() == Rental.Status.PROVISIONING && v.terms() != null) {
                 hostOf.put(id, v.terms().hostId());
                 rental(id).tell(new Rental.WorkloadStarted(v.terms().hostId(), Instant.now()));
                 running.add(id);
@@ -893,7 +893,7 @@ public final class MarketBenchmark {
 
     private CompletionStage<Rental.View> followUp(String id, Rental.View v, int attempt) {
       if (attempt == 0) notMatched.incrementAndGet();
-      if (!v.status().equals("pending") || attempt > 60) return CompletableFuture.completedFuture(v);
+      if (v.status() != Rental.Status.PENDING || attempt > 60) return CompletableFuture.completedFuture(v);
       Executor later = CompletableFuture.delayedExecutor(500, TimeUnit.MILLISECONDS);
       return CompletableFuture.supplyAsync(() -> null, later)
           .thenCompose(x -> plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK)))

@@ -216,12 +216,12 @@ class MultiNodeFailoverIntegrationTest {
       if (now[0].get("status").asText().equals("running")) {
         startedAt.put(id, Instant.parse(now[0].get("started_at").asText()));
         rentals.add(id);
-      } else if (Rental.PROVISIONING_FAILED.equals(reason)) {
+      } else if (Rental.EndReason.PROVISIONING_FAILED.wire().equals(reason)) {
         assertEquals("0.000000", now[0].get("cost").asText(), now[0].toString());
         startLost.add(id);
       } else {
         assertTrue(stopped.contains(id) || maybeStopped.contains(id), "only a stop ends it: " + now[0]);
-        assertTrue(Set.of(Rental.STOPPED_BY_RENTER, Rental.CANCELLED).contains(reason), now[0].toString());
+        assertTrue(Set.of(Rental.EndReason.STOPPED_BY_RENTER.wire(), Rental.EndReason.CANCELLED.wire()).contains(reason), now[0].toString());
       }
     }
     System.out.printf("launches accepted around the shutdown: %d, of which %d ended provisioning_failed %s%n",
@@ -237,7 +237,7 @@ class MultiNodeFailoverIntegrationTest {
     long totalCost = 0;
     for (String id : stopWindows.keySet()) {
       JsonNode ended = awaitStatus(api2, renter, id, "ended");
-      assertEquals(Rental.STOPPED_BY_RENTER, ended.get("end_reason").asText(), "the agent kept heartbeating: " + ended);
+      assertEquals(Rental.EndReason.STOPPED_BY_RENTER.wire(), ended.get("end_reason").asText(), "the agent kept heartbeating: " + ended);
       long billed = ended.get("billed_seconds").asLong();
       Instant started = startedAt.get(id);
       long earliest = Duration.between(started, stopWindows.get(id)[0]).getSeconds();

@@ -52,7 +52,7 @@ class RentalConcurrencyIntegrationTest {
   static final long PRICE_MICROS = Money.parse(PRICE);
   static final int CARDS = 2;
   static final int RENTERS = 8;
-  static final Set<String> HOLDING_CARDS = Set.of("provisioning", "running", "stopping");
+  static final Set<Rental.Status> HOLDING_CARDS = Set.of(Rental.Status.PROVISIONING, Rental.Status.RUNNING, Rental.Status.STOPPING);
 
   static Node node;
   static ApiClient api;

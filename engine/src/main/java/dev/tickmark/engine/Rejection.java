@@ -22,6 +22,8 @@ public final class Rejection {
   public static final String ACCOUNT_SUSPENDED = "account_suspended";
   public static final String INVALID_IBAN = "invalid_iban";
   public static final String INVALID_BIC = "invalid_bic";
+  /** Not a refusal: the other side did not answer in time (a timeout, a shard moving, the database down). */
+  public static final String UNAVAILABLE = "unavailable";
 
   private Rejection() {}
 
@@ -40,6 +42,16 @@ public final class Rejection {
       if (!(c == '_' || (c >= 'a' && c <= 'z'))) return "internal";
     }
     return code;
+  }
+
+  /**
+   * The stable code of an ask's failure: the code of a refusal, {@code "unavailable"} for anything else (a timeout,
+   * an entity whose shard is moving), {@code null} when there was no failure.
+   */
+  public static String codeOf(Throwable failure) {
+    if (failure == null) return null;
+    if (failure instanceof StatusReply.ErrorMessage e) return codeOf(e.getMessage());
+    return UNAVAILABLE;
   }
 
   /** The human-readable detail of an error reply's message. */

@@ -167,7 +167,7 @@ public final class RentalRoutes {
   }
 
   private static boolean ended(Rental.View v) {
-    return "ended".equals(v.status()) || "refused".equals(v.status());
+    return v.status().isFinal();
   }
 
   static ServerSentEvent sse(Rental.Update update) {
@@ -183,9 +183,10 @@ public final class RentalRoutes {
     Rental.Spec s = v.spec();
     // The region asked for, or once matched anywhere, the host's: where the cards are.
     String region = s.region() != null || v.terms() == null ? s.region() : v.terms().region();
-    return new RentalView(v.id(), v.status(), s.gpu(), s.count(), s.tier().wire(), region,
+    return new RentalView(v.id(), v.status().wire(), s.gpu(), s.count(), s.tier().wire(), region,
         v.terms() == null ? null : Money.format(v.terms().pricePerGpuHour()), Money.format(s.maxPricePerGpuHour()), v.createdAt(),
-        v.terms() == null ? null : v.terms().matchedAt(), v.startedAt(), v.endedAt(), v.endReason(), v.billedSeconds(),
+        v.terms() == null ? null : v.terms().matchedAt(), v.startedAt(), v.endedAt(),
+        v.endReason() == null ? null : v.endReason().wire(), v.billedSeconds(),
         Money.format(v.cost()), v.preemptionDeadline(), v.terms() != null && v.terms().simulated());
   }
 
@@ -204,7 +205,7 @@ public final class RentalRoutes {
     long perHour = Math.multiplyExact(Math.multiplyExact(price, (long) cards), startedHours);
     List<CheckpointView> checkpoints = v.checkpoints().stream()
         .map(c -> new CheckpointView(c.throughSecond(), Money.format(c.cost()), c.at())).toList();
-    return new Usage(v.id(), v.status(), v.billedSeconds(), Money.format(v.cost()), v.terms() == null ? null : Money.format(price),
+    return new Usage(v.id(), v.status().wire(), v.billedSeconds(), Money.format(v.cost()), v.terms() == null ? null : Money.format(price),
         cards, startedHours, Money.format(perHour), checkpoints);
   }
 }

@@ -1,7 +1,12 @@
 package dev.tickmark.engine.rental;
 
 import static dev.tickmark.engine.Rejection.reply;
+import static dev.tickmark.engine.rental.RentalBilling.earlier;
+import static dev.tickmark.engine.rental.RentalBilling.later;
+import static dev.tickmark.engine.rental.RentalBilling.secondsBetween;
 
+import com.fasterxml.jackson.annotation.JsonCreator;
+import com.fasterxml.jackson.annotation.JsonValue;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.account.Account;
@@ -10,7 +15,6 @@ import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.metrics.EngineMetrics;
 import dev.tickmark.engine.metrics.LatencyHistogram;
-import dev.tickmark.engine.money.Metering;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -18,7 +22,6 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.stream.IntStream;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -38,6 +41,7 @@ import org.apache.pekko.persistence.typed.RecoveryCompleted;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
+import org.apache.pekko.persistence.typed.javadsl.EventHandlerBuilder;
 import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
 import org.apache.pekko.persistence.typed.javadsl.ReplyEffect;
 import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
@@ -51,6 +55,10 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
  * (an earnings credit) under the same key until both acknowledge — exactly once in effect, because the
  * accounts deduplicate on that key and totals are cumulative. After a crash it recovers, re-delivers
  * the last settlement, and settles the seconds it missed.
+ *
+ * <p>The billing arithmetic is {@link RentalBilling}'s; delivering settlements and closing is
+ * {@link SettlementDelivery}'s. This class holds the protocol, one command handler per state, and the
+ * event handlers.
  */
 public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental.Command, Rental.Event, Rental.State> {
 
@@ -66,16 +74,75 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return IntStream.range(0, TAG_SLICES).mapToObj(i -> TAG_PREFIX + i).toList();
   }
 
-  // End reasons (DESIGN.md)
-  public static final String STOPPED_BY_RENTER = "stopped_by_renter";
-  public static final String BALANCE_EXHAUSTED = "balance_exhausted";
-  public static final String SPEND_CAP_REACHED = "spend_cap_reached";
-  public static final String RENTAL_CAP_REACHED = "rental_cap_reached";
-  public static final String HOST_LOST = "host_lost";
-  public static final String PREEMPTED = "preempted";
-  public static final String PROVISIONING_FAILED = "provisioning_failed";
-  public static final String NO_CAPACITY = "no_capacity";
-  public static final String CANCELLED = "cancelled";
+  /** Why a rental ended (DESIGN.md); the wire name is what the API, the journal and the read side carry. */
+  public enum EndReason {
+    STOPPED_BY_RENTER("stopped_by_renter"),
+    BALANCE_EXHAUSTED("balance_exhausted"),
+    SPEND_CAP_REACHED("spend_cap_reached"),
+    RENTAL_CAP_REACHED("rental_cap_reached"),
+    HOST_LOST("host_lost"),
+    PREEMPTED("preempted"),
+    PROVISIONING_FAILED("provisioning_failed"),
+    NO_CAPACITY("no_capacity"),
+    CANCELLED("cancelled");
+
+    private final String wire;
+
+    EndReason(String wire) {
+      this.wire = wire;
+    }
+
+    @JsonValue
+    public String wire() {
+      return wire;
+    }
+
+    @JsonCreator
+    public static EndReason fromWire(String wire) {
+      for (EndReason r : values()) if (r.wire.equals(wire)) return r;
+      throw new IllegalArgumentException("unknown end reason " + wire);
+    }
+
+    /** The end reason of a refused hold extension, or null when the refusal is transient (retried next settlement). */
+    static EndReason ofExtensionRefusal(String code) {
+      if (Rejection.SPEND_CAP_REACHED.equals(code)) return SPEND_CAP_REACHED;
+      if (Rejection.INSUFFICIENT_FUNDS.equals(code)) return BALANCE_EXHAUSTED;
+      return null;
+    }
+  }
+
+  /** What a client sees of where a rental is; {@code refused}: its first hold was refused (nothing ever ran). */
+  public enum Status {
+    PENDING("pending"),
+    PROVISIONING("provisioning"),
+    RUNNING("running"),
+    STOPPING("stopping"),
+    ENDED("ended"),
+    REFUSED("refused"),
+    UNKNOWN("unknown");
+
+    private final String wire;
+
+    Status(String wire) {
+      this.wire = wire;
+    }
+
+    @JsonValue
+    public String wire() {
+      return wire;
+    }
+
+    @JsonCreator
+    public static Status fromWire(String wire) {
+      for (Status s : values()) if (s.wire.equals(wire)) return s;
+      throw new IllegalArgumentException("unknown rental status " + wire);
+    }
+
+    /** Nothing more will happen to it. */
+    public boolean isFinal() {
+      return this == ENDED || this == REFUSED;
+    }
+  }
 
   public record Settings(Duration settleInterval, long holdSeconds, int feeBps, Duration provisioningTimeout,
       Duration stopTimeout, Duration retryInterval, Duration askTimeout) {}
@@ -133,27 +200,37 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   public record Preempt(String hostId, Instant deadline) implements Command {}
 
+  // Answers to this rental's own asks, and its timers: never sent by anyone else.
   private record HoldAnswer(long amount, String refusal) implements Command {}
 
   private record MatchAnswer(Matcher.Result result) implements Command {}
 
   private record StartAnswer(String refusal) implements Command {}
 
+  /** {@code liveness == null}: the host did not answer. */
   private record LivenessAnswer(Host.Liveness liveness) implements Command {}
-
-  private record Delivered(String side, long throughSecond, String refusal) implements Command {}
 
   private record ExtendAnswer(long newAmount, String refusal) implements Command {}
 
-  private record Released(String what, boolean ok) implements Command {}
+  record Delivered(Side side, long throughSecond, String refusal) implements Command {
+    enum Side {
+      CAPTURE, CREDIT, FINAL_CREDIT
+    }
+  }
 
-  private enum Timer implements Command {
+  record Released(What what, boolean ok) implements Command {
+    enum What {
+      HOLD, CARDS
+    }
+  }
+
+  enum Timer implements Command {
     TICK, RETRY_HOLD, RETRY_MATCH, RESEND_START, WAIT_EXPIRED, PROVISION_EXPIRED, PREEMPTION_DUE, STOP_EXPIRED, REDELIVER
   }
 
   /** What a client may see of a rental. Amounts in µ€. */
-  public record View(String id, String renterId, String status, Spec spec, Terms terms, Instant createdAt,
-      Instant startedAt, Instant endedAt, String endReason, long billedSeconds, long cost, Instant preemptionDeadline,
+  public record View(String id, String renterId, Status status, Spec spec, Terms terms, Instant createdAt,
+      Instant startedAt, Instant endedAt, EndReason endReason, long billedSeconds, long cost, Instant preemptionDeadline,
       List<Checkpoint> checkpoints) implements CborSerializable {}
 
   public sealed interface Update extends CborSerializable permits StatusChanged, Tick, PreemptionNotice {}
@@ -185,12 +262,12 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   public record HoldExtended(long holdAmount, Instant at) implements Event {}
 
   /** The hold could not grow: the rental runs until what is held is used, then ends with {@code reason}. */
-  public record ExtensionRefused(String reason, Instant at) implements Event {}
+  public record ExtensionRefused(EndReason reason, Instant at) implements Event {}
 
   public record PreemptionScheduled(Instant deadline, Instant at) implements Event {}
 
   /** Metering stopped at {@code endAt}, {@code billedSeconds} after the start; the money is being finished. */
-  public record Ended(String reason, Instant endAt, long billedSeconds, Instant at) implements Event {}
+  public record Ended(EndReason reason, Instant endAt, long billedSeconds, Instant at) implements Event {}
 
   /** Final settlement acknowledged by both accounts, hold released, cards returned. */
   public record Closed(Instant at) implements Event {}
@@ -198,63 +275,116 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   // ---------------------------------------------------------------------------------------------
   // State: the lifecycle as types
 
-  public interface State extends CborSerializable {}
+  public sealed interface State extends CborSerializable permits Empty, RefusedRental, Pending, Provisioning, Running, Ending,
+      Finished {
+    /** What the renter asked for; null before the request was recorded. */
+    default Order order() {
+      return null;
+    }
+
+    /** The match; null before it. */
+    default Terms terms() {
+      return null;
+    }
+  }
 
   public enum Empty implements State {
     INSTANCE
   }
 
   /** Everything a live rental carries; each state type adds what its phase knows. */
-  public record Order(String renterId, Spec spec, long holdAmount, Instant createdAt) implements CborSerializable {}
+  public record Order(String renterId, Spec spec, long holdAmount, Instant createdAt) implements CborSerializable {
+    Order withHold(long amount) {
+      return new Order(renterId, spec, amount, createdAt);
+    }
+
+    boolean ownedBy(String renterId) {
+      return renterId == null || this.renterId.equals(renterId);
+    }
+
+    Instant waitEnds() {
+      return createdAt.plusSeconds(spec.waitSeconds());
+    }
+  }
 
   public record RefusedRental(Order order, String code) implements State {}
 
   public record Pending(Order order) implements State {}
 
   /** {@code preemptionDeadline}: a spot notice that came before the workload started (null: none). */
-  public record Provisioning(Order order, Terms terms, Instant preemptionDeadline) implements State {}
+  public record Provisioning(Order order, Terms terms, Instant preemptionDeadline) implements State {
+    Provisioning withPreemption(Instant deadline) {
+      return new Provisioning(order, terms, deadline);
+    }
+  }
 
-  public record Running(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, String extensionRefused,
+  public record Running(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason extensionRefused,
       Instant preemptionDeadline) implements State {
     Checkpoint last() {
       return checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
     }
+
+    Running settled(Checkpoint c) {
+      return new Running(order, terms, startedAt, append(checkpoints, c), extensionRefused, preemptionDeadline);
+    }
+
+    Running withHold(long amount) {
+      return new Running(order.withHold(amount), terms, startedAt, checkpoints, null, preemptionDeadline);
+    }
+
+    Running extensionRefused(EndReason reason) {
+      return new Running(order, terms, startedAt, checkpoints, reason, preemptionDeadline);
+    }
+
+    Running withPreemption(Instant deadline) {
+      return new Running(order, terms, startedAt, checkpoints, extensionRefused, deadline);
+    }
+
+    boolean pastPreemptionDeadline(Instant now) {
+      return preemptionDeadline != null && !now.isBefore(preemptionDeadline);
+    }
   }
 
-  /** Metering is over; the final settlement, the hold and the cards are being finished ("stopping"). */
-  /** {@code recordedAt}: when the end was recorded (null in snapshots written before it was kept). */
-  public record Ending(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, String reason, Instant endAt,
+  /**
+   * Metering is over; the final settlement, the hold and the cards are being finished ("stopping").
+   * {@code recordedAt}: when the end was recorded (null in snapshots written before it was kept).
+   */
+  public record Ending(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason reason, Instant endAt,
       long billedSeconds, Instant recordedAt) implements State {
     Checkpoint last() {
       return checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
     }
+
+    Ending settled(Checkpoint c) {
+      return new Ending(order, terms, startedAt, append(checkpoints, c), reason, endAt, billedSeconds, recordedAt);
+    }
+
+    Finished closed(Instant at) {
+      return new Finished(order, terms, startedAt, checkpoints, reason, endAt, billedSeconds, at);
+    }
   }
 
-  public record Finished(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, String reason, Instant endAt,
+  public record Finished(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason reason, Instant endAt,
       long billedSeconds, Instant closedAt) implements State {}
 
   // ---------------------------------------------------------------------------------------------
 
   private final String rentalId;
   private final Settings settings;
+  private final RentalBilling billing;
   private final Ports ports;
   private final Clock clock;
   private final ActorContext<Command> context;
   private final TimerScheduler<Command> timers;
   private final EngineMetrics metrics;
-  // Actor-local: who waits for the first match answer, live subscribers, and what the accounts acknowledged.
+  private final SettlementDelivery delivery;
+  // Actor-local: who waits for the first match answer, live subscribers, and the asks in flight.
   private ActorRef<StatusReply<View>> creator;
   private long launchStepStarted; // System.nanoTime() when the launch's current step began; 0 outside a launch
   private final Set<ActorRef<Update>> subscribers = new HashSet<>();
-  private long capturedThrough = -1;
-  private long creditedThrough = -1;
   private boolean extending;
-  private boolean holdReleased;
-  private boolean cardsReleased;
-  private boolean workloadStopped;
   private long lastTick = -1;
   private boolean askingLiveness; // one liveness question at a time, however slow the host's node answers
-  private int failedDeliveries; // in a row, since the last acknowledgement: each waits longer before it is retried
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
@@ -270,11 +400,13 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
     this.rentalId = rentalId;
     this.settings = settings;
+    this.billing = RentalBilling.of(settings);
     this.ports = ports;
     this.clock = clock;
     this.context = context;
     this.timers = timers;
     this.metrics = EngineMetrics.get(context.getSystem());
+    this.delivery = new SettlementDelivery(rentalId, settings, ports, clock, context, timers);
   }
 
   @Override
@@ -302,130 +434,127 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     if (state instanceof Pending p) {
       placeHold(p.order()); // then matching resumes
     } else if (state instanceof Provisioning p) {
-      startWorkload(p.order(), p.terms());
-      // What is left of the timeout since the match, not a fresh one: a node that keeps crashing must not
-      // keep a rental provisioning forever. The agent gets at least one ask timeout to report a start.
-      Duration left = Duration.between(now(), p.terms().matchedAt().plus(settings.provisioningTimeout()));
-      timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED,
-          left.compareTo(settings.askTimeout()) < 0 ? settings.askTimeout() : left);
-      if (p.preemptionDeadline() != null) preemptionDueAt(p.preemptionDeadline());
+      resumeProvisioning(p);
     } else if (state instanceof Running r) {
-      if (r.last() != null) deliver(r.order(), r.terms(), r.last(), false);
+      if (r.last() != null) delivery.deliver(r.order(), r.terms(), r.last(), false);
       timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
     } else if (state instanceof Ending e) {
-      finish(e);
+      delivery.finish(e);
     }
   }
 
+  private void resumeProvisioning(Provisioning p) {
+    startWorkload(p.order(), p.terms());
+    // What is left of the timeout since the match, not a fresh one: a node that keeps crashing must not
+    // keep a rental provisioning forever. The agent gets at least one ask timeout to report a start.
+    Duration left = Duration.between(now(), p.terms().matchedAt().plus(settings.provisioningTimeout()));
+    timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED,
+        left.compareTo(settings.askTimeout()) < 0 ? settings.askTimeout() : left);
+    if (p.preemptionDeadline() != null) preemptionDueAt(p.preemptionDeadline());
+  }
+
   // ---------------------------------------------------------------------------------------------
-  // Commands
+  // Commands: one handler builder per state, then what every state answers alike
 
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
+    return emptyHandler().orElse(pendingHandler()).orElse(provisioningHandler()).orElse(runningHandler())
+        .orElse(endingHandler()).orElse(anyStateHandler()).build();
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> emptyHandler() {
     CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty = newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
     empty.onCommand(Create.class, this::onCreate)
         .onCommand(Get.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Stop.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Subscribe.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onAnyCommand(c -> Effect().noReply());
+    return empty;
+  }
 
-    CommandHandlerWithReplyBuilderByState<Command, Event, Pending, State> pending = newCommandHandlerWithReplyBuilder().forStateType(Pending.class);
-    pending.onCommand(HoldAnswer.class, this::onHoldAnswer)
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Pending, State> pendingHandler() {
+    return newCommandHandlerWithReplyBuilder().forStateType(Pending.class)
+        .onCommand(HoldAnswer.class, this::onHoldAnswer)
         .onCommand(MatchAnswer.class, this::onMatchAnswer)
         .onCommand(Timer.class, this::onPendingTimer)
-        .onCommand(Stop.class, (s, c) -> owns(s.order(), c.renterId())
-            ? end(s.order(), null, null, List.of(), CANCELLED, now(), 0, c.replyTo())
-            : Effect().reply(c.replyTo(), notFound()));
+        .onCommand(Stop.class, this::onStopPending);
+  }
 
-    CommandHandlerWithReplyBuilderByState<Command, Event, Provisioning, State> provisioning =
-        newCommandHandlerWithReplyBuilder().forStateType(Provisioning.class);
-    provisioning.onCommand(WorkloadStarted.class, this::onStarted)
-        .onCommand(WorkloadFailed.class, (s, c) -> fromHost(s.terms(), c.hostId())
-            ? end(s.order(), s.terms(), null, List.of(), PROVISIONING_FAILED, now(), 0, null) : Effect().noReply())
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Provisioning, State> provisioningHandler() {
+    return newCommandHandlerWithReplyBuilder().forStateType(Provisioning.class)
+        .onCommand(WorkloadStarted.class, this::onStarted)
+        .onCommand(WorkloadFailed.class, (s, c) -> failProvisioningFrom(s, c.hostId()))
+        .onCommand(HostLost.class, (s, c) -> failProvisioningFrom(s, c.hostId()))
         .onCommand(StartAnswer.class, this::onStartAnswer)
-        .onCommand(HostLost.class, (s, c) -> fromHost(s.terms(), c.hostId())
-            ? end(s.order(), s.terms(), null, List.of(), PROVISIONING_FAILED, now(), 0, null) : Effect().noReply())
         .onCommand(Preempt.class, this::onPreemptProvisioning)
-        .onCommand(Timer.class, (s, t) -> t == Timer.PROVISION_EXPIRED
-            ? end(s.order(), s.terms(), null, List.of(), PROVISIONING_FAILED, now(), 0, null)
-            // The window closed before the workload started: nothing ran, nothing is charged.
-            : t == Timer.PREEMPTION_DUE ? end(s.order(), s.terms(), null, List.of(), PREEMPTED, now(), 0, null)
-            : retryStart(s, t))
-        .onCommand(Stop.class, (s, c) -> owns(s.order(), c.renterId())
-            ? end(s.order(), s.terms(), null, List.of(), STOPPED_BY_RENTER, now(), 0, c.replyTo())
-            : Effect().reply(c.replyTo(), notFound()));
+        .onCommand(Timer.class, this::onProvisioningTimer)
+        .onCommand(Stop.class, this::onStopProvisioning);
+  }
 
-    CommandHandlerWithReplyBuilderByState<Command, Event, Running, State> running = newCommandHandlerWithReplyBuilder().forStateType(Running.class);
-    running.onCommand(Timer.class, this::onRunningTimer)
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Running, State> runningHandler() {
+    return newCommandHandlerWithReplyBuilder().forStateType(Running.class)
+        .onCommand(Timer.class, this::onRunningTimer)
         .onCommand(LivenessAnswer.class, this::onLiveness)
         .onCommand(Delivered.class, this::onDeliveredRunning)
         .onCommand(ExtendAnswer.class, this::onExtendAnswer)
-        .onCommand(Stop.class, (s, c) -> owns(s.order(), c.renterId())
-            ? endRunning(s, STOPPED_BY_RENTER, now(), c.replyTo())
-            : Effect().reply(c.replyTo(), notFound()))
-        .onCommand(HostLost.class, (s, c) -> fromHost(s.terms(), c.hostId())
-            ? endRunning(s, HOST_LOST, c.lastHeartbeatAt(), null) : Effect().noReply())
+        .onCommand(Stop.class, this::onStopRunning)
+        .onCommand(HostLost.class, this::onHostLostRunning)
         .onCommand(WorkloadStopped.class, this::onWorkloadStoppedRunning)
         .onCommand(WorkloadStarted.class, c -> Effect().noReply()) // a duplicate
         .onCommand(Preempt.class, this::onPreempt);
+  }
 
-    CommandHandlerWithReplyBuilderByState<Command, Event, Ending, State> ending = newCommandHandlerWithReplyBuilder().forStateType(Ending.class);
-    ending.onCommand(Delivered.class, this::onDeliveredEnding)
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Ending, State> endingHandler() {
+    return newCommandHandlerWithReplyBuilder().forStateType(Ending.class)
+        .onCommand(Delivered.class, this::onDeliveredEnding)
         .onCommand(Released.class, this::onReleased)
-        .onCommand(WorkloadStopped.class, (s, c) -> {
-          workloadStopped = true;
-          return maybeClose(s);
-        })
-        .onCommand(Timer.class, (s, t) -> {
-          if (t == Timer.STOP_EXPIRED) workloadStopped = true; // the agent is gone or silent; money does not wait for it
-          if (t == Timer.REDELIVER) finish(s);
-          return maybeClose(s);
-        })
-        .onCommand(Stop.class, (s, c) -> owns(s.order(), c.renterId())
-            ? Effect().reply(c.replyTo(), StatusReply.success(view(s)))
-            : Effect().reply(c.replyTo(), notFound()));
+        .onCommand(WorkloadStopped.class, this::onWorkloadStoppedEnding)
+        .onCommand(Timer.class, this::onEndingTimer)
+        .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())));
+  }
 
-    // Commands every non-empty state answers the same way.
+  /** Commands every non-empty state answers the same way. */
+  private CommandHandlerWithReplyBuilderByState<Command, Event, State, State> anyStateHandler() {
     CommandHandlerWithReplyBuilderByState<Command, Event, State, State> any = newCommandHandlerWithReplyBuilder().forStateType(State.class);
-    any.onCommand(Get.class, (s, c) -> Effect().reply(c.replyTo(), visibleTo(s, c.renterId()) ? StatusReply.success(view(s)) : notFound()))
+    any.onCommand(Get.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())))
         .onCommand(Subscribe.class, this::onSubscribe)
-        .onCommand(Unsubscribe.class, (s, c) -> {
-          subscribers.remove(c.subscriber());
-          return Effect().noReply();
-        })
-        .onCommand(Create.class, (s, c) -> Effect().reply(c.replyTo(), owns(s, c.renterId())
-            ? StatusReply.success(view(s)) : reply(Rejection.ALREADY_EXISTS, "rental " + rentalId + " exists")))
-        .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), visibleTo(s, c.renterId()) ? StatusReply.success(view(s)) : notFound()))
-        .onCommand(WorkloadStarted.class, this::onLateWorkloadMessage)
-        .onCommand(WorkloadStopped.class, c -> Effect().noReply())
-        .onCommand(WorkloadFailed.class, c -> Effect().noReply())
-        .onCommand(Released.class, c -> Effect().noReply())
+        .onCommand(Unsubscribe.class, this::onUnsubscribe)
+        .onCommand(Create.class, this::onCreateAgain)
+        .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())))
+        .onCommand(WorkloadStarted.class, this::onLateWorkloadStarted)
         .onCommand(MatchAnswer.class, this::onLateMatch)
-        .onAnyCommand(c -> Effect().noReply());
-
-    return empty.orElse(pending).orElse(provisioning).orElse(running).orElse(ending).orElse(any).build();
+        .onAnyCommand(c -> Effect().noReply()); // late answers, duplicates, timers of a phase that is over
+    return any;
   }
 
   // ---- creation, hold and matching
 
   private ReplyEffect<Event, State> onCreate(Empty state, Create cmd) {
     // Recorded before the hold is asked for, so a crash between the two cannot leave a hold nobody releases.
-    Order order = new Order(cmd.renterId(), cmd.spec(), initialHold(cmd.spec()), now());
+    Order order = new Order(cmd.renterId(), cmd.spec(), billing.initialHold(cmd.spec()), now());
     creator = cmd.replyTo();
     launchStepStarted = System.nanoTime();
     return Effect().persist(new Requested(order.renterId(), order.spec(), order.holdAmount(), order.createdAt()))
-        .thenRun(s -> {
-          launchStep(metrics.launchRecorded);
-          placeHold(order);
-        })
+        .thenRun(s -> holdRequested(order))
         .thenNoReply();
+  }
+
+  private void holdRequested(Order order) {
+    launchStep(metrics.launchRecorded);
+    placeHold(order);
+  }
+
+  private ReplyEffect<Event, State> onCreateAgain(State state, Create cmd) {
+    boolean same = state.order() != null && state.order().ownedBy(cmd.renterId());
+    return Effect().reply(cmd.replyTo(), same ? StatusReply.success(view(state))
+        : reply(Rejection.ALREADY_EXISTS, "rental " + rentalId + " exists"));
   }
 
   /** Idempotent: an open hold of at least this amount answers as it stands. */
   private void placeHold(Order order) {
     context.askWithStatus(Account.HoldView.class, ports.account(order.renterId()), settings.askTimeout(),
         reply -> new Account.PlaceHold(rentalId, order.holdAmount(), reply),
-        (view, failure) -> new HoldAnswer(order.holdAmount(), failure == null ? null : codeOf(failure)));
+        (view, failure) -> new HoldAnswer(order.holdAmount(), Rejection.codeOf(failure)));
   }
 
   /** Records the launch step that just ended and starts timing the next one. */
@@ -443,62 +572,60 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       requestMatch(state.order());
       return Effect().noReply();
     }
-    if (answer.refusal().equals("unavailable")) {
+    if (answer.refusal().equals(Rejection.UNAVAILABLE)) {
       timers.startSingleTimer(Timer.RETRY_HOLD, Timer.RETRY_HOLD, settings.retryInterval());
       return Effect().noReply();
     }
     ActorRef<StatusReply<View>> waiting = creator;
     creator = null;
-    return Effect().persist(new Refused(answer.refusal(), now())).thenRun(s -> {
-      if (waiting != null) waiting.tell(reply(answer.refusal(), refusalDetail(answer.refusal())));
-    }).thenNoReply();
+    return Effect().persist(new Refused(answer.refusal(), now()))
+        .thenRun(s -> tellRefusal(waiting, answer.refusal()))
+        .thenNoReply();
   }
 
-  private long initialHold(Spec spec) {
-    long hold = Metering.cost(spec.maxPricePerGpuHour(), spec.count(), settings.holdSeconds());
-    if (spec.maxTotal() != null) hold = Math.min(hold, spec.maxTotal());
-    return Math.max(hold, 1);
+  private static void tellRefusal(ActorRef<StatusReply<View>> waiting, String code) {
+    if (waiting != null) waiting.tell(reply(code, refusalDetail(code)));
   }
 
   private void requestMatch(Order order) {
     Spec s = order.spec();
     ports.matcher(s.gpu()).tell(new Matcher.Match(rentalId, s.gpu(), s.count(), s.tier(), s.region(), s.maxPricePerGpuHour(),
-        waitEnds(order), context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
+        order.waitEnds(), context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
     // A matcher lost with its node never answers: ask again. A late duplicate answer releases its cards (onLateMatch).
     timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.askTimeout().multipliedBy(2));
   }
 
   private ReplyEffect<Event, State> onMatchAnswer(Pending state, MatchAnswer answer) {
     launchStep(metrics.launchMatch);
-    if (answer.result() instanceof Matcher.Matched m) {
-      Host.Reservation r = m.reservation();
-      Terms terms = new Terms(r.hostId(), r.providerId(), r.cards(), r.pricePerGpuHour(), r.simulated(), now(), r.region());
-      timers.cancel(Timer.WAIT_EXPIRED);
-      timers.cancel(Timer.RETRY_MATCH);
-      return Effect().persist(new Matched(terms, now())).thenRun(s -> {
-        launchStep(metrics.launchMatchedRecorded);
-        launchStepStarted = 0;
-        answerCreator(s);
-        notifySubscribers(s);
-        timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED, settings.provisioningTimeout());
-        startWorkload(state.order(), terms);
-      }).thenNoReply();
-    }
-    if (remainingWait(state.order()).isNegative() || remainingWait(state.order()).isZero()) {
-      return end(state.order(), null, null, List.of(), NO_CAPACITY, now(), 0, null);
-    }
+    if (answer.result() instanceof Matcher.Matched m) return matched(state, m.reservation());
+    if (remainingWait(state.order()).compareTo(Duration.ZERO) <= 0) return endUnstarted(state.order(), null, EndReason.NO_CAPACITY, null);
     launchStepStarted = 0; // later attempts are not the launch's
     answerCreator(state);
     timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
     return Effect().noReply();
   }
 
+  private ReplyEffect<Event, State> matched(Pending state, Host.Reservation r) {
+    Terms terms = new Terms(r.hostId(), r.providerId(), r.cards(), r.pricePerGpuHour(), r.simulated(), now(), r.region());
+    timers.cancel(Timer.WAIT_EXPIRED);
+    timers.cancel(Timer.RETRY_MATCH);
+    return Effect().persist(new Matched(terms, now())).thenRun(this::provisioningStarted).thenNoReply();
+  }
+
+  private void provisioningStarted(State state) {
+    launchStep(metrics.launchMatchedRecorded);
+    launchStepStarted = 0;
+    answerCreator(state);
+    notifySubscribers(state);
+    timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED, settings.provisioningTimeout());
+    startWorkload(state.order(), state.terms());
+  }
+
   /** A match that lands after the rental stopped waiting for one (cancelled, no_capacity): the host gets its cards back. */
   private ReplyEffect<Event, State> onLateMatch(State state, MatchAnswer answer) {
     if (answer.result() instanceof Matcher.Matched m) {
-      Terms terms = termsOf(state);
       String hostId = m.reservation().hostId();
-      if (terms == null || !terms.hostId().equals(hostId)) {
+      if (state.terms() == null || !state.terms().hostId().equals(hostId)) {
         ports.host(hostId).tell(new Host.ReleaseCards(rentalId, context.getSystem().ignoreRef()));
       }
     }
@@ -506,24 +633,21 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private ReplyEffect<Event, State> onPendingTimer(Pending state, Timer timer) {
-    if (timer == Timer.RETRY_HOLD) {
-      placeHold(state.order());
-      return Effect().noReply();
-    }
-    if (timer == Timer.RETRY_MATCH) {
-      requestMatch(state.order());
-      return Effect().noReply();
-    }
-    if (timer == Timer.WAIT_EXPIRED) return end(state.order(), null, null, List.of(), NO_CAPACITY, now(), 0, null);
-    return Effect().noReply();
+    return switch (timer) {
+      case RETRY_HOLD -> sideEffectOnly(() -> placeHold(state.order()));
+      case RETRY_MATCH -> sideEffectOnly(() -> requestMatch(state.order()));
+      case WAIT_EXPIRED -> endUnstarted(state.order(), null, EndReason.NO_CAPACITY, null);
+      default -> Effect().noReply();
+    };
+  }
+
+  private ReplyEffect<Event, State> onStopPending(Pending state, Stop cmd) {
+    if (!state.order().ownedBy(cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
+    return endUnstarted(state.order(), null, EndReason.CANCELLED, cmd.replyTo());
   }
 
   private Duration remainingWait(Order order) {
-    return Duration.between(now(), waitEnds(order));
-  }
-
-  private static Instant waitEnds(Order order) {
-    return order.createdAt().plusSeconds(order.spec().waitSeconds());
+    return Duration.between(now(), order.waitEnds());
   }
 
   // ---- provisioning
@@ -544,7 +668,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     Spec s = order.spec();
     context.askWithStatus(Done.class, ports.host(terms.hostId()), settings.askTimeout(),
         reply -> new Host.StartWorkload(rentalId, s.image(), s.command(), s.sshPublicKey(), s.network(), reply),
-        (done, failure) -> new StartAnswer(failure == null ? null : codeOf(failure)));
+        (done, failure) -> new StartAnswer(Rejection.codeOf(failure)));
   }
 
   private ReplyEffect<Event, State> onStartAnswer(Provisioning state, StartAnswer answer) {
@@ -553,9 +677,24 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return Effect().noReply();
   }
 
-  private ReplyEffect<Event, State> retryStart(Provisioning state, Timer timer) {
-    if (timer == Timer.RETRY_MATCH || timer == Timer.RESEND_START) startWorkload(state.order(), state.terms());
-    return Effect().noReply();
+  private ReplyEffect<Event, State> onProvisioningTimer(Provisioning state, Timer timer) {
+    return switch (timer) {
+      case PROVISION_EXPIRED -> endUnstarted(state.order(), state.terms(), EndReason.PROVISIONING_FAILED, null);
+      // The window closed before the workload started: nothing ran, nothing is charged.
+      case PREEMPTION_DUE -> endUnstarted(state.order(), state.terms(), EndReason.PREEMPTED, null);
+      case RETRY_MATCH, RESEND_START -> sideEffectOnly(() -> startWorkload(state.order(), state.terms()));
+      default -> Effect().noReply();
+    };
+  }
+
+  private ReplyEffect<Event, State> failProvisioningFrom(Provisioning state, String hostId) {
+    if (!fromHost(state.terms(), hostId)) return Effect().noReply();
+    return endUnstarted(state.order(), state.terms(), EndReason.PROVISIONING_FAILED, null);
+  }
+
+  private ReplyEffect<Event, State> onStopProvisioning(Provisioning state, Stop cmd) {
+    if (!state.order().ownedBy(cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
+    return endUnstarted(state.order(), state.terms(), EndReason.STOPPED_BY_RENTER, cmd.replyTo());
   }
 
   private ReplyEffect<Event, State> onStarted(Provisioning state, WorkloadStarted cmd) {
@@ -566,37 +705,39 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
     timers.cancel(Timer.PREEMPTION_DUE); // from now on the tick ends it at the deadline, billed until then
-    return Effect().persist(new Started(startedAt, now())).thenRun(s -> {
-      ports.host(state.terms().hostId()).tell(new Host.ConfirmCards(rentalId, context.getSystem().ignoreRef()));
-      timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
-      notifySubscribers(s);
-    }).thenNoReply();
+    return Effect().persist(new Started(startedAt, now())).thenRun(this::meteringStarted).thenNoReply();
+  }
+
+  private void meteringStarted(State state) {
+    ports.host(state.terms().hostId()).tell(new Host.ConfirmCards(rentalId, context.getSystem().ignoreRef()));
+    timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
+    notifySubscribers(state);
   }
 
   // ---- running: ticks, settlements, hold extension
 
   private ReplyEffect<Event, State> onRunningTimer(Running state, Timer timer) {
-    if (timer != Timer.TICK) {
-      if (timer == Timer.REDELIVER && state.last() != null) deliver(state.order(), state.terms(), state.last(), false);
-      return Effect().noReply();
-    }
-    Instant now = now();
-    long second = secondsBetween(state.startedAt(), now);
-    long limit = limitSeconds(state);
-    String limitReason = limitReason(state);
-    if (state.preemptionDeadline() != null && !now.isBefore(state.preemptionDeadline())) {
-      return endRunning(state, PREEMPTED, state.preemptionDeadline(), null);
-    }
-    if (second >= limit) return endRunning(state, limitReason, state.startedAt().plusSeconds(limit), null);
-    publishTick(state, second);
-    long settled = state.last() == null ? 0 : state.last().throughSecond();
-    if (second - settled >= settings.settleInterval().toSeconds() && !askingLiveness) {
-      // Settle only what the host is known to have run: up to its last heartbeat.
-      askingLiveness = true;
-      context.ask(Host.Liveness.class, ports.host(state.terms().hostId()), settings.askTimeout(), Host.GetLiveness::new,
-          (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
-    }
+    if (timer == Timer.TICK) return onTick(state);
+    if (timer == Timer.REDELIVER && state.last() != null) delivery.deliver(state.order(), state.terms(), state.last(), false);
     return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onTick(Running state) {
+    Instant now = now();
+    if (state.pastPreemptionDeadline(now)) return endRunning(state, EndReason.PREEMPTED, state.preemptionDeadline(), null);
+    long second = secondsBetween(state.startedAt(), now);
+    RentalBilling.Limit limit = RentalBilling.limit(state);
+    if (second >= limit.seconds()) return endRunning(state, limit.reason(), state.startedAt().plusSeconds(limit.seconds()), null);
+    publishTick(state, second);
+    if (billing.settlementDue(state, second) && !askingLiveness) askLiveness(state);
+    return Effect().noReply();
+  }
+
+  /** Settle only what the host is known to have run: up to its last heartbeat. */
+  private void askLiveness(Running state) {
+    askingLiveness = true;
+    context.ask(Host.Liveness.class, ports.host(state.terms().hostId()), settings.askTimeout(), Host.GetLiveness::new,
+        (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
   }
 
   private ReplyEffect<Event, State> onLiveness(Running state, LivenessAnswer answer) {
@@ -605,139 +746,58 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     // the next tick asks again. A settled second is never taken back, so it is only ever one the host covered.
     if (answer.liveness() == null || answer.liveness().lastHeartbeatAt() == null) return Effect().noReply();
     Instant now = now();
-    Instant upTo = min(now, answer.liveness().lastHeartbeatAt());
-    // A spot rental is never billed past its preemption deadline, even when this answer arrives after it.
-    if (state.preemptionDeadline() != null) upTo = min(upTo, state.preemptionDeadline());
-    long covered = secondsBetween(state.startedAt(), upTo);
-    // Never settle more than the hold covers: the capture would be refused while the provider is credited.
-    long second = Math.min(covered, Math.min(limitSeconds(state), heldSeconds(state)));
-    long settled = state.last() == null ? 0 : state.last().throughSecond();
-    // Checkpoints are a settle-interval apart: the last heartbeat may lag the clock by a few seconds, and
-    // settling whatever it covers would checkpoint more often than configured. Only a hold or cap that
-    // stops the rental short of that settles less.
-    boolean stoppedShort = second < covered;
-    if (second <= settled || (second - settled < settings.settleInterval().toSeconds() && !stoppedShort)) {
+    long second = billing.settleThrough(state, answer.liveness().lastHeartbeatAt(), now);
+    if (second == RentalBilling.NONE) {
       maybeExtend(state); // the hold may be what holds the settlement back
       return Effect().noReply();
     }
-    Checkpoint checkpoint = checkpoint(state.terms(), second, now);
-    return Effect().persist(new Settled(checkpoint, now)).thenRun(s -> {
-      countSettlement(state.last(), checkpoint);
-      Running r = (Running) s;
-      deliver(r.order(), r.terms(), checkpoint, false);
-      maybeExtend(r);
-    }).thenNoReply();
+    Checkpoint checkpoint = billing.checkpoint(state.terms(), second, now);
+    return Effect().persist(new Settled(checkpoint, now)).thenRun(s -> settled(state.last(), (Running) s)).thenNoReply();
+  }
+
+  private void settled(Checkpoint previous, Running state) {
+    countSettlement(previous, state.last());
+    delivery.deliver(state.order(), state.terms(), state.last(), false);
+    maybeExtend(state);
   }
 
   /** Node metrics of a persisted settlement: its seconds and cost beyond the previous checkpoint. */
   private void countSettlement(Checkpoint previous, Checkpoint checkpoint) {
     metrics.settlements.increment();
-    metrics.secondsMetered.add(checkpoint.throughSecond() - (previous == null ? 0 : previous.throughSecond()));
+    metrics.secondsMetered.add(checkpoint.throughSecond() - RentalBilling.settledThrough(previous));
     metrics.microEurosMetered.add(checkpoint.cost() - (previous == null ? 0 : previous.cost()));
   }
 
-  private Checkpoint checkpoint(Terms terms, long second, Instant at) {
-    long cost = Metering.cost(terms.pricePerGpuHour(), terms.cards().size(), second);
-    long provider = Metering.providerShare(cost, settings.feeBps());
-    return new Checkpoint(second, cost, provider, cost - provider, at);
-  }
-
-  /** Renter capture and provider credit, same key ({@code rentalId:second}), cumulative; retried until acknowledged. */
-  private void deliver(Order order, Terms terms, Checkpoint c, boolean last) {
-    if (c.throughSecond() > capturedThrough) {
-      context.askWithStatus(Account.Posting.class, ports.account(order.renterId()), settings.askTimeout(),
-          reply -> new Account.Capture(rentalId, c.throughSecond(), c.cost(), reply),
-          (posting, failure) -> new Delivered("capture", c.throughSecond(), failure == null ? null : codeOf(failure)));
-    }
-    if (c.throughSecond() > creditedThrough || last) {
-      context.askWithStatus(Account.Posting.class, ports.account(terms.providerId()), settings.askTimeout(),
-          reply -> new Account.CreditEarnings(rentalId, c.throughSecond(), c.provider(), c.platform(), last, reply),
-          (posting, failure) -> new Delivered(last ? "final-credit" : "credit", c.throughSecond(), failure == null ? null : codeOf(failure)));
-    }
-  }
-
   private ReplyEffect<Event, State> onDeliveredRunning(Running state, Delivered d) {
-    if (!record(d)) redeliverLater();
+    delivery.acknowledged(d);
     return Effect().noReply();
   }
 
-  private void redeliverLater() {
-    timers.startSingleTimer(Timer.REDELIVER, Timer.REDELIVER,
-        redeliveryDelay(settings.retryInterval(), failedDeliveries++, ThreadLocalRandom.current().nextInt(REDELIVERY_SPREAD_PERMILLE + 1)));
-  }
-
-  /** The spread of a redelivery's wait: 80 % to 120 % of its nominal value, in per mille. */
-  static final int REDELIVERY_SPREAD_PERMILLE = 400;
-
-  /**
-   * The wait before a failed capture, credit or release is sent again: the retry interval, doubled with each failure
-   * in a row up to eight times it, then spread over 80–120 % ({@code spreadPermille} in [0, 400]). Thousands of rentals
-   * whose deliveries failed together (a slow account, a node lost) then neither retry in step nor keep a struggling
-   * account busy with retries every second; the first retry still comes after about one interval.
-   */
-  static Duration redeliveryDelay(Duration retryInterval, int failuresInARow, int spreadPermille) {
-    long factor = 1L << Math.min(Math.max(failuresInARow, 0), 3);
-    return retryInterval.multipliedBy(factor * (800 + spreadPermille)).dividedBy(1_000);
-  }
-
-  /** Notes an acknowledgement; false when the delivery must be retried. */
-  private boolean record(Delivered d) {
-    if (d.refusal() != null && !d.refusal().equals(Rejection.IDEMPOTENCY_CONFLICT)) return false;
-    failedDeliveries = 0;
-    if (d.side().equals("capture")) capturedThrough = Math.max(capturedThrough, d.throughSecond());
-    else creditedThrough = Math.max(creditedThrough, d.throughSecond());
-    return true;
-  }
-
   private void maybeExtend(Running state) {
-    Checkpoint last = state.last();
-    long spent = last == null ? 0 : last.cost();
-    long window = Metering.cost(state.terms().pricePerGpuHour(), state.terms().cards().size(), settings.holdSeconds());
-    if (extending || state.order().holdAmount() - spent >= window / 2) return;
-    long target = spent + window;
-    if (state.order().spec().maxTotal() != null) target = Math.min(target, state.order().spec().maxTotal());
-    if (target <= state.order().holdAmount()) return;
+    long target = billing.extensionTarget(state);
+    if (extending || target == 0) return;
     extending = true;
-    long newAmount = target;
     context.askWithStatus(Account.HoldView.class, ports.account(state.order().renterId()), settings.askTimeout(),
-        reply -> new Account.ExtendHold(rentalId, newAmount, reply),
-        (view, failure) -> new ExtendAnswer(newAmount, failure == null ? null : codeOf(failure)));
+        reply -> new Account.ExtendHold(rentalId, target, reply),
+        (view, failure) -> new ExtendAnswer(target, Rejection.codeOf(failure)));
   }
 
   private ReplyEffect<Event, State> onExtendAnswer(Running state, ExtendAnswer answer) {
     extending = false;
     if (answer.refusal() == null) return Effect().persist(new HoldExtended(answer.newAmount(), now())).thenNoReply();
-    String reason = answer.refusal().equals(Rejection.SPEND_CAP_REACHED) ? SPEND_CAP_REACHED
-        : answer.refusal().equals(Rejection.INSUFFICIENT_FUNDS) ? BALANCE_EXHAUSTED : null;
-    if (reason == null || reason.equals(state.extensionRefused())) return Effect().noReply(); // transient: retried next settlement
+    EndReason reason = EndReason.ofExtensionRefusal(answer.refusal());
+    if (reason == null || reason == state.extensionRefused()) return Effect().noReply(); // transient: retried next settlement
     return Effect().persist(new ExtensionRefused(reason, now())).thenNoReply();
   }
 
-  /** The last second this rental may run: what the hold covers, its own cap, and 10 years as a sanity bound. */
-  private long limitSeconds(Running state) {
-    int cards = state.terms().cards().size();
-    long price = state.terms().pricePerGpuHour();
-    long bound = 10L * 365 * 24 * 3600;
-    long byCap = state.order().spec().maxTotal() == null ? bound
-        : Metering.maxSecondsWithin(price, cards, state.order().spec().maxTotal(), bound);
-    long byHold = state.extensionRefused() == null ? bound : Metering.maxSecondsWithin(price, cards, state.order().holdAmount(), bound);
-    return Math.min(byCap, byHold);
+  private ReplyEffect<Event, State> onStopRunning(Running state, Stop cmd) {
+    if (!state.order().ownedBy(cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
+    return endRunning(state, EndReason.STOPPED_BY_RENTER, now(), cmd.replyTo());
   }
 
-  /** The seconds the current hold pays for at the agreed price: no capture may go beyond them. */
-  private static long heldSeconds(Running state) {
-    return Metering.maxSecondsWithin(state.terms().pricePerGpuHour(), state.terms().cards().size(), state.order().holdAmount(),
-        10L * 365 * 24 * 3600);
-  }
-
-  private String limitReason(Running state) {
-    int cards = state.terms().cards().size();
-    long price = state.terms().pricePerGpuHour();
-    long bound = 10L * 365 * 24 * 3600;
-    long byCap = state.order().spec().maxTotal() == null ? bound
-        : Metering.maxSecondsWithin(price, cards, state.order().spec().maxTotal(), bound);
-    long byHold = state.extensionRefused() == null ? bound : Metering.maxSecondsWithin(price, cards, state.order().holdAmount(), bound);
-    return byCap <= byHold ? RENTAL_CAP_REACHED : state.extensionRefused();
+  private ReplyEffect<Event, State> onHostLostRunning(Running state, HostLost cmd) {
+    if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
+    return endRunning(state, EndReason.HOST_LOST, cmd.lastHeartbeatAt(), null);
   }
 
   /**
@@ -747,12 +807,12 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
    */
   private ReplyEffect<Event, State> onWorkloadStoppedRunning(Running state, WorkloadStopped cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
-    Instant stoppedAt = cmd.at() == null ? now() : min(cmd.at(), now());
+    Instant stoppedAt = cmd.at() == null ? now() : earlier(cmd.at(), now());
     Instant deadline = state.preemptionDeadline();
     if (deadline != null && !stoppedAt.isBefore(deadline.minus(PREEMPTION_CLOCK_SLACK))) {
-      return endRunning(state, PREEMPTED, min(stoppedAt, deadline), null);
+      return endRunning(state, EndReason.PREEMPTED, earlier(stoppedAt, deadline), null);
     }
-    return endRunning(state, HOST_LOST, stoppedAt, null);
+    return endRunning(state, EndReason.HOST_LOST, stoppedAt, null);
   }
 
   /** How far an agent's clock may run ahead of this node's when it stops a workload at a preemption deadline. */
@@ -761,7 +821,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private ReplyEffect<Event, State> onPreempt(Running state, Preempt cmd) {
     if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd)) return Effect().noReply();
     return Effect().persist(new PreemptionScheduled(cmd.deadline(), now()))
-        .thenRun(s -> subscribers.forEach(sub -> sub.tell(new PreemptionNotice(cmd.deadline()))))
+        .thenRun(s -> noticeGiven(cmd.deadline()))
         .thenNoReply();
   }
 
@@ -772,10 +832,18 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
    */
   private ReplyEffect<Event, State> onPreemptProvisioning(Provisioning state, Preempt cmd) {
     if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd)) return Effect().noReply();
-    return Effect().persist(new PreemptionScheduled(cmd.deadline(), now())).thenRun(s -> {
-      preemptionDueAt(cmd.deadline());
-      subscribers.forEach(sub -> sub.tell(new PreemptionNotice(cmd.deadline())));
-    }).thenNoReply();
+    return Effect().persist(new PreemptionScheduled(cmd.deadline(), now()))
+        .thenRun(s -> noticeGivenProvisioning(cmd.deadline()))
+        .thenNoReply();
+  }
+
+  private void noticeGivenProvisioning(Instant deadline) {
+    preemptionDueAt(deadline);
+    noticeGiven(deadline);
+  }
+
+  private void noticeGiven(Instant deadline) {
+    subscribers.forEach(sub -> sub.tell(new PreemptionNotice(deadline)));
   }
 
   /** A spot rental takes a notice from its own host that brings its deadline forward; anything else changes nothing. */
@@ -791,124 +859,79 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   // ---- ending
 
-  private ReplyEffect<Event, State> endRunning(Running state, String reason, Instant endAt, ActorRef<StatusReply<View>> replyTo) {
-    Instant end = max(state.startedAt(), endAt);
-    long billed = Math.min(secondsBetween(state.startedAt(), end), Math.min(limitSeconds(state), heldSeconds(state)));
-    long settled = state.last() == null ? 0 : state.last().throughSecond();
-    billed = Math.max(billed, settled); // settled seconds were charged; cumulative totals never go down
+  private ReplyEffect<Event, State> endRunning(Running state, EndReason reason, Instant endAt, ActorRef<StatusReply<View>> replyTo) {
+    Instant end = later(state.startedAt(), endAt);
+    long billed = RentalBilling.billedAtEnd(state, end);
     return end(state.order(), state.terms(), state.startedAt(), state.checkpoints(), reason, end, billed, replyTo);
   }
 
-  private ReplyEffect<Event, State> end(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, String reason,
+  /** Ends a rental that never ran: nothing is charged. */
+  private ReplyEffect<Event, State> endUnstarted(Order order, Terms terms, EndReason reason, ActorRef<StatusReply<View>> replyTo) {
+    return end(order, terms, null, List.of(), reason, now(), 0, replyTo);
+  }
+
+  private ReplyEffect<Event, State> end(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason reason,
       Instant endAt, long billedSeconds, ActorRef<StatusReply<View>> replyTo) {
     timers.cancel(Timer.TICK);
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
     timers.cancel(Timer.WAIT_EXPIRED);
     timers.cancel(Timer.PROVISION_EXPIRED);
-    List<Event> events = new ArrayList<>(2);
-    long settled = checkpoints.isEmpty() ? 0 : checkpoints.get(checkpoints.size() - 1).throughSecond();
-    Instant now = now();
-    if (terms != null && billedSeconds > settled) events.add(new Settled(checkpoint(terms, billedSeconds, now), now));
-    events.add(new Ended(reason, endAt, billedSeconds, now));
     Checkpoint previous = checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
-    return Effect().persist(events).thenRun(s -> {
-      if (events.get(0) instanceof Settled last) countSettlement(previous, last.checkpoint());
-      if (terms != null) ports.host(terms.hostId()).tell(new Host.StopWorkload(rentalId));
-      answerCreator(s);
-      notifySubscribers(s);
-      finish((Ending) s);
-      if (replyTo != null) replyTo.tell(StatusReply.success(view(s)));
-    }).thenNoReply();
-  }
-
-  /** Final settlement (with {@code last}), hold release and card release; each retried until acknowledged. */
-  private void finish(Ending state) {
-    if (state.last() != null) deliver(state.order(), state.terms(), state.last(), true);
-    else creditedThrough = Math.max(creditedThrough, 0);
-    releaseHoldOnceCaptured(state);
-    if (state.terms() != null && !cardsReleased) {
-      context.askWithStatus(Done.class, ports.host(state.terms().hostId()), settings.askTimeout(),
-          reply -> new Host.ReleaseCards(rentalId, reply), (v, failure) -> new Released("cards", failure == null));
+    Instant now = now();
+    List<Event> events = new ArrayList<>(2);
+    if (terms != null && billedSeconds > RentalBilling.settledThrough(previous)) {
+      events.add(new Settled(billing.checkpoint(terms, billedSeconds, now), now));
     }
-    if (state.terms() == null || state.startedAt() == null) workloadStopped = true;
-    else if (!workloadStopped && !timers.isTimerActive(Timer.STOP_EXPIRED)) agentSilenceDeadline(state);
+    events.add(new Ended(reason, endAt, billedSeconds, now));
+    return Effect().persist(events).thenRun(s -> ended(previous, events, (Ending) s, replyTo)).thenNoReply();
   }
 
-  /**
-   * The agent has {@code stop-timeout} from the recorded end to report the workload stopped; after that the money does
-   * not wait for it. Fixed from the end (kept in the journal), so neither redeliveries nor restarts postpone it.
-   */
-  private void agentSilenceDeadline(Ending state) {
-    Instant recorded = state.recordedAt() == null ? now() : state.recordedAt(); // snapshots written before it was kept
-    Duration left = Duration.between(now(), recorded.plus(settings.stopTimeout()));
-    timers.startSingleTimer(Timer.STOP_EXPIRED, Timer.STOP_EXPIRED, left.isNegative() ? Duration.ZERO : left);
-  }
-
-  /**
-   * The rest of the hold goes back only once the final capture landed: a released hold refuses every later
-   * capture, so a lost final capture would never be charged. A hold the account never placed (the rental was
-   * cancelled before it answered) has nothing to release.
-   */
-  private void releaseHoldOnceCaptured(Ending state) {
-    if (holdReleased || (state.last() != null && capturedThrough < state.last().throughSecond())) return;
-    context.askWithStatus(Account.HoldView.class, ports.account(state.order().renterId()), settings.askTimeout(),
-        reply -> new Account.ReleaseHold(rentalId, reply),
-        (v, failure) -> new Released("hold", failure == null || Rejection.HOLD_NOT_FOUND.equals(codeOf(failure))));
+  private void ended(Checkpoint previous, List<Event> events, Ending state, ActorRef<StatusReply<View>> replyTo) {
+    if (events.get(0) instanceof Settled last) countSettlement(previous, last.checkpoint());
+    if (state.terms() != null) ports.host(state.terms().hostId()).tell(new Host.StopWorkload(rentalId));
+    answerCreator(state);
+    notifySubscribers(state);
+    delivery.finish(state);
+    if (replyTo != null) replyTo.tell(StatusReply.success(view(state)));
   }
 
   private ReplyEffect<Event, State> onDeliveredEnding(Ending state, Delivered d) {
-    if (!record(d)) {
-      redeliverLater();
-      return Effect().noReply();
-    }
-    if (d.side().equals("final-credit")) finalCredited = true;
-    if (d.side().equals("capture")) releaseHoldOnceCaptured(state);
+    delivery.acknowledgedEnding(state, d);
     return maybeClose(state);
   }
 
-  private boolean finalCredited;
-
   private ReplyEffect<Event, State> onReleased(Ending state, Released r) {
-    if (!r.ok()) {
-      redeliverLater();
-      return Effect().noReply();
-    }
-    failedDeliveries = 0;
-    if (r.what().equals("hold")) holdReleased = true;
-    else cardsReleased = true;
+    delivery.released(r);
+    return maybeClose(state);
+  }
+
+  private ReplyEffect<Event, State> onWorkloadStoppedEnding(Ending state, WorkloadStopped cmd) {
+    delivery.workloadStopped();
+    return maybeClose(state);
+  }
+
+  private ReplyEffect<Event, State> onEndingTimer(Ending state, Timer timer) {
+    if (timer == Timer.STOP_EXPIRED) delivery.workloadStopped(); // the agent is gone or silent; money does not wait for it
+    if (timer == Timer.REDELIVER) delivery.finish(state);
     return maybeClose(state);
   }
 
   private ReplyEffect<Event, State> maybeClose(Ending state) {
-    long through = state.last() == null ? 0 : state.last().throughSecond();
-    boolean money = state.last() == null || (capturedThrough >= through && finalCredited);
-    boolean cards = state.terms() == null || cardsReleased;
-    if (!(money && holdReleased && cards && workloadStopped)) return Effect().noReply();
-    timers.cancel(Timer.STOP_EXPIRED);
-    timers.cancel(Timer.REDELIVER);
-    return Effect().persist(new Closed(now())).thenRun(s -> {
-      notifySubscribers(s);
-      subscribers.clear();
-      forgetInAccounts(state);
-    }).thenNoReply();
+    if (!delivery.readyToClose(state)) return Effect().noReply();
+    delivery.closed();
+    return Effect().persist(new Closed(now())).thenRun(s -> closed(state, s)).thenNoReply();
   }
 
-  /**
-   * Closed: every posting of this rental is acknowledged and it sends no more, so the accounts may drop the closed
-   * hold and source they keep for its duplicates. Told once; if that is lost, the accounts just keep them.
-   */
-  private void forgetInAccounts(Ending state) {
-    ActorRef<Done> ignore = context.getSystem().ignoreRef();
-    ports.account(state.order().renterId()).tell(new Account.ForgetClosed(rentalId, ignore));
-    if (state.terms() != null && !state.terms().providerId().equals(state.order().renterId())) {
-      ports.account(state.terms().providerId()).tell(new Account.ForgetClosed(rentalId, ignore));
-    }
+  private void closed(Ending ending, State state) {
+    notifySubscribers(state);
+    subscribers.clear();
+    delivery.forgetInAccounts(ending);
   }
 
-  private ReplyEffect<Event, State> onLateWorkloadMessage(State state, WorkloadStarted cmd) {
-    // A workload that starts after its rental ended (e.g. provisioning timed out) is stopped again.
-    if (state instanceof Finished f && f.terms() != null && f.terms().hostId().equals(cmd.hostId())) {
+  /** A workload that starts after its rental ended (e.g. provisioning timed out) is stopped again. */
+  private ReplyEffect<Event, State> onLateWorkloadStarted(State state, WorkloadStarted cmd) {
+    if (state instanceof Finished && fromHost(state.terms(), cmd.hostId())) {
       ports.host(cmd.hostId()).tell(new Host.StopWorkload(rentalId));
     }
     return Effect().noReply();
@@ -925,6 +948,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
   }
 
+  private ReplyEffect<Event, State> onUnsubscribe(State state, Unsubscribe cmd) {
+    subscribers.remove(cmd.subscriber());
+    return Effect().noReply();
+  }
+
   private void notifySubscribers(State state) {
     if (subscribers.isEmpty()) return;
     View v = view(state);
@@ -935,8 +963,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     if (second == lastTick) return;
     lastTick = second;
     if (subscribers.isEmpty()) return;
-    long cost = Metering.cost(state.terms().pricePerGpuHour(), state.terms().cards().size(), second);
-    subscribers.forEach(s -> s.tell(new Tick(second, cost)));
+    Tick tick = new Tick(second, RentalBilling.cost(state.terms(), second));
+    subscribers.forEach(s -> s.tell(tick));
   }
 
   private void answerCreator(State state) {
@@ -945,66 +973,49 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     creator = null;
   }
 
-  private static boolean owns(Order order, String renterId) {
-    return renterId == null || order.renterId().equals(renterId);
-  }
-
-  private static boolean owns(State state, String renterId) {
-    Order order = orderOf(state);
-    return order != null && owns(order, renterId);
-  }
-
   private static boolean visibleTo(State state, String renterId) {
-    return orderOf(state) != null && owns(state, renterId);
+    return state.order() != null && state.order().ownedBy(renterId);
+  }
+
+  private StatusReply<View> viewFor(State state, String renterId) {
+    return visibleTo(state, renterId) ? StatusReply.success(view(state)) : notFound();
   }
 
   private static boolean fromHost(Terms terms, String hostId) {
     return terms != null && terms.hostId().equals(hostId);
   }
 
-  static Terms termsOf(State state) {
-    if (state instanceof Provisioning p) return p.terms();
-    if (state instanceof Running r) return r.terms();
-    if (state instanceof Ending e) return e.terms();
-    if (state instanceof Finished f) return f.terms();
-    return null;
-  }
-
-  static Order orderOf(State state) {
-    if (state instanceof Pending p) return p.order();
-    if (state instanceof Provisioning p) return p.order();
-    if (state instanceof Running r) return r.order();
-    if (state instanceof Ending e) return e.order();
-    if (state instanceof Finished f) return f.order();
-    if (state instanceof RefusedRental r) return r.order();
-    return null;
-  }
-
   public View view(State state) {
-    Instant now = now();
-    if (state instanceof Pending p) return view(p.order(), "pending", null, null, null, null, 0, null, List.of());
+    if (state instanceof Pending p) return view(p.order(), Status.PENDING, null, null, null, null, 0, null, List.of());
     if (state instanceof Provisioning p) {
-      return view(p.order(), "provisioning", p.terms(), null, null, null, 0, p.preemptionDeadline(), List.of());
+      return view(p.order(), Status.PROVISIONING, p.terms(), null, null, null, 0, p.preemptionDeadline(), List.of());
     }
     if (state instanceof Running r) {
-      long second = Math.min(secondsBetween(r.startedAt(), now), limitSeconds(r));
-      return view(r.order(), "running", r.terms(), r.startedAt(), null, null, second, r.preemptionDeadline(), r.checkpoints());
+      return view(r.order(), Status.RUNNING, r.terms(), r.startedAt(), null, null, liveSeconds(r), r.preemptionDeadline(),
+          r.checkpoints());
     }
     if (state instanceof Ending e) {
-      return view(e.order(), "stopping", e.terms(), e.startedAt(), e.endAt(), e.reason(), e.billedSeconds(), null, e.checkpoints());
+      return view(e.order(), Status.STOPPING, e.terms(), e.startedAt(), e.endAt(), e.reason(), e.billedSeconds(), null,
+          e.checkpoints());
     }
     if (state instanceof Finished f) {
-      return view(f.order(), "ended", f.terms(), f.startedAt(), f.endAt(), f.reason(), f.billedSeconds(), null, f.checkpoints());
+      return view(f.order(), Status.ENDED, f.terms(), f.startedAt(), f.endAt(), f.reason(), f.billedSeconds(), null, f.checkpoints());
     }
-    if (state instanceof RefusedRental r) return view(r.order(), "refused", null, null, r.order().createdAt(), CANCELLED, 0, null, List.of());
-    return new View(rentalId, null, "unknown", null, null, null, null, null, null, 0, 0, null, List.of());
+    if (state instanceof RefusedRental r) {
+      return view(r.order(), Status.REFUSED, null, null, r.order().createdAt(), EndReason.CANCELLED, 0, null, List.of());
+    }
+    return new View(rentalId, null, Status.UNKNOWN, null, null, null, null, null, null, 0, 0, null, List.of());
   }
 
-  private View view(Order order, String status, Terms terms, Instant startedAt, Instant endedAt, String reason, long billed,
+  /** The live meter: seconds since the start, within the limit. */
+  private long liveSeconds(Running state) {
+    return Math.min(secondsBetween(state.startedAt(), now()), RentalBilling.limit(state).seconds());
+  }
+
+  private View view(Order order, Status status, Terms terms, Instant startedAt, Instant endedAt, EndReason reason, long billed,
       Instant preemption, List<Checkpoint> checkpoints) {
-    long cost = terms == null ? 0 : Metering.cost(terms.pricePerGpuHour(), terms.cards().size(), billed);
     return new View(rentalId, order.renterId(), status, order.spec(), terms, order.createdAt(), startedAt, endedAt, reason, billed,
-        cost, preemption, checkpoints);
+        RentalBilling.cost(terms, billed), preemption, checkpoints);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1012,7 +1023,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   @Override
   public EventHandler<State, Event> eventHandler() {
-    var b = newEventHandlerBuilder();
+    EventHandlerBuilder<State, Event> b = newEventHandlerBuilder();
     b.forStateType(Empty.class)
         .onEvent(Requested.class, (s, e) -> new Pending(new Order(e.renterId(), e.spec(), e.holdAmount(), e.at())));
     b.forStateType(Pending.class)
@@ -1021,29 +1032,19 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         .onEvent(Ended.class, (s, e) -> new Ending(s.order(), null, null, List.of(), e.reason(), e.endAt(), 0, e.at()));
     b.forStateType(Provisioning.class)
         .onEvent(Started.class, (s, e) -> new Running(s.order(), s.terms(), e.startedAt(), List.of(), null, s.preemptionDeadline()))
-        .onEvent(PreemptionScheduled.class, (s, e) -> new Provisioning(s.order(), s.terms(), e.deadline()))
+        .onEvent(PreemptionScheduled.class, (s, e) -> s.withPreemption(e.deadline()))
         .onEvent(Ended.class, (s, e) -> new Ending(s.order(), s.terms(), null, List.of(), e.reason(), e.endAt(), 0, e.at()));
     b.forStateType(Running.class)
-        .onEvent(Settled.class, (s, e) -> new Running(s.order(), s.terms(), s.startedAt(), append(s.checkpoints(), e.checkpoint()),
-            s.extensionRefused(), s.preemptionDeadline()))
-        .onEvent(HoldExtended.class, (s, e) -> new Running(withHold(s.order(), e.holdAmount()), s.terms(), s.startedAt(), s.checkpoints(),
-            null, s.preemptionDeadline()))
-        .onEvent(ExtensionRefused.class, (s, e) -> new Running(s.order(), s.terms(), s.startedAt(), s.checkpoints(), e.reason(),
-            s.preemptionDeadline()))
-        .onEvent(PreemptionScheduled.class, (s, e) -> new Running(s.order(), s.terms(), s.startedAt(), s.checkpoints(),
-            s.extensionRefused(), e.deadline()))
+        .onEvent(Settled.class, (s, e) -> s.settled(e.checkpoint()))
+        .onEvent(HoldExtended.class, (s, e) -> s.withHold(e.holdAmount()))
+        .onEvent(ExtensionRefused.class, (s, e) -> s.extensionRefused(e.reason()))
+        .onEvent(PreemptionScheduled.class, (s, e) -> s.withPreemption(e.deadline()))
         .onEvent(Ended.class, (s, e) -> new Ending(s.order(), s.terms(), s.startedAt(), s.checkpoints(), e.reason(), e.endAt(),
             e.billedSeconds(), e.at()));
     b.forStateType(Ending.class)
-        .onEvent(Settled.class, (s, e) -> new Ending(s.order(), s.terms(), s.startedAt(), append(s.checkpoints(), e.checkpoint()),
-            s.reason(), s.endAt(), s.billedSeconds(), s.recordedAt()))
-        .onEvent(Closed.class, (s, e) -> new Finished(s.order(), s.terms(), s.startedAt(), s.checkpoints(), s.reason(), s.endAt(),
-            s.billedSeconds(), e.at()));
+        .onEvent(Settled.class, (s, e) -> s.settled(e.checkpoint()))
+        .onEvent(Closed.class, (s, e) -> s.closed(e.at()));
     return b.build();
-  }
-
-  private static Order withHold(Order order, long holdAmount) {
-    return new Order(order.renterId(), order.spec(), holdAmount, order.createdAt());
   }
 
   /**
@@ -1067,25 +1068,13 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return clock.instant();
   }
 
-  static long secondsBetween(Instant from, Instant to) {
-    return Math.max(0, Duration.between(from, to).getSeconds());
-  }
-
-  private static Instant min(Instant a, Instant b) {
-    return a.isBefore(b) ? a : b;
-  }
-
-  private static Instant max(Instant a, Instant b) {
-    return a.isAfter(b) ? a : b;
+  private ReplyEffect<Event, State> sideEffectOnly(Runnable effect) {
+    effect.run();
+    return Effect().noReply();
   }
 
   private <T> StatusReply<T> notFound() {
     return reply(Rejection.NOT_FOUND, "no rental " + rentalId);
-  }
-
-  private static String codeOf(Throwable failure) {
-    if (failure instanceof StatusReply.ErrorMessage e) return Rejection.codeOf(e.getMessage());
-    return "unavailable";
   }
 
   private static String refusalDetail(String code) {

@@ -914,7 +914,7 @@ class AccountTest {
     assertEquals(Rejection.INSUFFICIENT_FUNDS, Rejection.codeOf(message));
     assertEquals("available 0.001000 EUR, the hold needs 0.002000 EUR", Rejection.detailOf(message));
     assertEquals("internal", Rejection.codeOf("Boom"));
-    assertEquals("internal", Rejection.codeOf(null));
+    assertEquals("internal", Rejection.codeOf((String) null));
   }
 
   // ---------------------------------------------------------------------------------------------

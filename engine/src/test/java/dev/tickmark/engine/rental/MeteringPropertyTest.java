@@ -256,7 +256,7 @@ class MeteringPropertyTest {
     long stoppedAt = elapsedMillis / 1_000;
     View stopping = ok(f.stop(f.renterId));
     context += story + " stop";
-    assertEquals(Rental.STOPPED_BY_RENTER, stopping.endReason(), context);
+    assertEquals(Rental.EndReason.STOPPED_BY_RENTER, stopping.endReason(), context);
     assertEquals(stoppedAt, stopping.billedSeconds(), context);
     if (random.nextBoolean()) {
       f.restart();
@@ -264,7 +264,7 @@ class MeteringPropertyTest {
     }
     f.agentStopped();
     String where = context;
-    f.awaitAssert(() -> assertEquals("ended", f.get().status(), where));
+    f.awaitAssert(() -> assertEquals(Rental.Status.ENDED, f.get().status(), where));
     audit(f, floor, cards, fee, deposit, stoppedAt, where);
   }
 

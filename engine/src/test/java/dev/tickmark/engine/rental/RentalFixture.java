@@ -224,11 +224,11 @@ final class RentalFixture {
     Matcher.Match match = expectMatch();
     match.replyTo().tell(new Matcher.Matched(rentalId, reservation(spec, floor)));
     View provisioning = ok(creator.receiveMessage(WAIT));
-    assertEquals("provisioning", provisioning.status());
+    assertEquals(Rental.Status.PROVISIONING, provisioning.status());
     host.expect(Host.StartWorkload.class);
     tell(new Rental.WorkloadStarted(hostId, clock.instant()));
     View running = get();
-    assertEquals("running", running.status());
+    assertEquals(Rental.Status.RUNNING, running.status());
     return running;
   }
 

@@ -140,7 +140,7 @@ class RentalTest {
     Account.Summary renter = f.renter.summary();
     assertEquals(hold, renter.held());
     assertEquals(DEPOSIT - hold, renter.available());
-    assertEquals("pending", f.get().status());
+    assertEquals(Rental.Status.PENDING, f.get().status());
   }
 
   @Test
@@ -163,7 +163,7 @@ class RentalTest {
     assertEquals(Rejection.INSUFFICIENT_FUNDS, refused.code());
     assertEquals(List.of(Rental.Requested.class, Rental.Refused.class), f.events().stream().map(Object::getClass).toList());
     View view = f.get();
-    assertEquals("refused", view.status());
+    assertEquals(Rental.Status.REFUSED, view.status());
     assertEquals(0, view.cost());
     assertNull(view.terms());
 
@@ -175,7 +175,7 @@ class RentalTest {
     f.matcher.expectNoMessage(Duration.ofMillis(200));
 
     assertEquals(refused, f.kit.restart().state());
-    assertEquals("refused", ok(f.stop(f.renterId)).status());
+    assertEquals(Rental.Status.REFUSED, ok(f.stop(f.renterId)).status());
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -187,18 +187,18 @@ class RentalTest {
     f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 30));
     f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
     // The creator hears after the first attempt, then the rental keeps asking.
-    assertEquals("pending", ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    assertEquals(Rental.Status.PENDING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
     f.clock.advance(Duration.ofSeconds(31));
     f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
 
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(new Ended(Rental.NO_CAPACITY, at(31), 0, at(31)), ended);
+    assertEquals(new Ended(Rental.EndReason.NO_CAPACITY, at(31), 0, at(31)), ended);
     f.awaitState(Rental.Finished.class);
     assertHoldReleased(f, DEPOSIT, 0);
     assertConserved(f, 0);
     View view = f.get();
-    assertEquals("ended", view.status());
-    assertEquals(Rental.NO_CAPACITY, view.endReason());
+    assertEquals(Rental.Status.ENDED, view.status());
+    assertEquals(Rental.EndReason.NO_CAPACITY, view.endReason());
     assertTrue(f.events(Rental.Settled.class).isEmpty());
   }
 
@@ -210,7 +210,7 @@ class RentalTest {
     Matcher.Match again = f.expectMatch(); // after twice the ask timeout the rental asks again
     assertEquals(first.rentalId(), again.rentalId());
     again.replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
-    assertEquals("pending", ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    assertEquals(Rental.Status.PENDING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
   }
 
   @Test
@@ -218,7 +218,7 @@ class RentalTest {
     RentalFixture f = fixture();
     f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 1));
     f.expectMatch(); // never answered: the wait timer (1 s) ends the rental
-    assertEquals(Rental.NO_CAPACITY, f.awaitEvent(Ended.class).reason());
+    assertEquals(Rental.EndReason.NO_CAPACITY, f.awaitEvent(Ended.class).reason());
     f.awaitState(Rental.Finished.class);
     assertHoldReleased(f, DEPOSIT, 0);
   }
@@ -230,7 +230,7 @@ class RentalTest {
     f.create(spec);
     Matcher.Match match = f.expectMatch();
     View stopping = f.stop();
-    assertEquals(Rental.CANCELLED, stopping.endReason());
+    assertEquals(Rental.EndReason.CANCELLED, stopping.endReason());
     f.awaitState(Rental.Finished.class);
 
     // The matcher was mid-proposal: the host reserved cards for a rental that no longer wants them.
@@ -248,7 +248,7 @@ class RentalTest {
     f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
 
     View created = ok(f.creator.receiveMessage(RentalFixture.WAIT));
-    assertEquals("provisioning", created.status());
+    assertEquals(Rental.Status.PROVISIONING, created.status());
     Rental.Terms terms = new Rental.Terms(f.hostId, f.providerId, List.of(0, 1), FLOOR, false, START, REGION);
     assertEquals(terms, created.terms());
     assertEquals(new Rental.Matched(terms, START), f.events().get(1));
@@ -274,7 +274,7 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(4));
     var failed = f.kit.runCommand(new Rental.WorkloadFailed(f.hostId, "image pull failed"));
     // The fixture's accounts and host answer at once, so Closed may already follow.
-    assertEquals(new Ended(Rental.PROVISIONING_FAILED, at(4), 0, at(4)), failed.events().get(0));
+    assertEquals(new Ended(Rental.EndReason.PROVISIONING_FAILED, at(4), 0, at(4)), failed.events().get(0));
 
     assertEquals(f.rentalId, f.host.expect(Host.StopWorkload.class).rentalId());
     assertEquals(f.rentalId, f.host.expect(Host.ReleaseCards.class).rentalId());
@@ -295,7 +295,7 @@ class RentalTest {
     f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
     f.host.expect(Host.StartWorkload.class);
 
-    assertEquals(Rental.PROVISIONING_FAILED, f.awaitEvent(Ended.class).reason());
+    assertEquals(Rental.EndReason.PROVISIONING_FAILED, f.awaitEvent(Ended.class).reason());
     f.host.expect(Host.ReleaseCards.class);
     f.awaitState(Rental.Finished.class);
     assertHoldReleased(f, DEPOSIT, 0);
@@ -318,7 +318,7 @@ class RentalTest {
     f.host.startRefusal.set(null);
     f.host.expect(Host.StartWorkload.class);
     f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
-    assertEquals("running", f.get().status());
+    assertEquals(Rental.Status.RUNNING, f.get().status());
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -375,13 +375,13 @@ class RentalTest {
     f.clock.advance(Duration.ofMillis(13_700));
 
     View stopping = f.stop();
-    assertEquals("stopping", stopping.status());
-    assertEquals(Rental.STOPPED_BY_RENTER, stopping.endReason());
+    assertEquals(Rental.Status.STOPPING, stopping.status());
+    assertEquals(Rental.EndReason.STOPPED_BY_RENTER, stopping.endReason());
     assertEquals(23, stopping.billedSeconds());
     assertEquals(cost(23), stopping.cost());
     Instant stopAt = at(23).plusMillis(700);
     assertEquals(List.of(10L, 23L), f.checkpointSeconds());
-    assertEquals(new Ended(Rental.STOPPED_BY_RENTER, stopAt, 23, stopAt), f.awaitEvent(Ended.class));
+    assertEquals(new Ended(Rental.EndReason.STOPPED_BY_RENTER, stopAt, 23, stopAt), f.awaitEvent(Ended.class));
 
     assertEquals(f.rentalId, f.host.expect(Host.StopWorkload.class).rentalId());
     f.host.expect(Host.ReleaseCards.class);
@@ -396,7 +396,7 @@ class RentalTest {
     f.agentStopped();
     f.awaitState(Rental.Finished.class);
     View ended = f.get();
-    assertEquals("ended", ended.status());
+    assertEquals(Rental.Status.ENDED, ended.status());
     assertEquals(stopAt, ended.endedAt());
     assertEquals(23, ended.billedSeconds());
     assertEquals(cost(23), ended.cost());
@@ -480,7 +480,7 @@ class RentalTest {
     f.running(onDemand(CARDS, CEILING), FLOOR);
     // Heartbeats every 5 s, at 2, 7, 12, 17 ... seconds into the rental.
     f.host.liveness.set(now -> {
-      long second = Rental.secondsBetween(at(0), now);
+      long second = RentalBilling.secondsBetween(at(0), now);
       return new Host.Liveness(true, second < 2 ? at(0) : at(second - (second - 2) % 5));
     });
     f.clock.advance(Duration.ofSeconds(10)); // heard up to 7: too little since the start to checkpoint
@@ -504,7 +504,7 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(45)); // the heartbeat timeout noticed it 32.5 s later
     f.kit.runCommand(new Rental.HostLost(f.hostId, lastHeartbeat));
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(Rental.HOST_LOST, ended.reason());
+    assertEquals(Rental.EndReason.HOST_LOST, ended.reason());
     assertEquals(lastHeartbeat, ended.endAt());
     assertEquals(12, ended.billedSeconds());
     assertEquals(List.of(12L), f.checkpointSeconds());
@@ -529,7 +529,7 @@ class RentalTest {
 
     f.clock.advance(Duration.ofSeconds(40)); // 45 s, 15 s past the deadline
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(new Ended(Rental.PREEMPTED, deadline, 30, at(45)), ended);
+    assertEquals(new Ended(Rental.EndReason.PREEMPTED, deadline, 30, at(45)), ended);
     assertEquals(30, f.lastCheckpoint().throughSecond());
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(30)));
     f.awaitAssert(() -> assertConserved(f, cost(30)));
@@ -553,7 +553,7 @@ class RentalTest {
     Instant deadline = at(40);
     var noticed = f.kit.runCommand(new Rental.Preempt(f.hostId, deadline));
     assertEquals(List.of(new Rental.PreemptionScheduled(deadline, at(0))), noticed.events());
-    assertEquals("provisioning", f.get().status());
+    assertEquals(Rental.Status.PROVISIONING, f.get().status());
     assertEquals(deadline, f.get().preemptionDeadline());
     assertTrue(f.kit.runCommand(new Rental.Preempt(f.hostId, deadline)).hasNoEvents(), "told again: changes nothing");
     assertTrue(f.kit.runCommand(new Rental.Preempt("some-other-host", at(5))).hasNoEvents());
@@ -561,13 +561,13 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(10));
     f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
     View running = f.get();
-    assertEquals("running", running.status());
+    assertEquals(Rental.Status.RUNNING, running.status());
     assertEquals(deadline, running.preemptionDeadline(), "carried into the running rental");
     assertEquals(deadline, f.kit.restart().state() instanceof Rental.Running r ? r.preemptionDeadline() : null, "and recovered");
 
     f.clock.advance(Duration.ofSeconds(35)); // 45 s, 5 s past the deadline
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(new Ended(Rental.PREEMPTED, deadline, 30, at(45)), ended, "billed from the start (10 s) to the deadline (40 s)");
+    assertEquals(new Ended(Rental.EndReason.PREEMPTED, deadline, 30, at(45)), ended, "billed from the start (10 s) to the deadline (40 s)");
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(30)));
     f.awaitAssert(() -> assertConserved(f, cost(30)));
   }
@@ -579,7 +579,7 @@ class RentalTest {
     f.kit.runCommand(new Rental.Preempt(f.hostId, at(0)));
 
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(Rental.PREEMPTED, ended.reason());
+    assertEquals(Rental.EndReason.PREEMPTED, ended.reason());
     assertEquals(0, ended.billedSeconds());
     f.host.expect(Host.ReleaseCards.class);
     f.awaitState(Rental.Finished.class);
@@ -597,7 +597,7 @@ class RentalTest {
     // and reports it before this rental's own tick notices the deadline.
     f.clock.advance(Duration.ofMillis(15_200));
     var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(19).plusMillis(800)));
-    assertEquals(new Ended(Rental.PREEMPTED, at(19).plusMillis(800), 19, at(20).plusMillis(200)),
+    assertEquals(new Ended(Rental.EndReason.PREEMPTED, at(19).plusMillis(800), 19, at(20).plusMillis(200)),
         stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
     f.awaitAssert(() -> assertConserved(f, cost(19)));
   }
@@ -610,7 +610,7 @@ class RentalTest {
     f.kit.runCommand(new Rental.Preempt(f.hostId, at(200)));
     f.clock.advance(Duration.ofSeconds(3));
     var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8)));
-    assertEquals(new Ended(Rental.HOST_LOST, at(8), 8, at(8)),
+    assertEquals(new Ended(Rental.EndReason.HOST_LOST, at(8), 8, at(8)),
         stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
   }
 
@@ -626,7 +626,7 @@ class RentalTest {
     f.host.letLivenessThrough();
 
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(Rental.PREEMPTED, ended.reason());
+    assertEquals(Rental.EndReason.PREEMPTED, ended.reason());
     assertEquals(15, ended.billedSeconds(), "billed until the deadline: " + f.events());
     assertEquals(15, f.lastCheckpoint().throughSecond());
     f.awaitAssert(() -> assertConserved(f, cost(15)));
@@ -682,12 +682,12 @@ class RentalTest {
 
     f.clock.advance(Duration.ofSeconds(290)); // cost 201 of 300: the extension asks for 109 more, 50 are available
     f.awaitCheckpoints(290L);
-    assertEquals(new Rental.ExtensionRefused(Rental.BALANCE_EXHAUSTED, at(290)), f.awaitEvent(Rental.ExtensionRefused.class));
+    assertEquals(new Rental.ExtensionRefused(Rental.EndReason.BALANCE_EXHAUSTED, at(290)), f.awaitEvent(Rental.ExtensionRefused.class));
     assertInstanceOf(Rental.Running.class, f.kit.getState());
 
     f.clock.advance(Duration.ofSeconds(210)); // 500 s
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(new Ended(Rental.BALANCE_EXHAUSTED, at(433), 433, at(500)), ended);
+    assertEquals(new Ended(Rental.EndReason.BALANCE_EXHAUSTED, at(433), 433, at(500)), ended);
     assertEquals(300, f.lastCheckpoint().cost(), "exactly what the hold covers");
     f.awaitAssert(() -> assertHoldReleased(f, 350, 300));
     f.awaitAssert(() -> assertConserved(f, 300));
@@ -702,10 +702,10 @@ class RentalTest {
 
     f.clock.advance(Duration.ofSeconds(290));
     f.awaitCheckpoints(290L);
-    assertEquals(Rental.SPEND_CAP_REACHED, f.awaitEvent(Rental.ExtensionRefused.class).reason());
+    assertEquals(Rental.EndReason.SPEND_CAP_REACHED, f.awaitEvent(Rental.ExtensionRefused.class).reason());
     f.clock.advance(Duration.ofSeconds(210));
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(new Ended(Rental.SPEND_CAP_REACHED, at(433), 433, at(500)), ended);
+    assertEquals(new Ended(Rental.EndReason.SPEND_CAP_REACHED, at(433), 433, at(500)), ended);
     f.awaitAssert(() -> assertHoldReleased(f, 10_000, 300));
     f.awaitAssert(() -> assertConserved(f, 300));
   }
@@ -722,7 +722,7 @@ class RentalTest {
     f.awaitCheckpoints(300L);
     f.clock.advance(Duration.ofSeconds(200));
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(new Ended(Rental.RENTAL_CAP_REACHED, at(361), 361, at(500)), ended);
+    assertEquals(new Ended(Rental.EndReason.RENTAL_CAP_REACHED, at(361), 361, at(500)), ended);
     assertTrue(f.events(Rental.HoldExtended.class).isEmpty(), "the hold never grows past max_total");
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, 250));
     f.awaitAssert(() -> assertConserved(f, 250));
@@ -737,7 +737,7 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(1_000));
 
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(Rental.BALANCE_EXHAUSTED, ended.reason());
+    assertEquals(Rental.EndReason.BALANCE_EXHAUSTED, ended.reason());
     assertEquals(300, ended.billedSeconds());
     f.agentStopped();
     f.awaitState(Rental.Finished.class);
@@ -800,7 +800,7 @@ class RentalTest {
     assertRejected(Rejection.NOT_FOUND, f.get("renter-someone-else"));
     assertRejected(Rejection.NOT_FOUND, f.stop("renter-someone-else"));
     assertEquals(before, f.kit.getState(), "another renter's stop changes nothing");
-    assertEquals("running", ok(f.get(null)).status(), "the operator sees it");
+    assertEquals(Rental.Status.RUNNING, ok(f.get(null)).status(), "the operator sees it");
 
     f.stop();
     assertRejected(Rejection.NOT_FOUND, f.get("renter-someone-else"));
@@ -903,15 +903,15 @@ class RentalTest {
   @Test
   void redeliveryWaitsDoubleUpToEightRetryIntervalsAndSpreadTwentyPercent() {
     Duration interval = Duration.ofSeconds(1);
-    assertEquals(Duration.ofMillis(800), Rental.redeliveryDelay(interval, 0, 0));
-    assertEquals(Duration.ofMillis(1_000), Rental.redeliveryDelay(interval, 0, 200));
-    assertEquals(Duration.ofMillis(1_200), Rental.redeliveryDelay(interval, 0, Rental.REDELIVERY_SPREAD_PERMILLE));
-    assertEquals(Duration.ofMillis(2_000), Rental.redeliveryDelay(interval, 1, 200));
-    assertEquals(Duration.ofMillis(4_000), Rental.redeliveryDelay(interval, 2, 200));
-    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, 3, 200));
-    assertEquals(Duration.ofMillis(8_000), Rental.redeliveryDelay(interval, 30, 200), "capped at eight intervals");
-    assertEquals(Duration.ofMillis(9_600), Rental.redeliveryDelay(interval, Integer.MAX_VALUE, Rental.REDELIVERY_SPREAD_PERMILLE));
-    assertEquals(Duration.ofMillis(160), Rental.redeliveryDelay(Duration.ofMillis(200), 0, 0));
+    assertEquals(Duration.ofMillis(800), SettlementDelivery.redeliveryDelay(interval, 0, 0));
+    assertEquals(Duration.ofMillis(1_000), SettlementDelivery.redeliveryDelay(interval, 0, 200));
+    assertEquals(Duration.ofMillis(1_200), SettlementDelivery.redeliveryDelay(interval, 0, SettlementDelivery.REDELIVERY_SPREAD_PERMILLE));
+    assertEquals(Duration.ofMillis(2_000), SettlementDelivery.redeliveryDelay(interval, 1, 200));
+    assertEquals(Duration.ofMillis(4_000), SettlementDelivery.redeliveryDelay(interval, 2, 200));
+    assertEquals(Duration.ofMillis(8_000), SettlementDelivery.redeliveryDelay(interval, 3, 200));
+    assertEquals(Duration.ofMillis(8_000), SettlementDelivery.redeliveryDelay(interval, 30, 200), "capped at eight intervals");
+    assertEquals(Duration.ofMillis(9_600), SettlementDelivery.redeliveryDelay(interval, Integer.MAX_VALUE, SettlementDelivery.REDELIVERY_SPREAD_PERMILLE));
+    assertEquals(Duration.ofMillis(160), SettlementDelivery.redeliveryDelay(Duration.ofMillis(200), 0, 0));
   }
 
   @Test
@@ -921,7 +921,7 @@ class RentalTest {
     f.renter.drop.set(c -> c instanceof Account.PlaceHold);
     f.create(onDemand(CARDS, CEILING));
     f.renter.expect(Account.PlaceHold.class, c -> true);
-    assertEquals(Rental.CANCELLED, f.stop().endReason());
+    assertEquals(Rental.EndReason.CANCELLED, f.stop().endReason());
     f.renter.drop.set(c -> false);
 
     f.awaitState(Rental.Finished.class);
@@ -960,7 +960,7 @@ class RentalTest {
     f.host.expect(Host.StartWorkload.class); // accepted, but lost on its way to the agent (its node shut down)
     assertEquals(f.rentalId, f.host.expect(Host.StartWorkload.class).rentalId(), "sent again");
     f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
-    assertEquals("running", f.get().status());
+    assertEquals(Rental.Status.RUNNING, f.get().status());
   }
 
   @Test
@@ -974,7 +974,7 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(61)); // the node was down longer than the whole timeout
     f.kit.restart();
     // Not another 60 s: only the ask timeout the agent gets to report a start.
-    assertEquals(Rental.PROVISIONING_FAILED, f.awaitEvent(Ended.class).reason());
+    assertEquals(Rental.EndReason.PROVISIONING_FAILED, f.awaitEvent(Ended.class).reason());
   }
 
   @Test
@@ -999,7 +999,7 @@ class RentalTest {
     assertEquals(before, f.kit.restart().state());
     assertEquals(f.rentalId, f.host.expect(Host.StartWorkload.class).rentalId());
     f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
-    assertEquals("running", f.get().status());
+    assertEquals(Rental.Status.RUNNING, f.get().status());
   }
 
   @Test
@@ -1078,7 +1078,7 @@ class RentalTest {
 
     State before = f.awaitState(Rental.Ending.class);
     assertEquals(before, f.kit.restart().state());
-    assertEquals("stopping", f.get().status());
+    assertEquals(Rental.Status.STOPPING, f.get().status());
     f.host.expect(Host.ReleaseCards.class);
     f.agentStopped();
     f.awaitState(Rental.Finished.class);

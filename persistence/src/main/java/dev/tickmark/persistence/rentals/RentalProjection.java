@@ -83,7 +83,7 @@ public final class RentalProjection {
       try (PreparedStatement st = c.prepareStatement("UPDATE rentals SET status = 'stopping', ended_at = ?, end_reason = ?,"
           + " billed_seconds = ?, updated_at = ? WHERE rental_id = ?")) {
         st.setTimestamp(1, Timestamp.from(e.endAt()));
-        st.setString(2, e.reason());
+        st.setString(2, e.reason().wire());
         st.setLong(3, e.billedSeconds());
         st.setTimestamp(4, at);
         st.setString(5, id);

@@ -1,0 +1,192 @@
+package dev.tickmark.engine.rental;
+
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.account.Account;
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.rental.Rental.Checkpoint;
+import dev.tickmark.engine.rental.Rental.Command;
+import dev.tickmark.engine.rental.Rental.Delivered;
+import dev.tickmark.engine.rental.Rental.Ending;
+import dev.tickmark.engine.rental.Rental.Order;
+import dev.tickmark.engine.rental.Rental.Released;
+import dev.tickmark.engine.rental.Rental.Terms;
+import dev.tickmark.engine.rental.Rental.Timer;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.concurrent.ThreadLocalRandom;
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+
+/**
+ * Delivers a rental's settlements and closes it: each checkpoint goes to the renter's account (a capture) and the
+ * provider's (an earnings credit) under one key ({@code rentalId:second}), cumulative, retried with a growing wait
+ * until acknowledged; once metering is over, the final settlement, the hold release (only after the final capture
+ * landed) and the card release, and the agent's report that the workload stopped (or its deadline) decide when the
+ * rental may close. Actor-local: it lives on the rental's thread and is rebuilt from the journal after a restart,
+ * where every step is idempotent.
+ */
+final class SettlementDelivery {
+  /** The spread of a redelivery's wait: 80 % to 120 % of its nominal value, in per mille. */
+  static final int REDELIVERY_SPREAD_PERMILLE = 400;
+
+  private final String rentalId;
+  private final Rental.Settings settings;
+  private final Rental.Ports ports;
+  private final Clock clock;
+  private final ActorContext<Command> context;
+  private final TimerScheduler<Command> timers;
+
+  private long capturedThrough = -1;
+  private long creditedThrough = -1;
+  private boolean finalCredited;
+  private boolean holdReleased;
+  private boolean cardsReleased;
+  private boolean workloadStopped;
+  private int failedDeliveries; // in a row, since the last acknowledgement: each waits longer before it is retried
+
+  SettlementDelivery(String rentalId, Rental.Settings settings, Rental.Ports ports, Clock clock, ActorContext<Command> context,
+      TimerScheduler<Command> timers) {
+    this.rentalId = rentalId;
+    this.settings = settings;
+    this.ports = ports;
+    this.clock = clock;
+    this.context = context;
+    this.timers = timers;
+  }
+
+  /** Renter capture and provider credit of {@code c}, each unless already acknowledged ({@code last}: the final credit). */
+  void deliver(Order order, Terms terms, Checkpoint c, boolean last) {
+    if (c.throughSecond() > capturedThrough) capture(order, c);
+    if (c.throughSecond() > creditedThrough || last) credit(terms, c, last);
+  }
+
+  private void capture(Order order, Checkpoint c) {
+    context.askWithStatus(Account.Posting.class, ports.account(order.renterId()), settings.askTimeout(),
+        reply -> new Account.Capture(rentalId, c.throughSecond(), c.cost(), reply),
+        (posting, failure) -> new Delivered(Delivered.Side.CAPTURE, c.throughSecond(), Rejection.codeOf(failure)));
+  }
+
+  private void credit(Terms terms, Checkpoint c, boolean last) {
+    Delivered.Side side = last ? Delivered.Side.FINAL_CREDIT : Delivered.Side.CREDIT;
+    context.askWithStatus(Account.Posting.class, ports.account(terms.providerId()), settings.askTimeout(),
+        reply -> new Account.CreditEarnings(rentalId, c.throughSecond(), c.provider(), c.platform(), last, reply),
+        (posting, failure) -> new Delivered(side, c.throughSecond(), Rejection.codeOf(failure)));
+  }
+
+  /** Notes an acknowledgement; false (and a redelivery scheduled) when the delivery must be retried. */
+  boolean acknowledged(Delivered d) {
+    if (d.refusal() != null && !d.refusal().equals(Rejection.IDEMPOTENCY_CONFLICT)) {
+      redeliverLater();
+      return false;
+    }
+    failedDeliveries = 0;
+    if (d.side() == Delivered.Side.CAPTURE) capturedThrough = Math.max(capturedThrough, d.throughSecond());
+    else creditedThrough = Math.max(creditedThrough, d.throughSecond());
+    if (d.side() == Delivered.Side.FINAL_CREDIT) finalCredited = true;
+    return true;
+  }
+
+  private void redeliverLater() {
+    int spread = ThreadLocalRandom.current().nextInt(REDELIVERY_SPREAD_PERMILLE + 1);
+    timers.startSingleTimer(Timer.REDELIVER, Timer.REDELIVER, redeliveryDelay(settings.retryInterval(), failedDeliveries++, spread));
+  }
+
+  /**
+   * The wait before a failed capture, credit or release is sent again: the retry interval, doubled with each failure
+   * in a row up to eight times it, then spread over 80–120 % ({@code spreadPermille} in [0, 400]). Thousands of rentals
+   * whose deliveries failed together (a slow account, a node lost) then neither retry in step nor keep a struggling
+   * account busy with retries every second; the first retry still comes after about one interval.
+   */
+  static Duration redeliveryDelay(Duration retryInterval, int failuresInARow, int spreadPermille) {
+    long factor = 1L << Math.min(Math.max(failuresInARow, 0), 3);
+    return retryInterval.multipliedBy(factor * (800 + spreadPermille)).dividedBy(1_000);
+  }
+
+  // ---- ending
+
+  /** Final settlement (with {@code last}), hold release and card release; each retried until acknowledged. */
+  void finish(Ending state) {
+    if (state.last() != null) deliver(state.order(), state.terms(), state.last(), true);
+    else creditedThrough = Math.max(creditedThrough, 0);
+    releaseHoldOnceCaptured(state);
+    if (state.terms() != null && !cardsReleased) releaseCards(state.terms());
+    if (state.terms() == null || state.startedAt() == null) workloadStopped = true;
+    else if (!workloadStopped && !timers.isTimerActive(Timer.STOP_EXPIRED)) agentSilenceDeadline(state);
+  }
+
+  /**
+   * The rest of the hold goes back only once the final capture landed: a released hold refuses every later
+   * capture, so a lost final capture would never be charged. A hold the account never placed (the rental was
+   * cancelled before it answered) has nothing to release.
+   */
+  void releaseHoldOnceCaptured(Ending state) {
+    if (holdReleased || (state.last() != null && capturedThrough < state.last().throughSecond())) return;
+    context.askWithStatus(Account.HoldView.class, ports.account(state.order().renterId()), settings.askTimeout(),
+        reply -> new Account.ReleaseHold(rentalId, reply),
+        (v, failure) -> new Released(Released.What.HOLD, failure == null || Rejection.HOLD_NOT_FOUND.equals(Rejection.codeOf(failure))));
+  }
+
+  private void releaseCards(Terms terms) {
+    context.askWithStatus(Done.class, ports.host(terms.hostId()), settings.askTimeout(),
+        reply -> new Host.ReleaseCards(rentalId, reply), (v, failure) -> new Released(Released.What.CARDS, failure == null));
+  }
+
+  /**
+   * The agent has {@code stop-timeout} from the recorded end to report the workload stopped; after that the money does
+   * not wait for it. Fixed from the end (kept in the journal), so neither redeliveries nor restarts postpone it.
+   */
+  private void agentSilenceDeadline(Ending state) {
+    Instant now = clock.instant();
+    Instant recorded = state.recordedAt() == null ? now : state.recordedAt(); // snapshots written before it was kept
+    Duration left = Duration.between(now, recorded.plus(settings.stopTimeout()));
+    timers.startSingleTimer(Timer.STOP_EXPIRED, Timer.STOP_EXPIRED, left.isNegative() ? Duration.ZERO : left);
+  }
+
+  /** A capture or credit acknowledged while ending; a capture may free the hold. */
+  void acknowledgedEnding(Ending state, Delivered d) {
+    if (acknowledged(d) && d.side() == Delivered.Side.CAPTURE) releaseHoldOnceCaptured(state);
+  }
+
+  void released(Released r) {
+    if (!r.ok()) {
+      redeliverLater();
+      return;
+    }
+    failedDeliveries = 0;
+    if (r.what() == Released.What.HOLD) holdReleased = true;
+    else cardsReleased = true;
+  }
+
+  /** The agent reported the workload stopped, or was silent past its deadline: the money does not wait for it. */
+  void workloadStopped() {
+    workloadStopped = true;
+  }
+
+  /** Every posting acknowledged, the hold and the cards released, the workload stopped: the rental may close. */
+  boolean readyToClose(Ending state) {
+    long through = RentalBilling.settledThrough(state.last());
+    boolean money = state.last() == null || (capturedThrough >= through && finalCredited);
+    boolean cards = state.terms() == null || cardsReleased;
+    return money && holdReleased && cards && workloadStopped;
+  }
+
+  void closed() {
+    timers.cancel(Timer.STOP_EXPIRED);
+    timers.cancel(Timer.REDELIVER);
+  }
+
+  /**
+   * Closed: every posting of this rental is acknowledged and it sends no more, so the accounts may drop the closed
+   * hold and source they keep for its duplicates. Told once; if that is lost, the accounts just keep them.
+   */
+  void forgetInAccounts(Ending state) {
+    ActorRef<Done> ignore = context.getSystem().ignoreRef();
+    ports.account(state.order().renterId()).tell(new Account.ForgetClosed(rentalId, ignore));
+    if (state.terms() != null && !state.terms().providerId().equals(state.order().renterId())) {
+      ports.account(state.terms().providerId()).tell(new Account.ForgetClosed(rentalId, ignore));
+    }
+  }
+}
