@@ -1,6 +1,5 @@
 package dev.tickmark.agent;
 
-import java.io.File;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
@@ -10,16 +9,11 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 import org.slf4j.Logger;
@@ -40,7 +34,7 @@ import org.slf4j.LoggerFactory;
  *   <li>The scratch folder (mounted at {@code /workspace}) is wiped once the container is gone.</li>
  * </ol>
  */
-final class DockerRuntime implements Runtime {
+final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
   static final String CONTAINER_PREFIX = "tickmark-";
   static final String LABEL = "tickmark.rental";
   static final String WORKSPACE = "/workspace";
@@ -62,13 +56,6 @@ final class DockerRuntime implements Runtime {
   private static final Logger log = LoggerFactory.getLogger(DockerRuntime.class);
 
   private final String docker;
-  private final RentalDirs dirs;
-  private final Duration grace;
-  private final Clock clock;
-  private final ExecutorService workers;
-  private final Map<String, Running> running = new ConcurrentHashMap<>();
-  private final Set<String> starting = ConcurrentHashMap.newKeySet();
-  private volatile boolean closed;
 
   DockerRuntime(Path stateDir, Duration grace) {
     this("docker", stateDir, grace, Clock.systemUTC());
@@ -76,25 +63,14 @@ final class DockerRuntime implements Runtime {
 
   /** {@code docker}: the docker command (a name on the PATH or a path). */
   DockerRuntime(String docker, Path stateDir, Duration grace, Clock clock) {
+    super("tickmark-agent-docker-runtime", stateDir, grace, clock);
     this.docker = docker;
-    this.dirs = new RentalDirs(stateDir);
-    this.grace = grace;
-    this.clock = clock;
-    this.workers = Executors.newCachedThreadPool(r -> {
-      Thread t = new Thread(r, "tickmark-agent-docker-runtime");
-      t.setDaemon(true);
-      return t;
-    });
     dirs.wipeLeftovers(this::removeQuietly); // its container may have outlived the agent
   }
 
   @Override
   public String name() {
     return "docker";
-  }
-
-  RentalDirs dirs() {
-    return dirs;
   }
 
   static String containerName(String rentalId) {
@@ -155,45 +131,21 @@ final class DockerRuntime implements Runtime {
   }
 
   @Override
-  public CompletableFuture<Handle> start(Spec spec) {
-    List<String> invocation;
-    try {
-      invocation = runInvocation(docker, spec, dirs.scratch(spec.rentalId()));
-    } catch (Failure e) {
-      return CompletableFuture.failedFuture(e);
-    } catch (IllegalArgumentException e) {
-      return CompletableFuture.failedFuture(new Failure(e.getMessage()));
-    }
-    String id = spec.rentalId();
-    if (closed) return CompletableFuture.failedFuture(new Failure(Rentals.SHUTTING_DOWN));
-    if (running.containsKey(id) || !starting.add(id)) {
-      return CompletableFuture.failedFuture(new Failure("rental " + id + " is already running"));
-    }
-    return CompletableFuture.supplyAsync(() -> {
-      try {
-        return launch(spec, invocation);
-      } finally {
-        starting.remove(id);
-      }
-    }, workers);
+  protected Supplier<Running> plan(Spec spec) {
+    List<String> invocation = runInvocation(docker, spec, dirs.scratch(spec.rentalId()));
+    return () -> launch(spec, invocation);
   }
 
-  private Handle launch(Spec spec, List<String> invocation) {
+  private Running launch(Spec spec, List<String> invocation) {
     String id = spec.rentalId();
-    try {
-      dirs.prepare(id);
-    } catch (IOException e) {
-      log.error("rental {}: cannot create its scratch folder: {}", id, e.toString());
-      dirs.wipe(id);
-      throw new Failure("cannot create the scratch folder on the host");
-    }
+    prepareScratch(id);
     log.info("rental {}: docker run {} on cards {}", id, spec.image(), spec.cards());
     Result result;
     try {
       result = exec(invocation, RUN_TIMEOUT);
     } catch (IOException e) {
       dirs.wipe(id);
-      throw new Failure("docker is not available on this host (" + Runtime.oneLine(e.getMessage(), 200) + ")", e);
+      throw unavailable(e);
     }
     if (result.timedOut() || result.exitCode() != 0) {
       removeQuietly(id); // it may have been created without starting (or meanwhile): it must not block a retry
@@ -207,47 +159,43 @@ final class DockerRuntime implements Runtime {
     Instant startedAt = clock.instant();
     Process waiter;
     try {
-      waiter = new ProcessBuilder(docker, "wait", containerName(id))
-          .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
-          .redirectErrorStream(true)
+      waiter = withoutInput(List.of(docker, "wait", containerName(id)))
           .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
           .start();
     } catch (IOException e) {
       removeQuietly(id);
       dirs.wipe(id);
-      throw new Failure("docker is not available on this host (" + Runtime.oneLine(e.getMessage(), 200) + ")", e);
+      throw unavailable(e);
     }
     Process logs = null;
     try {
-      logs = new ProcessBuilder(docker, "logs", "--follow", containerName(id))
-          .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
-          .redirectErrorStream(true)
+      logs = withoutInput(List.of(docker, "logs", "--follow", containerName(id)))
           .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
           .start();
     } catch (IOException e) {
       log.warn("rental {}: cannot follow the container's log: {}", id, e.toString());
     }
     Running r = new Running(spec, startedAt, waiter, logs);
-    running.put(id, r);
     log.info("rental {}: container {} running", id, containerName(id));
-    waiter.onExit().thenRunAsync(() -> {
-      // docker wait also returns when it loses the daemon: make sure the container is really gone before saying so
-      if (!r.stopping.get()) removeQuietly(id);
-      end(r, "container exited");
-    }, workers);
-    if (closed && r.stopping.compareAndSet(false, true)) stopContainer(r); // the agent is shutting down: close() did not see it
     return r;
   }
 
-  @Override
-  public CompletableFuture<Instant> stop(String rentalId) {
-    Running r = rentalId == null ? null : running.get(rentalId);
-    if (r == null) return CompletableFuture.completedFuture(null);
-    if (r.stopping.compareAndSet(false, true)) workers.execute(() -> stopContainer(r));
-    return r.ended.copy();
+  private static Failure unavailable(IOException e) {
+    return new Failure("docker is not available on this host (" + Runtime.oneLine(e.getMessage(), 200) + ")", e);
   }
 
-  private void stopContainer(Running r) {
+  @Override
+  protected void watch(Running r) {
+    r.waiter.onExit().thenRunAsync(() -> {
+      // docker wait also returns when it loses the daemon: make sure the container is really gone before saying so
+      if (!r.stopping.get()) removeQuietly(r.rentalId());
+      end(r, "container exited");
+    }, workers);
+  }
+
+  /** {@code docker stop}, or {@code docker rm --force} when that fails; then waits for {@code docker wait} to return. */
+  @Override
+  protected void halt(Running r, String why) {
     String id = r.spec.rentalId();
     boolean stopped = false;
     try {
@@ -265,7 +213,7 @@ final class DockerRuntime implements Runtime {
     } catch (ExecutionException | TimeoutException e) {
       log.warn("rental {}: docker wait did not return after the stop; ending the rental anyway", id);
     }
-    end(r, "stopped");
+    end(r, why);
   }
 
   private void removeQuietly(String id) {
@@ -277,43 +225,16 @@ final class DockerRuntime implements Runtime {
     }
   }
 
-  private void end(Running r, String why) {
-    if (!r.ending.compareAndSet(false, true)) return;
-    String id = r.spec.rentalId();
-    try {
-      if (r.waiter.isAlive()) r.waiter.destroy();
-      if (r.logs != null && r.logs.isAlive()) r.logs.destroy();
-      Instant at = clock.instant();
-      boolean wiped = dirs.wipe(id);
-      log.info("rental {}: {}{}", id, why, wiped ? "; scratch folder wiped" : "");
-      running.remove(id, r);
-      r.ended.complete(at);
-    } catch (RuntimeException e) {
-      log.error("rental {}: ending it failed", id, e);
-      running.remove(id, r);
-      r.ended.complete(clock.instant());
-    }
+  /** The container is gone (or given up on): the helper processes that watched it are stopped. */
+  @Override
+  protected void release(Running r) {
+    if (r.waiter.isAlive()) r.waiter.destroy();
+    if (r.logs != null && r.logs.isAlive()) r.logs.destroy();
   }
 
   @Override
-  public Set<String> running() {
-    return Set.copyOf(running.keySet());
-  }
-
-  @Override
-  public void close() {
-    closed = true;
-    List<CompletableFuture<Instant>> ends = new ArrayList<>();
-    for (String id : running()) ends.add(stop(id));
-    try {
-      CompletableFuture.allOf(ends.toArray(CompletableFuture[]::new))
-          .get(grace.plus(COMMAND_TIMEOUT).plus(COMMAND_TIMEOUT).toMillis(), TimeUnit.MILLISECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (ExecutionException | TimeoutException e) {
-      log.warn("containers still stopping at shutdown: {}", running());
-    }
-    workers.shutdown();
+  protected Duration closeTimeout() {
+    return grace.plus(COMMAND_TIMEOUT).plus(COMMAND_TIMEOUT);
   }
 
   /** A finished (or abandoned) docker command: its exit status and what it printed (stdout and stderr). */
@@ -321,10 +242,7 @@ final class DockerRuntime implements Runtime {
 
   /** Runs a docker command; throws {@link IOException} when it cannot be started at all (no docker). */
   private Result exec(List<String> command, Duration timeout) throws IOException {
-    Process p = new ProcessBuilder(command)
-        .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
-        .redirectErrorStream(true)
-        .start();
+    Process p = withoutInput(command).start();
     CompletableFuture<String> output = CompletableFuture.supplyAsync(() -> readSome(p.getInputStream()), workers);
     try {
       if (!p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
@@ -351,35 +269,14 @@ final class DockerRuntime implements Runtime {
     }
   }
 
-  private static final class Running implements Handle {
-    final Spec spec;
-    final Instant startedAt;
+  static final class Running extends Workload {
     final Process waiter;
     final Process logs;
-    final CompletableFuture<Instant> ended = new CompletableFuture<>();
-    final AtomicBoolean stopping = new AtomicBoolean();
-    final AtomicBoolean ending = new AtomicBoolean();
 
     Running(Spec spec, Instant startedAt, Process waiter, Process logs) {
-      this.spec = spec;
-      this.startedAt = startedAt;
+      super(spec, startedAt);
       this.waiter = waiter;
       this.logs = logs;
-    }
-
-    @Override
-    public String rentalId() {
-      return spec.rentalId();
-    }
-
-    @Override
-    public Instant startedAt() {
-      return startedAt;
-    }
-
-    @Override
-    public CompletableFuture<Instant> ended() {
-      return ended.copy();
     }
   }
 }

@@ -1,6 +1,5 @@
 package dev.tickmark.agent;
 
-import java.io.File;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
@@ -13,15 +12,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Supplier;
 import java.util.stream.Collectors;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -49,7 +40,7 @@ import org.slf4j.LoggerFactory;
  * <p>No isolation: the workload runs as the agent's user, sees the network and the whole file system. {@code network}
  * is not enforced (only {@link DockerRuntime} does that). Use it for development, never to rent out a machine.
  */
-final class ProcessRuntime implements Runtime {
+final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   /** What an empty {@code command} runs: a workload that keeps running until the rental is stopped. */
   static final List<String> DEFAULT_COMMAND = List.of("sleep", "infinity");
 
@@ -59,14 +50,7 @@ final class ProcessRuntime implements Runtime {
   private static final Logger log = LoggerFactory.getLogger(ProcessRuntime.class);
   private static final Path PROC = Path.of("/proc");
 
-  private final RentalDirs dirs;
-  private final Duration grace;
-  private final Clock clock;
   private final String setsid;
-  private final ExecutorService workers;
-  private final Map<String, Running> running = new ConcurrentHashMap<>();
-  private final Set<String> starting = ConcurrentHashMap.newKeySet();
-  private volatile boolean closed;
   private final Map<String, String> baseEnv;
 
   ProcessRuntime(Path stateDir, Duration grace) {
@@ -74,14 +58,7 @@ final class ProcessRuntime implements Runtime {
   }
 
   ProcessRuntime(Path stateDir, Duration grace, Clock clock, Map<String, String> agentEnv) {
-    this.dirs = new RentalDirs(stateDir);
-    this.grace = grace;
-    this.clock = clock;
-    this.workers = Executors.newCachedThreadPool(r -> {
-      Thread t = new Thread(r, "tickmark-agent-process-runtime");
-      t.setDaemon(true);
-      return t;
-    });
+    super("tickmark-agent-process-runtime", stateDir, grace, clock);
     Map<String, String> env = new LinkedHashMap<>();
     env.put("PATH", agentEnv.getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
     for (String name : List.of("LANG", "LC_ALL")) if (agentEnv.containsKey(name)) env.put(name, agentEnv.get(name));
@@ -96,40 +73,18 @@ final class ProcessRuntime implements Runtime {
     return "process";
   }
 
-  RentalDirs dirs() {
-    return dirs;
-  }
-
   @Override
-  public CompletableFuture<Handle> start(Spec spec) {
+  protected Supplier<Running> plan(Spec spec) {
     String why = Runtime.checkRentalId(spec.rentalId());
     if (why == null) why = Runtime.checkCards(spec.cards(), null);
     if (why == null) why = Runtime.checkCommand(spec.command());
-    if (why != null) return CompletableFuture.failedFuture(new Failure(why));
-    String id = spec.rentalId();
-    if (closed) return CompletableFuture.failedFuture(new Failure(Rentals.SHUTTING_DOWN));
-    if (running.containsKey(id) || !starting.add(id)) {
-      return CompletableFuture.failedFuture(new Failure("rental " + id + " is already running"));
-    }
-    return CompletableFuture.supplyAsync(() -> {
-      try {
-        return launch(spec);
-      } finally {
-        starting.remove(id);
-      }
-    }, workers);
+    if (why != null) throw new Failure(why);
+    return () -> launch(spec);
   }
 
-  private Handle launch(Spec spec) {
+  private Running launch(Spec spec) {
     String id = spec.rentalId();
-    Path scratch;
-    try {
-      scratch = dirs.prepare(id);
-    } catch (IOException e) {
-      log.error("rental {}: cannot create its scratch folder: {}", id, e.toString());
-      dirs.wipe(id);
-      throw new Failure("cannot create the scratch folder on the host");
-    }
+    Path scratch = prepareScratch(id);
     List<String> command = spec.command().isEmpty() ? DEFAULT_COMMAND : spec.command();
     String executable = findExecutable(command.get(0), baseEnv.get("PATH"), scratch);
     if (executable == null) {
@@ -140,10 +95,8 @@ final class ProcessRuntime implements Runtime {
     if (setsid != null) argv.add(setsid);
     argv.add(executable);
     argv.addAll(command.subList(1, command.size()));
-    ProcessBuilder pb = new ProcessBuilder(argv)
+    ProcessBuilder pb = withoutInput(argv)
         .directory(scratch.toFile())
-        .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
-        .redirectErrorStream(true)
         .redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
     Map<String, String> env = pb.environment();
     env.clear();
@@ -164,65 +117,30 @@ final class ProcessRuntime implements Runtime {
     }
     Instant startedAt = clock.instant();
     Running r = new Running(spec, process, setsid != null, startedAt);
-    running.put(id, r);
     log.info("rental {}: started pid {} on cards {}: {}{}", id, process.pid(), spec.cards(), describe(command),
         spec.network() ? "" : " (network access is not blocked by the process runtime)");
-    process.onExit().thenRunAsync(() -> end(r, "exited with status " + process.exitValue()), workers);
-    if (closed) end(r, "stopped: the agent is shutting down"); // close() did not see it yet
     return r;
   }
 
   @Override
-  public CompletableFuture<Instant> stop(String rentalId) {
-    Running r = rentalId == null ? null : running.get(rentalId);
-    if (r == null) return CompletableFuture.completedFuture(null);
-    workers.execute(() -> end(r, "stopped"));
-    return r.ended.copy();
+  protected void watch(Running r) {
+    r.process.onExit().thenRunAsync(() -> end(r, "exited with status " + r.process.exitValue()), workers);
+  }
+
+  /** Stopping a process is ending it: {@link #release} does the signalling. */
+  @Override
+  protected void halt(Running r, String why) {
+    end(r, why);
   }
 
   @Override
-  public Set<String> running() {
-    return Set.copyOf(running.keySet());
+  protected Duration closeTimeout() {
+    return grace.plus(KILL_WAIT).plusSeconds(5);
   }
 
+  /** SIGTERM to all the workload's processes, the grace period, SIGKILL to the rest. */
   @Override
-  public void close() {
-    closed = true;
-    List<CompletableFuture<Instant>> ends = new ArrayList<>();
-    for (String id : running()) ends.add(stop(id));
-    try {
-      CompletableFuture.allOf(ends.toArray(CompletableFuture[]::new))
-          .get(grace.plus(KILL_WAIT).plusSeconds(5).toMillis(), TimeUnit.MILLISECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (ExecutionException | TimeoutException e) {
-      log.warn("workloads still stopping at shutdown: {}", running());
-    }
-    workers.shutdown();
-  }
-
-  /**
-   * Ends a workload (once, however many ask): SIGTERM to all its processes, the grace period, SIGKILL to the rest;
-   * then wipes its scratch folder and completes {@link Running#ended}.
-   */
-  private void end(Running r, String why) {
-    if (!r.ending.compareAndSet(false, true)) return;
-    String id = r.spec.rentalId();
-    try {
-      terminate(r);
-      Instant at = clock.instant();
-      boolean wiped = dirs.wipe(id);
-      log.info("rental {}: {}{}", id, why, wiped ? "; scratch folder wiped" : "");
-      running.remove(id, r);
-      r.ended.complete(at);
-    } catch (RuntimeException e) {
-      log.error("rental {}: ending it failed", id, e);
-      running.remove(id, r);
-      r.ended.complete(clock.instant());
-    }
-  }
-
-  private void terminate(Running r) {
+  protected void release(Running r) {
     List<ProcessHandle> procs = members(r);
     if (procs.isEmpty()) return;
     r.process.destroy(); // SIGTERM
@@ -367,34 +285,14 @@ final class ProcessRuntime implements Runtime {
     return text.length() > 200 ? text.substring(0, 200) + "…" : text;
   }
 
-  private static final class Running implements Handle {
-    final Spec spec;
+  static final class Running extends Workload {
     final Process process;
     final boolean ownGroup;
-    final Instant startedAt;
-    final CompletableFuture<Instant> ended = new CompletableFuture<>();
-    final AtomicBoolean ending = new AtomicBoolean();
 
     Running(Spec spec, Process process, boolean ownGroup, Instant startedAt) {
-      this.spec = spec;
+      super(spec, startedAt);
       this.process = process;
       this.ownGroup = ownGroup;
-      this.startedAt = startedAt;
-    }
-
-    @Override
-    public String rentalId() {
-      return spec.rentalId();
-    }
-
-    @Override
-    public Instant startedAt() {
-      return startedAt;
-    }
-
-    @Override
-    public CompletableFuture<Instant> ended() {
-      return ended.copy();
     }
   }
 }

@@ -6,9 +6,7 @@ import com.typesafe.config.ConfigValueFactory;
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Host;
-import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.market.Matcher;
-import dev.tickmark.engine.account.Iban;
 import dev.tickmark.engine.payout.PayoutRun;
 import dev.tickmark.persistence.payouts.PayoutRunProjection;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
@@ -16,7 +14,6 @@ import dev.tickmark.engine.metrics.JournalProbe;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.persistence.rentals.RentalProjection;
 import dev.tickmark.persistence.rentals.RentalReadModel;
-import dev.tickmark.http.agent.AgentSession;
 import dev.tickmark.persistence.hosts.HostProjection;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.http.ApiSettings;
@@ -35,12 +32,14 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.CoordinatedShutdown;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.Props;
+import org.apache.pekko.actor.typed.RecipientRef;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Join;
@@ -82,9 +81,10 @@ public final class Node implements AutoCloseable {
       log.warn("The JDK common pool has parallelism {}: every async callback (each ask from an actor) starts a thread."
           + " Start the JVM with -D{}=2 or call CommonPool.ensureParallelism() first in main.", CommonPool.parallelism(), CommonPool.PROPERTY);
     }
+    Config config = config(settings);
+    int poolSize = config.getInt("tickmark.database.pool-size");
     EmbeddedDatabase embedded = null;
     DatabaseSettings database;
-    int poolSize = 8;
     if (settings.dbUrl() == null) {
       embedded = EmbeddedDatabase.start(settings.dataDir().resolve("postgres"), 0, true);
       database = embedded.settings("postgres", poolSize);
@@ -104,9 +104,13 @@ public final class Node implements AutoCloseable {
     }
   }
 
-  /** Wires the modules into a started actor system: management, entities, projections, then HTTP. */
+  /**
+   * Wires the modules into a started actor system: management, entities, projections, then HTTP. Each entity reads
+   * its settings from the system's config ({@code Settings.fromConfig}); see {@code tickmark.conf}.
+   */
   static Node init(ActorSystem<Void> system, NodeSettings settings, DatabaseSettings database, EmbeddedDatabase embedded)
       throws Exception {
+    Config config = system.settings().config();
     Cluster cluster = Cluster.get(system);
     boolean kubernetes = settings.discovery() == NodeSettings.Discovery.KUBERNETES;
     if (!kubernetes && settings.seedNodes().isEmpty()) cluster.manager().tell(Join.create(cluster.selfMember().address()));
@@ -123,66 +127,25 @@ public final class Node implements AutoCloseable {
     // joins (or, the lowest address, forms) the cluster: no seed node list to keep in step with the Deployment.
     if (kubernetes) ClusterBootstrap.get(system).start();
 
-    Config tickmark = system.settings().config().getConfig("tickmark");
     Catalog catalog = Catalog.load();
-    Config hostConfig = tickmark.getConfig("hosts");
     ShardedLinks links = new ShardedLinks(system);
-    Host.Settings hostSettings = new Host.Settings(
-        hostConfig.getDuration("heartbeat-timeout"),
-        (int) hostConfig.getDuration("heartbeat-interval").toSeconds(),
-        catalog,
-        policy(tickmark.getConfig("verification"), tickmark.getBoolean("market.allow-simulated-hosts")),
-        links);
-    Config rentalConfig = tickmark.getConfig("rentals");
-    Duration askTimeout = tickmark.getDuration("http.ask-timeout");
-    Rental.Settings rentalSettings = new Rental.Settings(
-        rentalConfig.getDuration("settle-interval"),
-        rentalConfig.getDuration("hold-duration").toSeconds(),
-        tickmark.getInt("market.fee-bps"),
-        rentalConfig.getDuration("provisioning-timeout"),
-        rentalConfig.getDuration("stop-timeout"),
-        rentalConfig.getDuration("retry-interval"),
-        askTimeout);
     HostReadModel hostReadModel = new HostReadModel(jdbc);
     LedgerReadModel ledgerReadModel = new LedgerReadModel(jdbc);
-    Config payouts = tickmark.getConfig("payouts");
-    ApiSettings.PayoutDebtor debtor = debtor(payouts.getConfig("debtor"));
+    ApiSettings api = ApiSettings.fromConfig(config, settings.httpPort(), settings.operatorToken(), settings.webhookSecret());
 
     Account.init(system, clock);
-    Host.init(system, hostSettings, clock);
-    Config matcherConfig = tickmark.getConfig("matcher");
+    Host.init(system, Host.Settings.fromConfig(config, catalog, links), clock);
     Matcher.init(system, (gpu, region, tier, maxPrice, count) -> hostReadModel.candidates(gpu, region, tier, maxPrice, count, clock.instant()),
-        links::host, new Matcher.Settings(askTimeout, matcherConfig.getInt("max-in-flight"), matcherConfig.getInt("max-queued"),
-            matcherConfig.getDuration("read-side-lag")), clock);
-    Rental.init(system, rentalSettings, links, clock);
-    startJournalProbe(system, cluster, tickmark.getDuration("metrics.journal-probe-interval"));
+        links::host, Matcher.Settings.fromConfig(config), clock);
+    Rental.init(system, Rental.Settings.fromConfig(config), links, clock);
+    startJournalProbe(system, cluster, config.getDuration("tickmark.metrics.journal-probe-interval"));
     LedgerProjection.init(system, jdbc);
     HostProjection.init(system, jdbc);
     RentalProjection.init(system, jdbc);
-    PayoutRun.init(system, new PayoutRun.Settings(askTimeout, payouts.getDuration("retry-interval"), payouts.getInt("parallelism")),
-        new PayoutRun.Ports() {
-          @Override
-          public java.util.concurrent.CompletionStage<List<String>> providersOwed(long minimum) {
-            return ledgerReadModel.providersOwed(minimum);
-          }
-
-          @Override
-          public org.apache.pekko.actor.typed.RecipientRef<Account.Command> account(String accountId) {
-            return links.account(accountId);
-          }
-        },
-        clock);
+    PayoutRun.init(system, PayoutRun.Settings.fromConfig(config), payoutPorts(ledgerReadModel, links), clock);
     PayoutRunProjection.init(system, jdbc);
 
     ApiKeys apiKeys = new ApiKeys(jdbc, clock);
-    Config http = tickmark.getConfig("http");
-    Config socket = tickmark.getConfig("agent-socket");
-    AgentSession.Limits agentLimits = new AgentSession.Limits(socket.getInt("max-frame-chars"), socket.getInt("frames-per-second"),
-        socket.getInt("burst"), socket.getDuration("hello-timeout"), http.getDuration("ask-timeout"));
-    ApiSettings api = new ApiSettings(
-        http.getString("interface"), settings.httpPort(), http.getDuration("ask-timeout"), settings.operatorToken(),
-        settings.webhookSecret(), tickmark.getDuration("payments.tolerance"), agentLimits,
-        hostConfig.getDuration("registration-token-validity"), debtor);
     PayoutRunReadModel payoutRuns = new PayoutRunReadModel(jdbc);
     HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), ledgerReadModel,
         hostReadModel, new RentalReadModel(jdbc), payoutRuns, catalog, clock);
@@ -190,22 +153,41 @@ public final class Node implements AutoCloseable {
         .toCompletableFuture().get(30, TimeUnit.SECONDS);
     binding.addToCoordinatedShutdown(Duration.ofSeconds(10), system);
 
-    EmbeddedDatabase embeddedDb = embedded;
+    closeDatabaseOnShutdown(system, jdbc, embedded);
+    RentalWaker.start(system, new RentalReadModel(jdbc), config.getDuration("tickmark.rentals.wake-interval"));
+    wakeUnfinishedPayoutRuns(system, payoutRuns, config.getDuration("tickmark.payouts.wake-interval"));
+    log.info("Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
+    return new Node(system, binding, settings, apiKeys, database, managementUrl);
+  }
+
+  /** What a payout run asks of the rest of the node: the ledger's owed providers, and accounts through sharding. */
+  private static PayoutRun.Ports payoutPorts(LedgerReadModel ledger, ShardedLinks links) {
+    return new PayoutRun.Ports() {
+      @Override
+      public CompletionStage<List<String>> providersOwed(long minimum) {
+        return ledger.providersOwed(minimum);
+      }
+
+      @Override
+      public RecipientRef<Account.Command> account(String accountId) {
+        return links.account(accountId);
+      }
+    };
+  }
+
+  /** The read side's pool, then the embedded PostgreSQL (if any), last of all: the journal is done with them by then. */
+  private static void closeDatabaseOnShutdown(ActorSystem<Void> system, Jdbc jdbc, EmbeddedDatabase embedded) {
     CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeActorSystemTerminate(), "close-database", () -> {
       jdbc.close();
-      if (embeddedDb != null) {
+      if (embedded != null) {
         try {
-          embeddedDb.close();
+          embedded.close();
         } catch (Exception e) {
           log.warn("Embedded PostgreSQL did not stop cleanly: {}", e.getMessage());
         }
       }
       return CompletableFuture.completedFuture(Done.getInstance());
     });
-    RentalWaker.start(system, new RentalReadModel(jdbc), rentalConfig.getDuration("wake-interval"));
-    wakeUnfinishedPayoutRuns(system, payoutRuns, payouts.getDuration("wake-interval"));
-    log.info("Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
-    return new Node(system, binding, settings, apiKeys, database, managementUrl);
   }
 
   /** One journal probe per node, named by the node's address so that nodes never share its stream. */
@@ -221,31 +203,31 @@ public final class Node implements AutoCloseable {
         ids.forEach(id -> sharding.entityRefFor(PayoutRun.ENTITY_KEY, id).tell(PayoutRun.Wake.INSTANCE))), system.executionContext());
   }
 
-  /** The payouts' debtor account, checked at start: a typo in the IBAN must not wait for the first export to show. */
-  static ApiSettings.PayoutDebtor debtor(Config c) {
-    String name = c.getString("name").strip();
-    String iban = c.getString("iban").isBlank() ? null : Iban.normalize(c.getString("iban"));
-    String bic = c.getString("bic").isBlank() ? null : c.getString("bic").strip().toUpperCase(java.util.Locale.ROOT);
-    if (iban != null && Iban.problem(iban).isPresent()) {
-      throw new IllegalArgumentException("tickmark.payouts.debtor.iban (TICKMARK_PAYOUT_DEBTOR_IBAN) is not a SEPA IBAN: "
-          + Iban.problem(iban).get());
-    }
-    if (bic != null && !Iban.isValidBic(bic)) {
-      throw new IllegalArgumentException("tickmark.payouts.debtor.bic (TICKMARK_PAYOUT_DEBTOR_BIC) is not a BIC");
-    }
-    if (iban != null && name.isEmpty()) {
-      throw new IllegalArgumentException("tickmark.payouts.debtor.name (TICKMARK_PAYOUT_DEBTOR_NAME) is required with an IBAN");
-    }
-    return new ApiSettings.PayoutDebtor(name.isEmpty() ? null : name, iban, bic);
-  }
-
-  static Verification.Policy policy(Config v, boolean allowSimulated) {
-    return new Verification.Policy(allowSimulated, v.getString("min-nvidia-driver"), v.getString("min-rocm"),
-        v.getInt("max-temperature-c"), v.getInt("vram-tolerance-permille"), v.getBytes("min-free-disk"),
-        v.getLong("min-disk-write-mib-per-s"));
-  }
-
+  /**
+   * The node's configuration: {@link #config(NodeSettings)} with the database's connection and pool size. The pool size
+   * ({@code tickmark.database.pool-size}) sizes the journal's Slick pool ({@code numThreads == maxConnections}) and the
+   * blocking JDBC dispatcher the read side's pool (of as many connections) and the projections run on.
+   */
   static Config config(NodeSettings settings, DatabaseSettings database) {
+    String slick = "pekko-persistence-jdbc.shared-databases.slick.db.";
+    Map<String, Object> db = new HashMap<>();
+    db.put(slick + "url", database.tunedUrl());
+    db.put(slick + "user", database.user());
+    db.put(slick + "password", database.password());
+    db.put(slick + "numThreads", database.poolSize());
+    db.put(slick + "maxConnections", database.poolSize());
+    db.put(slick + "minConnections", Math.min(2, database.poolSize()));
+    db.put("pekko.projection.jdbc.blocking-jdbc-dispatcher.thread-pool-executor.fixed-pool-size", database.poolSize());
+    return ConfigFactory.parseMap(settings.configOverrides()) // explicit overrides win
+        .withFallback(ConfigFactory.parseMap(db))
+        .withFallback(config(settings));
+  }
+
+  /**
+   * The node's configuration before its database is known: its profile (with {@code dev.conf} over it in dev mode, see
+   * {@link NodeSettings#load}), then the settings' addresses and ports, then their explicit overrides.
+   */
+  static Config config(NodeSettings settings) {
     Map<String, Object> overrides = new HashMap<>();
     overrides.put("pekko.remote.artery.canonical.hostname", settings.hostname());
     overrides.put("pekko.remote.artery.canonical.port", settings.remotePort());
@@ -253,20 +235,11 @@ public final class Node implements AutoCloseable {
     overrides.put("pekko.management.http.port", Math.max(settings.managementPort(), 0));
     overrides.put("pekko.coordinated-shutdown.exit-jvm", settings.exitJvmOnShutdown());
     overrides.put("tickmark.market.allow-simulated-hosts", settings.allowSimulatedHosts());
-    if (settings.dev()) {
-      // A developer's laptop disk is what the simulated host reports: judge it by what a demo needs.
-      overrides.put("tickmark.verification.min-free-disk", "1 GiB");
-      overrides.put("tickmark.verification.min-disk-write-mib-per-s", 10);
-    }
-    String slick = "pekko-persistence-jdbc.shared-databases.slick.db.";
-    overrides.put(slick + "url", database.tunedUrl());
-    overrides.put(slick + "user", database.user());
-    overrides.put(slick + "password", database.password());
     overrides.putAll(settings.configOverrides()); // explicit overrides win
     List<String> seeds = settings.seedNodes().stream().map(s -> "pekko://" + SYSTEM_NAME + "@" + s).toList();
     return ConfigFactory.parseMap(overrides)
         .withValue("pekko.cluster.seed-nodes", ConfigValueFactory.fromIterable(seeds))
-        .withFallback(NodeSettings.load(settings.profile()));
+        .withFallback(NodeSettings.load(settings.profile(), settings.dev()));
   }
 
   public ActorSystem<Void> system() {

@@ -2,6 +2,7 @@ package dev.tickmark.node;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
+import com.typesafe.config.ConfigParseOptions;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.Arrays;
@@ -15,7 +16,9 @@ import java.util.Map;
  *
  * <p>A profile ({@code TICKMARK_PROFILE=local1}, or {@code -Dconfig.resource=local1.conf}) picks another
  * configuration file whose values become the defaults (the local cluster's ports and seed nodes); the
- * environment variables still override them.
+ * environment variables still override them. In dev mode ({@code TICKMARK_DEV=true}) {@code dev.conf} is laid over
+ * that configuration: its values (simulated hosts allowed, a laptop's disk accepted) win, environment variables still
+ * win over them.
  *
  * @param profile the configuration resource the node loads instead of {@code application.conf}, or null
  * @param discovery how the node finds its cluster: seed nodes (none = join itself) or Kubernetes bootstrap
@@ -56,10 +59,10 @@ public record NodeSettings(
 
   public static NodeSettings fromEnvironment(Map<String, String> env) {
     String profile = blankToNull(env.get("TICKMARK_PROFILE"));
-    // The profile's file (or application.conf) gives the defaults; it resolves ${?TICKMARK_...} from the process
-    // environment, and the map's own values win over both (tests pass a map).
-    Config config = load(profile);
     boolean dev = Boolean.parseBoolean(env.getOrDefault("TICKMARK_DEV", "false"));
+    // The profile's file (or application.conf), with dev.conf over it in dev mode, gives the defaults; it resolves
+    // ${?TICKMARK_...} from the process environment, and the map's own values win over both (tests pass a map).
+    Config config = load(profile, dev);
     String operatorToken = blankToNull(env.get("TICKMARK_OPERATOR_TOKEN"));
     boolean generated = operatorToken == null;
     if (generated) operatorToken = "tmkop_" + random(24);
@@ -81,7 +84,8 @@ public record NodeSettings(
         generated,
         webhookSecret,
         dev,
-        Boolean.parseBoolean(env.getOrDefault("TICKMARK_ALLOW_SIMULATED_HOSTS", Boolean.toString(dev))),
+        Boolean.parseBoolean(env.getOrDefault("TICKMARK_ALLOW_SIMULATED_HOSTS",
+            config.getString("tickmark.market.allow-simulated-hosts"))),
         true,
         Map.of());
   }
@@ -109,9 +113,19 @@ public record NodeSettings(
         operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, Map.copyOf(overrides));
   }
 
-  /** The configuration a node with this profile runs on (before the settings' own overrides). */
-  static Config load(String profile) {
-    return profile == null ? ConfigFactory.load() : ConfigFactory.load(profile);
+  /** Laid over the profile's configuration in dev mode. */
+  static final String DEV_CONFIG = "dev.conf";
+
+  /**
+   * The configuration a node with this profile runs on (before the settings' own overrides): the profile's file, or
+   * {@code application.conf} (or what {@code -Dconfig.resource}/{@code -Dconfig.file} names), with {@code dev.conf}
+   * over it in dev mode; resolved as {@link ConfigFactory#load()} does (system properties first, then the environment).
+   */
+  static Config load(String profile, boolean dev) {
+    if (!dev) return profile == null ? ConfigFactory.load() : ConfigFactory.load(profile);
+    Config application = profile == null ? ConfigFactory.defaultApplication() : ConfigFactory.parseResourcesAnySyntax(profile);
+    Config devConfig = ConfigFactory.parseResources(DEV_CONFIG, ConfigParseOptions.defaults().setAllowMissing(false));
+    return ConfigFactory.load(devConfig.withFallback(application));
   }
 
   static List<String> seedNodes(String value) {

@@ -2,6 +2,7 @@ package dev.tickmark.engine.host;
 
 import static dev.tickmark.engine.Rejection.reply;
 
+import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.catalog.Catalog;
@@ -99,6 +100,16 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
       RentalLink rentals) {
     public Settings(Duration heartbeatTimeout, int heartbeatIntervalSeconds, Catalog catalog, Verification.Policy policy) {
       this(heartbeatTimeout, heartbeatIntervalSeconds, catalog, policy, RentalLink.NONE);
+    }
+
+    /**
+     * From the node's config: {@code tickmark.hosts.heartbeat-timeout}, {@code .heartbeat-interval} and the verification
+     * policy ({@link Verification.Policy#fromConfig}); the catalog and the link to the rentals are the node's.
+     */
+    public static Settings fromConfig(Config config, Catalog catalog, RentalLink rentals) {
+      Config hosts = config.getConfig("tickmark.hosts");
+      return new Settings(hosts.getDuration("heartbeat-timeout"), (int) hosts.getDuration("heartbeat-interval").toSeconds(), catalog,
+          Verification.Policy.fromConfig(config), rentals);
     }
   }
 

@@ -1,5 +1,6 @@
 package dev.tickmark.engine.market;
 
+import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
@@ -62,6 +63,13 @@ public final class Matcher {
   public record Settings(Duration askTimeout, int maxInFlight, int maxQueued, Duration readSideLag) {
     public static Settings defaults(Duration askTimeout) {
       return new Settings(askTimeout, 16, 10_000, Duration.ofSeconds(2));
+    }
+
+    /** From the node's config: {@code tickmark.matcher.*} and {@code tickmark.http.ask-timeout}. */
+    public static Settings fromConfig(Config config) {
+      Config matcher = config.getConfig("tickmark.matcher");
+      return new Settings(config.getDuration("tickmark.http.ask-timeout"), matcher.getInt("max-in-flight"), matcher.getInt("max-queued"),
+          matcher.getDuration("read-side-lag"));
     }
   }
 

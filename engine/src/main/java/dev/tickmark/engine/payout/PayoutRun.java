@@ -2,6 +2,7 @@ package dev.tickmark.engine.payout;
 
 import static dev.tickmark.engine.Rejection.reply;
 
+import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.account.Account;
@@ -101,7 +102,14 @@ public final class PayoutRun
   }
 
   /** {@code parallelism}: accounts asked at once, so a run over many providers does not flood the cluster. */
-  public record Settings(Duration askTimeout, Duration retryInterval, int parallelism) {}
+  public record Settings(Duration askTimeout, Duration retryInterval, int parallelism) {
+    /** From the node's config: {@code tickmark.payouts.retry-interval}, {@code .parallelism} and {@code tickmark.http.ask-timeout}. */
+    public static Settings fromConfig(Config config) {
+      Config payouts = config.getConfig("tickmark.payouts");
+      return new Settings(config.getDuration("tickmark.http.ask-timeout"), payouts.getDuration("retry-interval"),
+          payouts.getInt("parallelism"));
+    }
+  }
 
   // ---------------------------------------------------------------------------------------------
   // Protocol

@@ -7,6 +7,7 @@ import static dev.tickmark.engine.rental.RentalBilling.secondsBetween;
 
 import com.fasterxml.jackson.annotation.JsonCreator;
 import com.fasterxml.jackson.annotation.JsonValue;
+import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.account.Account;
@@ -145,7 +146,15 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   public record Settings(Duration settleInterval, long holdSeconds, int feeBps, Duration provisioningTimeout,
-      Duration stopTimeout, Duration retryInterval, Duration askTimeout) {}
+      Duration stopTimeout, Duration retryInterval, Duration askTimeout) {
+    /** From the node's config: {@code tickmark.rentals.*}, {@code tickmark.market.fee-bps}, {@code tickmark.http.ask-timeout}. */
+    public static Settings fromConfig(Config config) {
+      Config rentals = config.getConfig("tickmark.rentals");
+      return new Settings(rentals.getDuration("settle-interval"), rentals.getDuration("hold-duration").toSeconds(),
+          config.getInt("tickmark.market.fee-bps"), rentals.getDuration("provisioning-timeout"), rentals.getDuration("stop-timeout"),
+          rentals.getDuration("retry-interval"), config.getDuration("tickmark.http.ask-timeout"));
+    }
+  }
 
   /** How a rental reaches the other entities; sharding in a node, probes in unit tests. */
   public interface Ports {

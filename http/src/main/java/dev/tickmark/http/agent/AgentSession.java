@@ -1,5 +1,6 @@
 package dev.tickmark.http.agent;
 
+import com.typesafe.config.Config;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.verification.Verification;
@@ -43,7 +44,14 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   /** A real secret whose use is over (spent, expired, removed): the session only explains why, then closes. */
   public record Refused(String code, String message) implements Credentials {}
 
-  public record Limits(int maxFrameChars, int framesPerSecond, int burst, Duration helloTimeout, Duration askTimeout) {}
+  public record Limits(int maxFrameChars, int framesPerSecond, int burst, Duration helloTimeout, Duration askTimeout) {
+    /** From the node's config: {@code tickmark.agent-socket.*} and {@code tickmark.http.ask-timeout}. */
+    public static Limits fromConfig(Config config) {
+      Config socket = config.getConfig("tickmark.agent-socket");
+      return new Limits(socket.getInt("max-frame-chars"), socket.getInt("frames-per-second"), socket.getInt("burst"),
+          socket.getDuration("hello-timeout"), config.getDuration("tickmark.http.ask-timeout"));
+    }
+  }
 
   // ---- messages
 

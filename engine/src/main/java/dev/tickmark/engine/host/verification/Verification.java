@@ -1,5 +1,6 @@
 package dev.tickmark.engine.host.verification;
 
+import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.catalog.Catalog.GpuModel;
@@ -134,6 +135,14 @@ public final class Verification {
     public static Policy defaults(boolean allowSimulated) {
       return new Policy(allowSimulated, DEFAULT_MIN_NVIDIA_DRIVER, DEFAULT_MIN_ROCM, DEFAULT_MAX_TEMPERATURE_C,
           DEFAULT_VRAM_TOLERANCE_PERMILLE, DEFAULT_MIN_FREE_DISK_BYTES, DEFAULT_MIN_DISK_WRITE_MIB_PER_S);
+    }
+
+    /** From the node's config: {@code tickmark.verification.*} and {@code tickmark.market.allow-simulated-hosts}. */
+    public static Policy fromConfig(Config config) {
+      Config v = config.getConfig("tickmark.verification");
+      return new Policy(config.getBoolean("tickmark.market.allow-simulated-hosts"), v.getString("min-nvidia-driver"),
+          v.getString("min-rocm"), v.getInt("max-temperature-c"), v.getInt("vram-tolerance-permille"), v.getBytes("min-free-disk"),
+          v.getLong("min-disk-write-mib-per-s"));
     }
   }
 
