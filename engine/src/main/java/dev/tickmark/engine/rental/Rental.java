@@ -234,7 +234,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   enum Timer implements Command {
-    TICK, RETRY_HOLD, RETRY_MATCH, RESEND_START, WAIT_EXPIRED, PROVISION_EXPIRED, PREEMPTION_DUE, STOP_EXPIRED, REDELIVER
+    TICK, RETRY_HOLD, RETRY_MATCH, RESEND_START, WAIT_EXPIRED, PROVISION_EXPIRED, PREEMPTION_DUE, STOP_EXPIRED, REDELIVER, PROVE_END
   }
 
   /** What a client may see of a rental. Amounts in µ€. */
@@ -277,6 +277,13 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   /** Metering stopped at {@code endAt}, {@code billedSeconds} after the start; the money is being finished. */
   public record Ended(EndReason reason, Instant endAt, long billedSeconds, Instant at) implements Event {}
+
+  /**
+   * The host proved the rental ran only {@code billedSeconds} of what its end claimed (its agent fell silent before the
+   * end instant): the final bill is that, recorded with the final {@link Settled} when it adds seconds. Absent when the
+   * whole claim was proven.
+   */
+  public record EndProven(long billedSeconds, Instant at) implements Event {}
 
   /** Final settlement acknowledged by both accounts, hold released, cards returned. */
   public record Closed(Instant at) implements Event {}
@@ -356,6 +363,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   /**
    * Metering is over; the final settlement, the hold and the cards are being finished ("stopping").
+   * {@code billedSeconds}: what the end bills — until {@link #finalSettled()}, what it claims, to be proven by the host.
    * {@code recordedAt}: when the end was recorded (null in snapshots written before it was kept).
    */
   public record Ending(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason reason, Instant endAt,
@@ -366,6 +374,15 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
     Ending settled(Checkpoint c) {
       return new Ending(order, terms, startedAt, append(checkpoints, c), reason, endAt, billedSeconds, recordedAt);
+    }
+
+    Ending proven(long billed) {
+      return new Ending(order, terms, startedAt, checkpoints, reason, endAt, billed, recordedAt);
+    }
+
+    /** The final settlement is recorded: every billed second is settled, and proven by the host. */
+    boolean finalSettled() {
+      return RentalBilling.settledThrough(last()) >= billedSeconds;
     }
 
     Finished closed(Instant at) {
@@ -394,6 +411,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private boolean extending;
   private long lastTick = -1;
   private boolean askingLiveness; // one liveness question at a time, however slow the host's node answers
+  private Instant lastHeartbeatSeen; // the latest heartbeat a liveness answer showed while an end waits for its proof
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
@@ -449,6 +467,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
     } else if (state instanceof Ending e) {
       delivery.finish(e);
+      if (!e.finalSettled()) askLivenessForEnd(e);
     }
   }
 
@@ -515,6 +534,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private CommandHandlerWithReplyBuilderByState<Command, Event, Ending, State> endingHandler() {
     return newCommandHandlerWithReplyBuilder().forStateType(Ending.class)
+        .onCommand(LivenessAnswer.class, this::onEndLiveness)
         .onCommand(Delivered.class, this::onDeliveredEnding)
         .onCommand(Released.class, this::onReleased)
         .onCommand(WorkloadStopped.class, this::onWorkloadStoppedEnding)
@@ -733,13 +753,17 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private ReplyEffect<Event, State> onTick(Running state) {
     Instant now = now();
-    if (state.pastPreemptionDeadline(now)) return endRunning(state, EndReason.PREEMPTED, state.preemptionDeadline(), null);
+    if (state.pastPreemptionDeadline(now)) return endRunning(state, EndReason.PREEMPTED, state.preemptionDeadline(), false, null);
     long second = secondsBetween(state.startedAt(), now);
     RentalBilling.Limit limit = RentalBilling.limit(state);
-    if (second >= limit.seconds()) return endRunning(state, limit.reason(), state.startedAt().plusSeconds(limit.seconds()), null);
+    if (second >= limit.seconds()) return endAtLimit(state, limit);
     publishTick(state, second);
     if (billing.settlementDue(state, second) && !askingLiveness) askLiveness(state);
     return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> endAtLimit(Running state, RentalBilling.Limit limit) {
+    return endRunning(state, limit.reason(), state.startedAt().plusSeconds(limit.seconds()), false, null);
   }
 
   /** Settle only what the host is known to have run: up to its last heartbeat. */
@@ -801,27 +825,28 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private ReplyEffect<Event, State> onStopRunning(Running state, Stop cmd) {
     if (!state.order().ownedBy(cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
-    return endRunning(state, EndReason.STOPPED_BY_RENTER, now(), cmd.replyTo());
+    return endRunning(state, EndReason.STOPPED_BY_RENTER, now(), false, cmd.replyTo());
   }
 
+  /** Billed to the last heartbeat, which the host itself reports: proven. */
   private ReplyEffect<Event, State> onHostLostRunning(Running state, HostLost cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
-    return endRunning(state, EndReason.HOST_LOST, cmd.lastHeartbeatAt(), null);
+    return endRunning(state, EndReason.HOST_LOST, cmd.lastHeartbeatAt(), true, null);
   }
 
   /**
    * The workload stopped without being asked to. At a preemption deadline that is the agent keeping the
    * notice (it stops the workload itself, and its report may beat this rental's own tick): preempted.
-   * Otherwise the host failed the rental: host_lost, billed to the stop.
+   * Otherwise the host failed the rental: host_lost, billed to the stop. The agent's report is the proof.
    */
   private ReplyEffect<Event, State> onWorkloadStoppedRunning(Running state, WorkloadStopped cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
     Instant stoppedAt = cmd.at() == null ? now() : earlier(cmd.at(), now());
     Instant deadline = state.preemptionDeadline();
     if (deadline != null && !stoppedAt.isBefore(deadline.minus(PREEMPTION_CLOCK_SLACK))) {
-      return endRunning(state, EndReason.PREEMPTED, earlier(stoppedAt, deadline), null);
+      return endRunning(state, EndReason.PREEMPTED, earlier(stoppedAt, deadline), true, null);
     }
-    return endRunning(state, EndReason.HOST_LOST, stoppedAt, null);
+    return endRunning(state, EndReason.HOST_LOST, stoppedAt, true, null);
   }
 
   /** How far an agent's clock may run ahead of this node's when it stops a workload at a preemption deadline. */
@@ -868,19 +893,25 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   // ---- ending
 
-  private ReplyEffect<Event, State> endRunning(Running state, EndReason reason, Instant endAt, ActorRef<StatusReply<View>> replyTo) {
+  /**
+   * Metering stops at {@code endAt}. {@code proven}: the host vouched for the seconds up to it (its last heartbeat, its
+   * agent's report), and the final settlement is recorded with the end; otherwise it is recorded once a heartbeat at or
+   * after the end (or the agent's report that it stopped the workload) proves them, and never past what was proven.
+   */
+  private ReplyEffect<Event, State> endRunning(Running state, EndReason reason, Instant endAt, boolean proven,
+      ActorRef<StatusReply<View>> replyTo) {
     Instant end = later(state.startedAt(), endAt);
     long billed = RentalBilling.billedAtEnd(state, end);
-    return end(state.order(), state.terms(), state.startedAt(), state.checkpoints(), reason, end, billed, replyTo);
+    return end(state.order(), state.terms(), state.startedAt(), state.checkpoints(), reason, end, billed, proven, replyTo);
   }
 
   /** Ends a rental that never ran: nothing is charged. */
   private ReplyEffect<Event, State> endUnstarted(Order order, Terms terms, EndReason reason, ActorRef<StatusReply<View>> replyTo) {
-    return end(order, terms, null, List.of(), reason, now(), 0, replyTo);
+    return end(order, terms, null, List.of(), reason, now(), 0, true, replyTo);
   }
 
   private ReplyEffect<Event, State> end(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason reason,
-      Instant endAt, long billedSeconds, ActorRef<StatusReply<View>> replyTo) {
+      Instant endAt, long billedSeconds, boolean proven, ActorRef<StatusReply<View>> replyTo) {
     timers.cancel(Timer.TICK);
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
@@ -889,7 +920,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     Checkpoint previous = checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
     Instant now = now();
     List<Event> events = new ArrayList<>(2);
-    if (terms != null && billedSeconds > RentalBilling.settledThrough(previous)) {
+    if (proven && terms != null && billedSeconds > RentalBilling.settledThrough(previous)) {
       events.add(new Settled(billing.checkpoint(terms, billedSeconds, now), now));
     }
     events.add(new Ended(reason, endAt, billedSeconds, now));
@@ -902,7 +933,48 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     answerCreator(state);
     notifySubscribers(state);
     delivery.finish(state);
+    if (!state.finalSettled()) askLivenessForEnd(state);
     if (replyTo != null) replyTo.tell(StatusReply.success(view(state)));
+  }
+
+  // ---- proving the end: the final settlement waits for the host's word
+
+  private void askLivenessForEnd(Ending state) {
+    context.ask(Host.Liveness.class, ports.host(state.terms().hostId()), settings.askTimeout(), Host.GetLiveness::new,
+        (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
+  }
+
+  private ReplyEffect<Event, State> onEndLiveness(Ending state, LivenessAnswer answer) {
+    askingLiveness = false;
+    if (state.finalSettled()) return Effect().noReply();
+    Instant heartbeat = answer.liveness() == null ? null : answer.liveness().lastHeartbeatAt();
+    if (heartbeat != null && (lastHeartbeatSeen == null || heartbeat.isAfter(lastHeartbeatSeen))) lastHeartbeatSeen = heartbeat;
+    if (heartbeat != null && !heartbeat.isBefore(state.endAt())) return proveEnd(state, state.endAt());
+    // Not yet: the agent heartbeats every few seconds while it runs, and reports the stop; ask again soon.
+    timers.startSingleTimer(Timer.PROVE_END, Timer.PROVE_END, settings.retryInterval());
+    return Effect().noReply();
+  }
+
+  /**
+   * Records the final settlement for what the host proved, up to {@code provenUpTo} (null: nothing beyond what was
+   * settled); a bill proven short of the claim is recorded as {@link EndProven}.
+   */
+  private ReplyEffect<Event, State> proveEnd(Ending state, Instant provenUpTo) {
+    long settled = RentalBilling.settledThrough(state.last());
+    long proven = provenUpTo == null ? settled : Math.max(settled, secondsBetween(state.startedAt(), provenUpTo));
+    long billed = Math.min(state.billedSeconds(), proven);
+    Instant now = now();
+    List<Event> events = new ArrayList<>(2);
+    if (billed > settled) events.add(new Settled(billing.checkpoint(state.terms(), billed, now), now));
+    if (billed < state.billedSeconds()) events.add(new EndProven(billed, now));
+    timers.cancel(Timer.PROVE_END);
+    return Effect().persist(events).thenRun(s -> endProven(state.last(), events, (Ending) s)).thenNoReply();
+  }
+
+  private void endProven(Checkpoint previous, List<Event> events, Ending state) {
+    if (events.get(0) instanceof Settled last) countSettlement(previous, last.checkpoint());
+    notifySubscribers(state);
+    delivery.finish(state);
   }
 
   private ReplyEffect<Event, State> onDeliveredEnding(Ending state, Delivered d) {
@@ -915,15 +987,36 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return maybeClose(state);
   }
 
+  /** The agent stopped the workload: it ran until it was told to (or until the agent says, if that is earlier). */
   private ReplyEffect<Event, State> onWorkloadStoppedEnding(Ending state, WorkloadStopped cmd) {
     delivery.workloadStopped();
-    return maybeClose(state);
+    if (state.finalSettled() || !fromHost(state.terms(), cmd.hostId())) return maybeClose(state);
+    return proveEnd(state, cmd.at() == null ? state.endAt() : earlier(cmd.at(), state.endAt()));
   }
 
   private ReplyEffect<Event, State> onEndingTimer(Ending state, Timer timer) {
-    if (timer == Timer.STOP_EXPIRED) delivery.workloadStopped(); // the agent is gone or silent; money does not wait for it
-    if (timer == Timer.REDELIVER) delivery.finish(state);
+    return switch (timer) {
+      case STOP_EXPIRED -> onAgentSilent(state);
+      case REDELIVER -> finishAgain(state);
+      case PROVE_END -> sideEffectOnly(() -> askLivenessIfUnproven(state));
+      default -> Effect().noReply();
+    };
+  }
+
+  /** The agent is gone or silent: the money does not wait for it, and bills only what its last heartbeat proved. */
+  private ReplyEffect<Event, State> onAgentSilent(Ending state) {
+    delivery.workloadStopped();
+    if (!state.finalSettled()) return proveEnd(state, lastHeartbeatSeen);
     return maybeClose(state);
+  }
+
+  private ReplyEffect<Event, State> finishAgain(Ending state) {
+    delivery.finish(state);
+    return maybeClose(state);
+  }
+
+  private void askLivenessIfUnproven(Ending state) {
+    if (!state.finalSettled()) askLivenessForEnd(state);
   }
 
   private ReplyEffect<Event, State> maybeClose(Ending state) {
@@ -1052,6 +1145,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
             e.billedSeconds(), e.at()));
     b.forStateType(Ending.class)
         .onEvent(Settled.class, (s, e) -> s.settled(e.checkpoint()))
+        .onEvent(EndProven.class, (s, e) -> s.proven(e.billedSeconds()))
         .onEvent(Closed.class, (s, e) -> s.closed(e.at()));
     return b.build();
   }

@@ -109,13 +109,18 @@ final class SettlementDelivery {
 
   /** Final settlement (with {@code last}), hold release and card release; each retried until acknowledged. */
   void finish(Ending state) {
-    if (state.last() != null) deliver(state.order(), state.terms(), state.last(), true);
-    else creditedThrough = Math.max(creditedThrough, 0);
-    releaseHoldOnceCaptured(state);
+    if (state.finalSettled()) finalSettlement(state);
     if (state.terms() != null && !cardsReleased) releaseCards(state.terms());
     if (state.terms() == null || state.startedAt() == null) workloadStopped = true;
     else if (!workloadStopped && !timers.isTimerActive(Timer.STOP_EXPIRED)) agentSilenceDeadline(state);
   }
+
+  private void finalSettlement(Ending state) {
+    if (state.last() != null) deliver(state.order(), state.terms(), state.last(), true);
+    else creditedThrough = Math.max(creditedThrough, 0);
+    releaseHoldOnceCaptured(state);
+  }
+
 
   /**
    * The rest of the hold goes back only once the final capture landed: a released hold refuses every later
@@ -123,7 +128,7 @@ final class SettlementDelivery {
    * cancelled before it answered) has nothing to release.
    */
   void releaseHoldOnceCaptured(Ending state) {
-    if (holdReleased || (state.last() != null && capturedThrough < state.last().throughSecond())) return;
+    if (holdReleased || !state.finalSettled() || (state.last() != null && capturedThrough < state.last().throughSecond())) return;
     context.askWithStatus(Account.HoldView.class, ports.account(state.order().renterId()), settings.askTimeout(),
         reply -> new Account.ReleaseHold(rentalId, reply),
         (v, failure) -> new Released(Released.What.HOLD, failure == null || Rejection.HOLD_NOT_FOUND.equals(Rejection.codeOf(failure))));
@@ -170,7 +175,7 @@ final class SettlementDelivery {
     long through = RentalBilling.settledThrough(state.last());
     boolean money = state.last() == null || (capturedThrough >= through && finalCredited);
     boolean cards = state.terms() == null || cardsReleased;
-    return money && holdReleased && cards && workloadStopped;
+    return state.finalSettled() && money && holdReleased && cards && workloadStopped;
   }
 
   void closed() {

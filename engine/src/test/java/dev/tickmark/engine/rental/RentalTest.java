@@ -495,6 +495,67 @@ class RentalTest {
   }
 
   @Test
+  void aStopAfterTheHostFellSilentBillsOnlyToItsLastHeartbeat() {
+    Settings settings = new Settings(Duration.ofSeconds(10), 300, FEE, Duration.ofSeconds(30), Duration.ofSeconds(2),
+        Duration.ofMillis(200), Duration.ofSeconds(2));
+    RentalFixture f = fixture(settings, DEPOSIT);
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(10));
+    f.awaitCheckpoints(10L);
+    // The host dies 15 s in; before its heartbeat timeout notices, the renter stops the rental at 22 s.
+    f.host.liveness.set(now -> new Host.Liveness(true, at(15)));
+    f.clock.advance(Duration.ofSeconds(12));
+    View stopping = f.stop();
+    assertEquals(Rental.Status.STOPPING, stopping.status());
+
+    // No heartbeat at or after the stop, no report from the agent: after its stop timeout, billed to the last heartbeat.
+    Rental.Finished finished = (Rental.Finished) f.awaitState(Rental.Finished.class);
+    assertEquals(15, finished.billedSeconds());
+    assertEquals(List.of(10L, 15L), f.checkpointSeconds());
+    assertEquals(15, f.awaitEvent(Rental.EndProven.class).billedSeconds());
+    assertEquals(15, f.get().billedSeconds());
+    assertEquals(cost(15), f.get().cost());
+    assertHoldReleased(f, DEPOSIT, cost(15));
+    assertConserved(f, cost(15));
+  }
+
+  @Test
+  void aStopIsSettledOnceAHeartbeatAfterItProvesIt() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(true, at(15))); // heartbeats lag
+    f.clock.advance(Duration.ofSeconds(22));
+    f.awaitCheckpoints(15L);
+    f.stop();
+    int asks = f.host.livenessAsks.get();
+    f.awaitAssert(() -> assertTrue(f.host.livenessAsks.get() >= asks + 2, "the end waits for a heartbeat after it"));
+    assertEquals(List.of(15L), f.checkpointSeconds(), "nothing settled past the last heartbeat yet");
+
+    f.host.liveness.set(now -> new Host.Liveness(true, now)); // the next heartbeat comes
+    f.awaitCheckpoints(15L, 22L);
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertEquals(List.of(), f.events(Rental.EndProven.class), "the whole claim was proven");
+    assertHoldReleased(f, DEPOSIT, cost(22));
+    assertConserved(f, cost(22));
+  }
+
+  @Test
+  void theAgentReportingTheStopProvesTheEnd() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(true, at(0))); // no heartbeat since the start reached the host yet
+    f.clock.advance(Duration.ofSeconds(22));
+    f.stop();
+    f.clock.advance(Duration.ofSeconds(1));
+    f.agentStopped(); // rental_stopped, at 23 s by the agent's clock: it ran until it was told to stop
+    f.awaitState(Rental.Finished.class);
+    assertEquals(List.of(22L), f.checkpointSeconds());
+    assertHoldReleased(f, DEPOSIT, cost(22));
+    assertConserved(f, cost(22));
+  }
+
+  @Test
   void hostLostBillsOnlyUpToTheLastHeartbeat() {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
@@ -530,7 +591,8 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(40)); // 45 s, 15 s past the deadline
     Ended ended = f.awaitEvent(Ended.class);
     assertEquals(new Ended(Rental.EndReason.PREEMPTED, deadline, 30, at(45)), ended);
-    assertEquals(30, f.lastCheckpoint().throughSecond());
+    // Settled once a heartbeat at or after the deadline proves the seconds up to it (the fake host's is always now).
+    f.awaitAssert(() -> assertEquals(List.of(30L), f.checkpointSeconds()));
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(30)));
     f.awaitAssert(() -> assertConserved(f, cost(30)));
   }

@@ -89,6 +89,14 @@ public final class RentalProjection {
         st.setString(5, id);
         st.executeUpdate();
       }
+    } else if (event instanceof Rental.EndProven e) {
+      // The host proved less than the end claimed: the bill is what was proven (the last Settled carries its cost).
+      try (PreparedStatement st = c.prepareStatement("UPDATE rentals SET billed_seconds = ?, updated_at = ? WHERE rental_id = ?")) {
+        st.setLong(1, e.billedSeconds());
+        st.setTimestamp(2, at);
+        st.setString(3, id);
+        st.executeUpdate();
+      }
     } else if (event instanceof Rental.Closed) {
       update(c, id, at, "status = 'ended'");
     }
