@@ -22,6 +22,8 @@ public final class Rejection {
   public static final String ACCOUNT_SUSPENDED = "account_suspended";
   public static final String INVALID_IBAN = "invalid_iban";
   public static final String INVALID_BIC = "invalid_bic";
+  /** Temporary: something the command needs (an entity, the read side) cannot answer now; retry later. */
+  public static final String UNAVAILABLE = "unavailable";
 
   private Rejection() {}
 

@@ -254,6 +254,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private long lastTick = -1;
   private boolean askingLiveness; // one liveness question at a time, however slow the host's node answers
   private int failedDeliveries; // in a row, since the last acknowledgement: each waits longer before it is retried
+  // The last match answer was Matcher.Unavailable: the read side could not look, so the wait deadline waits for a real answer.
+  private boolean readSideDown;
+  // A launch refused because its first match could not look: told 503 once the rental closed (hold released).
+  private ActorRef<StatusReply<View>> refusedCreator;
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
@@ -442,7 +446,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       requestMatch(state.order());
       return Effect().noReply();
     }
-    if (answer.refusal().equals("unavailable")) {
+    if (answer.refusal().equals(Rejection.UNAVAILABLE)) {
       timers.startSingleTimer(Timer.RETRY_HOLD, Timer.RETRY_HOLD, settings.retryInterval());
       return Effect().noReply();
     }
@@ -461,8 +465,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private void requestMatch(Order order) {
     Spec s = order.spec();
+    // Past its wait only because the read side was down, the rental still takes a match: no deadline to drop it on.
+    Instant deadline = readSideDown && !now().isBefore(waitEnds(order)) ? null : waitEnds(order);
     ports.matcher(s.gpu()).tell(new Matcher.Match(rentalId, s.gpu(), s.count(), s.tier(), s.region(), s.maxPricePerGpuHour(),
-        waitEnds(order), context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
+        deadline, context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
     // A matcher lost with its node never answers: ask again. A late duplicate answer releases its cards (onLateMatch).
     timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.askTimeout().multipliedBy(2));
   }
@@ -483,11 +489,32 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         startWorkload(state.order(), terms);
       }).thenNoReply();
     }
+    if (answer.result() instanceof Matcher.Unavailable) return onReadSideDown(state);
+    readSideDown = false;
     if (remainingWait(state.order()).isNegative() || remainingWait(state.order()).isZero()) {
       return end(state.order(), null, null, List.of(), NO_CAPACITY, now(), 0, null);
     }
     launchStepStarted = 0; // later attempts are not the launch's
     answerCreator(state);
+    timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
+    return Effect().noReply();
+  }
+
+  /**
+   * The matcher could not read the candidates (PostgreSQL unreachable): no answer about capacity. A launch still
+   * waiting for its first answer is refused (HTTP 503) rather than promised a wait on an outage; it ends
+   * {@code cancelled}, nothing charged, and hears so only once closed, its hold released, so a retried POST never
+   * finds a second hold beside it. A rental already waiting keeps waiting and asks again; while its last answer is
+   * this one its wait deadline does not end it (WAIT_EXPIRED), and the first real answer decides.
+   */
+  private ReplyEffect<Event, State> onReadSideDown(Pending state) {
+    launchStepStarted = 0;
+    if (creator != null) {
+      refusedCreator = creator;
+      creator = null;
+      return end(state.order(), null, null, List.of(), CANCELLED, now(), 0, null);
+    }
+    readSideDown = true;
     timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
     return Effect().noReply();
   }
@@ -513,7 +540,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       requestMatch(state.order());
       return Effect().noReply();
     }
-    if (timer == Timer.WAIT_EXPIRED) return end(state.order(), null, null, List.of(), NO_CAPACITY, now(), 0, null);
+    // An outage is not no capacity: past the deadline, the next real "no candidates" ends it (onMatchAnswer).
+    if (timer == Timer.WAIT_EXPIRED && !readSideDown) return end(state.order(), null, null, List.of(), NO_CAPACITY, now(), 0, null);
     return Effect().noReply();
   }
 
@@ -878,6 +906,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       notifySubscribers(s);
       subscribers.clear();
       forgetInAccounts(state);
+      if (refusedCreator != null) {
+        refusedCreator.tell(reply(Rejection.UNAVAILABLE,
+            "the market could not be read (the database is unavailable); nothing was charged and the hold is released; retry later"));
+        refusedCreator = null;
+      }
     }).thenNoReply();
   }
 
@@ -1072,7 +1105,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private static String codeOf(Throwable failure) {
     if (failure instanceof StatusReply.ErrorMessage e) return Rejection.codeOf(e.getMessage());
-    return "unavailable";
+    return Rejection.UNAVAILABLE;
   }
 
   private static String refusalDetail(String code) {
