@@ -57,6 +57,7 @@ public final class Responses {
       case Rejection.IDEMPOTENCY_CONFLICT, Rejection.ALREADY_EXISTS, Rejection.HOLD_CLOSED -> 409;
       case Rejection.INSUFFICIENT_EARNINGS, Rejection.AMOUNT_TOO_LARGE, Rejection.HOLD_EXCEEDED -> 422;
       case "not_reclaimable", "host_busy", "host_not_available" -> 409;
+      case Rejection.UNAVAILABLE -> 503; // temporary (the read side or an entity is away): retry, Retry-After says when
       case "internal" -> 500;
       default -> 400;
     };

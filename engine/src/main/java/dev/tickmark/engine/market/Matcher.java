@@ -42,6 +42,9 @@ import org.apache.pekko.pattern.StatusReply;
  * preference (the host decides), so a request is never turned away on a guess. A request whose rental
  * stopped waiting ({@link Match#deadline}) is dropped unanswered by a proposal, so overload does not
  * reserve cards for rentals that already ended {@code no_capacity}.
+ *
+ * <p>A candidate query that fails (PostgreSQL unreachable, the read side broken) says nothing about
+ * capacity: the request is answered {@link Unavailable}, never {@link NoMatch}, and the rental asks again.
  */
 public final class Matcher {
   public static final EntityTypeKey<Command> ENTITY_KEY = EntityTypeKey.create(Command.class, "Matcher");
@@ -79,13 +82,19 @@ public final class Matcher {
   public record Match(String rentalId, String gpu, int count, Listing.Tier tier, String region, long maxPricePerGpuHour,
       Instant deadline, ActorRef<Result> replyTo) implements Command {}
 
-  public sealed interface Result extends CborSerializable permits Matched, NoMatch {}
+  public sealed interface Result extends CborSerializable permits Matched, NoMatch, Unavailable {}
 
   public record Matched(String rentalId, Host.Reservation reservation) implements Result {}
 
+  /** The read side answered, and no candidate had the cards (or each refused): a real "no capacity now". */
   public record NoMatch(String rentalId, String reason) implements Result {}
 
+  /** The candidates could not be read: no answer about capacity at all. */
+  public record Unavailable(String rentalId, String reason) implements Result {}
+
   private record CandidatesFound(Request request, List<Candidate> candidates) implements Command {}
+
+  private record CandidatesFailed(Request request, Throwable failure) implements Command {}
 
   private record Proposed(Request request, Candidate to, Host.Reservation reservation, Throwable failure) implements Command {}
 
@@ -147,6 +156,7 @@ public final class Matcher {
     return Behaviors.receive(Command.class)
         .onMessage(Match.class, this::onMatch)
         .onMessage(CandidatesFound.class, this::onCandidates)
+        .onMessage(CandidatesFailed.class, this::onCandidatesFailed)
         .onMessage(Proposed.class, this::onProposed)
         .build();
   }
@@ -173,7 +183,7 @@ public final class Matcher {
       inFlight++;
       Match m = request.match;
       context.pipeToSelf(candidates.find(m.gpu(), m.region(), m.tier(), m.maxPricePerGpuHour(), m.count()),
-          (found, failure) -> new CandidatesFound(request, failure == null ? found : List.of()));
+          (found, failure) -> failure == null ? new CandidatesFound(request, found) : new CandidatesFailed(request, failure));
     }
   }
 
@@ -184,6 +194,13 @@ public final class Matcher {
   private Behavior<Command> onCandidates(CandidatesFound found) {
     found.request().remaining = ordered(found.candidates());
     proposeNext(found.request());
+    return Behaviors.same();
+  }
+
+  /** The read side could not be asked: that says nothing about capacity, so the rental hears {@link Unavailable}. */
+  private Behavior<Command> onCandidatesFailed(CandidatesFailed failed) {
+    context.getLog().debug("candidates for {} could not be read: {}", failed.request().match.rentalId(), failed.failure().toString());
+    done(failed.request(), new Unavailable(failed.request().match.rentalId(), "the host read side is unavailable; retrying"));
     return Behaviors.same();
   }
 

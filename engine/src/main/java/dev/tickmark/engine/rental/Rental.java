@@ -412,6 +412,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private long lastTick = -1;
   private boolean askingLiveness; // one liveness question at a time, however slow the host's node answers
   private Instant lastHeartbeatSeen; // the latest heartbeat a liveness answer showed while an end waits for its proof
+  // The last match answer was Matcher.Unavailable: the read side could not look, so the wait deadline waits for a real answer.
+  private boolean readSideDown;
+  // A launch refused because its first match could not look: told 503 once the rental closed (hold released).
+  private ActorRef<StatusReply<View>> refusedCreator;
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
     ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
@@ -618,8 +622,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private void requestMatch(Order order) {
     Spec s = order.spec();
+    // Past its wait only because the read side was down, the rental still takes a match: no deadline to drop it on.
+    Instant deadline = readSideDown && !now().isBefore(order.waitEnds()) ? null : order.waitEnds();
     ports.matcher(s.gpu()).tell(new Matcher.Match(rentalId, s.gpu(), s.count(), s.tier(), s.region(), s.maxPricePerGpuHour(),
-        order.waitEnds(), context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
+        deadline, context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
     // A matcher lost with its node never answers: ask again. A late duplicate answer releases its cards (onLateMatch).
     timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.askTimeout().multipliedBy(2));
   }
@@ -627,6 +633,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private ReplyEffect<Event, State> onMatchAnswer(Pending state, MatchAnswer answer) {
     launchStep(metrics.launchMatch);
     if (answer.result() instanceof Matcher.Matched m) return matched(state, m.reservation());
+    if (answer.result() instanceof Matcher.Unavailable) return onReadSideDown(state);
+    readSideDown = false;
     if (remainingWait(state.order()).compareTo(Duration.ZERO) <= 0) return endUnstarted(state.order(), null, EndReason.NO_CAPACITY, null);
     launchStepStarted = 0; // later attempts are not the launch's
     answerCreator(state);
@@ -650,6 +658,25 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     startWorkload(state.order(), state.terms());
   }
 
+  /**
+   * The matcher could not read the candidates (PostgreSQL unreachable): no answer about capacity. A launch still
+   * waiting for its first answer is refused (HTTP 503) rather than promised a wait on an outage; it ends
+   * {@code cancelled}, nothing charged, and hears so only once closed, its hold released, so a retried POST never
+   * finds a second hold beside it. A rental already waiting keeps waiting and asks again; while its last answer is
+   * this one its wait deadline does not end it (WAIT_EXPIRED), and the first real answer decides.
+   */
+  private ReplyEffect<Event, State> onReadSideDown(Pending state) {
+    launchStepStarted = 0;
+    if (creator != null) {
+      refusedCreator = creator;
+      creator = null;
+      return endUnstarted(state.order(), null, EndReason.CANCELLED, null);
+    }
+    readSideDown = true;
+    timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
+    return Effect().noReply();
+  }
+
   /** A match that lands after the rental stopped waiting for one (cancelled, no_capacity): the host gets its cards back. */
   private ReplyEffect<Event, State> onLateMatch(State state, MatchAnswer answer) {
     if (answer.result() instanceof Matcher.Matched m) {
@@ -665,7 +692,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return switch (timer) {
       case RETRY_HOLD -> sideEffectOnly(() -> placeHold(state.order()));
       case RETRY_MATCH -> sideEffectOnly(() -> requestMatch(state.order()));
-      case WAIT_EXPIRED -> endUnstarted(state.order(), null, EndReason.NO_CAPACITY, null);
+      // An outage is not no capacity: past the deadline, the next real "no candidates" ends it (onMatchAnswer).
+      case WAIT_EXPIRED -> readSideDown ? Effect().noReply() : endUnstarted(state.order(), null, EndReason.NO_CAPACITY, null);
       default -> Effect().noReply();
     };
   }
@@ -1029,6 +1057,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     notifySubscribers(state);
     subscribers.clear();
     delivery.forgetInAccounts(ending);
+    if (refusedCreator != null) {
+      refusedCreator.tell(reply(Rejection.UNAVAILABLE,
+          "the market could not be read (the database is unavailable); nothing was charged and the hold is released; retry later"));
+      refusedCreator = null;
+    }
   }
 
   /** A workload that starts after its rental ended (e.g. provisioning timed out) is stopped again. */

@@ -14,13 +14,16 @@ import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.market.Matcher.Candidate;
 import dev.tickmark.engine.market.Matcher.Match;
+import java.sql.SQLTransientConnectionException;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
@@ -142,20 +145,40 @@ class MatcherTest {
   }
 
   @Test
-  void answersNoMatchWithoutCandidatesOrWhenTheReadSideFails() {
+  void answersNoMatchWithoutCandidates() {
     Hosts hosts = new Hosts();
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     ActorRef<Matcher.Command> empty = matcher(List.of(), hosts, WAIT);
     empty.tell(new Match("r-empty", GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
     assertEquals("r-empty", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
+  }
 
-    ActorRef<Matcher.Command> failing = testKit.spawn(Matcher.create(
-        (gpu, region, tier, max, count) -> CompletableFuture.failedFuture(new IllegalStateException("read side down")), hosts::ref, WAIT));
-    failing.tell(new Match("r-down", GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
-    assertEquals("r-down", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
-    // Still serving afterwards.
-    failing.tell(new Match("r-again", GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
-    assertEquals("r-again", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
+  @Test
+  void aFailedCandidateQueryIsAnsweredUnavailableNotNoMatchAndTheRequestMatchesOnceTheReadSideRecovers() {
+    Hosts hosts = new Hosts("h-a");
+    AtomicBoolean readSideDown = new AtomicBoolean(true);
+    ActorRef<Matcher.Command> matcher = testKit.spawn(Matcher.create((gpu, region, tier, max, count) -> readSideDown.get()
+        ? CompletableFuture.failedFuture(new SQLTransientConnectionException("the database was unreachable moments ago"))
+        : CompletableFuture.completedFuture(List.of(new Candidate("h-a", 1, 4))), hosts::ref, WAIT));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String rentalId = rentalId();
+    Match match = new Match(rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, Instant.now().plusSeconds(30), replyTo.getRef());
+
+    // An outage says nothing about capacity: the rental must not hear "no candidates".
+    matcher.tell(match);
+    Matcher.Result during = replyTo.receiveMessage(WAIT);
+    assertInstanceOf(Matcher.Unavailable.class, during, () -> "a failed query answered " + during);
+    assertEquals(rentalId, ((Matcher.Unavailable) during).rentalId());
+    hosts.expectNoProposal(Duration.ofMillis(100));
+    // The rental asks again while it lasts; the matcher keeps serving and keeps saying so.
+    matcher.tell(match);
+    assertInstanceOf(Matcher.Unavailable.class, replyTo.receiveMessage(WAIT));
+
+    readSideDown.set(false);
+    matcher.tell(match);
+    Host.Reservation reserved = reservation("h-a", rentalId, List.of(0), 1);
+    hosts.expectProposal("h-a").replyTo().tell(StatusReply.success(reserved));
+    assertEquals(new Matcher.Matched(rentalId, reserved), replyTo.receiveMessage(WAIT));
   }
 
   @Test

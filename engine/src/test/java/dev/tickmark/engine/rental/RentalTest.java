@@ -223,6 +223,79 @@ class RentalTest {
     assertHoldReleased(f, DEPOSIT, 0);
   }
 
+  /** What a matcher answers while the host read side cannot be queried. */
+  private static Matcher.Unavailable unavailable(RentalFixture f) {
+    return new Matcher.Unavailable(f.rentalId, "the host read side is unavailable");
+  }
+
+  /**
+   * A 1 s wait; the first attempt finds no capacity (the launch answers pending), then the read side goes away:
+   * the clock passes the deadline and the real wait timer fires (1 s, while ten attempts 200 ms apart are answered
+   * unavailable). The rental is still pending, still asking, and holds what it held.
+   */
+  private Matcher.Match waitThroughAnOutagePastTheDeadline(RentalFixture f) {
+    f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 1));
+    f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
+    assertEquals("pending", ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    f.clock.advance(Duration.ofSeconds(2));
+    for (int i = 0; i < 10; i++) f.expectMatch().replyTo().tell(unavailable(f));
+    Matcher.Match next = f.expectMatch();
+    assertEquals(List.of(Rental.Requested.class), f.events().stream().map(Object::getClass).toList(), "not ended: " + f.events());
+    assertEquals("pending", f.get().status());
+    assertEquals(Metering.cost(CEILING, CARDS, 300), f.renter.summary().held());
+    return next;
+  }
+
+  @Test
+  void aReadSideOutagePastTheWaitDeadlineDoesNotEndNoCapacityARealEmptyAnswerThenDoes() {
+    RentalFixture f = fixture();
+    Matcher.Match match = waitThroughAnOutagePastTheDeadline(f);
+    // The read side is back and really has nothing: now the wait is over.
+    match.replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.NO_CAPACITY, ended.reason());
+    assertEquals(0, ended.billedSeconds());
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, DEPOSIT, 0);
+    assertConserved(f, 0);
+  }
+
+  @Test
+  void aReadSideOutagePastTheWaitDeadlineStillMatchesWhenCapacityAppears() {
+    RentalFixture f = fixture();
+    Spec spec = spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 1);
+    Matcher.Match match = waitThroughAnOutagePastTheDeadline(f);
+    // Past its wait, the rental still asks for what it asked (no deadline the matcher would drop it on).
+    assertNull(match.deadline(), "past the wait, the request must not be dropped as expired");
+    match.replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.awaitState(Rental.Provisioning.class);
+    assertTrue(f.events(Ended.class).isEmpty(), () -> "not ended: " + f.events());
+    f.host.expect(Host.StartWorkload.class);
+    f.tell(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
+    assertEquals(Rental.Status.RUNNING, f.get().status());
+  }
+
+  @Test
+  void aLaunchWhoseFirstMatchFindsTheReadSideUnavailableAnswersUnavailableOnceItsHoldIsReleased() {
+    RentalFixture f = fixture();
+    f.create(onDemand(CARDS, CEILING));
+    f.expectMatch().replyTo().tell(unavailable(f));
+
+    // Not a 201 for a rental that would wait on a read side it cannot reach: the launch is refused (HTTP 503) ...
+    assertRejected(Rejection.UNAVAILABLE, f.creator.receiveMessage(RentalFixture.WAIT));
+    // ... and by the time it hears so, the rental has ended cancelled, charged nothing, and its hold is released,
+    // so a retry with the same Idempotency-Key (a new rental) never finds a second hold beside it.
+    assertInstanceOf(Rental.Finished.class, f.kit.getState());
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.CANCELLED, ended.reason());
+    assertEquals(0, ended.billedSeconds());
+    assertTrue(f.events(Rental.Settled.class).isEmpty());
+    assertHoldReleased(f, DEPOSIT, 0);
+    assertConserved(f, 0);
+    f.matcher.expectNoMessage(Duration.ofMillis(500)); // and it asks no more
+    assertEquals(Rental.Status.ENDED, f.get().status());
+  }
+
   @Test
   void matchAnsweredAfterTheRentalEndedReleasesTheReservedCards() {
     RentalFixture f = fixture();
