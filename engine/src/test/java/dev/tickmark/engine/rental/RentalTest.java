@@ -236,12 +236,12 @@ class RentalTest {
   private Matcher.Match waitThroughAnOutagePastTheDeadline(RentalFixture f) {
     f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 1));
     f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
-    assertEquals("pending", ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    assertEquals(Rental.Status.PENDING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
     f.clock.advance(Duration.ofSeconds(2));
     for (int i = 0; i < 10; i++) f.expectMatch().replyTo().tell(unavailable(f));
     Matcher.Match next = f.expectMatch();
     assertEquals(List.of(Rental.Requested.class), f.events().stream().map(Object::getClass).toList(), "not ended: " + f.events());
-    assertEquals("pending", f.get().status());
+    assertEquals(Rental.Status.PENDING, f.get().status());
     assertEquals(Metering.cost(CEILING, CARDS, 300), f.renter.summary().held());
     return next;
   }
