@@ -182,7 +182,7 @@ public final class Node implements AutoCloseable {
     ApiSettings api = new ApiSettings(
         http.getString("interface"), settings.httpPort(), http.getDuration("ask-timeout"), settings.operatorToken(),
         settings.webhookSecret(), tickmark.getDuration("payments.tolerance"), agentLimits,
-        hostConfig.getDuration("registration-token-validity"), debtor);
+        hostConfig.getDuration("registration-token-validity"), debtor, http.getDuration("read-your-writes-wait"));
     PayoutRunReadModel payoutRuns = new PayoutRunReadModel(jdbc);
     HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), ledgerReadModel,
         hostReadModel, new RentalReadModel(jdbc), payoutRuns, catalog, clock);
