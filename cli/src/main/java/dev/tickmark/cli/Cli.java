@@ -22,13 +22,33 @@ final class Cli {
   final Console console; // null when stdin is not a terminal
   final PrintWriter out;
   final PrintWriter err;
+  /** Whether stdout is a terminal: a live line is then rewritten in place; into a pipe or a file it is one line per update. */
+  final boolean terminal;
 
   Cli(Map<String, String> env, InputStream in, Console console, PrintWriter out, PrintWriter err) {
+    this(env, in, console, out, err, isTerminal(console));
+  }
+
+  Cli(Map<String, String> env, InputStream in, Console console, PrintWriter out, PrintWriter err, boolean terminal) {
     this.env = Map.copyOf(env);
     this.in = in;
     this.console = console;
     this.out = out;
     this.err = err;
+    this.terminal = terminal;
+  }
+
+  /**
+   * Whether the JVM's console is a terminal. Up to Java 21 there is a console only when stdin and stdout both are one;
+   * from Java 22 there may be one while they are redirected, and {@code Console.isTerminal()} (absent before) tells.
+   */
+  static boolean isTerminal(Console console) {
+    if (console == null) return false;
+    try {
+      return (Boolean) Console.class.getMethod("isTerminal").invoke(console);
+    } catch (ReflectiveOperationException beforeJava22) {
+      return true;
+    }
   }
 
   int run(String... args) {

@@ -1,5 +1,6 @@
 package dev.tickmark.cli;
 
+import java.io.Console;
 import java.io.PrintWriter;
 import java.nio.charset.Charset;
 
@@ -11,7 +12,8 @@ public final class Main {
     Charset charset = System.console() != null ? System.console().charset() : Charset.defaultCharset();
     PrintWriter out = new PrintWriter(new java.io.OutputStreamWriter(System.out, charset), true);
     PrintWriter err = new PrintWriter(new java.io.OutputStreamWriter(System.err, charset), true);
-    int status = new Cli(System.getenv(), System.in, System.console(), out, err).run(args);
+    Console console = System.console();
+    int status = new Cli(System.getenv(), System.in, console, out, err, Cli.isTerminal(console)).run(args);
     out.flush();
     err.flush();
     System.exit(status);

@@ -93,7 +93,8 @@ final class RentalCommands {
   }
 
   @Command(name = "usage", description = {"What a rental has cost: billed seconds, cost, the same job billed per started hour, "
-      + "and the settlement checkpoints.", "--follow shows the meter live, one line rewritten every second, until the rental ends."})
+      + "and the settlement checkpoints.", "--follow shows the meter live until the rental ends: one line rewritten every second on a "
+      + "terminal, one line per second into a pipe or a file."})
   static final class Usage extends ApiCommand {
     @Parameters(paramLabel = "ID", description = "The rental (rnt_...).")
     String id;
@@ -157,7 +158,7 @@ final class RentalCommands {
       private String status = "?";
 
       Meter(PrintWriter out) {
-        this.line = new LiveLine(out);
+        this.line = new LiveLine(out, cli().terminal);
       }
 
       void show(Http.Event event) {
@@ -182,16 +183,27 @@ final class RentalCommands {
     }
   }
 
-  /** A line rewritten in place with a carriage return, padded over what it showed before. */
+  /**
+   * On a terminal, a line rewritten in place with a carriage return, padded over what it showed before. Anywhere else (a
+   * pipe, a file) each update is a line of its own, flushed at once: whatever reads it gets one line per update as it
+   * happens, with no carriage returns.
+   */
   static final class LiveLine {
     private final PrintWriter out;
+    private final boolean rewrite;
     private int shown;
 
-    LiveLine(PrintWriter out) {
+    LiveLine(PrintWriter out, boolean rewrite) {
       this.out = out;
+      this.rewrite = rewrite;
     }
 
     void show(String text) {
+      if (!rewrite) {
+        out.println(text);
+        out.flush();
+        return;
+      }
       out.print("\r" + text + " ".repeat(Math.max(0, shown - text.length())));
       out.flush();
       shown = text.length();

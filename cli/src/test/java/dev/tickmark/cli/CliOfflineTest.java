@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.net.ServerSocket;
@@ -161,6 +162,32 @@ class CliOfflineTest {
         rnt_a      0.500000  -     -
         rnt_bbbb  12.000000  x     -
         """, text.toString());
+  }
+
+  @Test
+  void theLiveLineIsRewrittenOnATerminalAndALinePerUpdateElsewhere() {
+    StringWriter terminal = new StringWriter();
+    RentalCommands.LiveLine rewritten = new RentalCommands.LiveLine(new PrintWriter(terminal), true);
+    rewritten.show("rnt_a  running  9 s");
+    rewritten.show("rnt_a  running  10 s");
+    rewritten.show("rnt_a  ended");
+    rewritten.end();
+    assertEquals("\rrnt_a  running  9 s\rrnt_a  running  10 s\rrnt_a  ended" + " ".repeat(8) + System.lineSeparator(),
+        terminal.toString(), "padded over the 20 characters shown before");
+
+    StringWriter pipe = new StringWriter();
+    RentalCommands.LiveLine lines = new RentalCommands.LiveLine(new PrintWriter(pipe), false);
+    lines.show("rnt_a  running  9 s");
+    lines.show("rnt_a  running  10 s");
+    lines.end();
+    assertEquals("rnt_a  running  9 s" + System.lineSeparator() + "rnt_a  running  10 s" + System.lineSeparator(), pipe.toString());
+  }
+
+  @Test
+  void noConsoleIsNoTerminal() {
+    assertFalse(Cli.isTerminal(null));
+    assertFalse(new Cli(Map.of(), InputStream.nullInputStream(), null, new PrintWriter(new StringWriter()),
+        new PrintWriter(new StringWriter())).terminal);
   }
 
   private static void collect(CommandLine command, String path, List<String> paths) {

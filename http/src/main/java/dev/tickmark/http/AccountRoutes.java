@@ -8,6 +8,7 @@ import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.persistence.auth.ApiKeys;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Optional;
@@ -42,13 +43,15 @@ public final class AccountRoutes {
   private final LedgerReadModel ledger;
   private final Auth auth;
   private final SpendCaps spendCaps;
+  private final Duration readYourWritesWait;
 
-  public AccountRoutes(Accounts accounts, ApiKeys apiKeys, LedgerReadModel ledger, Auth auth) {
+  public AccountRoutes(Accounts accounts, ApiKeys apiKeys, LedgerReadModel ledger, Auth auth, Duration readYourWritesWait) {
     this.accounts = accounts;
     this.apiKeys = apiKeys;
     this.ledger = ledger;
     this.auth = auth;
     this.spendCaps = new SpendCaps(accounts);
+    this.readYourWritesWait = readYourWritesWait;
   }
 
   public Route route() {
@@ -100,7 +103,9 @@ public final class AccountRoutes {
   private CompletionStage<Statement> statement(String accountId, Optional<String> limitParam, Optional<String> afterParam) {
     int limit = limitParam.map(l -> Params.positiveInt("limit", l, MAX_PAGE)).orElse(100);
     long after = afterParam.map(a -> Params.nonNegativeLong("after", a)).orElse(0L);
-    return ledger.statement(accountId, after, limit).thenApply(entries -> {
+    // the account's events so far are in the ledger first: a deposit acknowledged a moment ago is in the statement
+    return ledger.awaitAccount(accountId, readYourWritesWait).thenCompose(caughtUp -> ledger.statement(accountId, after, limit))
+        .thenApply(entries -> {
       List<EntryView> views = entries.stream().map(e -> new EntryView(Long.toString(e.id()), e.at(), e.kind(),
           Money.format(e.amount()), e.rentalId(), e.key())).toList();
       String next = entries.size() == limit ? Long.toString(entries.get(entries.size() - 1).id()) : null;

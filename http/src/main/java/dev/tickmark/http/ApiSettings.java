@@ -6,10 +6,15 @@ import dev.tickmark.http.agent.AgentSession;
 import java.time.Duration;
 import java.util.Locale;
 
-/** What the HTTP edge needs to know that is not a collaborator. Secrets never appear in {@link #toString()}. */
+/**
+ * What the HTTP edge needs to know that is not a collaborator. Secrets never appear in {@link #toString()}.
+ *
+ * @param readYourWritesWait how long a list waits for its projection to apply the writes made before it
+ */
 public record ApiSettings(
     String interfaceName, int port, Duration askTimeout, String operatorToken, String webhookSecret, Duration webhookTolerance,
-    AgentSession.Limits agentLimits, Duration registrationTokenValidity, PayoutDebtor payoutDebtor) {
+    AgentSession.Limits agentLimits, Duration registrationTokenValidity, PayoutDebtor payoutDebtor,
+    Duration readYourWritesWait) {
 
   /**
    * From the node's config ({@code tickmark.http.*}, {@code tickmark.payments.tolerance}, the agent socket's limits,
@@ -21,7 +26,7 @@ public record ApiSettings(
     return new ApiSettings(http.getString("interface"), port, http.getDuration("ask-timeout"), operatorToken, webhookSecret,
         config.getDuration("tickmark.payments.tolerance"), AgentSession.Limits.fromConfig(config),
         config.getDuration("tickmark.hosts.registration-token-validity"),
-        PayoutDebtor.fromConfig(config.getConfig("tickmark.payouts.debtor")));
+        PayoutDebtor.fromConfig(config.getConfig("tickmark.payouts.debtor")), http.getDuration("read-your-writes-wait"));
   }
 
   /** The operator's bank account payouts are paid from, named in the pain.001 export. Not a secret, but not logged either. */

@@ -50,9 +50,10 @@ public final class HostRoutes {
   private final Auth auth;
   private final Clock clock;
   private final Duration tokenValidity;
+  private final Duration readYourWritesWait;
 
   public HostRoutes(ActorSystem<?> system, Duration timeout, HostReadModel hosts, Catalog catalog, Auth auth, Clock clock,
-      Duration tokenValidity) {
+      Duration tokenValidity, Duration readYourWritesWait) {
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.hosts = hosts;
@@ -60,13 +61,19 @@ public final class HostRoutes {
     this.auth = auth;
     this.clock = clock;
     this.tokenValidity = tokenValidity;
+    this.readYourWritesWait = readYourWritesWait;
+  }
+
+  /** The provider's hosts, once the host table holds what was written before this request (a listing just set, say). */
+  private CompletionStage<List<HostReadModel.HostRow>> ownHosts(String owner) {
+    return hosts.awaitWritten(readYourWritesWait).thenCompose(caughtUp -> hosts.byOwner(owner));
   }
 
   public Route route() {
     return pathPrefix("hosts", () -> auth.account(owner -> concat(
         path("registration-tokens", () -> post(() -> entity(Unmarshaller.entityToByteString(), body ->
             onSuccess(createToken(owner, body), token -> complete(Responses.json(201, token)))))),
-        pathEnd(() -> get(() -> onSuccess(hosts.byOwner(owner), rows ->
+        pathEnd(() -> get(() -> onSuccess(ownHosts(owner), rows ->
             complete(Responses.json(200, new HostViews.HostList(rows.stream().map(r -> HostViews.HostSummary.of(r, false)).toList())))))),
         pathPrefix(segment(), hostId -> !Ids.wellFormed("host_", hostId) ? complete(Problem.notFound("no such host").toResponse()) : concat(
             pathEnd(() -> concat(

@@ -41,15 +41,17 @@ public final class HttpApi {
     Idempotency idempotency = new Idempotency(idempotencyKeys);
     WebhookSignature signature = settings.webhookSecret() == null || settings.webhookSecret().isBlank()
         ? null : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
-    AccountRoutes accountRoutes = new AccountRoutes(accounts, apiKeys, ledger, auth);
+    AccountRoutes accountRoutes = new AccountRoutes(accounts, apiKeys, ledger, auth, settings.readYourWritesWait());
     PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, signature, clock);
     OpsPayoutRoutes payoutRoutes = new OpsPayoutRoutes(system, settings.askTimeout(), payoutRuns, idempotency, settings.payoutDebtor());
     OpsRoutes opsRoutes = new OpsRoutes(accounts, ledger, auth, idempotency, new OpsHostRoutes(system, settings.askTimeout(), hosts),
         payoutRoutes);
-    HostRoutes hostRoutes = new HostRoutes(system, settings.askTimeout(), hosts, catalog, auth, clock, settings.registrationTokenValidity());
+    HostRoutes hostRoutes = new HostRoutes(system, settings.askTimeout(), hosts, catalog, auth, clock, settings.registrationTokenValidity(),
+        settings.readYourWritesWait());
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
     AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());
-    RentalRoutes rentalRoutes = new RentalRoutes(system, settings.askTimeout(), rentals, catalog, auth, idempotency);
+    RentalRoutes rentalRoutes = new RentalRoutes(system, settings.askTimeout(), rentals, catalog, auth, idempotency,
+        settings.readYourWritesWait());
     MetricsRoutes metricsRoutes = new MetricsRoutes(EngineMetrics.get(system), rentals, ledger);
     this.route = handleExceptions(exceptionHandler(), () -> handleRejections(rejectionHandler(), () ->
         withSizeLimit(MAX_BODY_BYTES, () -> concat(

@@ -13,6 +13,7 @@ import java.time.Instant;
 import java.util.List;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 import org.apache.pekko.NotUsed;
@@ -67,9 +68,10 @@ public final class RentalRoutes {
   private final Auth auth;
   private final Idempotency idempotency;
   private final Materializer materializer;
+  private final Duration readYourWritesWait;
 
   public RentalRoutes(ActorSystem<?> system, Duration timeout, RentalReadModel rentals, Catalog catalog, Auth auth,
-      Idempotency idempotency) {
+      Idempotency idempotency, Duration readYourWritesWait) {
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.launchTimeout = timeout.multipliedBy(3);
@@ -78,6 +80,7 @@ public final class RentalRoutes {
     this.auth = auth;
     this.idempotency = idempotency;
     this.materializer = Materializer.matFromSystem(system);
+    this.readYourWritesWait = readYourWritesWait;
   }
 
   public Route route() {
@@ -138,11 +141,26 @@ public final class RentalRoutes {
     });
     int limit = limitParam.map(l -> Params.positiveInt("limit", l, MAX_PAGE)).orElse(50);
     long after = afterParam.map(a -> Params.nonNegativeLong("after", a)).orElse(0L);
-    return rentals.byRenter(renter, status.orElse(null), after, limit).thenApply(rows -> {
-      List<RentalView> views = rows.stream().map(RentalRoutes::view).toList();
-      String next = rows.size() == limit ? Long.toString(rows.get(rows.size() - 1).rowId()) : null;
-      return new RentalList(views, next);
-    });
+    // the table holds every rental event written before this request first: a rental launched a moment ago is listed
+    return rentals.awaitWritten(readYourWritesWait)
+        .thenCompose(caughtUp -> rentals.byRenter(renter, status.orElse(null), after, limit))
+        .thenCompose(rows -> {
+          List<CompletableFuture<RentalView>> views = rows.stream().map(row -> live(renter, row)).toList();
+          String next = rows.size() == limit ? Long.toString(rows.get(rows.size() - 1).rowId()) : null;
+          return CompletableFuture.allOf(views.toArray(CompletableFuture[]::new))
+              .thenApply(all -> new RentalList(views.stream().map(CompletableFuture::join).toList(), next));
+        });
+  }
+
+  /**
+   * A running rental as its entity shows it now: the table has only its last settlement checkpoint (every
+   * settle-interval), the entity the live meter, as GET /v1/rentals/{id} shows it. Only running rows are asked (the
+   * others' billed seconds do not move); one that cannot answer in time is listed from the table.
+   */
+  private CompletableFuture<RentalView> live(String renter, RentalReadModel.RentalRow row) {
+    if (!"running".equals(row.status())) return CompletableFuture.completedFuture(view(row));
+    return ask(row.rentalId(), reply -> new Rental.Get(renter, reply)).thenApply(RentalRoutes::view)
+        .exceptionally(failure -> view(row)).toCompletableFuture();
   }
 
   private CompletionStage<Rental.View> ask(String id, Function<ActorRef<StatusReply<Rental.View>>, Rental.Command> command) {

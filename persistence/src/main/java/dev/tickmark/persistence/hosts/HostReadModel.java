@@ -1,10 +1,13 @@
 package dev.tickmark.persistence.hosts;
 
+import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.ProjectionProgress;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -35,9 +38,16 @@ public final class HostReadModel {
       + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at";
 
   private final Jdbc jdbc;
+  private final ProjectionProgress progress;
 
   public HostReadModel(Jdbc jdbc) {
     this.jdbc = jdbc;
+    this.progress = new ProjectionProgress(jdbc);
+  }
+
+  /** Until the table holds every host event in the journal now, or {@code within} has passed ({@code false}). */
+  public CompletionStage<Boolean> awaitWritten(Duration within) {
+    return progress.awaitAll(HostProjection.NAME, Host.allTags(), within);
   }
 
   public CompletionStage<List<HostRow>> byOwner(String ownerId) {

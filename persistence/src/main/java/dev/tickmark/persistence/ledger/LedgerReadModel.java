@@ -2,15 +2,19 @@ package dev.tickmark.persistence.ledger;
 
 import static dev.tickmark.persistence.ledger.LedgerLegs.*;
 
+import dev.tickmark.engine.account.Account;
 import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.ProjectionProgress;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletionStage;
+import org.apache.pekko.persistence.typed.PersistenceId;
 
 /** Statements and the audit, read from the ledger table the projection writes. */
 public final class LedgerReadModel {
@@ -42,9 +46,20 @@ public final class LedgerReadModel {
       boolean conserved) {}
 
   private final Jdbc jdbc;
+  private final ProjectionProgress progress;
 
   public LedgerReadModel(Jdbc jdbc) {
     this.jdbc = jdbc;
+    this.progress = new ProjectionProgress(jdbc);
+  }
+
+  /**
+   * Until the ledger holds every event the account {@code accountId} has written so far (its deposits, holds, captures,
+   * credits, payouts), or {@code within} has passed ({@code false}); see {@link ProjectionProgress}.
+   */
+  public CompletionStage<Boolean> awaitAccount(String accountId, Duration within) {
+    return progress.awaitEntity(LedgerProjection.NAME, Account.tagFor(accountId),
+        PersistenceId.of(Account.ENTITY_KEY.name(), accountId).id(), within);
   }
 
   /**

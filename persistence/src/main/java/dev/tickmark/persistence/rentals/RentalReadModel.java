@@ -1,10 +1,13 @@
 package dev.tickmark.persistence.rentals;
 
+import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.ProjectionProgress;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Timestamp;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -17,9 +20,19 @@ public final class RentalReadModel {
       Instant endedAt, String endReason, long billedSeconds, long cost, Instant preemptionDeadline) {}
 
   private final Jdbc jdbc;
+  private final ProjectionProgress progress;
 
   public RentalReadModel(Jdbc jdbc) {
     this.jdbc = jdbc;
+    this.progress = new ProjectionProgress(jdbc);
+  }
+
+  /**
+   * Until the table holds every rental event in the journal now, or {@code within} has passed ({@code false}). All
+   * slices: a rental just launched is a new entity, which the renter's id does not lead to; see {@link ProjectionProgress}.
+   */
+  public CompletionStage<Boolean> awaitWritten(Duration within) {
+    return progress.awaitAll(RentalProjection.NAME, Rental.allTags(), within);
   }
 
   /** {@code after}: the {@code rowId} of the last row of the previous page (0 for the first page). */
