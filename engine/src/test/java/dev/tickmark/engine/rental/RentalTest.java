@@ -894,6 +894,7 @@ class RentalTest {
 
     f.clock.advance(Duration.ofSeconds(8));
     f.stop();
+    f.awaitAssert(() -> assertEquals(List.of(11L), f.checkpointSeconds(), "the final settlement, once the host proved it"));
     int events = f.events().size();
     f.agentStopped();
     f.agentStopped();
