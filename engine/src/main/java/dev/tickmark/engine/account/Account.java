@@ -14,6 +14,7 @@ import java.time.ZonedDateTime;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.function.BiFunction;
 import java.util.stream.IntStream;
@@ -30,6 +31,7 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.persistence.typed.RecoveryCompleted;
+import org.apache.pekko.persistence.typed.SnapshotAdapter;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
@@ -237,6 +239,10 @@ public final class Account
   /** A hold's progress; {@code throughSecond}/{@code lastAmount} are the high-water mark of its captures. */
   public record Hold(long amount, long captured, long throughSecond, long lastCumulative, long lastAmount, long released)
       implements CborSerializable {
+    static Hold placed(long amount) {
+      return new Hold(amount, 0, 0, 0, 0, 0);
+    }
+
     long remaining() {
       return amount - captured;
     }
@@ -244,12 +250,30 @@ public final class Account
     HoldView view(String holdId, boolean open) {
       return new HoldView(holdId, amount, captured, released, open);
     }
+
+    Hold extendedTo(long newAmount) {
+      return new Hold(newAmount, captured, throughSecond, lastCumulative, lastAmount, 0);
+    }
+
+    /** The hold after {@code e}: its captured total grows and {@code e} is its new high-water mark. */
+    Hold afterCapture(Captured e) {
+      return new Hold(amount, captured + e.amount(), e.throughSecond(), e.cumulativeAmount(), e.amount(), 0);
+    }
+
+    Hold releasing(long releasedAmount) {
+      return new Hold(amount, captured, throughSecond, lastCumulative, lastAmount, releasedAmount);
+    }
   }
 
   /** The high-water mark of one earnings source, with the latest posting for exact duplicate answers. */
   public record SourceMark(
       long throughSecond, long cumulativeProvider, long cumulativePlatform, long lastProvider, long lastPlatform)
-      implements CborSerializable {}
+      implements CborSerializable {
+    static SourceMark of(EarningsCredited e) {
+      return new SourceMark(
+          e.throughSecond(), e.cumulativeProviderAmount(), e.cumulativePlatformAmount(), e.providerAmount(), e.platformAmount());
+    }
+  }
 
   /**
    * Ids whose closed hold and source were dropped once their rental closed ({@link ForgetClosed}): remembered for
@@ -281,6 +305,298 @@ public final class Account
     }
   }
 
+  /**
+   * An open account (suspended or not), in parts that cannot be mixed up: who it is and what it allows
+   * ({@link Profile}), its money ({@link Totals}), this month's spending ({@link Spending}) and what it remembers to
+   * answer a retried posting as the first time ({@link Marks}). Snapshots written before this class, as one flat
+   * {@link OpenAccount}, are read through {@link #snapshotAdapter()}.
+   */
+  public record Active(Profile profile, Totals totals, Spending spending, Marks marks) implements State {
+    public Active {
+      Objects.requireNonNull(profile, "profile");
+      Objects.requireNonNull(totals, "totals");
+      Objects.requireNonNull(spending, "spending");
+      Objects.requireNonNull(marks, "marks");
+    }
+
+    static Active opened(String name) {
+      return new Active(Profile.named(name), Totals.ZERO, Spending.NONE, Marks.NONE);
+    }
+
+    /** Whether growing the holds by {@code additional} would commit more than the cap this month. */
+    boolean exceedsCap(long additional, int currentMonth) {
+      if (profile.spendCap() == null) return false;
+      long committed = spending.spentIn(currentMonth) + totals.held();
+      return committed > profile.spendCap() - additional;
+    }
+
+    Summary summary(String id, int currentMonth) {
+      return new Summary(
+          id, true, profile.name(), totals.balance(), totals.held(), totals.available(), totals.earnings(), profile.spendCap(),
+          spending.spentIn(currentMonth), totals.deposited(), totals.captured(), totals.credited(), totals.platformCredited(),
+          totals.paidOut(), profile.payoutDetails(), profile.suspension());
+    }
+
+    // Applying events: each changes the parts it concerns and keeps the others.
+
+    Active withDeposit(Deposited e) {
+      return new Active(profile, totals.plusDeposit(e.amount()), spending, marks.withDeposit(e.reference(), e.amount()));
+    }
+
+    Active withPlacedHold(HoldPlaced e) {
+      return withHold(e.holdId(), Hold.placed(e.amount()), e.amount());
+    }
+
+    Active withExtension(HoldExtended e) {
+      return withHold(e.holdId(), marks.holds().open().get(e.holdId()).extendedTo(e.newAmount()), e.added());
+    }
+
+    private Active withHold(String holdId, Hold hold, long heldDelta) {
+      return new Active(profile, totals.plusHeld(heldDelta), spending, marks.withHolds(marks.holds().withOpen(holdId, hold)));
+    }
+
+    Active withCapture(Captured e) {
+      Hold updated = marks.holds().open().get(e.holdId()).afterCapture(e);
+      return new Active(profile, totals.plusCapture(e.amount()), spending.plusCapture(e.amount(), e.at()),
+          marks.withHolds(marks.holds().withOpen(e.holdId(), updated)));
+    }
+
+    Active withRelease(HoldReleased e) {
+      Hold closed = marks.holds().open().get(e.holdId()).releasing(e.released());
+      return new Active(profile, totals.minusHeld(e.released()), spending,
+          marks.withHolds(marks.holds().closing(e.holdId(), closed)));
+    }
+
+    Active withEarnings(EarningsCredited e) {
+      return new Active(profile, totals.plusEarnings(e.providerAmount(), e.platformAmount()), spending,
+          marks.withSources(marks.sources().with(e.sourceId(), SourceMark.of(e), e.last())));
+    }
+
+    Active withPayout(PaidOut e) {
+      return new Active(profile, totals.plusPayout(e.amount()), spending, marks.withPayout(e.payoutId(), e.amount()));
+    }
+
+    Active withSpendCap(SpendCapSet e) {
+      return new Active(profile.withSpendCap(e.monthlyCap()), totals, spending, marks);
+    }
+
+    Active withPayoutDetails(PayoutDetailsSet e) {
+      return new Active(profile.withPayoutDetails(e.details()), totals, spending, marks);
+    }
+
+    Active withSuspension(Suspension suspension) {
+      return new Active(profile.withSuspension(suspension), totals, spending, marks);
+    }
+
+    Active withForgotten(ClosedForgotten e) {
+      return new Active(profile, totals, spending, marks.forgetting(e.id(), e.at()));
+    }
+  }
+
+  /** Who the account is and what its owner or an operator decided for it. */
+  public record Profile(String name, Long spendCap, PayoutDetails payoutDetails, Suspension suspension)
+      implements CborSerializable {
+    static Profile named(String name) {
+      return new Profile(name, null, null, null);
+    }
+
+    boolean suspended() {
+      return suspension != null;
+    }
+
+    Profile withSpendCap(Long cap) {
+      return new Profile(name, cap, payoutDetails, suspension);
+    }
+
+    Profile withPayoutDetails(PayoutDetails details) {
+      return new Profile(name, spendCap, details, suspension);
+    }
+
+    Profile withSuspension(Suspension newSuspension) {
+      return new Profile(name, spendCap, payoutDetails, newSuspension);
+    }
+  }
+
+  /**
+   * The account's money in µ€, as running totals that only grow, except {@code held}: what open holds still
+   * reserve. The renter side is {@code deposited - captured}, the provider side {@code credited - paidOut}.
+   */
+  public record Totals(long deposited, long captured, long held, long credited, long platformCredited, long paidOut)
+      implements CborSerializable {
+    static final Totals ZERO = new Totals(0, 0, 0, 0, 0, 0);
+
+    long balance() {
+      return deposited - captured;
+    }
+
+    long available() {
+      return balance() - held;
+    }
+
+    long earnings() {
+      return credited - paidOut;
+    }
+
+    Totals plusDeposit(long amount) {
+      return new Totals(deposited + amount, captured, held, credited, platformCredited, paidOut);
+    }
+
+    Totals plusHeld(long amount) {
+      return new Totals(deposited, captured, held + amount, credited, platformCredited, paidOut);
+    }
+
+    Totals minusHeld(long amount) {
+      return new Totals(deposited, captured, held - amount, credited, platformCredited, paidOut);
+    }
+
+    /** A capture moves {@code amount} from held to captured. */
+    Totals plusCapture(long amount) {
+      return new Totals(deposited, captured + amount, held - amount, credited, platformCredited, paidOut);
+    }
+
+    Totals plusEarnings(long provider, long platform) {
+      return new Totals(deposited, captured, held, credited + provider, platformCredited + platform, paidOut);
+    }
+
+    Totals plusPayout(long amount) {
+      return new Totals(deposited, captured, held, credited, platformCredited, paidOut + amount);
+    }
+  }
+
+  /** What was captured in {@code month} ({@code yyyymm}, UTC), for the spend cap; 0 is before the first capture. */
+  public record Spending(int month, long captured) implements CborSerializable {
+    static final Spending NONE = new Spending(0, 0);
+
+    long spentIn(int currentMonth) {
+      return month == currentMonth ? captured : 0;
+    }
+
+    Spending plusCapture(long amount, Instant at) {
+      // The month never goes backwards: a node whose clock lags must not reset the month's spending.
+      int eventMonth = Math.max(monthOf(at), month);
+      return new Spending(eventMonth, eventMonth == month ? captured + amount : amount);
+    }
+  }
+
+  /**
+   * What the account remembers to answer retries as the first time: deposits and payouts by their key with their
+   * amount, holds and earnings sources by rental, and the rentals whose closed ones were dropped.
+   */
+  public record Marks(Map<String, Long> deposits, Map<String, Long> payouts, Holds holds, Sources sources, Forgotten forgotten)
+      implements CborSerializable {
+    static final Marks NONE = new Marks(Map.of(), Map.of(), Holds.NONE, Sources.NONE, Forgotten.NONE);
+
+    @JsonCreator
+    public Marks {
+      deposits = PersistentMap.of(deposits);
+      payouts = PersistentMap.of(payouts);
+      Objects.requireNonNull(holds, "holds");
+      Objects.requireNonNull(sources, "sources");
+      Objects.requireNonNull(forgotten, "forgotten");
+    }
+
+    Marks withDeposit(String reference, long amount) {
+      return new Marks(with(deposits, reference, amount), payouts, holds, sources, forgotten);
+    }
+
+    Marks withPayout(String payoutId, long amount) {
+      return new Marks(deposits, with(payouts, payoutId, amount), holds, sources, forgotten);
+    }
+
+    Marks withHolds(Holds newHolds) {
+      return new Marks(deposits, payouts, newHolds, sources, forgotten);
+    }
+
+    Marks withSources(Sources newSources) {
+      return new Marks(deposits, payouts, holds, newSources, forgotten);
+    }
+
+    /** Drops the closed hold and closed source of {@code id} and remembers that it did. */
+    Marks forgetting(String id, Instant at) {
+      return new Marks(deposits, payouts, holds.forgetting(id), sources.forgetting(id), forgotten.with(id, at));
+    }
+  }
+
+  /**
+   * Holds by id: open ones, and closed ones until their rental has closed too (then forgotten). Kept as
+   * {@link PersistentMap}s, updated in O(log n).
+   */
+  public record Holds(Map<String, Hold> open, Map<String, Hold> closed) implements CborSerializable {
+    static final Holds NONE = new Holds(Map.of(), Map.of());
+
+    @JsonCreator
+    public Holds {
+      open = PersistentMap.of(open);
+      closed = PersistentMap.of(closed);
+    }
+
+    /** The hold, open or closed; null if there is none. */
+    Hold get(String holdId) {
+      Hold found = open.get(holdId);
+      return found != null ? found : closed.get(holdId);
+    }
+
+    boolean isOpen(String holdId) {
+      return open.containsKey(holdId);
+    }
+
+    boolean isClosed(String holdId) {
+      return closed.containsKey(holdId);
+    }
+
+    Holds withOpen(String holdId, Hold hold) {
+      return new Holds(with(open, holdId, hold), closed);
+    }
+
+    Holds closing(String holdId, Hold hold) {
+      return new Holds(without(open, holdId), with(closed, holdId, hold));
+    }
+
+    Holds forgetting(String holdId) {
+      return new Holds(open, without(closed, holdId));
+    }
+  }
+
+  /** Earnings sources by id: open ones, and closed ones (settled for the last time) until their rental has closed. */
+  public record Sources(Map<String, SourceMark> open, Map<String, SourceMark> closed) implements CborSerializable {
+    static final Sources NONE = new Sources(Map.of(), Map.of());
+
+    @JsonCreator
+    public Sources {
+      open = PersistentMap.of(open);
+      closed = PersistentMap.of(closed);
+    }
+
+    /** The source's mark, open or closed; null if there is none. */
+    SourceMark get(String sourceId) {
+      SourceMark found = open.get(sourceId);
+      return found != null ? found : closed.get(sourceId);
+    }
+
+    boolean isOpen(String sourceId) {
+      return open.containsKey(sourceId);
+    }
+
+    boolean isClosed(String sourceId) {
+      return closed.containsKey(sourceId);
+    }
+
+    /** The source's new mark; its last settlement closes it. */
+    Sources with(String sourceId, SourceMark mark, boolean last) {
+      if (last) return new Sources(without(open, sourceId), Account.with(closed, sourceId, mark));
+      return new Sources(Account.with(open, sourceId, mark), closed);
+    }
+
+    Sources forgetting(String sourceId) {
+      return new Sources(open, without(closed, sourceId));
+    }
+  }
+
+  /**
+   * The state of an open account as snapshots held it before {@link Active}: one flat record. Kept, under its old
+   * name, only so that those snapshots are still read (their manifest is this class name); recovery turns it into
+   * an {@link Active} ({@link #snapshotAdapter()}). Nothing writes it any more. Do not change its components.
+   */
   public record OpenAccount(
       String name,
       long deposited,
@@ -301,12 +617,8 @@ public final class Account
       PayoutDetails payoutDetails,
       Suspension suspension,
       Forgotten forgotten)
-      implements State {
+      implements CborSerializable {
 
-    /**
-     * Keyed by rental: open holds and sources, closed ones until their rental has closed too (then forgotten), and
-     * deposits and payouts. Kept as {@link PersistentMap}s, updated in O(log n).
-     */
     @JsonCreator
     public OpenAccount {
       deposits = PersistentMap.of(deposits);
@@ -318,129 +630,13 @@ public final class Account
       if (forgotten == null) forgotten = Forgotten.NONE; // snapshots from before forgetting
     }
 
-    static OpenAccount opened(String name) {
-      return new OpenAccount(name, 0, 0, 0, 0, 0, 0, null, 0, 0, Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), Map.of(), null,
-          null, Forgotten.NONE);
-    }
-
-    long balance() {
-      return deposited - captured;
-    }
-
-    long available() {
-      return balance() - held;
-    }
-
-    long earnings() {
-      return credited - paidOut;
-    }
-
-    long spentIn(int currentMonth) {
-      return month == currentMonth ? capturedInMonth : 0;
-    }
-
-    /** Whether growing the holds by {@code additional} would commit more than the cap this month. */
-    boolean exceedsCap(long additional, int currentMonth) {
-      if (spendCap == null) return false;
-      long committed = spentIn(currentMonth) + held;
-      return committed > spendCap - additional;
-    }
-
-    Hold hold(String holdId) {
-      Hold open = openHolds.get(holdId);
-      return open != null ? open : closedHolds.get(holdId);
-    }
-
-    SourceMark source(String sourceId) {
-      SourceMark open = openSources.get(sourceId);
-      return open != null ? open : closedSources.get(sourceId);
-    }
-
-    Summary summary(String id, int currentMonth) {
-      return new Summary(
-          id, true, name, balance(), held, available(), earnings(), spendCap, spentIn(currentMonth),
-          deposited, captured, credited, platformCredited, paidOut, payoutDetails, suspension);
-    }
-
-    boolean suspended() {
-      return suspension != null;
-    }
-
-    OpenAccount withDeposit(Deposited e) {
-      return new OpenAccount(
-          name, deposited + e.amount(), captured, held, credited, platformCredited, paidOut, spendCap, month,
-          capturedInMonth, with(deposits, e.reference(), e.amount()), payouts, openHolds, closedHolds, openSources,
-          closedSources, payoutDetails, suspension, forgotten);
-    }
-
-    OpenAccount withHold(String holdId, Hold hold, long heldDelta) {
-      return new OpenAccount(
-          name, deposited, captured, held + heldDelta, credited, platformCredited, paidOut, spendCap, month,
-          capturedInMonth, deposits, payouts, with(openHolds, holdId, hold), closedHolds, openSources, closedSources, payoutDetails, suspension, forgotten);
-    }
-
-    OpenAccount withCapture(Captured e) {
-      Hold h = openHolds.get(e.holdId());
-      Hold updated = new Hold(h.amount(), h.captured() + e.amount(), e.throughSecond(), e.cumulativeAmount(), e.amount(), 0);
-      // The month never goes backwards: a node whose clock lags must not reset the month's spending.
-      int eventMonth = Math.max(monthOf(e.at()), month);
-      long inMonth = eventMonth == month ? capturedInMonth + e.amount() : e.amount();
-      return new OpenAccount(
-          name, deposited, captured + e.amount(), held - e.amount(), credited, platformCredited, paidOut, spendCap,
-          eventMonth, inMonth, deposits, payouts, with(openHolds, e.holdId(), updated), closedHolds, openSources,
-          closedSources, payoutDetails, suspension, forgotten);
-    }
-
-    OpenAccount withRelease(HoldReleased e) {
-      Hold h = openHolds.get(e.holdId());
-      Hold closed = new Hold(h.amount(), h.captured(), h.throughSecond(), h.lastCumulative(), h.lastAmount(), e.released());
-      return new OpenAccount(
-          name, deposited, captured, held - e.released(), credited, platformCredited, paidOut, spendCap, month,
-          capturedInMonth, deposits, payouts, without(openHolds, e.holdId()), with(closedHolds, e.holdId(), closed),
-          openSources, closedSources, payoutDetails, suspension, forgotten);
-    }
-
-    OpenAccount withEarnings(EarningsCredited e) {
-      SourceMark mark = new SourceMark(
-          e.throughSecond(), e.cumulativeProviderAmount(), e.cumulativePlatformAmount(), e.providerAmount(),
-          e.platformAmount());
-      Map<String, SourceMark> open = e.last() ? without(openSources, e.sourceId()) : with(openSources, e.sourceId(), mark);
-      Map<String, SourceMark> closed = e.last() ? with(closedSources, e.sourceId(), mark) : closedSources;
-      return new OpenAccount(
-          name, deposited, captured, held, credited + e.providerAmount(), platformCredited + e.platformAmount(),
-          paidOut, spendCap, month, capturedInMonth, deposits, payouts, openHolds, closedHolds, open, closed, payoutDetails, suspension, forgotten);
-    }
-
-    OpenAccount withPayout(PaidOut e) {
-      return new OpenAccount(
-          name, deposited, captured, held, credited, platformCredited, paidOut + e.amount(), spendCap, month,
-          capturedInMonth, deposits, with(payouts, e.payoutId(), e.amount()), openHolds, closedHolds, openSources,
-          closedSources, payoutDetails, suspension, forgotten);
-    }
-
-    OpenAccount withSpendCap(SpendCapSet e) {
-      return new OpenAccount(
-          name, deposited, captured, held, credited, platformCredited, paidOut, e.monthlyCap(), month, capturedInMonth,
-          deposits, payouts, openHolds, closedHolds, openSources, closedSources, payoutDetails, suspension, forgotten);
-    }
-
-    OpenAccount withPayoutDetails(PayoutDetailsSet e) {
-      return new OpenAccount(
-          name, deposited, captured, held, credited, platformCredited, paidOut, spendCap, month, capturedInMonth,
-          deposits, payouts, openHolds, closedHolds, openSources, closedSources, e.details(), suspension, forgotten);
-    }
-
-    OpenAccount withForgotten(ClosedForgotten e) {
-      return new OpenAccount(
-          name, deposited, captured, held, credited, platformCredited, paidOut, spendCap, month, capturedInMonth,
-          deposits, payouts, openHolds, without(closedHolds, e.id()), openSources, without(closedSources, e.id()), payoutDetails,
-          suspension, forgotten.with(e.id(), e.at()));
-    }
-
-    OpenAccount withSuspension(Suspension newSuspension) {
-      return new OpenAccount(
-          name, deposited, captured, held, credited, platformCredited, paidOut, spendCap, month, capturedInMonth,
-          deposits, payouts, openHolds, closedHolds, openSources, closedSources, payoutDetails, newSuspension, forgotten);
+    /** The same account in today's shape: every value where {@link Active} keeps it. */
+    Active upgrade() {
+      return new Active(
+          new Profile(name, spendCap, payoutDetails, suspension),
+          new Totals(deposited, captured, held, credited, platformCredited, paidOut),
+          new Spending(month, capturedInMonth),
+          new Marks(deposits, payouts, new Holds(openHolds, closedHolds), new Sources(openSources, closedSources), forgotten));
     }
   }
 
@@ -469,7 +665,7 @@ public final class Account
   private final List<Event> pendingEvents = new ArrayList<>();
   private final List<Runnable> pendingAnswers = new ArrayList<>();
   /** The state once {@link #pendingEvents} are persisted; null when nothing is buffered. */
-  private OpenAccount pendingState;
+  private Active pendingState;
   /** A command was stashed behind the buffer: everything after it waits too, to keep the order. */
   private boolean holdingBack;
   private EventHandler<State, Event> events;
@@ -504,8 +700,8 @@ public final class Account
     return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), state -> forgetBuffer()).build();
   }
 
-  private <R> ReplyEffect<Event, State> buffer(OpenAccount state, ActorRef<R> replyTo,
-      BiFunction<OpenAccount, Instant, Outcome<R>> posting) {
+  private <R> ReplyEffect<Event, State> buffer(Active state, ActorRef<R> replyTo,
+      BiFunction<Active, Instant, Outcome<R>> posting) {
     if (holdingBack) return Effect().stash();
     if (pendingState == null) {
       pendingState = state;
@@ -514,7 +710,7 @@ public final class Account
     Outcome<R> outcome = posting.apply(pendingState, now());
     if (outcome.event() != null) {
       pendingEvents.add(outcome.event());
-      pendingState = (OpenAccount) eventHandlerOnce().apply(pendingState, outcome.event());
+      pendingState = (Active) eventHandlerOnce().apply(pendingState, outcome.event());
     }
     pendingAnswers.add(() -> replyTo.tell(outcome.answer()));
     if (pendingEvents.size() >= MAX_EVENTS_PER_WRITE) return flush();
@@ -567,6 +763,22 @@ public final class Account
     return RetentionCriteria.snapshotEvery(200, 2);
   }
 
+  /** Snapshots are written as they are; one in the shape before {@link Active} is upgraded when it is read. */
+  @Override
+  public SnapshotAdapter<State> snapshotAdapter() {
+    return new SnapshotAdapter<>() {
+      @Override
+      public Object toJournal(State state) {
+        return state;
+      }
+
+      @Override
+      public State fromJournal(Object from) {
+        return from instanceof OpenAccount legacy ? legacy.upgrade() : (State) from;
+      }
+    };
+  }
+
   /** A posting key that is missing, blank or absurdly long is refused before any rule runs. */
   private static boolean badKey(String key) {
     return key == null || key.isBlank() || key.length() > 256;
@@ -576,11 +788,16 @@ public final class Account
     return reply("invalid_key", what + " must be 1 to 256 characters");
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // Commands: one handler builder per state
+
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
-    CommandHandlerWithReplyBuilderByState<Command, Event, Unopened, State> unopened =
-        newCommandHandlerWithReplyBuilder().forStateType(Unopened.class);
-    unopened
+    return unopenedHandler().orElse(activeHandler()).build();
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Unopened, State> unopenedHandler() {
+    return newCommandHandlerWithReplyBuilder().forStateType(Unopened.class)
         .onCommand(Open.class, this::onOpen)
         .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), notOpen()))
         .onCommand(Deposit.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
@@ -597,12 +814,14 @@ public final class Account
         .onCommand(GetHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(ForgetClosed.class, cmd -> Effect().reply(cmd.replyTo(), Done.getInstance()))
         .onCommand(FlushPostings.class, cmd -> Effect().noReply());
+  }
 
-    CommandHandlerWithReplyBuilderByState<Command, Event, OpenAccount, State> open =
-        newCommandHandlerWithReplyBuilder().forStateType(OpenAccount.class);
-    open.onCommand(Capture.class, (state, cmd) -> buffer(state, cmd.replyTo(), (pending, now) -> capture(pending, cmd, now)))
-        .onCommand(CreditEarnings.class, (state, cmd) -> buffer(state, cmd.replyTo(), (pending, now) -> credit(pending, cmd, now)))
-        .onCommand(ForgetClosed.class, (state, cmd) -> buffer(state, cmd.replyTo(), (pending, now) -> forget(pending, cmd, now)))
+  /** Settlement postings are buffered (see {@link #buffer}); any other command waits while some are. */
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Active, State> activeHandler() {
+    return newCommandHandlerWithReplyBuilder().forStateType(Active.class)
+        .onCommand(Capture.class, this::onCapture)
+        .onCommand(CreditEarnings.class, this::onCreditEarnings)
+        .onCommand(ForgetClosed.class, this::onForgetClosed)
         .onCommand(FlushPostings.class, (state, cmd) -> flush())
         .onCommand(cmd -> pendingState != null, (state, cmd) -> waitForBuffer())
         .onCommand(Open.class, this::onReopen)
@@ -617,8 +836,6 @@ public final class Account
         .onCommand(Suspend.class, this::onSuspend)
         .onCommand(Resume.class, this::onResume)
         .onCommand(GetHold.class, this::onGetHold);
-
-    return unopened.orElse(open).build();
   }
 
   private ReplyEffect<Event, State> onOpen(Unopened state, Open cmd) {
@@ -626,86 +843,99 @@ public final class Account
       return Effect().reply(cmd.replyTo(), reply("invalid_name", "an account needs a name"));
     }
     return Effect().persist(new Opened(cmd.name(), now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
-  private ReplyEffect<Event, State> onReopen(OpenAccount state, Open cmd) {
-    if (state.name().equals(cmd.name())) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+  private ReplyEffect<Event, State> onReopen(Active state, Open cmd) {
+    if (state.profile().name().equals(cmd.name())) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
     return Effect().reply(cmd.replyTo(), reply(Rejection.ALREADY_EXISTS, "account " + accountId + " is already open"));
   }
 
-  private ReplyEffect<Event, State> onDeposit(OpenAccount state, Deposit cmd) {
+  private ReplyEffect<Event, State> onDeposit(Active state, Deposit cmd) {
     if (badKey(cmd.reference())) return Effect().reply(cmd.replyTo(), badKeyReply("a deposit reference"));
     String key = "deposit:" + cmd.reference();
-    Long earlier = state.deposits().get(cmd.reference());
+    Long earlier = state.marks().deposits().get(cmd.reference());
     if (earlier != null) {
       if (earlier == cmd.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, earlier, true)));
       return Effect().reply(cmd.replyTo(), conflict(key, "was applied with amount " + Money.format(earlier)));
     }
     if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a deposit must be positive"));
-    if (cmd.amount() > Money.MAX_AMOUNT - state.deposited()) {
+    if (cmd.amount() > Money.MAX_AMOUNT - state.totals().deposited()) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.AMOUNT_TOO_LARGE, "the balance would exceed the largest amount kept"));
     }
     return Effect().persist(new Deposited(cmd.reference(), cmd.amount(), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, cmd.amount(), false)));
   }
 
-  private ReplyEffect<Event, State> onPlaceHold(OpenAccount state, PlaceHold cmd) {
+  private ReplyEffect<Event, State> onPlaceHold(Active state, PlaceHold cmd) {
     if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
-    Hold existing = state.hold(cmd.holdId());
+    Hold existing = state.marks().holds().get(cmd.holdId());
     if (existing != null) {
       // A retried PlaceHold answers the hold as it stands (even once suspended: the hold exists and its
       // rental must be able to go on, or release it); a different amount is a conflict.
-      if (existing.amount() >= cmd.amount() && state.openHolds().containsKey(cmd.holdId())) {
+      if (existing.amount() >= cmd.amount() && state.marks().holds().isOpen(cmd.holdId())) {
         return Effect().reply(cmd.replyTo(), StatusReply.success(existing.view(cmd.holdId(), true)));
       }
       return Effect().reply(cmd.replyTo(), conflict("hold:" + cmd.holdId(), "the hold already exists"));
     }
-    if (state.forgotten().contains(cmd.holdId())) {
+    if (state.marks().forgotten().contains(cmd.holdId())) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_CLOSED, "hold " + cmd.holdId() + " belonged to a rental that has closed"));
     }
-    if (state.suspended()) {
+    if (state.profile().suspended()) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
     }
     if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a hold must be positive"));
     ReplyEffect<Event, State> refused = refuseHoldGrowth(state, cmd.amount(), cmd.replyTo());
     if (refused != null) return refused;
     return Effect().persist(new HoldPlaced(cmd.holdId(), cmd.amount(), now()))
-        .thenReply(cmd.replyTo(), s -> holdView((OpenAccount) s, cmd.holdId()));
+        .thenReply(cmd.replyTo(), s -> holdView((Active) s, cmd.holdId()));
   }
 
-  private ReplyEffect<Event, State> onExtendHold(OpenAccount state, ExtendHold cmd) {
+  private ReplyEffect<Event, State> onExtendHold(Active state, ExtendHold cmd) {
     if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
-    Hold hold = state.openHolds().get(cmd.holdId());
+    Hold hold = state.marks().holds().open().get(cmd.holdId());
     if (hold == null) return Effect().reply(cmd.replyTo(), missingOrClosed(state, cmd.holdId()));
     if (cmd.newAmount() <= hold.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(hold.view(cmd.holdId(), true)));
     long added = cmd.newAmount() - hold.amount();
     ReplyEffect<Event, State> refused = refuseHoldGrowth(state, added, cmd.replyTo());
     if (refused != null) return refused;
     return Effect().persist(new HoldExtended(cmd.holdId(), cmd.newAmount(), added, now()))
-        .thenReply(cmd.replyTo(), s -> holdView((OpenAccount) s, cmd.holdId()));
+        .thenReply(cmd.replyTo(), s -> holdView((Active) s, cmd.holdId()));
   }
 
-  private ReplyEffect<Event, State> refuseHoldGrowth(OpenAccount state, long additional, ActorRef<StatusReply<HoldView>> replyTo) {
-    if (additional > state.available()) {
+  private ReplyEffect<Event, State> refuseHoldGrowth(Active state, long additional, ActorRef<StatusReply<HoldView>> replyTo) {
+    if (additional > state.totals().available()) {
       return Effect().reply(replyTo, reply(Rejection.INSUFFICIENT_FUNDS,
-          "available " + Money.format(state.available()) + " EUR, the hold needs " + Money.format(additional) + " EUR"));
+          "available " + Money.format(state.totals().available()) + " EUR, the hold needs " + Money.format(additional) + " EUR"));
     }
     if (state.exceedsCap(additional, monthOf(now()))) {
       return Effect().reply(replyTo, reply(Rejection.SPEND_CAP_REACHED,
-          "the monthly spend cap of " + Money.format(state.spendCap()) + " EUR would be exceeded"));
+          "the monthly spend cap of " + Money.format(state.profile().spendCap()) + " EUR would be exceeded"));
     }
     return null;
   }
 
+  private ReplyEffect<Event, State> onCapture(Active state, Capture cmd) {
+    return buffer(state, cmd.replyTo(), (pending, now) -> capture(pending, cmd, now));
+  }
+
+  private ReplyEffect<Event, State> onCreditEarnings(Active state, CreditEarnings cmd) {
+    return buffer(state, cmd.replyTo(), (pending, now) -> credit(pending, cmd, now));
+  }
+
+  private ReplyEffect<Event, State> onForgetClosed(Active state, ForgetClosed cmd) {
+    return buffer(state, cmd.replyTo(), (pending, now) -> forget(pending, cmd, now));
+  }
+
   /** What a capture does to {@code state}: at most one event, and the answer once it is persisted. */
-  private static Outcome<StatusReply<Posting>> capture(OpenAccount state, Capture cmd, Instant now) {
+  private static Outcome<StatusReply<Posting>> capture(Active state, Capture cmd, Instant now) {
     if (badKey(cmd.holdId())) return Outcome.answer(badKeyReply("a hold id"));
     String key = cmd.holdId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeAmount() < 0) {
       return Outcome.answer(reply(Rejection.INVALID_AMOUNT, "captures name a second from 1 and a non-negative total"));
     }
-    Hold hold = state.hold(cmd.holdId());
+    Holds holds = state.marks().holds();
+    Hold hold = holds.get(cmd.holdId());
     if (hold == null) return Outcome.answer(reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
     if (cmd.throughSecond() == hold.throughSecond() && hold.throughSecond() > 0) {
       if (cmd.cumulativeAmount() == hold.lastCumulative()) {
@@ -720,7 +950,7 @@ public final class Account
       }
       return Outcome.answer(conflict(key, "is older than the latest capture but claims more"));
     }
-    if (!state.openHolds().containsKey(cmd.holdId())) {
+    if (!holds.isOpen(cmd.holdId())) {
       return Outcome.answer(reply(Rejection.HOLD_CLOSED, "hold " + cmd.holdId() + " was released"));
     }
     long amount = cmd.cumulativeAmount() - hold.captured();
@@ -733,33 +963,35 @@ public final class Account
         StatusReply.success(new Posting(key, amount, false)));
   }
 
-  private ReplyEffect<Event, State> onReleaseHold(OpenAccount state, ReleaseHold cmd) {
+  private ReplyEffect<Event, State> onReleaseHold(Active state, ReleaseHold cmd) {
     if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
-    Hold open = state.openHolds().get(cmd.holdId());
+    Holds holds = state.marks().holds();
+    Hold open = holds.open().get(cmd.holdId());
     if (open == null) {
-      Hold closed = state.closedHolds().get(cmd.holdId());
+      Hold closed = holds.closed().get(cmd.holdId());
       if (closed != null) return Effect().reply(cmd.replyTo(), StatusReply.success(closed.view(cmd.holdId(), false)));
       return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
     }
     return Effect().persist(new HoldReleased(cmd.holdId(), open.remaining(), now()))
-        .thenReply(cmd.replyTo(), s -> holdView((OpenAccount) s, cmd.holdId()));
+        .thenReply(cmd.replyTo(), s -> holdView((Active) s, cmd.holdId()));
   }
 
   /** What an earnings credit does to {@code state}: at most one event, and the answer once it is persisted. */
-  private static Outcome<StatusReply<Posting>> credit(OpenAccount state, CreditEarnings cmd, Instant now) {
+  private static Outcome<StatusReply<Posting>> credit(Active state, CreditEarnings cmd, Instant now) {
     if (badKey(cmd.sourceId())) return Outcome.answer(badKeyReply("a source id"));
     String key = cmd.sourceId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeProviderAmount() < 0 || cmd.cumulativePlatformAmount() < 0) {
       return Outcome.answer(reply(Rejection.INVALID_AMOUNT, "credits name a second from 1 and non-negative totals"));
     }
-    SourceMark mark = state.source(cmd.sourceId());
-    if (mark == null && state.forgotten().contains(cmd.sourceId())) {
+    Sources sources = state.marks().sources();
+    SourceMark mark = sources.get(cmd.sourceId());
+    if (mark == null && state.marks().forgotten().contains(cmd.sourceId())) {
       return Outcome.answer(reply(Rejection.HOLD_CLOSED, "source " + cmd.sourceId() + " belonged to a rental that has closed"));
     }
     long throughSecond = mark == null ? -1 : mark.throughSecond();
     if (mark != null && cmd.throughSecond() == throughSecond) {
       if (cmd.cumulativeProviderAmount() == mark.cumulativeProvider() && cmd.cumulativePlatformAmount() == mark.cumulativePlatform()) {
-        if (cmd.last() && state.openSources().containsKey(cmd.sourceId())) {
+        if (cmd.last() && sources.isOpen(cmd.sourceId())) {
           // The source ends on a second it already settled: close it, moving no money.
           return new Outcome<>(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), mark.cumulativeProvider(),
                   mark.cumulativePlatform(), 0, 0, true, now),
@@ -775,7 +1007,7 @@ public final class Account
       }
       return Outcome.answer(conflict(key, "is older than the latest credit but claims more"));
     }
-    if (mark != null && !state.openSources().containsKey(cmd.sourceId())) {
+    if (mark != null && !sources.isOpen(cmd.sourceId())) {
       return Outcome.answer(reply(Rejection.HOLD_CLOSED, "source " + cmd.sourceId() + " has settled for the last time"));
     }
     long providerBefore = mark == null ? 0 : mark.cumulativeProvider();
@@ -783,7 +1015,7 @@ public final class Account
     long provider = cmd.cumulativeProviderAmount() - providerBefore;
     long platform = cmd.cumulativePlatformAmount() - platformBefore;
     if (provider < 0 || platform < 0) return Outcome.answer(conflict(key, "cumulative shares went down"));
-    if (provider > Money.MAX_AMOUNT - state.credited() || platform > Money.MAX_AMOUNT - state.platformCredited()) {
+    if (provider > Money.MAX_AMOUNT - state.totals().credited() || platform > Money.MAX_AMOUNT - state.totals().platformCredited()) {
       return Outcome.answer(reply(Rejection.AMOUNT_TOO_LARGE, "earnings would exceed the largest amount kept"));
     }
     return new Outcome<>(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), cmd.cumulativeProviderAmount(),
@@ -795,46 +1027,46 @@ public final class Account
    * Buffered with the postings, like them: closing rentals on a busy provider account are as frequent as its
    * credits, and a single write each would break up its batches.
    */
-  private static Outcome<Done> forget(OpenAccount state, ForgetClosed cmd, Instant now) {
+  private static Outcome<Done> forget(Active state, ForgetClosed cmd, Instant now) {
     String id = cmd.id();
-    boolean open = state.openHolds().containsKey(id) || state.openSources().containsKey(id);
-    boolean closed = state.closedHolds().containsKey(id) || state.closedSources().containsKey(id);
+    boolean open = state.marks().holds().isOpen(id) || state.marks().sources().isOpen(id);
+    boolean closed = state.marks().holds().isClosed(id) || state.marks().sources().isClosed(id);
     if (badKey(id) || open || !closed) return Outcome.answer(Done.getInstance());
     return new Outcome<>(new ClosedForgotten(id, now), Done.getInstance());
   }
 
-  private ReplyEffect<Event, State> onPayout(OpenAccount state, Payout cmd) {
+  private ReplyEffect<Event, State> onPayout(Active state, Payout cmd) {
     if (badKey(cmd.payoutId())) return Effect().reply(cmd.replyTo(), badKeyReply("a payout id"));
     String key = "payout:" + cmd.payoutId();
-    Long earlier = state.payouts().get(cmd.payoutId());
+    Long earlier = state.marks().payouts().get(cmd.payoutId());
     if (earlier != null) {
       if (earlier == cmd.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, earlier, true)));
       return Effect().reply(cmd.replyTo(), conflict(key, "was paid with amount " + Money.format(earlier)));
     }
     if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a payout must be positive"));
-    if (state.suspended()) {
+    if (state.profile().suspended()) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
     }
-    if (cmd.amount() > state.earnings()) {
+    if (cmd.amount() > state.totals().earnings()) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.INSUFFICIENT_EARNINGS,
-          "earnings are " + Money.format(state.earnings()) + " EUR, the payout asks " + Money.format(cmd.amount()) + " EUR"));
+          "earnings are " + Money.format(state.totals().earnings()) + " EUR, the payout asks " + Money.format(cmd.amount()) + " EUR"));
     }
     return Effect().persist(new PaidOut(cmd.payoutId(), cmd.amount(), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, cmd.amount(), false)));
   }
 
-  private ReplyEffect<Event, State> onSetSpendCap(OpenAccount state, SetSpendCap cmd) {
+  private ReplyEffect<Event, State> onSetSpendCap(Active state, SetSpendCap cmd) {
     if (cmd.monthlyCap() != null && (cmd.monthlyCap() < 0 || cmd.monthlyCap() > Money.MAX_AMOUNT)) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a spend cap must be between 0 and the largest amount"));
     }
-    if (java.util.Objects.equals(state.spendCap(), cmd.monthlyCap())) {
+    if (Objects.equals(state.profile().spendCap(), cmd.monthlyCap())) {
       return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
     }
     return Effect().persist(new SpendCapSet(cmd.monthlyCap(), now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
-  private ReplyEffect<Event, State> onSetPayoutDetails(OpenAccount state, SetPayoutDetails cmd) {
+  private ReplyEffect<Event, State> onSetPayoutDetails(Active state, SetPayoutDetails cmd) {
     String holder = cmd.holderName() == null ? "" : cmd.holderName().strip();
     if (holder.isEmpty() || holder.length() > MAX_HOLDER_NAME || holder.chars().anyMatch(Character::isISOControl)) {
       return Effect().reply(cmd.replyTo(), reply("invalid_holder_name", "the holder name must be 1 to " + MAX_HOLDER_NAME + " printable characters"));
@@ -846,51 +1078,47 @@ public final class Account
       return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_BIC, "a BIC has 8 or 11 characters, like DEUTDEFF or DEUTDEFF500"));
     }
     PayoutDetails details = new PayoutDetails(holder, Iban.normalize(cmd.iban()), bic);
-    if (details.equals(state.payoutDetails())) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    if (details.equals(state.profile().payoutDetails())) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
     return Effect().persist(new PayoutDetailsSet(details, now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
-  private ReplyEffect<Event, State> onSuspend(OpenAccount state, Suspend cmd) {
+  private ReplyEffect<Event, State> onSuspend(Active state, Suspend cmd) {
     String reason = cmd.reason() == null || cmd.reason().isBlank() ? null : cmd.reason().strip();
     if (reason != null && reason.length() > 500) return Effect().reply(cmd.replyTo(), reply("invalid_reason", "a reason is at most 500 characters"));
-    if (state.suspended()) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    if (state.profile().suspended()) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
     return Effect().persist(new Suspended(reason, now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
-  private ReplyEffect<Event, State> onResume(OpenAccount state, Resume cmd) {
-    if (!state.suspended()) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+  private ReplyEffect<Event, State> onResume(Active state, Resume cmd) {
+    if (!state.profile().suspended()) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
     return Effect().persist(new Resumed(now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((OpenAccount) s)));
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
-  private ReplyEffect<Event, State> onGetHold(OpenAccount state, GetHold cmd) {
+  private ReplyEffect<Event, State> onGetHold(Active state, GetHold cmd) {
     return Effect().reply(cmd.replyTo(), holdView(state, cmd.holdId()));
   }
 
   @Override
   public EventHandler<State, Event> eventHandler() {
     var builder = newEventHandlerBuilder();
-    builder.forStateType(Unopened.class).onEvent(Opened.class, (state, e) -> OpenAccount.opened(e.name()));
-    builder.forStateType(OpenAccount.class)
-        .onEvent(Deposited.class, OpenAccount::withDeposit)
-        .onEvent(HoldPlaced.class, (s, e) -> s.withHold(e.holdId(), new Hold(e.amount(), 0, 0, 0, 0, 0), e.amount()))
-        .onEvent(HoldExtended.class, (s, e) -> s.withHold(e.holdId(), extended(s.openHolds().get(e.holdId()), e), e.added()))
-        .onEvent(Captured.class, OpenAccount::withCapture)
-        .onEvent(HoldReleased.class, OpenAccount::withRelease)
-        .onEvent(EarningsCredited.class, OpenAccount::withEarnings)
-        .onEvent(PaidOut.class, OpenAccount::withPayout)
-        .onEvent(SpendCapSet.class, OpenAccount::withSpendCap)
-        .onEvent(PayoutDetailsSet.class, OpenAccount::withPayoutDetails)
+    builder.forStateType(Unopened.class).onEvent(Opened.class, (state, e) -> Active.opened(e.name()));
+    builder.forStateType(Active.class)
+        .onEvent(Deposited.class, Active::withDeposit)
+        .onEvent(HoldPlaced.class, Active::withPlacedHold)
+        .onEvent(HoldExtended.class, Active::withExtension)
+        .onEvent(Captured.class, Active::withCapture)
+        .onEvent(HoldReleased.class, Active::withRelease)
+        .onEvent(EarningsCredited.class, Active::withEarnings)
+        .onEvent(PaidOut.class, Active::withPayout)
+        .onEvent(SpendCapSet.class, Active::withSpendCap)
+        .onEvent(PayoutDetailsSet.class, Active::withPayoutDetails)
         .onEvent(Suspended.class, (s, e) -> s.withSuspension(new Suspension(e.reason(), e.at())))
         .onEvent(Resumed.class, (s, e) -> s.withSuspension(null))
-        .onEvent(ClosedForgotten.class, OpenAccount::withForgotten);
+        .onEvent(ClosedForgotten.class, Active::withForgotten);
     return builder.build();
-  }
-
-  private static Hold extended(Hold hold, HoldExtended e) {
-    return new Hold(e.newAmount(), hold.captured(), hold.throughSecond(), hold.lastCumulative(), hold.lastAmount(), 0);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -899,7 +1127,7 @@ public final class Account
     return clock.instant();
   }
 
-  private Summary summary(OpenAccount state) {
+  private Summary summary(Active state) {
     return state.summary(accountId, monthOf(now()));
   }
 
@@ -915,16 +1143,16 @@ public final class Account
     return reply(Rejection.IDEMPOTENCY_CONFLICT, "posting " + key + " " + detail);
   }
 
-  private static StatusReply<HoldView> holdView(OpenAccount state, String holdId) {
-    Hold open = state.openHolds().get(holdId);
+  private static StatusReply<HoldView> holdView(Active state, String holdId) {
+    Hold open = state.marks().holds().open().get(holdId);
     if (open != null) return StatusReply.success(open.view(holdId, true));
-    Hold closed = state.closedHolds().get(holdId);
+    Hold closed = state.marks().holds().closed().get(holdId);
     if (closed != null) return StatusReply.success(closed.view(holdId, false));
     return reply(Rejection.HOLD_NOT_FOUND, "no hold " + holdId);
   }
 
-  private static StatusReply<HoldView> missingOrClosed(OpenAccount state, String holdId) {
-    if (state.closedHolds().containsKey(holdId)) return reply(Rejection.HOLD_CLOSED, "hold " + holdId + " was released");
+  private static StatusReply<HoldView> missingOrClosed(Active state, String holdId) {
+    if (state.marks().holds().isClosed(holdId)) return reply(Rejection.HOLD_CLOSED, "hold " + holdId + " was released");
     return reply(Rejection.HOLD_NOT_FOUND, "no hold " + holdId);
   }
 

@@ -22,6 +22,7 @@ import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.stream.IntStream;
 import org.apache.pekko.Done;
@@ -38,6 +39,7 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.persistence.typed.RecoveryCompleted;
+import org.apache.pekko.persistence.typed.SnapshotAdapter;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
@@ -288,6 +290,183 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public record Held(List<Integer> cards, long price, Listing.Tier tier, boolean confirmed) implements CborSerializable {}
 
+  /**
+   * A registered host until it is removed, in parts that cannot be mixed up: how it was enrolled ({@link Enrollment}),
+   * what its reports made of it ({@link Standing}), whether its agent is there ({@link Presence}), its cards and who
+   * holds them ({@link Inventory}), and what its provider offers ({@link Listing}, {@code draining}). Snapshots written
+   * before this class, as one flat {@link Enrolled}, are read through {@link #snapshotAdapter()}.
+   */
+  public record Active(Enrollment enrollment, Standing standing, Presence presence, Inventory inventory, Listing listing,
+      boolean draining) implements State {
+    public Active {
+      Objects.requireNonNull(enrollment, "enrollment");
+      Objects.requireNonNull(standing, "standing");
+      Objects.requireNonNull(presence, "presence");
+      Objects.requireNonNull(inventory, "inventory");
+      Objects.requireNonNull(listing, "listing");
+    }
+
+    static Active registered(Invitation invitation, Registered e) {
+      Enrollment enrollment = new Enrollment(invitation.ownerId(), invitation.region(), invitation.label(), e.publicKey(),
+          e.credentialHash(), e.at(), invitation.tokenHash());
+      return new Active(enrollment, Standing.REGISTERED, Presence.OFFLINE, Inventory.NONE, Listing.unlisted(), false);
+    }
+
+    boolean onMarket() {
+      return standing.status() == Status.VERIFIED && presence.online() && listing.listed() && !draining;
+    }
+
+    boolean ownedBy(String ownerId) {
+      return enrollment.ownerId().equals(ownerId);
+    }
+
+    Status status() {
+      return standing.status();
+    }
+
+    boolean online() {
+      return presence.online();
+    }
+
+    Map<String, Held> reservations() {
+      return inventory.reservations();
+    }
+
+    List<Integer> freeCards() {
+      return inventory.freeCards();
+    }
+
+    // Applying events: each changes the parts it concerns and keeps the others.
+
+    Active withStanding(Standing newStanding) {
+      return new Active(enrollment, newStanding, presence, inventory, listing, draining);
+    }
+
+    /** A passed report also sets the cards; reserved cards keep their index, so running rentals are not disturbed. */
+    Active withReportVerified(ReportVerified e) {
+      Inventory verifiedCards = inventory.withCards(cards(e.outcome()));
+      return new Active(enrollment, standing.verified(e.outcome(), e.reportHash()), presence, verifiedCards, listing, draining);
+    }
+
+    /** The first heartbeat of a registered host starts its verification. */
+    Active withOnline(Instant at) {
+      return new Active(enrollment, standing.cameOnline(), new Presence(true, at), inventory, listing, draining);
+    }
+
+    Active withPresence(Presence newPresence) {
+      return new Active(enrollment, standing, newPresence, inventory, listing, draining);
+    }
+
+    Active withListing(Listing newListing) {
+      return new Active(enrollment, standing, presence, inventory, newListing, draining);
+    }
+
+    Active withDraining() {
+      return new Active(enrollment, standing, presence, inventory, listing, true);
+    }
+
+    Active withInventory(Inventory newInventory) {
+      return new Active(enrollment, standing, presence, newInventory, listing, draining);
+    }
+
+    private static List<Card> cards(Verification.Outcome outcome) {
+      return outcome.cards().stream().map(c -> new Card(c.index(), c.uuid(), c.gpu())).toList();
+    }
+  }
+
+  /** Who the host belongs to, where it is, and the hashes of the secrets it was enrolled with. */
+  public record Enrollment(String ownerId, String region, String label, String publicKey, String credentialHash,
+      Instant registeredAt, String tokenHash) implements CborSerializable {
+    Gone removed() {
+      return new Gone(ownerId, credentialHash, tokenHash);
+    }
+  }
+
+  /** What the host's reports and its operators made of it; an eviction holds until it is reinstated. */
+  public record Standing(Status status, Verification.Outcome outcome, String reportHash, String evictionReason)
+      implements CborSerializable {
+    static final Standing REGISTERED = new Standing(Status.REGISTERED, null, null, null);
+
+    boolean simulated() {
+      return outcome != null && outcome.simulated();
+    }
+
+    Standing cameOnline() {
+      return status == Status.REGISTERED ? new Standing(Status.VERIFYING, outcome, reportHash, evictionReason) : this;
+    }
+
+    Standing verified(Verification.Outcome passed, String hash) {
+      return new Standing(status == Status.EVICTED ? Status.EVICTED : Status.VERIFIED, passed, hash, evictionReason);
+    }
+
+    /** A failed report; {@code evict} when it failed a host that had been verified. */
+    Standing rejected(Verification.Outcome failed, String hash, boolean evict) {
+      return new Standing(evict || status == Status.EVICTED ? Status.EVICTED : Status.FAILED, failed, hash,
+          evict ? "failed re-verification" : evictionReason);
+    }
+
+    Standing evicted(String reason) {
+      return new Standing(Status.EVICTED, outcome, reportHash, reason);
+    }
+
+    /** Back to what its latest report says. */
+    Standing reinstated() {
+      return new Standing(outcome != null && outcome.passed() ? Status.VERIFIED : Status.FAILED, outcome, reportHash, null);
+    }
+  }
+
+  /** Whether the host is online, and its latest heartbeat in the journal (when it went offline: its last one). */
+  public record Presence(boolean online, Instant lastHeartbeatAt) implements CborSerializable {
+    static final Presence OFFLINE = new Presence(false, null);
+  }
+
+  /** The host's cards (from its latest passed report) and the rentals holding some of them. */
+  public record Inventory(List<Card> cards, Map<String, Held> reservations) implements CborSerializable {
+    static final Inventory NONE = new Inventory(List.of(), Map.of());
+
+    String gpu() {
+      return cards.isEmpty() ? null : cards.get(0).gpu();
+    }
+
+    List<Integer> freeCards() {
+      java.util.Set<Integer> taken = new java.util.HashSet<>();
+      reservations.values().forEach(h -> taken.addAll(h.cards()));
+      List<Integer> free = new ArrayList<>();
+      for (Card c : cards) if (!taken.contains(c.index())) free.add(c.index());
+      return free;
+    }
+
+    Inventory withCards(List<Card> newCards) {
+      return new Inventory(newCards, reservations);
+    }
+
+    Inventory reserving(CardsReserved e) {
+      return withReservation(e.rentalId(), new Held(e.cards(), e.pricePerGpuHour(), e.tier(), false));
+    }
+
+    Inventory renting(String rentalId) {
+      Held h = reservations.get(rentalId);
+      return withReservation(rentalId, new Held(h.cards(), h.price(), h.tier(), true));
+    }
+
+    Inventory releasing(String rentalId) {
+      Map<String, Held> r = new HashMap<>(reservations);
+      r.remove(rentalId);
+      return new Inventory(cards, Map.copyOf(r));
+    }
+
+    private Inventory withReservation(String rentalId, Held held) {
+      Map<String, Held> r = new HashMap<>(reservations);
+      r.put(rentalId, held);
+      return new Inventory(cards, Map.copyOf(r));
+    }
+  }
+
+  /**
+   * The state of a registered host as snapshots held it before {@link Active}: one flat record. Kept, under its old
+   * name, only so that those snapshots are still read (their manifest is this class name); recovery turns it into
+   * an {@link Active} ({@link #snapshotAdapter()}). Nothing writes it any more. Do not change its components.
+   */
   public record Enrolled(
       String ownerId,
       String region,
@@ -306,51 +485,17 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
       String evictionReason,
       Instant registeredAt,
       String tokenHash)
-      implements State {
+      implements CborSerializable {
 
-    boolean simulated() {
-      return outcome != null && outcome.simulated();
-    }
-
-    String gpu() {
-      return cards.isEmpty() ? null : cards.get(0).gpu();
-    }
-
-    boolean onMarket() {
-      return status == Status.VERIFIED && online && listing.listed() && !draining;
-    }
-
-    List<Integer> freeCards() {
-      java.util.Set<Integer> taken = new java.util.HashSet<>();
-      reservations.values().forEach(h -> taken.addAll(h.cards()));
-      List<Integer> free = new ArrayList<>();
-      for (Card c : cards) if (!taken.contains(c.index())) free.add(c.index());
-      return free;
-    }
-
-    Enrolled with(Status s, Verification.Outcome o, String hash, List<Card> c, String eviction) {
-      return new Enrolled(ownerId, region, label, publicKey, credentialHash, s, o, hash, c, reservations, listing, online,
-          lastHeartbeatAt, draining, eviction, registeredAt, tokenHash);
-    }
-
-    Enrolled withOnline(boolean on, Instant lastHeartbeat, Status s) {
-      return new Enrolled(ownerId, region, label, publicKey, credentialHash, s, outcome, reportHash, cards, reservations,
-          listing, on, lastHeartbeat, draining, evictionReason, registeredAt, tokenHash);
-    }
-
-    Enrolled withListing(Listing l) {
-      return new Enrolled(ownerId, region, label, publicKey, credentialHash, status, outcome, reportHash, cards, reservations,
-          l, online, lastHeartbeatAt, draining, evictionReason, registeredAt, tokenHash);
-    }
-
-    Enrolled withDraining() {
-      return new Enrolled(ownerId, region, label, publicKey, credentialHash, status, outcome, reportHash, cards, reservations,
-          listing, online, lastHeartbeatAt, true, evictionReason, registeredAt, tokenHash);
-    }
-
-    Enrolled withReservations(Map<String, Held> r) {
-      return new Enrolled(ownerId, region, label, publicKey, credentialHash, status, outcome, reportHash, cards, Map.copyOf(r),
-          listing, online, lastHeartbeatAt, draining, evictionReason, registeredAt, tokenHash);
+    /** The same host in today's shape: every value where {@link Active} keeps it. */
+    Active upgrade() {
+      return new Active(
+          new Enrollment(ownerId, region, label, publicKey, credentialHash, registeredAt, tokenHash),
+          new Standing(status, outcome, reportHash, evictionReason),
+          new Presence(online, lastHeartbeatAt),
+          new Inventory(cards, reservations),
+          listing,
+          draining);
     }
   }
 
@@ -412,23 +557,46 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     return RetentionCriteria.snapshotEvery(100, 2);
   }
 
+  /** Snapshots are written as they are; one in the shape before {@link Active} is upgraded when it is read. */
+  @Override
+  public SnapshotAdapter<State> snapshotAdapter() {
+    return new SnapshotAdapter<>() {
+      @Override
+      public Object toJournal(State state) {
+        return state;
+      }
+
+      @Override
+      public State fromJournal(Object from) {
+        return from instanceof Enrolled legacy ? legacy.upgrade() : (State) from;
+      }
+    };
+  }
+
   @Override
   public SignalHandler<State> signalHandler() {
     return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), this::onRecovered).build();
   }
 
   private void onRecovered(State state) {
-    if (state instanceof Enrolled e && e.online()) {
+    if (state instanceof Active e && e.presence().online()) {
       // The agent gets a full timeout to reach this incarnation before the host is declared offline, but
       // nothing after the last heartbeat in the journal is billed unless the agent comes back.
       lastHeartbeat = now();
-      lastConfirmed = e.lastHeartbeatAt() != null ? e.lastHeartbeatAt() : now();
+      lastConfirmed = e.presence().lastHeartbeatAt() != null ? e.presence().lastHeartbeatAt() : now();
       scheduleHeartbeatCheck(settings.heartbeatTimeout());
     }
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // Commands: one handler builder per state
+
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
+    return emptyHandler().orElse(invitationHandler()).orElse(activeHandler()).orElse(goneHandler()).build();
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> emptyHandler() {
     CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty =
         newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
     empty.onCommand(Invite.class, this::onInvite)
@@ -441,10 +609,13 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
         .onCommand(Detach.class, c -> Effect().noReply())
         .onAnyCommand(this::notFound);
+    return empty;
+  }
 
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Invitation, State> invitationHandler() {
     CommandHandlerWithReplyBuilderByState<Command, Event, Invitation, State> invitation =
         newCommandHandlerWithReplyBuilder().forStateType(Invitation.class);
-    invitation.onCommand(Invite.class, (s, c) -> Effect().reply(c.replyTo(), reply(Rejection.ALREADY_EXISTS, "host " + hostId + " exists")))
+    invitation.onCommand(Invite.class, c -> Effect().reply(c.replyTo(), alreadyExists()))
         .onCommand(CheckToken.class, this::onCheckToken)
         .onCommand(Register.class, this::onRegister)
         .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
@@ -455,12 +626,14 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
         .onCommand(Detach.class, c -> Effect().noReply())
         .onAnyCommand(this::notFound);
+    return invitation;
+  }
 
-    CommandHandlerWithReplyBuilderByState<Command, Event, Enrolled, State> enrolled =
-        newCommandHandlerWithReplyBuilder().forStateType(Enrolled.class);
-    enrolled.onCommand(Invite.class, (s, c) -> Effect().reply(c.replyTo(), reply(Rejection.ALREADY_EXISTS, "host " + hostId + " exists")))
-        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), TOKEN_USED)))
-        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), TOKEN_USED)))
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Active, State> activeHandler() {
+    return newCommandHandlerWithReplyBuilder().forStateType(Active.class)
+        .onCommand(Invite.class, c -> Effect().reply(c.replyTo(), alreadyExists()))
+        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), tokenUsed(s, c.tokenHash())))
+        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), tokenUsed(s, c.tokenHash())))
         .onCommand(Authenticate.class, this::onAuthenticate)
         .onCommand(Attach.class, this::onAttach)
         .onCommand(Detach.class, this::onDetach)
@@ -478,9 +651,11 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(ReleaseCards.class, this::onRelease)
         .onCommand(StartWorkload.class, this::onStartWorkload)
         .onCommand(StopWorkload.class, this::onStopWorkload)
-        .onCommand(GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), new Liveness(s.online(), s.online() && lastConfirmed != null ? lastConfirmed : s.lastHeartbeatAt())))
+        .onCommand(GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), liveness(s)))
         .onCommand(Reclaim.class, this::onReclaim);
+  }
 
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Gone, State> goneHandler() {
     CommandHandlerWithReplyBuilderByState<Command, Event, Gone, State> gone =
         newCommandHandlerWithReplyBuilder().forStateType(Gone.class);
     gone.onCommand(Heartbeat.class, c -> Effect().noReply())
@@ -493,8 +668,24 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), HOST_REMOVED)))
         .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), HOST_REMOVED)))
         .onAnyCommand(this::notFound);
+    return gone;
+  }
 
-    return empty.orElse(invitation).orElse(enrolled).orElse(gone).build();
+  private <T> StatusReply<T> tokenUsed(Active state, String tokenHash) {
+    return spent(state.enrollment().tokenHash(), tokenHash, TOKEN_USED);
+  }
+
+  private <T> StatusReply<T> alreadyExists() {
+    return reply(Rejection.ALREADY_EXISTS, "host " + hostId + " exists");
+  }
+
+  private Liveness liveness(Active state) {
+    return new Liveness(state.presence().online(), lastHeartbeatSeen(state));
+  }
+
+  /** The latest proof of life: this incarnation's while the host is online, else the journal's. */
+  private Instant lastHeartbeatSeen(Active state) {
+    return state.presence().online() && lastConfirmed != null ? lastConfirmed : state.presence().lastHeartbeatAt();
   }
 
   /** Any replying command that this state does not serve answers {@code not_found}; others are dropped. */
@@ -550,14 +741,15 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     return null;
   }
 
-  private ReplyEffect<Event, State> onAuthenticate(Enrolled state, Authenticate cmd) {
-    if (!constantTimeEquals(state.credentialHash(), cmd.credentialHash())) return Effect().reply(cmd.replyTo(), unauthorized());
-    return Effect().reply(cmd.replyTo(), StatusReply.success(new Identity(hostId, state.publicKey(), state.ownerId())));
+  private ReplyEffect<Event, State> onAuthenticate(Active state, Authenticate cmd) {
+    Enrollment enrollment = state.enrollment();
+    if (!constantTimeEquals(enrollment.credentialHash(), cmd.credentialHash())) return Effect().reply(cmd.replyTo(), unauthorized());
+    return Effect().reply(cmd.replyTo(), StatusReply.success(new Identity(hostId, enrollment.publicKey(), enrollment.ownerId())));
   }
 
   // ---- sessions and health
 
-  private ReplyEffect<Event, State> onAttach(Enrolled state, Attach cmd) {
+  private ReplyEffect<Event, State> onAttach(Active state, Attach cmd) {
     if (session != null && !session.equals(cmd.session())) {
       session.tell(new CloseSession("replaced", "a newer session for this host connected"));
     }
@@ -571,13 +763,13 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     return Effect().persist(new WentOnline(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(attached));
   }
 
-  private ReplyEffect<Event, State> onDetach(Enrolled state, Detach cmd) {
+  private ReplyEffect<Event, State> onDetach(Active state, Detach cmd) {
     // The host stays online until the heartbeat timeout: an agent that reconnects quickly loses nothing.
     if (cmd.session().equals(session)) session = null;
     return Effect().noReply();
   }
 
-  private ReplyEffect<Event, State> onHeartbeat(Enrolled state, Heartbeat cmd) {
+  private ReplyEffect<Event, State> onHeartbeat(Active state, Heartbeat cmd) {
     if (session == null) {
       // This incarnation knows no live session (the entity restarted or moved, or the session timed out): a session
       // still heartbeating would otherwise be ignored until the host goes offline, and never learn it should reconnect.
@@ -600,17 +792,18 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     if (!state.online()) events.add(new WentOnline(now()));
     if (fault != null && state.status() != Status.EVICTED) events.add(new Evicted("GPU fault reported: " + fault, now()));
     boolean rented = state.reservations().values().stream().anyMatch(Held::confirmed);
-    boolean due = state.lastHeartbeatAt() == null || !now().isBefore(state.lastHeartbeatAt().plus(RECORD_HEARTBEAT_EVERY));
+    Instant recorded = state.presence().lastHeartbeatAt();
+    boolean due = recorded == null || !now().isBefore(recorded.plus(RECORD_HEARTBEAT_EVERY));
     // Whenever this heartbeat is persisted anyway (an eviction), or a rented host's record is due, keep it.
     if (state.online() && ((!events.isEmpty()) || (rented && due))) events.add(0, new HeartbeatRecorded(now()));
     if (events.isEmpty()) return Effect().noReply();
     boolean evicting = events.stream().anyMatch(e -> e instanceof Evicted);
     return Effect().persist(events).thenRun(s -> {
-      if (evicting) notifyHostLost((Enrolled) s, lastConfirmed);
+      if (evicting) notifyHostLost((Active) s, lastConfirmed);
     }).thenNoReply();
   }
 
-  private ReplyEffect<Event, State> onHeartbeatCheck(Enrolled state, HeartbeatCheck cmd) {
+  private ReplyEffect<Event, State> onHeartbeatCheck(Active state, HeartbeatCheck cmd) {
     if (!state.online()) return Effect().noReply();
     Duration silent = Duration.between(lastHeartbeat, now());
     if (silent.compareTo(settings.heartbeatTimeout()) < 0) {
@@ -621,7 +814,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     session = null;
     Instant last = lastConfirmed != null ? lastConfirmed : lastHeartbeat;
     return Effect().persist(new WentOffline(last, now())).thenRun(s -> {
-      notifyHostLost((Enrolled) s, last);
+      notifyHostLost((Active) s, last);
       if (stale != null) stale.tell(new CloseSession("heartbeat_timeout", "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
     }).thenNoReply();
   }
@@ -632,44 +825,45 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   // ---- verification
 
-  private ReplyEffect<Event, State> onVerifyReport(Enrolled state, VerifyReport cmd) {
+  private ReplyEffect<Event, State> onVerifyReport(Active state, VerifyReport cmd) {
     if (!cmd.session().equals(session)) {
       return Effect().reply(cmd.replyTo(), reply("replaced", "this session is no longer the host's live session"));
     }
     byte[] canonical = cmd.canonicalReport().getBytes(StandardCharsets.UTF_8);
-    boolean signatureValid = Ed25519.verify(state.publicKey(), canonical, cmd.signature());
+    boolean signatureValid = Ed25519.verify(state.enrollment().publicKey(), canonical, cmd.signature());
     Verification.Outcome outcome = Verification.verify(cmd.report(), signatureValid, settings.catalog(), settings.policy());
     String hash = sha256(cmd.canonicalReport()) + (signatureValid ? ":signed" : ":unsigned");
-    if (hash.equals(state.reportHash()) && state.outcome() != null && state.outcome().passed() == outcome.passed()) {
-      return Effect().reply(cmd.replyTo(), StatusReply.success(state.outcome())); // a duplicate delivery
+    Standing standing = state.standing();
+    if (hash.equals(standing.reportHash()) && standing.outcome() != null && standing.outcome().passed() == outcome.passed()) {
+      return Effect().reply(cmd.replyTo(), StatusReply.success(standing.outcome())); // a duplicate delivery
     }
     if (outcome.passed()) {
       return Effect().persist(new ReportVerified(outcome, hash, now())).thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
     }
     boolean evict = state.status() == Status.VERIFIED;
     return Effect().persist(new ReportRejected(outcome, hash, evict, now())).thenRun(s -> {
-      if (evict) notifyHostLost((Enrolled) s, lastHeartbeatOr(state));
+      if (evict) notifyHostLost((Active) s, lastHeartbeatOr(state));
     }).thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
   }
 
   // ---- provider and operator controls
 
-  private ReplyEffect<Event, State> onUpdateListing(Enrolled state, UpdateListing cmd) {
-    if (!state.ownerId().equals(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+  private ReplyEffect<Event, State> onUpdateListing(Active state, UpdateListing cmd) {
+    if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     String problem = cmd.listing().problem();
     if (problem != null) return Effect().reply(cmd.replyTo(), reply(INVALID_LISTING, problem));
     if (cmd.listing().equals(state.listing())) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
-    return Effect().persist(new ListingUpdated(cmd.listing(), now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
+    return Effect().persist(new ListingUpdated(cmd.listing(), now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
 
-  private ReplyEffect<Event, State> onDrain(Enrolled state, Drain cmd) {
-    if (!state.ownerId().equals(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+  private ReplyEffect<Event, State> onDrain(Active state, Drain cmd) {
+    if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     if (state.draining()) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
-    return Effect().persist(new DrainStarted(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
+    return Effect().persist(new DrainStarted(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
 
-  private ReplyEffect<Event, State> onRemove(Enrolled state, Remove cmd) {
-    if (!state.ownerId().equals(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+  private ReplyEffect<Event, State> onRemove(Active state, Remove cmd) {
+    if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     if (!state.reservations().isEmpty()) {
       return Effect().reply(cmd.replyTo(), reply(HOST_BUSY, "rentals are running on this host; drain it and wait for them to end"));
     }
@@ -684,20 +878,20 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         last.lastHeartbeatAt(), last.registeredAt(), last.evictionReason())));
   }
 
-  private ReplyEffect<Event, State> onEvict(Enrolled state, Evict cmd) {
+  private ReplyEffect<Event, State> onEvict(Active state, Evict cmd) {
     if (state.status() == Status.EVICTED) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
     String reason = cmd.reason() == null || cmd.reason().isBlank() ? "evicted by an operator" : cmd.reason();
-    return Effect().persist(new Evicted(reason, now())).thenRun(s -> notifyHostLost((Enrolled) s, lastHeartbeatOr(state)))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
+    return Effect().persist(new Evicted(reason, now())).thenRun(s -> notifyHostLost((Active) s, lastHeartbeatOr(state)))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
 
-  private ReplyEffect<Event, State> onReinstate(Enrolled state, Reinstate cmd) {
+  private ReplyEffect<Event, State> onReinstate(Active state, Reinstate cmd) {
     if (state.status() != Status.EVICTED) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
-    return Effect().persist(new Reinstated(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Enrolled) s)));
+    return Effect().persist(new Reinstated(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
 
-  private ReplyEffect<Event, State> onGet(Enrolled state, Get cmd) {
-    if (cmd.ownerId() != null && !state.ownerId().equals(cmd.ownerId())) {
+  private ReplyEffect<Event, State> onGet(Active state, Get cmd) {
+    if (cmd.ownerId() != null && !state.ownedBy(cmd.ownerId())) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     }
     return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
@@ -713,7 +907,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   // ---- cards: the host is the only authority, so a card is never given twice
 
-  private ReplyEffect<Event, State> onReserve(Enrolled state, ReserveCards cmd) {
+  private ReplyEffect<Event, State> onReserve(Active state, ReserveCards cmd) {
     Held existing = state.reservations().get(cmd.rentalId());
     if (existing != null) return Effect().reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), existing)));
     if (!state.onMarket()) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "the host is not on the market"));
@@ -721,31 +915,31 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     Long floor = state.listing().floorFor(cmd.tier());
     if (floor == null) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "the host does not offer " + cmd.tier().wire()));
     if (floor > cmd.maxPricePerGpuHour()) return Effect().reply(cmd.replyTo(), reply(PRICE_ABOVE_CEILING, "the host's floor is above the ceiling"));
-    if (cmd.gpu() == null || !cmd.gpu().equals(state.gpu())) return Effect().reply(cmd.replyTo(), reply(INSUFFICIENT_CARDS, "the host has no " + cmd.gpu()));
+    if (cmd.gpu() == null || !cmd.gpu().equals(state.inventory().gpu())) return Effect().reply(cmd.replyTo(), reply(INSUFFICIENT_CARDS, "the host has no " + cmd.gpu()));
     List<Integer> free = state.freeCards();
     if (cmd.count() < 1 || free.size() < cmd.count()) {
       return Effect().reply(cmd.replyTo(), reply(INSUFFICIENT_CARDS, free.size() + " free cards, " + cmd.count() + " asked"));
     }
     List<Integer> cards = List.copyOf(free.subList(0, cmd.count()));
     return Effect().persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(reservation((Enrolled) s, cmd.rentalId(), ((Enrolled) s).reservations().get(cmd.rentalId()))));
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(reservation((Active) s, cmd.rentalId(), ((Active) s).reservations().get(cmd.rentalId()))));
   }
 
-  private ReplyEffect<Event, State> onConfirm(Enrolled state, ConfirmCards cmd) {
+  private ReplyEffect<Event, State> onConfirm(Active state, ConfirmCards cmd) {
     Held held = state.reservations().get(cmd.rentalId());
     if (held == null) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
     if (held.confirmed()) return Effect().reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), held)));
     return Effect().persist(new CardsRented(cmd.rentalId(), now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(reservation((Enrolled) s, cmd.rentalId(), ((Enrolled) s).reservations().get(cmd.rentalId()))));
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(reservation((Active) s, cmd.rentalId(), ((Active) s).reservations().get(cmd.rentalId()))));
   }
 
-  private ReplyEffect<Event, State> onRelease(Enrolled state, ReleaseCards cmd) {
+  private ReplyEffect<Event, State> onRelease(Active state, ReleaseCards cmd) {
     Held held = state.reservations().get(cmd.rentalId());
     if (held == null) return Effect().reply(cmd.replyTo(), StatusReply.ack());
     return Effect().persist(new CardsReleased(cmd.rentalId(), held.cards(), now())).thenReply(cmd.replyTo(), s -> StatusReply.ack());
   }
 
-  private ReplyEffect<Event, State> onStartWorkload(Enrolled state, StartWorkload cmd) {
+  private ReplyEffect<Event, State> onStartWorkload(Active state, StartWorkload cmd) {
     Held held = state.reservations().get(cmd.rentalId());
     if (held == null) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
     if (session == null || !state.online()) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "the host has no live agent session"));
@@ -753,13 +947,13 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     return Effect().reply(cmd.replyTo(), StatusReply.ack());
   }
 
-  private ReplyEffect<Event, State> onStopWorkload(Enrolled state, StopWorkload cmd) {
+  private ReplyEffect<Event, State> onStopWorkload(Active state, StopWorkload cmd) {
     if (session != null) session.tell(new StopWorkloadOnAgent(cmd.rentalId()));
     return Effect().noReply();
   }
 
-  private ReplyEffect<Event, State> onReclaim(Enrolled state, Reclaim cmd) {
-    if (!state.ownerId().equals(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+  private ReplyEffect<Event, State> onReclaim(Active state, Reclaim cmd) {
+    if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     if (cmd.cards() == null || cmd.cards().isEmpty()) return Effect().reply(cmd.replyTo(), reply("invalid_cards", "name the cards to reclaim"));
     Instant deadline = now().plusSeconds(state.listing().spotNoticeSeconds());
     List<String> preempted = new ArrayList<>();
@@ -778,15 +972,16 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
   }
 
-  private Instant lastHeartbeatOr(Enrolled state) {
-    return state.online() && lastConfirmed != null ? lastConfirmed : (state.lastHeartbeatAt() != null ? state.lastHeartbeatAt() : now());
+  private Instant lastHeartbeatOr(Active state) {
+    Instant seen = lastHeartbeatSeen(state);
+    return seen != null ? seen : now();
   }
 
   /**
    * Spot rentals get their notice when the host's availability window will close within the listing's
    * spot notice: they end {@code preempted} when it closes. Checked on every heartbeat (every few seconds).
    */
-  private void preemptBeforeAvailabilityEnds(Enrolled state) {
+  private void preemptBeforeAvailabilityEnds(Active state) {
     if (state.listing().availability().isEmpty() || state.reservations().isEmpty()) return;
     Duration notice = Duration.ofSeconds(state.listing().spotNoticeSeconds());
     Instant ends = state.listing().availabilityEnds(now(), notice);
@@ -802,13 +997,13 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     });
   }
 
-  private void notifyHostLost(Enrolled state, Instant lastHeartbeatAt) {
+  private void notifyHostLost(Active state, Instant lastHeartbeatAt) {
     for (String rentalId : state.reservations().keySet()) settings.rentals().hostLost(rentalId, hostId, lastHeartbeatAt);
   }
 
-  private Reservation reservation(Enrolled state, String rentalId, Held held) {
-    return new Reservation(hostId, state.ownerId(), rentalId, held.cards(), held.price(), held.tier(), held.confirmed(), state.simulated(),
-        state.region());
+  private Reservation reservation(Active state, String rentalId, Held held) {
+    return new Reservation(hostId, state.enrollment().ownerId(), rentalId, held.cards(), held.price(), held.tier(), held.confirmed(),
+        state.standing().simulated(), state.enrollment().region());
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -818,62 +1013,40 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     var builder = newEventHandlerBuilder();
     builder.forStateType(Empty.class)
         .onEvent(Invited.class, (s, e) -> new Invitation(e.ownerId(), e.region(), e.label(), e.tokenHash(), e.expiresAt()));
-    builder.forStateType(Invitation.class)
-        .onEvent(Registered.class, (s, e) -> new Enrolled(s.ownerId(), s.region(), s.label(), e.publicKey(), e.credentialHash(),
-            Status.REGISTERED, null, null, List.of(), Map.of(), Listing.unlisted(), false, null, false, null, e.at(), s.tokenHash()));
-    builder.forStateType(Enrolled.class)
-        .onEvent(ReportVerified.class, (s, e) -> s.with(
-            s.status() == Status.EVICTED ? Status.EVICTED : Status.VERIFIED, e.outcome(), e.reportHash(), cards(e.outcome()), s.evictionReason()))
-        .onEvent(ReportRejected.class, (s, e) -> s.with(
-            e.evict() || s.status() == Status.EVICTED ? Status.EVICTED : Status.FAILED, e.outcome(), e.reportHash(), s.cards(),
-            e.evict() ? "failed re-verification" : s.evictionReason()))
-        .onEvent(WentOnline.class, (s, e) -> s.withOnline(true, e.at(), s.status() == Status.REGISTERED ? Status.VERIFYING : s.status()))
-        .onEvent(WentOffline.class, (s, e) -> s.withOnline(false, e.lastHeartbeatAt(), s.status()))
-        .onEvent(HeartbeatRecorded.class, (s, e) -> s.withOnline(true, e.at(), s.status()))
+    builder.forStateType(Invitation.class).onEvent(Registered.class, Active::registered);
+    builder.forStateType(Active.class)
+        .onEvent(ReportVerified.class, Active::withReportVerified)
+        .onEvent(ReportRejected.class, (s, e) -> s.withStanding(s.standing().rejected(e.outcome(), e.reportHash(), e.evict())))
+        .onEvent(WentOnline.class, (s, e) -> s.withOnline(e.at()))
+        .onEvent(WentOffline.class, (s, e) -> s.withPresence(new Presence(false, e.lastHeartbeatAt())))
+        .onEvent(HeartbeatRecorded.class, (s, e) -> s.withPresence(new Presence(true, e.at())))
         .onEvent(ListingUpdated.class, (s, e) -> s.withListing(e.listing()))
         .onEvent(DrainStarted.class, (s, e) -> s.withDraining())
-        .onEvent(Evicted.class, (s, e) -> s.with(Status.EVICTED, s.outcome(), s.reportHash(), s.cards(), e.reason()))
-        .onEvent(Reinstated.class, (s, e) -> s.with(s.outcome() != null && s.outcome().passed() ? Status.VERIFIED : Status.FAILED,
-            s.outcome(), s.reportHash(), s.cards(), null))
-        .onEvent(Removed.class, (s, e) -> new Gone(s.ownerId(), s.credentialHash(), s.tokenHash()))
-        .onEvent(CardsReserved.class, (s, e) -> s.withReservations(put(s.reservations(), e.rentalId(), new Held(e.cards(), e.pricePerGpuHour(), e.tier(), false))))
-        .onEvent(CardsRented.class, (s, e) -> {
-          Held h = s.reservations().get(e.rentalId());
-          return s.withReservations(put(s.reservations(), e.rentalId(), new Held(h.cards(), h.price(), h.tier(), true)));
-        })
-        .onEvent(CardsReleased.class, (s, e) -> {
-          Map<String, Held> r = new HashMap<>(s.reservations());
-          r.remove(e.rentalId());
-          return s.withReservations(r);
-        });
+        .onEvent(Evicted.class, (s, e) -> s.withStanding(s.standing().evicted(e.reason())))
+        .onEvent(Reinstated.class, (s, e) -> s.withStanding(s.standing().reinstated()))
+        .onEvent(Removed.class, (s, e) -> s.enrollment().removed())
+        .onEvent(CardsReserved.class, (s, e) -> s.withInventory(s.inventory().reserving(e)))
+        .onEvent(CardsRented.class, (s, e) -> s.withInventory(s.inventory().renting(e.rentalId())))
+        .onEvent(CardsReleased.class, (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId())));
     return builder.build();
   }
 
-  /** The cards of a newly verified report; reserved cards keep their index, so running rentals are not disturbed. */
-  private static List<Card> cards(Verification.Outcome outcome) {
-    return outcome.cards().stream().map(c -> new Card(c.index(), c.uuid(), c.gpu())).toList();
-  }
-
-  private static Map<String, Held> put(Map<String, Held> map, String key, Held value) {
-    Map<String, Held> copy = new HashMap<>(map);
-    copy.put(key, value);
-    return copy;
-  }
-
-  private HostView view(Enrolled s) {
+  private HostView view(Active s) {
     Map<Integer, String> cardRental = new HashMap<>();
     Map<Integer, Boolean> cardRented = new HashMap<>();
-    s.reservations().forEach((rental, held) -> held.cards().forEach(c -> {
+    s.inventory().reservations().forEach((rental, held) -> held.cards().forEach(c -> {
       cardRental.put(c, rental);
       cardRented.put(c, held.confirmed());
     }));
-    List<CardView> cards = s.cards().stream().map(c -> new CardView(c.index(), c.uuid(), c.gpu(),
+    List<CardView> cards = s.inventory().cards().stream().map(c -> new CardView(c.index(), c.uuid(), c.gpu(),
         !cardRental.containsKey(c.index()) ? "free" : (cardRented.get(c.index()) ? "rented" : "reserved"),
         cardRental.get(c.index()))).toList();
-    Instant heartbeat = s.online() && lastConfirmed != null ? lastConfirmed : s.lastHeartbeatAt();
-    return new HostView(hostId, s.ownerId(), s.region(), s.label(), s.status().wire(), s.online(), s.listing().listed(),
-        s.draining(), s.simulated(), s.gpu(), cards, s.listing(), s.outcome() == null ? List.of() : s.outcome().checks(),
-        heartbeat, s.registeredAt(), s.evictionReason());
+    Enrollment enrollment = s.enrollment();
+    Standing standing = s.standing();
+    return new HostView(hostId, enrollment.ownerId(), enrollment.region(), enrollment.label(), standing.status().wire(), s.online(),
+        s.listing().listed(), s.draining(), standing.simulated(), s.inventory().gpu(), cards, s.listing(),
+        standing.outcome() == null ? List.of() : standing.outcome().checks(), lastHeartbeatSeen(s), enrollment.registeredAt(),
+        standing.evictionReason());
   }
 
   private Instant now() {

@@ -11,7 +11,7 @@ import dev.tickmark.engine.account.Account.Command;
 import dev.tickmark.engine.account.Account.Event;
 import dev.tickmark.engine.account.Account.Hold;
 import dev.tickmark.engine.account.Account.HoldView;
-import dev.tickmark.engine.account.Account.OpenAccount;
+import dev.tickmark.engine.account.Account.Active;
 import dev.tickmark.engine.account.Account.Posting;
 import dev.tickmark.engine.account.Account.SourceMark;
 import dev.tickmark.engine.account.Account.State;
@@ -825,7 +825,7 @@ class AccountModelTest {
     }
 
     private Summary summaryOf(State state, Instant now) {
-      if (state instanceof OpenAccount account) return account.summary(model.id, Account.monthOf(now));
+      if (state instanceof Active account) return account.summary(model.id, Account.monthOf(now));
       return new Summary(model.id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null);
     }
 
@@ -867,25 +867,25 @@ class AccountModelTest {
       assertTrue(summary.earnings() >= 0, this::where);
       assertTrue(summary.spentThisMonth() >= 0 && summary.spentThisMonth() <= summary.captured(), this::where);
 
-      OpenAccount account = (OpenAccount) state;
+      Active account = (Active) state;
       long openRemaining = 0;
       long capturedByHolds = 0;
-      for (Hold hold : account.openHolds().values()) {
+      for (Hold hold : account.marks().holds().open().values()) {
         assertTrue(hold.captured() >= 0 && hold.captured() <= hold.amount(), this::where);
         openRemaining += hold.remaining();
         capturedByHolds += hold.captured();
       }
-      for (Hold hold : account.closedHolds().values()) {
+      for (Hold hold : account.marks().holds().closed().values()) {
         assertEquals(hold.amount(), hold.captured() + hold.released(), this::where);
         capturedByHolds += hold.captured();
       }
       assertEquals(summary.held(), openRemaining, () -> "open holds do not add up to held\n" + where());
       assertEquals(summary.captured(), capturedByHolds + model.forgottenCaptured, () -> "holds do not add up to captured\n" + where());
-      assertEquals(summary.deposited(), account.deposits().values().stream().mapToLong(Long::longValue).sum(), this::where);
-      assertEquals(summary.paidOut(), account.payouts().values().stream().mapToLong(Long::longValue).sum(), this::where);
+      assertEquals(summary.deposited(), account.marks().deposits().values().stream().mapToLong(Long::longValue).sum(), this::where);
+      assertEquals(summary.paidOut(), account.marks().payouts().values().stream().mapToLong(Long::longValue).sum(), this::where);
       long provider = 0;
       long platform = 0;
-      for (Map<String, SourceMark> marks : List.of(account.openSources(), account.closedSources())) {
+      for (Map<String, SourceMark> marks : List.of(account.marks().sources().open(), account.marks().sources().closed())) {
         for (SourceMark mark : marks.values()) {
           provider += mark.cumulativeProvider();
           platform += mark.cumulativePlatform();
@@ -894,10 +894,10 @@ class AccountModelTest {
       assertEquals(summary.credited(), provider + model.forgottenProvider, () -> "sources do not add up to credited\n" + where());
       assertEquals(summary.platformCredited(), platform + model.forgottenPlatform,
           () -> "sources do not add up to platform credits\n" + where());
-      assertEquals(model.sources.keySet(), union(account.openSources().keySet(), account.closedSources().keySet()), this::where);
-      assertEquals(model.recentlyForgotten, account.forgotten().recent(), this::where);
-      assertEquals(model.earlierForgotten, account.forgotten().older(), this::where);
-      assertEquals(model.holds.keySet(), union(account.openHolds().keySet(), account.closedHolds().keySet()), this::where);
+      assertEquals(model.sources.keySet(), union(account.marks().sources().open().keySet(), account.marks().sources().closed().keySet()), this::where);
+      assertEquals(model.recentlyForgotten, account.marks().forgotten().recent(), this::where);
+      assertEquals(model.earlierForgotten, account.marks().forgotten().older(), this::where);
+      assertEquals(model.holds.keySet(), union(account.marks().holds().open().keySet(), account.marks().holds().closed().keySet()), this::where);
     }
 
     // -------------------------------------------------------------------------------------------

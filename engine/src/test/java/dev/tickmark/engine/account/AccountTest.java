@@ -28,7 +28,7 @@ import dev.tickmark.engine.account.Account.HoldPlaced;
 import dev.tickmark.engine.account.Account.HoldReleased;
 import dev.tickmark.engine.account.Account.HoldView;
 import dev.tickmark.engine.account.Account.Open;
-import dev.tickmark.engine.account.Account.OpenAccount;
+import dev.tickmark.engine.account.Account.Active;
 import dev.tickmark.engine.account.Account.Opened;
 import dev.tickmark.engine.account.Account.PaidOut;
 import dev.tickmark.engine.account.Account.Payout;
@@ -518,9 +518,9 @@ class AccountTest {
     assertEquals(new Posting("rent-1:90", 425, false), ok(last));
     assertTrue(last.eventOfType(EarningsCredited.class).last());
     assertRecovers();
-    OpenAccount state = (OpenAccount) kit.getState();
-    assertFalse(state.openSources().containsKey("rent-1"));
-    assertEquals(new SourceMark(90, 1_275, 225, 425, 75), state.closedSources().get("rent-1"));
+    Active state = (Active) kit.getState();
+    assertFalse(state.marks().sources().open().containsKey("rent-1"));
+    assertEquals(new SourceMark(90, 1_275, 225, 425, 75), state.marks().sources().closed().get("rent-1"));
 
     assertRejected(Rejection.HOLD_CLOSED, credit("rent-1", 120, 1_700, 300, false));
     assertEquals(new Posting("rent-1:90", 425, true), ok(credit("rent-1", 90, 1_275, 225, true)));
@@ -548,8 +548,8 @@ class AccountTest {
     assertEquals(List.of(new Account.ClosedForgotten("r1", START)), forgotten.events());
     assertEquals(Done.getInstance(), forgotten.reply());
     assertRecovers();
-    OpenAccount state = (OpenAccount) kit.getState();
-    assertFalse(state.closedHolds().containsKey("r1"));
+    Active state = (Active) kit.getState();
+    assertFalse(state.marks().holds().closed().containsKey("r1"));
     assertEquals(before, summary(), "no money moves");
     assertTrue(forget("r1").hasNoEvents(), "forgotten already");
     assertTrue(forget("never-seen").hasNoEvents());
@@ -570,7 +570,7 @@ class AccountTest {
     ok(credit("rent-1", 90, 1_275, 225, true));
     assertEquals(List.of(new Account.ClosedForgotten("rent-1", START)), forget("rent-1").events());
     assertRecovers();
-    assertFalse(((OpenAccount) kit.getState()).closedSources().containsKey("rent-1"));
+    assertFalse(((Active) kit.getState()).marks().sources().closed().containsKey("rent-1"));
 
     // Without the tombstone these would open "rent-1" as a new source and credit it all again.
     assertRejected(Rejection.HOLD_CLOSED, credit("rent-1", 90, 1_275, 225, true));
@@ -592,14 +592,14 @@ class AccountTest {
     forget("c"); // a day after the first: a new generation, "a" and "b" are the older one
     assertRejected(Rejection.HOLD_CLOSED, credit("a", 10, 10, 2, true));
     assertRecovers();
-    Account.Forgotten forgotten = ((OpenAccount) kit.getState()).forgotten();
+    Account.Forgotten forgotten = ((Active) kit.getState()).marks().forgotten();
     assertEquals(java.util.Set.of("c"), forgotten.recent().keySet());
     assertEquals(java.util.Set.of("a", "b"), forgotten.older().keySet());
 
     ok(credit("d", 10, 10, 2, true));
     clock.advance(Duration.ofDays(1));
     forget("d"); // another day: the generation of "a" and "b" is dropped, so the state stays bounded
-    forgotten = ((OpenAccount) kit.getState()).forgotten();
+    forgotten = ((Active) kit.getState()).marks().forgotten();
     assertEquals(java.util.Set.of("d"), forgotten.recent().keySet());
     assertEquals(java.util.Set.of("c"), forgotten.older().keySet());
     assertRejected(Rejection.HOLD_CLOSED, credit("c", 10, 10, 2, true));
@@ -833,10 +833,10 @@ class AccountTest {
     ok(capture("r1", 10, 400));
     ok(credit("rent-1", 10, 340, 60, false));
     String persistenceId = PersistenceId.of(Account.ENTITY_KEY.name(), accountId).id();
-    OpenAccount snapshot =
-        kit.snapshotTestKit().orElseThrow().expectNextPersistedClass(persistenceId, OpenAccount.class);
-    assertEquals(199, snapshot.deposits().size());
-    assertEquals(19_900, snapshot.deposited());
+    Active snapshot =
+        kit.snapshotTestKit().orElseThrow().expectNextPersistedClass(persistenceId, Active.class);
+    assertEquals(199, snapshot.marks().deposits().size());
+    assertEquals(19_900, snapshot.totals().deposited());
     assertRecovers();
     Summary summary = summary();
     assertEquals(19_900 - 400, summary.balance());
@@ -862,11 +862,11 @@ class AccountTest {
     ok(credit("rent-1", 60, 850, 150, false));
     ok(credit("rent-2", 90, 1_700, 300, true));
     ok(payout("po-1", 1_000));
-    OpenAccount state = (OpenAccount) kit.getState();
-    assertEquals(1, state.openHolds().size());
-    assertEquals(1, state.closedHolds().size());
-    assertEquals(1, state.openSources().size());
-    assertEquals(1, state.closedSources().size());
+    Active state = (Active) kit.getState();
+    assertEquals(1, state.marks().holds().open().size());
+    assertEquals(1, state.marks().holds().closed().size());
+    assertEquals(1, state.marks().sources().open().size());
+    assertEquals(1, state.marks().sources().closed().size());
 
     TestProbe<StatusReply<Posting>> postings = testKit.createTestProbe();
     TestProbe<Summary> summaries = testKit.createTestProbe();
@@ -883,7 +883,7 @@ class AccountTest {
         new SpendCapSet(9_000L, at),
         new SpendCapSet(null, at),
         state,
-        Account.OpenAccount.opened("Bob"),
+        Active.opened("Bob"),
         Unopened.INSTANCE,
         new Hold(1_000, 300, 60, 300, 300, 0),
         new SourceMark(90, 1_700, 300, 1_700, 300),

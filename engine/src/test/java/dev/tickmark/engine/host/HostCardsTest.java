@@ -137,9 +137,9 @@ class HostCardsTest {
 
   /** After every step: the host's reservations are the model's, pairwise disjoint, within its cards, and its view agrees. */
   private static void assertConsistent(HostDriver host, Map<String, Held> model, int step) {
-    Host.Enrolled state = host.enrolled();
+    Host.Active state = host.enrolled();
     Set<Integer> hostCards = new HashSet<>();
-    state.cards().forEach(c -> hostCards.add(c.index()));
+    state.inventory().cards().forEach(c -> hostCards.add(c.index()));
     Set<Integer> seen = new HashSet<>();
     Map<String, Held> actual = new HashMap<>();
     state.reservations().forEach((rental, held) -> {

@@ -294,8 +294,8 @@ final class HostDriver {
     return session;
   }
 
-  Host.Enrolled enrolled() {
-    return (Host.Enrolled) kit.getState();
+  Host.Active enrolled() {
+    return (Host.Active) kit.getState();
   }
 
   List<Object> journal() {

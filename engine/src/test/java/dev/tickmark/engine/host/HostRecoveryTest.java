@@ -128,9 +128,9 @@ class HostRecoveryTest {
     ok(host.reserve("r1", 2));
     ok(host.confirm("r1"));
     ok(host.reserve("r2", 1));
-    Host.Enrolled enrolled = host.enrolled();
+    Host.Active enrolled = host.enrolled();
     assertFalse(enrolled.reservations().isEmpty());
-    Verification.Outcome passed = enrolled.outcome();
+    Verification.Outcome passed = enrolled.standing().outcome();
     Verification.Outcome failed = Verification.verify(HostDriver.report(4, true), false, HostDriver.CATALOG,
         Verification.Policy.defaults(false));
     Listing listing = new Listing(ON_DEMAND, SPOT, 600, List.of(new Listing.Window(DayOfWeek.SATURDAY, 60, 1440)), true);

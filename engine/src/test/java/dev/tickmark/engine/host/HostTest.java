@@ -99,7 +99,7 @@ class HostTest {
     assertFalse(registration.toString().contains(secret), "the credential is never logged");
 
     assertEquals(List.of(new Host.Registered(host.publicKey, Host.sha256(secret), START)), registered.events());
-    assertEquals(host.publicKey, host.enrolled().publicKey());
+    assertEquals(host.publicKey, host.enrolled().enrollment().publicKey());
     assertEquals(Host.Status.REGISTERED, host.enrolled().status());
     assertEquals(new Identity(host.hostId, host.publicKey, OWNER), ok(host.authenticate(Host.sha256(secret))));
 
@@ -120,7 +120,7 @@ class HostTest {
     // only the token's holder learns it was spent; a guess at the host id learns nothing
     assertRejected(Host.UNAUTHORIZED, host.checkToken(Host.sha256("guess")));
     assertRejected(Host.UNAUTHORIZED, host.register(Host.sha256("guess"), Ed25519.encodePublic(Ed25519.generate().getPublic())));
-    assertEquals(host.publicKey, host.enrolled().publicKey(), "the first key stays pinned");
+    assertEquals(host.publicKey, host.enrolled().enrollment().publicKey(), "the first key stays pinned");
   }
 
   @Test
