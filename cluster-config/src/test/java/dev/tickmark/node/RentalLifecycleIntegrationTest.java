@@ -187,7 +187,7 @@ class RentalLifecycleIntegrationTest {
       StatusReply<Account.HoldView> hold = ClusterSharding.get(node.system()).entityRefFor(Account.ENTITY_KEY, renter.id())
           .<StatusReply<Account.HoldView>>ask(r -> new Account.GetHold(id, r), Duration.ofSeconds(5))
           .toCompletableFuture().join();
-      assertTrue(hold.isError() && Rejection.HOLD_NOT_FOUND.equals(Rejection.codeOf(hold.getError().getMessage())), hold.toString());
+      assertTrue(hold.isError() && Rejection.codeOf(hold.getError().getMessage()) == Rejection.HOLD_NOT_FOUND, hold.toString());
     });
   }
 

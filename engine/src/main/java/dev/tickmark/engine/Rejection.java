@@ -1,54 +1,95 @@
 package dev.tickmark.engine;
 
+import com.fasterxml.jackson.annotation.JsonCreator;
+import com.fasterxml.jackson.annotation.JsonValue;
+import java.util.Locale;
 import org.apache.pekko.pattern.StatusReply;
 
 /**
- * A refused command, carried in {@link StatusReply#error(String)} as {@code "<code>: <detail>"}.
- * Error replies cross node boundaries, so they are plain text rather than exceptions (Java
- * serialization is off); the stable {@code code} is what clients and the HTTP edge rely on.
+ * Why a command was refused: one stable code, whose wire name (the constant's name in lower case) is what clients,
+ * the HTTP edge and the journal rely on. A refusal travels in {@link StatusReply#error(String)} as
+ * {@code "<code>: <detail>"}: error replies cross node boundaries, so they are plain text rather than exceptions (Java
+ * serialization is off), and {@link #codeOf(String)} reads the code back.
  */
-public final class Rejection {
-  public static final String NOT_FOUND = "not_found";
-  public static final String ALREADY_EXISTS = "already_exists";
-  public static final String INVALID_AMOUNT = "invalid_amount";
-  public static final String INSUFFICIENT_FUNDS = "insufficient_funds";
-  public static final String INSUFFICIENT_EARNINGS = "insufficient_earnings";
-  public static final String SPEND_CAP_REACHED = "spend_cap_reached";
-  public static final String HOLD_NOT_FOUND = "hold_not_found";
-  public static final String HOLD_CLOSED = "hold_closed";
-  public static final String HOLD_EXCEEDED = "hold_exceeded";
-  public static final String IDEMPOTENCY_CONFLICT = "idempotency_conflict";
-  public static final String AMOUNT_TOO_LARGE = "amount_too_large";
-  public static final String ACCOUNT_SUSPENDED = "account_suspended";
-  public static final String INVALID_IBAN = "invalid_iban";
-  public static final String INVALID_BIC = "invalid_bic";
-  /** Not a refusal: the other side did not answer in time (a timeout, a shard moving, the database down). */
-  public static final String UNAVAILABLE = "unavailable";
+public enum Rejection {
+  // money and accounts
+  NOT_FOUND,
+  ALREADY_EXISTS,
+  INVALID_AMOUNT,
+  INSUFFICIENT_FUNDS,
+  INSUFFICIENT_EARNINGS,
+  SPEND_CAP_REACHED,
+  HOLD_NOT_FOUND,
+  HOLD_CLOSED,
+  HOLD_EXCEEDED,
+  IDEMPOTENCY_CONFLICT,
+  AMOUNT_TOO_LARGE,
+  ACCOUNT_SUSPENDED,
+  INVALID_IBAN,
+  INVALID_BIC,
+  INVALID_KEY,
+  INVALID_NAME,
+  INVALID_HOLDER_NAME,
+  INVALID_REASON,
+  // hosts and their agents
+  TOKEN_USED,
+  TOKEN_EXPIRED,
+  UNAUTHORIZED,
+  HOST_REMOVED,
+  HOST_NOT_AVAILABLE,
+  INSUFFICIENT_CARDS,
+  PRICE_ABOVE_CEILING,
+  INVALID_LISTING,
+  INVALID_CARDS,
+  NOT_RECLAIMABLE,
+  HOST_BUSY,
+  BAD_PUBLIC_KEY,
+  // why the engine closes an agent's session (its error frame's code)
+  /** A newer session for the host connected. */
+  REPLACED,
+  /** The host's entity knows no live session (it restarted or moved): the agent should reconnect. */
+  RECONNECT,
+  HEARTBEAT_TIMEOUT,
+  /** Not a refusal: the other side did not answer in time (a timeout, a shard moving, the database down); retry later. */
+  UNAVAILABLE,
+  /** A reply that carries no code of ours. */
+  INTERNAL;
 
-  private Rejection() {}
+  private final String wire = name().toLowerCase(Locale.ROOT);
 
-  public static <T> StatusReply<T> reply(String code, String detail) {
-    return StatusReply.error(code + ": " + detail);
+  @JsonValue
+  public String wire() {
+    return wire;
   }
 
-  /** The stable code of an error reply's message, or {@code "internal"} if it carries none. */
-  public static String codeOf(String message) {
-    if (message == null) return "internal";
+  /** The code of a wire name; {@link #INTERNAL} for a name that is none of ours. */
+  @JsonCreator
+  public static Rejection fromWire(String wire) {
+    for (Rejection r : values()) if (r.wire.equals(wire)) return r;
+    return INTERNAL;
+  }
+
+  /** An error reply carrying this code and a human-readable detail. */
+  public <T> StatusReply<T> reply(String detail) {
+    return StatusReply.error(wire + ": " + detail);
+  }
+
+  public static <T> StatusReply<T> reply(Rejection code, String detail) {
+    return code.reply(detail);
+  }
+
+  /** The code of an error reply's message, or {@link #INTERNAL} if it carries none. */
+  public static Rejection codeOf(String message) {
+    if (message == null) return INTERNAL;
     int colon = message.indexOf(": ");
-    if (colon <= 0) return "internal";
-    String code = message.substring(0, colon);
-    for (int i = 0; i < code.length(); i++) {
-      char c = code.charAt(i);
-      if (!(c == '_' || (c >= 'a' && c <= 'z'))) return "internal";
-    }
-    return code;
+    return colon <= 0 ? INTERNAL : fromWire(message.substring(0, colon));
   }
 
   /**
-   * The stable code of an ask's failure: the code of a refusal, {@code "unavailable"} for anything else (a timeout,
-   * an entity whose shard is moving), {@code null} when there was no failure.
+   * The code of an ask's failure: the code of a refusal, {@link #UNAVAILABLE} for anything else (a timeout, an entity
+   * whose shard is moving), {@code null} when there was no failure.
    */
-  public static String codeOf(Throwable failure) {
+  public static Rejection codeOf(Throwable failure) {
     if (failure == null) return null;
     if (failure instanceof StatusReply.ErrorMessage e) return codeOf(e.getMessage());
     return UNAVAILABLE;

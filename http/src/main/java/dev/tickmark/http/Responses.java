@@ -48,20 +48,24 @@ public final class Responses {
   }
 
   static Problem fromRejection(String message) {
-    String code = Rejection.codeOf(message);
-    String detail = Rejection.detailOf(message);
-    int status = switch (code) {
-      case Rejection.NOT_FOUND, Rejection.HOLD_NOT_FOUND -> 404;
-      case Rejection.ACCOUNT_SUSPENDED -> 403;
-      case Rejection.INSUFFICIENT_FUNDS, Rejection.SPEND_CAP_REACHED -> 402;
-      case Rejection.IDEMPOTENCY_CONFLICT, Rejection.ALREADY_EXISTS, Rejection.HOLD_CLOSED -> 409;
-      case Rejection.INSUFFICIENT_EARNINGS, Rejection.AMOUNT_TOO_LARGE, Rejection.HOLD_EXCEEDED -> 422;
-      case "not_reclaimable", "host_busy", "host_not_available" -> 409;
-      case Rejection.UNAVAILABLE -> 503; // temporary (the read side or an entity is away): retry, Retry-After says when
-      case "internal" -> 500;
-      default -> 400;
+    Rejection code = Rejection.codeOf(message);
+    return new Problem(status(code), code.wire(), Rejection.detailOf(message));
+  }
+
+  /** Every code the engine refuses with, and its HTTP status. */
+  static int status(Rejection code) {
+    return switch (code) {
+      case NOT_FOUND, HOLD_NOT_FOUND -> 404;
+      case ACCOUNT_SUSPENDED -> 403;
+      case INSUFFICIENT_FUNDS, SPEND_CAP_REACHED -> 402;
+      case IDEMPOTENCY_CONFLICT, ALREADY_EXISTS, HOLD_CLOSED, NOT_RECLAIMABLE, HOST_BUSY, HOST_NOT_AVAILABLE -> 409;
+      case INSUFFICIENT_EARNINGS, AMOUNT_TOO_LARGE, HOLD_EXCEEDED -> 422;
+      case UNAVAILABLE -> 503; // temporary (the read side or an entity is away): retry, Retry-After says when
+      case INTERNAL -> 500;
+      case INVALID_AMOUNT, INVALID_IBAN, INVALID_BIC, INVALID_KEY, INVALID_NAME, INVALID_HOLDER_NAME, INVALID_REASON,
+          TOKEN_USED, TOKEN_EXPIRED, HOST_REMOVED, INSUFFICIENT_CARDS, PRICE_ABOVE_CEILING, INVALID_LISTING, INVALID_CARDS,
+          BAD_PUBLIC_KEY, UNAUTHORIZED, REPLACED, RECONNECT, HEARTBEAT_TIMEOUT -> 400;
     };
-    return new Problem(status, code, detail);
   }
 
   static Throwable unwrap(Throwable t) {

@@ -785,7 +785,7 @@ public final class Account
   }
 
   private static <T> StatusReply<T> badKeyReply(String what) {
-    return reply("invalid_key", what + " must be 1 to 256 characters");
+    return reply(Rejection.INVALID_KEY, what + " must be 1 to 256 characters");
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -840,7 +840,7 @@ public final class Account
 
   private ReplyEffect<Event, State> onOpen(Unopened state, Open cmd) {
     if (cmd.name() == null || cmd.name().isBlank()) {
-      return Effect().reply(cmd.replyTo(), reply("invalid_name", "an account needs a name"));
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_NAME, "an account needs a name"));
     }
     return Effect().persist(new Opened(cmd.name(), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
@@ -1069,7 +1069,7 @@ public final class Account
   private ReplyEffect<Event, State> onSetPayoutDetails(Active state, SetPayoutDetails cmd) {
     String holder = cmd.holderName() == null ? "" : cmd.holderName().strip();
     if (holder.isEmpty() || holder.length() > MAX_HOLDER_NAME || holder.chars().anyMatch(Character::isISOControl)) {
-      return Effect().reply(cmd.replyTo(), reply("invalid_holder_name", "the holder name must be 1 to " + MAX_HOLDER_NAME + " printable characters"));
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_HOLDER_NAME, "the holder name must be 1 to " + MAX_HOLDER_NAME + " printable characters"));
     }
     var ibanProblem = Iban.problem(cmd.iban());
     if (ibanProblem.isPresent()) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_IBAN, ibanProblem.get()));
@@ -1085,7 +1085,7 @@ public final class Account
 
   private ReplyEffect<Event, State> onSuspend(Active state, Suspend cmd) {
     String reason = cmd.reason() == null || cmd.reason().isBlank() ? null : cmd.reason().strip();
-    if (reason != null && reason.length() > 500) return Effect().reply(cmd.replyTo(), reply("invalid_reason", "a reason is at most 500 characters"));
+    if (reason != null && reason.length() > 500) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_REASON, "a reason is at most 500 characters"));
     if (state.profile().suspended()) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
     return Effect().persist(new Suspended(reason, now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));

@@ -71,16 +71,6 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     return IntStream.range(0, TAG_SLICES).mapToObj(i -> TAG_PREFIX + i).toList();
   }
 
-  /** Error codes the agent session turns into {@code error} frames. */
-  public static final String TOKEN_USED = "token_used";
-  public static final String TOKEN_EXPIRED = "token_expired";
-  public static final String UNAUTHORIZED = "unauthorized";
-  public static final String HOST_REMOVED = "host_removed";
-  public static final String NOT_AVAILABLE = "host_not_available";
-  public static final String INSUFFICIENT_CARDS = "insufficient_cards";
-  public static final String PRICE_ABOVE_CEILING = "price_above_ceiling";
-  public static final String INVALID_LISTING = "invalid_listing";
-  public static final String HOST_BUSY = "host_busy";
   static final Duration RECORD_HEARTBEAT_EVERY = Duration.ofSeconds(10);
 
   /** How a host tells the rentals on its cards what happened to it (through sharding, in the node). */
@@ -128,7 +118,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   /** What a host tells the agent session holding its websocket. */
   public interface ToSession extends CborSerializable {}
 
-  public record CloseSession(String code, String message) implements ToSession {}
+  public record CloseSession(Rejection code, String message) implements ToSession {}
 
   public record RunWorkload(String rentalId, List<Integer> cards, String image, List<String> command, String sshPublicKey,
       boolean network) implements ToSession {}
@@ -664,15 +654,15 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
         .onCommand(Detach.class, c -> Effect().noReply())
         .onCommand(ReleaseCards.class, c -> Effect().reply(c.replyTo(), StatusReply.ack()))
-        .onCommand(Authenticate.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.credentialHash(), c.credentialHash(), HOST_REMOVED)))
-        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), HOST_REMOVED)))
-        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), HOST_REMOVED)))
+        .onCommand(Authenticate.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.credentialHash(), c.credentialHash(), Rejection.HOST_REMOVED)))
+        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), Rejection.HOST_REMOVED)))
+        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), Rejection.HOST_REMOVED)))
         .onAnyCommand(this::notFound);
     return gone;
   }
 
   private <T> StatusReply<T> tokenUsed(Active state, String tokenHash) {
-    return spent(state.enrollment().tokenHash(), tokenHash, TOKEN_USED);
+    return spent(state.enrollment().tokenHash(), tokenHash, Rejection.TOKEN_USED);
   }
 
   private <T> StatusReply<T> alreadyExists() {
@@ -716,7 +706,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
       if (cmd.publicKey() == null) throw new IllegalArgumentException("no public key"); // decodePublic(null) throws NPE
       Ed25519.decodePublic(cmd.publicKey());
     } catch (IllegalArgumentException e) {
-      return Effect().reply(cmd.replyTo(), reply("bad_public_key", "the agent's public key is not an Ed25519 key"));
+      return Effect().reply(cmd.replyTo(), reply(Rejection.BAD_PUBLIC_KEY, "the agent's public key is not an Ed25519 key"));
     }
     String secret = randomHex(24);
     String credential = "tmkhost_" + hostId + "_" + secret;
@@ -728,16 +718,16 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
    * The answer to a secret whose use is over: its holder learns why ({@code code}); anyone else learns
    * nothing beyond {@code unauthorized}.
    */
-  private <T> StatusReply<T> spent(String expectedHash, String presentedHash, String code) {
+  private <T> StatusReply<T> spent(String expectedHash, String presentedHash, Rejection code) {
     if (!constantTimeEquals(expectedHash, presentedHash)) return unauthorized();
-    return code.equals(TOKEN_USED)
-        ? reply(TOKEN_USED, "this registration token was already used")
-        : reply(HOST_REMOVED, "host " + hostId + " was removed");
+    return code == Rejection.TOKEN_USED
+        ? reply(Rejection.TOKEN_USED, "this registration token was already used")
+        : reply(Rejection.HOST_REMOVED, "host " + hostId + " was removed");
   }
 
   private StatusReply<Done> tokenProblem(Invitation state, String tokenHash) {
     if (!constantTimeEquals(state.tokenHash(), tokenHash)) return unauthorized();
-    if (!now().isBefore(state.expiresAt())) return reply(TOKEN_EXPIRED, "this registration token expired; create a new one");
+    if (!now().isBefore(state.expiresAt())) return reply(Rejection.TOKEN_EXPIRED, "this registration token expired; create a new one");
     return null;
   }
 
@@ -751,7 +741,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   private ReplyEffect<Event, State> onAttach(Active state, Attach cmd) {
     if (session != null && !session.equals(cmd.session())) {
-      session.tell(new CloseSession("replaced", "a newer session for this host connected"));
+      session.tell(new CloseSession(Rejection.REPLACED, "a newer session for this host connected"));
     }
     session = cmd.session();
     lastSeq = -1;
@@ -773,7 +763,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     if (session == null) {
       // This incarnation knows no live session (the entity restarted or moved, or the session timed out): a session
       // still heartbeating would otherwise be ignored until the host goes offline, and never learn it should reconnect.
-      cmd.session().tell(new CloseSession("reconnect", "this host does not know this session any more; reconnect"));
+      cmd.session().tell(new CloseSession(Rejection.RECONNECT, "this host does not know this session any more; reconnect"));
       return Effect().noReply();
     }
     if (!cmd.session().equals(session) || cmd.seq() <= lastSeq) return Effect().noReply(); // stale or duplicate
@@ -815,7 +805,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     Instant last = lastConfirmed != null ? lastConfirmed : lastHeartbeat;
     return Effect().persist(new WentOffline(last, now())).thenRun(s -> {
       notifyHostLost((Active) s, last);
-      if (stale != null) stale.tell(new CloseSession("heartbeat_timeout", "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
+      if (stale != null) stale.tell(new CloseSession(Rejection.HEARTBEAT_TIMEOUT, "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
     }).thenNoReply();
   }
 
@@ -827,7 +817,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   private ReplyEffect<Event, State> onVerifyReport(Active state, VerifyReport cmd) {
     if (!cmd.session().equals(session)) {
-      return Effect().reply(cmd.replyTo(), reply("replaced", "this session is no longer the host's live session"));
+      return Effect().reply(cmd.replyTo(), reply(Rejection.REPLACED, "this session is no longer the host's live session"));
     }
     byte[] canonical = cmd.canonicalReport().getBytes(StandardCharsets.UTF_8);
     boolean signatureValid = Ed25519.verify(state.enrollment().publicKey(), canonical, cmd.signature());
@@ -851,7 +841,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   private ReplyEffect<Event, State> onUpdateListing(Active state, UpdateListing cmd) {
     if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     String problem = cmd.listing().problem();
-    if (problem != null) return Effect().reply(cmd.replyTo(), reply(INVALID_LISTING, problem));
+    if (problem != null) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_LISTING, problem));
     if (cmd.listing().equals(state.listing())) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
     return Effect().persist(new ListingUpdated(cmd.listing(), now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
@@ -865,13 +855,13 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   private ReplyEffect<Event, State> onRemove(Active state, Remove cmd) {
     if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     if (!state.reservations().isEmpty()) {
-      return Effect().reply(cmd.replyTo(), reply(HOST_BUSY, "rentals are running on this host; drain it and wait for them to end"));
+      return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_BUSY, "rentals are running on this host; drain it and wait for them to end"));
     }
     HostView last = view(state);
     ActorRef<ToSession> live = session;
     session = null;
     return Effect().persist(new Removed(now())).thenRun(s -> {
-      if (live != null) live.tell(new CloseSession(HOST_REMOVED, "the provider removed this host"));
+      if (live != null) live.tell(new CloseSession(Rejection.HOST_REMOVED, "the provider removed this host"));
       timers.cancel(HeartbeatCheck.INSTANCE);
     }).thenReply(cmd.replyTo(), s -> StatusReply.success(new HostView(last.hostId(), last.ownerId(), last.region(), last.label(),
         "removed", false, false, last.draining(), last.simulated(), last.gpu(), last.cards(), last.listing(), last.checks(),
@@ -910,15 +900,15 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   private ReplyEffect<Event, State> onReserve(Active state, ReserveCards cmd) {
     Held existing = state.reservations().get(cmd.rentalId());
     if (existing != null) return Effect().reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), existing)));
-    if (!state.onMarket()) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "the host is not on the market"));
-    if (!state.listing().availableAt(now())) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "outside the host's availability"));
+    if (!state.onMarket()) return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "the host is not on the market"));
+    if (!state.listing().availableAt(now())) return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "outside the host's availability"));
     Long floor = state.listing().floorFor(cmd.tier());
-    if (floor == null) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "the host does not offer " + cmd.tier().wire()));
-    if (floor > cmd.maxPricePerGpuHour()) return Effect().reply(cmd.replyTo(), reply(PRICE_ABOVE_CEILING, "the host's floor is above the ceiling"));
-    if (cmd.gpu() == null || !cmd.gpu().equals(state.inventory().gpu())) return Effect().reply(cmd.replyTo(), reply(INSUFFICIENT_CARDS, "the host has no " + cmd.gpu()));
+    if (floor == null) return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "the host does not offer " + cmd.tier().wire()));
+    if (floor > cmd.maxPricePerGpuHour()) return Effect().reply(cmd.replyTo(), reply(Rejection.PRICE_ABOVE_CEILING, "the host's floor is above the ceiling"));
+    if (cmd.gpu() == null || !cmd.gpu().equals(state.inventory().gpu())) return Effect().reply(cmd.replyTo(), reply(Rejection.INSUFFICIENT_CARDS, "the host has no " + cmd.gpu()));
     List<Integer> free = state.freeCards();
     if (cmd.count() < 1 || free.size() < cmd.count()) {
-      return Effect().reply(cmd.replyTo(), reply(INSUFFICIENT_CARDS, free.size() + " free cards, " + cmd.count() + " asked"));
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INSUFFICIENT_CARDS, free.size() + " free cards, " + cmd.count() + " asked"));
     }
     List<Integer> cards = List.copyOf(free.subList(0, cmd.count()));
     return Effect().persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now()))
@@ -942,7 +932,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   private ReplyEffect<Event, State> onStartWorkload(Active state, StartWorkload cmd) {
     Held held = state.reservations().get(cmd.rentalId());
     if (held == null) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
-    if (session == null || !state.online()) return Effect().reply(cmd.replyTo(), reply(NOT_AVAILABLE, "the host has no live agent session"));
+    if (session == null || !state.online()) return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "the host has no live agent session"));
     session.tell(new RunWorkload(cmd.rentalId(), held.cards(), cmd.image(), cmd.command(), cmd.sshPublicKey(), cmd.network()));
     return Effect().reply(cmd.replyTo(), StatusReply.ack());
   }
@@ -954,14 +944,14 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   private ReplyEffect<Event, State> onReclaim(Active state, Reclaim cmd) {
     if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
-    if (cmd.cards() == null || cmd.cards().isEmpty()) return Effect().reply(cmd.replyTo(), reply("invalid_cards", "name the cards to reclaim"));
+    if (cmd.cards() == null || cmd.cards().isEmpty()) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_CARDS, "name the cards to reclaim"));
     Instant deadline = now().plusSeconds(state.listing().spotNoticeSeconds());
     List<String> preempted = new ArrayList<>();
     for (Map.Entry<String, Held> e : state.reservations().entrySet()) {
       boolean touches = e.getValue().cards().stream().anyMatch(cmd.cards()::contains);
       if (!touches) continue;
       if (e.getValue().tier() != Listing.Tier.SPOT) {
-        return Effect().reply(cmd.replyTo(), reply("not_reclaimable", "card of an on-demand rental: on-demand cards cannot be taken back"));
+        return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_RECLAIMABLE, "card of an on-demand rental: on-demand cards cannot be taken back"));
       }
       preempted.add(e.getKey());
     }
@@ -1058,7 +1048,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   }
 
   private static <T> StatusReply<T> unauthorized() {
-    return reply(UNAUTHORIZED, "the token or credential is not valid for this host");
+    return reply(Rejection.UNAUTHORIZED, "the token or credential is not valid for this host");
   }
 
   static String randomHex(int bytes) {

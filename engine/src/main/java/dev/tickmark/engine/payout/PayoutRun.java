@@ -136,8 +136,8 @@ public final class PayoutRun
   /** {@code summary == null}: the account did not answer in time; it is asked again. */
   private record Quoted(String accountId, Account.Summary summary) implements Command {}
 
-  /** {@code refusal == null}: paid (or paid before). {@code "unavailable"}: no answer; sent again. */
-  private record PayoutAnswered(String accountId, String refusal) implements Command {}
+  /** {@code refusal == null}: paid (or paid before). {@link Rejection#UNAVAILABLE}: no answer; sent again. */
+  private record PayoutAnswered(String accountId, Rejection refusal) implements Command {}
 
   private enum Timer implements Command {
     RETRY
@@ -409,7 +409,7 @@ public final class PayoutRun
     summaries.stream().sorted(Comparator.comparing(Account.Summary::id)).forEach(s -> {
       long amount = wholeCents(s.earnings());
       if (!s.open() || amount <= 0 || amount < minimum) return; // the read side was behind: nothing owed now
-      if (s.suspended()) skipped.add(new Skip(s.id(), amount, Rejection.ACCOUNT_SUSPENDED));
+      if (s.suspended()) skipped.add(new Skip(s.id(), amount, Rejection.ACCOUNT_SUSPENDED.wire()));
       else if (s.payoutDetails() == null) skipped.add(new Skip(s.id(), amount, NO_PAYOUT_DETAILS));
       else payments.add(new Payment(s.id(), payoutId(runId, s.id()), amount, s.payoutDetails()));
     });
@@ -426,7 +426,7 @@ public final class PayoutRun
       inFlight.add(p.accountId());
       context.askWithStatus(Account.Posting.class, ports.account(p.accountId()), settings.askTimeout(),
           reply -> new Account.Payout(p.payoutId(), p.amount(), reply),
-          (posting, failure) -> new PayoutAnswered(p.accountId(), failure == null ? null : codeOf(failure)));
+          (posting, failure) -> new PayoutAnswered(p.accountId(), Rejection.codeOf(failure)));
     }
   }
 
@@ -438,7 +438,7 @@ public final class PayoutRun
     long amount = run.payment(answer.accountId()).amount();
     Event outcome = answer.refusal() == null
         ? new PaymentConfirmed(answer.accountId(), amount, now())
-        : new PaymentRefused(answer.accountId(), amount, answer.refusal(), now());
+        : new PaymentRefused(answer.accountId(), amount, answer.refusal().wire(), now());
     if (run.lastOpen(answer.accountId())) {
       return Effect().persist(List.of(outcome, new Completed(now()))).thenRun(this::answerWaiting).thenNoReply();
     }
@@ -487,12 +487,7 @@ public final class PayoutRun
   }
 
   /** No answer, or an answer that says nothing about the payout: ask again later. Every other refusal is final. */
-  private static boolean retryable(String refusal) {
-    return "unavailable".equals(refusal) || "internal".equals(refusal);
-  }
-
-  private static String codeOf(Throwable failure) {
-    if (failure instanceof StatusReply.ErrorMessage e) return Rejection.codeOf(e.getMessage());
-    return "unavailable";
+  private static boolean retryable(Rejection refusal) {
+    return refusal == Rejection.UNAVAILABLE || refusal == Rejection.INTERNAL;
   }
 }

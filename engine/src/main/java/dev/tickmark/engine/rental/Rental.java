@@ -105,9 +105,9 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     }
 
     /** The end reason of a refused hold extension, or null when the refusal is transient (retried next settlement). */
-    static EndReason ofExtensionRefusal(String code) {
-      if (Rejection.SPEND_CAP_REACHED.equals(code)) return SPEND_CAP_REACHED;
-      if (Rejection.INSUFFICIENT_FUNDS.equals(code)) return BALANCE_EXHAUSTED;
+    static EndReason ofExtensionRefusal(Rejection code) {
+      if (code == Rejection.SPEND_CAP_REACHED) return SPEND_CAP_REACHED;
+      if (code == Rejection.INSUFFICIENT_FUNDS) return BALANCE_EXHAUSTED;
       return null;
     }
   }
@@ -210,18 +210,18 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   public record Preempt(String hostId, Instant deadline) implements Command {}
 
   // Answers to this rental's own asks, and its timers: never sent by anyone else.
-  private record HoldAnswer(long amount, String refusal) implements Command {}
+  private record HoldAnswer(long amount, Rejection refusal) implements Command {}
 
   private record MatchAnswer(Matcher.Result result) implements Command {}
 
-  private record StartAnswer(String refusal) implements Command {}
+  private record StartAnswer(Rejection refusal) implements Command {}
 
   /** {@code liveness == null}: the host did not answer. */
   private record LivenessAnswer(Host.Liveness liveness) implements Command {}
 
-  private record ExtendAnswer(long newAmount, String refusal) implements Command {}
+  private record ExtendAnswer(long newAmount, Rejection refusal) implements Command {}
 
-  record Delivered(Side side, long throughSecond, String refusal) implements Command {
+  record Delivered(Side side, long throughSecond, Rejection refusal) implements Command {
     enum Side {
       CAPTURE, CREDIT, FINAL_CREDIT
     }
@@ -260,7 +260,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   public record Requested(String renterId, Spec spec, long holdAmount, Instant at) implements Event {}
 
   /** The first hold could not be placed: nothing was ever charged or held. */
-  public record Refused(String code, Instant at) implements Event {}
+  public record Refused(Rejection code, Instant at) implements Event {}
 
   public record Matched(Terms terms, Instant at) implements Event {}
 
@@ -323,7 +323,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     }
   }
 
-  public record RefusedRental(Order order, String code) implements State {}
+  public record RefusedRental(Order order, Rejection code) implements State {}
 
   public record Pending(Order order) implements State {}
 
@@ -605,7 +605,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       requestMatch(state.order());
       return Effect().noReply();
     }
-    if (answer.refusal().equals(Rejection.UNAVAILABLE)) {
+    if (answer.refusal() == Rejection.UNAVAILABLE) {
       timers.startSingleTimer(Timer.RETRY_HOLD, Timer.RETRY_HOLD, settings.retryInterval());
       return Effect().noReply();
     }
@@ -616,7 +616,7 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         .thenNoReply();
   }
 
-  private static void tellRefusal(ActorRef<StatusReply<View>> waiting, String code) {
+  private static void tellRefusal(ActorRef<StatusReply<View>> waiting, Rejection code) {
     if (waiting != null) waiting.tell(reply(code, refusalDetail(code)));
   }
 
@@ -1213,12 +1213,12 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return reply(Rejection.NOT_FOUND, "no rental " + rentalId);
   }
 
-  private static String refusalDetail(String code) {
+  private static String refusalDetail(Rejection code) {
     return switch (code) {
-      case Rejection.INSUFFICIENT_FUNDS -> "the available balance does not cover the first hold";
-      case Rejection.SPEND_CAP_REACHED -> "the first hold would exceed the monthly spend cap";
-      case Rejection.NOT_FOUND -> "no such account";
-      default -> "the first hold could not be placed (" + code + ")";
+      case INSUFFICIENT_FUNDS -> "the available balance does not cover the first hold";
+      case SPEND_CAP_REACHED -> "the first hold would exceed the monthly spend cap";
+      case NOT_FOUND -> "no such account";
+      default -> "the first hold could not be placed (" + code.wire() + ")";
     };
   }
 }

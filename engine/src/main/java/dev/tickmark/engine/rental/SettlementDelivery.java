@@ -78,7 +78,7 @@ final class SettlementDelivery {
 
   /** Notes an acknowledgement; false (and a redelivery scheduled) when the delivery must be retried. */
   boolean acknowledged(Delivered d) {
-    if (d.refusal() != null && !d.refusal().equals(Rejection.IDEMPOTENCY_CONFLICT)) {
+    if (d.refusal() != null && d.refusal() != Rejection.IDEMPOTENCY_CONFLICT) {
       redeliverLater();
       return false;
     }
@@ -131,7 +131,7 @@ final class SettlementDelivery {
     if (holdReleased || !state.finalSettled() || (state.last() != null && capturedThrough < state.last().throughSecond())) return;
     context.askWithStatus(Account.HoldView.class, ports.account(state.order().renterId()), settings.askTimeout(),
         reply -> new Account.ReleaseHold(rentalId, reply),
-        (v, failure) -> new Released(Released.What.HOLD, failure == null || Rejection.HOLD_NOT_FOUND.equals(Rejection.codeOf(failure))));
+        (v, failure) -> new Released(Released.What.HOLD, failure == null || Rejection.codeOf(failure) == Rejection.HOLD_NOT_FOUND));
   }
 
   private void releaseCards(Terms terms) {

@@ -228,7 +228,7 @@ class AccountLegacySnapshotTest {
     return reply.getValue();
   }
 
-  private static void assertRejected(String code, CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
+  private static void assertRejected(Rejection code, CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
     StatusReply<?> reply = result.reply();
     assertTrue(reply.isError(), () -> result.command() + " should be refused with " + code + ", got " + reply.getValue());
     assertEquals(code, Rejection.codeOf(reply.getError().getMessage()), () -> reply.getError().getMessage());

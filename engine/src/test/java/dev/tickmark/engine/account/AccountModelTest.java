@@ -104,12 +104,12 @@ class AccountModelTest {
   // The reference model: plain fields and maps, the Money rules written out once more.
 
   /** What the model expects of one command: an error code, or a success value; and whether an event is written. */
-  record Outcome(String code, Object value, boolean persists) {
+  record Outcome(Rejection code, Object value, boolean persists) {
     static Outcome ok(Object value, boolean persists) {
       return new Outcome(null, value, persists);
     }
 
-    static Outcome error(String code) {
+    static Outcome error(Rejection code) {
       return new Outcome(code, null, false);
     }
 
@@ -202,7 +202,7 @@ class AccountModelTest {
 
     Outcome open(String newName) {
       if (open) return newName != null && newName.equals(name) ? Outcome.ok(null, false) : Outcome.error(Rejection.ALREADY_EXISTS);
-      if (newName == null || newName.isBlank()) return Outcome.error("invalid_name");
+      if (newName == null || newName.isBlank()) return Outcome.error(Rejection.INVALID_NAME);
       open = true;
       name = newName;
       return Outcome.ok(null, true);
@@ -223,7 +223,7 @@ class AccountModelTest {
     }
 
     /** Null when {@code additional} may be reserved now, else the refusal. */
-    private String refuseGrowth(long additional, Instant now) {
+    private Rejection refuseGrowth(long additional, Instant now) {
       if (additional > available()) return Rejection.INSUFFICIENT_FUNDS;
       if (cap != null && spentIn(month(now)) + held + additional > cap) return Rejection.SPEND_CAP_REACHED;
       return null;
@@ -241,7 +241,7 @@ class AccountModelTest {
       if (forgotten(holdId)) return Outcome.error(Rejection.HOLD_CLOSED);
       if (suspension != null) return Outcome.error(Rejection.ACCOUNT_SUSPENDED);
       if (amount <= 0) return Outcome.error(Rejection.INVALID_AMOUNT);
-      String refusal = refuseGrowth(amount, now);
+      Rejection refusal = refuseGrowth(amount, now);
       if (refusal != null) return Outcome.error(refusal);
       ModelHold hold = new ModelHold();
       hold.amount = amount;
@@ -257,7 +257,7 @@ class AccountModelTest {
       if (!hold.open) return Outcome.error(Rejection.HOLD_CLOSED);
       if (newAmount <= hold.amount) return Outcome.ok(hold.view(holdId), false);
       long added = newAmount - hold.amount;
-      String refusal = refuseGrowth(added, now);
+      Rejection refusal = refuseGrowth(added, now);
       if (refusal != null) return Outcome.error(refusal);
       hold.amount = newAmount;
       held += added;
@@ -413,7 +413,7 @@ class AccountModelTest {
 
     Outcome setPayoutDetails(String holder, String iban, String bic) {
       if (!open) return Outcome.error(Rejection.NOT_FOUND);
-      if (holder.isBlank()) return Outcome.error("invalid_holder_name");
+      if (holder.isBlank()) return Outcome.error(Rejection.INVALID_HOLDER_NAME);
       if (!Iban.isValid(iban)) return Outcome.error(Rejection.INVALID_IBAN);
       if (bic != null && !Iban.isValidBic(bic)) return Outcome.error(Rejection.INVALID_BIC);
       Account.PayoutDetails details = new Account.PayoutDetails(holder, Iban.normalize(iban), bic);
@@ -662,11 +662,11 @@ class AccountModelTest {
 
     void assertCoverage(int steps) {
       String report = report();
-      for (String code : List.of(Rejection.NOT_FOUND, Rejection.ALREADY_EXISTS, Rejection.INVALID_AMOUNT,
+      for (Rejection code : List.of(Rejection.NOT_FOUND, Rejection.ALREADY_EXISTS, Rejection.INVALID_AMOUNT,
           Rejection.INSUFFICIENT_FUNDS, Rejection.INSUFFICIENT_EARNINGS, Rejection.SPEND_CAP_REACHED,
           Rejection.HOLD_NOT_FOUND, Rejection.HOLD_CLOSED, Rejection.HOLD_EXCEEDED, Rejection.IDEMPOTENCY_CONFLICT,
           Rejection.AMOUNT_TOO_LARGE, Rejection.ACCOUNT_SUSPENDED, Rejection.INVALID_IBAN)) {
-        assertTrue(outcomes.getOrDefault(code, 0) > 0, "no step ended in " + code + "; " + report);
+        assertTrue(outcomes.getOrDefault(code.wire(), 0) > 0, "no step ended in " + code.wire() + "; " + report);
       }
       for (String kind : List.of("DepositOp", "PlaceHoldOp", "ExtendHoldOp", "CaptureOp", "ReleaseOp", "CreditOp",
           "PayoutOp", "SetCapOp", "OpenOp", "SuspendOp", "ResumeOp", "PayoutDetailsOp", "ForgetOp")) {
@@ -769,7 +769,7 @@ class AccountModelTest {
       } else {
         assertTrue(reply.isError(), () -> "expected " + expected.code() + ", got " + reply.getValue() + "\n" + where());
         assertEquals(expected.code(), Rejection.codeOf(reply.getError().getMessage()), this::where);
-        totals.outcomes.merge(expected.code(), 1, Integer::sum);
+        totals.outcomes.merge(expected.code().wire(), 1, Integer::sum);
       }
       assertEquals(expected.persists() ? 1 : 0, result.events().size(), () -> "events " + result.events() + "\n" + where());
       if (reopens && expected.persists()) totals.outcomes.merge("reopened_after_tombstone", 1, Integer::sum);

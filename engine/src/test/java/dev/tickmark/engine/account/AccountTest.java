@@ -121,9 +121,9 @@ class AccountTest {
 
   @Test
   void rejectsOpenWithoutName() {
-    assertRejected("invalid_name", open(""));
-    assertRejected("invalid_name", open("   "));
-    assertRejected("invalid_name", open(null));
+    assertRejected(Rejection.INVALID_NAME, open(""));
+    assertRejected(Rejection.INVALID_NAME, open("   "));
+    assertRejected(Rejection.INVALID_NAME, open(null));
     assertSame(Unopened.INSTANCE, kit.getState());
     assertFalse(summary().open());
   }
@@ -745,14 +745,14 @@ class AccountTest {
     open("Ada");
     ok(deposit("pay-1", 1_000));
     ok(placeHold("r1", 100));
-    assertRejected("invalid_key", deposit(null, 10));
-    assertRejected("invalid_key", deposit(" ", 10));
-    assertRejected("invalid_key", placeHold(null, 10));
-    assertRejected("invalid_key", extendHold("", 200));
-    assertRejected("invalid_key", capture(null, 1, 1));
-    assertRejected("invalid_key", release(null));
-    assertRejected("invalid_key", credit(null, 1, 1, 0, false));
-    assertRejected("invalid_key", payout("x".repeat(257), 1));
+    assertRejected(Rejection.INVALID_KEY, deposit(null, 10));
+    assertRejected(Rejection.INVALID_KEY, deposit(" ", 10));
+    assertRejected(Rejection.INVALID_KEY, placeHold(null, 10));
+    assertRejected(Rejection.INVALID_KEY, extendHold("", 200));
+    assertRejected(Rejection.INVALID_KEY, capture(null, 1, 1));
+    assertRejected(Rejection.INVALID_KEY, release(null));
+    assertRejected(Rejection.INVALID_KEY, credit(null, 1, 1, 0, false));
+    assertRejected(Rejection.INVALID_KEY, payout("x".repeat(257), 1));
     assertEquals(1_000, summary().balance());
   }
 
@@ -913,8 +913,8 @@ class AccountTest {
     String message = reply.getError().getMessage();
     assertEquals(Rejection.INSUFFICIENT_FUNDS, Rejection.codeOf(message));
     assertEquals("available 0.001000 EUR, the hold needs 0.002000 EUR", Rejection.detailOf(message));
-    assertEquals("internal", Rejection.codeOf("Boom"));
-    assertEquals("internal", Rejection.codeOf((String) null));
+    assertEquals(Rejection.INTERNAL, Rejection.codeOf("Boom"));
+    assertEquals(Rejection.INTERNAL, Rejection.codeOf((String) null));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -940,8 +940,8 @@ class AccountTest {
     assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", "US12345678901234567890", null));
     assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", null, null));
     assertRejected(Rejection.INVALID_BIC, setDetails("Ada", "DE89370400440532013000", "DEUT"));
-    assertRejected("invalid_holder_name", setDetails(" ", "DE89370400440532013000", null));
-    assertRejected("invalid_holder_name", setDetails("x".repeat(71), "DE89370400440532013000", null));
+    assertRejected(Rejection.INVALID_HOLDER_NAME, setDetails(" ", "DE89370400440532013000", null));
+    assertRejected(Rejection.INVALID_HOLDER_NAME, setDetails("x".repeat(71), "DE89370400440532013000", null));
     assertEquals(null, summary().payoutDetails());
   }
 
@@ -1062,7 +1062,7 @@ class AccountTest {
     return reply.getValue();
   }
 
-  private static void assertRejected(String code, CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
+  private static void assertRejected(Rejection code, CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
     StatusReply<?> reply = result.reply();
     assertTrue(reply.isError(), () -> result.command() + " should be refused with " + code + ", got " + reply.getValue());
     assertEquals(code, Rejection.codeOf(reply.getError().getMessage()), () -> reply.getError().getMessage());

@@ -107,7 +107,7 @@ class HostCardsTest {
           model.put(rental, new Held(r.cards(), false));
           reserved++;
         } else {
-          assertRejected(Host.INSUFFICIENT_CARDS, result);
+          assertRejected(Rejection.INSUFFICIENT_CARDS, result);
           refused++;
         }
       } else if (op < 8) { // ends are as frequent as proposals, so the host is often but not always full
@@ -270,7 +270,7 @@ class HostCardsTest {
       for (int i = 0; i < each; i++) {
         StatusReply<Reservation> reply = probe.receiveMessage(Duration.ofSeconds(10));
         if (reply.isError()) {
-          assertEquals(Host.INSUFFICIENT_CARDS, Rejection.codeOf(reply.getError().getMessage()), reply.getError().getMessage());
+          assertEquals(Rejection.INSUFFICIENT_CARDS, Rejection.codeOf(reply.getError().getMessage()), reply.getError().getMessage());
           continue;
         }
         Reservation r = reply.getValue();

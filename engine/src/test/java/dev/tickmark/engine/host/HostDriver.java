@@ -320,7 +320,7 @@ final class HostDriver {
     return reply.getValue();
   }
 
-  static void assertRejected(String code, CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
+  static void assertRejected(Rejection code, CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
     StatusReply<?> reply = result.reply();
     assertTrue(reply.isError(), () -> result.command() + " should be refused with " + code + ", got " + reply.getValue());
     assertEquals(code, Rejection.codeOf(reply.getError().getMessage()), () -> reply.getError().getMessage());

@@ -1,5 +1,6 @@
 package dev.tickmark.engine.host;
 
+import dev.tickmark.engine.Rejection;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -135,8 +136,8 @@ class HostLegacySnapshotTest {
 
     // Its secrets: the credential still authenticates, the spent token is recognised as spent.
     assertEquals(new Identity(hostId, "pk-legacy", "prov-1"), HostDriver.ok(authenticate(CREDENTIAL_HASH)));
-    HostDriver.assertRejected(Host.UNAUTHORIZED, authenticate(TOKEN_HASH));
-    HostDriver.assertRejected(Host.TOKEN_USED, checkToken(TOKEN_HASH));
+    HostDriver.assertRejected(Rejection.UNAUTHORIZED, authenticate(TOKEN_HASH));
+    HostDriver.assertRejected(Rejection.TOKEN_USED, checkToken(TOKEN_HASH));
 
     // Its reservations: a retried reservation answers the one it holds; the pending one can be confirmed.
     assertEquals(new Reservation(hostId, "prov-1", "r1", List.of(0, 1), 2_000_000, Listing.Tier.ON_DEMAND, true, false, "eu-nl"),

@@ -1,5 +1,6 @@
 package dev.tickmark.engine.host;
 
+import dev.tickmark.engine.Rejection;
 import static dev.tickmark.engine.host.HostDriver.ON_DEMAND;
 import static dev.tickmark.engine.host.HostDriver.OWNER;
 import static dev.tickmark.engine.host.HostDriver.REGION;
@@ -104,7 +105,7 @@ class HostRecoveryTest {
     ok(host.attach(session.getRef()));
     Instant lastSeen = clock.instant();
     clock.advance(Duration.ofSeconds(2));
-    assertEquals("heartbeat_timeout", session.expectMessageClass(CloseSession.class, Duration.ofSeconds(5)).code());
+    assertEquals(Rejection.HEARTBEAT_TIMEOUT, session.expectMessageClass(CloseSession.class, Duration.ofSeconds(5)).code());
     assertInstanceOf(Host.WentOffline.class, host.journal().get(host.journal().size() - 1));
     assertEquals(lastSeen, host.view().lastHeartbeatAt());
     check.run(); // WentOffline
@@ -165,7 +166,7 @@ class HostRecoveryTest {
         new Host.Registration(host.hostId, "tmkhost_x_y"),
         new Host.Identity(host.hostId, host.publicKey, OWNER),
         new Host.Attached(host.hostId, 5),
-        new CloseSession("replaced", "a newer session for this host connected"),
+        new CloseSession(Rejection.REPLACED, "a newer session for this host connected"),
         // commands from the edge carrying refs
         new Host.Heartbeat(session.getRef(), 7, HostDriver.faulty(4, 1), List.of("r1"), 1_700_000_000_000_000L),
         new Host.ReserveCards("r3", HostDriver.H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND, testKit.<org.apache.pekko.pattern.StatusReply<Host.Reservation>>createTestProbe().getRef())));

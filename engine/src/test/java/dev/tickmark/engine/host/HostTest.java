@@ -114,12 +114,12 @@ class HostTest {
   @Test
   void refusesASecondRegistrationWithTokenUsed() {
     host.registered();
-    assertRejected(Host.TOKEN_USED, host.register());
-    assertRejected(Host.TOKEN_USED, host.register(host.tokenHash(), Ed25519.encodePublic(Ed25519.generate().getPublic())));
-    assertRejected(Host.TOKEN_USED, host.checkToken(host.tokenHash()));
+    assertRejected(Rejection.TOKEN_USED, host.register());
+    assertRejected(Rejection.TOKEN_USED, host.register(host.tokenHash(), Ed25519.encodePublic(Ed25519.generate().getPublic())));
+    assertRejected(Rejection.TOKEN_USED, host.checkToken(host.tokenHash()));
     // only the token's holder learns it was spent; a guess at the host id learns nothing
-    assertRejected(Host.UNAUTHORIZED, host.checkToken(Host.sha256("guess")));
-    assertRejected(Host.UNAUTHORIZED, host.register(Host.sha256("guess"), Ed25519.encodePublic(Ed25519.generate().getPublic())));
+    assertRejected(Rejection.UNAUTHORIZED, host.checkToken(Host.sha256("guess")));
+    assertRejected(Rejection.UNAUTHORIZED, host.register(Host.sha256("guess"), Ed25519.encodePublic(Ed25519.generate().getPublic())));
     assertEquals(host.publicKey, host.enrolled().enrollment().publicKey(), "the first key stays pinned");
   }
 
@@ -130,26 +130,26 @@ class HostTest {
     clock.set(expiresAt.minusMillis(1));
     ok(host.checkToken(host.tokenHash()));
     clock.set(expiresAt);
-    assertRejected(Host.TOKEN_EXPIRED, host.checkToken(host.tokenHash()));
-    assertRejected(Host.TOKEN_EXPIRED, host.register());
+    assertRejected(Rejection.TOKEN_EXPIRED, host.checkToken(host.tokenHash()));
+    assertRejected(Rejection.TOKEN_EXPIRED, host.register());
     assertInstanceOf(Host.Invitation.class, host.kit.getState());
   }
 
   @Test
   void refusesAWrongTokenAsUnauthorized() {
     ok(host.invite());
-    assertRejected(Host.UNAUTHORIZED, host.register(Host.sha256("tmkreg-guess"), host.publicKey));
-    assertRejected(Host.UNAUTHORIZED, host.register(null, host.publicKey));
-    assertRejected(Host.UNAUTHORIZED, host.checkToken(Host.sha256("tmkreg-guess")));
+    assertRejected(Rejection.UNAUTHORIZED, host.register(Host.sha256("tmkreg-guess"), host.publicKey));
+    assertRejected(Rejection.UNAUTHORIZED, host.register(null, host.publicKey));
+    assertRejected(Rejection.UNAUTHORIZED, host.checkToken(Host.sha256("tmkreg-guess")));
     // Nothing was spent: the right token still registers.
     ok(host.register());
   }
 
   @Test
   void refusesCommandsToAHostThatWasNeverInvited() {
-    assertRejected(Host.UNAUTHORIZED, host.register());
-    assertRejected(Host.UNAUTHORIZED, host.checkToken(host.tokenHash()));
-    assertRejected(Host.UNAUTHORIZED, host.authenticate(Host.sha256("x")));
+    assertRejected(Rejection.UNAUTHORIZED, host.register());
+    assertRejected(Rejection.UNAUTHORIZED, host.checkToken(host.tokenHash()));
+    assertRejected(Rejection.UNAUTHORIZED, host.authenticate(Host.sha256("x")));
     assertRejected(Rejection.NOT_FOUND, host.get(null));
     assertRejected(Rejection.NOT_FOUND, host.reserve("r1", 1));
     assertTrue(host.heartbeat(session().getRef(), 1, HostDriver.healthy(4)).hasNoEvents());
@@ -169,9 +169,9 @@ class HostTest {
     var rsa = KeyPairGenerator.getInstance("RSA");
     rsa.initialize(1024);
     String rsaKey = Base64.getEncoder().encodeToString(rsa.generateKeyPair().getPublic().getEncoded());
-    assertRejected("bad_public_key", host.register(host.tokenHash(), rsaKey));
-    assertRejected("bad_public_key", host.register(host.tokenHash(), "not base64 at all!"));
-    assertRejected("bad_public_key", host.register(host.tokenHash(), null));
+    assertRejected(Rejection.BAD_PUBLIC_KEY, host.register(host.tokenHash(), rsaKey));
+    assertRejected(Rejection.BAD_PUBLIC_KEY, host.register(host.tokenHash(), "not base64 at all!"));
+    assertRejected(Rejection.BAD_PUBLIC_KEY, host.register(host.tokenHash(), null));
     ok(host.register());
   }
 
@@ -179,16 +179,16 @@ class HostTest {
   void refusesAWrongCredentialAsUnauthorized() {
     String credential = host.registered();
     String secret = credential.substring(("tmkhost_" + host.hostId + "_").length());
-    assertRejected(Host.UNAUTHORIZED, host.authenticate(Host.sha256(secret + "0")));
-    assertRejected(Host.UNAUTHORIZED, host.authenticate(Host.sha256(credential)));
-    assertRejected(Host.UNAUTHORIZED, host.authenticate(secret));
-    assertRejected(Host.UNAUTHORIZED, host.authenticate(null));
+    assertRejected(Rejection.UNAUTHORIZED, host.authenticate(Host.sha256(secret + "0")));
+    assertRejected(Rejection.UNAUTHORIZED, host.authenticate(Host.sha256(credential)));
+    assertRejected(Rejection.UNAUTHORIZED, host.authenticate(secret));
+    assertRejected(Rejection.UNAUTHORIZED, host.authenticate(null));
   }
 
   @Test
   void refusesCredentialsBeforeRegistration() {
     ok(host.invite());
-    assertRejected(Host.UNAUTHORIZED, host.authenticate(host.tokenHash()));
+    assertRejected(Rejection.UNAUTHORIZED, host.authenticate(host.tokenHash()));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -219,18 +219,18 @@ class HostTest {
     ok(replaced);
     assertTrue(replaced.hasNoEvents());
     CloseSession close = first.expectMessageClass(CloseSession.class);
-    assertEquals("replaced", close.code());
+    assertEquals(Rejection.REPLACED, close.code());
     second.expectNoMessage(Duration.ofMillis(50));
 
     // The replaced session can no longer report.
-    assertRejected("replaced", host.verify(first.getRef(), host.signedReport()));
+    assertRejected(Rejection.REPLACED, host.verify(first.getRef(), host.signedReport()));
     assertTrue(ok(host.verify(second.getRef(), host.signedReport())).passed());
   }
 
   @Test
   void aReportFromAnUnattachedSessionIsRefused() {
     host.registered();
-    assertRejected("replaced", host.verify(session().getRef(), host.signedReport()));
+    assertRejected(Rejection.REPLACED, host.verify(session().getRef(), host.signedReport()));
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -339,12 +339,12 @@ class HostTest {
     HostView view = host.view();
     assertEquals("evicted", view.status());
     assertNotNull(view.evictionReason());
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", 1));
 
     // Fail-closed: passing again does not lift the eviction; only an operator does.
     assertTrue(ok(host.verify(session.getRef(), host.signedReport())).passed());
     assertEquals("evicted", host.view().status());
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", 1));
     ok(host.reinstate());
     assertEquals("verified", host.view().status());
     ok(host.reserve("r1", 1));
@@ -398,7 +398,7 @@ class HostTest {
     clock.advance(Duration.ofSeconds(5));
     assertTrue(host.heartbeat(session.getRef(), 1, HostDriver.faulty(4, 0)).hasNoEvents(), "an unknown session is not believed");
     assertEquals("verified", host.view().status());
-    assertEquals("reconnect", session.expectMessageClass(CloseSession.class).code(), "but told to reconnect");
+    assertEquals(Rejection.RECONNECT, session.expectMessageClass(CloseSession.class).code(), "but told to reconnect");
 
     TestProbe<ToSession> reconnected = session();
     assertTrue(host.attach(reconnected.getRef()).hasNoEvents());
@@ -474,7 +474,7 @@ class HostTest {
     HostView view = host.view();
     assertEquals("evicted", view.status());
     assertEquals(evicted.reason(), view.evictionReason());
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", 1));
 
     // Further faults do not evict it again.
     assertTrue(host.heartbeat(session.getRef(), 2, HostDriver.faulty(4, 2)).hasNoEvents());
@@ -495,17 +495,17 @@ class HostTest {
 
     clock.advance(Duration.ofSeconds(1));
     CloseSession close = session.expectMessageClass(CloseSession.class, Duration.ofSeconds(5));
-    assertEquals("heartbeat_timeout", close.code());
+    assertEquals(Rejection.HEARTBEAT_TIMEOUT, close.code());
 
     HostView view = fast.view();
     assertFalse(view.online());
     assertEquals(lastBeat, view.lastHeartbeatAt());
     assertEquals(new Host.WentOffline(lastBeat, clock.instant()), fast.journal().get(fast.journal().size() - 1));
-    assertRejected(Host.NOT_AVAILABLE, fast.reserve("r1", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, fast.reserve("r1", 1));
 
     // The dropped session's heartbeats are not believed any more (it is told again to go); a new session brings it back.
     assertTrue(fast.heartbeat(session.getRef(), 2, HostDriver.healthy(4)).hasNoEvents());
-    assertEquals("reconnect", session.expectMessageClass(CloseSession.class).code());
+    assertEquals(Rejection.RECONNECT, session.expectMessageClass(CloseSession.class).code());
     assertFalse(fast.view().online());
     fast.assertRecovers();
     TestProbe<ToSession> again = session();
@@ -521,8 +521,8 @@ class HostTest {
   @Test
   void refusesAListingWithASpotNoticeOutsideItsBounds() {
     host.verified();
-    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 119, List.of(), true)));
-    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 3601, List.of(), true)));
+    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 119, List.of(), true)));
+    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 3601, List.of(), true)));
     assertEquals(120, ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 120, List.of(), true))).listing().spotNoticeSeconds());
     assertEquals(3600, ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 3600, List.of(), true))).listing().spotNoticeSeconds());
   }
@@ -530,10 +530,10 @@ class HostTest {
   @Test
   void refusesAZeroPriceWhileListed() {
     host.verified();
-    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(0, null, 300, List.of(), true)));
-    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, 0L, 300, List.of(), true)));
-    assertRejected(Host.INVALID_LISTING, host.updateListing(OWNER, new Listing(-1, null, 300, List.of(), false)));
-    assertRejected(Host.INVALID_LISTING,
+    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(0, null, 300, List.of(), true)));
+    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, 0L, 300, List.of(), true)));
+    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(-1, null, 300, List.of(), false)));
+    assertRejected(Rejection.INVALID_LISTING,
         host.updateListing(OWNER, new Listing(ON_DEMAND, null, 300, List.of(new Listing.Window(DayOfWeek.MONDAY, 600, 600)), true)));
     // Unlisted, a zero price is fine.
     HostView unlisted = ok(host.updateListing(OWNER, new Listing(0, null, 600, List.of(), false)));
@@ -565,7 +565,7 @@ class HostTest {
     assertEquals(ON_DEMAND, reservation.pricePerGpuHour());
     ok(host.updateListing(OWNER, new Listing(ON_DEMAND * 2, SPOT, 300, List.of(), true)));
     assertEquals(ON_DEMAND, ok(host.confirm("r1")).pricePerGpuHour());
-    assertRejected(Host.PRICE_ABOVE_CEILING, host.reserve("r2", 1));
+    assertRejected(Rejection.PRICE_ABOVE_CEILING, host.reserve("r2", 1));
     assertEquals(ON_DEMAND * 2, ok(host.reserve("r2", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND * 2)).pricePerGpuHour());
   }
 
@@ -577,7 +577,7 @@ class HostTest {
     assertTrue(ok(drained).draining());
     assertEquals(List.of(new Host.DrainStarted(START)), drained.events());
     assertTrue(host.drain(OWNER).hasNoEvents(), "draining twice is one drain");
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r2", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r2", 1));
     assertTrue(ok(host.confirm("r1")).confirmed(), "a matched rental still starts");
     assertEquals("rented", host.view().cards().get(0).state());
     ok(host.release("r1"));
@@ -588,9 +588,9 @@ class HostTest {
   void removalIsRefusedWhileCardsAreReservedAndFinalAfterwards() {
     TestProbe<ToSession> session = host.onMarket();
     ok(host.reserve("r1", 1));
-    assertRejected(Host.HOST_BUSY, host.remove(OWNER));
+    assertRejected(Rejection.HOST_BUSY, host.remove(OWNER));
     ok(host.confirm("r1"));
-    assertRejected(Host.HOST_BUSY, host.remove(OWNER));
+    assertRejected(Rejection.HOST_BUSY, host.remove(OWNER));
     ok(host.release("r1"));
 
     var removed = host.remove(OWNER);
@@ -598,7 +598,7 @@ class HostTest {
     assertEquals("removed", last.status());
     assertFalse(last.online());
     assertEquals(List.of(new Host.Removed(START)), removed.events());
-    assertEquals(Host.HOST_REMOVED, session.expectMessageClass(CloseSession.class).code());
+    assertEquals(Rejection.HOST_REMOVED, session.expectMessageClass(CloseSession.class).code());
     assertInstanceOf(Host.Gone.class, host.kit.getState());
 
     assertRejected(Rejection.NOT_FOUND, host.get(OWNER));
@@ -608,11 +608,11 @@ class HostTest {
     assertRejected(Rejection.NOT_FOUND, host.reserve("r2", 1));
     assertRejected(Rejection.NOT_FOUND, host.attach(session().getRef()));
     assertRejected(Rejection.NOT_FOUND, host.verify(session.getRef(), host.signedReport()));
-    assertRejected(Host.HOST_REMOVED, host.authenticate(host.credentialHash()));
-    assertRejected(Host.HOST_REMOVED, host.register());
-    assertRejected(Host.HOST_REMOVED, host.checkToken(host.tokenHash()));
-    assertRejected(Host.UNAUTHORIZED, host.authenticate(Host.sha256("guess")));
-    assertRejected(Host.UNAUTHORIZED, host.checkToken(Host.sha256("guess")));
+    assertRejected(Rejection.HOST_REMOVED, host.authenticate(host.credentialHash()));
+    assertRejected(Rejection.HOST_REMOVED, host.register());
+    assertRejected(Rejection.HOST_REMOVED, host.checkToken(host.tokenHash()));
+    assertRejected(Rejection.UNAUTHORIZED, host.authenticate(Host.sha256("guess")));
+    assertRejected(Rejection.UNAUTHORIZED, host.checkToken(Host.sha256("guess")));
     assertTrue(host.release("r1").reply().isSuccess(), "a late release is still acknowledged");
     assertTrue(host.heartbeat(session.getRef(), 1, HostDriver.healthy(4)).hasNoEvents());
     host.assertRecovers();
@@ -629,7 +629,7 @@ class HostTest {
     assertEquals(List.of(new Host.Evicted("suspicious benchmark", START)), evicted.events());
     assertTrue(host.evict("again").hasNoEvents());
     assertEquals("suspicious benchmark", host.view().evictionReason());
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", 1));
 
     var reinstated = host.reinstate();
     HostView back = ok(reinstated);
@@ -693,27 +693,27 @@ class HostTest {
     // A re-sent proposal with other terms still answers the reservation the rental holds.
     assertEquals(first, ok(host.reserve("r1", H100, 4, Listing.Tier.SPOT, 1)));
     assertEquals(List.of(2, 3), ok(host.reserve("r2", 2)).cards());
-    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r3", 1));
+    assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r3", 1));
   }
 
   @Test
   void refusesToReserveOnAHostThatIsNotVerified() {
     TestProbe<ToSession> session = host.attached();
     ok(host.updateListing(OWNER, HostDriver.listed()));
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", 1));
     ok(host.verify(session.getRef(), HostDriver.tampered(host.signedReport())));
     assertEquals("failed", host.view().status());
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", 1));
   }
 
   @Test
   void refusesToReserveOnAnUnlistedHost() {
     host.verified();
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", 1));
     ok(host.updateListing(OWNER, HostDriver.listed()));
     ok(host.reserve("r1", 1));
     ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 300, List.of(), false)));
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r2", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r2", 1));
   }
 
   @Test
@@ -725,9 +725,9 @@ class HostTest {
     ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 300, windows, true)));
     ok(host.reserve("r1", 1));
     clock.set(Instant.parse("2025-03-14T11:00:00Z"));
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r2", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r2", 1));
     clock.set(Instant.parse("2025-03-14T08:59:59Z"));
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r2", 1));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r2", 1));
     clock.set(Instant.parse("2025-03-17T23:59:59Z"));
     ok(host.reserve("r2", 1));
   }
@@ -735,8 +735,8 @@ class HostTest {
   @Test
   void refusesAPriceCeilingBelowTheFloor() {
     host.onMarket();
-    assertRejected(Host.PRICE_ABOVE_CEILING, host.reserve("r1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND - 1));
-    assertRejected(Host.PRICE_ABOVE_CEILING, host.reserve("r1", H100, 1, Listing.Tier.SPOT, SPOT - 1));
+    assertRejected(Rejection.PRICE_ABOVE_CEILING, host.reserve("r1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND - 1));
+    assertRejected(Rejection.PRICE_ABOVE_CEILING, host.reserve("r1", H100, 1, Listing.Tier.SPOT, SPOT - 1));
     assertEquals(ON_DEMAND, ok(host.reserve("r1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND)).pricePerGpuHour());
   }
 
@@ -744,19 +744,19 @@ class HostTest {
   void refusesATierTheHostDoesNotOffer() {
     host.verified();
     ok(host.updateListing(OWNER, new Listing(ON_DEMAND, null, 300, List.of(), true)));
-    assertRejected(Host.NOT_AVAILABLE, host.reserve("r1", H100, 1, Listing.Tier.SPOT, Long.MAX_VALUE));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", H100, 1, Listing.Tier.SPOT, Long.MAX_VALUE));
   }
 
   @Test
   void refusesAnotherGpuModelAndMoreCardsThanAreFree() {
     host.onMarket();
-    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", "a100-80gb", 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
-    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", null, 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
-    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", 5));
-    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", 0));
-    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r1", -1));
+    assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", "a100-80gb", 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
+    assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", null, 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
+    assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", 5));
+    assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", 0));
+    assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", -1));
     ok(host.reserve("r1", 3));
-    assertRejected(Host.INSUFFICIENT_CARDS, host.reserve("r2", 2));
+    assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r2", 2));
     assertEquals(List.of(3), ok(host.reserve("r2", 1)).cards());
   }
 }

@@ -85,7 +85,7 @@ class MatcherTest {
     return new Host.Reservation(hostId, "provider-" + hostId, rentalId, cards, floor, Listing.Tier.ON_DEMAND, false, false, REGION);
   }
 
-  private static <T> StatusReply<T> refused(String code) {
+  private static <T> StatusReply<T> refused(Rejection code) {
     return Rejection.reply(code, "refused by the test");
   }
 
@@ -122,8 +122,8 @@ class MatcherTest {
 
     Host.ReserveCards first = hosts.expectProposal("h-b");
     assertEquals(new Host.ReserveCards(rentalId, GPU, 2, Listing.Tier.ON_DEMAND, CEILING, first.replyTo()), first);
-    first.replyTo().tell(refused(Host.INSUFFICIENT_CARDS));
-    hosts.expectProposal("h-d").replyTo().tell(refused(Host.NOT_AVAILABLE));
+    first.replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
+    hosts.expectProposal("h-d").replyTo().tell(refused(Rejection.HOST_NOT_AVAILABLE));
     Host.Reservation atFloor = reservation("h-a", rentalId, List.of(0, 1), 2_000_000);
     hosts.expectProposal("h-a").replyTo().tell(StatusReply.success(atFloor));
 
@@ -138,8 +138,8 @@ class MatcherTest {
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     String rentalId = rentalId();
     matcher.tell(new Match(rentalId, GPU, 1, Listing.Tier.SPOT, null, CEILING, null, replyTo.getRef()));
-    hosts.expectProposal("h-a").replyTo().tell(refused(Host.PRICE_ABOVE_CEILING));
-    hosts.expectProposal("h-b").replyTo().tell(refused(Host.INSUFFICIENT_CARDS));
+    hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.PRICE_ABOVE_CEILING));
+    hosts.expectProposal("h-b").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
     Matcher.NoMatch noMatch = assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT));
     assertEquals(rentalId, noMatch.rentalId());
   }
@@ -221,10 +221,10 @@ class MatcherTest {
     // The read side still shows h-a and h-b free; the matcher knows better and goes to h-c first.
     matcher.tell(new Match("r-3", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, null, third.getRef()));
     Host.ReserveCards p3 = hosts.expectProposal("h-c");
-    p3.replyTo().tell(refused(Host.INSUFFICIENT_CARDS));
+    p3.replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
     // A guess never turns a request away: the hosts that look taken are still asked, cheapest first.
-    hosts.expectProposal("h-a").replyTo().tell(refused(Host.INSUFFICIENT_CARDS));
-    hosts.expectProposal("h-b").replyTo().tell(refused(Host.INSUFFICIENT_CARDS));
+    hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
+    hosts.expectProposal("h-b").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
     assertInstanceOf(Matcher.NoMatch.class, third.receiveMessage(WAIT));
   }
 

@@ -101,7 +101,7 @@ class PayoutRunTest {
     assertEquals("completed", run.status());
     assertEquals(List.of(new PaymentView(ada.id, runId + ":" + ada.id, 12_340_000, "paid", null, NL)), run.payouts());
     assertEquals(List.of(
-        new PayoutRun.Skip(frozen.id, 30 * EUR, Rejection.ACCOUNT_SUSPENDED),
+        new PayoutRun.Skip(frozen.id, 30 * EUR, Rejection.ACCOUNT_SUSPENDED.wire()),
         new PayoutRun.Skip(nodetails.id, 20 * EUR, PayoutRun.NO_PAYOUT_DETAILS)), run.skipped());
     assertEquals(12_340_000, run.total());
     assertEquals(1, run.count());
@@ -225,7 +225,7 @@ class PayoutRunTest {
     RunView run = client.receiveMessage(WAIT.multipliedBy(2)).getValue();
     PaymentView refused = run.payouts().stream().filter(p -> p.accountId().equals(ada.id)).findFirst().orElseThrow();
     assertEquals("refused", refused.status());
-    assertEquals(Rejection.INSUFFICIENT_EARNINGS, refused.reason());
+    assertEquals(Rejection.INSUFFICIENT_EARNINGS.wire(), refused.reason());
     assertEquals(40 * EUR, run.total(), "a refused payout is not counted");
     assertEquals(1, run.count());
     assertEquals(5 * EUR, ada.summary().earnings());
@@ -244,7 +244,7 @@ class PayoutRunTest {
 
     RunView run = client.receiveMessage(WAIT.multipliedBy(2)).getValue();
     assertEquals(List.of("refused"), run.payouts().stream().map(PaymentView::status).toList());
-    assertEquals(Rejection.ACCOUNT_SUSPENDED, run.payouts().get(0).reason());
+    assertEquals(Rejection.ACCOUNT_SUSPENDED.wire(), run.payouts().get(0).reason());
     assertEquals(25 * EUR, ada.summary().earnings());
   }
 

@@ -313,7 +313,7 @@ final class RentalFixture {
     return reply.getValue();
   }
 
-  static void assertRejected(String code, StatusReply<?> reply) {
+  static void assertRejected(Rejection code, StatusReply<?> reply) {
     assertTrue(reply.isError(), () -> "expected " + code + ", got " + reply);
     assertEquals(code, Rejection.codeOf(reply.getError().getMessage()), reply.getError().getMessage());
   }
@@ -428,7 +428,7 @@ final class RentalFixture {
     final ActorRef<Host.Command> ref;
     final AtomicInteger livenessAsks = new AtomicInteger();
     final AtomicReference<Function<Instant, Host.Liveness>> liveness = new AtomicReference<>(now -> new Host.Liveness(true, now));
-    final AtomicReference<String> startRefusal = new AtomicReference<>();
+    final AtomicReference<Rejection> startRefusal = new AtomicReference<>();
     final AtomicBoolean holdLiveness = new AtomicBoolean();
     private final ConcurrentLinkedQueue<Host.GetLiveness> held = new ConcurrentLinkedQueue<>();
     private final TestClock clock;
@@ -456,7 +456,7 @@ final class RentalFixture {
             return Behaviors.same();
           })
           .onMessage(Host.StartWorkload.class, c -> {
-            String refusal = startRefusal.get(); // read before the test can see the command and change it
+            Rejection refusal = startRefusal.get(); // read before the test can see the command and change it
             seen.getRef().tell(c);
             c.replyTo().tell(refusal == null ? StatusReply.ack() : Rejection.reply(refusal, "refused by the test"));
             return Behaviors.same();

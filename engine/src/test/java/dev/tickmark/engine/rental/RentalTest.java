@@ -383,7 +383,7 @@ class RentalTest {
   @Test
   void refusedStartIsRetriedUntilTheHostTakesIt() {
     RentalFixture f = fixture();
-    f.host.startRefusal.set(Host.NOT_AVAILABLE);
+    f.host.startRefusal.set(Rejection.HOST_NOT_AVAILABLE);
     Spec spec = onDemand(CARDS, CEILING);
     f.create(spec);
     f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));

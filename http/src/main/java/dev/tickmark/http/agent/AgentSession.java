@@ -278,7 +278,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private Behavior<Msg> onFromHost(FromHost m) {
     Host.ToSession message = m.message();
-    if (message instanceof Host.CloseSession close) return fail(close.code(), close.message());
+    if (message instanceof Host.CloseSession close) return fail(close.code().wire(), close.message());
     if (closed) return this;
     if (message instanceof Host.RunWorkload w) {
       send(new AgentFrame.StartRental(w.rentalId(), w.cards(), w.image(), w.command(), w.sshPublicKey(), w.network(), null));
@@ -298,9 +298,9 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private static Msg failed(Throwable failure) {
     if (failure instanceof StatusReply.ErrorMessage e) {
-      return new Failed(Rejection.codeOf(e.getMessage()), Rejection.detailOf(e.getMessage()));
+      return new Failed(Rejection.codeOf(e.getMessage()).wire(), Rejection.detailOf(e.getMessage()));
     }
-    return new Failed("unavailable", "the engine did not answer in time; reconnect");
+    return new Failed(Rejection.UNAVAILABLE.wire(), "the engine did not answer in time; reconnect");
   }
 
   private void send(AgentFrame frame) {

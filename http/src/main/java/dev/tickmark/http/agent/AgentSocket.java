@@ -97,9 +97,9 @@ public final class AgentSocket {
   private static AgentSession.Credentials refusalOrNull(Throwable failure) {
     Throwable t = failure instanceof java.util.concurrent.CompletionException && failure.getCause() != null ? failure.getCause() : failure;
     if (t instanceof StatusReply.ErrorMessage e) {
-      String code = Rejection.codeOf(e.getMessage());
-      if (code.equals(Host.TOKEN_USED) || code.equals(Host.TOKEN_EXPIRED) || code.equals(Host.HOST_REMOVED)) {
-        return new AgentSession.Refused(code, Rejection.detailOf(e.getMessage()));
+      Rejection code = Rejection.codeOf(e.getMessage());
+      if (code == Rejection.TOKEN_USED || code == Rejection.TOKEN_EXPIRED || code == Rejection.HOST_REMOVED) {
+        return new AgentSession.Refused(code.wire(), Rejection.detailOf(e.getMessage()));
       }
       return null;
     }
