@@ -23,18 +23,18 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * What {@link ProcessRuntime} and {@link DockerRuntime} share: the rentals' folders, the worker threads, the workloads
- * starting and running, and a workload's life from start to end.
+ * What {@link ProcessRuntime} and {@link DockerRuntime} share: the rentals' folders, the worker
+ * threads, the workloads starting and running, and a workload's life from start to end.
  *
  * <ol>
- *   <li>{@link #start}: {@link #plan} checks the spec on the caller's thread (a bad one fails at once), then, unless the
- *       runtime is closing or the rental already runs, the plan's launch runs on a worker thread and returns the
- *       started workload. It is registered as running and {@link #watch watched}; one that started while the runtime
- *       closed is stopped at once.</li>
- *   <li>{@link #stop}: {@link #halt} runs once on a worker thread and ends with {@link #end}.</li>
- *   <li>{@link #end} (once, however many ask): {@link #release} makes sure nothing of the workload runs any more, then
- *       the scratch folder is wiped and {@link Handle#ended()} completes.</li>
- *   <li>{@link #close}: stops every workload and waits for them, up to {@link #closeTimeout()}.</li>
+ *   <li>{@link #start}: {@link #plan} checks the spec on the caller's thread (a bad one fails at
+ *       once), then, unless the runtime is closing or the rental already runs, the plan's launch
+ *       runs on a worker thread and returns the started workload. It is registered as running and
+ *       {@link #watch watched}; one that started while the runtime closed is stopped at once.
+ *   <li>{@link #stop}: {@link #halt} runs once on a worker thread and ends with {@link #end}.
+ *   <li>{@link #end} (once, however many ask): {@link #release} makes sure nothing of the workload
+ *       runs any more, then the scratch folder is wiped and {@link Handle#ended()} completes.
+ *   <li>{@link #close}: stops every workload and waits for them, up to {@link #closeTimeout()}.
  * </ol>
  *
  * @param <W> the runtime's running workload
@@ -42,6 +42,7 @@ import org.slf4j.LoggerFactory;
 abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Runtime {
   /** Logs under the concrete runtime's name, like the runtime's own lines. */
   private final Logger log = LoggerFactory.getLogger(getClass());
+
   protected final RentalDirs dirs;
   protected final Duration grace;
   protected final Clock clock;
@@ -55,11 +56,13 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
     this.dirs = new RentalDirs(stateDir);
     this.grace = grace;
     this.clock = clock;
-    this.workers = Executors.newCachedThreadPool(r -> {
-      Thread t = new Thread(r, threadName);
-      t.setDaemon(true);
-      return t;
-    });
+    this.workers =
+        Executors.newCachedThreadPool(
+            r -> {
+              Thread t = new Thread(r, threadName);
+              t.setDaemon(true);
+              return t;
+            });
   }
 
   RentalDirs dirs() {
@@ -67,16 +70,19 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
   }
 
   /**
-   * Checks {@code spec} (throws {@link Failure}, or {@link IllegalArgumentException} whose message is the reason) and
-   * returns its launch: run on a worker thread, it starts the workload and returns it, or throws {@link Failure} having
-   * cleaned up after itself.
+   * Checks {@code spec} (throws {@link Failure}, or {@link IllegalArgumentException} whose message
+   * is the reason) and returns its launch: run on a worker thread, it starts the workload and
+   * returns it, or throws {@link Failure} having cleaned up after itself.
    */
   protected abstract Supplier<W> plan(Spec spec);
 
   /** Arranges for {@link #end} to be called when the workload ends by itself. */
   protected abstract void watch(W workload);
 
-  /** Stops the workload (on a worker thread, or on the launching one while closing), then calls {@link #end}. */
+  /**
+   * Stops the workload (on a worker thread, or on the launching one while closing), then calls
+   * {@link #end}.
+   */
   protected abstract void halt(W workload, String why);
 
   /** Within {@link #end}: makes sure nothing of the workload is left running. */
@@ -100,24 +106,30 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
     if (running.containsKey(id) || !starting.add(id)) {
       return CompletableFuture.failedFuture(new Failure("rental " + id + " is already running"));
     }
-    return CompletableFuture.supplyAsync(() -> {
-      try {
-        return register(launch.get());
-      } finally {
-        starting.remove(id);
-      }
-    }, workers);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          try {
+            return register(launch.get());
+          } finally {
+            starting.remove(id);
+          }
+        },
+        workers);
   }
 
   private Handle register(W workload) {
     running.put(workload.rentalId(), workload);
     watch(workload);
     // the agent is shutting down: close() did not see it yet
-    if (closed && workload.stopping.compareAndSet(false, true)) halt(workload, "stopped: the agent is shutting down");
+    if (closed && workload.stopping.compareAndSet(false, true))
+      halt(workload, "stopped: the agent is shutting down");
     return workload;
   }
 
-  /** Creates the rental's folder and its empty scratch folder; a {@link Failure} when the host cannot. */
+  /**
+   * Creates the rental's folder and its empty scratch folder; a {@link Failure} when the host
+   * cannot.
+   */
   protected Path prepareScratch(String id) {
     try {
       return dirs.prepare(id);
@@ -132,13 +144,14 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
   public CompletableFuture<Instant> stop(String rentalId) {
     W workload = rentalId == null ? null : running.get(rentalId);
     if (workload == null) return CompletableFuture.completedFuture(null);
-    if (workload.stopping.compareAndSet(false, true)) workers.execute(() -> halt(workload, "stopped"));
+    if (workload.stopping.compareAndSet(false, true))
+      workers.execute(() -> halt(workload, "stopped"));
     return workload.ended.copy();
   }
 
   /**
-   * Ends a workload (once, however many ask): {@link #release}, then wipes its scratch folder and completes
-   * {@link Workload#ended}.
+   * Ends a workload (once, however many ask): {@link #release}, then wipes its scratch folder and
+   * completes {@link Workload#ended}.
    */
   protected void end(W workload, String why) {
     if (!workload.ending.compareAndSet(false, true)) return;
@@ -168,7 +181,8 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
     List<CompletableFuture<Instant>> ends = new ArrayList<>();
     for (String id : running()) ends.add(stop(id));
     try {
-      CompletableFuture.allOf(ends.toArray(CompletableFuture[]::new)).get(closeTimeout().toMillis(), TimeUnit.MILLISECONDS);
+      CompletableFuture.allOf(ends.toArray(CompletableFuture[]::new))
+          .get(closeTimeout().toMillis(), TimeUnit.MILLISECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     } catch (ExecutionException | TimeoutException e) {
@@ -189,8 +203,10 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
     final Spec spec;
     final Instant startedAt;
     final CompletableFuture<Instant> ended = new CompletableFuture<>();
+
     /** Set by the first stop: the workload is being stopped on purpose. */
     final AtomicBoolean stopping = new AtomicBoolean();
+
     final AtomicBoolean ending = new AtomicBoolean();
 
     Workload(Spec spec, Instant startedAt) {

@@ -35,11 +35,13 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A running host agent: keeps one websocket to a node, answers its challenge, sends a signed hardware report
- * after every welcome, heartbeats, and reconnects with backoff (the next engine each time) until
- * {@link #close()} or until the node refuses it for good ({@link #stopped()} then completes with the reason).
+ * A running host agent: keeps one websocket to a node, answers its challenge, sends a signed
+ * hardware report after every welcome, heartbeats, and reconnects with backoff (the next engine
+ * each time) until {@link #close()} or until the node refuses it for good ({@link #stopped()} then
+ * completes with the reason).
  *
  * <p>In-process use (the node's dev mode, tests):
+ *
  * <pre>{@code
  * Agent agent = Agent.start(AgentConfig.simulated("ws://127.0.0.1:8080", token, dir, "h100-80gb:2"));
  * agent.welcomed().get(30, SECONDS);   // the host id
@@ -47,31 +49,39 @@ import org.slf4j.LoggerFactory;
  * agent.close();
  * }</pre>
  *
- * <p>Rentals: {@code start_rental} / {@code stop_rental} / {@code preempt} are handled by {@link Rentals} with the
- * configured {@link Runtime} (processes or Docker containers); the rentals outlive a connection, and after each
- * welcome the node is told again which rentals run and which ended meanwhile. {@link #close()} stops the running
- * workloads (their scratch folders are wiped) and reports them stopped before the socket is closed.
+ * <p>Rentals: {@code start_rental} / {@code stop_rental} / {@code preempt} are handled by {@link
+ * Rentals} with the configured {@link Runtime} (processes or Docker containers); the rentals
+ * outlive a connection, and after each welcome the node is told again which rentals run and which
+ * ended meanwhile. {@link #close()} stops the running workloads (their scratch folders are wiped)
+ * and reports them stopped before the socket is closed.
  *
- * <p>All state changes happen on one thread ({@code tickmark-agent}); blocking measurements (vendor tools, the disk
- * write) on another ({@code tickmark-agent-probe}); workloads are started and stopped on the runtime's threads; all
- * are daemon threads. Nothing here calls {@code System.exit}.
+ * <p>All state changes happen on one thread ({@code tickmark-agent}); blocking measurements (vendor
+ * tools, the disk write) on another ({@code tickmark-agent-probe}); workloads are started and
+ * stopped on the runtime's threads; all are daemon threads. Nothing here calls {@code System.exit}.
  */
 public final class Agent implements AutoCloseable {
   /** The version announced in {@code hello} and in reports (the Maven project version). */
   public static final String VERSION = loadVersion();
 
   static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(10);
+
   /** From starting a connection to the welcome. */
   static final Duration HANDSHAKE_TIMEOUT = Duration.ofSeconds(30);
+
   /** A node frame larger than this is a broken node (the protocol's limit is 64 KiB). */
   static final int MAX_INBOUND_CHARS = 1024 * 1024;
+
   static final Duration MIN_SILENCE_LIMIT = Duration.ofSeconds(15);
+
   /** How long {@link #close()} waits for workloads to stop beyond their grace period. */
   static final Duration DRAIN_MARGIN = Duration.ofSeconds(15);
 
   private static final Logger log = LoggerFactory.getLogger(Agent.class);
 
-  /** Why an agent stopped: {@code code} is null after {@link #close()}, else the node's refusal code. */
+  /**
+   * Why an agent stopped: {@code code} is null after {@link #close()}, else the node's refusal
+   * code.
+   */
   public record Stopped(String code, String message) {
     public boolean rejected() {
       return code != null;
@@ -104,7 +114,10 @@ public final class Agent implements AutoCloseable {
   private final Backoff backoff = new Backoff();
   private final Runtime runtime;
   private final Rentals rentals; // confined to the loop thread
-  /** The card indexes of this machine, from the latest hardware report (what a rental may ask for). */
+
+  /**
+   * The card indexes of this machine, from the latest hardware report (what a rental may ask for).
+   */
   private volatile Set<Integer> cards = Set.of();
 
   private volatile Thread loopThread;
@@ -115,6 +128,7 @@ public final class Agent implements AutoCloseable {
   private Connection current;
   private ScheduledFuture<?> reconnectTimer;
   private boolean closed;
+
   /** The close handshake of the last connection, which {@link #close()} waits for (briefly). */
   private volatile CompletableFuture<?> closing = CompletableFuture.completedFuture(null);
 
@@ -122,22 +136,33 @@ public final class Agent implements AutoCloseable {
   private volatile String hostId;
   private volatile URI connectedEngine;
   private volatile AgentFrame.VerificationResult lastVerification;
-  private volatile CompletableFuture<AgentFrame.VerificationResult> nextVerification = new CompletableFuture<>();
+  private volatile CompletableFuture<AgentFrame.VerificationResult> nextVerification =
+      new CompletableFuture<>();
   private final CompletableFuture<Welcomed> welcomed = new CompletableFuture<>();
-  private final CompletableFuture<AgentFrame.VerificationResult> verified = new CompletableFuture<>();
+  private final CompletableFuture<AgentFrame.VerificationResult> verified =
+      new CompletableFuture<>();
   private final CompletableFuture<Stopped> stopped = new CompletableFuture<>();
   private final AtomicLong heartbeatsSent = new AtomicLong();
 
   /**
    * Opens the state folder (creating the key on first use) and starts connecting in the background.
    *
-   * @throws IllegalArgumentException if the folder holds no host credential and the config has no token
-   * @throws IllegalStateException if the state folder cannot be used (unwritable, corrupt key, another agent on it)
+   * @throws IllegalArgumentException if the folder holds no host credential and the config has no
+   *     token
+   * @throws IllegalStateException if the state folder cannot be used (unwritable, corrupt key,
+   *     another agent on it)
    */
   public static Agent start(AgentConfig config) {
-    return start(config, s -> config.simulated()
-        ? new SimulatedHardware(config.simulatedGpus(), s.key().getPublic(), HardwareProbe.of(VERSION, s.path()), VERSION)
-        : HardwareProbe.of(VERSION, s.path()));
+    return start(
+        config,
+        s ->
+            config.simulated()
+                ? new SimulatedHardware(
+                    config.simulatedGpus(),
+                    s.key().getPublic(),
+                    HardwareProbe.of(VERSION, s.path()),
+                    VERSION)
+                : HardwareProbe.of(VERSION, s.path()));
   }
 
   static Agent start(AgentConfig config, Function<StateDir, Hardware> hardware) {
@@ -152,7 +177,10 @@ public final class Agent implements AutoCloseable {
     };
   }
 
-  static Agent start(AgentConfig config, Function<StateDir, Hardware> hardware, Function<StateDir, Runtime> runtime) {
+  static Agent start(
+      AgentConfig config,
+      Function<StateDir, Hardware> hardware,
+      Function<StateDir, Runtime> runtime) {
     StateDir state;
     String credential;
     try {
@@ -163,8 +191,10 @@ public final class Agent implements AutoCloseable {
     }
     if (credential == null && config.token() == null) {
       state.close();
-      throw new IllegalArgumentException("no host credential in " + state.path()
-          + " and no registration token: the first start needs --token (POST /v1/hosts/registration-tokens)");
+      throw new IllegalArgumentException(
+          "no host credential in "
+              + state.path()
+              + " and no registration token: the first start needs --token (POST /v1/hosts/registration-tokens)");
     }
     Agent agent;
     try {
@@ -177,7 +207,8 @@ public final class Agent implements AutoCloseable {
     return agent;
   }
 
-  private Agent(AgentConfig config, StateDir state, Hardware hardware, Runtime runtime, String credential) {
+  private Agent(
+      AgentConfig config, StateDir state, Hardware hardware, Runtime runtime, String credential) {
     this.config = config;
     this.state = state;
     this.hardware = hardware;
@@ -189,20 +220,37 @@ public final class Agent implements AutoCloseable {
       this.cards = Set.copyOf(simulated);
     }
     this.http = HttpClient.newBuilder().connectTimeout(CONNECT_TIMEOUT).build();
-    this.loop = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = daemon("tickmark-agent").newThread(r);
-      loopThread = t;
-      return t;
-    });
+    this.loop =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = daemon("tickmark-agent").newThread(r);
+              loopThread = t;
+              return t;
+            });
     this.probe = Executors.newSingleThreadExecutor(daemon("tickmark-agent-probe"));
-    this.rentals = new Rentals(runtime, () -> cards, Clock.systemUTC(), this::post, this::schedule, this::sendRentalFrame);
-    log.info("tickmark-agent {}: state folder {}, engines {}, {}, {} runtime", VERSION, state.path(), config.engines(),
-        config.simulated() ? "SIMULATED GPUs " + config.simulatedGpus() : "real hardware", runtime.name());
+    this.rentals =
+        new Rentals(
+            runtime,
+            () -> cards,
+            Clock.systemUTC(),
+            this::post,
+            this::schedule,
+            this::sendRentalFrame);
+    log.info(
+        "tickmark-agent {}: state folder {}, engines {}, {}, {} runtime",
+        VERSION,
+        state.path(),
+        config.engines(),
+        config.simulated() ? "SIMULATED GPUs " + config.simulatedGpus() : "real hardware",
+        runtime.name());
     if (!config.simulated() && "process".equals(runtime.name())) {
-      log.warn("the process runtime does not isolate workloads (no container, network on): use --runtime docker to rent out this machine");
+      log.warn(
+          "the process runtime does not isolate workloads (no container, network on): use --runtime docker to rent out this machine");
     }
     if (credential != null && config.token() != null) {
-      log.info("already registered (credential in {}): the registration token is not used", state.credentialFile());
+      log.info(
+          "already registered (credential in {}): the registration token is not used",
+          state.credentialFile());
     }
   }
 
@@ -223,12 +271,17 @@ public final class Agent implements AutoCloseable {
     return Optional.ofNullable(connectedEngine);
   }
 
-  /** Completes at the first welcome (exceptionally with {@link StoppedException} if the agent stops first). */
+  /**
+   * Completes at the first welcome (exceptionally with {@link StoppedException} if the agent stops
+   * first).
+   */
   public CompletableFuture<Welcomed> welcomed() {
     return welcomed.copy();
   }
 
-  /** Completes with the first {@code verification_result} (exceptionally if the agent stops first). */
+  /**
+   * Completes with the first {@code verification_result} (exceptionally if the agent stops first).
+   */
   public CompletableFuture<AgentFrame.VerificationResult> verified() {
     return verified.copy();
   }
@@ -238,12 +291,17 @@ public final class Agent implements AutoCloseable {
     return Optional.ofNullable(lastVerification);
   }
 
-  /** Completes with the next {@code verification_result} received after this call (e.g. after a reconnect). */
+  /**
+   * Completes with the next {@code verification_result} received after this call (e.g. after a
+   * reconnect).
+   */
   public CompletableFuture<AgentFrame.VerificationResult> nextVerification() {
     return nextVerification.copy();
   }
 
-  /** Completes when the agent stops: after {@link #close()}, or when the node refused it for good. */
+  /**
+   * Completes when the agent stops: after {@link #close()}, or when the node refused it for good.
+   */
   public CompletableFuture<Stopped> stopped() {
     return stopped.copy();
   }
@@ -263,16 +321,18 @@ public final class Agent implements AutoCloseable {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       return List.copyOf(runtime.running());
-    } catch (ExecutionException | TimeoutException | java.util.concurrent.RejectedExecutionException e) {
+    } catch (ExecutionException
+        | TimeoutException
+        | java.util.concurrent.RejectedExecutionException e) {
       return List.copyOf(runtime.running());
     }
   }
 
   /**
-   * Stops the running workloads (SIGTERM, the grace period, SIGKILL; scratch folders wiped) and reports them
-   * {@code rental_stopped} while the session is still up, then closes the socket (a close frame, then the connection)
-   * and stops heartbeating, measuring and reconnecting. Returns once done: a few seconds, plus the stop grace period
-   * when a workload does not end on SIGTERM.
+   * Stops the running workloads (SIGTERM, the grace period, SIGKILL; scratch folders wiped) and
+   * reports them {@code rental_stopped} while the session is still up, then closes the socket (a
+   * close frame, then the connection) and stops heartbeating, measuring and reconnecting. Returns
+   * once done: a few seconds, plus the stop grace period when a workload does not end on SIGTERM.
    */
   @Override
   public void close() {
@@ -286,17 +346,24 @@ public final class Agent implements AutoCloseable {
       drained.get(config.stopGrace().plus(DRAIN_MARGIN).toMillis(), TimeUnit.MILLISECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-    } catch (ExecutionException | TimeoutException | java.util.concurrent.RejectedExecutionException e) {
-      log.warn("agent close: workloads still stopping ({}); stopping them without reporting", e.toString());
+    } catch (ExecutionException
+        | TimeoutException
+        | java.util.concurrent.RejectedExecutionException e) {
+      log.warn(
+          "agent close: workloads still stopping ({}); stopping them without reporting",
+          e.toString());
     }
     try {
       loop.submit(() -> shutdown(new Stopped(null, "closed"))).get(5, TimeUnit.SECONDS);
       closing.handle((x, e) -> null).get(3, TimeUnit.SECONDS);
-      // a measurement in progress is interrupted; wait for it, so its temporary file is gone when close returns
+      // a measurement in progress is interrupted; wait for it, so its temporary file is gone when
+      // close returns
       probe.awaitTermination(3, TimeUnit.SECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-    } catch (ExecutionException | TimeoutException | java.util.concurrent.RejectedExecutionException e) {
+    } catch (ExecutionException
+        | TimeoutException
+        | java.util.concurrent.RejectedExecutionException e) {
       log.debug("agent close: {}", e.toString());
     }
   }
@@ -311,36 +378,57 @@ public final class Agent implements AutoCloseable {
     Connection c = new Connection(engine, new Session(state.key(), VERSION));
     current = c;
     String bearer = credential != null ? credential : config.token();
-    log.info("connecting to {} with {}", engine, credential != null ? "the host credential" : "the registration token");
-    c.handshakeTimer = loop.schedule(guard(() -> disconnected(c, "no welcome within " + HANDSHAKE_TIMEOUT.toSeconds() + " s", null)),
-        HANDSHAKE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+    log.info(
+        "connecting to {} with {}",
+        engine,
+        credential != null ? "the host credential" : "the registration token");
+    c.handshakeTimer =
+        loop.schedule(
+            guard(
+                () ->
+                    disconnected(
+                        c, "no welcome within " + HANDSHAKE_TIMEOUT.toSeconds() + " s", null)),
+            HANDSHAKE_TIMEOUT.toMillis(),
+            TimeUnit.MILLISECONDS);
     CompletableFuture<WebSocket> opening;
     try {
-      opening = http.newWebSocketBuilder()
-          .header("Authorization", "Bearer " + bearer)
-          .connectTimeout(CONNECT_TIMEOUT)
-          .buildAsync(AgentConfig.connectUri(engine), c);
+      opening =
+          http.newWebSocketBuilder()
+              .header("Authorization", "Bearer " + bearer)
+              .connectTimeout(CONNECT_TIMEOUT)
+              .buildAsync(AgentConfig.connectUri(engine), c);
     } catch (RuntimeException e) {
       opening = CompletableFuture.failedFuture(e);
     }
-    opening.whenComplete((ws, error) -> {
-      if (error != null) post(() -> connectFailed(c, error));
-    });
+    opening.whenComplete(
+        (ws, error) -> {
+          if (error != null) post(() -> connectFailed(c, error));
+        });
   }
 
   private void connectFailed(Connection c, Throwable error) {
     if (c != current) return;
-    Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+    Throwable cause =
+        error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
     if (cause instanceof WebSocketHandshakeException h) {
       int status = h.getResponse().statusCode();
       String[] problem = problem(h.getResponse().body());
       if (status == 401 || status == 403) {
         String code = problem[0] != null ? problem[0] : "unauthorized";
-        reject(code, "the node refused the " + (credential != null ? "host credential" : "registration token")
-            + " (HTTP " + status + (problem[1] != null ? ": " + problem[1] : "") + ")");
+        reject(
+            code,
+            "the node refused the "
+                + (credential != null ? "host credential" : "registration token")
+                + " (HTTP "
+                + status
+                + (problem[1] != null ? ": " + problem[1] : "")
+                + ")");
         return;
       }
-      disconnected(c, "the node answered HTTP " + status + (problem[1] != null ? ": " + problem[1] : ""), null);
+      disconnected(
+          c,
+          "the node answered HTTP " + status + (problem[1] != null ? ": " + problem[1] : ""),
+          null);
       return;
     }
     disconnected(c, describe(cause), null);
@@ -364,8 +452,15 @@ public final class Agent implements AutoCloseable {
       else if (action instanceof Session.Rejected r) reject(r.code(), r.message());
       else if (action instanceof Session.Ended e) {
         boolean replaced = "replaced".equals(e.code());
-        if (replaced) log.warn("another agent connected as this host (is a second agent running with a copy of {}?)", state.path());
-        disconnected(c, "the node ended the session: " + e.code() + (e.message().isEmpty() ? "" : " (" + e.message() + ")"),
+        if (replaced)
+          log.warn(
+              "another agent connected as this host (is a second agent running with a copy of {}?)",
+              state.path());
+        disconnected(
+            c,
+            "the node ended the session: "
+                + e.code()
+                + (e.message().isEmpty() ? "" : " (" + e.message() + ")"),
             replaced ? backoff.longest() : null);
       }
     }
@@ -378,67 +473,94 @@ public final class Agent implements AutoCloseable {
       credential = e.hostCredential();
       try {
         state.storeCredential(credential);
-        log.info("registered as host {}; credential stored in {}", e.hostId(), state.credentialFile());
+        log.info(
+            "registered as host {}; credential stored in {}", e.hostId(), state.credentialFile());
       } catch (StateDir.StateException ex) {
-        log.error("{}: this run keeps it in memory, but a restart will need a new registration token", ex.getMessage());
+        log.error(
+            "{}: this run keeps it in memory, but a restart will need a new registration token",
+            ex.getMessage());
       }
     }
     hostId = e.hostId();
     connectedEngine = c.engine;
     welcomed.complete(new Welcomed(e.hostId(), c.engine));
-    log.info("connected to {} as host {}; heartbeat every {} s", c.engine, e.hostId(), e.heartbeatInterval().toSeconds());
+    log.info(
+        "connected to {} as host {}; heartbeat every {} s",
+        c.engine,
+        e.hostId(),
+        e.heartbeatInterval().toSeconds());
     rentals.resync(); // what runs, and what ended while no session could hear it
-    probe.execute(() -> {
-      HardwareReport report = null;
-      try {
-        report = hardware.report();
-      } catch (RuntimeException ex) {
-        log.error("cannot collect the hardware report", ex);
-      }
-      HardwareReport r = report;
-      post(() -> reportReady(c, r, e.heartbeatInterval()));
-    });
+    probe.execute(
+        () -> {
+          HardwareReport report = null;
+          try {
+            report = hardware.report();
+          } catch (RuntimeException ex) {
+            log.error("cannot collect the hardware report", ex);
+          }
+          HardwareReport r = report;
+          post(() -> reportReady(c, r, e.heartbeatInterval()));
+        });
   }
 
   private void reportReady(Connection c, HardwareReport report, Duration interval) {
     if (c != current) return;
     if (report != null) {
-      cards = report.gpus().stream().map(HardwareReport.Gpu::index).collect(java.util.stream.Collectors.toUnmodifiableSet());
+      cards =
+          report.gpus().stream()
+              .map(HardwareReport.Gpu::index)
+              .collect(java.util.stream.Collectors.toUnmodifiableSet());
       send(c, c.session.report(report));
       log.info("hardware report sent: {}", summary(report));
     }
-    c.silenceLimit = interval.multipliedBy(3).compareTo(MIN_SILENCE_LIMIT) > 0 ? interval.multipliedBy(3) : MIN_SILENCE_LIMIT;
-    c.heartbeatTask = loop.scheduleAtFixedRate(guard(() -> heartbeatDue(c)), 0, interval.toMillis(), TimeUnit.MILLISECONDS);
+    c.silenceLimit =
+        interval.multipliedBy(3).compareTo(MIN_SILENCE_LIMIT) > 0
+            ? interval.multipliedBy(3)
+            : MIN_SILENCE_LIMIT;
+    c.heartbeatTask =
+        loop.scheduleAtFixedRate(
+            guard(() -> heartbeatDue(c)), 0, interval.toMillis(), TimeUnit.MILLISECONDS);
   }
 
   private void heartbeatDue(Connection c) {
     if (c != current) return;
     if (c.pongSeen && System.nanoTime() - c.lastInboundNanos > c.silenceLimit.toNanos()) {
-      disconnected(c, "no sign of life from the node for " + c.silenceLimit.toSeconds() + " s", null);
+      disconnected(
+          c, "no sign of life from the node for " + c.silenceLimit.toSeconds() + " s", null);
       return;
     }
     if (c.sampling) return;
     c.sampling = true;
-    probe.execute(() -> {
-      List<AgentFrame.GpuSample> samples;
-      try {
-        samples = hardware.sample();
-      } catch (RuntimeException ex) {
-        log.warn("cannot sample the GPUs: {}", ex.toString());
-        samples = List.of();
-      }
-      List<AgentFrame.GpuSample> s = samples;
-      post(() -> sendHeartbeat(c, s));
-    });
+    probe.execute(
+        () -> {
+          List<AgentFrame.GpuSample> samples;
+          try {
+            samples = hardware.sample();
+          } catch (RuntimeException ex) {
+            log.warn("cannot sample the GPUs: {}", ex.toString());
+            samples = List.of();
+          }
+          List<AgentFrame.GpuSample> s = samples;
+          post(() -> sendHeartbeat(c, s));
+        });
   }
 
   private void sendHeartbeat(Connection c, List<AgentFrame.GpuSample> samples) {
     c.sampling = false;
     if (c != current) return;
     for (AgentFrame.GpuSample s : samples) {
-      if (s.fault() != null) log.error("GPU {} fault: {} (reported to the node; the host will be evicted)", s.index(), s.fault());
+      if (s.fault() != null)
+        log.error(
+            "GPU {} fault: {} (reported to the node; the host will be evicted)",
+            s.index(),
+            s.fault());
     }
-    send(c, c.session.heartbeat(Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS), samples, rentals.running()));
+    send(
+        c,
+        c.session.heartbeat(
+            Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS),
+            samples,
+            rentals.running()));
     c.ping();
     heartbeatsSent.incrementAndGet();
   }
@@ -448,12 +570,19 @@ public final class Agent implements AutoCloseable {
     CompletableFuture<AgentFrame.VerificationResult> next = nextVerification;
     nextVerification = new CompletableFuture<>();
     next.complete(result);
-    verified.complete(result); // after the swap: a caller woken by it and asking for the next one gets a new future
+    verified.complete(
+        result); // after the swap: a caller woken by it and asking for the next one gets a new
+    // future
     log.info("verification: {}", result.status());
     if (result.checks() != null) {
       for (AgentFrame.Check check : result.checks()) {
         if (!"pass".equals(check.status())) {
-          log.info("  check {}: {} (observed {}, expected {})", check.check(), check.status(), check.observed(), check.expected());
+          log.info(
+              "  check {}: {} (observed {}, expected {})",
+              check.check(),
+              check.status(),
+              check.observed(),
+              check.expected());
         }
       }
     }
@@ -463,7 +592,10 @@ public final class Agent implements AutoCloseable {
     c.enqueue(ws -> ws.sendText(Frames.write(frame), true));
   }
 
-  /** {@link Rentals}' outbox: the established session, if there is one (else the frame waits for the next welcome). */
+  /**
+   * {@link Rentals}' outbox: the established session, if there is one (else the frame waits for the
+   * next welcome).
+   */
   private boolean sendRentalFrame(AgentFrame frame) {
     Connection c = current;
     if (c == null || closed || c.session.phase() != Session.Phase.ESTABLISHED) {
@@ -477,14 +609,17 @@ public final class Agent implements AutoCloseable {
   /** {@link Rentals}' timers: run on the loop. */
   private Runnable schedule(Duration delay, Runnable task) {
     try {
-      ScheduledFuture<?> f = loop.schedule(guard(task), Math.max(0, delay.toMillis()), TimeUnit.MILLISECONDS);
+      ScheduledFuture<?> f =
+          loop.schedule(guard(task), Math.max(0, delay.toMillis()), TimeUnit.MILLISECONDS);
       return () -> f.cancel(false);
     } catch (java.util.concurrent.RejectedExecutionException stopped) {
-      return () -> { };
+      return () -> {};
     }
   }
 
-  /** The current connection is over: reconnect after {@code delay} (null: the next backoff delay). */
+  /**
+   * The current connection is over: reconnect after {@code delay} (null: the next backoff delay).
+   */
   private void disconnected(Connection c, String reason, Duration delay) {
     if (c != current || closed) return;
     c.finish(false);
@@ -509,7 +644,9 @@ public final class Agent implements AutoCloseable {
     current = null;
     connectedEngine = null;
     rentals.stopAll(); // no new workloads from here on
-    runtime.close(); // stops what still runs (after close() drained them, nothing), wipes the scratch folders
+    runtime
+        .close(); // stops what still runs (after close() drained them, nothing), wipes the scratch
+    // folders
     state.close();
     StoppedException ex = new StoppedException(why);
     welcomed.completeExceptionally(ex);
@@ -523,17 +660,33 @@ public final class Agent implements AutoCloseable {
 
   /** The one line a person reads when the node refuses this agent for good. */
   String explain(String code, String engineMessage) {
-    String detail = engineMessage == null || engineMessage.isBlank() ? "" : " [" + engineMessage + "]";
-    String hint = switch (code) {
-      case "token_used" -> "the registration token was already used; create a new one (POST /v1/hosts/registration-tokens)"
-          + " and start again with --token, or use the state folder that holds this host's credential";
-      case "token_expired" -> "the registration token has expired (tokens last 24 hours); create a new one and start again with --token";
-      case "key_mismatch" -> "this agent's key (" + state.keyFile() + ") is not the one pinned to host " + hostIdOr()
-          + "; use the state folder of its first registration, or register anew with a new token and an empty state folder";
-      case "host_removed" -> "host " + hostIdOr() + " was removed by its provider; to register this machine again, delete "
-          + state.credentialFile() + " and start with a new --token";
-      default -> "the node refused this agent (" + code + "); check the --token or the credential in " + state.credentialFile();
-    };
+    String detail =
+        engineMessage == null || engineMessage.isBlank() ? "" : " [" + engineMessage + "]";
+    String hint =
+        switch (code) {
+          case "token_used" ->
+              "the registration token was already used; create a new one (POST /v1/hosts/registration-tokens)"
+                  + " and start again with --token, or use the state folder that holds this host's credential";
+          case "token_expired" ->
+              "the registration token has expired (tokens last 24 hours); create a new one and start again with --token";
+          case "key_mismatch" ->
+              "this agent's key ("
+                  + state.keyFile()
+                  + ") is not the one pinned to host "
+                  + hostIdOr()
+                  + "; use the state folder of its first registration, or register anew with a new token and an empty state folder";
+          case "host_removed" ->
+              "host "
+                  + hostIdOr()
+                  + " was removed by its provider; to register this machine again, delete "
+                  + state.credentialFile()
+                  + " and start with a new --token";
+          default ->
+              "the node refused this agent ("
+                  + code
+                  + "); check the --token or the credential in "
+                  + state.credentialFile();
+        };
     return "tickmark-agent stopped: " + hint + detail;
   }
 
@@ -552,7 +705,10 @@ public final class Agent implements AutoCloseable {
     }
   }
 
-  /** A failing loop task is logged, never silently lost (a periodic task would otherwise stop for good). */
+  /**
+   * A failing loop task is logged, never silently lost (a periodic task would otherwise stop for
+   * good).
+   */
   private static Runnable guard(Runnable task) {
     return () -> {
       try {
@@ -566,11 +722,22 @@ public final class Agent implements AutoCloseable {
   private static String summary(HardwareReport r) {
     StringBuilder sb = new StringBuilder();
     sb.append(r.gpus().size()).append(" GPU(s)");
-    r.gpus().stream().map(HardwareReport.Gpu::name).distinct()
-        .forEach(n -> sb.append(" ").append(r.gpus().stream().filter(g -> java.util.Objects.equals(g.name(), n)).count())
-            .append("× ").append(n).append(";"));
+    r.gpus().stream()
+        .map(HardwareReport.Gpu::name)
+        .distinct()
+        .forEach(
+            n ->
+                sb.append(" ")
+                    .append(
+                        r.gpus().stream()
+                            .filter(g -> java.util.Objects.equals(g.name(), n))
+                            .count())
+                    .append("× ")
+                    .append(n)
+                    .append(";"));
     sb.append(" RAM ").append(r.memoryTotalMib()).append(" MiB");
-    if (r.disk() != null) sb.append(", disk write ").append(r.disk().writeMibPerS()).append(" MiB/s");
+    if (r.disk() != null)
+      sb.append(", disk write ").append(r.disk().writeMibPerS()).append(" MiB/s");
     if (r.simulated()) sb.append(" (simulated)");
     return sb.toString();
   }
@@ -581,8 +748,10 @@ public final class Agent implements AutoCloseable {
     try {
       JsonNode json = Frames.MAPPER.readTree(text);
       String code = json.hasNonNull("code") ? json.get("code").asText() : null;
-      String detail = json.hasNonNull("detail") ? json.get("detail").asText()
-          : json.hasNonNull("title") ? json.get("title").asText() : null;
+      String detail =
+          json.hasNonNull("detail")
+              ? json.get("detail").asText()
+              : json.hasNonNull("title") ? json.get("title").asText() : null;
       return new String[] {code, detail};
     } catch (IOException | RuntimeException e) {
       return new String[] {null, text.length() > 200 ? text.substring(0, 200) : text};
@@ -592,13 +761,19 @@ public final class Agent implements AutoCloseable {
   private static String describe(Throwable t) {
     for (Throwable c = t; c != null; c = c.getCause()) {
       if (c instanceof java.net.ConnectException) {
-        return "cannot connect" + (c.getMessage() != null ? " (" + c.getMessage() + ")" : " (refused or unreachable)");
+        return "cannot connect"
+            + (c.getMessage() != null ? " (" + c.getMessage() + ")" : " (refused or unreachable)");
       }
-      if (c instanceof java.net.http.HttpConnectTimeoutException) return "cannot connect (timed out)";
+      if (c instanceof java.net.http.HttpConnectTimeoutException)
+        return "cannot connect (timed out)";
     }
     Throwable cause = t;
-    while (cause.getCause() != null && (cause instanceof CompletionException || cause.getMessage() == null)) cause = cause.getCause();
-    return cause.getMessage() != null ? cause.getClass().getSimpleName() + ": " + cause.getMessage() : cause.getClass().getSimpleName();
+    while (cause.getCause() != null
+        && (cause instanceof CompletionException || cause.getMessage() == null))
+      cause = cause.getCause();
+    return cause.getMessage() != null
+        ? cause.getClass().getSimpleName() + ": " + cause.getMessage()
+        : cause.getClass().getSimpleName();
   }
 
   private static java.util.concurrent.ThreadFactory daemon(String name) {
@@ -621,7 +796,10 @@ public final class Agent implements AutoCloseable {
     }
   }
 
-  /** One websocket attempt and its session. Listener callbacks run on HttpClient threads and hand over to the loop. */
+  /**
+   * One websocket attempt and its session. Listener callbacks run on HttpClient threads and hand
+   * over to the loop.
+   */
   private final class Connection implements WebSocket.Listener {
     final URI engine;
     final Session session;
@@ -650,16 +828,21 @@ public final class Agent implements AutoCloseable {
       }
       if (sends == null) sends = CompletableFuture.completedFuture(w);
       sends = sends.thenCompose(op);
-      sends.whenComplete((sent, error) -> {
-        if (error != null) post(() -> disconnected(this, "send failed: " + describe(error), null));
-      });
+      sends.whenComplete(
+          (sent, error) -> {
+            if (error != null)
+              post(() -> disconnected(this, "send failed: " + describe(error), null));
+          });
     }
 
     void ping() {
       enqueue(w -> w.sendPing(ByteBuffer.allocate(0)));
     }
 
-    /** Ends this connection: a close frame (after what is queued) when {@code graceful}, else an abort. Completes when done. */
+    /**
+     * Ends this connection: a close frame (after what is queued) when {@code graceful}, else an
+     * abort. Completes when done.
+     */
     CompletableFuture<?> finish(boolean graceful) {
       WebSocket w;
       synchronized (this) {
@@ -669,13 +852,16 @@ public final class Agent implements AutoCloseable {
       }
       if (handshakeTimer != null) handshakeTimer.cancel(false);
       if (heartbeatTask != null) heartbeatTask.cancel(false);
-      if (w == null) return CompletableFuture.completedFuture(null); // still opening: onOpen aborts it
+      if (w == null)
+        return CompletableFuture.completedFuture(null); // still opening: onOpen aborts it
       if (!graceful) {
         w.abort();
         return CompletableFuture.completedFuture(null);
       }
-      CompletableFuture<WebSocket> queued = sends != null ? sends : CompletableFuture.completedFuture(w);
-      return queued.thenCompose(x -> w.sendClose(WebSocket.NORMAL_CLOSURE, "agent stopping"))
+      CompletableFuture<WebSocket> queued =
+          sends != null ? sends : CompletableFuture.completedFuture(w);
+      return queued
+          .thenCompose(x -> w.sendClose(WebSocket.NORMAL_CLOSURE, "agent stopping"))
           .orTimeout(2, TimeUnit.SECONDS)
           .whenComplete((x, e) -> w.abort());
     }
@@ -687,7 +873,8 @@ public final class Agent implements AutoCloseable {
         ws = webSocket;
         abandoned = finished;
       }
-      if (abandoned) { // given up on (timeout, close) while it was opening: it must not become a second session
+      if (abandoned) { // given up on (timeout, close) while it was opening: it must not become a
+        // second session
         webSocket.abort();
         return;
       }
@@ -701,7 +888,10 @@ public final class Agent implements AutoCloseable {
       partial.append(data);
       if (partial.length() > MAX_INBOUND_CHARS) {
         partial.setLength(0);
-        post(() -> disconnected(this, "the node sent a frame over " + MAX_INBOUND_CHARS + " characters", null));
+        post(
+            () ->
+                disconnected(
+                    this, "the node sent a frame over " + MAX_INBOUND_CHARS + " characters", null));
         return null;
       }
       if (last) {
@@ -738,8 +928,15 @@ public final class Agent implements AutoCloseable {
 
     @Override
     public CompletionStage<?> onClose(WebSocket webSocket, int statusCode, String reason) {
-      post(() -> disconnected(this, "the node closed the connection (" + statusCode
-          + (reason == null || reason.isEmpty() ? "" : " " + reason) + ")", null));
+      post(
+          () ->
+              disconnected(
+                  this,
+                  "the node closed the connection ("
+                      + statusCode
+                      + (reason == null || reason.isEmpty() ? "" : " " + reason)
+                      + ")",
+                  null));
       return null;
     }
 

@@ -10,22 +10,30 @@ import java.util.Locale;
 /**
  * How to run an agent.
  *
- * @param engines the nodes to connect to ({@code ws://host:port} or {@code wss://…}, optionally with a base path;
- *     {@code http(s)://} is accepted and means the same), tried in turn: each reconnect goes to the next one
- * @param token a registration token ({@code tmkreg_…}); may be null once the state folder holds a host credential,
- *     and is ignored when it does
+ * @param engines the nodes to connect to ({@code ws://host:port} or {@code wss://…}, optionally
+ *     with a base path; {@code http(s)://} is accepted and means the same), tried in turn: each
+ *     reconnect goes to the next one
+ * @param token a registration token ({@code tmkreg_…}); may be null once the state folder holds a
+ *     host credential, and is ignored when it does
  * @param stateDir the agent's state folder (its key and host credential)
- * @param simulatedGpus GPUs to simulate instead of reading the machine's, or null for the real hardware
- * @param runtime how rentals run: null means the default, {@link RuntimeKind#PROCESS} with simulated GPUs and
- *     {@link RuntimeKind#DOCKER} otherwise
- * @param stopGrace how long a stopped workload gets between SIGTERM and SIGKILL; null means
- *     {@link #DEFAULT_STOP_GRACE}
+ * @param simulatedGpus GPUs to simulate instead of reading the machine's, or null for the real
+ *     hardware
+ * @param runtime how rentals run: null means the default, {@link RuntimeKind#PROCESS} with
+ *     simulated GPUs and {@link RuntimeKind#DOCKER} otherwise
+ * @param stopGrace how long a stopped workload gets between SIGTERM and SIGKILL; null means {@link
+ *     #DEFAULT_STOP_GRACE}
  */
-public record AgentConfig(List<URI> engines, String token, Path stateDir, SimulatedGpus simulatedGpus,
-    RuntimeKind runtime, Duration stopGrace) {
+public record AgentConfig(
+    List<URI> engines,
+    String token,
+    Path stateDir,
+    SimulatedGpus simulatedGpus,
+    RuntimeKind runtime,
+    Duration stopGrace) {
 
   /** The websocket path on a node. */
   public static final String CONNECT_PATH = "/v1/agent/connect";
+
   public static final Duration DEFAULT_STOP_GRACE = Duration.ofSeconds(10);
   public static final Duration MAX_STOP_GRACE = Duration.ofMinutes(10);
 
@@ -48,18 +56,23 @@ public record AgentConfig(List<URI> engines, String token, Path stateDir, Simula
   }
 
   public AgentConfig {
-    if (engines == null || engines.isEmpty()) throw new IllegalArgumentException("at least one engine is needed");
+    if (engines == null || engines.isEmpty())
+      throw new IllegalArgumentException("at least one engine is needed");
     engines = engines.stream().map(AgentConfig::normalise).toList();
     if (stateDir == null) throw new IllegalArgumentException("a state folder is needed");
     if (token != null && token.isBlank()) token = null;
     if (runtime == null) runtime = simulatedGpus != null ? RuntimeKind.PROCESS : RuntimeKind.DOCKER;
     if (stopGrace == null) stopGrace = DEFAULT_STOP_GRACE;
     if (stopGrace.isNegative() || stopGrace.compareTo(MAX_STOP_GRACE) > 0) {
-      throw new IllegalArgumentException("the stop grace period must be between 0 and " + MAX_STOP_GRACE.toSeconds() + " s");
+      throw new IllegalArgumentException(
+          "the stop grace period must be between 0 and " + MAX_STOP_GRACE.toSeconds() + " s");
     }
   }
 
-  /** The default runtime for the hardware (process with simulated GPUs, docker otherwise) and stop grace period. */
+  /**
+   * The default runtime for the hardware (process with simulated GPUs, docker otherwise) and stop
+   * grace period.
+   */
   public AgentConfig(List<URI> engines, String token, Path stateDir, SimulatedGpus simulatedGpus) {
     this(engines, token, stateDir, simulatedGpus, null, null);
   }
@@ -79,9 +92,14 @@ public record AgentConfig(List<URI> engines, String token, Path stateDir, Simula
     return new AgentConfig(List.of(engine(engine)), token, stateDir, null);
   }
 
-  /** One engine, simulated GPUs ({@code h100-80gb:2}), as the node's dev mode runs one; rentals run as processes. */
-  public static AgentConfig simulated(String engine, String token, Path stateDir, String simulatedGpus) {
-    return new AgentConfig(List.of(engine(engine)), token, stateDir, SimulatedGpus.parse(simulatedGpus));
+  /**
+   * One engine, simulated GPUs ({@code h100-80gb:2}), as the node's dev mode runs one; rentals run
+   * as processes.
+   */
+  public static AgentConfig simulated(
+      String engine, String token, Path stateDir, String simulatedGpus) {
+    return new AgentConfig(
+        List.of(engine(engine)), token, stateDir, SimulatedGpus.parse(simulatedGpus));
   }
 
   /** {@code ~/.tickmark-agent} */
@@ -89,7 +107,10 @@ public record AgentConfig(List<URI> engines, String token, Path stateDir, Simula
     return Path.of(System.getProperty("user.home"), ".tickmark-agent");
   }
 
-  /** Whether {@code stateDir} already holds a host credential, so that no registration token is needed. */
+  /**
+   * Whether {@code stateDir} already holds a host credential, so that no registration token is
+   * needed.
+   */
   public static boolean hasCredential(Path stateDir) {
     return java.nio.file.Files.isRegularFile(stateDir.resolve(StateDir.CREDENTIAL_FILE));
   }
@@ -120,21 +141,27 @@ public record AgentConfig(List<URI> engines, String token, Path stateDir, Simula
 
   private static URI normalise(URI uri) {
     String scheme = uri.getScheme() == null ? "" : uri.getScheme().toLowerCase(Locale.ROOT);
-    String ws = switch (scheme) {
-      case "ws", "http" -> "ws";
-      case "wss", "https" -> "wss";
-      default -> throw new IllegalArgumentException(
-          "bad engine address '" + uri + "': the scheme must be ws://, wss://, http:// or https://");
-    };
+    String ws =
+        switch (scheme) {
+          case "ws", "http" -> "ws";
+          case "wss", "https" -> "wss";
+          default ->
+              throw new IllegalArgumentException(
+                  "bad engine address '"
+                      + uri
+                      + "': the scheme must be ws://, wss://, http:// or https://");
+        };
     if (uri.getHost() == null || uri.getHost().isEmpty()) {
       throw new IllegalArgumentException("bad engine address '" + uri + "': no host");
     }
     if (uri.getRawQuery() != null || uri.getRawFragment() != null) {
-      throw new IllegalArgumentException("bad engine address '" + uri + "': no query or fragment allowed");
+      throw new IllegalArgumentException(
+          "bad engine address '" + uri + "': no query or fragment allowed");
     }
     String path = uri.getRawPath() == null ? "" : uri.getRawPath();
     while (path.endsWith("/")) path = path.substring(0, path.length() - 1);
-    if (path.endsWith(CONNECT_PATH)) path = path.substring(0, path.length() - CONNECT_PATH.length());
+    if (path.endsWith(CONNECT_PATH))
+      path = path.substring(0, path.length() - CONNECT_PATH.length());
     return URI.create(ws + "://" + uri.getRawAuthority() + path);
   }
 }

@@ -7,16 +7,21 @@ import java.util.List;
 import java.util.Map;
 
 /** The agent's command line, parsed. */
-record Arguments(AgentConfig config, boolean help, boolean version, boolean printReport, java.nio.file.Path reportStateDir) {
+record Arguments(
+    AgentConfig config,
+    boolean help,
+    boolean version,
+    boolean printReport,
+    java.nio.file.Path reportStateDir) {
 
   Arguments(AgentConfig config, boolean help, boolean version) {
     this(config, help, version, false, null);
   }
 
-
   static final String TOKEN_ENV = "TICKMARK_AGENT_TOKEN";
 
-  static final String USAGE = """
+  static final String USAGE =
+      """
       Usage: java -jar tickmark-agent.jar --engine URL [--engine URL…] [--token TOKEN] [--state-dir DIR]
                                           [--simulate-gpus CODE:COUNT[,CODE:COUNT…]] [--runtime process|docker]
                                           [--stop-grace SECONDS]
@@ -44,7 +49,8 @@ record Arguments(AgentConfig config, boolean help, boolean version, boolean prin
 
       Exit status: 1 failure (e.g. unusable state folder), 2 bad usage, 3 refused by the node for good (used or
       expired token, key mismatch, host removed); otherwise it runs until stopped (SIGTERM: 143).
-      """.formatted(SimulatedGpus.Model.codes());
+      """
+          .formatted(SimulatedGpus.Model.codes());
 
   /** A command line that cannot be run; exit status 2. */
   static final class UsageException extends Exception {
@@ -93,7 +99,8 @@ record Arguments(AgentConfig config, boolean help, boolean version, boolean prin
         case "--state-dir" -> {
           String v = value != null ? value : next(args, ++i, name);
           if (v.isBlank()) throw new UsageException("--state-dir needs a folder");
-          stateDir = Path.of(v.startsWith("~/") ? System.getProperty("user.home") + v.substring(1) : v);
+          stateDir =
+              Path.of(v.startsWith("~/") ? System.getProperty("user.home") + v.substring(1) : v);
         }
         case "--simulate-gpus" -> {
           String v = value != null ? value : next(args, ++i, name);
@@ -120,26 +127,41 @@ record Arguments(AgentConfig config, boolean help, boolean version, boolean prin
             throw new UsageException("bad --stop-grace '" + v + "': a number of seconds");
           }
           if (seconds < 0 || seconds > AgentConfig.MAX_STOP_GRACE.toSeconds()) {
-            throw new UsageException("--stop-grace must be between 0 and " + AgentConfig.MAX_STOP_GRACE.toSeconds() + " seconds");
+            throw new UsageException(
+                "--stop-grace must be between 0 and "
+                    + AgentConfig.MAX_STOP_GRACE.toSeconds()
+                    + " seconds");
           }
           stopGrace = java.time.Duration.ofSeconds(seconds);
         }
         default -> throw new UsageException("unknown argument '" + arg + "'");
       }
     }
-    if (printReport) return new Arguments(null, false, false, true, stateDir != null ? stateDir : AgentConfig.defaultStateDir());
-    if (engines.isEmpty()) throw new UsageException("--engine is required (e.g. --engine ws://127.0.0.1:8080)");
+    if (printReport)
+      return new Arguments(
+          null, false, false, true, stateDir != null ? stateDir : AgentConfig.defaultStateDir());
+    if (engines.isEmpty())
+      throw new UsageException("--engine is required (e.g. --engine ws://127.0.0.1:8080)");
     if (token == null || token.isBlank()) token = env.get(TOKEN_ENV);
     if (token != null && token.isBlank()) token = null;
     if (token != null && token.chars().anyMatch(ch -> ch <= ' ' || ch == 0x7f)) {
       throw new UsageException("the token contains spaces or control characters");
     }
-    return new Arguments(new AgentConfig(engines, token, stateDir != null ? stateDir : AgentConfig.defaultStateDir(),
-        simulated, runtime, stopGrace), false, false);
+    return new Arguments(
+        new AgentConfig(
+            engines,
+            token,
+            stateDir != null ? stateDir : AgentConfig.defaultStateDir(),
+            simulated,
+            runtime,
+            stopGrace),
+        false,
+        false);
   }
 
   private static String next(List<String> args, int i, String flag) throws UsageException {
-    if (i >= args.size() || args.get(i).startsWith("--")) throw new UsageException(flag + " needs a value");
+    if (i >= args.size() || args.get(i).startsWith("--"))
+      throw new UsageException(flag + " needs a value");
     return args.get(i);
   }
 }

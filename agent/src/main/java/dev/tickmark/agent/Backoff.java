@@ -5,8 +5,9 @@ import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.DoubleSupplier;
 
 /**
- * Reconnect delays: 0.5 s doubling up to 30 s, each with ±20 % jitter (never above 30 s) so that many agents
- * cut off by one node do not all come back in the same instant. {@link #reset()} after a successful welcome.
+ * Reconnect delays: 0.5 s doubling up to 30 s, each with ±20 % jitter (never above 30 s) so that
+ * many agents cut off by one node do not all come back in the same instant. {@link #reset()} after
+ * a successful welcome.
  */
 final class Backoff {
   static final Duration INITIAL = Duration.ofMillis(500);
@@ -39,7 +40,10 @@ final class Backoff {
     return Duration.ofMillis(Math.min(Math.round(base * factor), MAX.toMillis()));
   }
 
-  /** Jumps to the longest delay (used when another agent took this host's session: do not fight over it). */
+  /**
+   * Jumps to the longest delay (used when another agent took this host's session: do not fight over
+   * it).
+   */
   Duration longest() {
     failures = 64;
     return next();

@@ -20,18 +20,22 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Runs a rental as a Docker container, through the {@code docker} command line (which must be on the agent's
- * {@code PATH}, talking to a daemon with the NVIDIA container toolkit for {@code --gpus}).
+ * Runs a rental as a Docker container, through the {@code docker} command line (which must be on
+ * the agent's {@code PATH}, talking to a daemon with the NVIDIA container toolkit for {@code
+ * --gpus}).
  *
  * <ol>
- *   <li>Start: {@link #runInvocation} ({@code docker run --detach …}, see there); it returns once the container runs
- *       (after pulling the image if needed), which is the rental's start. A missing {@code docker}, or one that exits
- *       non-zero, fails the rental with docker's message as the reason.</li>
- *   <li>While it runs: {@code docker wait tickmark-<id>} tells when the container exits, and
- *       {@code docker logs --follow tickmark-<id>} copies its output to {@code <rental folder>/output.log}.</li>
- *   <li>Stop: {@code docker stop -t <grace> tickmark-<id>} (SIGTERM, then SIGKILL after the grace period); if that
- *       fails, {@code docker rm --force}. The container is removed when it exits ({@code --rm}).</li>
- *   <li>The scratch folder (mounted at {@code /workspace}) is wiped once the container is gone.</li>
+ *   <li>Start: {@link #runInvocation} ({@code docker run --detach …}, see there); it returns once
+ *       the container runs (after pulling the image if needed), which is the rental's start. A
+ *       missing {@code docker}, or one that exits non-zero, fails the rental with docker's message
+ *       as the reason.
+ *   <li>While it runs: {@code docker wait tickmark-<id>} tells when the container exits, and {@code
+ *       docker logs --follow tickmark-<id>} copies its output to {@code <rental
+ *       folder>/output.log}.
+ *   <li>Stop: {@code docker stop -t <grace> tickmark-<id>} (SIGTERM, then SIGKILL after the grace
+ *       period); if that fails, {@code docker rm --force}. The container is removed when it exits
+ *       ({@code --rm}).
+ *   <li>The scratch folder (mounted at {@code /workspace}) is wiped once the container is gone.
  * </ol>
  */
 final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
@@ -39,19 +43,23 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
   static final String LABEL = "tickmark.rental";
   static final String WORKSPACE = "/workspace";
   static final int PIDS_LIMIT = 4096;
+
   /** Pulling a large image can take a while. */
   static final Duration RUN_TIMEOUT = Duration.ofMinutes(15);
+
   static final Duration COMMAND_TIMEOUT = Duration.ofSeconds(30);
   static final int MAX_IMAGE_LENGTH = 255;
 
   /**
-   * A conservative image reference: {@code [host[:port]/]path[:tag][@sha256:digest]}, lower-case path components
-   * separated by {@code . _ __ -}, no whitespace, nothing that could be read as an option.
+   * A conservative image reference: {@code [host[:port]/]path[:tag][@sha256:digest]}, lower-case
+   * path components separated by {@code . _ __ -}, no whitespace, nothing that could be read as an
+   * option.
    */
-  static final Pattern IMAGE = Pattern.compile(
-      "(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]{1,5})?/)?"
-          + "[a-z0-9]+(?:(?:\\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\\.|_|__|-+)[a-z0-9]+)*)*"
-          + "(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?");
+  static final Pattern IMAGE =
+      Pattern.compile(
+          "(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]{1,5})?/)?"
+              + "[a-z0-9]+(?:(?:\\.|_|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:\\.|_|__|-+)[a-z0-9]+)*)*"
+              + "(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?");
 
   private static final Logger log = LoggerFactory.getLogger(DockerRuntime.class);
 
@@ -80,24 +88,30 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
   /** Null when {@code image} is an acceptable image reference, else why not. */
   static String checkImage(String image) {
     if (image == null || image.isEmpty()) return "no image given";
-    if (image.length() > MAX_IMAGE_LENGTH) return "the image name is longer than " + MAX_IMAGE_LENGTH + " characters";
+    if (image.length() > MAX_IMAGE_LENGTH)
+      return "the image name is longer than " + MAX_IMAGE_LENGTH + " characters";
     if (!IMAGE.matcher(image).matches()) return "invalid image name";
     return null;
   }
 
   /**
-   * The {@code docker run} command line for a rental, one list element per argument (no shell involved):
+   * The {@code docker run} command line for a rental, one list element per argument (no shell
+   * involved):
+   *
    * <pre>
    * docker run --detach --rm --name tickmark-&lt;id&gt; --label tickmark.rental=&lt;id&gt;
    *     --gpus "device=&lt;i&gt;,&lt;j&gt;"  [--network none]  -v &lt;scratch&gt;:/workspace -w /workspace
    *     -e TICKMARK_RENTAL_ID=&lt;id&gt;  --cap-drop ALL --security-opt no-new-privileges --pids-limit 4096
    *     &lt;image&gt; [command args…]
    * </pre>
-   * {@code --gpus} gets {@code "device=0,1"} with the double quotes as part of the argument (docker reads the value as
-   * CSV, and a bare comma would split it); {@code --network none} unless the renter enabled the network; never
-   * {@code --privileged}. An empty command runs the image's own entry point and command.
    *
-   * @throws Runtime.Failure if the id, the image, the cards, the command or the scratch path cannot be used
+   * {@code --gpus} gets {@code "device=0,1"} with the double quotes as part of the argument (docker
+   * reads the value as CSV, and a bare comma would split it); {@code --network none} unless the
+   * renter enabled the network; never {@code --privileged}. An empty command runs the image's own
+   * entry point and command.
+   *
+   * @throws Runtime.Failure if the id, the image, the cards, the command or the scratch path cannot
+   *     be used
    */
   static List<String> runInvocation(String docker, Spec spec, Path scratch) {
     String why = Runtime.checkRentalId(spec.rentalId());
@@ -106,28 +120,52 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     if (why == null) why = Runtime.checkCommand(spec.command());
     if (why != null) throw new Failure(why);
     String mount = scratch.toAbsolutePath().normalize().toString();
-    if (mount.contains(":") || mount.contains(",")) throw new Failure("the host's scratch path cannot be mounted");
+    if (mount.contains(":") || mount.contains(","))
+      throw new Failure("the host's scratch path cannot be mounted");
     String id = spec.rentalId();
-    List<String> args = new ArrayList<>(List.of(docker, "run", "--detach", "--rm",
-        "--name", containerName(id),
-        "--label", LABEL + "=" + id,
-        "--gpus", "\"device=" + spec.cards().stream().map(String::valueOf).collect(Collectors.joining(",")) + "\""));
+    List<String> args =
+        new ArrayList<>(
+            List.of(
+                docker,
+                "run",
+                "--detach",
+                "--rm",
+                "--name",
+                containerName(id),
+                "--label",
+                LABEL + "=" + id,
+                "--gpus",
+                "\"device="
+                    + spec.cards().stream().map(String::valueOf).collect(Collectors.joining(","))
+                    + "\""));
     if (!spec.network()) args.addAll(List.of("--network", "none"));
-    args.addAll(List.of(
-        "-v", mount + ":" + WORKSPACE,
-        "-w", WORKSPACE,
-        "-e", "TICKMARK_RENTAL_ID=" + id,
-        "--cap-drop", "ALL",
-        "--security-opt", "no-new-privileges",
-        "--pids-limit", String.valueOf(PIDS_LIMIT),
-        spec.image()));
+    args.addAll(
+        List.of(
+            "-v",
+            mount + ":" + WORKSPACE,
+            "-w",
+            WORKSPACE,
+            "-e",
+            "TICKMARK_RENTAL_ID=" + id,
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--pids-limit",
+            String.valueOf(PIDS_LIMIT),
+            spec.image()));
     args.addAll(spec.command());
     return args;
   }
 
   /** {@code docker stop -t <grace seconds> tickmark-<id>} */
   static List<String> stopInvocation(String docker, String rentalId, Duration grace) {
-    return List.of(docker, "stop", "-t", String.valueOf(Math.max(0, grace.toSeconds())), containerName(rentalId));
+    return List.of(
+        docker,
+        "stop",
+        "-t",
+        String.valueOf(Math.max(0, grace.toSeconds())),
+        containerName(rentalId));
   }
 
   @Override
@@ -148,20 +186,27 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
       throw unavailable(e);
     }
     if (result.timedOut() || result.exitCode() != 0) {
-      removeQuietly(id); // it may have been created without starting (or meanwhile): it must not block a retry
+      removeQuietly(
+          id); // it may have been created without starting (or meanwhile): it must not block a
+      // retry
       dirs.wipe(id);
-      String reason = result.timedOut()
-          ? "docker run did not finish within " + RUN_TIMEOUT.toMinutes() + " minutes"
-          : "docker run exited with status " + result.exitCode() + ": " + Runtime.oneLine(result.output(), 300);
+      String reason =
+          result.timedOut()
+              ? "docker run did not finish within " + RUN_TIMEOUT.toMinutes() + " minutes"
+              : "docker run exited with status "
+                  + result.exitCode()
+                  + ": "
+                  + Runtime.oneLine(result.output(), 300);
       log.warn("rental {}: {}", id, reason);
       throw new Failure(reason.replace(dirs.root().toString(), "<rentals>"));
     }
     Instant startedAt = clock.instant();
     Process waiter;
     try {
-      waiter = withoutInput(List.of(docker, "wait", containerName(id)))
-          .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
-          .start();
+      waiter =
+          withoutInput(List.of(docker, "wait", containerName(id)))
+              .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
+              .start();
     } catch (IOException e) {
       removeQuietly(id);
       dirs.wipe(id);
@@ -169,9 +214,10 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     }
     Process logs = null;
     try {
-      logs = withoutInput(List.of(docker, "logs", "--follow", containerName(id)))
-          .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
-          .start();
+      logs =
+          withoutInput(List.of(docker, "logs", "--follow", containerName(id)))
+              .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
+              .start();
     } catch (IOException e) {
       log.warn("rental {}: cannot follow the container's log: {}", id, e.toString());
     }
@@ -181,19 +227,28 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
   }
 
   private static Failure unavailable(IOException e) {
-    return new Failure("docker is not available on this host (" + Runtime.oneLine(e.getMessage(), 200) + ")", e);
+    return new Failure(
+        "docker is not available on this host (" + Runtime.oneLine(e.getMessage(), 200) + ")", e);
   }
 
   @Override
   protected void watch(Running r) {
-    r.waiter.onExit().thenRunAsync(() -> {
-      // docker wait also returns when it loses the daemon: make sure the container is really gone before saying so
-      if (!r.stopping.get()) removeQuietly(r.rentalId());
-      end(r, "container exited");
-    }, workers);
+    r.waiter
+        .onExit()
+        .thenRunAsync(
+            () -> {
+              // docker wait also returns when it loses the daemon: make sure the container is
+              // really gone before saying so
+              if (!r.stopping.get()) removeQuietly(r.rentalId());
+              end(r, "container exited");
+            },
+            workers);
   }
 
-  /** {@code docker stop}, or {@code docker rm --force} when that fails; then waits for {@code docker wait} to return. */
+  /**
+   * {@code docker stop}, or {@code docker rm --force} when that fails; then waits for {@code docker
+   * wait} to return.
+   */
   @Override
   protected void halt(Running r, String why) {
     String id = r.spec.rentalId();
@@ -201,7 +256,8 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     try {
       Result result = exec(stopInvocation(docker, id, grace), grace.plus(COMMAND_TIMEOUT));
       stopped = !result.timedOut() && result.exitCode() == 0;
-      if (!stopped) log.warn("rental {}: docker stop failed: {}", id, Runtime.oneLine(result.output(), 300));
+      if (!stopped)
+        log.warn("rental {}: docker stop failed: {}", id, Runtime.oneLine(result.output(), 300));
     } catch (IOException e) {
       log.warn("rental {}: cannot run docker stop: {}", id, e.toString());
     }
@@ -211,7 +267,8 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     } catch (ExecutionException | TimeoutException e) {
-      log.warn("rental {}: docker wait did not return after the stop; ending the rental anyway", id);
+      log.warn(
+          "rental {}: docker wait did not return after the stop; ending the rental anyway", id);
     }
     end(r, why);
   }
@@ -219,7 +276,8 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
   private void removeQuietly(String id) {
     try {
       Result result = exec(List.of(docker, "rm", "--force", containerName(id)), COMMAND_TIMEOUT);
-      if (result.exitCode() != 0) log.debug("rental {}: docker rm: {}", id, Runtime.oneLine(result.output(), 300));
+      if (result.exitCode() != 0)
+        log.debug("rental {}: docker rm: {}", id, Runtime.oneLine(result.output(), 300));
     } catch (IOException e) {
       log.debug("rental {}: docker rm: {}", id, e.toString());
     }
@@ -237,19 +295,26 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     return grace.plus(COMMAND_TIMEOUT).plus(COMMAND_TIMEOUT);
   }
 
-  /** A finished (or abandoned) docker command: its exit status and what it printed (stdout and stderr). */
+  /**
+   * A finished (or abandoned) docker command: its exit status and what it printed (stdout and
+   * stderr).
+   */
   record Result(int exitCode, String output, boolean timedOut) {}
 
-  /** Runs a docker command; throws {@link IOException} when it cannot be started at all (no docker). */
+  /**
+   * Runs a docker command; throws {@link IOException} when it cannot be started at all (no docker).
+   */
   private Result exec(List<String> command, Duration timeout) throws IOException {
     Process p = withoutInput(command).start();
-    CompletableFuture<String> output = CompletableFuture.supplyAsync(() -> readSome(p.getInputStream()), workers);
+    CompletableFuture<String> output =
+        CompletableFuture.supplyAsync(() -> readSome(p.getInputStream()), workers);
     try {
       if (!p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS)) {
         p.destroyForcibly();
         return new Result(-1, output.getNow(""), true);
       }
-      return new Result(p.exitValue(), output.get(COMMAND_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS), false);
+      return new Result(
+          p.exitValue(), output.get(COMMAND_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS), false);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       p.destroyForcibly();

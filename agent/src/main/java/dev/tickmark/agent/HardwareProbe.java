@@ -24,9 +24,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The real machine: GPUs from {@code nvidia-smi} and {@code rocm-smi} (each run with a timeout; a missing tool
- * means no GPUs of that vendor), CPU and RAM from {@code /proc}, free space of the state folder's file system and
- * a measured sequential write rate there. Never runs a benchmark, so {@code benchmark} is always null.
+ * The real machine: GPUs from {@code nvidia-smi} and {@code rocm-smi} (each run with a timeout; a
+ * missing tool means no GPUs of that vendor), CPU and RAM from {@code /proc}, free space of the
+ * state folder's file system and a measured sequential write rate there. Never runs a benchmark, so
+ * {@code benchmark} is always null.
  */
 final class HardwareProbe implements Hardware {
   static final long DEFAULT_DISK_PROBE_BYTES = 64L * 1024 * 1024;
@@ -44,12 +45,25 @@ final class HardwareProbe implements Hardware {
   private final long diskProbeBytes;
   private final Clock clock;
 
-  /** The GPUs of the last report: the baseline against which samples detect lost GPUs and new ECC errors. */
+  /**
+   * The GPUs of the last report: the baseline against which samples detect lost GPUs and new ECC
+   * errors.
+   */
   private volatile List<HardwareReport.Gpu> reported = List.of();
-  /** AMD card N is reported with index {@code amdIndexOffset + N} (after the NVIDIA GPUs, when both are present). */
+
+  /**
+   * AMD card N is reported with index {@code amdIndexOffset + N} (after the NVIDIA GPUs, when both
+   * are present).
+   */
   private volatile int amdIndexOffset;
 
-  HardwareProbe(String agentVersion, Path stateDir, Commands commands, Path procDir, long diskProbeBytes, Clock clock) {
+  HardwareProbe(
+      String agentVersion,
+      Path stateDir,
+      Commands commands,
+      Path procDir,
+      long diskProbeBytes,
+      Clock clock) {
     this.agentVersion = agentVersion;
     this.stateDir = stateDir;
     this.commands = commands;
@@ -59,7 +73,12 @@ final class HardwareProbe implements Hardware {
   }
 
   static HardwareProbe of(String agentVersion, Path stateDir) {
-    return new HardwareProbe(agentVersion, stateDir, Commands.PROCESSES, Path.of("/proc"), DEFAULT_DISK_PROBE_BYTES,
+    return new HardwareProbe(
+        agentVersion,
+        stateDir,
+        Commands.PROCESSES,
+        Path.of("/proc"),
+        DEFAULT_DISK_PROBE_BYTES,
         Clock.systemUTC());
   }
 
@@ -70,8 +89,10 @@ final class HardwareProbe implements Hardware {
     for (HardwareReport.Gpu g : amdGpus()) gpus.add(withIndex(g, g.index() + offset));
     amdIndexOffset = offset;
     reported = List.copyOf(gpus);
-    if (gpus.isEmpty()) log.warn("no GPU found (nvidia-smi and rocm-smi absent or silent): the report lists none");
-    return new HardwareReport(agentVersion, false, collectedAt(), gpus, cpu(), memoryTotalMib(), disk(), null);
+    if (gpus.isEmpty())
+      log.warn("no GPU found (nvidia-smi and rocm-smi absent or silent): the report lists none");
+    return new HardwareReport(
+        agentVersion, false, collectedAt(), gpus, cpu(), memoryTotalMib(), disk(), null);
   }
 
   @Override
@@ -81,27 +102,43 @@ final class HardwareProbe implements Hardware {
     List<HardwareReport.Gpu> amd = ofVendor(gpus, RocmSmi.VENDOR);
     List<AgentFrame.GpuSample> samples = new ArrayList<>();
     if (!nvidia.isEmpty()) {
-      samples.addAll(nvidiaSamples(nvidia, commands.run(NvidiaSmi.sampleCommand(), SAMPLE_TIMEOUT)
-          .map(Commands.Output::stdout).orElse(null)));
+      samples.addAll(
+          nvidiaSamples(
+              nvidia,
+              commands
+                  .run(NvidiaSmi.sampleCommand(), SAMPLE_TIMEOUT)
+                  .map(Commands.Output::stdout)
+                  .orElse(null)));
     }
     if (!amd.isEmpty()) {
-      samples.addAll(amdSamples(amd, amdIndexOffset, commands.run(RocmSmi.sampleCommand(), SAMPLE_TIMEOUT)
-          .map(Commands.Output::stdout).orElse(null)));
+      samples.addAll(
+          amdSamples(
+              amd,
+              amdIndexOffset,
+              commands
+                  .run(RocmSmi.sampleCommand(), SAMPLE_TIMEOUT)
+                  .map(Commands.Output::stdout)
+                  .orElse(null)));
     }
     samples.sort(Comparator.comparingInt(AgentFrame.GpuSample::index));
     return samples;
   }
 
   /**
-   * Heartbeat samples of the reported NVIDIA GPUs from the sample query's output ({@code null}: the tool did
-   * not answer, so nothing is known and nothing is claimed). Faults, reported only when observed:
-   * {@code gpu_lost} (nvidia-smi says a GPU is lost and this one is missing from its rows),
-   * {@code gpu_requires_reset}, {@code uncorrected_ecc_errors} (the volatile count rose above the reported one).
+   * Heartbeat samples of the reported NVIDIA GPUs from the sample query's output ({@code null}: the
+   * tool did not answer, so nothing is known and nothing is claimed). Faults, reported only when
+   * observed: {@code gpu_lost} (nvidia-smi says a GPU is lost and this one is missing from its
+   * rows), {@code gpu_requires_reset}, {@code uncorrected_ecc_errors} (the volatile count rose
+   * above the reported one).
    */
-  static List<AgentFrame.GpuSample> nvidiaSamples(List<HardwareReport.Gpu> reported, String output) {
-    Map<Integer, NvidiaSmi.SampleRow> rows = output == null ? Map.of()
-        : NvidiaSmi.parseSamples(output).stream().collect(
-            Collectors.toMap(NvidiaSmi.SampleRow::index, Function.identity(), (a, b) -> a));
+  static List<AgentFrame.GpuSample> nvidiaSamples(
+      List<HardwareReport.Gpu> reported, String output) {
+    Map<Integer, NvidiaSmi.SampleRow> rows =
+        output == null
+            ? Map.of()
+            : NvidiaSmi.parseSamples(output).stream()
+                .collect(
+                    Collectors.toMap(NvidiaSmi.SampleRow::index, Function.identity(), (a, b) -> a));
     boolean lost = NvidiaSmi.mentionsLostGpu(output);
     List<AgentFrame.GpuSample> samples = new ArrayList<>();
     for (HardwareReport.Gpu gpu : reported) {
@@ -112,24 +149,38 @@ final class HardwareProbe implements Hardware {
       }
       String fault = null;
       if (row.requiresReset()) fault = "gpu_requires_reset";
-      else if (row.eccErrorsUncorrected() != null && gpu.eccErrorsUncorrected() != null
-          && row.eccErrorsUncorrected() > gpu.eccErrorsUncorrected()) fault = "uncorrected_ecc_errors";
-      samples.add(new AgentFrame.GpuSample(gpu.index(), row.utilizationPercent(), row.temperatureC(), fault));
+      else if (row.eccErrorsUncorrected() != null
+          && gpu.eccErrorsUncorrected() != null
+          && row.eccErrorsUncorrected() > gpu.eccErrorsUncorrected())
+        fault = "uncorrected_ecc_errors";
+      samples.add(
+          new AgentFrame.GpuSample(
+              gpu.index(), row.utilizationPercent(), row.temperatureC(), fault));
     }
     return samples;
   }
 
-  /** Heartbeat samples of the reported AMD GPUs (no fault detection: rocm-smi gives nothing reliable for it). */
-  static List<AgentFrame.GpuSample> amdSamples(List<HardwareReport.Gpu> reported, int indexOffset, String output) {
-    Map<Integer, RocmSmi.SampleRow> rows = output == null ? Map.of()
-        : RocmSmi.parseSamples(output).stream().collect(
-            Collectors.toMap(r -> r.index() + indexOffset, Function.identity(), (a, b) -> a));
+  /**
+   * Heartbeat samples of the reported AMD GPUs (no fault detection: rocm-smi gives nothing reliable
+   * for it).
+   */
+  static List<AgentFrame.GpuSample> amdSamples(
+      List<HardwareReport.Gpu> reported, int indexOffset, String output) {
+    Map<Integer, RocmSmi.SampleRow> rows =
+        output == null
+            ? Map.of()
+            : RocmSmi.parseSamples(output).stream()
+                .collect(
+                    Collectors.toMap(
+                        r -> r.index() + indexOffset, Function.identity(), (a, b) -> a));
     List<AgentFrame.GpuSample> samples = new ArrayList<>();
     for (HardwareReport.Gpu gpu : reported) {
       RocmSmi.SampleRow row = rows.get(gpu.index());
-      samples.add(row == null
-          ? new AgentFrame.GpuSample(gpu.index(), null, null, null)
-          : new AgentFrame.GpuSample(gpu.index(), row.utilizationPercent(), row.temperatureC(), null));
+      samples.add(
+          row == null
+              ? new AgentFrame.GpuSample(gpu.index(), null, null, null)
+              : new AgentFrame.GpuSample(
+                  gpu.index(), row.utilizationPercent(), row.temperatureC(), null));
     }
     return samples;
   }
@@ -138,14 +189,21 @@ final class HardwareProbe implements Hardware {
     Optional<Commands.Output> out = commands.run(NvidiaSmi.reportCommand(), REPORT_TIMEOUT);
     if (out.isEmpty()) return List.of();
     if (out.get().exitCode() != 0) {
-      log.warn("nvidia-smi exited with status {}; reading the GPUs it listed", out.get().exitCode());
+      log.warn(
+          "nvidia-smi exited with status {}; reading the GPUs it listed", out.get().exitCode());
     }
     if (NvidiaSmi.parseGpus(out.get().stdout(), null).isEmpty()) return List.of();
-    String cuda = commands.run(List.of("nvidia-smi"), REPORT_TIMEOUT)
-        .map(o -> NvidiaSmi.parseCudaVersion(o.stdout())).orElse(null);
+    String cuda =
+        commands
+            .run(List.of("nvidia-smi"), REPORT_TIMEOUT)
+            .map(o -> NvidiaSmi.parseCudaVersion(o.stdout()))
+            .orElse(null);
     if (cuda == null) {
-      cuda = commands.run(List.of("nvidia-smi", "-q"), REPORT_TIMEOUT)
-          .map(o -> NvidiaSmi.parseCudaVersion(o.stdout())).orElse(null);
+      cuda =
+          commands
+              .run(List.of("nvidia-smi", "-q"), REPORT_TIMEOUT)
+              .map(o -> NvidiaSmi.parseCudaVersion(o.stdout()))
+              .orElse(null);
     }
     return NvidiaSmi.parseGpus(out.get().stdout(), cuda);
   }
@@ -153,13 +211,16 @@ final class HardwareProbe implements Hardware {
   List<HardwareReport.Gpu> amdGpus() {
     Optional<Commands.Output> out = commands.run(RocmSmi.reportCommand(), REPORT_TIMEOUT);
     if (out.isEmpty()) return List.of();
-    return RocmSmi.parseGpus(out.get().stdout(), RocmSmi.parseRocmVersion(readOrNull(ROCM_VERSION_FILE)));
+    return RocmSmi.parseGpus(
+        out.get().stdout(), RocmSmi.parseRocmVersion(readOrNull(ROCM_VERSION_FILE)));
   }
 
   HardwareReport.Cpu cpu() {
     String cpuinfo = readOrNull(procDir.resolve("cpuinfo"));
     HardwareReport.Cpu cpu = cpuinfo == null ? null : ProcInfo.parseCpuInfo(cpuinfo);
-    return cpu != null ? cpu : new HardwareReport.Cpu(null, java.lang.Runtime.getRuntime().availableProcessors());
+    return cpu != null
+        ? cpu
+        : new HardwareReport.Cpu(null, java.lang.Runtime.getRuntime().availableProcessors());
   }
 
   Long memoryTotalMib() {
@@ -179,8 +240,9 @@ final class HardwareProbe implements Hardware {
   }
 
   /**
-   * Writes {@code bytes} of random data to a temporary file in {@code dir}, forces it to the device, and
-   * returns MiB per second (one decimal), or null if the write failed. The file is always deleted.
+   * Writes {@code bytes} of random data to a temporary file in {@code dir}, forces it to the
+   * device, and returns MiB per second (one decimal), or null if the write failed. The file is
+   * always deleted.
    */
   static Double measureWriteMibPerS(Path dir, long bytes) {
     if (bytes <= 0) return null;
@@ -236,7 +298,17 @@ final class HardwareProbe implements Hardware {
   }
 
   private static HardwareReport.Gpu withIndex(HardwareReport.Gpu g, int index) {
-    return new HardwareReport.Gpu(index, g.uuid(), g.name(), g.vendor(), g.memoryTotalMib(), g.driverVersion(),
-        g.runtimeVersion(), g.temperatureC(), g.eccErrorsUncorrected(), g.pcieLinkGen(), g.pcieLinkWidth());
+    return new HardwareReport.Gpu(
+        index,
+        g.uuid(),
+        g.name(),
+        g.vendor(),
+        g.memoryTotalMib(),
+        g.driverVersion(),
+        g.runtimeVersion(),
+        g.temperatureC(),
+        g.eccErrorsUncorrected(),
+        g.pcieLinkGen(),
+        g.pcieLinkWidth());
   }
 }

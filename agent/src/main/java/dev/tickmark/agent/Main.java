@@ -7,8 +7,9 @@ import java.util.concurrent.ExecutionException;
 
 /**
  * {@code java -jar tickmark-agent.jar --engine ws://127.0.0.1:8080 --token TOKEN [--state-dir DIR]
- * [--simulate-gpus h100-80gb:2] [--runtime process|docker]}. Runs until a signal, or until the node refuses the agent
- * for good; a signal stops the running workloads (and wipes their scratch folders) before the agent exits.
+ * [--simulate-gpus h100-80gb:2] [--runtime process|docker]}. Runs until a signal, or until the node
+ * refuses the agent for good; a signal stops the running workloads (and wipes their scratch
+ * folders) before the agent exits.
  */
 public final class Main {
   static final int EXIT_OK = 0;
@@ -23,17 +24,23 @@ public final class Main {
     if (System.getProperty("logback.configurationFile") == null) {
       System.setProperty("logback.configurationFile", "tickmark-agent-logback.xml");
     }
-    if (List.of(args).contains("--print-report")) System.setProperty("TICKMARK_AGENT_LOG_TARGET", "System.err"); // stdout: the report only
+    if (List.of(args).contains("--print-report"))
+      System.setProperty("TICKMARK_AGENT_LOG_TARGET", "System.err"); // stdout: the report only
     System.exit(run(List.of(args), System.getenv(), System.out, System.err));
   }
 
-  /** Probes this machine as a registering agent would and prints the (unsigned) report; nothing is sent. */
+  /**
+   * Probes this machine as a registering agent would and prints the (unsigned) report; nothing is
+   * sent.
+   */
   static int printReport(java.nio.file.Path stateDir, PrintStream out, PrintStream err) {
     try {
       java.nio.file.Files.createDirectories(stateDir);
       dev.tickmark.wire.HardwareReport report = HardwareProbe.of(Agent.VERSION, stateDir).report();
-      out.println(dev.tickmark.wire.Frames.MAPPER.writerWithDefaultPrettyPrinter()
-          .writeValueAsString(dev.tickmark.wire.Frames.reportTree(report)));
+      out.println(
+          dev.tickmark.wire.Frames.MAPPER
+              .writerWithDefaultPrettyPrinter()
+              .writeValueAsString(dev.tickmark.wire.Frames.reportTree(report)));
       return EXIT_OK;
     } catch (java.io.IOException | RuntimeException e) {
       err.println("tickmark-agent: cannot probe this machine: " + e.getMessage());

@@ -11,8 +11,9 @@ final class ProcInfo {
   private ProcInfo() {}
 
   /**
-   * The CPU model ({@code model name}, else {@code Model}, else {@code Hardware}, as some ARM kernels print) and the
-   * number of logical CPUs ({@code processor} entries: what a workload sees). Null if no processor is listed.
+   * The CPU model ({@code model name}, else {@code Model}, else {@code Hardware}, as some ARM
+   * kernels print) and the number of logical CPUs ({@code processor} entries: what a workload
+   * sees). Null if no processor is listed.
    */
   static HardwareReport.Cpu parseCpuInfo(String cpuinfo) {
     String modelName = null;
@@ -30,11 +31,12 @@ final class ProcInfo {
         case "model name" -> modelName = modelName != null ? modelName : value;
         case "Model" -> model = model != null ? model : value;
         case "Hardware" -> hardware = hardware != null ? hardware : value;
-        default -> { }
+        default -> {}
       }
     }
     if (processors == 0) return null;
-    return new HardwareReport.Cpu(modelName != null ? modelName : model != null ? model : hardware, processors);
+    return new HardwareReport.Cpu(
+        modelName != null ? modelName : model != null ? model : hardware, processors);
   }
 
   /** {@code MemTotal} in MiB (the kernel prints KiB); null if absent. */

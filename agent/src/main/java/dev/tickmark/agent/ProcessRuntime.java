@@ -18,30 +18,36 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Runs a rental's {@code command} as a child process of the agent (development, tests, {@code --simulate-gpus}).
+ * Runs a rental's {@code command} as a child process of the agent (development, tests, {@code
+ * --simulate-gpus}).
  *
  * <ul>
- *   <li>The command is run as given, argument by argument (no shell); an empty command runs
- *       {@link #DEFAULT_COMMAND} ({@code sleep infinity}), which keeps the rental running until it is stopped. The
- *       image is not used.</li>
- *   <li>Working folder: the rental's scratch folder, created empty with mode 0700.</li>
- *   <li>Environment: only {@code PATH} (the agent's), {@code LANG}/{@code LC_ALL} if set, {@code HOME} and
- *       {@code TMPDIR} (the scratch folder), {@code CUDA_VISIBLE_DEVICES} (the rented card indexes, comma-separated)
- *       and {@code TICKMARK_RENTAL_ID}. Nothing else of the agent's environment (it may hold the registration
- *       token).</li>
- *   <li>stdin is empty; stdout and stderr go to {@code <rental folder>/output.log} (outside the scratch folder).</li>
- *   <li>Where {@code setsid} exists the workload gets its own session and process group, so that processes it leaves
- *       behind (children in the background) are found and ended with it.</li>
- *   <li>Stop: SIGTERM to the process, its descendants and its process group; after the grace period, SIGKILL to
- *       whatever is left. The same happens to what a workload left behind when it exits by itself.</li>
- *   <li>The scratch folder is wiped when the workload has ended, whatever the reason.</li>
+ *   <li>The command is run as given, argument by argument (no shell); an empty command runs {@link
+ *       #DEFAULT_COMMAND} ({@code sleep infinity}), which keeps the rental running until it is
+ *       stopped. The image is not used.
+ *   <li>Working folder: the rental's scratch folder, created empty with mode 0700.
+ *   <li>Environment: only {@code PATH} (the agent's), {@code LANG}/{@code LC_ALL} if set, {@code
+ *       HOME} and {@code TMPDIR} (the scratch folder), {@code CUDA_VISIBLE_DEVICES} (the rented
+ *       card indexes, comma-separated) and {@code TICKMARK_RENTAL_ID}. Nothing else of the agent's
+ *       environment (it may hold the registration token).
+ *   <li>stdin is empty; stdout and stderr go to {@code <rental folder>/output.log} (outside the
+ *       scratch folder).
+ *   <li>Where {@code setsid} exists the workload gets its own session and process group, so that
+ *       processes it leaves behind (children in the background) are found and ended with it.
+ *   <li>Stop: SIGTERM to the process, its descendants and its process group; after the grace
+ *       period, SIGKILL to whatever is left. The same happens to what a workload left behind when
+ *       it exits by itself.
+ *   <li>The scratch folder is wiped when the workload has ended, whatever the reason.
  * </ul>
  *
- * <p>No isolation: the workload runs as the agent's user, sees the network and the whole file system. {@code network}
- * is not enforced (only {@link DockerRuntime} does that). Use it for development, never to rent out a machine.
+ * <p>No isolation: the workload runs as the agent's user, sees the network and the whole file
+ * system. {@code network} is not enforced (only {@link DockerRuntime} does that). Use it for
+ * development, never to rent out a machine.
  */
 final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
-  /** What an empty {@code command} runs: a workload that keeps running until the rental is stopped. */
+  /**
+   * What an empty {@code command} runs: a workload that keeps running until the rental is stopped.
+   */
   static final List<String> DEFAULT_COMMAND = List.of("sleep", "infinity");
 
   /** How long to wait for processes to go after SIGKILL before giving up on them. */
@@ -61,10 +67,13 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     super("tickmark-agent-process-runtime", stateDir, grace, clock);
     Map<String, String> env = new LinkedHashMap<>();
     env.put("PATH", agentEnv.getOrDefault("PATH", "/usr/local/bin:/usr/bin:/bin"));
-    for (String name : List.of("LANG", "LC_ALL")) if (agentEnv.containsKey(name)) env.put(name, agentEnv.get(name));
+    for (String name : List.of("LANG", "LC_ALL"))
+      if (agentEnv.containsKey(name)) env.put(name, agentEnv.get(name));
     this.baseEnv = Map.copyOf(env);
     this.setsid = findExecutable("setsid", baseEnv.get("PATH"), Path.of("/"));
-    if (setsid == null) log.warn("setsid not found: processes a workload leaves in the background may outlive its rental");
+    if (setsid == null)
+      log.warn(
+          "setsid not found: processes a workload leaves in the background may outlive its rental");
     dirs.wipeLeftovers(this::killLeftovers);
   }
 
@@ -95,15 +104,18 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     if (setsid != null) argv.add(setsid);
     argv.add(executable);
     argv.addAll(command.subList(1, command.size()));
-    ProcessBuilder pb = withoutInput(argv)
-        .directory(scratch.toFile())
-        .redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
+    ProcessBuilder pb =
+        withoutInput(argv)
+            .directory(scratch.toFile())
+            .redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
     Map<String, String> env = pb.environment();
     env.clear();
     env.putAll(baseEnv);
     env.put("HOME", scratch.toString());
     env.put("TMPDIR", scratch.toString());
-    env.put("CUDA_VISIBLE_DEVICES", spec.cards().stream().map(String::valueOf).collect(Collectors.joining(",")));
+    env.put(
+        "CUDA_VISIBLE_DEVICES",
+        spec.cards().stream().map(String::valueOf).collect(Collectors.joining(",")));
     env.put("TICKMARK_RENTAL_ID", id);
     Process process;
     try {
@@ -112,19 +124,29 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
       dirs.wipe(id);
       String message = e.getMessage() == null ? e.toString() : e.getMessage();
       int i = message.indexOf("error=");
-      throw new Failure("cannot start " + Runtime.oneLine(command.get(0), 200)
-          + (i >= 0 ? ": " + Runtime.oneLine(message.substring(i), 200) : ""), e);
+      throw new Failure(
+          "cannot start "
+              + Runtime.oneLine(command.get(0), 200)
+              + (i >= 0 ? ": " + Runtime.oneLine(message.substring(i), 200) : ""),
+          e);
     }
     Instant startedAt = clock.instant();
     Running r = new Running(spec, process, setsid != null, startedAt);
-    log.info("rental {}: started pid {} on cards {}: {}{}", id, process.pid(), spec.cards(), describe(command),
+    log.info(
+        "rental {}: started pid {} on cards {}: {}{}",
+        id,
+        process.pid(),
+        spec.cards(),
+        describe(command),
         spec.network() ? "" : " (network access is not blocked by the process runtime)");
     return r;
   }
 
   @Override
   protected void watch(Running r) {
-    r.process.onExit().thenRunAsync(() -> end(r, "exited with status " + r.process.exitValue()), workers);
+    r.process
+        .onExit()
+        .thenRunAsync(() -> end(r, "exited with status " + r.process.exitValue()), workers);
   }
 
   /** Stopping a process is ending it: {@link #release} does the signalling. */
@@ -148,13 +170,21 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     long deadline = System.nanoTime() + grace.toNanos();
     if (!awaitExit(procs, deadline)) {
       List<ProcessHandle> left = members(r); // again: new processes may have been started meanwhile
-      log.warn("rental {}: {} process(es) still running after the {} ms grace period: killing them", r.spec.rentalId(),
-          left.size(), grace.toMillis());
+      log.warn(
+          "rental {}: {} process(es) still running after the {} ms grace period: killing them",
+          r.spec.rentalId(),
+          left.size(),
+          grace.toMillis());
       r.process.destroyForcibly();
       left.forEach(ProcessHandle::destroyForcibly);
       if (!awaitExit(left, System.nanoTime() + KILL_WAIT.toNanos())) {
-        log.error("rental {}: processes survive SIGKILL: {}", r.spec.rentalId(),
-            left.stream().filter(ProcessHandle::isAlive).map(p -> String.valueOf(p.pid())).collect(Collectors.joining(" ")));
+        log.error(
+            "rental {}: processes survive SIGKILL: {}",
+            r.spec.rentalId(),
+            left.stream()
+                .filter(ProcessHandle::isAlive)
+                .map(p -> String.valueOf(p.pid()))
+                .collect(Collectors.joining(" ")));
       }
     }
     // whatever was started in the group while we waited
@@ -163,7 +193,9 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     awaitExit(late, System.nanoTime() + KILL_WAIT.toNanos());
   }
 
-  /** Waits until every one of {@code procs} is gone; false if some are still there at the deadline. */
+  /**
+   * Waits until every one of {@code procs} is gone; false if some are still there at the deadline.
+   */
   private static boolean awaitExit(List<ProcessHandle> procs, long deadlineNanos) {
     while (true) {
       if (procs.stream().allMatch(ProcessRuntime::gone)) return true;
@@ -181,7 +213,9 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   static boolean gone(ProcessHandle p) {
     if (!p.isAlive()) return true;
     try {
-      String stat = Files.readString(PROC.resolve(String.valueOf(p.pid())).resolve("stat"), StandardCharsets.UTF_8);
+      String stat =
+          Files.readString(
+              PROC.resolve(String.valueOf(p.pid())).resolve("stat"), StandardCharsets.UTF_8);
       return stat.substring(stat.lastIndexOf(')') + 2).startsWith("Z");
     } catch (IOException | RuntimeException e) {
       return !p.isAlive();
@@ -189,8 +223,8 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   }
 
   /**
-   * Ends the processes a previous run of the agent left running for a rental: those whose working folder is (under)
-   * its scratch folder. Best effort: a workload that changed folder is not found.
+   * Ends the processes a previous run of the agent left running for a rental: those whose working
+   * folder is (under) its scratch folder. Best effort: a workload that changed folder is not found.
    */
   private void killLeftovers(String id) {
     if (!Files.isDirectory(PROC)) return;
@@ -201,11 +235,14 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
       return;
     }
     List<ProcessHandle> left = new ArrayList<>();
-    try (DirectoryStream<Path> entries = Files.newDirectoryStream(PROC, p -> p.getFileName().toString().chars().allMatch(Character::isDigit))) {
+    try (DirectoryStream<Path> entries =
+        Files.newDirectoryStream(
+            PROC, p -> p.getFileName().toString().chars().allMatch(Character::isDigit))) {
       for (Path entry : entries) {
         try {
           Path cwd = Files.readSymbolicLink(entry.resolve("cwd"));
-          if (cwd.startsWith(scratch)) ProcessHandle.of(Long.parseLong(entry.getFileName().toString())).ifPresent(left::add);
+          if (cwd.startsWith(scratch))
+            ProcessHandle.of(Long.parseLong(entry.getFileName().toString())).ifPresent(left::add);
         } catch (IOException | RuntimeException e) {
           // gone, or not ours to look at
         }
@@ -215,7 +252,10 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     }
     left.removeIf(p -> p.pid() == ProcessHandle.current().pid());
     if (left.isEmpty()) return;
-    log.warn("rental {}: ending {} process(es) a previous run of the agent left running", id, left.size());
+    log.warn(
+        "rental {}: ending {} process(es) a previous run of the agent left running",
+        id,
+        left.size());
     left.forEach(ProcessHandle::destroy);
     if (!awaitExit(left, System.nanoTime() + grace.toNanos())) {
       left.forEach(ProcessHandle::destroyForcibly);
@@ -223,7 +263,10 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     }
   }
 
-  /** The workload's live processes: the process, its descendants, and (with setsid) every member of its group. */
+  /**
+   * The workload's live processes: the process, its descendants, and (with setsid) every member of
+   * its group.
+   */
   private static List<ProcessHandle> members(Running r) {
     Map<Long, ProcessHandle> all = new LinkedHashMap<>();
     ProcessHandle self = r.process.toHandle();
@@ -231,7 +274,8 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     self.descendants().forEach(p -> all.put(p.pid(), p));
     if (r.ownGroup) {
       for (long pid : processGroup(r.process.pid())) {
-        if (pid != ProcessHandle.current().pid()) ProcessHandle.of(pid).ifPresent(p -> all.putIfAbsent(pid, p));
+        if (pid != ProcessHandle.current().pid())
+          ProcessHandle.of(pid).ifPresent(p -> all.putIfAbsent(pid, p));
       }
     }
     all.values().removeIf(ProcessRuntime::gone);
@@ -242,7 +286,9 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   static List<Long> processGroup(long pgid) {
     List<Long> pids = new ArrayList<>();
     if (!Files.isDirectory(PROC)) return pids;
-    try (DirectoryStream<Path> entries = Files.newDirectoryStream(PROC, p -> p.getFileName().toString().chars().allMatch(Character::isDigit))) {
+    try (DirectoryStream<Path> entries =
+        Files.newDirectoryStream(
+            PROC, p -> p.getFileName().toString().chars().allMatch(Character::isDigit))) {
       for (Path entry : entries) {
         try {
           String stat = Files.readString(entry.resolve("stat"), StandardCharsets.UTF_8);
@@ -263,8 +309,8 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   }
 
   /**
-   * The executable {@code name} refers to: a path (with a slash; relative to {@code cwd}) that is an executable file,
-   * or the first executable file of that name on {@code path}; null if none.
+   * The executable {@code name} refers to: a path (with a slash; relative to {@code cwd}) that is
+   * an executable file, or the first executable file of that name on {@code path}; null if none.
    */
   static String findExecutable(String name, String path, Path cwd) {
     if (name == null || name.isEmpty()) return null;

@@ -21,9 +21,10 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The rentals of this agent, across connections: turns {@code start_rental}, {@code stop_rental} and {@code preempt}
- * into {@link Runtime} calls, and the workloads' fate into {@code rental_started}, {@code rental_failed} and
- * {@code rental_stopped}. Every node message may arrive twice, so every answer can be given again:
+ * The rentals of this agent, across connections: turns {@code start_rental}, {@code stop_rental}
+ * and {@code preempt} into {@link Runtime} calls, and the workloads' fate into {@code
+ * rental_started}, {@code rental_failed} and {@code rental_stopped}. Every node message may arrive
+ * twice, so every answer can be given again:
  *
  * <pre>
  *   (none) --start_rental--> STARTING --started--> RUNNING --stop_rental / preempt deadline--> STOPPING --> STOPPED
@@ -45,14 +46,19 @@ import org.slf4j.LoggerFactory;
  *   <tr><td>preempt</td><td>starting, running</td><td>stop it at the deadline (unless a stop_rental comes first)</td></tr>
  * </table>
  *
- * <p>After each welcome ({@link #resync()}): {@code rental_started} for every running rental, and the end of every
- * rental that ended while no session could take it. Heartbeats list {@link #running()}.
+ * <p>After each welcome ({@link #resync()}): {@code rental_started} for every running rental, and
+ * the end of every rental that ended while no session could take it. Heartbeats list {@link
+ * #running()}.
  *
  * <p>Confined to the agent's loop thread: the runtime's completions come back through {@code loop}.
  */
 final class Rentals {
-  /** Ended rentals kept to answer duplicates; beyond this many, the oldest already-reported ones are forgotten. */
+  /**
+   * Ended rentals kept to answer duplicates; beyond this many, the oldest already-reported ones are
+   * forgotten.
+   */
   static final int MAX_ENDED = 4096;
+
   static final String SHUTTING_DOWN = "the agent is shutting down";
 
   private static final Logger log = LoggerFactory.getLogger(Rentals.class);
@@ -68,7 +74,13 @@ final class Rentals {
     Runnable schedule(Duration delay, Runnable task);
   }
 
-  enum State { STARTING, RUNNING, STOPPING, STOPPED, FAILED }
+  enum State {
+    STARTING,
+    RUNNING,
+    STOPPING,
+    STOPPED,
+    FAILED
+  }
 
   private static final class Rental {
     final String id;
@@ -80,7 +92,8 @@ final class Rentals {
     boolean stopWanted;
     boolean endReported;
     Runnable cancelPreempt;
-    CompletableFuture<Void> gone = new CompletableFuture<>(); // completes when it no longer holds its cards
+    CompletableFuture<Void> gone =
+        new CompletableFuture<>(); // completes when it no longer holds its cards
 
     Rental(String id, Set<Integer> cards) {
       this.id = id;
@@ -106,7 +119,13 @@ final class Rentals {
    * @param cards the card indexes of this machine (from the latest hardware report)
    * @param loop runs tasks on the thread that drives this object
    */
-  Rentals(Runtime runtime, Supplier<Set<Integer>> cards, Clock clock, Executor loop, Scheduler scheduler, Outbox outbox) {
+  Rentals(
+      Runtime runtime,
+      Supplier<Set<Integer>> cards,
+      Clock clock,
+      Executor loop,
+      Scheduler scheduler,
+      Outbox outbox) {
     this.runtime = runtime;
     this.cards = cards;
     this.clock = clock;
@@ -119,7 +138,10 @@ final class Rentals {
     return runtime;
   }
 
-  /** Handles a rental frame from the node ({@code start_rental}, {@code stop_rental}, {@code preempt}). */
+  /**
+   * Handles a rental frame from the node ({@code start_rental}, {@code stop_rental}, {@code
+   * preempt}).
+   */
   void onFrame(AgentFrame frame) {
     if (frame instanceof AgentFrame.StartRental s) onStart(s);
     else if (frame instanceof AgentFrame.StopRental s) onStop(s);
@@ -130,7 +152,8 @@ final class Rentals {
   /** The rentals whose workload runs now (for heartbeats), in the order they were started. */
   List<String> running() {
     List<String> ids = new ArrayList<>();
-    for (Rental r : rentals.values()) if (r.state == State.RUNNING || r.state == State.STOPPING) ids.add(r.id);
+    for (Rental r : rentals.values())
+      if (r.state == State.RUNNING || r.state == State.STOPPING) ids.add(r.id);
     return ids;
   }
 
@@ -148,14 +171,14 @@ final class Rentals {
         case STOPPED, FAILED -> {
           if (!r.endReported) reportEnd(r);
         }
-        case STARTING -> { }
+        case STARTING -> {}
       }
     }
   }
 
   /**
-   * Stops every workload and refuses new ones (agent shutdown). Completes, on the loop, once none runs any more and
-   * their {@code rental_stopped} have been handed to the outbox.
+   * Stops every workload and refuses new ones (agent shutdown). Completes, on the loop, once none
+   * runs any more and their {@code rental_stopped} have been handed to the outbox.
    */
   CompletableFuture<Void> stopAll() {
     closing = true;
@@ -185,7 +208,8 @@ final class Rentals {
     String why = Runtime.checkRentalId(id);
     if (why != null) {
       log.warn("start_rental refused: {}", why);
-      outbox.send(new AgentFrame.RentalFailed(id, why)); // not remembered: the id is not one to keep
+      outbox.send(
+          new AgentFrame.RentalFailed(id, why)); // not remembered: the id is not one to keep
       return;
     }
     why = Runtime.checkCards(s.cards(), cards.get());
@@ -199,7 +223,10 @@ final class Rentals {
         } else {
           Set<Integer> shared = new HashSet<>(other.cards);
           shared.retainAll(s.cards());
-          why = "card " + shared.stream().sorted().findFirst().orElseThrow() + " is in use by another rental";
+          why =
+              "card "
+                  + shared.stream().sorted().findFirst().orElseThrow()
+                  + " is in use by another rental";
           break;
         }
       }
@@ -210,13 +237,21 @@ final class Rentals {
       failed(r, why);
       return;
     }
-    log.info("rental {}: starting on cards {} ({} runtime{})", id, s.cards(), runtime.name(),
+    log.info(
+        "rental {}: starting on cards {} ({} runtime{})",
+        id,
+        s.cards(),
+        runtime.name(),
         waitFor.isEmpty() ? "" : ", once the previous rental on them has stopped");
     if (s.sshPublicKey() != null && !s.sshPublicKey().isBlank()) {
-      log.info("rental {}: an ssh key came with it, but this agent version gives no ssh access: ignored", id);
+      log.info(
+          "rental {}: an ssh key came with it, but this agent version gives no ssh access: ignored",
+          id);
     }
     if (Boolean.TRUE.equals(s.restore())) {
-      log.warn("rental {}: a restore was asked for, but this agent keeps no snapshots: starting from an empty scratch folder", id);
+      log.warn(
+          "rental {}: a restore was asked for, but this agent keeps no snapshots: starting from an empty scratch folder",
+          id);
     }
     Runtime.Spec spec = Runtime.Spec.of(s);
     CompletableFuture.allOf(waitFor.toArray(CompletableFuture[]::new))
@@ -227,11 +262,17 @@ final class Rentals {
   private void onStop(AgentFrame.StopRental s) {
     String id = s.rentalId();
     Rental r = id == null ? null : rentals.get(id);
-    if (s.snapshot()) log.warn("rental {}: a snapshot was asked for, but this agent cannot take snapshots; stopping without one", id);
+    if (s.snapshot())
+      log.warn(
+          "rental {}: a snapshot was asked for, but this agent cannot take snapshots; stopping without one",
+          id);
     if (r == null) {
-      log.info("rental {}: stop_rental for a rental this agent does not run: answering rental_stopped", id);
+      log.info(
+          "rental {}: stop_rental for a rental this agent does not run: answering rental_stopped",
+          id);
       if (Runtime.checkRentalId(id) == null) {
-        // remembered, so that a start_rental arriving late (e.g. on another session) does not start it after all
+        // remembered, so that a start_rental arriving late (e.g. on another session) does not start
+        // it after all
         r = new Rental(id, Set.of());
         r.state = State.STOPPED;
         r.endedAt = now();
@@ -265,12 +306,19 @@ final class Rentals {
     try {
       deadline = Instant.parse(p.deadline());
     } catch (DateTimeParseException | NullPointerException e) {
-      log.warn("rental {}: preempt with an unreadable deadline '{}': ignored (the node stops it with stop_rental)", id, p.deadline());
+      log.warn(
+          "rental {}: preempt with an unreadable deadline '{}': ignored (the node stops it with stop_rental)",
+          id,
+          p.deadline());
       return;
     }
     Duration delay = Duration.between(clock.instant(), deadline);
     if (delay.isNegative()) delay = Duration.ZERO;
-    log.warn("rental {}: preempted by the host; the workload is stopped at {} (in {} s)", id, deadline, delay.toSeconds());
+    log.warn(
+        "rental {}: preempted by the host; the workload is stopped at {} (in {} s)",
+        id,
+        deadline,
+        delay.toSeconds());
     if (r.cancelPreempt != null) r.cancelPreempt.run();
     r.cancelPreempt = scheduler.schedule(delay, () -> preemptDeadline(r));
   }
@@ -280,7 +328,7 @@ final class Rentals {
     switch (r.state) {
       case STARTING -> r.stopWanted = true;
       case RUNNING -> beginStop(r, "preemption deadline");
-      default -> { } // already stopping or ended: stop_rental came first
+      default -> {} // already stopping or ended: stop_rental came first
     }
   }
 
@@ -288,8 +336,12 @@ final class Rentals {
 
   private void started(Rental r, Runtime.Handle handle, Throwable error) {
     if (error != null) {
-      Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
-      String reason = cause instanceof Runtime.Failure f ? f.getMessage() : "the workload could not be started";
+      Throwable cause =
+          error instanceof CompletionException && error.getCause() != null
+              ? error.getCause()
+              : error;
+      String reason =
+          cause instanceof Runtime.Failure f ? f.getMessage() : "the workload could not be started";
       if (!(cause instanceof Runtime.Failure)) log.error("rental {}: starting failed", r.id, cause);
       failed(r, reason);
       return;
@@ -307,9 +359,12 @@ final class Rentals {
     r.state = State.STOPPING;
     cancelPreempt(r);
     log.info("rental {}: stopping ({})", r.id, why);
-    runtime.stop(r.id).whenComplete((at, e) -> {
-      if (e != null) log.error("rental {}: stopping failed", r.id, e);
-    });
+    runtime
+        .stop(r.id)
+        .whenComplete(
+            (at, e) -> {
+              if (e != null) log.error("rental {}: stopping failed", r.id, e);
+            });
   }
 
   private void ended(Rental r, Instant at) {
@@ -318,7 +373,8 @@ final class Rentals {
     r.state = State.STOPPED;
     r.endedAt = at;
     cancelPreempt(r);
-    log.info("rental {}: {} at {}", r.id, byItself ? "the workload ended by itself" : "stopped", at);
+    log.info(
+        "rental {}: {} at {}", r.id, byItself ? "the workload ended by itself" : "stopped", at);
     reportEnd(r);
     r.gone.complete(null);
     prune();
@@ -340,7 +396,8 @@ final class Rentals {
   // ---- helpers
 
   private void reportEnd(Rental r) {
-    AgentFrame frame = r.state == State.FAILED ? new AgentFrame.RentalFailed(r.id, r.failure) : stopped(r);
+    AgentFrame frame =
+        r.state == State.FAILED ? new AgentFrame.RentalFailed(r.id, r.failure) : stopped(r);
     if (outbox.send(frame)) r.endReported = true;
   }
 

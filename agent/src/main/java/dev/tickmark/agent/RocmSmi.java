@@ -12,18 +12,20 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * The {@code rocm-smi} command lines the agent runs and pure parsers of their {@code --json} output: an object
- * with one member per card ({@code "card0"}, {@code "card1"}, …) and a {@code "system"} member. Key names and
- * capitalisation differ between ROCm releases, so keys are matched case-insensitively and several spellings
- * are tried. What is read:
+ * The {@code rocm-smi} command lines the agent runs and pure parsers of their {@code --json}
+ * output: an object with one member per card ({@code "card0"}, {@code "card1"}, …) and a {@code
+ * "system"} member. Key names and capitalisation differ between ROCm releases, so keys are matched
+ * case-insensitively and several spellings are tried. What is read:
+ *
  * <ul>
- *   <li>name: {@code Market Name}, else {@code Card Series}, else {@code Device Name} (a bare PCI id such as
- *       {@code 0x744c} is not a name and is skipped) — reported exactly as rocm-smi prints it;</li>
- *   <li>uuid: {@code Unique ID}; VRAM: {@code VRAM Total Memory (B)} in MiB; driver: {@code Driver version}
- *       (card or system); temperature: the edge sensor, else the junction sensor;</li>
- *   <li>runtime version: the ROCm release from {@code /opt/rocm/.info/version}, read separately;</li>
- *   <li>not read (always null): uncorrected ECC errors and the PCIe link, which rocm-smi does not print in a
- *       stable, parseable form.</li>
+ *   <li>name: {@code Market Name}, else {@code Card Series}, else {@code Device Name} (a bare PCI
+ *       id such as {@code 0x744c} is not a name and is skipped) — reported exactly as rocm-smi
+ *       prints it;
+ *   <li>uuid: {@code Unique ID}; VRAM: {@code VRAM Total Memory (B)} in MiB; driver: {@code Driver
+ *       version} (card or system); temperature: the edge sensor, else the junction sensor;
+ *   <li>runtime version: the ROCm release from {@code /opt/rocm/.info/version}, read separately;
+ *   <li>not read (always null): uncorrected ECC errors and the PCIe link, which rocm-smi does not
+ *       print in a stable, parseable form.
  * </ul>
  */
 final class RocmSmi {
@@ -33,15 +35,23 @@ final class RocmSmi {
   private static final Pattern CARD = Pattern.compile("card([0-9]+)", Pattern.CASE_INSENSITIVE);
   private static final Pattern HEX_ID = Pattern.compile("0x[0-9a-fA-F]+");
   private static final Pattern VERSION = Pattern.compile("^([0-9]+(?:\\.[0-9]+)*)");
-  private static final List<String> NAME_KEYS = List.of("Market Name", "Card Series", "Device Name");
-  private static final List<String> TEMPERATURE_KEYS = List.of(
-      "Temperature (Sensor edge) (C)", "Temperature (Sensor junction) (C)");
+  private static final List<String> NAME_KEYS =
+      List.of("Market Name", "Card Series", "Device Name");
+  private static final List<String> TEMPERATURE_KEYS =
+      List.of("Temperature (Sensor edge) (C)", "Temperature (Sensor junction) (C)");
 
   private RocmSmi() {}
 
   static List<String> reportCommand() {
-    return List.of("rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showtemp", "--showdriverversion",
-        "--showuniqueid", "--json");
+    return List.of(
+        "rocm-smi",
+        "--showproductname",
+        "--showmeminfo",
+        "vram",
+        "--showtemp",
+        "--showdriverversion",
+        "--showuniqueid",
+        "--json");
   }
 
   static List<String> sampleCommand() {
@@ -69,18 +79,19 @@ final class RocmSmi {
       }
       Long vramBytes = NvidiaSmi.longValue(orEmpty(field(c, List.of("VRAM Total Memory (B)"))));
       String driver = field(c, List.of("Driver version"));
-      gpus.add(new HardwareReport.Gpu(
-          card.getKey(),
-          field(c, List.of("Unique ID")),
-          name,
-          VENDOR,
-          vramBytes == null ? null : vramBytes / (1024 * 1024),
-          driver != null ? driver : systemDriver,
-          runtimeVersion,
-          NvidiaSmi.intValue(orEmpty(field(c, TEMPERATURE_KEYS))),
-          null,
-          null,
-          null));
+      gpus.add(
+          new HardwareReport.Gpu(
+              card.getKey(),
+              field(c, List.of("Unique ID")),
+              name,
+              VENDOR,
+              vramBytes == null ? null : vramBytes / (1024 * 1024),
+              driver != null ? driver : systemDriver,
+              runtimeVersion,
+              NvidiaSmi.intValue(orEmpty(field(c, TEMPERATURE_KEYS))),
+              null,
+              null,
+              null));
     }
     return gpus;
   }
@@ -91,14 +102,19 @@ final class RocmSmi {
     List<SampleRow> rows = new ArrayList<>();
     for (Map.Entry<Integer, JsonNode> card : cards(root)) {
       JsonNode c = card.getValue();
-      rows.add(new SampleRow(card.getKey(),
-          NvidiaSmi.intValue(orEmpty(field(c, List.of("GPU use (%)")))),
-          NvidiaSmi.intValue(orEmpty(field(c, TEMPERATURE_KEYS)))));
+      rows.add(
+          new SampleRow(
+              card.getKey(),
+              NvidiaSmi.intValue(orEmpty(field(c, List.of("GPU use (%)")))),
+              NvidiaSmi.intValue(orEmpty(field(c, TEMPERATURE_KEYS)))));
     }
     return rows;
   }
 
-  /** The ROCm release from the contents of {@code /opt/rocm/.info/version} ({@code 6.1.2-119} → {@code 6.1.2}). */
+  /**
+   * The ROCm release from the contents of {@code /opt/rocm/.info/version} ({@code 6.1.2-119} →
+   * {@code 6.1.2}).
+   */
   static String parseRocmVersion(String fileContents) {
     if (fileContents == null) return null;
     Matcher m = VERSION.matcher(fileContents.trim());
@@ -122,7 +138,8 @@ final class RocmSmi {
     List<Map.Entry<Integer, JsonNode>> cards = new ArrayList<>();
     for (Map.Entry<String, JsonNode> e : root.properties()) {
       Matcher m = CARD.matcher(e.getKey());
-      if (m.matches() && e.getValue().isObject()) cards.add(Map.entry(Integer.parseInt(m.group(1)), e.getValue()));
+      if (m.matches() && e.getValue().isObject())
+        cards.add(Map.entry(Integer.parseInt(m.group(1)), e.getValue()));
     }
     cards.sort(Comparator.comparing(Map.Entry::getKey));
     return cards;

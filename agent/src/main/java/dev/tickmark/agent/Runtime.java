@@ -9,14 +9,15 @@ import java.util.concurrent.CompletableFuture;
 import java.util.regex.Pattern;
 
 /**
- * Runs rental workloads on this machine. Two implementations: {@link ProcessRuntime} (a child process; dev, tests,
- * {@code --simulate-gpus}) and {@link DockerRuntime} (a container; real hosts). Both give each rental a scratch folder
- * {@code <state-dir>/rentals/<rental id>/scratch}, created empty (mode 0700) at the start and wiped when the rental
- * ends, whatever the reason.
+ * Runs rental workloads on this machine. Two implementations: {@link ProcessRuntime} (a child
+ * process; dev, tests, {@code --simulate-gpus}) and {@link DockerRuntime} (a container; real
+ * hosts). Both give each rental a scratch folder {@code <state-dir>/rentals/<rental id>/scratch},
+ * created empty (mode 0700) at the start and wiped when the rental ends, whatever the reason.
  *
  * <p>Thread-safe; the futures complete on the runtime's own threads, never on the caller's.
  *
- * <p>(The name shadows {@code java.lang.Runtime} inside this package: write {@code java.lang.Runtime} there.)
+ * <p>(The name shadows {@code java.lang.Runtime} inside this package: write {@code
+ * java.lang.Runtime} there.)
  */
 interface Runtime extends AutoCloseable {
 
@@ -27,10 +28,14 @@ interface Runtime extends AutoCloseable {
   int MAX_COMMAND_ARGS = 4096;
 
   /** What to run: the parts of {@code start_rental} a runtime uses. */
-  record Spec(String rentalId, List<Integer> cards, String image, List<String> command, boolean network) {
+  record Spec(
+      String rentalId, List<Integer> cards, String image, List<String> command, boolean network) {
     public Spec {
       cards = cards == null ? List.of() : List.copyOf(cards);
-      command = command == null ? List.of() : java.util.Collections.unmodifiableList(new java.util.ArrayList<>(command));
+      command =
+          command == null
+              ? List.of()
+              : java.util.Collections.unmodifiableList(new java.util.ArrayList<>(command));
     }
 
     static Spec of(AgentFrame.StartRental s) {
@@ -46,13 +51,16 @@ interface Runtime extends AutoCloseable {
     Instant startedAt();
 
     /**
-     * Completes once the workload has ended (by itself, or stopped) and its scratch folder is wiped, with the instant
-     * it stopped running. Never completes exceptionally.
+     * Completes once the workload has ended (by itself, or stopped) and its scratch folder is
+     * wiped, with the instant it stopped running. Never completes exceptionally.
      */
     CompletableFuture<Instant> ended();
   }
 
-  /** A workload that could not be started; {@link #getMessage()} is the {@code rental_failed} reason. */
+  /**
+   * A workload that could not be started; {@link #getMessage()} is the {@code rental_failed}
+   * reason.
+   */
   final class Failure extends RuntimeException {
     Failure(String reason) {
       super(reason);
@@ -67,21 +75,26 @@ interface Runtime extends AutoCloseable {
   String name();
 
   /**
-   * Starts a workload. Fails with {@link Failure} (the reason is safe to send to the node) when it cannot: an invalid
-   * spec, a missing executable, a container engine that refuses it. Never starts two workloads for one rental id.
+   * Starts a workload. Fails with {@link Failure} (the reason is safe to send to the node) when it
+   * cannot: an invalid spec, a missing executable, a container engine that refuses it. Never starts
+   * two workloads for one rental id.
    */
   CompletableFuture<Handle> start(Spec spec);
 
   /**
-   * Stops a workload: asks it to end (SIGTERM), waits up to the grace period, then kills it; its scratch folder is
-   * wiped. Completes with the instant it stopped, or with null at once when no workload of that id is running.
+   * Stops a workload: asks it to end (SIGTERM), waits up to the grace period, then kills it; its
+   * scratch folder is wiped. Completes with the instant it stopped, or with null at once when no
+   * workload of that id is running.
    */
   CompletableFuture<Instant> stop(String rentalId);
 
   /** The ids of the workloads running now. */
   Set<String> running();
 
-  /** Stops every running workload and waits for them (bounded by the grace period plus a few seconds). */
+  /**
+   * Stops every running workload and waits for them (bounded by the grace period plus a few
+   * seconds).
+   */
   @Override
   void close();
 
@@ -90,11 +103,15 @@ interface Runtime extends AutoCloseable {
   /** Null when {@code id} is a usable rental id, else why not. */
   static String checkRentalId(String id) {
     if (id == null || id.isEmpty()) return "no rental id";
-    if (!RENTAL_ID.matcher(id).matches()) return "invalid rental id (expected 1-128 of A-Z a-z 0-9 _ -)";
+    if (!RENTAL_ID.matcher(id).matches())
+      return "invalid rental id (expected 1-128 of A-Z a-z 0-9 _ -)";
     return null;
   }
 
-  /** Null when {@code cards} is a non-empty list of distinct cards of this machine ({@code known}), else why not. */
+  /**
+   * Null when {@code cards} is a non-empty list of distinct cards of this machine ({@code known}),
+   * else why not.
+   */
   static String checkCards(List<Integer> cards, Set<Integer> known) {
     if (cards == null || cards.isEmpty()) return "no cards given";
     Set<Integer> seen = new HashSet<>();
@@ -102,8 +119,14 @@ interface Runtime extends AutoCloseable {
       if (card == null || card < 0) return "invalid card index " + card;
       if (!seen.add(card)) return "card " + card + " given twice";
       if (known != null && !known.contains(card)) {
-        return "card " + card + " is not on this host (cards: " + known.stream().sorted().map(String::valueOf)
-            .collect(java.util.stream.Collectors.joining(", ")) + ")";
+        return "card "
+            + card
+            + " is not on this host (cards: "
+            + known.stream()
+                .sorted()
+                .map(String::valueOf)
+                .collect(java.util.stream.Collectors.joining(", "))
+            + ")";
       }
     }
     return null;
@@ -111,7 +134,8 @@ interface Runtime extends AutoCloseable {
 
   /** Null when the command's arguments can be passed to a program, else why not. */
   static String checkCommand(List<String> command) {
-    if (command.size() > MAX_COMMAND_ARGS) return "the command has more than " + MAX_COMMAND_ARGS + " arguments";
+    if (command.size() > MAX_COMMAND_ARGS)
+      return "the command has more than " + MAX_COMMAND_ARGS + " arguments";
     for (String arg : command) {
       if (arg == null) return "the command has a null argument";
       if (arg.indexOf('\0') >= 0) return "the command has an argument with a NUL character";

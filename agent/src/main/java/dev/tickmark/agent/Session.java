@@ -12,9 +12,10 @@ import java.util.List;
 import java.util.Set;
 
 /**
- * One websocket session's conversation, without the socket: fed the frames the node sends, it answers with
- * {@link Action}s (frames to send, facts for the {@link Agent} to act on). Not thread-safe: the agent drives
- * it from one thread. A new connection gets a new session ({@code seq} starts again at 1).
+ * One websocket session's conversation, without the socket: fed the frames the node sends, it
+ * answers with {@link Action}s (frames to send, facts for the {@link Agent} to act on). Not
+ * thread-safe: the agent drives it from one thread. A new connection gets a new session ({@code
+ * seq} starts again at 1).
  *
  * <pre>
  *   AWAITING_CHALLENGE --challenge/hello--> AWAITING_WELCOME --welcome--> ESTABLISHED
@@ -24,22 +25,36 @@ import java.util.Set;
  */
 final class Session {
   /** Error codes after which reconnecting cannot help: the agent stops. */
-  static final Set<String> FATAL_CODES = Set.of("token_used", "token_expired", "key_mismatch", "host_removed");
+  static final Set<String> FATAL_CODES =
+      Set.of("token_used", "token_expired", "key_mismatch", "host_removed");
+
   static final Duration DEFAULT_HEARTBEAT_INTERVAL = Duration.ofSeconds(5);
 
-  enum Phase { AWAITING_CHALLENGE, AWAITING_WELCOME, ESTABLISHED, CLOSED }
+  enum Phase {
+    AWAITING_CHALLENGE,
+    AWAITING_WELCOME,
+    ESTABLISHED,
+    CLOSED
+  }
 
   /** What the agent must do after a frame. */
   sealed interface Action {}
 
   record Send(AgentFrame frame) implements Action {}
 
-  /** The node accepted the agent: store the credential if one came, send a report, start heartbeating. */
-  record Established(String hostId, String hostCredential, Duration heartbeatInterval) implements Action {}
+  /**
+   * The node accepted the agent: store the credential if one came, send a report, start
+   * heartbeating.
+   */
+  record Established(String hostId, String hostCredential, Duration heartbeatInterval)
+      implements Action {}
 
   record Verified(AgentFrame.VerificationResult result) implements Action {}
 
-  /** A rental frame ({@code start_rental}, {@code stop_rental}, {@code preempt}) for the agent's {@link Rentals}. */
+  /**
+   * A rental frame ({@code start_rental}, {@code stop_rental}, {@code preempt}) for the agent's
+   * {@link Rentals}.
+   */
   record RentalFrame(AgentFrame frame) implements Action {}
 
   /** The node refused the agent for good (one of {@link #FATAL_CODES}). */
@@ -65,30 +80,36 @@ final class Session {
   List<Action> onFrame(AgentFrame frame) {
     if (phase == Phase.CLOSED) return List.of();
     if (frame instanceof AgentFrame.Error e) return onError(e);
-    if (frame instanceof AgentFrame.Challenge c && phase == Phase.AWAITING_CHALLENGE) return onChallenge(c);
-    if (frame instanceof AgentFrame.Welcome w && phase == Phase.AWAITING_WELCOME) return onWelcome(w);
+    if (frame instanceof AgentFrame.Challenge c && phase == Phase.AWAITING_CHALLENGE)
+      return onChallenge(c);
+    if (frame instanceof AgentFrame.Welcome w && phase == Phase.AWAITING_WELCOME)
+      return onWelcome(w);
     if (phase == Phase.ESTABLISHED) {
       if (frame instanceof AgentFrame.VerificationResult v) return List.of(new Verified(v));
-      if (frame instanceof AgentFrame.StartRental || frame instanceof AgentFrame.StopRental
+      if (frame instanceof AgentFrame.StartRental
+          || frame instanceof AgentFrame.StopRental
           || frame instanceof AgentFrame.Preempt) {
         return List.of(new RentalFrame(frame));
       }
     }
     String during = phase.name().toLowerCase(java.util.Locale.ROOT);
     phase = Phase.CLOSED;
-    return List.of(new Ended("unexpected_frame",
-        "the node sent a " + frameType(frame) + " frame while " + during));
+    return List.of(
+        new Ended(
+            "unexpected_frame", "the node sent a " + frameType(frame) + " frame while " + during));
   }
 
   /** The signed report frame; only once established. */
   AgentFrame.HardwareReportFrame report(HardwareReport report) {
     requireEstablished();
     var tree = Frames.reportTree(report);
-    return new AgentFrame.HardwareReportFrame(tree, Ed25519.sign(key.getPrivate(), CanonicalJson.bytes(tree)));
+    return new AgentFrame.HardwareReportFrame(
+        tree, Ed25519.sign(key.getPrivate(), CanonicalJson.bytes(tree)));
   }
 
   /** The next heartbeat; {@code seq} increases by one with each call. */
-  AgentFrame.Heartbeat heartbeat(Instant at, List<AgentFrame.GpuSample> gpus, List<String> rentals) {
+  AgentFrame.Heartbeat heartbeat(
+      Instant at, List<AgentFrame.GpuSample> gpus, List<String> rentals) {
     requireEstablished();
     return new AgentFrame.Heartbeat(++seq, at.toString(), List.copyOf(gpus), List.copyOf(rentals));
   }
@@ -100,12 +121,17 @@ final class Session {
     }
     phase = Phase.AWAITING_WELCOME;
     String signature = Ed25519.sign(key.getPrivate(), Ed25519.helloMessage(c.nonce()));
-    return List.of(new Send(new AgentFrame.Hello(signature, agentVersion, Ed25519.encodePublic(key.getPublic()))));
+    return List.of(
+        new Send(
+            new AgentFrame.Hello(signature, agentVersion, Ed25519.encodePublic(key.getPublic()))));
   }
 
   private List<Action> onWelcome(AgentFrame.Welcome w) {
     phase = Phase.ESTABLISHED;
-    Duration interval = w.heartbeatIntervalS() > 0 ? Duration.ofSeconds(w.heartbeatIntervalS()) : DEFAULT_HEARTBEAT_INTERVAL;
+    Duration interval =
+        w.heartbeatIntervalS() > 0
+            ? Duration.ofSeconds(w.heartbeatIntervalS())
+            : DEFAULT_HEARTBEAT_INTERVAL;
     return List.of(new Established(w.hostId(), w.hostCredential(), interval));
   }
 
@@ -113,16 +139,21 @@ final class Session {
     phase = Phase.CLOSED;
     String code = e.code() == null ? "unknown" : e.code();
     String message = e.message() == null ? "" : e.message();
-    return List.of(FATAL_CODES.contains(code) ? new Rejected(code, message) : new Ended(code, message));
+    return List.of(
+        FATAL_CODES.contains(code) ? new Rejected(code, message) : new Ended(code, message));
   }
 
-  /** The frame's wire name ({@code welcome}, {@code start_rental}, …), without its content (it may hold secrets). */
+  /**
+   * The frame's wire name ({@code welcome}, {@code start_rental}, …), without its content (it may
+   * hold secrets).
+   */
   static String frameType(AgentFrame frame) {
     var type = Frames.MAPPER.valueToTree(frame).get("type");
     return type != null ? type.asText() : frame.getClass().getSimpleName();
   }
 
   private void requireEstablished() {
-    if (phase != Phase.ESTABLISHED) throw new IllegalStateException("session is " + phase + ", not established");
+    if (phase != Phase.ESTABLISHED)
+      throw new IllegalStateException("session is " + phase + ", not established");
   }
 }

@@ -26,8 +26,8 @@ public record SimulatedGpus(List<Entry> entries) {
   }
 
   /**
-   * The catalog models an agent can simulate, with what {@code nvidia-smi} / {@code rocm-smi} report for them:
-   * name, VRAM in MiB, and the PCIe generation of the usual form factor.
+   * The catalog models an agent can simulate, with what {@code nvidia-smi} / {@code rocm-smi}
+   * report for them: name, VRAM in MiB, and the PCIe generation of the usual form factor.
    */
   public enum Model {
     H200_141GB("h200-141gb", "NVIDIA H200", "nvidia", 143771, 5),
@@ -55,7 +55,8 @@ public record SimulatedGpus(List<Entry> entries) {
 
     public static Model ofCode(String code) {
       for (Model m : values()) if (m.code.equals(code)) return m;
-      throw new IllegalArgumentException("unknown GPU code '" + code + "' (known: " + codes() + ")");
+      throw new IllegalArgumentException(
+          "unknown GPU code '" + code + "' (known: " + codes() + ")");
     }
 
     static String codes() {
@@ -63,13 +64,18 @@ public record SimulatedGpus(List<Entry> entries) {
     }
   }
 
-  /** Parses {@code code:count[,code:count…]}; throws {@link IllegalArgumentException} with a readable reason. */
+  /**
+   * Parses {@code code:count[,code:count…]}; throws {@link IllegalArgumentException} with a
+   * readable reason.
+   */
   public static SimulatedGpus parse(String spec) {
-    if (spec == null || spec.isBlank()) throw new IllegalArgumentException("--simulate-gpus needs code:count, e.g. h100-80gb:2");
+    if (spec == null || spec.isBlank())
+      throw new IllegalArgumentException("--simulate-gpus needs code:count, e.g. h100-80gb:2");
     List<Entry> entries = new ArrayList<>();
     for (String part : spec.split(",", -1)) {
       String p = part.trim().toLowerCase(Locale.ROOT);
-      if (p.isEmpty()) throw new IllegalArgumentException("empty entry in --simulate-gpus '" + spec + "'");
+      if (p.isEmpty())
+        throw new IllegalArgumentException("empty entry in --simulate-gpus '" + spec + "'");
       int colon = p.indexOf(':');
       String code = colon < 0 ? p : p.substring(0, colon);
       int count = 1;
@@ -77,14 +83,18 @@ public record SimulatedGpus(List<Entry> entries) {
         try {
           count = Integer.parseInt(p.substring(colon + 1));
         } catch (NumberFormatException e) {
-          throw new IllegalArgumentException("bad card count in '" + part.trim() + "' (expected code:count, e.g. h100-80gb:2)");
+          throw new IllegalArgumentException(
+              "bad card count in '" + part.trim() + "' (expected code:count, e.g. h100-80gb:2)");
         }
-        if (count < 1) throw new IllegalArgumentException("card count must be at least 1 in '" + part.trim() + "'");
+        if (count < 1)
+          throw new IllegalArgumentException(
+              "card count must be at least 1 in '" + part.trim() + "'");
       }
       entries.add(new Entry(Model.ofCode(code), count));
     }
     SimulatedGpus gpus = new SimulatedGpus(entries);
-    if (gpus.cards() > MAX_CARDS) throw new IllegalArgumentException("at most " + MAX_CARDS + " simulated cards");
+    if (gpus.cards() > MAX_CARDS)
+      throw new IllegalArgumentException("at most " + MAX_CARDS + " simulated cards");
     return gpus;
   }
 
@@ -98,6 +108,8 @@ public record SimulatedGpus(List<Entry> entries) {
 
   @Override
   public String toString() {
-    return entries.stream().map(e -> e.model().code + ":" + e.count()).collect(Collectors.joining(","));
+    return entries.stream()
+        .map(e -> e.model().code + ":" + e.count())
+        .collect(Collectors.joining(","));
   }
 }

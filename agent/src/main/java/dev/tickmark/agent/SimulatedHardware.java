@@ -13,14 +13,15 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Simulated GPUs for development ({@code --simulate-gpus}): the report says {@code simulated: true} and lists
- * GPUs as the vendor tool would for those catalog models, with UUIDs derived from the agent's public key (so
- * they are stable per state folder). CPU, free disk and the disk write rate are the real machine's.
+ * Simulated GPUs for development ({@code --simulate-gpus}): the report says {@code simulated: true}
+ * and lists GPUs as the vendor tool would for those catalog models, with UUIDs derived from the
+ * agent's public key (so they are stable per state folder). CPU, free disk and the disk write rate
+ * are the real machine's.
  *
- * <p><b>Memory is simulated too</b>: a host must have RAM ≥ 0.95 × its total VRAM, which no laptop running two
- * simulated 80 GB cards has. The report's {@code memory_total_mib} is the larger of the real RAM and the least
- * whole number of GiB that satisfies that rule for the simulated cards (logged at each report). Free disk and the
- * disk write rate stay real.
+ * <p><b>Memory is simulated too</b>: a host must have RAM ≥ 0.95 × its total VRAM, which no laptop
+ * running two simulated 80 GB cards has. The report's {@code memory_total_mib} is the larger of the
+ * real RAM and the least whole number of GiB that satisfies that rule for the simulated cards
+ * (logged at each report). Free disk and the disk write rate stay real.
  */
 final class SimulatedHardware implements Hardware {
   static final String NVIDIA_DRIVER = "550.54.15";
@@ -49,17 +50,28 @@ final class SimulatedHardware implements Hardware {
     long needed = requiredMemoryMib(spec.totalMemoryMib());
     long reportedMib = realMib == null ? needed : Math.max(realMib, needed);
     if (realMib == null || reportedMib != realMib) {
-      log.info("simulated report: memory_total_mib {} is simulated (real RAM {} MiB) to cover {} MiB of simulated VRAM",
-          reportedMib, realMib == null ? "unknown" : realMib, spec.totalMemoryMib());
+      log.info(
+          "simulated report: memory_total_mib {} is simulated (real RAM {} MiB) to cover {} MiB of simulated VRAM",
+          reportedMib,
+          realMib == null ? "unknown" : realMib,
+          spec.totalMemoryMib());
     }
-    return new HardwareReport(agentVersion, true, machine.collectedAt(), gpus(spec, key), machine.cpu(), reportedMib,
-        machine.disk(), null);
+    return new HardwareReport(
+        agentVersion,
+        true,
+        machine.collectedAt(),
+        gpus(spec, key),
+        machine.cpu(),
+        reportedMib,
+        machine.disk(),
+        null);
   }
 
   @Override
   public List<AgentFrame.GpuSample> sample() {
     List<AgentFrame.GpuSample> samples = new ArrayList<>();
-    for (int i = 0; i < spec.cards(); i++) samples.add(new AgentFrame.GpuSample(i, 0, TEMPERATURE_C, null));
+    for (int i = 0; i < spec.cards(); i++)
+      samples.add(new AgentFrame.GpuSample(i, 0, TEMPERATURE_C, null));
     return samples;
   }
 
@@ -71,20 +83,37 @@ final class SimulatedHardware implements Hardware {
       SimulatedGpus.Model m = e.model();
       boolean nvidia = m.vendor.equals(NvidiaSmi.VENDOR);
       for (int i = 0; i < e.count(); i++, index++) {
-        gpus.add(new HardwareReport.Gpu(index, uuid(key, index, nvidia), m.smiName, m.vendor, m.memoryMib,
-            nvidia ? NVIDIA_DRIVER : AMD_DRIVER, nvidia ? CUDA_VERSION : ROCM_VERSION, TEMPERATURE_C, 0L, m.pcieGen, 16));
+        gpus.add(
+            new HardwareReport.Gpu(
+                index,
+                uuid(key, index, nvidia),
+                m.smiName,
+                m.vendor,
+                m.memoryMib,
+                nvidia ? NVIDIA_DRIVER : AMD_DRIVER,
+                nvidia ? CUDA_VERSION : ROCM_VERSION,
+                TEMPERATURE_C,
+                0L,
+                m.pcieGen,
+                16));
       }
     }
     return gpus;
   }
 
-  /** The least whole number of GiB, in MiB, that is at least 0.95 × {@code vramMib} (the verification rule). */
+  /**
+   * The least whole number of GiB, in MiB, that is at least 0.95 × {@code vramMib} (the
+   * verification rule).
+   */
   static long requiredMemoryMib(long vramMib) {
     long mib = (vramMib * 95 + 99) / 100;
     return (mib + 1023) / 1024 * 1024;
   }
 
-  /** {@code GPU-xxxxxxxx-xxxx-…} (nvidia-smi's form) or {@code 0x…} (rocm-smi's Unique ID) from SHA-256(key, index). */
+  /**
+   * {@code GPU-xxxxxxxx-xxxx-…} (nvidia-smi's form) or {@code 0x…} (rocm-smi's Unique ID) from
+   * SHA-256(key, index).
+   */
   static String uuid(PublicKey key, int index, boolean nvidia) {
     byte[] hash;
     try {
@@ -97,7 +126,15 @@ final class SimulatedHardware implements Hardware {
     }
     String hex = HexFormat.of().formatHex(hash);
     if (!nvidia) return "0x" + hex.substring(0, 16);
-    return "GPU-" + hex.substring(0, 8) + "-" + hex.substring(8, 12) + "-" + hex.substring(12, 16) + "-"
-        + hex.substring(16, 20) + "-" + hex.substring(20, 32);
+    return "GPU-"
+        + hex.substring(0, 8)
+        + "-"
+        + hex.substring(8, 12)
+        + "-"
+        + hex.substring(12, 16)
+        + "-"
+        + hex.substring(16, 20)
+        + "-"
+        + hex.substring(20, 32);
   }
 }

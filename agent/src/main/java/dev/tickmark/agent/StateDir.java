@@ -24,21 +24,26 @@ import java.util.Set;
 
 /**
  * The agent's state folder: {@code agent.key} (its Ed25519 key pair, created on first use) and
- * {@code host-credential} (written after the first registration), both mode 0600 in a folder of mode 0700.
- * Files are replaced atomically (written to a temporary file, forced to disk, then moved over the old one), so a
- * crash never leaves half a key. While an agent runs it holds a lock on {@code agent.lock}, so two agents cannot
- * share one identity.
+ * {@code host-credential} (written after the first registration), both mode 0600 in a folder of
+ * mode 0700. Files are replaced atomically (written to a temporary file, forced to disk, then moved
+ * over the old one), so a crash never leaves half a key. While an agent runs it holds a lock on
+ * {@code agent.lock}, so two agents cannot share one identity.
  */
 final class StateDir implements AutoCloseable {
   static final String KEY_FILE = "agent.key";
   static final String CREDENTIAL_FILE = "host-credential";
   static final String LOCK_FILE = "agent.lock";
 
-  private static final Set<PosixFilePermission> OWNER_RW = PosixFilePermissions.fromString("rw-------");
-  private static final Set<PosixFilePermission> OWNER_RWX = PosixFilePermissions.fromString("rwx------");
-  private static final boolean POSIX = FileSystems.getDefault().supportedFileAttributeViews().contains("posix");
+  private static final Set<PosixFilePermission> OWNER_RW =
+      PosixFilePermissions.fromString("rw-------");
+  private static final Set<PosixFilePermission> OWNER_RWX =
+      PosixFilePermissions.fromString("rwx------");
+  private static final boolean POSIX =
+      FileSystems.getDefault().supportedFileAttributeViews().contains("posix");
 
-  /** The state folder cannot be used: unreadable, unwritable, corrupt, or in use by another agent. */
+  /**
+   * The state folder cannot be used: unreadable, unwritable, corrupt, or in use by another agent.
+   */
   static final class StateException extends Exception {
     StateException(String message) {
       super(message);
@@ -71,7 +76,9 @@ final class StateDir implements AutoCloseable {
     FileChannel channel;
     FileLock lock;
     try {
-      channel = FileChannel.open(d.resolve(LOCK_FILE), StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+      channel =
+          FileChannel.open(
+              d.resolve(LOCK_FILE), StandardOpenOption.CREATE, StandardOpenOption.WRITE);
     } catch (IOException e) {
       throw new StateException("cannot write in the state folder " + d + ": " + e);
     }
@@ -125,7 +132,8 @@ final class StateDir implements AutoCloseable {
     try {
       writeAtomically(credentialFile(), credential + "\n");
     } catch (IOException e) {
-      throw new StateException("cannot store the host credential in " + credentialFile() + ": " + e);
+      throw new StateException(
+          "cannot store the host credential in " + credentialFile() + ": " + e);
     }
   }
 
@@ -139,9 +147,14 @@ final class StateDir implements AutoCloseable {
     Path file = dir.resolve(KEY_FILE);
     if (Files.exists(file)) return readKey(file);
     KeyPair key = Ed25519.generate();
-    String text = "# tickmark agent Ed25519 key pair: keep this file secret; its public half is pinned to the host\n"
-        + "private=" + Ed25519.encodePrivate(key.getPrivate()) + "\n"
-        + "public=" + Ed25519.encodePublic(key.getPublic()) + "\n";
+    String text =
+        "# tickmark agent Ed25519 key pair: keep this file secret; its public half is pinned to the host\n"
+            + "private="
+            + Ed25519.encodePrivate(key.getPrivate())
+            + "\n"
+            + "public="
+            + Ed25519.encodePublic(key.getPublic())
+            + "\n";
     try {
       writeAtomically(file, text);
     } catch (IOException e) {
@@ -162,7 +175,8 @@ final class StateDir implements AutoCloseable {
     } catch (IOException e) {
       throw new StateException("cannot read the agent key " + file + ": " + e);
     }
-    if (privateKey == null || publicKey == null) throw new StateException("the agent key " + file + " is incomplete");
+    if (privateKey == null || publicKey == null)
+      throw new StateException("the agent key " + file + " is incomplete");
     KeyPair key;
     try {
       key = new KeyPair(Ed25519.decodePublic(publicKey), Ed25519.decodePrivate(privateKey));
@@ -171,25 +185,33 @@ final class StateDir implements AutoCloseable {
     }
     byte[] probe = "tickmark-agent-key-check".getBytes(StandardCharsets.US_ASCII);
     if (!Ed25519.verify(publicKey, probe, Ed25519.sign(key.getPrivate(), probe))) {
-      throw new StateException("the agent key " + file + " is corrupt: its two halves do not match");
+      throw new StateException(
+          "the agent key " + file + " is corrupt: its two halves do not match");
     }
     return key;
   }
 
-  /** Writes {@code text} to a 0600 temporary file beside {@code target}, forces it, and moves it over {@code target}. */
+  /**
+   * Writes {@code text} to a 0600 temporary file beside {@code target}, forces it, and moves it
+   * over {@code target}.
+   */
   static void writeAtomically(Path target, String text) throws IOException {
     Path dir = target.getParent();
     List<FileAttribute<?>> attrs = new ArrayList<>();
     if (POSIX) attrs.add(PosixFilePermissions.asFileAttribute(OWNER_RW));
-    Path tmp = Files.createTempFile(dir, "." + target.getFileName() + "-", ".tmp", attrs.toArray(new FileAttribute<?>[0]));
+    Path tmp =
+        Files.createTempFile(
+            dir, "." + target.getFileName() + "-", ".tmp", attrs.toArray(new FileAttribute<?>[0]));
     try {
-      try (FileChannel ch = FileChannel.open(tmp, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING)) {
+      try (FileChannel ch =
+          FileChannel.open(tmp, StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING)) {
         ByteBuffer buf = ByteBuffer.wrap(text.getBytes(StandardCharsets.UTF_8));
         while (buf.hasRemaining()) ch.write(buf);
         ch.force(true);
       }
       try {
-        Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        Files.move(
+            tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
       } catch (AtomicMoveNotSupportedException e) {
         Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING);
       }

@@ -24,7 +24,10 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** A real {@link Agent} over a real websocket against {@link ScriptedNode}, a protocol-level stand-in for a node. */
+/**
+ * A real {@link Agent} over a real websocket against {@link ScriptedNode}, a protocol-level
+ * stand-in for a node.
+ */
 class AgentSocketTest {
   private static final long WAIT_S = 15;
 
@@ -40,17 +43,31 @@ class AgentSocketTest {
 
   private Agent start(List<URI> engines, String token, Path dir) {
     AgentConfig config = new AgentConfig(engines, token, dir, SimulatedGpus.parse("h100-80gb:2"));
-    return Agent.start(config, s -> new SimulatedHardware(config.simulatedGpus(), s.key().getPublic(),
-        new HardwareProbe(Agent.VERSION, s.path(), (c, t) -> Optional.empty(), Path.of("/proc"), 64 * 1024, Clock.systemUTC()),
-        Agent.VERSION));
+    return Agent.start(
+        config,
+        s ->
+            new SimulatedHardware(
+                config.simulatedGpus(),
+                s.key().getPublic(),
+                new HardwareProbe(
+                    Agent.VERSION,
+                    s.path(),
+                    (c, t) -> Optional.empty(),
+                    Path.of("/proc"),
+                    64 * 1024,
+                    Clock.systemUTC()),
+                Agent.VERSION));
   }
 
   /** The next frame of {@code type} the node receives (skipping others). */
-  private <T extends AgentFrame> ScriptedNode.Received next(ScriptedNode n, Class<T> type) throws InterruptedException {
+  private <T extends AgentFrame> ScriptedNode.Received next(ScriptedNode n, Class<T> type)
+      throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
     while (true) {
-      ScriptedNode.Received r = n.received.poll(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-      if (r == null) throw new AssertionError("no " + type.getSimpleName() + " within " + WAIT_S + " s");
+      ScriptedNode.Received r =
+          n.received.poll(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+      if (r == null)
+        throw new AssertionError("no " + type.getSimpleName() + " within " + WAIT_S + " s");
       if (type.isInstance(r.frame())) return r;
     }
   }
@@ -69,13 +86,16 @@ class AgentSocketTest {
     assertTrue(agent.connected());
     assertEquals(Optional.of("host_a"), agent.hostId());
 
-    AgentFrame.HardwareReportFrame report = (AgentFrame.HardwareReportFrame) next(node, AgentFrame.HardwareReportFrame.class).frame();
+    AgentFrame.HardwareReportFrame report =
+        (AgentFrame.HardwareReportFrame) next(node, AgentFrame.HardwareReportFrame.class).frame();
     assertTrue(report.report().get("simulated").asBoolean());
     AgentFrame.Heartbeat h1 = (AgentFrame.Heartbeat) next(node, AgentFrame.Heartbeat.class).frame();
     AgentFrame.Heartbeat h2 = (AgentFrame.Heartbeat) next(node, AgentFrame.Heartbeat.class).frame();
     assertEquals(1, h1.seq());
     assertEquals(2, h2.seq());
-    assertEquals(List.of(new AgentFrame.GpuSample(0, 0, 35, null), new AgentFrame.GpuSample(1, 0, 35, null)), h2.gpus());
+    assertEquals(
+        List.of(new AgentFrame.GpuSample(0, 0, 35, null), new AgentFrame.GpuSample(1, 0, 35, null)),
+        h2.gpus());
     assertEquals(List.of(), h2.rentals());
 
     assertEquals("Bearer " + token, node.authorizations.get(0));
@@ -107,7 +127,8 @@ class AgentSocketTest {
     assertTrue(stopped.rejected());
     assertEquals("token_used", stopped.code());
     assertTrue(stopped.message().contains("already used"), stopped.message());
-    ExecutionException e = assertThrows(ExecutionException.class, () -> agent.welcomed().get(1, TimeUnit.SECONDS));
+    ExecutionException e =
+        assertThrows(ExecutionException.class, () -> agent.welcomed().get(1, TimeUnit.SECONDS));
     assertInstanceOf(Agent.StoppedException.class, e.getCause());
     assertEquals(1, node.connectionCount(), "no retry");
   }
@@ -150,9 +171,14 @@ class AgentSocketTest {
 
       assertEquals("verified", reverified.get(WAIT_S, TimeUnit.SECONDS).status());
       assertEquals(Optional.of(second.uri()), agent.engine());
-      assertTrue(second.authorizations.get(0).startsWith("Bearer tmkhost_host_e_"), "the credential, not the spent token");
+      assertTrue(
+          second.authorizations.get(0).startsWith("Bearer tmkhost_host_e_"),
+          "the credential, not the spent token");
       assertNotNull(next(second, AgentFrame.HardwareReportFrame.class));
-      assertEquals(1, ((AgentFrame.Heartbeat) next(second, AgentFrame.Heartbeat.class).frame()).seq(), "seq restarts per session");
+      assertEquals(
+          1,
+          ((AgentFrame.Heartbeat) next(second, AgentFrame.Heartbeat.class).frame()).seq(),
+          "seq restarts per session");
       agent.close();
     }
   }
@@ -170,7 +196,8 @@ class AgentSocketTest {
   }
 
   /** The next heartbeat whose rentals are {@code rentals}. */
-  private AgentFrame.Heartbeat heartbeatListing(ScriptedNode n, List<String> rentals) throws InterruptedException {
+  private AgentFrame.Heartbeat heartbeatListing(ScriptedNode n, List<String> rentals)
+      throws InterruptedException {
     while (true) {
       AgentFrame.Heartbeat h = (AgentFrame.Heartbeat) next(n, AgentFrame.Heartbeat.class).frame();
       if (h.rentals().equals(rentals)) return h;
@@ -183,12 +210,14 @@ class AgentSocketTest {
     Path dir = tmp.resolve("r");
     agent = start(List.of(node.uri()), node.newToken("host_r"), dir);
     agent.verified().get(WAIT_S, TimeUnit.SECONDS);
-    AgentFrame.StartRental startRental = new AgentFrame.StartRental("rnt_ws", List.of(1), "pytorch/pytorch", List.of(), null,
-        false, null);
+    AgentFrame.StartRental startRental =
+        new AgentFrame.StartRental(
+            "rnt_ws", List.of(1), "pytorch/pytorch", List.of(), null, false, null);
 
     node.send(startRental);
 
-    AgentFrame.RentalStarted started = (AgentFrame.RentalStarted) next(node, AgentFrame.RentalStarted.class).frame();
+    AgentFrame.RentalStarted started =
+        (AgentFrame.RentalStarted) next(node, AgentFrame.RentalStarted.class).frame();
     assertEquals("rnt_ws", started.rentalId());
     java.time.Instant.parse(started.at());
     assertTrue(Files.isDirectory(dir.resolve("rentals/rnt_ws/scratch")));
@@ -196,21 +225,33 @@ class AgentSocketTest {
     assertEquals(List.of("rnt_ws"), agent.runningRentals());
 
     node.send(startRental); // delivered twice
-    assertEquals(started, next(node, AgentFrame.RentalStarted.class).frame(), "the same answer, no second workload");
+    assertEquals(
+        started,
+        next(node, AgentFrame.RentalStarted.class).frame(),
+        "the same answer, no second workload");
 
     node.send(new AgentFrame.StopRental("rnt_ws", false));
 
-    AgentFrame.RentalStopped stopped = (AgentFrame.RentalStopped) next(node, AgentFrame.RentalStopped.class).frame();
+    AgentFrame.RentalStopped stopped =
+        (AgentFrame.RentalStopped) next(node, AgentFrame.RentalStopped.class).frame();
     assertEquals("rnt_ws", stopped.rentalId());
-    assertFalse(java.time.Instant.parse(stopped.at()).isBefore(java.time.Instant.parse(started.at())));
+    assertFalse(
+        java.time.Instant.parse(stopped.at()).isBefore(java.time.Instant.parse(started.at())));
     assertFalse(Files.exists(dir.resolve("rentals/rnt_ws/scratch")), "wiped");
     heartbeatListing(node, List.of());
     node.send(new AgentFrame.StopRental("rnt_ws", false));
-    assertEquals(stopped, next(node, AgentFrame.RentalStopped.class).frame(), "a second stop gets the same answer");
+    assertEquals(
+        stopped,
+        next(node, AgentFrame.RentalStopped.class).frame(),
+        "a second stop gets the same answer");
 
-    node.send(new AgentFrame.StartRental("rnt_bad", List.of(5), "pytorch/pytorch", List.of(), null, false, null));
-    AgentFrame.RentalFailed failed = (AgentFrame.RentalFailed) next(node, AgentFrame.RentalFailed.class).frame();
-    assertEquals(new AgentFrame.RentalFailed("rnt_bad", "card 5 is not on this host (cards: 0, 1)"), failed);
+    node.send(
+        new AgentFrame.StartRental(
+            "rnt_bad", List.of(5), "pytorch/pytorch", List.of(), null, false, null));
+    AgentFrame.RentalFailed failed =
+        (AgentFrame.RentalFailed) next(node, AgentFrame.RentalFailed.class).frame();
+    assertEquals(
+        new AgentFrame.RentalFailed("rnt_bad", "card 5 is not on this host (cards: 0, 1)"), failed);
   }
 
   @Test
@@ -219,7 +260,15 @@ class AgentSocketTest {
     Path dir = tmp.resolve("s");
     agent = start(List.of(node.uri()), node.newToken("host_s"), dir);
     agent.verified().get(WAIT_S, TimeUnit.SECONDS);
-    node.send(new AgentFrame.StartRental("rnt_long", List.of(0, 1), "pytorch/pytorch", List.of("sleep", "300"), null, false, null));
+    node.send(
+        new AgentFrame.StartRental(
+            "rnt_long",
+            List.of(0, 1),
+            "pytorch/pytorch",
+            List.of("sleep", "300"),
+            null,
+            false,
+            null));
     ScriptedNode.Received first = next(node, AgentFrame.RentalStarted.class);
     var reverified = agent.nextVerification();
 
@@ -232,8 +281,11 @@ class AgentSocketTest {
 
     agent.close();
 
-    AgentFrame.RentalStopped stopped = (AgentFrame.RentalStopped) next(node, AgentFrame.RentalStopped.class).frame();
+    AgentFrame.RentalStopped stopped =
+        (AgentFrame.RentalStopped) next(node, AgentFrame.RentalStopped.class).frame();
     assertEquals("rnt_long", stopped.rentalId());
-    assertFalse(Files.exists(dir.resolve("rentals/rnt_long/scratch")), "closing the agent stops and wipes its workloads");
+    assertFalse(
+        Files.exists(dir.resolve("rentals/rnt_long/scratch")),
+        "closing the agent stops and wipes its workloads");
   }
 }

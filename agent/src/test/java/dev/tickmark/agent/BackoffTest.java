@@ -20,7 +20,9 @@ class BackoffTest {
   @Test
   void doublesFromHalfASecondToThirtySeconds() {
     Backoff noJitter = new Backoff(() -> 0.5);
-    assertEquals(List.of(500L, 1000L, 2000L, 4000L, 8000L, 16000L, 30000L, 30000L, 30000L), delays(noJitter, 9));
+    assertEquals(
+        List.of(500L, 1000L, 2000L, 4000L, 8000L, 16000L, 30000L, 30000L, 30000L),
+        delays(noJitter, 9));
   }
 
   @Test
@@ -39,7 +41,9 @@ class BackoffTest {
       for (int i = 0; i < 12; i++) {
         long base = Backoff.base(i).toMillis();
         long d = b.next().toMillis();
-        assertTrue(d >= Math.round(base * 0.8) && d <= Math.min(Math.round(base * 1.2), 30_000), i + ": " + d);
+        assertTrue(
+            d >= Math.round(base * 0.8) && d <= Math.min(Math.round(base * 1.2), 30_000),
+            i + ": " + d);
       }
     }
     assertEquals(400L, new Backoff(() -> 0.0).next().toMillis());
@@ -49,8 +53,11 @@ class BackoffTest {
   @Test
   void jitterSpreadsAgentsApart() {
     Random random = new Random(7);
-    long distinct = java.util.stream.IntStream.range(0, 50)
-        .mapToObj(i -> new Backoff(random::nextDouble).next()).distinct().count();
+    long distinct =
+        java.util.stream.IntStream.range(0, 50)
+            .mapToObj(i -> new Backoff(random::nextDouble).next())
+            .distinct()
+            .count();
     assertTrue(distinct > 20, "50 agents cut off at once do not all retry in the same millisecond");
   }
 

@@ -27,8 +27,9 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * The {@code docker run} invocation as a pure function, and the runtime against a missing docker, a failing one, and
- * a scripted stand-in for the docker command line (there is no docker daemon where the tests run).
+ * The {@code docker run} invocation as a pure function, and the runtime against a missing docker, a
+ * failing one, and a scripted stand-in for the docker command line (there is no docker daemon where
+ * the tests run).
  */
 class DockerRuntimeTest {
   private static final long WAIT_S = 15;
@@ -42,7 +43,8 @@ class DockerRuntimeTest {
     if (runtime != null) runtime.close();
   }
 
-  private static Runtime.Spec spec(String id, List<Integer> cards, String image, boolean network, String... command) {
+  private static Runtime.Spec spec(
+      String id, List<Integer> cards, String image, boolean network, String... command) {
     return new Runtime.Spec(id, cards, image, List.of(command), network);
   }
 
@@ -50,69 +52,149 @@ class DockerRuntimeTest {
 
   @Test
   void noNetworkOneCardAndTheCommandArgumentsKeptApart() {
-    List<String> args = DockerRuntime.runInvocation("docker",
-        spec("rnt_1", List.of(2), "pytorch/pytorch:2.4.0", false, "python", "-c", "print('a b')", "--epochs", "3"), SCRATCH);
+    List<String> args =
+        DockerRuntime.runInvocation(
+            "docker",
+            spec(
+                "rnt_1",
+                List.of(2),
+                "pytorch/pytorch:2.4.0",
+                false,
+                "python",
+                "-c",
+                "print('a b')",
+                "--epochs",
+                "3"),
+            SCRATCH);
 
-    assertEquals(List.of("docker", "run", "--detach", "--rm",
-        "--name", "tickmark-rnt_1",
-        "--label", "tickmark.rental=rnt_1",
-        "--gpus", "\"device=2\"",
-        "--network", "none",
-        "-v", "/var/lib/tickmark-agent/rentals/rnt_1/scratch:/workspace",
-        "-w", "/workspace",
-        "-e", "TICKMARK_RENTAL_ID=rnt_1",
-        "--cap-drop", "ALL",
-        "--security-opt", "no-new-privileges",
-        "--pids-limit", "4096",
-        "pytorch/pytorch:2.4.0",
-        "python", "-c", "print('a b')", "--epochs", "3"), args);
+    assertEquals(
+        List.of(
+            "docker",
+            "run",
+            "--detach",
+            "--rm",
+            "--name",
+            "tickmark-rnt_1",
+            "--label",
+            "tickmark.rental=rnt_1",
+            "--gpus",
+            "\"device=2\"",
+            "--network",
+            "none",
+            "-v",
+            "/var/lib/tickmark-agent/rentals/rnt_1/scratch:/workspace",
+            "-w",
+            "/workspace",
+            "-e",
+            "TICKMARK_RENTAL_ID=rnt_1",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--pids-limit",
+            "4096",
+            "pytorch/pytorch:2.4.0",
+            "python",
+            "-c",
+            "print('a b')",
+            "--epochs",
+            "3"),
+        args);
   }
 
   @Test
   void networkOnAndSeveralCards() {
-    List<String> args = DockerRuntime.runInvocation("/usr/bin/docker",
-        spec("rnt_2", List.of(0, 1, 3), "nvcr.io/nvidia/pytorch:24.05-py3", true, "sleep", "infinity"), SCRATCH);
+    List<String> args =
+        DockerRuntime.runInvocation(
+            "/usr/bin/docker",
+            spec(
+                "rnt_2",
+                List.of(0, 1, 3),
+                "nvcr.io/nvidia/pytorch:24.05-py3",
+                true,
+                "sleep",
+                "infinity"),
+            SCRATCH);
 
     assertEquals("/usr/bin/docker", args.get(0));
-    assertEquals("\"device=0,1,3\"", args.get(args.indexOf("--gpus") + 1), "one argument, double quotes included");
+    assertEquals(
+        "\"device=0,1,3\"",
+        args.get(args.indexOf("--gpus") + 1),
+        "one argument, double quotes included");
     assertFalse(args.contains("--network"), "the renter enabled the network");
-    assertEquals(List.of("nvcr.io/nvidia/pytorch:24.05-py3", "sleep", "infinity"), args.subList(args.size() - 3, args.size()));
+    assertEquals(
+        List.of("nvcr.io/nvidia/pytorch:24.05-py3", "sleep", "infinity"),
+        args.subList(args.size() - 3, args.size()));
   }
 
   @Test
   void anEmptyCommandRunsTheImagesOwnAndNothingIsPrivileged() {
-    List<String> args = DockerRuntime.runInvocation("docker", spec("rnt_3", List.of(0), "ubuntu:22.04", false), SCRATCH);
+    List<String> args =
+        DockerRuntime.runInvocation(
+            "docker", spec("rnt_3", List.of(0), "ubuntu:22.04", false), SCRATCH);
     assertEquals("ubuntu:22.04", args.get(args.size() - 1));
-    assertFalse(args.stream().anyMatch(a -> a.startsWith("--privileged") || a.startsWith("--cap-add") || a.startsWith("--device")));
+    assertFalse(
+        args.stream()
+            .anyMatch(
+                a ->
+                    a.startsWith("--privileged")
+                        || a.startsWith("--cap-add")
+                        || a.startsWith("--device")));
     assertTrue(args.containsAll(List.of("--cap-drop", "ALL", "no-new-privileges")));
   }
 
   @Test
   void theStopInvocation() {
-    assertEquals(List.of("docker", "stop", "-t", "10", "tickmark-rnt_1"), DockerRuntime.stopInvocation("docker", "rnt_1", Duration.ofSeconds(10)));
+    assertEquals(
+        List.of("docker", "stop", "-t", "10", "tickmark-rnt_1"),
+        DockerRuntime.stopInvocation("docker", "rnt_1", Duration.ofSeconds(10)));
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {
-      "ubuntu", "ubuntu:22.04", "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime", "nvcr.io/nvidia/pytorch:24.05-py3",
-      "localhost:5000/my-image_x.y:Tag", "registry.example.com:443/a/b/c", "my__image", "a-b--c",
-      "ghcr.io/org/img@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-  })
+  @ValueSource(
+      strings = {
+        "ubuntu", "ubuntu:22.04", "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime",
+            "nvcr.io/nvidia/pytorch:24.05-py3",
+        "localhost:5000/my-image_x.y:Tag", "registry.example.com:443/a/b/c", "my__image", "a-b--c",
+        "ghcr.io/org/img@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+      })
   void acceptedImages(String image) {
     assertNull(DockerRuntime.checkImage(image), image);
-    List<String> args = DockerRuntime.runInvocation("docker", spec("rnt_1", List.of(0), image, false), SCRATCH);
+    List<String> args =
+        DockerRuntime.runInvocation("docker", spec("rnt_1", List.of(0), image, false), SCRATCH);
     assertEquals(image, args.get(args.size() - 1));
   }
 
   @ParameterizedTest
-  @ValueSource(strings = {
-      "-v", "--privileged", "-ubuntu", "ubuntu latest", "ubuntu\n", " ubuntu", "ubuntu\t", "Ubuntu", "/ubuntu", "ubuntu/",
-      "ubuntu:", "ubuntu::1", "ubuntu:-x", "ubuntu@sha256:abc", "ubu ntu:1", "a;rm -rf /", "$(id)", "ubuntu:1 --privileged",
-      "",
-  })
+  @ValueSource(
+      strings = {
+        "-v",
+        "--privileged",
+        "-ubuntu",
+        "ubuntu latest",
+        "ubuntu\n",
+        " ubuntu",
+        "ubuntu\t",
+        "Ubuntu",
+        "/ubuntu",
+        "ubuntu/",
+        "ubuntu:",
+        "ubuntu::1",
+        "ubuntu:-x",
+        "ubuntu@sha256:abc",
+        "ubu ntu:1",
+        "a;rm -rf /",
+        "$(id)",
+        "ubuntu:1 --privileged",
+        "",
+      })
   void rejectedImages(String image) {
     assertTrue(DockerRuntime.checkImage(image) != null, image);
-    assertThrows(Runtime.Failure.class, () -> DockerRuntime.runInvocation("docker", spec("rnt_1", List.of(0), image, false), SCRATCH));
+    assertThrows(
+        Runtime.Failure.class,
+        () ->
+            DockerRuntime.runInvocation(
+                "docker", spec("rnt_1", List.of(0), image, false), SCRATCH));
   }
 
   @Test
@@ -124,8 +206,12 @@ class DockerRuntimeTest {
   @ParameterizedTest
   @ValueSource(strings = {"", "../etc", "a b", "rnt/1", "rnt.1", "rnt_1\n", "ü"})
   void rejectedRentalIds(String id) {
-    Runtime.Failure f = assertThrows(Runtime.Failure.class,
-        () -> DockerRuntime.runInvocation("docker", spec(id, List.of(0), "ubuntu", false), SCRATCH));
+    Runtime.Failure f =
+        assertThrows(
+            Runtime.Failure.class,
+            () ->
+                DockerRuntime.runInvocation(
+                    "docker", spec(id, List.of(0), "ubuntu", false), SCRATCH));
     assertTrue(f.getMessage().contains("rental id"), f.getMessage());
   }
 
@@ -133,27 +219,51 @@ class DockerRuntimeTest {
   void rentalIdsUpTo128OfTheAllowedCharacters() {
     String id = "Ab0_-".repeat(25) + "xyz";
     assertEquals(128, id.length());
-    assertTrue(DockerRuntime.runInvocation("docker", spec(id, List.of(0), "ubuntu", false), SCRATCH).contains("tickmark-" + id));
-    assertThrows(Runtime.Failure.class, () -> DockerRuntime.runInvocation("docker", spec(id + "a", List.of(0), "ubuntu", false), SCRATCH));
+    assertTrue(
+        DockerRuntime.runInvocation("docker", spec(id, List.of(0), "ubuntu", false), SCRATCH)
+            .contains("tickmark-" + id));
+    assertThrows(
+        Runtime.Failure.class,
+        () ->
+            DockerRuntime.runInvocation(
+                "docker", spec(id + "a", List.of(0), "ubuntu", false), SCRATCH));
   }
 
   @Test
   void badCardsCommandsAndScratchPathsAreRejected() {
-    assertThrows(Runtime.Failure.class, () -> DockerRuntime.runInvocation("docker", spec("r", List.of(), "ubuntu", false), SCRATCH));
-    assertThrows(Runtime.Failure.class, () -> DockerRuntime.runInvocation("docker", spec("r", List.of(1, 1), "ubuntu", false), SCRATCH));
-    assertThrows(Runtime.Failure.class, () -> DockerRuntime.runInvocation("docker", spec("r", List.of(-1), "ubuntu", false), SCRATCH));
+    assertThrows(
+        Runtime.Failure.class,
+        () ->
+            DockerRuntime.runInvocation("docker", spec("r", List.of(), "ubuntu", false), SCRATCH));
+    assertThrows(
+        Runtime.Failure.class,
+        () ->
+            DockerRuntime.runInvocation(
+                "docker", spec("r", List.of(1, 1), "ubuntu", false), SCRATCH));
+    assertThrows(
+        Runtime.Failure.class,
+        () ->
+            DockerRuntime.runInvocation(
+                "docker", spec("r", List.of(-1), "ubuntu", false), SCRATCH));
     List<String> withNull = new ArrayList<>();
     withNull.add(null);
-    assertThrows(Runtime.Failure.class, () -> DockerRuntime.runInvocation("docker",
-        new Runtime.Spec("r", List.of(0), "ubuntu", withNull, false), SCRATCH));
-    assertThrows(Runtime.Failure.class, () -> DockerRuntime.runInvocation("docker", spec("r", List.of(0), "ubuntu", false),
-        Path.of("/srv/a:b/scratch")));
+    assertThrows(
+        Runtime.Failure.class,
+        () ->
+            DockerRuntime.runInvocation(
+                "docker", new Runtime.Spec("r", List.of(0), "ubuntu", withNull, false), SCRATCH));
+    assertThrows(
+        Runtime.Failure.class,
+        () ->
+            DockerRuntime.runInvocation(
+                "docker", spec("r", List.of(0), "ubuntu", false), Path.of("/srv/a:b/scratch")));
   }
 
   // ---- the runtime
 
   private DockerRuntime runtime(String docker) {
-    runtime = new DockerRuntime(docker, tmp.resolve("state"), Duration.ofSeconds(1), Clock.systemUTC());
+    runtime =
+        new DockerRuntime(docker, tmp.resolve("state"), Duration.ofSeconds(1), Clock.systemUTC());
     return runtime;
   }
 
@@ -165,7 +275,8 @@ class DockerRuntimeTest {
   }
 
   private Runtime.Failure startFails(DockerRuntime rt, Runtime.Spec spec) {
-    ExecutionException e = assertThrows(ExecutionException.class, () -> rt.start(spec).get(WAIT_S, TimeUnit.SECONDS));
+    ExecutionException e =
+        assertThrows(ExecutionException.class, () -> rt.start(spec).get(WAIT_S, TimeUnit.SECONDS));
     return assertInstanceOf(Runtime.Failure.class, e.getCause());
   }
 
@@ -180,7 +291,10 @@ class DockerRuntimeTest {
 
   @Test
   void aDockerThatExitsNonZeroFailsTheRentalWithItsMessage() throws Exception {
-    Path docker = script("docker", """
+    Path docker =
+        script(
+            "docker",
+            """
         echo "docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2
         echo >&2
         echo "Run 'docker run --help' for more information" >&2
@@ -188,7 +302,9 @@ class DockerRuntimeTest {
         """);
     DockerRuntime rt = runtime(docker.toString());
     Runtime.Failure f = startFails(rt, spec("rnt_1", List.of(0), "ubuntu", false));
-    assertEquals("docker run exited with status 125: Run 'docker run --help' for more information", f.getMessage());
+    assertEquals(
+        "docker run exited with status 125: Run 'docker run --help' for more information",
+        f.getMessage());
     assertFalse(Files.exists(tmp.resolve("state/rentals/rnt_1/scratch")));
   }
 
@@ -196,14 +312,20 @@ class DockerRuntimeTest {
   void anInvalidImageIsRefusedBeforeDockerRuns() throws Exception {
     Path calls = tmp.resolve("calls");
     Path docker = script("docker", "echo \"$*\" >> " + calls + "\nexit 0\n");
-    Runtime.Failure f = startFails(runtime(docker.toString()), spec("rnt_1", List.of(0), "--privileged", false));
+    Runtime.Failure f =
+        startFails(runtime(docker.toString()), spec("rnt_1", List.of(0), "--privileged", false));
     assertEquals("invalid image name", f.getMessage());
     assertFalse(Files.exists(calls), "docker never ran");
   }
 
-  /** A stand-in for the docker command line: the container "runs" until it is stopped or the test ends it. */
+  /**
+   * A stand-in for the docker command line: the container "runs" until it is stopped or the test
+   * ends it.
+   */
   private Path fakeDocker(Path dir) throws IOException {
-    return script("docker", """
+    return script(
+        "docker",
+        """
         d=%s
         echo "$*" >> "$d/calls"
         case "$1" in
@@ -214,7 +336,8 @@ class DockerRuntimeTest {
           rm) exit 0 ;;
         esac
         exit 1
-        """.formatted(dir));
+        """
+            .formatted(dir));
   }
 
   private String calls() throws IOException {
@@ -225,7 +348,8 @@ class DockerRuntimeTest {
   @Test
   void theContainerOfARentalACrashedAgentLeftRunningIsRemovedAtStart() throws Exception {
     Files.createDirectories(tmp.resolve("state/rentals/rnt_old/scratch"));
-    Files.createDirectories(tmp.resolve("state/rentals/rnt_done")); // ended cleanly: no scratch folder, nothing to do
+    Files.createDirectories(
+        tmp.resolve("state/rentals/rnt_done")); // ended cleanly: no scratch folder, nothing to do
     runtime(fakeDocker(tmp).toString());
     assertEquals("rm --force tickmark-rnt_old\n", calls());
     assertFalse(Files.exists(tmp.resolve("state/rentals/rnt_old/scratch")));
@@ -236,21 +360,39 @@ class DockerRuntimeTest {
     DockerRuntime rt = runtime(fakeDocker(tmp).toString());
     Path scratch = tmp.resolve("state/rentals/rnt_1/scratch");
 
-    Runtime.Handle handle = rt.start(spec("rnt_1", List.of(0, 1), "ubuntu:22.04", false, "bash", "-c", "nvidia-smi; sleep 1d"))
-        .get(WAIT_S, TimeUnit.SECONDS);
+    Runtime.Handle handle =
+        rt.start(
+                spec(
+                    "rnt_1",
+                    List.of(0, 1),
+                    "ubuntu:22.04",
+                    false,
+                    "bash",
+                    "-c",
+                    "nvidia-smi; sleep 1d"))
+            .get(WAIT_S, TimeUnit.SECONDS);
 
     assertEquals(Set.of("rnt_1"), rt.running());
     assertTrue(Files.isDirectory(scratch));
-    assertTrue(calls().startsWith("run --detach --rm --name tickmark-rnt_1 --label tickmark.rental=rnt_1 --gpus \"device=0,1\" --network none -v "
-        + scratch + ":/workspace"), calls());
-    await("docker wait and docker logs", () -> {
-      try {
-        return calls().contains("wait tickmark-rnt_1") && calls().contains("logs --follow tickmark-rnt_1")
-            && Files.readString(tmp.resolve("state/rentals/rnt_1/output.log")).contains("hello from the container");
-      } catch (IOException e) {
-        return false;
-      }
-    });
+    assertTrue(
+        calls()
+            .startsWith(
+                "run --detach --rm --name tickmark-rnt_1 --label tickmark.rental=rnt_1 --gpus \"device=0,1\" --network none -v "
+                    + scratch
+                    + ":/workspace"),
+        calls());
+    await(
+        "docker wait and docker logs",
+        () -> {
+          try {
+            return calls().contains("wait tickmark-rnt_1")
+                && calls().contains("logs --follow tickmark-rnt_1")
+                && Files.readString(tmp.resolve("state/rentals/rnt_1/output.log"))
+                    .contains("hello from the container");
+          } catch (IOException e) {
+            return false;
+          }
+        });
     assertFalse(handle.ended().isDone());
 
     rt.stop("rnt_1").get(WAIT_S, TimeUnit.SECONDS);
@@ -264,20 +406,25 @@ class DockerRuntimeTest {
   @Test
   void aContainerThatExitsByItselfEndsTheRentalAndIsWiped() throws Exception {
     DockerRuntime rt = runtime(fakeDocker(tmp).toString());
-    Runtime.Handle handle = rt.start(spec("rnt_2", List.of(0), "ubuntu", true)).get(WAIT_S, TimeUnit.SECONDS);
-    await("docker wait", () -> {
-      try {
-        return calls().contains("wait tickmark-rnt_2");
-      } catch (IOException e) {
-        return false;
-      }
-    });
+    Runtime.Handle handle =
+        rt.start(spec("rnt_2", List.of(0), "ubuntu", true)).get(WAIT_S, TimeUnit.SECONDS);
+    await(
+        "docker wait",
+        () -> {
+          try {
+            return calls().contains("wait tickmark-rnt_2");
+          } catch (IOException e) {
+            return false;
+          }
+        });
 
     Files.writeString(tmp.resolve("exited"), ""); // the workload exits
 
     handle.ended().get(WAIT_S, TimeUnit.SECONDS);
     assertFalse(Files.exists(tmp.resolve("state/rentals/rnt_2/scratch")));
-    assertTrue(calls().contains("rm --force tickmark-rnt_2"), "made sure the container is gone: " + calls());
+    assertTrue(
+        calls().contains("rm --force tickmark-rnt_2"),
+        "made sure the container is gone: " + calls());
     assertFalse(calls().contains("stop "));
     assertEquals(Set.of(), rt.running());
   }

@@ -26,7 +26,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 class HardwareProbeTest {
-  private static final Clock CLOCK = Clock.fixed(Instant.parse("2026-11-29T18:00:00.250Z"), ZoneOffset.UTC);
+  private static final Clock CLOCK =
+      Clock.fixed(Instant.parse("2026-11-29T18:00:00.250Z"), ZoneOffset.UTC);
 
   @TempDir Path stateDir;
   @TempDir Path proc;
@@ -76,63 +77,89 @@ class HardwareProbeTest {
 
   @Test
   void nvidiaMachineWithCudaVersionFromTheHeader() {
-    CannedCommands c = new CannedCommands()
-        .answer(NvidiaSmi.reportCommand(), Fixtures.read("nvidia-smi/h100-80gb-hbm3-x8.csv"))
-        .answer(List.of("nvidia-smi"), Fixtures.read("nvidia-smi/h100-nvidia-smi.txt"));
+    CannedCommands c =
+        new CannedCommands()
+            .answer(NvidiaSmi.reportCommand(), Fixtures.read("nvidia-smi/h100-80gb-hbm3-x8.csv"))
+            .answer(List.of("nvidia-smi"), Fixtures.read("nvidia-smi/h100-nvidia-smi.txt"));
     HardwareReport r = probe(c).report();
 
     assertEquals(8, r.gpus().size());
-    assertTrue(r.gpus().stream().allMatch(g -> "12.4".equals(g.runtimeVersion()) && "550.54.15".equals(g.driverVersion())));
+    assertTrue(
+        r.gpus().stream()
+            .allMatch(
+                g -> "12.4".equals(g.runtimeVersion()) && "550.54.15".equals(g.driverVersion())));
   }
 
   @Test
   void cudaVersionFallsBackToQueryOutput() {
-    CannedCommands c = new CannedCommands()
-        .answer(NvidiaSmi.reportCommand(), Fixtures.read("nvidia-smi/a100-sxm4-80gb-x4.csv"))
-        .answer(List.of("nvidia-smi", "-q"), Fixtures.read("nvidia-smi/a100-nvidia-smi-q.txt"));
+    CannedCommands c =
+        new CannedCommands()
+            .answer(NvidiaSmi.reportCommand(), Fixtures.read("nvidia-smi/a100-sxm4-80gb-x4.csv"))
+            .answer(List.of("nvidia-smi", "-q"), Fixtures.read("nvidia-smi/a100-nvidia-smi-q.txt"));
     assertEquals("12.2", probe(c).report().gpus().get(0).runtimeVersion());
   }
 
   @Test
   void amdCardsFollowNvidiaOnesWhenBothArePresent() {
-    CannedCommands c = new CannedCommands()
-        .answer(NvidiaSmi.reportCommand(), Fixtures.read("nvidia-smi/l40s-x2.csv"))
-        .answer(RocmSmi.reportCommand(), Fixtures.read("rocm-smi/rx7900xt.json"))
-        .answer(RocmSmi.sampleCommand(), Fixtures.read("rocm-smi/rx7900xt-use.json"))
-        .answer(NvidiaSmi.sampleCommand(), "0, 5, 30, 0\n1, 6, 31, 0\n");
+    CannedCommands c =
+        new CannedCommands()
+            .answer(NvidiaSmi.reportCommand(), Fixtures.read("nvidia-smi/l40s-x2.csv"))
+            .answer(RocmSmi.reportCommand(), Fixtures.read("rocm-smi/rx7900xt.json"))
+            .answer(RocmSmi.sampleCommand(), Fixtures.read("rocm-smi/rx7900xt-use.json"))
+            .answer(NvidiaSmi.sampleCommand(), "0, 5, 30, 0\n1, 6, 31, 0\n");
     HardwareProbe probe = probe(c);
     HardwareReport r = probe.report();
 
     assertEquals(List.of(0, 1, 2), r.gpus().stream().map(HardwareReport.Gpu::index).toList());
     assertEquals("Radeon RX 7900 XT", r.gpus().get(2).name());
-    assertEquals(List.of(
-        new AgentFrame.GpuSample(0, 5, 30, null),
-        new AgentFrame.GpuSample(1, 6, 31, null),
-        new AgentFrame.GpuSample(2, 63, 47, null)), probe.sample());
+    assertEquals(
+        List.of(
+            new AgentFrame.GpuSample(0, 5, 30, null),
+            new AgentFrame.GpuSample(1, 6, 31, null),
+            new AgentFrame.GpuSample(2, 63, 47, null)),
+        probe.sample());
   }
 
   @Test
   void samplesWithoutAnAnswerClaimNothing() {
-    CannedCommands c = new CannedCommands().answer(NvidiaSmi.reportCommand(), Fixtures.read("nvidia-smi/l40s-x2.csv"));
+    CannedCommands c =
+        new CannedCommands()
+            .answer(NvidiaSmi.reportCommand(), Fixtures.read("nvidia-smi/l40s-x2.csv"));
     HardwareProbe probe = probe(c);
     probe.report();
-    assertEquals(List.of(new AgentFrame.GpuSample(0, null, null, null), new AgentFrame.GpuSample(1, null, null, null)),
+    assertEquals(
+        List.of(
+            new AgentFrame.GpuSample(0, null, null, null),
+            new AgentFrame.GpuSample(1, null, null, null)),
         probe.sample());
   }
 
   @Test
   void faultsAreReportedOnlyWhenObserved() {
-    List<HardwareReport.Gpu> two = NvidiaSmi.parseGpus(Fixtures.read("nvidia-smi/ecc-errors-a100-x2.csv"), "12.2");
+    List<HardwareReport.Gpu> two =
+        NvidiaSmi.parseGpus(Fixtures.read("nvidia-smi/ecc-errors-a100-x2.csv"), "12.2");
     List<HardwareReport.Gpu> clean = List.of(two.get(0), withEcc(two.get(1), 0L));
 
-    assertEquals(List.of(new AgentFrame.GpuSample(0, 12, 44, null), new AgentFrame.GpuSample(1, null, null, "gpu_lost")),
+    assertEquals(
+        List.of(
+            new AgentFrame.GpuSample(0, 12, 44, null),
+            new AgentFrame.GpuSample(1, null, null, "gpu_lost")),
         HardwareProbe.nvidiaSamples(clean, Fixtures.read("nvidia-smi/samples-gpu-lost.txt")));
-    assertEquals("gpu_requires_reset",
-        HardwareProbe.nvidiaSamples(clean, Fixtures.read("nvidia-smi/samples-requires-reset.csv")).get(1).fault());
-    assertEquals(new AgentFrame.GpuSample(1, 35, 52, "uncorrected_ecc_errors"),
-        HardwareProbe.nvidiaSamples(clean, Fixtures.read("nvidia-smi/samples-ecc-rise.csv")).get(1));
-    assertNull(HardwareProbe.nvidiaSamples(two, "0, 0, 33, 0\n1, 0, 33, 3\n").get(1).fault(), "the count already reported is no new fault");
-    assertTrue(HardwareProbe.nvidiaSamples(clean, "0, 1, 30, 0\n").stream().allMatch(s -> s.fault() == null),
+    assertEquals(
+        "gpu_requires_reset",
+        HardwareProbe.nvidiaSamples(clean, Fixtures.read("nvidia-smi/samples-requires-reset.csv"))
+            .get(1)
+            .fault());
+    assertEquals(
+        new AgentFrame.GpuSample(1, 35, 52, "uncorrected_ecc_errors"),
+        HardwareProbe.nvidiaSamples(clean, Fixtures.read("nvidia-smi/samples-ecc-rise.csv"))
+            .get(1));
+    assertNull(
+        HardwareProbe.nvidiaSamples(two, "0, 0, 33, 0\n1, 0, 33, 3\n").get(1).fault(),
+        "the count already reported is no new fault");
+    assertTrue(
+        HardwareProbe.nvidiaSamples(clean, "0, 1, 30, 0\n").stream()
+            .allMatch(s -> s.fault() == null),
         "a missing row without 'GPU is lost' is not a fault");
   }
 
@@ -156,7 +183,17 @@ class HardwareProbeTest {
   }
 
   private static HardwareReport.Gpu withEcc(HardwareReport.Gpu g, Long ecc) {
-    return new HardwareReport.Gpu(g.index(), g.uuid(), g.name(), g.vendor(), g.memoryTotalMib(), g.driverVersion(),
-        g.runtimeVersion(), g.temperatureC(), ecc, g.pcieLinkGen(), g.pcieLinkWidth());
+    return new HardwareReport.Gpu(
+        g.index(),
+        g.uuid(),
+        g.name(),
+        g.vendor(),
+        g.memoryTotalMib(),
+        g.driverVersion(),
+        g.runtimeVersion(),
+        g.temperatureC(),
+        ecc,
+        g.pcieLinkGen(),
+        g.pcieLinkWidth());
   }
 }

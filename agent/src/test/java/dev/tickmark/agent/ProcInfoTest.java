@@ -10,12 +10,16 @@ class ProcInfoTest {
 
   @Test
   void cpuModelAndLogicalCpuCount() {
-    assertEquals(new HardwareReport.Cpu("AMD EPYC 9454 48-Core Processor", 4), ProcInfo.parseCpuInfo(Fixtures.read("proc/cpuinfo-epyc")));
+    assertEquals(
+        new HardwareReport.Cpu("AMD EPYC 9454 48-Core Processor", 4),
+        ProcInfo.parseCpuInfo(Fixtures.read("proc/cpuinfo-epyc")));
   }
 
   @Test
   void armKernelsNameTheBoardInstead() {
-    assertEquals(new HardwareReport.Cpu("Raspberry Pi 4 Model B Rev 1.4", 2), ProcInfo.parseCpuInfo(Fixtures.read("proc/cpuinfo-arm")));
+    assertEquals(
+        new HardwareReport.Cpu("Raspberry Pi 4 Model B Rev 1.4", 2),
+        ProcInfo.parseCpuInfo(Fixtures.read("proc/cpuinfo-arm")));
   }
 
   @Test

@@ -26,7 +26,10 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** Real child processes: environment, working folder, log, stop (SIGTERM, then SIGKILL), and the scratch wipe. */
+/**
+ * Real child processes: environment, working folder, log, stop (SIGTERM, then SIGKILL), and the
+ * scratch wipe.
+ */
 class ProcessRuntimeTest {
   private static final long WAIT_S = 15;
 
@@ -34,8 +37,16 @@ class ProcessRuntimeTest {
   private ProcessRuntime runtime;
 
   private ProcessRuntime runtime(Duration grace) {
-    runtime = new ProcessRuntime(state, grace, Clock.systemUTC(),
-        Map.of("PATH", System.getenv().getOrDefault("PATH", "/usr/bin:/bin"), "TICKMARK_AGENT_TOKEN", "tmkreg_h_secret"));
+    runtime =
+        new ProcessRuntime(
+            state,
+            grace,
+            Clock.systemUTC(),
+            Map.of(
+                "PATH",
+                System.getenv().getOrDefault("PATH", "/usr/bin:/bin"),
+                "TICKMARK_AGENT_TOKEN",
+                "tmkreg_h_secret"));
     return runtime;
   }
 
@@ -52,7 +63,8 @@ class ProcessRuntimeTest {
   static void await(String what, BooleanSupplier condition) throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
     while (!condition.getAsBoolean()) {
-      if (System.nanoTime() - deadline > 0) throw new AssertionError("not within " + WAIT_S + " s: " + what);
+      if (System.nanoTime() - deadline > 0)
+        throw new AssertionError("not within " + WAIT_S + " s: " + what);
       Thread.sleep(10);
     }
   }
@@ -62,49 +74,72 @@ class ProcessRuntimeTest {
   }
 
   @Test
-  void runsTheCommandInAFreshScratchFolderWithTheRentedCardsAndNothingOfTheAgentsEnvironment() throws Exception {
+  void runsTheCommandInAFreshScratchFolderWithTheRentedCardsAndNothingOfTheAgentsEnvironment()
+      throws Exception {
     ProcessRuntime rt = runtime(Duration.ofSeconds(10));
     Path scratch = state.resolve("rentals/rnt_1/scratch");
     Files.createDirectories(scratch);
-    Files.writeString(scratch.resolve("left-by-someone-else"), "x"); // a folder from before is not reused as it is
+    Files.writeString(
+        scratch.resolve("left-by-someone-else"),
+        "x"); // a folder from before is not reused as it is
 
-    Runtime.Handle handle = rt.start(spec("rnt_1", List.of(1, 3), "sh", "-c",
-        "echo \"$CUDA_VISIBLE_DEVICES|$TICKMARK_RENTAL_ID|$HOME|$TMPDIR|$(pwd)|${TICKMARK_AGENT_TOKEN:-none}|$(ls)\" > out.tmp"
-            + " && mv out.tmp out.txt; echo to-the-log; echo to-stderr >&2; sleep 30"))
-        .get(WAIT_S, TimeUnit.SECONDS);
+    Runtime.Handle handle =
+        rt.start(
+                spec(
+                    "rnt_1",
+                    List.of(1, 3),
+                    "sh",
+                    "-c",
+                    "echo \"$CUDA_VISIBLE_DEVICES|$TICKMARK_RENTAL_ID|$HOME|$TMPDIR|$(pwd)|${TICKMARK_AGENT_TOKEN:-none}|$(ls)\" > out.tmp"
+                        + " && mv out.tmp out.txt; echo to-the-log; echo to-stderr >&2; sleep 30"))
+            .get(WAIT_S, TimeUnit.SECONDS);
 
     Path out = scratch.resolve("out.txt");
     await("the workload wrote out.txt", () -> Files.exists(out));
     String s = scratch.toString();
-    assertEquals("1,3|rnt_1|" + s + "|" + s + "|" + s + "|none|", read(out).trim(),
+    assertEquals(
+        "1,3|rnt_1|" + s + "|" + s + "|" + s + "|none|",
+        read(out).trim(),
         "cards, rental id, HOME, TMPDIR, working folder, no agent token, an empty folder at the start");
-    assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(scratch)));
+    assertEquals(
+        "rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(scratch)));
     assertEquals("rnt_1", handle.rentalId());
     assertEquals(Set.of("rnt_1"), rt.running());
-    await("the log", () -> {
-      try {
-        return read(state.resolve("rentals/rnt_1/output.log")).contains("to-stderr");
-      } catch (IOException e) {
-        return false;
-      }
-    });
+    await(
+        "the log",
+        () -> {
+          try {
+            return read(state.resolve("rentals/rnt_1/output.log")).contains("to-stderr");
+          } catch (IOException e) {
+            return false;
+          }
+        });
     assertTrue(read(state.resolve("rentals/rnt_1/output.log")).contains("to-the-log"));
 
     Instant at = rt.stop("rnt_1").get(WAIT_S, TimeUnit.SECONDS);
 
     assertFalse(Files.exists(scratch), "the scratch folder is wiped");
-    assertTrue(Files.exists(state.resolve("rentals/rnt_1/output.log")), "the log is kept, outside the scratch folder");
+    assertTrue(
+        Files.exists(state.resolve("rentals/rnt_1/output.log")),
+        "the log is kept, outside the scratch folder");
     assertFalse(at.isBefore(handle.startedAt()));
     assertEquals(at, handle.ended().get(WAIT_S, TimeUnit.SECONDS));
     assertEquals(Set.of(), rt.running());
-    assertNull(rt.stop("rnt_1").get(WAIT_S, TimeUnit.SECONDS), "stopping a stopped rental does nothing");
+    assertNull(
+        rt.stop("rnt_1").get(WAIT_S, TimeUnit.SECONDS), "stopping a stopped rental does nothing");
   }
 
   @Test
   void stopEndsWhatTheWorkloadStartedInTheBackgroundToo() throws Exception {
     ProcessRuntime rt = runtime(Duration.ofSeconds(10));
     Path scratch = state.resolve("rentals/rnt_bg/scratch");
-    rt.start(spec("rnt_bg", List.of(0), "sh", "-c", "sleep 60 & echo $! > child.tmp && mv child.tmp child.pid; wait"))
+    rt.start(
+            spec(
+                "rnt_bg",
+                List.of(0),
+                "sh",
+                "-c",
+                "sleep 60 & echo $! > child.tmp && mv child.tmp child.pid; wait"))
         .get(WAIT_S, TimeUnit.SECONDS);
     await("the child's pid", () -> Files.exists(scratch.resolve("child.pid")));
     long child = Long.parseLong(read(scratch.resolve("child.pid")).trim());
@@ -112,7 +147,9 @@ class ProcessRuntimeTest {
 
     rt.stop("rnt_bg").get(WAIT_S, TimeUnit.SECONDS);
 
-    assertTrue(ProcessHandle.of(child).map(ProcessRuntime::gone).orElse(true), "the background sleep is gone too");
+    assertTrue(
+        ProcessHandle.of(child).map(ProcessRuntime::gone).orElse(true),
+        "the background sleep is gone too");
     assertFalse(Files.exists(scratch));
   }
 
@@ -120,13 +157,21 @@ class ProcessRuntimeTest {
   void aWorkloadThatIgnoresSigtermIsKilledAfterTheGracePeriod() throws Exception {
     ProcessRuntime rt = runtime(Duration.ofMillis(300));
     Path scratch = state.resolve("rentals/rnt_stubborn/scratch");
-    Runtime.Handle handle = rt.start(spec("rnt_stubborn", List.of(0), "sh", "-c",
-        "trap '' TERM; touch ready; while true; do sleep 0.1; done")).get(WAIT_S, TimeUnit.SECONDS);
+    Runtime.Handle handle =
+        rt.start(
+                spec(
+                    "rnt_stubborn",
+                    List.of(0),
+                    "sh",
+                    "-c",
+                    "trap '' TERM; touch ready; while true; do sleep 0.1; done"))
+            .get(WAIT_S, TimeUnit.SECONDS);
     await("the trap is set", () -> Files.exists(scratch.resolve("ready")));
 
     Instant at = rt.stop("rnt_stubborn").get(WAIT_S, TimeUnit.SECONDS);
 
-    assertTrue(Duration.between(handle.startedAt(), at).toMillis() >= 300, "it got its grace period");
+    assertTrue(
+        Duration.between(handle.startedAt(), at).toMillis() >= 300, "it got its grace period");
     assertFalse(Files.exists(scratch));
     assertEquals(Set.of(), rt.running());
   }
@@ -134,13 +179,16 @@ class ProcessRuntimeTest {
   @Test
   void aWorkloadThatExitsByItselfEndsAndIsWiped() throws Exception {
     ProcessRuntime rt = runtime(Duration.ofSeconds(10));
-    Runtime.Handle handle = rt.start(spec("rnt_short", List.of(0), "sh", "-c", "echo done > result.txt; exit 3"))
-        .get(WAIT_S, TimeUnit.SECONDS);
+    Runtime.Handle handle =
+        rt.start(spec("rnt_short", List.of(0), "sh", "-c", "echo done > result.txt; exit 3"))
+            .get(WAIT_S, TimeUnit.SECONDS);
 
     Instant at = handle.ended().get(WAIT_S, TimeUnit.SECONDS);
 
     assertNotNull(at);
-    assertFalse(Files.exists(state.resolve("rentals/rnt_short/scratch")), "wiped when it ends by itself too");
+    assertFalse(
+        Files.exists(state.resolve("rentals/rnt_short/scratch")),
+        "wiped when it ends by itself too");
     assertEquals(Set.of(), rt.running());
   }
 
@@ -157,8 +205,12 @@ class ProcessRuntimeTest {
   @Test
   void aMissingExecutableFailsTheStartAndLeavesNoScratchFolder() throws Exception {
     ProcessRuntime rt = runtime(Duration.ofSeconds(10));
-    ExecutionException e = assertThrows(ExecutionException.class,
-        () -> rt.start(spec("rnt_nope", List.of(0), "no-such-program-tickmark", "--flag")).get(WAIT_S, TimeUnit.SECONDS));
+    ExecutionException e =
+        assertThrows(
+            ExecutionException.class,
+            () ->
+                rt.start(spec("rnt_nope", List.of(0), "no-such-program-tickmark", "--flag"))
+                    .get(WAIT_S, TimeUnit.SECONDS));
     Runtime.Failure failure = assertInstanceOf(Runtime.Failure.class, e.getCause());
     assertEquals("command not found: no-such-program-tickmark", failure.getMessage());
     assertFalse(Files.exists(state.resolve("rentals/rnt_nope/scratch")));
@@ -168,16 +220,22 @@ class ProcessRuntimeTest {
   @Test
   void invalidSpecsAndASecondStartAreRefused() throws Exception {
     ProcessRuntime rt = runtime(Duration.ofSeconds(10));
-    for (Runtime.Spec bad : List.of(spec("../x", List.of(0), "true"), spec("rnt_c", List.of(), "true"),
-        spec("rnt_d", List.of(0), "echo", "nul\0byte"))) {
-      ExecutionException e = assertThrows(ExecutionException.class, () -> rt.start(bad).get(WAIT_S, TimeUnit.SECONDS));
+    for (Runtime.Spec bad :
+        List.of(
+            spec("../x", List.of(0), "true"),
+            spec("rnt_c", List.of(), "true"),
+            spec("rnt_d", List.of(0), "echo", "nul\0byte"))) {
+      ExecutionException e =
+          assertThrows(ExecutionException.class, () -> rt.start(bad).get(WAIT_S, TimeUnit.SECONDS));
       assertInstanceOf(Runtime.Failure.class, e.getCause());
     }
     assertFalse(Files.exists(state.resolve("x")));
 
     rt.start(spec("rnt_twice", List.of(0))).get(WAIT_S, TimeUnit.SECONDS);
-    ExecutionException e = assertThrows(ExecutionException.class,
-        () -> rt.start(spec("rnt_twice", List.of(0))).get(WAIT_S, TimeUnit.SECONDS));
+    ExecutionException e =
+        assertThrows(
+            ExecutionException.class,
+            () -> rt.start(spec("rnt_twice", List.of(0))).get(WAIT_S, TimeUnit.SECONDS));
     assertEquals("rental rnt_twice is already running", e.getCause().getMessage());
   }
 
@@ -192,8 +250,10 @@ class ProcessRuntimeTest {
     assertTrue(a.ended().isDone() && b.ended().isDone());
     assertFalse(Files.exists(state.resolve("rentals/rnt_a/scratch")));
     assertFalse(Files.exists(state.resolve("rentals/rnt_b/scratch")));
-    ExecutionException e = assertThrows(ExecutionException.class,
-        () -> rt.start(spec("rnt_c", List.of(0))).get(WAIT_S, TimeUnit.SECONDS));
+    ExecutionException e =
+        assertThrows(
+            ExecutionException.class,
+            () -> rt.start(spec("rnt_c", List.of(0))).get(WAIT_S, TimeUnit.SECONDS));
     assertEquals(Rentals.SHUTTING_DOWN, e.getCause().getMessage());
   }
 
@@ -202,7 +262,8 @@ class ProcessRuntimeTest {
     Path left = state.resolve("rentals/rnt_old/scratch/deep/er");
     Files.createDirectories(left);
     Files.writeString(left.resolve("secret"), "renter data");
-    Files.setPosixFilePermissions(left.getParent(), PosixFilePermissions.fromString("r-x------")); // made read-only
+    Files.setPosixFilePermissions(
+        left.getParent(), PosixFilePermissions.fromString("r-x------")); // made read-only
     Path outside = Files.writeString(state.resolve("outside.txt"), "keep");
     Files.createSymbolicLink(state.resolve("rentals/rnt_old/scratch/link"), outside);
     Files.writeString(state.resolve("rentals/rnt_old/output.log"), "log");
@@ -234,7 +295,9 @@ class ProcessRuntimeTest {
   @Test
   void findsExecutablesOnThePath() {
     assertNotNull(ProcessRuntime.findExecutable("sh", System.getenv("PATH"), Path.of("/")));
-    assertNull(ProcessRuntime.findExecutable("no-such-program-tickmark", System.getenv("PATH"), Path.of("/")));
+    assertNull(
+        ProcessRuntime.findExecutable(
+            "no-such-program-tickmark", System.getenv("PATH"), Path.of("/")));
     assertNull(ProcessRuntime.findExecutable("./missing", "/bin", Path.of("/")));
   }
 }

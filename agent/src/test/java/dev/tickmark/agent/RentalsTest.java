@@ -20,8 +20,8 @@ import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.Test;
 
 /**
- * The rental state machine, frame by frame, with a scripted runtime: every completion is triggered by the test, on
- * the test's thread, so nothing here waits or sleeps.
+ * The rental state machine, frame by frame, with a scripted runtime: every completion is triggered
+ * by the test, on the test's thread, so nothing here waits or sleeps.
  */
 class RentalsTest {
   private static final Instant T0 = Instant.parse("2026-11-29T18:00:00Z");
@@ -32,17 +32,22 @@ class RentalsTest {
   private final List<AgentFrame> sent = new ArrayList<>();
   private final List<Timer> timers = new ArrayList<>();
   private boolean connected = true;
-  private final Rentals rentals = new Rentals(runtime, () -> Set.of(0, 1, 2, 3), Clock.fixed(T0, ZoneOffset.UTC), Runnable::run,
-      (delay, task) -> {
-        Timer t = new Timer(delay, task);
-        timers.add(t);
-        return () -> t.cancelled = true;
-      },
-      frame -> {
-        if (!connected) return false;
-        sent.add(roundTrip(frame));
-        return true;
-      });
+  private final Rentals rentals =
+      new Rentals(
+          runtime,
+          () -> Set.of(0, 1, 2, 3),
+          Clock.fixed(T0, ZoneOffset.UTC),
+          Runnable::run,
+          (delay, task) -> {
+            Timer t = new Timer(delay, task);
+            timers.add(t);
+            return () -> t.cancelled = true;
+          },
+          frame -> {
+            if (!connected) return false;
+            sent.add(roundTrip(frame));
+            return true;
+          });
 
   private static final class Timer {
     final Duration delay;
@@ -82,22 +87,25 @@ class RentalsTest {
     void started(String id, Instant at) {
       CompletableFuture<Instant> ended = new CompletableFuture<>();
       ends.put(id, ended);
-      pending.remove(id).complete(new Handle() {
-        @Override
-        public String rentalId() {
-          return id;
-        }
+      pending
+          .remove(id)
+          .complete(
+              new Handle() {
+                @Override
+                public String rentalId() {
+                  return id;
+                }
 
-        @Override
-        public Instant startedAt() {
-          return at;
-        }
+                @Override
+                public Instant startedAt() {
+                  return at;
+                }
 
-        @Override
-        public CompletableFuture<Instant> ended() {
-          return ended;
-        }
-      });
+                @Override
+                public CompletableFuture<Instant> ended() {
+                  return ended;
+                }
+              });
     }
 
     void fails(String id, String reason) {
@@ -118,9 +126,10 @@ class RentalsTest {
     @Override
     public Set<String> running() {
       Set<String> ids = new java.util.HashSet<>();
-      ends.forEach((id, f) -> {
-        if (!f.isDone()) ids.add(id);
-      });
+      ends.forEach(
+          (id, f) -> {
+            if (!f.isDone()) ids.add(id);
+          });
       return ids;
     }
 
@@ -137,8 +146,14 @@ class RentalsTest {
   }
 
   private static AgentFrame.StartRental start(String id, Integer... cards) {
-    return new AgentFrame.StartRental(id, List.of(cards), "pytorch/pytorch:2.4.0", List.of("python", "train.py"), "ssh-ed25519 AAAA",
-        false, null);
+    return new AgentFrame.StartRental(
+        id,
+        List.of(cards),
+        "pytorch/pytorch:2.4.0",
+        List.of("python", "train.py"),
+        "ssh-ed25519 AAAA",
+        false,
+        null);
   }
 
   private static AgentFrame.StopRental stop(String id) {
@@ -171,7 +186,14 @@ class RentalsTest {
     rentals.onFrame(start("rnt_1", 0, 2));
 
     assertEquals(List.of(), drain(), "nothing before the workload runs");
-    assertEquals(List.of(new Runtime.Spec("rnt_1", List.of(0, 2), "pytorch/pytorch:2.4.0", List.of("python", "train.py"), false)),
+    assertEquals(
+        List.of(
+            new Runtime.Spec(
+                "rnt_1",
+                List.of(0, 2),
+                "pytorch/pytorch:2.4.0",
+                List.of("python", "train.py"),
+                false)),
         runtime.starts);
     assertEquals(Rentals.State.STARTING, rentals.state("rnt_1"));
     assertEquals(List.of(), rentals.running(), "not in heartbeats before it runs");
@@ -203,7 +225,9 @@ class RentalsTest {
     rentals.onFrame(start("rnt_1", 0));
     runtime.fails("rnt_1", "docker run exited with status 125: pull access denied for nope");
 
-    AgentFrame.RentalFailed failed = new AgentFrame.RentalFailed("rnt_1", "docker run exited with status 125: pull access denied for nope");
+    AgentFrame.RentalFailed failed =
+        new AgentFrame.RentalFailed(
+            "rnt_1", "docker run exited with status 125: pull access denied for nope");
     assertEquals(List.of(failed), drain());
     assertEquals(List.of(), rentals.running());
 
@@ -211,7 +235,8 @@ class RentalsTest {
     assertEquals(List.of(failed), drain(), "a duplicate start gets the same failure");
     assertEquals(1, runtime.starts.size());
     rentals.onFrame(stop("rnt_1"));
-    assertEquals(List.of(stopped("rnt_1", T0)), drain(), "a stop of a failed rental: it is not running");
+    assertEquals(
+        List.of(stopped("rnt_1", T0)), drain(), "a stop of a failed rental: it is not running");
   }
 
   @Test
@@ -222,11 +247,13 @@ class RentalsTest {
     rentals.onFrame(start("rnt_3", 1, 1));
     rentals.onFrame(start("rnt_5", 3, 2));
 
-    assertEquals(List.of(
-        new AgentFrame.RentalFailed("rnt_1", "card 7 is not on this host (cards: 0, 1, 2, 3)"),
-        new AgentFrame.RentalFailed("rnt_2", "no cards given"),
-        new AgentFrame.RentalFailed("rnt_3", "card 1 given twice"),
-        new AgentFrame.RentalFailed("rnt_5", "card 2 is in use by another rental")), drain());
+    assertEquals(
+        List.of(
+            new AgentFrame.RentalFailed("rnt_1", "card 7 is not on this host (cards: 0, 1, 2, 3)"),
+            new AgentFrame.RentalFailed("rnt_2", "no cards given"),
+            new AgentFrame.RentalFailed("rnt_3", "card 1 given twice"),
+            new AgentFrame.RentalFailed("rnt_5", "card 2 is in use by another rental")),
+        drain());
     assertEquals(List.of("rnt_4"), runtime.starts.stream().map(Runtime.Spec::rentalId).toList());
   }
 
@@ -235,9 +262,13 @@ class RentalsTest {
     rentals.onFrame(start("../../etc", 0));
     rentals.onFrame(start("a b", 0));
 
-    assertEquals(List.of(
-        new AgentFrame.RentalFailed("../../etc", "invalid rental id (expected 1-128 of A-Z a-z 0-9 _ -)"),
-        new AgentFrame.RentalFailed("a b", "invalid rental id (expected 1-128 of A-Z a-z 0-9 _ -)")), drain());
+    assertEquals(
+        List.of(
+            new AgentFrame.RentalFailed(
+                "../../etc", "invalid rental id (expected 1-128 of A-Z a-z 0-9 _ -)"),
+            new AgentFrame.RentalFailed(
+                "a b", "invalid rental id (expected 1-128 of A-Z a-z 0-9 _ -)")),
+        drain());
     assertNull(rentals.state("../../etc"));
     assertEquals(List.of(), runtime.starts);
   }
@@ -271,7 +302,10 @@ class RentalsTest {
     rentals.onFrame(stop("rnt_1"));
     rentals.onFrame(start("rnt_1", 0));
 
-    assertEquals(List.of(stopped("rnt_1", T2), stopped("rnt_1", T2)), drain(), "a start for an ended rental is answered stopped");
+    assertEquals(
+        List.of(stopped("rnt_1", T2), stopped("rnt_1", T2)),
+        drain(),
+        "a start for an ended rental is answered stopped");
     assertEquals(List.of("rnt_1"), runtime.stops, "stopped once");
     assertEquals(1, runtime.starts.size(), "started once");
   }
@@ -375,7 +409,8 @@ class RentalsTest {
     connected = true;
     rentals.resync();
 
-    assertEquals(List.of(started("rnt_1", T1), stopped("rnt_2", T2), started("rnt_3", T1)), drain());
+    assertEquals(
+        List.of(started("rnt_1", T1), stopped("rnt_2", T2), started("rnt_3", T1)), drain());
 
     runtime.ended("rnt_1", T2);
     assertEquals(List.of(stopped("rnt_1", T2)), drain());
@@ -405,7 +440,8 @@ class RentalsTest {
     assertEquals(1, runtime.starts.size(), "not while the previous workload still holds card 1");
 
     runtime.ended("rnt_1", T2);
-    assertEquals(List.of("rnt_1", "rnt_2"), runtime.starts.stream().map(Runtime.Spec::rentalId).toList());
+    assertEquals(
+        List.of("rnt_1", "rnt_2"), runtime.starts.stream().map(Runtime.Spec::rentalId).toList());
     runtime.started("rnt_2", T2);
     assertEquals(List.of(stopped("rnt_1", T2), started("rnt_2", T2)), drain());
   }
@@ -422,13 +458,15 @@ class RentalsTest {
     assertEquals(List.of(new AgentFrame.RentalFailed("rnt_3", Rentals.SHUTTING_DOWN)), drain());
     runtime.ended("rnt_1", T2);
     runtime.started("rnt_2", T1);
-    assertEquals(List.of("rnt_1", "rnt_2"), runtime.stops, "the starting one is stopped once it runs");
+    assertEquals(
+        List.of("rnt_1", "rnt_2"), runtime.stops, "the starting one is stopped once it runs");
     assertFalse(drained.isDone());
 
     runtime.ended("rnt_2", T2);
 
     assertTrue(drained.isDone());
-    assertEquals(List.of(stopped("rnt_1", T2), started("rnt_2", T1), stopped("rnt_2", T2)), drain());
+    assertEquals(
+        List.of(stopped("rnt_1", T2), started("rnt_2", T1), stopped("rnt_2", T2)), drain());
   }
 
   @Test

@@ -12,7 +12,8 @@ class RocmSmiTest {
 
   @Test
   void parsesARadeonRx7900Xt() {
-    List<HardwareReport.Gpu> gpus = RocmSmi.parseGpus(Fixtures.read("rocm-smi/rx7900xt.json"), "6.2.0");
+    List<HardwareReport.Gpu> gpus =
+        RocmSmi.parseGpus(Fixtures.read("rocm-smi/rx7900xt.json"), "6.2.0");
 
     assertEquals(1, gpus.size());
     HardwareReport.Gpu g = gpus.get(0);
@@ -31,23 +32,29 @@ class RocmSmiTest {
 
   @Test
   void newerKeyNamesWarningLinesAndMissingValues() {
-    List<HardwareReport.Gpu> gpus = RocmSmi.parseGpus(Fixtures.read("rocm-smi/rx7900xt-rocm62-with-warning.txt"), null);
+    List<HardwareReport.Gpu> gpus =
+        RocmSmi.parseGpus(Fixtures.read("rocm-smi/rx7900xt-rocm62-with-warning.txt"), null);
 
     assertEquals(2, gpus.size());
     HardwareReport.Gpu a = gpus.get(0);
-    assertEquals("Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]", a.name(), "a bare PCI id is not taken as the name");
+    assertEquals(
+        "Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]",
+        a.name(),
+        "a bare PCI id is not taken as the name");
     assertNull(a.uuid());
     assertEquals(20464L, a.memoryTotalMib());
     assertEquals("6.8.5", a.driverVersion());
     HardwareReport.Gpu b = gpus.get(1);
     assertEquals(1, b.index());
     assertEquals(41, b.temperatureC(), "junction sensor when the edge one reads N/A");
-    assertEquals("6.10.5", b.driverVersion(), "a card's own driver version wins over the system one");
+    assertEquals(
+        "6.10.5", b.driverVersion(), "a card's own driver version wins over the system one");
   }
 
   @Test
   void samples() {
-    List<RocmSmi.SampleRow> rows = RocmSmi.parseSamples(Fixtures.read("rocm-smi/rx7900xt-use.json"));
+    List<RocmSmi.SampleRow> rows =
+        RocmSmi.parseSamples(Fixtures.read("rocm-smi/rx7900xt-use.json"));
     assertEquals(List.of(new RocmSmi.SampleRow(0, 63, 47)), rows);
   }
 

@@ -29,10 +29,10 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * A stand-in for a node's agent endpoint, just enough RFC 6455 (unfragmented frames, ping/pong, close) and just
- * enough of the protocol (tokens, credentials, key pinning, signatures) to drive a real {@link Agent} over a real
- * socket. It is a test double of the node, not of anything in the agent: the frames and signatures are checked
- * with the wire module as the node will check them.
+ * A stand-in for a node's agent endpoint, just enough RFC 6455 (unfragmented frames, ping/pong,
+ * close) and just enough of the protocol (tokens, credentials, key pinning, signatures) to drive a
+ * real {@link Agent} over a real socket. It is a test double of the node, not of anything in the
+ * agent: the frames and signatures are checked with the wire module as the node will check them.
  */
 final class ScriptedNode implements AutoCloseable {
   private static final String WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -58,7 +58,11 @@ final class ScriptedNode implements AutoCloseable {
   private volatile Conversation latest;
 
   ScriptedNode() throws IOException {
-    this(new ConcurrentHashMap<>(), ConcurrentHashMap.newKeySet(), new ConcurrentHashMap<>(), new ConcurrentHashMap<>());
+    this(
+        new ConcurrentHashMap<>(),
+        ConcurrentHashMap.newKeySet(),
+        new ConcurrentHashMap<>(),
+        new ConcurrentHashMap<>());
   }
 
   /** A second node of the same cluster: same tokens, credentials and keys. */
@@ -66,8 +70,12 @@ final class ScriptedNode implements AutoCloseable {
     return new ScriptedNode(unusedTokens, usedTokens, credentials, pinnedKeys);
   }
 
-  private ScriptedNode(Map<String, String> unusedTokens, Set<String> usedTokens, Map<String, String> credentials,
-      Map<String, String> pinnedKeys) throws IOException {
+  private ScriptedNode(
+      Map<String, String> unusedTokens,
+      Set<String> usedTokens,
+      Map<String, String> credentials,
+      Map<String, String> pinnedKeys)
+      throws IOException {
     this.unusedTokens = unusedTokens;
     this.usedTokens = usedTokens;
     this.credentials = credentials;
@@ -136,29 +144,48 @@ final class ScriptedNode implements AutoCloseable {
       String requestLine = readLine(in);
       for (String line = readLine(in); !line.isEmpty(); line = readLine(in)) {
         int colon = line.indexOf(':');
-        headers.put(line.substring(0, colon).trim().toLowerCase(Locale.ROOT), line.substring(colon + 1).trim());
+        headers.put(
+            line.substring(0, colon).trim().toLowerCase(Locale.ROOT),
+            line.substring(colon + 1).trim());
       }
       paths.add(requestLine.split(" ")[1]);
       String auth = headers.getOrDefault("authorization", "");
       authorizations.add(auth);
       String bearer = auth.startsWith("Bearer ") ? auth.substring(7) : "";
       String code = rejectUpgradeWithCode;
-      if (code == null && !unusedTokens.containsKey(bearer) && !usedTokens.contains(bearer) && !credentials.containsKey(bearer)) {
+      if (code == null
+          && !unusedTokens.containsKey(bearer)
+          && !usedTokens.contains(bearer)
+          && !credentials.containsKey(bearer)) {
         code = "unauthorized";
       }
       if (code != null) {
-        byte[] body = ("{\"type\":\"about:blank\",\"title\":\"Unauthorized\",\"status\":401,\"code\":\"" + code
-            + "\",\"detail\":\"refused by the scripted node\"}").getBytes(StandardCharsets.UTF_8);
-        out.write(("HTTP/1.1 401 Unauthorized\r\nContent-Type: application/problem+json\r\nContent-Length: " + body.length
-            + "\r\nConnection: close\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+        byte[] body =
+            ("{\"type\":\"about:blank\",\"title\":\"Unauthorized\",\"status\":401,\"code\":\""
+                    + code
+                    + "\",\"detail\":\"refused by the scripted node\"}")
+                .getBytes(StandardCharsets.UTF_8);
+        out.write(
+            ("HTTP/1.1 401 Unauthorized\r\nContent-Type: application/problem+json\r\nContent-Length: "
+                    + body.length
+                    + "\r\nConnection: close\r\n\r\n")
+                .getBytes(StandardCharsets.US_ASCII));
         out.write(body);
         out.flush();
         return;
       }
-      String accept = Base64.getEncoder().encodeToString(MessageDigest.getInstance("SHA-1")
-          .digest((headers.get("sec-websocket-key") + WS_GUID).getBytes(StandardCharsets.US_ASCII)));
-      out.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
-          + accept + "\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+      String accept =
+          Base64.getEncoder()
+              .encodeToString(
+                  MessageDigest.getInstance("SHA-1")
+                      .digest(
+                          (headers.get("sec-websocket-key") + WS_GUID)
+                              .getBytes(StandardCharsets.US_ASCII)));
+      out.write(
+          ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
+                  + accept
+                  + "\r\n\r\n")
+              .getBytes(StandardCharsets.US_ASCII));
       out.flush();
       Conversation conversation = new Conversation(connections.incrementAndGet(), bearer, in, out);
       latest = conversation;
@@ -206,7 +233,7 @@ final class ScriptedNode implements AutoCloseable {
             return;
           }
           case 0x9 -> writeFrame(0xA, payload);
-          default -> { }
+          default -> {}
         }
       }
     }
@@ -241,8 +268,10 @@ final class ScriptedNode implements AutoCloseable {
       } else if (frame instanceof AgentFrame.HardwareReportFrame r) {
         boolean ok = Ed25519.verify(publicKey, CanonicalJson.bytes(r.report()), r.signature());
         Frames.readReport(r.report());
-        send(new AgentFrame.VerificationResult(ok ? "verified" : "failed",
-            List.of(new AgentFrame.Check("signature", ok ? "pass" : "fail", null, null))));
+        send(
+            new AgentFrame.VerificationResult(
+                ok ? "verified" : "failed",
+                List.of(new AgentFrame.Check("signature", ok ? "pass" : "fail", null, null))));
       }
     }
 

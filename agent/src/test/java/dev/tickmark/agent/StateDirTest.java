@@ -49,14 +49,17 @@ class StateDirTest {
       assertEquals(Optional.of("tmkhost_a_2"), s.credential());
     }
     try (Stream<Path> files = Files.list(tmp)) {
-      assertEquals(List.of("agent.key", "agent.lock", "host-credential"), files.map(p -> p.getFileName().toString()).sorted().toList());
+      assertEquals(
+          List.of("agent.key", "agent.lock", "host-credential"),
+          files.map(p -> p.getFileName().toString()).sorted().toList());
     }
   }
 
   @Test
   void aSecondAgentCannotUseTheSameFolder() throws Exception {
     StateDir first = StateDir.open(tmp);
-    StateDir.StateException e = assertThrows(StateDir.StateException.class, () -> StateDir.open(tmp));
+    StateDir.StateException e =
+        assertThrows(StateDir.StateException.class, () -> StateDir.open(tmp));
     assertTrue(e.getMessage().contains("already running"), e.getMessage());
     first.close();
     StateDir.open(tmp).close(); // free again once the first one closed
@@ -65,7 +68,8 @@ class StateDirTest {
   @Test
   void aCorruptKeyIsReportedNotReplaced() throws Exception {
     Files.writeString(tmp.resolve("agent.key"), "private=AAAA\npublic=BBBB\n");
-    StateDir.StateException e = assertThrows(StateDir.StateException.class, () -> StateDir.open(tmp));
+    StateDir.StateException e =
+        assertThrows(StateDir.StateException.class, () -> StateDir.open(tmp));
     assertTrue(e.getMessage().contains("corrupt"), e.getMessage());
     assertEquals("private=AAAA\npublic=BBBB\n", Files.readString(tmp.resolve("agent.key")));
   }
@@ -76,8 +80,11 @@ class StateDirTest {
     StateDir.open(tmp.resolve("b")).close();
     String a = Files.readString(tmp.resolve("a/agent.key"));
     String b = Files.readString(tmp.resolve("b/agent.key"));
-    String mixed = a.lines().filter(l -> l.startsWith("private=")).findFirst().orElseThrow() + "\n"
-        + b.lines().filter(l -> l.startsWith("public=")).findFirst().orElseThrow() + "\n";
+    String mixed =
+        a.lines().filter(l -> l.startsWith("private=")).findFirst().orElseThrow()
+            + "\n"
+            + b.lines().filter(l -> l.startsWith("public=")).findFirst().orElseThrow()
+            + "\n";
     Files.writeString(tmp.resolve("a/agent.key"), mixed);
     assertThrows(StateDir.StateException.class, () -> StateDir.open(tmp.resolve("a")));
   }

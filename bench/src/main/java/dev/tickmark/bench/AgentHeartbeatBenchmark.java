@@ -25,8 +25,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * How many host agents one node holds: N simulated agents keep websocket sessions and heartbeat
- * every 5 s against one in-JVM node, for each N in {@code --agents} (ascending; the swarm only grows).
- * Not a test: a program that measures and prints.
+ * every 5 s against one in-JVM node, for each N in {@code --agents} (ascending; the swarm only
+ * grows). Not a test: a program that measures and prints.
  *
  * <p>The agents are an {@link AgentSwarm} in a child JVM (its own heap, CPU and file descriptors),
  * so this JVM's CPU and heap are the node's. Per N: ramp up (registration over HTTP and the
@@ -45,7 +45,8 @@ public final class AgentHeartbeatBenchmark {
 
   private static final PrintStream OUT = System.out;
 
-  static final String USAGE = """
+  static final String USAGE =
+      """
       Usage: AgentHeartbeatBenchmark [--option=value ...]
         --agents=1000,5000,10000   swarm sizes, ascending (default 1000,5000,10000)
         --window=S                 measured seconds per size (default 30)
@@ -64,8 +65,20 @@ public final class AgentHeartbeatBenchmark {
 
   private AgentHeartbeatBenchmark() {}
 
-  record Stage(int target, int verified, int nodeSessions, int swarmOpen, double rampSeconds, long heartbeats, double seconds,
-      HistogramSnapshot latency, CpuSample.Usage cpu, double swarmCores, double heapMib, int nodeFds, String swarmStats) {}
+  record Stage(
+      int target,
+      int verified,
+      int nodeSessions,
+      int swarmOpen,
+      double rampSeconds,
+      long heartbeats,
+      double seconds,
+      HistogramSnapshot latency,
+      CpuSample.Usage cpu,
+      double swarmCores,
+      double heapMib,
+      int nodeFds,
+      String swarmStats) {}
 
   public static void main(String[] argv) throws Exception {
     MarketBenchSupport.quietLogs();
@@ -89,7 +102,8 @@ public final class AgentHeartbeatBenchmark {
       rampTimeout = args.integer("ramp-timeout", 600);
       clients = args.integer("clients", 4);
       swarmHeap = args.string("swarm-heap", "2g");
-      maxConnections = args.string("max-connections", Integer.toString(sizes[sizes.length - 1] + 1000));
+      maxConnections =
+          args.string("max-connections", Integer.toString(sizes[sizes.length - 1] + 1000));
     } catch (RuntimeException e) {
       System.err.println(e.getMessage());
       System.err.print(USAGE);
@@ -99,8 +113,10 @@ public final class AgentHeartbeatBenchmark {
 
     OUT.println("== AgentHeartbeatBenchmark ==");
     OUT.println("machine: " + MarketBenchSupport.machine());
-    OUT.println("open files limit (node JVM): " + MarketBenchSupport.openFilesLimit()
-        + "; each agent costs the node one socket and the swarm one socket (separate processes, separate limits)");
+    OUT.println(
+        "open files limit (node JVM): "
+            + MarketBenchSupport.openFilesLimit()
+            + "; each agent costs the node one socket and the swarm one socket (separate processes, separate limits)");
     List<Stage> stages = new ArrayList<>();
     String stopReason = null;
     double idleNodeCores = Double.NaN;
@@ -117,22 +133,37 @@ public final class AgentHeartbeatBenchmark {
     }
     try (BenchDatabase db = BenchDatabase.create(dbConfig, "tickmark_bench_agents")) {
       OUT.println("database: " + db.name + " on PostgreSQL " + db.serverVersion);
-      NodeSettings ns = NodeSettings.fromEnvironment(Map.of("TICKMARK_OPERATOR_TOKEN", "tmkop_bench",
-              "TICKMARK_ALLOW_SIMULATED_HOSTS", "true"))
-          .withDatabase(db.url, db.user, db.password)
-          .withPorts(0, -1, 0)
-          .withExitJvmOnShutdown(false)
-          .withConfig("tickmark.hosts.heartbeat-interval", interval + "s");
-      if (!maxConnections.equals("default")) ns = ns.withConfig("pekko.http.server.max-connections", Integer.parseInt(maxConnections));
+      NodeSettings ns =
+          NodeSettings.fromEnvironment(
+                  Map.of(
+                      "TICKMARK_OPERATOR_TOKEN",
+                      "tmkop_bench",
+                      "TICKMARK_ALLOW_SIMULATED_HOSTS",
+                      "true"))
+              .withDatabase(db.url, db.user, db.password)
+              .withPorts(0, -1, 0)
+              .withExitJvmOnShutdown(false)
+              .withConfig("tickmark.hosts.heartbeat-interval", interval + "s");
+      if (!maxConnections.equals("default"))
+        ns = ns.withConfig("pekko.http.server.max-connections", Integer.parseInt(maxConnections));
       Node node = Node.start(ns);
       Process swarm = null;
       try {
         db.analyzeEvery(10);
         EngineMetrics metrics = EngineMetrics.get(node.system());
-        OUT.println("node: " + node.baseUrl() + ", pekko.http.server.max-connections="
-            + node.system().settings().config().getInt("pekko.http.server.max-connections")
-            + ", heartbeat interval " + interval + " s, agent frame limit "
-            + node.system().settings().config().getInt("tickmark.agent-socket.frames-per-second") + "/s");
+        OUT.println(
+            "node: "
+                + node.baseUrl()
+                + ", pekko.http.server.max-connections="
+                + node.system().settings().config().getInt("pekko.http.server.max-connections")
+                + ", heartbeat interval "
+                + interval
+                + " s, agent frame limit "
+                + node.system()
+                    .settings()
+                    .config()
+                    .getInt("tickmark.agent-socket.frames-per-second")
+                + "/s");
 
         // Baseline: the idle node, same run.
         Thread.sleep(3000);
@@ -141,7 +172,10 @@ public final class AgentHeartbeatBenchmark {
         CpuSample.Usage idle = a.until(CpuSample.take(db.name));
         idleNodeCores = idle.known() ? idle.jvmCores() : Double.NaN;
         idleHeap = MarketBenchSupport.heapAfterGcMib();
-        OUT.printf(Locale.ROOT, "baseline (idle node, 10 s): %s; node heap after GC %.0f MiB%n", MarketBenchSupport.cores(idle),
+        OUT.printf(
+            Locale.ROOT,
+            "baseline (idle node, 10 s): %s; node heap after GC %.0f MiB%n",
+            MarketBenchSupport.cores(idle),
             idleHeap);
 
         swarm = startSwarm(node.baseUrl(), swarmHeap, clients, registration, interval);
@@ -154,10 +188,21 @@ public final class AgentHeartbeatBenchmark {
           Map<String, String> ramped = io.expect("RAMPED", rampTimeout + 120);
           int verified = Integer.parseInt(ramped.get("verified"));
           double rampSeconds = Double.parseDouble(ramped.get("seconds"));
-          OUT.printf(Locale.ROOT, "   %,d verified (%s failed, %s retried) after %.1f s (%.0f/s); node sessions open %d; mean ms per"
-                  + " registration: token %s, websocket open %s, to welcome %s, to verified %s%n", verified, ramped.get("failed"),
-              ramped.get("retries"), rampSeconds, (verified - (stages.isEmpty() ? 0 : stages.get(stages.size() - 1).verified())) / rampSeconds,
-              metrics.agentSessionsOpen(), ramped.get("ms_token"), ramped.get("ms_open"), ramped.get("ms_welcome"), ramped.get("ms_verified"));
+          OUT.printf(
+              Locale.ROOT,
+              "   %,d verified (%s failed, %s retried) after %.1f s (%.0f/s); node sessions open %d; mean ms per"
+                  + " registration: token %s, websocket open %s, to welcome %s, to verified %s%n",
+              verified,
+              ramped.get("failed"),
+              ramped.get("retries"),
+              rampSeconds,
+              (verified - (stages.isEmpty() ? 0 : stages.get(stages.size() - 1).verified()))
+                  / rampSeconds,
+              metrics.agentSessionsOpen(),
+              ramped.get("ms_token"),
+              ramped.get("ms_open"),
+              ramped.get("ms_welcome"),
+              ramped.get("ms_verified"));
           Thread.sleep(settle * 1000L);
 
           long hb0 = metrics.heartbeats.sum();
@@ -179,20 +224,46 @@ public final class AgentHeartbeatBenchmark {
           double swarmCores = s0 < 0 || s1 < 0 ? Double.NaN : (s1 - s0) / seconds;
           int fds = MarketBenchSupport.openFileDescriptors();
           double heap = MarketBenchSupport.heapAfterGcMib();
-          Stage st = new Stage(n, verified, nodeSessions, Integer.parseInt(stats.get("open")), rampSeconds, hb1 - hb0, seconds,
-              h1.minus(h0), cpu, swarmCores, heap, fds, stats.toString());
+          Stage st =
+              new Stage(
+                  n,
+                  verified,
+                  nodeSessions,
+                  Integer.parseInt(stats.get("open")),
+                  rampSeconds,
+                  hb1 - hb0,
+                  seconds,
+                  h1.minus(h0),
+                  cpu,
+                  swarmCores,
+                  heap,
+                  fds,
+                  stats.toString());
           stages.add(st);
           printStage(st, interval);
           if (verified < n) {
-            stopReason = String.format(Locale.ROOT, "stopped at %,d of %,d agents: %s", verified, n,
-                "true".equals(ramped.get("timed_out")) ? "registration did not get there within --ramp-timeout=" + rampTimeout + " s"
-                    : ramped.get("last_error"));
+            stopReason =
+                String.format(
+                    Locale.ROOT,
+                    "stopped at %,d of %,d agents: %s",
+                    verified,
+                    n,
+                    "true".equals(ramped.get("timed_out"))
+                        ? "registration did not get there within --ramp-timeout="
+                            + rampTimeout
+                            + " s"
+                        : ramped.get("last_error"));
             break;
           }
           double handled = st.heartbeats() / st.seconds();
           if (handled < 0.9 * n / (double) interval) {
-            stopReason = String.format(Locale.ROOT, "the node handled only %.0f of the %.0f heartbeats/s due at %,d agents",
-                handled, n / (double) interval, n);
+            stopReason =
+                String.format(
+                    Locale.ROOT,
+                    "the node handled only %.0f of the %.0f heartbeats/s due at %,d agents",
+                    handled,
+                    n / (double) interval,
+                    n);
             break;
           }
         }
@@ -208,11 +279,26 @@ public final class AgentHeartbeatBenchmark {
     System.exit(0);
   }
 
-  private static Process startSwarm(String baseUrl, String heap, int clients, int registration, int interval) throws Exception {
+  private static Process startSwarm(
+      String baseUrl, String heap, int clients, int registration, int interval) throws Exception {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    List<String> cmd = new ArrayList<>(List.of(java, "-Xmx" + heap, "-XX:+UseSerialGC", "-cp", System.getProperty("java.class.path"),
-        AgentSwarm.class.getName(), "--url", baseUrl, "--clients", Integer.toString(clients), "--registration",
-        Integer.toString(registration), "--interval", Integer.toString(interval)));
+    List<String> cmd =
+        new ArrayList<>(
+            List.of(
+                java,
+                "-Xmx" + heap,
+                "-XX:+UseSerialGC",
+                "-cp",
+                System.getProperty("java.class.path"),
+                AgentSwarm.class.getName(),
+                "--url",
+                baseUrl,
+                "--clients",
+                Integer.toString(clients),
+                "--registration",
+                Integer.toString(registration),
+                "--interval",
+                Integer.toString(interval)));
     ProcessBuilder pb = new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT);
     return pb.start();
   }
@@ -224,18 +310,23 @@ public final class AgentHeartbeatBenchmark {
 
     SwarmIo(Process p) {
       this.in = new OutputStreamWriter(p.getOutputStream(), StandardCharsets.UTF_8);
-      Thread reader = new Thread(() -> {
-        try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-          String line;
-          while ((line = r.readLine()) != null) {
-            if (line.startsWith("#")) OUT.println("   [swarm] " + line.substring(1).trim());
-            lines.add(line);
-          }
-        } catch (Exception e) {
-          // the swarm ended
-        }
-        lines.add("EOF");
-      }, "swarm-reader");
+      Thread reader =
+          new Thread(
+              () -> {
+                try (BufferedReader r =
+                    new BufferedReader(
+                        new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+                  String line;
+                  while ((line = r.readLine()) != null) {
+                    if (line.startsWith("#")) OUT.println("   [swarm] " + line.substring(1).trim());
+                    lines.add(line);
+                  }
+                } catch (Exception e) {
+                  // the swarm ended
+                }
+                lines.add("EOF");
+              },
+              "swarm-reader");
       reader.setDaemon(true);
       reader.start();
     }
@@ -251,7 +342,9 @@ public final class AgentHeartbeatBenchmark {
       while (true) {
         long left = deadline - System.nanoTime();
         String line = left <= 0 ? null : lines.poll(left, TimeUnit.NANOSECONDS);
-        if (line == null) throw new IllegalStateException("the swarm did not answer " + prefix + " within " + seconds + " s");
+        if (line == null)
+          throw new IllegalStateException(
+              "the swarm did not answer " + prefix + " within " + seconds + " s");
         if (line.equals("EOF")) throw new IllegalStateException("the swarm ended");
         if (line.startsWith(prefix)) {
           Map<String, String> kv = new HashMap<>();
@@ -267,44 +360,103 @@ public final class AgentHeartbeatBenchmark {
 
   private static void printStage(Stage s, int interval) {
     double due = s.verified() / (double) interval;
-    OUT.printf(Locale.ROOT, "   window %.0f s: sessions node %,d / swarm %,d; heartbeats %,.0f/s of %,.0f/s due (%.3f);"
+    OUT.printf(
+        Locale.ROOT,
+        "   window %.0f s: sessions node %,d / swarm %,d; heartbeats %,.0f/s of %,.0f/s due (%.3f);"
             + " handling p50 %s ms, p99 %s ms, p999 %s ms, max %s ms (%,d recorded)%n",
-        s.seconds(), s.nodeSessions(), s.swarmOpen(), s.heartbeats() / s.seconds(), due, s.heartbeats() / s.seconds() / due,
-        MarketBenchSupport.ms(s.latency().quantileMicros(0.50)), MarketBenchSupport.ms(s.latency().quantileMicros(0.99)),
-        MarketBenchSupport.ms(s.latency().quantileMicros(0.999)), MarketBenchSupport.ms(s.latency().maxMicros()), s.latency().count());
-    OUT.printf(Locale.ROOT, "   cores: %s (of which the swarm %.2f); node heap after GC %.0f MiB; node open fds %,d%n",
-        MarketBenchSupport.cores(s.cpu()), s.swarmCores(), s.heapMib(), s.nodeFds());
+        s.seconds(),
+        s.nodeSessions(),
+        s.swarmOpen(),
+        s.heartbeats() / s.seconds(),
+        due,
+        s.heartbeats() / s.seconds() / due,
+        MarketBenchSupport.ms(s.latency().quantileMicros(0.50)),
+        MarketBenchSupport.ms(s.latency().quantileMicros(0.99)),
+        MarketBenchSupport.ms(s.latency().quantileMicros(0.999)),
+        MarketBenchSupport.ms(s.latency().maxMicros()),
+        s.latency().count());
+    OUT.printf(
+        Locale.ROOT,
+        "   cores: %s (of which the swarm %.2f); node heap after GC %.0f MiB; node open fds %,d%n",
+        MarketBenchSupport.cores(s.cpu()),
+        s.swarmCores(),
+        s.heapMib(),
+        s.nodeFds());
     OUT.println("   swarm: " + s.swarmStats());
   }
 
-  private static void report(List<Stage> stages, int interval, double idleNodeCores, String stopReason) {
+  private static void report(
+      List<Stage> stages, int interval, double idleNodeCores, String stopReason) {
     OUT.println();
     OUT.println("== Agent sessions and heartbeats on one node ==");
     OUT.printf(Locale.ROOT, "baseline: idle node JVM %.2f cores%n", idleNodeCores);
-    String header = String.format(Locale.ROOT, "%8s %8s %8s %8s %9s %6s %8s %8s %8s %8s %9s %6s %6s %6s %6s %8s %10s", "agents",
-        "verified", "node ses", "ramp s", "hb/s", "ratio", "p50 ms", "p99 ms", "p999 ms", "max ms", "node cpu", "pg", "swarm",
-        "other", "mach", "heap MiB", "µs/hb(cpu)");
+    String header =
+        String.format(
+            Locale.ROOT,
+            "%8s %8s %8s %8s %9s %6s %8s %8s %8s %8s %9s %6s %6s %6s %6s %8s %10s",
+            "agents",
+            "verified",
+            "node ses",
+            "ramp s",
+            "hb/s",
+            "ratio",
+            "p50 ms",
+            "p99 ms",
+            "p999 ms",
+            "max ms",
+            "node cpu",
+            "pg",
+            "swarm",
+            "other",
+            "mach",
+            "heap MiB",
+            "µs/hb(cpu)");
     OUT.println(header);
     OUT.println("-".repeat(header.length()));
     for (Stage s : stages) {
       double hbs = s.heartbeats() / s.seconds();
       double nodeCores = s.cpu().known() ? s.cpu().jvmCores() : Double.NaN;
-      double other = s.cpu().known() ? Math.max(0, s.cpu().otherCores() - s.swarmCores()) : Double.NaN;
-      OUT.printf(Locale.ROOT, "%,8d %,8d %,8d %8.1f %,9.0f %6.3f %8s %8s %8s %8s %9.2f %6.2f %6.2f %6.2f %6.2f %,8.0f %10.0f%n",
-          s.target(), s.verified(), s.nodeSessions(), s.rampSeconds(), hbs, hbs / (s.verified() / (double) interval),
-          MarketBenchSupport.ms(s.latency().quantileMicros(0.50)), MarketBenchSupport.ms(s.latency().quantileMicros(0.99)),
-          MarketBenchSupport.ms(s.latency().quantileMicros(0.999)), MarketBenchSupport.ms(s.latency().maxMicros()), nodeCores,
-          s.cpu().postgresCores(), s.swarmCores(), other, s.cpu().machineCores(), s.heapMib(),
+      double other =
+          s.cpu().known() ? Math.max(0, s.cpu().otherCores() - s.swarmCores()) : Double.NaN;
+      OUT.printf(
+          Locale.ROOT,
+          "%,8d %,8d %,8d %8.1f %,9.0f %6.3f %8s %8s %8s %8s %9.2f %6.2f %6.2f %6.2f %6.2f %,8.0f %10.0f%n",
+          s.target(),
+          s.verified(),
+          s.nodeSessions(),
+          s.rampSeconds(),
+          hbs,
+          hbs / (s.verified() / (double) interval),
+          MarketBenchSupport.ms(s.latency().quantileMicros(0.50)),
+          MarketBenchSupport.ms(s.latency().quantileMicros(0.99)),
+          MarketBenchSupport.ms(s.latency().quantileMicros(0.999)),
+          MarketBenchSupport.ms(s.latency().maxMicros()),
+          nodeCores,
+          s.cpu().postgresCores(),
+          s.swarmCores(),
+          other,
+          s.cpu().machineCores(),
+          s.heapMib(),
           hbs > 0 ? (nodeCores - idleNodeCores) * 1e6 / hbs : Double.NaN);
     }
-    OUT.println("ratio = heartbeats handled / heartbeats due (agents / interval); µs/hb(cpu) = node JVM CPU above the idle"
-        + " baseline per heartbeat handled");
+    OUT.println(
+        "ratio = heartbeats handled / heartbeats due (agents / interval); µs/hb(cpu) = node JVM CPU above the idle"
+            + " baseline per heartbeat handled");
     if (stopReason != null) OUT.println("stopped: " + stopReason);
     StringBuilder line = new StringBuilder("RESULT");
     for (Stage s : stages) {
-      line.append(String.format(Locale.ROOT, " n%d_sessions=%d n%d_hb_per_s=%.0f n%d_p99_ms=%s n%d_node_cores=%.2f", s.target(),
-          s.nodeSessions(), s.target(), s.heartbeats() / s.seconds(), s.target(),
-          MarketBenchSupport.ms(s.latency().quantileMicros(0.99)), s.target(), s.cpu().jvmCores()));
+      line.append(
+          String.format(
+              Locale.ROOT,
+              " n%d_sessions=%d n%d_hb_per_s=%.0f n%d_p99_ms=%s n%d_node_cores=%.2f",
+              s.target(),
+              s.nodeSessions(),
+              s.target(),
+              s.heartbeats() / s.seconds(),
+              s.target(),
+              MarketBenchSupport.ms(s.latency().quantileMicros(0.99)),
+              s.target(),
+              s.cpu().jvmCores()));
     }
     OUT.println(line);
   }

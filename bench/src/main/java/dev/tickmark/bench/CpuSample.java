@@ -10,9 +10,9 @@ import java.nio.file.Path;
  * PostgreSQL server's processes that work for this run (the backends connected to the benchmark's
  * database plus the server's shared background processes: WAL writer, checkpointer...). Backends of
  * other databases on the same server count as "other", with every other process. Two samples give
- * how many cores each used over a window, so a figure can be read against what else the machine
- * was doing (other builds and test suites). Off Linux every figure is unknown; with a remote server
- * its processes are invisible and PostgreSQL reads 0.
+ * how many cores each used over a window, so a figure can be read against what else the machine was
+ * doing (other builds and test suites). Off Linux every figure is unknown; with a remote server its
+ * processes are invisible and PostgreSQL reads 0.
  */
 record CpuSample(long nanos, long machineBusy, long jvm, long postgres, boolean known) {
   /** {@code USER_HZ}; 100 on every mainstream Linux build. */
@@ -22,7 +22,9 @@ record CpuSample(long nanos, long machineBusy, long jvm, long postgres, boolean 
     return take(null);
   }
 
-  /** {@code database}: the benchmark's database, whose backends count as this run's PostgreSQL time. */
+  /**
+   * {@code database}: the benchmark's database, whose backends count as this run's PostgreSQL time.
+   */
   static CpuSample take(String database) {
     long now = System.nanoTime();
     try {
@@ -35,7 +37,9 @@ record CpuSample(long nanos, long machineBusy, long jvm, long postgres, boolean 
       }
       long jvm = processTicks(Path.of("/proc/self/stat"));
       long postgres = 0;
-      try (DirectoryStream<Path> procs = Files.newDirectoryStream(Path.of("/proc"), p -> p.getFileName().toString().matches("\\d+"))) {
+      try (DirectoryStream<Path> procs =
+          Files.newDirectoryStream(
+              Path.of("/proc"), p -> p.getFileName().toString().matches("\\d+"))) {
         for (Path p : procs) {
           try {
             String comm = Files.readString(p.resolve("comm")).trim();
@@ -58,7 +62,8 @@ record CpuSample(long nanos, long machineBusy, long jvm, long postgres, boolean 
    * background process's is {@code postgres: <cluster>: walwriter} and the like.
    */
   private static boolean ours(Path process, String database) throws IOException {
-    String title = new String(Files.readAllBytes(process.resolve("cmdline"))).replace('\0', ' ').trim();
+    String title =
+        new String(Files.readAllBytes(process.resolve("cmdline"))).replace('\0', ' ').trim();
     if (!title.startsWith("postgres:")) return true; // the postmaster
     String[] words = title.split("\\s+");
     for (int i = 1; i + 2 < words.length; i++) {
@@ -83,12 +88,23 @@ record CpuSample(long nanos, long machineBusy, long jvm, long postgres, boolean 
     double machine = (later.machineBusy - machineBusy) / TICKS_PER_SECOND / seconds;
     double j = (later.jvm - jvm) / TICKS_PER_SECOND / seconds;
     double pg = (later.postgres - postgres) / TICKS_PER_SECOND / seconds;
-    return new Usage(true, machine, j, pg, Math.max(0, machine - j - pg), (later.jvm - jvm) / TICKS_PER_SECOND,
+    return new Usage(
+        true,
+        machine,
+        j,
+        pg,
+        Math.max(0, machine - j - pg),
+        (later.jvm - jvm) / TICKS_PER_SECOND,
         (later.postgres - postgres) / TICKS_PER_SECOND);
   }
 
   record Usage(
-      boolean known, double machineCores, double jvmCores, double postgresCores, double otherCores, double jvmSeconds,
+      boolean known,
+      double machineCores,
+      double jvmCores,
+      double postgresCores,
+      double otherCores,
+      double jvmSeconds,
       double postgresSeconds) {
     static final Usage UNKNOWN = new Usage(false, 0, 0, 0, 0, 0, 0);
   }

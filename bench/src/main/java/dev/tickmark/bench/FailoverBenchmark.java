@@ -49,14 +49,15 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.pekko.cluster.sharding.typed.HashCodeMessageExtractor;
 
 /**
- * Failover time of a real cluster: {@code --nodes} node processes ({@code dev.tickmark.node.Main}, production cluster
- * settings unless {@code --node-opts} says otherwise) on one fresh PostgreSQL database, light simulated host agents
- * in this process (the agent protocol over websockets: many cards each, {@code rental_started} for every
- * {@code start_rental}, heartbeats, reconnecting to the next node when theirs is gone), and {@code --rentals} rentals
- * launched over HTTP and running. Then one node is killed with SIGKILL, and the read side is polled until every
- * rental has settled seconds past the kill (a settlement never bills the future, so such a settlement happened after
- * the kill). Prints, for the rentals the killed node hosted and for all, the time from the kill to that settlement
- * (its own timestamp) and to its visibility on the read side, at p50/p90/p99/max.
+ * Failover time of a real cluster: {@code --nodes} node processes ({@code dev.tickmark.node.Main},
+ * production cluster settings unless {@code --node-opts} says otherwise) on one fresh PostgreSQL
+ * database, light simulated host agents in this process (the agent protocol over websockets: many
+ * cards each, {@code rental_started} for every {@code start_rental}, heartbeats, reconnecting to
+ * the next node when theirs is gone), and {@code --rentals} rentals launched over HTTP and running.
+ * Then one node is killed with SIGKILL, and the read side is polled until every rental has settled
+ * seconds past the kill (a settlement never bills the future, so such a settlement happened after
+ * the kill). Prints, for the rentals the killed node hosted and for all, the time from the kill to
+ * that settlement (its own timestamp) and to its visibility on the read side, at p50/p90/p99/max.
  */
 public final class FailoverBenchmark {
   static {
@@ -67,7 +68,8 @@ public final class FailoverBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final String OPERATOR = "tmkop_failover_bench";
 
-  static final String USAGE = """
+  static final String USAGE =
+      """
       Usage: FailoverBenchmark [--option=value ...]
         --rentals=N            running rentals before the kill (default 1000)
         --cards=N              cards per simulated host (default 16); hosts = rentals / cards, rounded up
@@ -112,12 +114,21 @@ public final class FailoverBenchmark {
         Cluster cluster = new Cluster(db, nodeCount, heap, nodeOpts, logs)) {
       db.analyzeEvery(10);
       // Ctrl-C or a timeout must not leave node processes behind.
-      Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-        for (Process p : cluster.processes) if (p != null) p.destroyForcibly();
-      }, "stop-nodes"));
+      Runtime.getRuntime()
+          .addShutdownHook(
+              new Thread(
+                  () -> {
+                    for (Process p : cluster.processes) if (p != null) p.destroyForcibly();
+                  },
+                  "stop-nodes"));
       long t0 = System.nanoTime();
       cluster.startAll();
-      OUT.printf(Locale.ROOT, "%d nodes up in %.1f s (logs in %s)%n", nodeCount, secondsSince(t0), logs.toAbsolutePath());
+      OUT.printf(
+          Locale.ROOT,
+          "%d nodes up in %.1f s (logs in %s)%n",
+          nodeCount,
+          secondsSince(t0),
+          logs.toAbsolutePath());
       new Run(db, cluster, rentals, renters, cards, models, parallel, timeout).run(kill);
     }
   }
@@ -140,7 +151,15 @@ public final class FailoverBenchmark {
     final Http http = new Http();
     final List<BenchAgent> agents = new ArrayList<>();
 
-    Run(BenchDatabase db, Cluster cluster, int rentals, int renters, int cards, int models, int parallel, int timeout) {
+    Run(
+        BenchDatabase db,
+        Cluster cluster,
+        int rentals,
+        int renters,
+        int cards,
+        int models,
+        int parallel,
+        int timeout) {
       this.db = db;
       this.cluster = cluster;
       this.rentals = rentals;
@@ -153,14 +172,23 @@ public final class FailoverBenchmark {
 
     void run(int kill) throws Exception {
       String node1 = cluster.url(1);
-      JsonNode provider = http.post(node1 + "/v1/accounts", null, "{\"name\":\"bench provider\"}", 201);
+      JsonNode provider =
+          http.post(node1 + "/v1/accounts", null, "{\"name\":\"bench provider\"}", 201);
       String providerKey = provider.get("api_key").asText();
       List<String> renterKeys = new ArrayList<>();
       for (int i = 0; i < renters; i++) {
-        JsonNode renter = http.post(cluster.url(i % cluster.size() + 1) + "/v1/accounts", null, "{\"name\":\"bench renter " + i + "\"}", 201);
+        JsonNode renter =
+            http.post(
+                cluster.url(i % cluster.size() + 1) + "/v1/accounts",
+                null,
+                "{\"name\":\"bench renter " + i + "\"}",
+                201);
         renterKeys.add(renter.get("api_key").asText());
-        http.post(node1 + "/ops/accounts/" + renter.get("account").get("id").asText() + "/deposits", OPERATOR,
-            "{\"amount\":\"100000\",\"reference\":\"bench\"}", 201);
+        http.post(
+            node1 + "/ops/accounts/" + renter.get("account").get("id").asText() + "/deposits",
+            OPERATOR,
+            "{\"amount\":\"100000\",\"reference\":\"bench\"}",
+            201);
       }
 
       // Hosts: agent i starts on node (i mod nodes) and knows every node.
@@ -175,19 +203,40 @@ public final class FailoverBenchmark {
         Model model = models.get(i % models.size());
         int home = i % cluster.size() + 1;
         List<URI> engines = new ArrayList<>();
-        for (int k = 0; k < cluster.size(); k++) engines.add(URI.create(cluster.ws((home - 1 + k) % cluster.size() + 1)));
-        String token = http.post(cluster.url(home) + "/v1/hosts/registration-tokens", providerKey, "{\"region\":\"eu-nl\"}", 201)
-            .get("token").asText();
+        for (int k = 0; k < cluster.size(); k++)
+          engines.add(URI.create(cluster.ws((home - 1 + k) % cluster.size() + 1)));
+        String token =
+            http.post(
+                    cluster.url(home) + "/v1/hosts/registration-tokens",
+                    providerKey,
+                    "{\"region\":\"eu-nl\"}",
+                    201)
+                .get("token")
+                .asText();
         BenchAgent agent = new BenchAgent(i, engines, token, cards, model);
         agents.add(agent);
-        CompletableFuture<Void> listed = agent.start().thenCompose(hostId -> http.<JsonNode>postAsync("PUT", cluster.url(home)
-            + "/v1/hosts/" + hostId + "/listing", providerKey, "{\"on_demand_price_per_gpu_hour\":\"2.49\",\"listed\":true}", 200))
-            .thenApply(x -> (Void) null);
+        CompletableFuture<Void> listed =
+            agent
+                .start()
+                .thenCompose(
+                    hostId ->
+                        http.<JsonNode>postAsync(
+                            "PUT",
+                            cluster.url(home) + "/v1/hosts/" + hostId + "/listing",
+                            providerKey,
+                            "{\"on_demand_price_per_gpu_hour\":\"2.49\",\"listed\":true}",
+                            200))
+                .thenApply(x -> (Void) null);
         listed.whenComplete((x, e) -> permits.release());
         ready.add(listed);
       }
       CompletableFuture.allOf(ready.toArray(CompletableFuture[]::new)).get(600, TimeUnit.SECONDS);
-      OUT.printf(Locale.ROOT, "hosts: %,d verified and listed (%d cards each, %d models) in %.1f s%n", hosts, cards, models.size(),
+      OUT.printf(
+          Locale.ROOT,
+          "hosts: %,d verified and listed (%d cards each, %d models) in %.1f s%n",
+          hosts,
+          cards,
+          models.size(),
           secondsSince(t0));
       awaitOffers(hosts * cards, 300);
 
@@ -198,34 +247,51 @@ public final class FailoverBenchmark {
       List<CompletableFuture<JsonNode>> launches = new ArrayList<>();
       for (int i = 0; i < rentals; i++) {
         inFlight.acquire();
-        String body = "{\"gpu\":\"" + models.get(i % models.size()).code() + "\",\"count\":1,\"max_price_per_gpu_hour\":\"3.00\","
-            + "\"image\":\"bench/noop:latest\",\"wait_seconds\":600}";
-        CompletableFuture<JsonNode> launch = http.launch(cluster.url(i % cluster.size() + 1) + "/v1/rentals",
-            renterKeys.get(i % renters), body,
-            "bench-launch-" + i, failures);
+        String body =
+            "{\"gpu\":\""
+                + models.get(i % models.size()).code()
+                + "\",\"count\":1,\"max_price_per_gpu_hour\":\"3.00\","
+                + "\"image\":\"bench/noop:latest\",\"wait_seconds\":600}";
+        CompletableFuture<JsonNode> launch =
+            http.launch(
+                cluster.url(i % cluster.size() + 1) + "/v1/rentals",
+                renterKeys.get(i % renters),
+                body,
+                "bench-launch-" + i,
+                failures);
         launch.whenComplete((x, e) -> inFlight.release());
         launches.add(launch);
       }
-      CompletableFuture.allOf(launches.toArray(CompletableFuture[]::new)).get(1200, TimeUnit.SECONDS);
-      OUT.printf(Locale.ROOT, "rentals: %,d launched for %d renters in %.1f s (%,.0f/s, %d retried)%n", rentals, renters,
-          secondsSince(t0), rentals / secondsSince(t0), failures.get());
+      CompletableFuture.allOf(launches.toArray(CompletableFuture[]::new))
+          .get(1200, TimeUnit.SECONDS);
+      OUT.printf(
+          Locale.ROOT,
+          "rentals: %,d launched for %d renters in %.1f s (%,.0f/s, %d retried)%n",
+          rentals,
+          renters,
+          secondsSince(t0),
+          rentals / secondsSince(t0),
+          failures.get());
       awaitRunningAndSettled(rentals, 600);
 
       // Where each rental lives, then the kill.
       Map<String, Integer> placement = placement();
       Map<Integer, Integer> perNode = new HashMap<>();
       placement.values().forEach(n -> perNode.merge(n, 1, Integer::sum));
-      OUT.println("rentals per node: " + perNode + " (" + (rentals - placement.size()) + " not located)");
+      OUT.println(
+          "rentals per node: " + perNode + " (" + (rentals - placement.size()) + " not located)");
       Set<String> onKilled = new HashSet<>();
-      placement.forEach((id, n) -> {
-        if (n == kill) onKilled.add(id);
-      });
+      placement.forEach(
+          (id, n) -> {
+            if (n == kill) onKilled.add(id);
+          });
       int connectedBefore = connectedAgents();
       cluster.kill(kill);
       Instant killedAt = Instant.now();
       long killNanos = System.nanoTime();
-      OUT.printf("killed node%d (SIGKILL) at %s; it hosted %,d rentals; %d of %d agents were connected%n", kill, killedAt,
-          onKilled.size(), connectedBefore, agents.size());
+      OUT.printf(
+          "killed node%d (SIGKILL) at %s; it hosted %,d rentals; %d of %d agents were connected%n",
+          kill, killedAt, onKilled.size(), connectedBefore, agents.size());
 
       Map<String, Long> settledMs = new HashMap<>();
       Map<String, Long> visibleMs = new HashMap<>();
@@ -235,8 +301,10 @@ public final class FailoverBenchmark {
       int survivor = kill == 1 ? 2 : 1;
       while (settledMs.size() < rentals && secondsSince(killNanos) < timeout) {
         try (Connection c = DriverManager.getConnection(db.url, db.user, db.password);
-            PreparedStatement st = c.prepareStatement("SELECT rental_id, started_at, billed_seconds, updated_at FROM rentals"
-                + " WHERE status = 'running'")) {
+            PreparedStatement st =
+                c.prepareStatement(
+                    "SELECT rental_id, started_at, billed_seconds, updated_at FROM rentals"
+                        + " WHERE status = 'running'")) {
           try (ResultSet rs = st.executeQuery()) {
             long now = Duration.between(killedAt, Instant.now()).toMillis();
             while (rs.next()) {
@@ -245,32 +313,51 @@ public final class FailoverBenchmark {
               Instant started = rs.getTimestamp(2).toInstant();
               startedAt.putIfAbsent(id, started);
               if (rs.getLong(3) > Duration.between(started, killedAt).getSeconds()) {
-                settledMs.put(id, Duration.between(killedAt, rs.getTimestamp(4).toInstant()).toMillis());
+                settledMs.put(
+                    id, Duration.between(killedAt, rs.getTimestamp(4).toInstant()).toMillis());
                 visibleMs.put(id, now);
               }
             }
           }
         }
-        if (downedMs < 0 && cluster.members(survivor).size() == cluster.size() - 1) downedMs = Duration.between(killedAt, Instant.now()).toMillis();
-        if (agentsBackMs < 0 && connectedAgents() == agents.size()) agentsBackMs = Duration.between(killedAt, Instant.now()).toMillis();
+        if (downedMs < 0 && cluster.members(survivor).size() == cluster.size() - 1)
+          downedMs = Duration.between(killedAt, Instant.now()).toMillis();
+        if (agentsBackMs < 0 && connectedAgents() == agents.size())
+          agentsBackMs = Duration.between(killedAt, Instant.now()).toMillis();
         Thread.sleep(500);
       }
-      OUT.printf(Locale.ROOT, "node%d removed from the survivors' membership after %s; all agents connected again after %s%n", kill,
-          downedMs < 0 ? "(not seen)" : ms(downedMs), agentsBackMs < 0 ? "(not seen)" : ms(agentsBackMs));
+      OUT.printf(
+          Locale.ROOT,
+          "node%d removed from the survivors' membership after %s; all agents connected again after %s%n",
+          kill,
+          downedMs < 0 ? "(not seen)" : ms(downedMs),
+          agentsBackMs < 0 ? "(not seen)" : ms(agentsBackMs));
       report("rentals the killed node hosted", onKilled, settledMs, visibleMs);
       report("all rentals", placement.keySet(), settledMs, visibleMs);
-      if (settledMs.size() < rentals) OUT.printf("NOT RESUMED within %d s: %,d rentals%n", timeout, rentals - settledMs.size());
+      if (settledMs.size() < rentals)
+        OUT.printf("NOT RESUMED within %d s: %,d rentals%n", timeout, rentals - settledMs.size());
       for (BenchAgent a : agents) a.close();
     }
 
-    void report(String what, Set<String> ids, Map<String, Long> settledMs, Map<String, Long> visibleMs) {
-      long[] settled = ids.stream().filter(settledMs::containsKey).mapToLong(settledMs::get).sorted().toArray();
-      long[] visible = ids.stream().filter(visibleMs::containsKey).mapToLong(visibleMs::get).sorted().toArray();
-      OUT.printf(Locale.ROOT, "%s (%,d, resumed %,d): kill -> first settlement p50 %s p90 %s p99 %s max %s;"
-              + " -> on the read side p50 %s p99 %s max %s%n", what, ids.size(), settled.length,
-          ms(MarketBenchSupport.quantile(settled, 0.5)), ms(MarketBenchSupport.quantile(settled, 0.9)),
-          ms(MarketBenchSupport.quantile(settled, 0.99)), ms(settled.length == 0 ? 0 : settled[settled.length - 1]),
-          ms(MarketBenchSupport.quantile(visible, 0.5)), ms(MarketBenchSupport.quantile(visible, 0.99)),
+    void report(
+        String what, Set<String> ids, Map<String, Long> settledMs, Map<String, Long> visibleMs) {
+      long[] settled =
+          ids.stream().filter(settledMs::containsKey).mapToLong(settledMs::get).sorted().toArray();
+      long[] visible =
+          ids.stream().filter(visibleMs::containsKey).mapToLong(visibleMs::get).sorted().toArray();
+      OUT.printf(
+          Locale.ROOT,
+          "%s (%,d, resumed %,d): kill -> first settlement p50 %s p90 %s p99 %s max %s;"
+              + " -> on the read side p50 %s p99 %s max %s%n",
+          what,
+          ids.size(),
+          settled.length,
+          ms(MarketBenchSupport.quantile(settled, 0.5)),
+          ms(MarketBenchSupport.quantile(settled, 0.9)),
+          ms(MarketBenchSupport.quantile(settled, 0.99)),
+          ms(settled.length == 0 ? 0 : settled[settled.length - 1]),
+          ms(MarketBenchSupport.quantile(visible, 0.5)),
+          ms(MarketBenchSupport.quantile(visible, 0.99)),
           ms(visible.length == 0 ? 0 : visible[visible.length - 1]));
     }
 
@@ -290,14 +377,21 @@ public final class FailoverBenchmark {
       while (secondsSince(t0) < seconds) {
         seen = 0;
         for (Model m : models) {
-          for (JsonNode o : http.get(cluster.url(1) + "/v1/offers?gpu=" + m.code() + "&tier=on_demand").get("offers")) {
+          for (JsonNode o :
+              http.get(cluster.url(1) + "/v1/offers?gpu=" + m.code() + "&tier=on_demand")
+                  .get("offers")) {
             seen += o.get("available_cards").asInt();
           }
         }
         if (seen >= expected) break;
         Thread.sleep(500);
       }
-      OUT.printf(Locale.ROOT, "offers: %,d of %,d cards on the read side after %.1f s%n", seen, expected, secondsSince(t0));
+      OUT.printf(
+          Locale.ROOT,
+          "offers: %,d of %,d cards on the read side after %.1f s%n",
+          seen,
+          expected,
+          secondsSince(t0));
     }
 
     /** Until every rental runs and has a first settlement on the read side. */
@@ -307,8 +401,10 @@ public final class FailoverBenchmark {
       long settled = 0;
       while (secondsSince(t0) < seconds) {
         try (Connection c = DriverManager.getConnection(db.url, db.user, db.password);
-            PreparedStatement st = c.prepareStatement("SELECT COUNT(*), COUNT(*) FILTER (WHERE billed_seconds > 0) FROM rentals"
-                + " WHERE status = 'running'");
+            PreparedStatement st =
+                c.prepareStatement(
+                    "SELECT COUNT(*), COUNT(*) FILTER (WHERE billed_seconds > 0) FROM rentals"
+                        + " WHERE status = 'running'");
             ResultSet rs = st.executeQuery()) {
           rs.next();
           running = rs.getLong(1);
@@ -317,22 +413,34 @@ public final class FailoverBenchmark {
         if (running >= expected && settled >= expected) break;
         Thread.sleep(1000);
       }
-      OUT.printf(Locale.ROOT, "running: %,d, of which %,d settled at least once, after %.1f s more%n", running, settled, secondsSince(t0));
+      OUT.printf(
+          Locale.ROOT,
+          "running: %,d, of which %,d settled at least once, after %.1f s more%n",
+          running,
+          settled,
+          secondsSince(t0));
     }
 
-    /** Rental id -> the node whose shard region hosts its shard (Pekko Management's /cluster/shards/Rental). */
+    /**
+     * Rental id -> the node whose shard region hosts its shard (Pekko Management's
+     * /cluster/shards/Rental).
+     */
     Map<String, Integer> placement() throws Exception {
-      HashCodeMessageExtractor<Object> extractor = new HashCodeMessageExtractor<>(
-          com.typesafe.config.ConfigFactory.load().getInt("pekko.cluster.sharding.number-of-shards"));
+      HashCodeMessageExtractor<Object> extractor =
+          new HashCodeMessageExtractor<>(
+              com.typesafe.config.ConfigFactory.load()
+                  .getInt("pekko.cluster.sharding.number-of-shards"));
       Map<String, Integer> shardOwner = new HashMap<>();
       for (int n = 1; n <= cluster.size(); n++) {
-        for (JsonNode r : http.get(cluster.management(n) + "/cluster/shards/Rental").get("regions")) {
+        for (JsonNode r :
+            http.get(cluster.management(n) + "/cluster/shards/Rental").get("regions")) {
           shardOwner.put(r.get("shardId").asText(), n);
         }
       }
       Map<String, Integer> placement = new HashMap<>();
       try (Connection c = DriverManager.getConnection(db.url, db.user, db.password);
-          PreparedStatement st = c.prepareStatement("SELECT rental_id FROM rentals WHERE status = 'running'");
+          PreparedStatement st =
+              c.prepareStatement("SELECT rental_id FROM rentals WHERE status = 'running'");
           ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
           Integer n = shardOwner.get(extractor.shardId(rs.getString(1)));
@@ -355,7 +463,8 @@ public final class FailoverBenchmark {
     final Process[] processes;
     final Http http = new Http();
 
-    Cluster(BenchDatabase db, int size, String heap, String nodeOpts, Path logs) throws IOException {
+    Cluster(BenchDatabase db, int size, String heap, String nodeOpts, Path logs)
+        throws IOException {
       this.db = db;
       this.heap = heap;
       this.nodeOpts = nodeOpts;
@@ -387,7 +496,8 @@ public final class FailoverBenchmark {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         List<String> command = new ArrayList<>(List.of(java, "-Xmx" + heap, "-XX:+UseSerialGC"));
         if (!nodeOpts.isBlank()) command.addAll(Arrays.asList(nodeOpts.trim().split("\\s+")));
-        command.addAll(List.of("-cp", System.getProperty("java.class.path"), "dev.tickmark.node.Main"));
+        command.addAll(
+            List.of("-cp", System.getProperty("java.class.path"), "dev.tickmark.node.Main"));
         ProcessBuilder b = new ProcessBuilder(command);
         Map<String, String> env = b.environment();
         env.keySet().removeIf(k -> k.startsWith("TICKMARK_"));
@@ -400,15 +510,19 @@ public final class FailoverBenchmark {
         env.put("TICKMARK_SEED_NODES", seeds);
         env.put("TICKMARK_OPERATOR_TOKEN", OPERATOR);
         env.put("TICKMARK_ALLOW_SIMULATED_HOSTS", "true");
-        b.redirectErrorStream(true).redirectOutput(logs.resolve("node-" + (i + 1) + ".log").toFile());
+        b.redirectErrorStream(true)
+            .redirectOutput(logs.resolve("node-" + (i + 1) + ".log").toFile());
         processes[i] = b.start();
       }
       for (int i = 1; i <= size(); i++) {
         long t0 = System.nanoTime();
         while (true) {
-          if (!processes[i - 1].isAlive()) throw new IllegalStateException("node" + i + " exited; see " + logs);
-          if (http.status(management(i) + "/ready") == 200 && http.status(url(i) + "/health") == 200) break;
-          if (secondsSince(t0) > 180) throw new IllegalStateException("node" + i + " not ready in 180 s; see " + logs);
+          if (!processes[i - 1].isAlive())
+            throw new IllegalStateException("node" + i + " exited; see " + logs);
+          if (http.status(management(i) + "/ready") == 200
+              && http.status(url(i) + "/health") == 200) break;
+          if (secondsSince(t0) > 180)
+            throw new IllegalStateException("node" + i + " not ready in 180 s; see " + logs);
           Thread.sleep(500);
         }
       }
@@ -421,7 +535,8 @@ public final class FailoverBenchmark {
     List<String> members(int node) {
       List<String> up = new ArrayList<>();
       try {
-        for (JsonNode m : http.get(management(node) + "/cluster/members").get("members")) up.add(m.get("node").asText());
+        for (JsonNode m : http.get(management(node) + "/cluster/members").get("members"))
+          up.add(m.get("node").asText());
       } catch (Exception e) {
         // not answering: nothing known
       }
@@ -433,7 +548,8 @@ public final class FailoverBenchmark {
       for (Process p : processes) if (p != null && p.isAlive()) p.destroy();
       try {
         for (Process p : processes) {
-          if (p != null && !p.waitFor(60, TimeUnit.SECONDS)) p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+          if (p != null && !p.waitFor(60, TimeUnit.SECONDS))
+            p.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
         }
       } catch (InterruptedException e) {
         for (Process p : processes) if (p != null) p.destroyForcibly();
@@ -450,24 +566,38 @@ public final class FailoverBenchmark {
 
   /** JSON over HTTP/1.1 with the JDK client. */
   static final class Http {
-    final HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(10))
-        .executor(Executors.newFixedThreadPool(4, r -> {
-          Thread t = new Thread(r, "bench-http");
-          t.setDaemon(true);
-          return t;
-        })).build();
+    final HttpClient client =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(Duration.ofSeconds(10))
+            .executor(
+                Executors.newFixedThreadPool(
+                    4,
+                    r -> {
+                      Thread t = new Thread(r, "bench-http");
+                      t.setDaemon(true);
+                      return t;
+                    }))
+            .build();
 
     JsonNode get(String url) throws Exception {
-      HttpResponse<String> r = client.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(30)).build(),
-          HttpResponse.BodyHandlers.ofString());
-      if (r.statusCode() != 200) throw new IllegalStateException("GET " + url + " answered " + r.statusCode() + ": " + r.body());
+      HttpResponse<String> r =
+          client.send(
+              HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(30)).build(),
+              HttpResponse.BodyHandlers.ofString());
+      if (r.statusCode() != 200)
+        throw new IllegalStateException(
+            "GET " + url + " answered " + r.statusCode() + ": " + r.body());
       return JSON.readTree(r.body());
     }
 
     int status(String url) {
       try {
-        return client.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(5)).build(),
-            HttpResponse.BodyHandlers.discarding()).statusCode();
+        return client
+            .send(
+                HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(5)).build(),
+                HttpResponse.BodyHandlers.discarding())
+            .statusCode();
       } catch (IOException e) {
         return -1;
       } catch (InterruptedException e) {
@@ -477,78 +607,112 @@ public final class FailoverBenchmark {
     }
 
     JsonNode post(String url, String bearer, String body, int expected) throws Exception {
-      return this.<JsonNode>postAsync("POST", url, bearer, body, expected).get(60, TimeUnit.SECONDS);
+      return this.<JsonNode>postAsync("POST", url, bearer, body, expected)
+          .get(60, TimeUnit.SECONDS);
     }
 
-    <T> CompletableFuture<T> postAsync(String method, String url, String bearer, String body, int expected) {
-      HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(60))
-          .header("Content-Type", "application/json").method(method, HttpRequest.BodyPublishers.ofString(body));
+    <T> CompletableFuture<T> postAsync(
+        String method, String url, String bearer, String body, int expected) {
+      HttpRequest.Builder b =
+          HttpRequest.newBuilder(URI.create(url))
+              .timeout(Duration.ofSeconds(60))
+              .header("Content-Type", "application/json")
+              .method(method, HttpRequest.BodyPublishers.ofString(body));
       if (bearer != null) b.header("Authorization", "Bearer " + bearer);
-      return client.sendAsync(b.build(), HttpResponse.BodyHandlers.ofString()).thenApply(r -> {
-        if (r.statusCode() != expected) throw new IllegalStateException(method + " " + url + " answered " + r.statusCode() + ": " + r.body());
-        try {
-          @SuppressWarnings("unchecked")
-          T json = (T) JSON.readTree(r.body());
-          return json;
-        } catch (IOException e) {
-          throw new IllegalStateException(e);
-        }
-      });
+      return client
+          .sendAsync(b.build(), HttpResponse.BodyHandlers.ofString())
+          .thenApply(
+              r -> {
+                if (r.statusCode() != expected)
+                  throw new IllegalStateException(
+                      method + " " + url + " answered " + r.statusCode() + ": " + r.body());
+                try {
+                  @SuppressWarnings("unchecked")
+                  T json = (T) JSON.readTree(r.body());
+                  return json;
+                } catch (IOException e) {
+                  throw new IllegalStateException(e);
+                }
+              });
     }
 
     /**
-     * POST /v1/rentals, retried (up to 5 times, 1 s apart) when not answered 201, under one Idempotency-Key: a launch
-     * whose answer was lost is not made twice.
+     * POST /v1/rentals, retried (up to 5 times, 1 s apart) when not answered 201, under one
+     * Idempotency-Key: a launch whose answer was lost is not made twice.
      */
-    CompletableFuture<JsonNode> launch(String url, String bearer, String body, String idempotencyKey, AtomicInteger retries) {
+    CompletableFuture<JsonNode> launch(
+        String url, String bearer, String body, String idempotencyKey, AtomicInteger retries) {
       CompletableFuture<JsonNode> result = new CompletableFuture<>();
       attempt(url, bearer, body, idempotencyKey, retries, 0, result);
       return result;
     }
 
-    private void attempt(String url, String bearer, String body, String key, AtomicInteger retries, int tries,
+    private void attempt(
+        String url,
+        String bearer,
+        String body,
+        String key,
+        AtomicInteger retries,
+        int tries,
         CompletableFuture<JsonNode> result) {
-      HttpRequest request = HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(60))
-          .header("Content-Type", "application/json").header("Authorization", "Bearer " + bearer).header("Idempotency-Key", key)
-          .POST(HttpRequest.BodyPublishers.ofString(body)).build();
-      client.sendAsync(request, HttpResponse.BodyHandlers.ofString()).thenApply(r -> {
-        if (r.statusCode() != 201) throw new IllegalStateException("POST " + url + " answered " + r.statusCode() + ": " + r.body());
-        try {
-          return JSON.readTree(r.body());
-        } catch (IOException e) {
-          throw new IllegalStateException(e);
-        }
-      }).whenComplete((json, e) -> {
-        if (e == null) {
-          result.complete(json);
-        } else if (tries >= 5) {
-          result.completeExceptionally(e);
-        } else {
-          retries.incrementAndGet();
-          if (retries.get() <= 3) OUT.println("# launch retried: " + e.getMessage());
-          CompletableFuture.delayedExecutor(1, TimeUnit.SECONDS).execute(() -> attempt(url, bearer, body, key, retries, tries + 1, result));
-        }
-      });
+      HttpRequest request =
+          HttpRequest.newBuilder(URI.create(url))
+              .timeout(Duration.ofSeconds(60))
+              .header("Content-Type", "application/json")
+              .header("Authorization", "Bearer " + bearer)
+              .header("Idempotency-Key", key)
+              .POST(HttpRequest.BodyPublishers.ofString(body))
+              .build();
+      client
+          .sendAsync(request, HttpResponse.BodyHandlers.ofString())
+          .thenApply(
+              r -> {
+                if (r.statusCode() != 201)
+                  throw new IllegalStateException(
+                      "POST " + url + " answered " + r.statusCode() + ": " + r.body());
+                try {
+                  return JSON.readTree(r.body());
+                } catch (IOException e) {
+                  throw new IllegalStateException(e);
+                }
+              })
+          .whenComplete(
+              (json, e) -> {
+                if (e == null) {
+                  result.complete(json);
+                } else if (tries >= 5) {
+                  result.completeExceptionally(e);
+                } else {
+                  retries.incrementAndGet();
+                  if (retries.get() <= 3) OUT.println("# launch retried: " + e.getMessage());
+                  CompletableFuture.delayedExecutor(1, TimeUnit.SECONDS)
+                      .execute(() -> attempt(url, bearer, body, key, retries, tries + 1, result));
+                }
+              });
     }
   }
 
   // ---------------------------------------------------------------------------------------------
 
   /**
-   * A light simulated host agent: one websocket, the agent protocol through the wire module, {@code cards} simulated
-   * cards of one model. Its rentals "run" as entries in a set: {@code start_rental} is answered {@code rental_started},
-   * {@code stop_rental} {@code rental_stopped}; heartbeats list them. When its node goes away it reconnects, after
-   * about a second, to the next node it knows, with its host credential. Outgoing frames are paced (one per agent per
-   * 100 ms, under the node's per-session rate limit) by one ticker shared by all agents.
+   * A light simulated host agent: one websocket, the agent protocol through the wire module, {@code
+   * cards} simulated cards of one model. Its rentals "run" as entries in a set: {@code
+   * start_rental} is answered {@code rental_started}, {@code stop_rental} {@code rental_stopped};
+   * heartbeats list them. When its node goes away it reconnects, after about a second, to the next
+   * node it knows, with its host credential. Outgoing frames are paced (one per agent per 100 ms,
+   * under the node's per-session rate limit) by one ticker shared by all agents.
    */
   static final class BenchAgent implements WebSocket.Listener {
-    private static final HttpClient SOCKETS = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+    private static final HttpClient SOCKETS =
+        HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
     private static final List<BenchAgent> ALL = new java.util.concurrent.CopyOnWriteArrayList<>();
-    private static final ScheduledExecutorService TICKER = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, "bench-agents");
-      t.setDaemon(true);
-      return t;
-    });
+    private static final ScheduledExecutorService TICKER =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "bench-agents");
+              t.setDaemon(true);
+              return t;
+            });
     private static final AtomicLong TICKS = new AtomicLong();
 
     final int index;
@@ -579,15 +743,20 @@ public final class FailoverBenchmark {
     }
 
     static void startTicker() {
-      TICKER.scheduleAtFixedRate(() -> {
-        long tick = TICKS.incrementAndGet();
-        for (BenchAgent a : ALL) {
-          if (!a.connected) continue;
-          if ((tick + a.index) % 50 == 0) a.outbox.add(a.heartbeat()); // every 5 s, spread over the agents
-          AgentFrame next = a.outbox.poll();
-          if (next != null) a.send(next);
-        }
-      }, 100, 100, TimeUnit.MILLISECONDS);
+      TICKER.scheduleAtFixedRate(
+          () -> {
+            long tick = TICKS.incrementAndGet();
+            for (BenchAgent a : ALL) {
+              if (!a.connected) continue;
+              if ((tick + a.index) % 50 == 0)
+                a.outbox.add(a.heartbeat()); // every 5 s, spread over the agents
+              AgentFrame next = a.outbox.poll();
+              if (next != null) a.send(next);
+            }
+          },
+          100,
+          100,
+          TimeUnit.MILLISECONDS);
     }
 
     /** Connects; completes with the host id once verified. */
@@ -601,16 +770,22 @@ public final class FailoverBenchmark {
       if (closed) return;
       URI engine = engines.get(attempts++ % engines.size());
       String bearer = credential != null ? credential : token;
-      SOCKETS.newWebSocketBuilder().header("Authorization", "Bearer " + bearer).connectTimeout(Duration.ofSeconds(10))
+      SOCKETS
+          .newWebSocketBuilder()
+          .header("Authorization", "Bearer " + bearer)
+          .connectTimeout(Duration.ofSeconds(10))
           .buildAsync(URI.create(engine + "/v1/agent/connect"), this)
-          .whenComplete((ws, e) -> {
-            if (e != null) reconnectLater();
-          });
+          .whenComplete(
+              (ws, e) -> {
+                if (e != null) reconnectLater();
+              });
     }
 
     private void reconnectLater() {
       connected = false;
-      if (!closed) CompletableFuture.delayedExecutor(800 + (index * 37L) % 400, TimeUnit.MILLISECONDS).execute(this::connect);
+      if (!closed)
+        CompletableFuture.delayedExecutor(800 + (index * 37L) % 400, TimeUnit.MILLISECONDS)
+            .execute(this::connect);
     }
 
     private synchronized void sendNow(AgentFrame frame) {
@@ -625,7 +800,10 @@ public final class FailoverBenchmark {
     }
 
     AgentFrame heartbeat() {
-      return new AgentFrame.Heartbeat(seq.incrementAndGet(), Instant.now().truncatedTo(ChronoUnit.MILLIS).toString(), List.of(),
+      return new AgentFrame.Heartbeat(
+          seq.incrementAndGet(),
+          Instant.now().truncatedTo(ChronoUnit.MILLIS).toString(),
+          List.of(),
           List.copyOf(running));
     }
 
@@ -656,17 +834,25 @@ public final class FailoverBenchmark {
 
     private void handle(AgentFrame frame) {
       if (frame instanceof AgentFrame.Challenge c) {
-        sendNow(new AgentFrame.Hello(Ed25519.sign(key.getPrivate(), Ed25519.helloMessage(c.nonce())), "bench",
-            Ed25519.encodePublic(key.getPublic())));
+        sendNow(
+            new AgentFrame.Hello(
+                Ed25519.sign(key.getPrivate(), Ed25519.helloMessage(c.nonce())),
+                "bench",
+                Ed25519.encodePublic(key.getPublic())));
       } else if (frame instanceof AgentFrame.Welcome w) {
         if (w.hostCredential() != null) credential = w.hostCredential();
         hostId = w.hostId();
-        JsonNode tree = Frames.reportTree(MarketBenchmark.report("bench-host-" + index, cards, model));
-        sendNow(new AgentFrame.HardwareReportFrame(tree, Ed25519.sign(key.getPrivate(), CanonicalJson.bytes(tree))));
+        JsonNode tree =
+            Frames.reportTree(MarketBenchmark.report("bench-host-" + index, cards, model));
+        sendNow(
+            new AgentFrame.HardwareReportFrame(
+                tree, Ed25519.sign(key.getPrivate(), CanonicalJson.bytes(tree))));
         connected = true;
       } else if (frame instanceof AgentFrame.VerificationResult v) {
         if ("verified".equals(v.status())) verified.complete(hostId);
-        else verified.completeExceptionally(new IllegalStateException("host " + hostId + ": " + v.status() + " " + v.checks()));
+        else
+          verified.completeExceptionally(
+              new IllegalStateException("host " + hostId + ": " + v.status() + " " + v.checks()));
       } else if (frame instanceof AgentFrame.StartRental s) {
         running.add(s.rentalId());
         outbox.add(new AgentFrame.RentalStarted(s.rentalId(), Instant.now().toString()));

@@ -16,7 +16,8 @@ import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehavior;
  * has no domain logic, no sharding and no snapshots, so comparing it with the {@code Account} path
  * separates the journal's cost (and the tag's) from the entity's.
  */
-final class JournalProbe extends EventSourcedBehavior<JournalProbe.Command, Account.Captured, Long> {
+final class JournalProbe
+    extends EventSourcedBehavior<JournalProbe.Command, Account.Captured, Long> {
   interface Command {}
 
   record Write(long second, ActorRef<Done> replyTo) implements Command {}
@@ -42,10 +43,16 @@ final class JournalProbe extends EventSourcedBehavior<JournalProbe.Command, Acco
 
   @Override
   public CommandHandler<Command, Account.Captured, Long> commandHandler() {
-    return newCommandHandlerBuilder().forAnyState()
-        .onCommand(Write.class, (state, cmd) -> Effect()
-            .persist(new Account.Captured(id, cmd.second(), cmd.second() * 803, 8030, Instant.now()))
-            .thenReply(cmd.replyTo(), s -> Done.getInstance()))
+    return newCommandHandlerBuilder()
+        .forAnyState()
+        .onCommand(
+            Write.class,
+            (state, cmd) ->
+                Effect()
+                    .persist(
+                        new Account.Captured(
+                            id, cmd.second(), cmd.second() * 803, 8030, Instant.now()))
+                    .thenReply(cmd.replyTo(), s -> Done.getInstance()))
         .build();
   }
 

@@ -16,9 +16,9 @@ import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * A closed-loop load generator: each worker keeps exactly one operation in flight and issues the
- * next as soon as the previous one is acknowledged, so the number of workers is the concurrency.
- * A failed operation is counted and retried (the same operation: every posting is idempotent) after
- * a short pause. Callbacks run on the completing thread ({@link #DIRECT}).
+ * next as soon as the previous one is acknowledged, so the number of workers is the concurrency. A
+ * failed operation is counted and retried (the same operation: every posting is idempotent) after a
+ * short pause. Callbacks run on the completing thread ({@link #DIRECT}).
  *
  * <p>The measured window is cut into one-second slices, each with its completions, latencies and
  * CPU usage. On a machine shared with other work, the slices in which everything else used less
@@ -35,17 +35,21 @@ final class LoadDriver {
     void succeeded();
   }
 
-  /** A slice is quiet when processes other than this JVM and its PostgreSQL used fewer cores than this. */
+  /**
+   * A slice is quiet when processes other than this JVM and its PostgreSQL used fewer cores than
+   * this.
+   */
   static final double QUIET_OTHER_CORES = 0.25;
 
-  private static final Executor RETRY_LATER = CompletableFuture.delayedExecutor(100, TimeUnit.MILLISECONDS);
+  private static final Executor RETRY_LATER =
+      CompletableFuture.delayedExecutor(100, TimeUnit.MILLISECONDS);
 
   /**
    * Runs a completion callback on the thread that completed the stage (here: the actor thread that
-   * sent the reply). Pekko's Java API hands out Scala-backed futures whose non-async
-   * {@code whenComplete}/{@code thenApply}/... run asynchronously on the common ForkJoinPool, and on
-   * a machine with fewer than 3 cores that pool has parallelism 1, so {@code CompletableFuture}
-   * falls back to starting a new thread for every callback. Passing this executor avoids both.
+   * sent the reply). Pekko's Java API hands out Scala-backed futures whose non-async {@code
+   * whenComplete}/{@code thenApply}/... run asynchronously on the common ForkJoinPool, and on a
+   * machine with fewer than 3 cores that pool has parallelism 1, so {@code CompletableFuture} falls
+   * back to starting a new thread for every callback. Passing this executor avoids both.
    */
   static final Executor DIRECT = Runnable::run;
 
@@ -81,9 +85,11 @@ final class LoadDriver {
       }
       long[] sorted = all.toArray();
       Arrays.sort(sorted);
-      CpuSample.Usage cpu = known && seconds > 0
-          ? new CpuSample.Usage(true, machine / seconds, jvm / seconds, pg / seconds, other / seconds, jvm, pg)
-          : CpuSample.Usage.UNKNOWN;
+      CpuSample.Usage cpu =
+          known && seconds > 0
+              ? new CpuSample.Usage(
+                  true, machine / seconds, jvm / seconds, pg / seconds, other / seconds, jvm, pg)
+              : CpuSample.Usage.UNKNOWN;
       return new Figures(completed, seconds, sorted, cpu);
     }
 
@@ -128,10 +134,11 @@ final class LoadDriver {
 
   /**
    * Runs the load: {@code warmup} unmeasured, then measures for {@code duration} (extended while
-   * less than half of it was quiet), or until {@code count} operations completed when
-   * {@code count > 0}; then stops issuing and waits for every worker's last operation.
+   * less than half of it was quiet), or until {@code count} operations completed when {@code count
+   * > 0}; then stops issuing and waits for every worker's last operation.
    */
-  Result run(String label, Duration warmup, Duration duration, long count) throws InterruptedException {
+  Result run(String label, Duration warmup, Duration duration, long count)
+      throws InterruptedException {
     drained = new CountDownLatch(workers.size());
     long start = System.nanoTime();
     for (Worker w : workers) issue(w);
@@ -145,7 +152,8 @@ final class LoadDriver {
       Thread.sleep(Math.max(1, Math.min(1000, (warmupEnd - System.nanoTime()) / 1_000_000)));
       if (System.nanoTime() - lastPrint >= 5_000_000_000L) {
         CpuSample now = CpuSample.take(database);
-        printProgress(label, start, lastPrint, completed.get() - printedCompleted, printCpu.until(now), true);
+        printProgress(
+            label, start, lastPrint, completed.get() - printedCompleted, printCpu.until(now), true);
         lastPrint = System.nanoTime();
         printedCompleted = completed.get();
         printCpu = now;
@@ -179,31 +187,54 @@ final class LoadDriver {
         Figures f = Figures.of(last);
         printProgress(label, start, 0, f.completed(), f.cpu(), false);
       }
-      boolean enough = count > 0
-          ? measured >= count
-          : elapsed >= planned && (quietSeconds * 2 >= planned / 1e9 || elapsed >= limit);
+      boolean enough =
+          count > 0
+              ? measured >= count
+              : elapsed >= planned && (quietSeconds * 2 >= planned / 1e9 || elapsed >= limit);
       if (enough) break;
     }
     current = null;
     stopping = true;
     if (!drained.await(120, TimeUnit.SECONDS)) {
-      out.printf("  [%s] %d workers still had an operation in flight after 120 s%n", label, drained.getCount());
+      out.printf(
+          "  [%s] %d workers still had an operation in flight after 120 s%n",
+          label, drained.getCount());
     }
     Figures all = Figures.of(slices);
     Figures quiet = Figures.of(slices.stream().filter(Slice::quiet).toList());
-    out.printf(Locale.ROOT, "  [%s] measured %.0f s, of which %.0f s quiet: %,.0f/s overall, %,.0f/s in quiet seconds%n",
-        label, all.seconds(), quiet.seconds(), all.perSecond(), quiet.perSecond());
+    out.printf(
+        Locale.ROOT,
+        "  [%s] measured %.0f s, of which %.0f s quiet: %,.0f/s overall, %,.0f/s in quiet seconds%n",
+        label,
+        all.seconds(),
+        quiet.seconds(),
+        all.perSecond(),
+        quiet.perSecond());
     Throwable last = lastError.get();
     return new Result(label, all, quiet, errors.get(), last == null ? null : last.toString());
   }
 
-  private void printProgress(String label, long start, long since, long done, CpuSample.Usage u, boolean warmup) {
+  private void printProgress(
+      String label, long start, long since, long done, CpuSample.Usage u, boolean warmup) {
     long now = System.nanoTime();
     double seconds = warmup ? (now - since) / 1e9 : 5.0;
-    out.printf(Locale.ROOT, "  [%s] t=%3.0fs %,8.0f/s%s, errors %d, cores machine/jvm/pg/other %s%n", label,
-        (now - start) / 1e9, done / seconds, warmup ? " (warm-up)" : "", errors.get(),
-        u.known() ? String.format(Locale.ROOT, "%.2f/%.2f/%.2f/%.2f", u.machineCores(), u.jvmCores(), u.postgresCores(),
-            u.otherCores()) : "?");
+    out.printf(
+        Locale.ROOT,
+        "  [%s] t=%3.0fs %,8.0f/s%s, errors %d, cores machine/jvm/pg/other %s%n",
+        label,
+        (now - start) / 1e9,
+        done / seconds,
+        warmup ? " (warm-up)" : "",
+        errors.get(),
+        u.known()
+            ? String.format(
+                Locale.ROOT,
+                "%.2f/%.2f/%.2f/%.2f",
+                u.machineCores(),
+                u.jvmCores(),
+                u.postgresCores(),
+                u.otherCores())
+            : "?");
   }
 
   private void issue(Worker w) {
@@ -218,23 +249,25 @@ final class LoadDriver {
     } catch (RuntimeException e) {
       stage = CompletableFuture.failedFuture(e);
     }
-    stage.whenCompleteAsync((ok, failure) -> {
-      long end = System.nanoTime();
-      if (failure == null) {
-        w.succeeded();
-        completed.incrementAndGet();
-        Slice s = current;
-        if (s != null) {
-          s.completed.incrementAndGet();
-          s.latencies.add(end - begin);
-        }
-        issue(w);
-      } else {
-        errors.incrementAndGet();
-        lastError.set(failure);
-        CompletableFuture.runAsync(() -> issue(w), RETRY_LATER);
-      }
-    }, DIRECT);
+    stage.whenCompleteAsync(
+        (ok, failure) -> {
+          long end = System.nanoTime();
+          if (failure == null) {
+            w.succeeded();
+            completed.incrementAndGet();
+            Slice s = current;
+            if (s != null) {
+              s.completed.incrementAndGet();
+              s.latencies.add(end - begin);
+            }
+            issue(w);
+          } else {
+            errors.incrementAndGet();
+            lastError.set(failure);
+            CompletableFuture.runAsync(() -> issue(w), RETRY_LATER);
+          }
+        },
+        DIRECT);
   }
 
   /** A growable array of longs; appends are rare enough (thousands a second) for a lock. */
@@ -248,7 +281,8 @@ final class LoadDriver {
     }
 
     synchronized void addAll(long[] more) {
-      if (size + more.length > values.length) values = Arrays.copyOf(values, Math.max(size * 2, size + more.length));
+      if (size + more.length > values.length)
+        values = Arrays.copyOf(values, Math.max(size * 2, size + more.length));
       System.arraycopy(more, 0, values, size, more.length);
       size += more.length;
     }

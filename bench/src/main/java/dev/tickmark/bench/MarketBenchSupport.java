@@ -36,16 +36,18 @@ final class MarketBenchSupport {
   private MarketBenchSupport() {}
 
   /**
-   * Logs WARN and above from the node, ERROR from Pekko's internals (a loaded node logs a warning per
-   * retried projection query), unless {@code -Dlogback.configurationFile} names another configuration.
-   * Must run before the first logger is made.
+   * Logs WARN and above from the node, ERROR from Pekko's internals (a loaded node logs a warning
+   * per retried projection query), unless {@code -Dlogback.configurationFile} names another
+   * configuration. Must run before the first logger is made.
    */
   static void quietLogs() {
     if (System.getProperty("logback.configurationFile") != null) return;
     try {
       Path f = Files.createTempFile("tickmark-bench-logback", ".xml");
       f.toFile().deleteOnExit();
-      Files.writeString(f, """
+      Files.writeString(
+          f,
+          """
           <configuration>
             <appender name="OUT" class="ch.qos.logback.core.ConsoleAppender">
               <encoder><pattern>%d{HH:mm:ss.SSS} %-5level %logger{24} - %msg%n</pattern></encoder>
@@ -105,12 +107,16 @@ final class MarketBenchSupport {
     int[] integers(String name, String fallback) {
       String v = string(name, fallback);
       if (v.equals("none") || v.isBlank()) return new int[0];
-      return Arrays.stream(v.split(",")).map(String::trim).filter(s -> !s.isEmpty())
-          .mapToInt(s -> Integer.parseInt(s.replace("_", "").replace("k", "000"))).toArray();
+      return Arrays.stream(v.split(","))
+          .map(String::trim)
+          .filter(s -> !s.isEmpty())
+          .mapToInt(s -> Integer.parseInt(s.replace("_", "").replace("k", "000")))
+          .toArray();
     }
 
     void requireEmpty() {
-      if (!values.isEmpty()) throw new IllegalArgumentException("unknown option(s) " + values.keySet());
+      if (!values.isEmpty())
+        throw new IllegalArgumentException("unknown option(s) " + values.keySet());
     }
   }
 
@@ -122,14 +128,23 @@ final class MarketBenchSupport {
   // ---------------------------------------------------------------------------------------------
   // A fresh database on the server the admin url points at.
 
-  /** Where to create databases: --db-url/--db-user/--db-password, else TICKMARK_DB_URL/_USER/_PASSWORD, else the local server. */
+  /**
+   * Where to create databases: --db-url/--db-user/--db-password, else
+   * TICKMARK_DB_URL/_USER/_PASSWORD, else the local server.
+   */
   record DbConfig(String adminUrl, String user, String password, boolean keep) {
     static DbConfig of(Args args) {
       Map<String, String> env = System.getenv();
-      String adminUrl = firstNonBlank(args.string("db-url", null), env.get("TICKMARK_BENCH_DB_URL"), env.get("TICKMARK_DB_URL"),
-          "jdbc:postgresql://127.0.0.1:5432/postgres");
-      String user = firstNonBlank(args.string("db-user", null), env.get("TICKMARK_DB_USER"), "postgres");
-      String password = firstNonBlank(args.string("db-password", null), env.get("TICKMARK_DB_PASSWORD"), "");
+      String adminUrl =
+          firstNonBlank(
+              args.string("db-url", null),
+              env.get("TICKMARK_BENCH_DB_URL"),
+              env.get("TICKMARK_DB_URL"),
+              "jdbc:postgresql://127.0.0.1:5432/postgres");
+      String user =
+          firstNonBlank(args.string("db-user", null), env.get("TICKMARK_DB_USER"), "postgres");
+      String password =
+          firstNonBlank(args.string("db-password", null), env.get("TICKMARK_DB_PASSWORD"), "");
       return new DbConfig(adminUrl, user, password, args.flag("keep-database"));
     }
   }
@@ -148,7 +163,13 @@ final class MarketBenchSupport {
     private long analyzeNanos;
     private final boolean keep;
 
-    private BenchDatabase(String adminUrl, String user, String password, String name, String autovacuum, String version,
+    private BenchDatabase(
+        String adminUrl,
+        String user,
+        String password,
+        String name,
+        String autovacuum,
+        String version,
         boolean keep) {
       this.adminUrl = adminUrl;
       this.user = user;
@@ -166,7 +187,8 @@ final class MarketBenchSupport {
       String password = config.password();
       boolean keep = config.keep();
       String name = prefix + "_" + HexFormat.of().formatHex(new SecureRandom().generateSeed(4));
-      try (Connection admin = DriverManager.getConnection(adminUrl, user, password); Statement st = admin.createStatement()) {
+      try (Connection admin = DriverManager.getConnection(adminUrl, user, password);
+          Statement st = admin.createStatement()) {
         String version = admin.getMetaData().getDatabaseProductVersion();
         String autovacuum = "?";
         try (ResultSet rs = st.executeQuery("SHOW autovacuum")) {
@@ -178,36 +200,46 @@ final class MarketBenchSupport {
     }
 
     /**
-     * With autovacuum off (as on this project's CI server) nothing refreshes the planner's statistics,
-     * and the read journal's cached eventsByTag plan degrades into scans as the journal grows: run
-     * ANALYZE every {@code seconds} instead, as autoanalyze would.
+     * With autovacuum off (as on this project's CI server) nothing refreshes the planner's
+     * statistics, and the read journal's cached eventsByTag plan degrades into scans as the journal
+     * grows: run ANALYZE every {@code seconds} instead, as autoanalyze would.
      */
     void analyzeEvery(int seconds) throws SQLException {
       if (seconds <= 0 || !"off".equals(autovacuum)) return;
       analyzeConnection = DriverManager.getConnection(url, user, password);
-      analyzer = Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "bench-analyze");
-        t.setDaemon(true);
-        return t;
-      });
-      analyzer.scheduleWithFixedDelay(() -> {
-        long t0 = System.nanoTime();
-        try (Statement st = analyzeConnection.createStatement()) {
-          st.execute("ANALYZE");
-          synchronized (this) {
-            analyzeRuns++;
-            analyzeNanos += System.nanoTime() - t0;
-          }
-        } catch (SQLException e) {
-          System.out.println("# ANALYZE failed: " + e.getMessage());
-        }
-      }, 1, seconds, TimeUnit.SECONDS);
+      analyzer =
+          Executors.newSingleThreadScheduledExecutor(
+              r -> {
+                Thread t = new Thread(r, "bench-analyze");
+                t.setDaemon(true);
+                return t;
+              });
+      analyzer.scheduleWithFixedDelay(
+          () -> {
+            long t0 = System.nanoTime();
+            try (Statement st = analyzeConnection.createStatement()) {
+              st.execute("ANALYZE");
+              synchronized (this) {
+                analyzeRuns++;
+                analyzeNanos += System.nanoTime() - t0;
+              }
+            } catch (SQLException e) {
+              System.out.println("# ANALYZE failed: " + e.getMessage());
+            }
+          },
+          1,
+          seconds,
+          TimeUnit.SECONDS);
     }
 
     synchronized String analyzeSummary() {
       if (analyzer == null) return "autovacuum=" + autovacuum + ", the benchmark ran no ANALYZE";
-      return String.format(Locale.ROOT, "autovacuum=%s, so the benchmark ran ANALYZE %d times (%.0f ms each on average)",
-          autovacuum, analyzeRuns, analyzeRuns == 0 ? 0.0 : analyzeNanos / 1e6 / analyzeRuns);
+      return String.format(
+          Locale.ROOT,
+          "autovacuum=%s, so the benchmark ran ANALYZE %d times (%.0f ms each on average)",
+          autovacuum,
+          analyzeRuns,
+          analyzeRuns == 0 ? 0.0 : analyzeNanos / 1e6 / analyzeRuns);
     }
 
     void stopAnalyzer() {
@@ -223,7 +255,8 @@ final class MarketBenchSupport {
 
     /** The journal's highest ordering: events written so far (the sequence never goes back). */
     long journalOrdering() {
-      try (Connection c = DriverManager.getConnection(url, user, password); Statement st = c.createStatement();
+      try (Connection c = DriverManager.getConnection(url, user, password);
+          Statement st = c.createStatement();
           ResultSet rs = st.executeQuery("SELECT COALESCE(MAX(ordering), 0) FROM event_journal")) {
         return rs.next() ? rs.getLong(1) : 0;
       } catch (SQLException e) {
@@ -233,25 +266,27 @@ final class MarketBenchSupport {
 
     /**
      * The write path's ceiling on this server: {@code rows} rows shaped like journal rows (a text
-     * key, a sequence number, a 200-byte payload, unique ordering), inserted into a scratch table on
-     * one connection in JDBC batches of {@code batch} with {@code reWriteBatchedInserts=true}, one
-     * transaction per batch. Rows per second.
+     * key, a sequence number, a 200-byte payload, unique ordering), inserted into a scratch table
+     * on one connection in JDBC batches of {@code batch} with {@code reWriteBatchedInserts=true},
+     * one transaction per batch. Rows per second.
      */
     double rawInsertRowsPerSecond(int rows, int batch) throws SQLException {
       String tuned = url + (url.contains("?") ? "&" : "?") + "reWriteBatchedInserts=true";
       try (Connection c = DriverManager.getConnection(tuned, user, password)) {
         try (Statement st = c.createStatement()) {
           st.execute("DROP TABLE IF EXISTS bench_raw_rows");
-          st.execute("CREATE TABLE bench_raw_rows (ordering BIGSERIAL UNIQUE, persistence_id VARCHAR(255) NOT NULL,"
-              + " sequence_number BIGINT NOT NULL, write_timestamp BIGINT, payload BYTEA NOT NULL,"
-              + " PRIMARY KEY (persistence_id, sequence_number))");
+          st.execute(
+              "CREATE TABLE bench_raw_rows (ordering BIGSERIAL UNIQUE, persistence_id VARCHAR(255) NOT NULL,"
+                  + " sequence_number BIGINT NOT NULL, write_timestamp BIGINT, payload BYTEA NOT NULL,"
+                  + " PRIMARY KEY (persistence_id, sequence_number))");
         }
         byte[] payload = new byte[200];
         new SecureRandom().nextBytes(payload);
         c.setAutoCommit(false);
         long seq = 0;
-        try (PreparedStatement ins = c.prepareStatement(
-            "INSERT INTO bench_raw_rows (persistence_id, sequence_number, write_timestamp, payload) VALUES (?,?,?,?)")) {
+        try (PreparedStatement ins =
+            c.prepareStatement(
+                "INSERT INTO bench_raw_rows (persistence_id, sequence_number, write_timestamp, payload) VALUES (?,?,?,?)")) {
           long t0 = 0;
           int warm = Math.max(1, 20_000 / batch);
           long measured = 0;
@@ -285,7 +320,8 @@ final class MarketBenchSupport {
         System.out.println("Kept database " + name);
         return;
       }
-      try (Connection admin = DriverManager.getConnection(adminUrl, user, password); Statement st = admin.createStatement()) {
+      try (Connection admin = DriverManager.getConnection(adminUrl, user, password);
+          Statement st = admin.createStatement()) {
         try {
           st.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
         } catch (SQLException olderServer) {
@@ -298,7 +334,8 @@ final class MarketBenchSupport {
     }
   }
 
-  private static final Pattern JDBC_URL = Pattern.compile("^(jdbc:postgresql://[^/?]*)(/[^?]*)?(\\?.*)?$");
+  private static final Pattern JDBC_URL =
+      Pattern.compile("^(jdbc:postgresql://[^/?]*)(/[^?]*)?(\\?.*)?$");
 
   static String databaseUrl(String adminUrl, String database) {
     Matcher m = JDBC_URL.matcher(adminUrl);
@@ -310,10 +347,10 @@ final class MarketBenchSupport {
   // Windows over the node's cumulative histograms.
 
   /**
-   * A copy of a {@link LatencyHistogram}'s bucket counts. The histogram only answers quantiles since
-   * the node started; two snapshots give the quantiles of what was recorded between them. Reads the
-   * private bucket array by reflection (benchmark code, same class path), so the bucket layout stays
-   * the histogram's own.
+   * A copy of a {@link LatencyHistogram}'s bucket counts. The histogram only answers quantiles
+   * since the node started; two snapshots give the quantiles of what was recorded between them.
+   * Reads the private bucket array by reflection (benchmark code, same class path), so the bucket
+   * layout stays the histogram's own.
    */
   record HistogramSnapshot(long[] counts) {
     private static final Field COUNTS;
@@ -408,13 +445,19 @@ final class MarketBenchSupport {
   }
 
   static String ms(long micros) {
-    return String.format(Locale.ROOT, micros >= 100_000 ? "%.0f" : micros >= 10_000 ? "%.1f" : "%.2f", micros / 1000.0);
+    return String.format(
+        Locale.ROOT,
+        micros >= 100_000 ? "%.0f" : micros >= 10_000 ? "%.1f" : "%.2f",
+        micros / 1000.0);
   }
 
   // ---------------------------------------------------------------------------------------------
   // Processes and memory.
 
-  /** CPU seconds (user + system) a process used so far, from {@code /proc/<pid>/stat}; -1 if unknown. */
+  /**
+   * CPU seconds (user + system) a process used so far, from {@code /proc/<pid>/stat}; -1 if
+   * unknown.
+   */
   static double processCpuSeconds(long pid) {
     try {
       String s = Files.readString(Path.of("/proc/" + pid + "/stat"));
@@ -484,14 +527,25 @@ final class MarketBenchSupport {
   }
 
   static String machine() {
-    return String.format(Locale.ROOT, "%d cores (%s), %s, Java %s (%s), max heap %.0f MiB",
-        Runtime.getRuntime().availableProcessors(), cpuModel(), memTotal(), System.getProperty("java.version"),
-        System.getProperty("java.vm.name"), heapMaxMib());
+    return String.format(
+        Locale.ROOT,
+        "%d cores (%s), %s, Java %s (%s), max heap %.0f MiB",
+        Runtime.getRuntime().availableProcessors(),
+        cpuModel(),
+        memTotal(),
+        System.getProperty("java.version"),
+        System.getProperty("java.vm.name"),
+        heapMaxMib());
   }
 
   static String cores(CpuSample.Usage u) {
     if (!u.known()) return "?";
-    return String.format(Locale.ROOT, "machine %.2f, node JVM %.2f, PostgreSQL %.2f, other %.2f", u.machineCores(), u.jvmCores(),
-        u.postgresCores(), u.otherCores());
+    return String.format(
+        Locale.ROOT,
+        "machine %.2f, node JVM %.2f, PostgreSQL %.2f, other %.2f",
+        u.machineCores(),
+        u.jvmCores(),
+        u.postgresCores(),
+        u.otherCores());
   }
 }

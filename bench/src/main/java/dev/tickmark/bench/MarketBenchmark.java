@@ -81,17 +81,30 @@ public final class MarketBenchmark {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Duration ASK = Duration.ofSeconds(30);
   private static final Executor DIRECT = Runnable::run;
-  private static final String[] REGIONS = {"eu-nl", "eu-de", "eu-fr", "us-east", "us-west", "ap-sg"};
+  private static final String[] REGIONS = {
+    "eu-nl", "eu-de", "eu-fr", "us-east", "us-west", "ap-sg"
+  };
+
   /** A catalog GPU model as a simulated host reports it. */
   record Model(String code, String smiName, long vramMib) {}
 
   static final Model H100 = new Model("h100-80gb", "NVIDIA H100 80GB HBM3", 81559);
-  /** Models for the metering part: each has its own matcher, so rentals spread over them are matched in parallel. */
-  static final List<Model> MODELS = List.of(H100, new Model("a100-80gb", "NVIDIA A100-SXM4-80GB", 81920),
-      new Model("h200-141gb", "NVIDIA H200", 143771), new Model("l40s-48gb", "NVIDIA L40S", 46068));
+
+  /**
+   * Models for the metering part: each has its own matcher, so rentals spread over them are matched
+   * in parallel.
+   */
+  static final List<Model> MODELS =
+      List.of(
+          H100,
+          new Model("a100-80gb", "NVIDIA A100-SXM4-80GB", 81920),
+          new Model("h200-141gb", "NVIDIA H200", 143771),
+          new Model("l40s-48gb", "NVIDIA L40S", 46068));
+
   static final long CEILING = 3_000_000; // 3.00 EUR per GPU-hour; host floors are 1.50–2.50
 
-  static final String USAGE = """
+  static final String USAGE =
+      """
       Usage: MarketBenchmark [--option=value ...]
         --parts=match,meter        which parts to run (default both)
         (a) match: launch -> matched latency at open-loop arrival rates
@@ -162,34 +175,56 @@ public final class MarketBenchmark {
     System.exit(0);
   }
 
-  record Options(List<String> parts, int[] hosts, int[] rates, int duration, int warmup, int warmupRate, int drain, int cards, String via, int maxInFlight,
-      int waitSeconds, int[] meterSizes, int meterWindow, int meterCards, int meterModels, int probes, int rampTimeout, int maxLagMs, int rawRows,
-      int renters, int providers, boolean coldShards) {
+  record Options(
+      List<String> parts,
+      int[] hosts,
+      int[] rates,
+      int duration,
+      int warmup,
+      int warmupRate,
+      int drain,
+      int cards,
+      String via,
+      int maxInFlight,
+      int waitSeconds,
+      int[] meterSizes,
+      int meterWindow,
+      int meterCards,
+      int meterModels,
+      int probes,
+      int rampTimeout,
+      int maxLagMs,
+      int rawRows,
+      int renters,
+      int providers,
+      boolean coldShards) {
     static Options of(Args a) {
-      Options o = new Options(
-          List.of(a.string("parts", "match,meter").split(",")),
-          sorted(a.integers("hosts", "1000,10000")),
-          a.integers("rates", "20,200,1000"),
-          a.integer("duration", 15),
-          a.integer("warmup", 20),
-          a.integer("warmup-rate", 20),
-          a.integer("drain", 20),
-          a.integer("cards", 8),
-          a.string("via", "http"),
-          a.integer("max-in-flight", 1000),
-          a.integer("wait-seconds", 10),
-          sorted(a.integers("meter-sizes", "1000,2000,5000,10000")),
-          a.integer("meter-window", 30),
-          a.integer("meter-cards", 8),
-          a.integer("meter-models", 4),
-          a.integer("probes", 100),
-          a.integer("ramp-timeout", 300),
-          a.integer("max-lag-ms", 1000),
-          a.integer("raw-rows", 100_000),
-          a.integer("renters", 200),
-          a.integer("providers", 100),
-          Boolean.parseBoolean(a.string("cold-shards", "false")));
-      if (!o.via.equals("http") && !o.via.equals("sharding")) throw new IllegalArgumentException("--via is http or sharding");
+      Options o =
+          new Options(
+              List.of(a.string("parts", "match,meter").split(",")),
+              sorted(a.integers("hosts", "1000,10000")),
+              a.integers("rates", "20,200,1000"),
+              a.integer("duration", 15),
+              a.integer("warmup", 20),
+              a.integer("warmup-rate", 20),
+              a.integer("drain", 20),
+              a.integer("cards", 8),
+              a.string("via", "http"),
+              a.integer("max-in-flight", 1000),
+              a.integer("wait-seconds", 10),
+              sorted(a.integers("meter-sizes", "1000,2000,5000,10000")),
+              a.integer("meter-window", 30),
+              a.integer("meter-cards", 8),
+              a.integer("meter-models", 4),
+              a.integer("probes", 100),
+              a.integer("ramp-timeout", 300),
+              a.integer("max-lag-ms", 1000),
+              a.integer("raw-rows", 100_000),
+              a.integer("renters", 200),
+              a.integer("providers", 100),
+              Boolean.parseBoolean(a.string("cold-shards", "false")));
+      if (!o.via.equals("http") && !o.via.equals("sharding"))
+        throw new IllegalArgumentException("--via is http or sharding");
       return o;
     }
 
@@ -215,12 +250,19 @@ public final class MarketBenchmark {
     final List<String> providers = new ArrayList<>();
     final List<String> hostIds = new ArrayList<>();
     final Map<String, Long> cardsOf = new ConcurrentHashMap<>();
-    final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(Duration.ofSeconds(30))
-        .executor(Executors.newFixedThreadPool(4, r -> {
-          Thread t = new Thread(r, "bench-http");
-          t.setDaemon(true);
-          return t;
-        })).build();
+    final HttpClient http =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(Duration.ofSeconds(30))
+            .executor(
+                Executors.newFixedThreadPool(
+                    4,
+                    r -> {
+                      Thread t = new Thread(r, "bench-http");
+                      t.setDaemon(true);
+                      return t;
+                    }))
+            .build();
     private final Random random = new Random(42);
 
     Fixture(Options o, BenchDatabase db) {
@@ -229,30 +271,45 @@ public final class MarketBenchmark {
     }
 
     void startNode() throws Exception {
-      NodeSettings ns = NodeSettings.fromEnvironment(Map.of("TICKMARK_OPERATOR_TOKEN", "tmkop_bench",
-              "TICKMARK_ALLOW_SIMULATED_HOSTS", "true"))
-          .withDatabase(db.url, db.user, db.password)
-          .withPorts(0, -1, 0)
-          .withExitJvmOnShutdown(false)
-          .withConfig("tickmark.hosts.heartbeat-interval", "5s")
-          // Hosts made here have no agent: they must not go offline while the benchmark does not heartbeat them.
-          .withConfig("tickmark.hosts.heartbeat-timeout", "1h")
-          .withConfig("pekko.http.server.max-connections", 8192);
+      NodeSettings ns =
+          NodeSettings.fromEnvironment(
+                  Map.of(
+                      "TICKMARK_OPERATOR_TOKEN",
+                      "tmkop_bench",
+                      "TICKMARK_ALLOW_SIMULATED_HOSTS",
+                      "true"))
+              .withDatabase(db.url, db.user, db.password)
+              .withPorts(0, -1, 0)
+              .withExitJvmOnShutdown(false)
+              .withConfig("tickmark.hosts.heartbeat-interval", "5s")
+              // Hosts made here have no agent: they must not go offline while the benchmark does
+              // not heartbeat them.
+              .withConfig("tickmark.hosts.heartbeat-timeout", "1h")
+              .withConfig("pekko.http.server.max-connections", 8192);
       node = Node.start(ns);
       system = node.system();
       sharding = ClusterSharding.get(system);
       metrics = EngineMetrics.get(system);
-      session = system.systemActorOf(Behaviors.<Host.ToSession>ignore(), "bench-agent-session", Props.empty());
+      session =
+          system.systemActorOf(
+              Behaviors.<Host.ToSession>ignore(), "bench-agent-session", Props.empty());
       db.analyzeEvery(10);
       var c = system.settings().config();
-      OUT.printf("node %s: settle-interval %s, hold %s, journal batchSize %d parallelism %d, slick pool %d, wake-interval %s%n",
-          node.baseUrl(), c.getDuration("tickmark.rentals.settle-interval").toSeconds() + "s",
-          c.getDuration("tickmark.rentals.hold-duration").toSeconds() + "s", c.getInt("jdbc-journal.batchSize"),
-          c.getInt("jdbc-journal.parallelism"), c.getInt("pekko-persistence-jdbc.shared-databases.slick.db.maxConnections"),
+      OUT.printf(
+          "node %s: settle-interval %s, hold %s, journal batchSize %d parallelism %d, slick pool %d, wake-interval %s%n",
+          node.baseUrl(),
+          c.getDuration("tickmark.rentals.settle-interval").toSeconds() + "s",
+          c.getDuration("tickmark.rentals.hold-duration").toSeconds() + "s",
+          c.getInt("jdbc-journal.batchSize"),
+          c.getInt("jdbc-journal.parallelism"),
+          c.getInt("pekko-persistence-jdbc.shared-databases.slick.db.maxConnections"),
           c.getDuration("tickmark.rentals.wake-interval").toSeconds() + "s");
     }
 
-    /** Stops the node and waits for it (a loaded node takes a while), so the database is not dropped under it. */
+    /**
+     * Stops the node and waits for it (a loaded node takes a while), so the database is not dropped
+     * under it.
+     */
     void closeNode() {
       if (node == null) return;
       long t0 = System.nanoTime();
@@ -269,22 +326,48 @@ public final class MarketBenchmark {
       node = null;
     }
 
-    /** Renters (funded, with API keys when driving HTTP) and providers, opened through the account entities. */
+    /**
+     * Renters (funded, with API keys when driving HTTP) and providers, opened through the account
+     * entities.
+     */
     void openAccounts(boolean apiKeys) throws Exception {
       long t0 = System.nanoTime();
       for (int i = 0; i < o.renters(); i++) renters.add("acc_bench_renter_" + i);
       for (int i = 0; i < o.providers(); i++) providers.add("acc_bench_provider_" + i);
       List<String> all = new ArrayList<>(renters);
       all.addAll(providers);
-      bounded(64, all.size(), i -> plain(account(all.get(i)).<Account.Summary>askWithStatus(
-          r -> new Account.Open(all.get(i), r), ASK)));
-      bounded(64, renters.size(), i -> plain(account(renters.get(i)).<Account.Posting>askWithStatus(
-          r -> new Account.Deposit("bench-deposit", 1_000_000_000_000L, r), ASK))); // 1 000 000 EUR each
+      bounded(
+          64,
+          all.size(),
+          i ->
+              plain(
+                  account(all.get(i))
+                      .<Account.Summary>askWithStatus(r -> new Account.Open(all.get(i), r), ASK)));
+      bounded(
+          64,
+          renters.size(),
+          i ->
+              plain(
+                  account(renters.get(i))
+                      .<Account.Posting>askWithStatus(
+                          r -> new Account.Deposit("bench-deposit", 1_000_000_000_000L, r),
+                          ASK))); // 1 000 000 EUR each
       if (apiKeys) {
-        for (String r : renters) renterKeys.add(node.apiKeys().create(r, "bench").toCompletableFuture().get(30, TimeUnit.SECONDS).apiKey());
+        for (String r : renters)
+          renterKeys.add(
+              node.apiKeys()
+                  .create(r, "bench")
+                  .toCompletableFuture()
+                  .get(30, TimeUnit.SECONDS)
+                  .apiKey());
       }
-      OUT.printf(Locale.ROOT, "accounts: %d renters (1 000 000 EUR each%s), %d providers in %.1f s%n", renters.size(),
-          apiKeys ? ", API keys" : "", providers.size(), (System.nanoTime() - t0) / 1e9);
+      OUT.printf(
+          Locale.ROOT,
+          "accounts: %d renters (1 000 000 EUR each%s), %d providers in %.1f s%n",
+          renters.size(),
+          apiKeys ? ", API keys" : "",
+          providers.size(),
+          (System.nanoTime() - t0) / 1e9);
     }
 
     EntityRef<Account.Command> account(String id) {
@@ -299,7 +382,10 @@ public final class MarketBenchmark {
       return sharding.entityRefFor(Rental.ENTITY_KEY, id);
     }
 
-    /** Adds {@code count} listed, verified, online hosts of {@code model} × {@code cards}, floors 1.50–2.50 EUR. */
+    /**
+     * Adds {@code count} listed, verified, online hosts of {@code model} × {@code cards}, floors
+     * 1.50–2.50 EUR.
+     */
     void addHosts(int count, int cards, Model model) throws Exception {
       int from = hostIds.size();
       int total = from + count;
@@ -307,31 +393,55 @@ public final class MarketBenchmark {
       long t0 = System.nanoTime();
       long events0 = db.journalOrdering();
       List<String> added = new ArrayList<>();
-      for (int i = from; i < total; i++) added.add(String.format(Locale.ROOT, "host_bench_%06d", i));
+      for (int i = from; i < total; i++)
+        added.add(String.format(Locale.ROOT, "host_bench_%06d", i));
       List<Long> prices = new ArrayList<>();
       for (int i = from; i < total; i++) prices.add(1_500_000L + 10_000L * random.nextInt(101));
       for (int chunk = 0; chunk < added.size(); chunk += 1000) {
         int first = chunk;
         int n = Math.min(1000, added.size() - chunk);
         long c0 = System.nanoTime();
-        bounded(100, n, i -> makeHost(added.get(first + i), from + first + i, cards, prices.get(first + i), model));
+        bounded(
+            100,
+            n,
+            i ->
+                makeHost(
+                    added.get(first + i), from + first + i, cards, prices.get(first + i), model));
         if (added.size() > 1000) {
-          OUT.printf(Locale.ROOT, "   hosts %,d..%,d made at %,.0f/s%n", from + first, from + first + n - 1, n / ((System.nanoTime() - c0) / 1e9));
+          OUT.printf(
+              Locale.ROOT,
+              "   hosts %,d..%,d made at %,.0f/s%n",
+              from + first,
+              from + first + n - 1,
+              n / ((System.nanoTime() - c0) / 1e9));
         }
       }
       hostIds.addAll(added);
       double seconds = (System.nanoTime() - t0) / 1e9;
       long events = db.journalOrdering() - events0;
-      OUT.printf(Locale.ROOT, "hosts: %,d %s x %d made (%,d in all) in %.1f s, %,.0f hosts/s, %,d journal events%n", added.size(),
-          model.code(), cards, total, seconds, added.size() / seconds, events);
+      OUT.printf(
+          Locale.ROOT,
+          "hosts: %,d %s x %d made (%,d in all) in %.1f s, %,.0f hosts/s, %,d journal events%n",
+          added.size(),
+          model.code(),
+          cards,
+          total,
+          seconds,
+          added.size() / seconds,
+          events);
       long w0 = System.nanoTime();
       cardsOf.merge(model.code(), (long) count * cards, Long::sum);
       int cardsListed = waitForOffers(model.code(), cardsOf.get(model.code()), 300);
-      OUT.printf(Locale.ROOT, "read side: GET /v1/offers shows %,d free %s cards after %.1f s more%n", cardsListed, model.code(),
+      OUT.printf(
+          Locale.ROOT,
+          "read side: GET /v1/offers shows %,d free %s cards after %.1f s more%n",
+          cardsListed,
+          model.code(),
           (System.nanoTime() - w0) / 1e9);
     }
 
-    private CompletionStage<?> makeHost(String hostId, int index, int cards, long floor, Model model) {
+    private CompletionStage<?> makeHost(
+        String hostId, int index, int cards, long floor, Model model) {
       String owner = providers.get(index % providers.size());
       String tokenHash = Host.sha256("bench-token-" + hostId);
       KeyPair key = Ed25519.generate();
@@ -341,25 +451,56 @@ public final class MarketBenchmark {
       byte[] canonical = CanonicalJson.bytes(tree);
       String signature = Ed25519.sign(key.getPrivate(), canonical);
       String canonicalText = new String(canonical, StandardCharsets.UTF_8);
-      Listing listing = new Listing(floor, null, Listing.DEFAULT_SPOT_NOTICE_SECONDS, List.of(), true);
+      Listing listing =
+          new Listing(floor, null, Listing.DEFAULT_SPOT_NOTICE_SECONDS, List.of(), true);
       EntityRef<Host.Command> ref = host(hostId);
       String region = REGIONS[index % REGIONS.length];
-      return plain(ref.<org.apache.pekko.Done>askWithStatus(r -> new Host.Invite(owner, region, "bench", tokenHash,
-              Instant.now().plus(Duration.ofDays(1)), r), ASK))
-          .thenCompose(d -> plain(ref.<Host.Registration>askWithStatus(r -> new Host.Register(tokenHash, publicKey, r), ASK)))
-          .thenCompose(reg -> plain(ref.<Host.Attached>askWithStatus(r -> new Host.Attach(session, r), ASK)))
-          .thenCompose(att -> plain(ref.<Verification.Outcome>askWithStatus(
-              r -> new Host.VerifyReport(session, report, canonicalText, signature, r), ASK)))
-          .thenCompose(outcome -> {
-            if (!outcome.passed()) {
-              throw new IllegalStateException("host " + hostId + " failed verification: " + outcome.checks().stream()
-                  .filter(c -> c.status() != Verification.Status.PASS).map(Verification.Check::check).toList());
-            }
-            return plain(ref.<Host.HostView>askWithStatus(r -> new Host.UpdateListing(owner, listing, r), ASK));
-          });
+      return plain(
+              ref.<org.apache.pekko.Done>askWithStatus(
+                  r ->
+                      new Host.Invite(
+                          owner,
+                          region,
+                          "bench",
+                          tokenHash,
+                          Instant.now().plus(Duration.ofDays(1)),
+                          r),
+                  ASK))
+          .thenCompose(
+              d ->
+                  plain(
+                      ref.<Host.Registration>askWithStatus(
+                          r -> new Host.Register(tokenHash, publicKey, r), ASK)))
+          .thenCompose(
+              reg -> plain(ref.<Host.Attached>askWithStatus(r -> new Host.Attach(session, r), ASK)))
+          .thenCompose(
+              att ->
+                  plain(
+                      ref.<Verification.Outcome>askWithStatus(
+                          r -> new Host.VerifyReport(session, report, canonicalText, signature, r),
+                          ASK)))
+          .thenCompose(
+              outcome -> {
+                if (!outcome.passed()) {
+                  throw new IllegalStateException(
+                      "host "
+                          + hostId
+                          + " failed verification: "
+                          + outcome.checks().stream()
+                              .filter(c -> c.status() != Verification.Status.PASS)
+                              .map(Verification.Check::check)
+                              .toList());
+                }
+                return plain(
+                    ref.<Host.HostView>askWithStatus(
+                        r -> new Host.UpdateListing(owner, listing, r), ASK));
+              });
     }
 
-    /** Polls {@code GET /v1/offers?gpu=…&tier=on_demand} until it shows {@code cards} free cards; answers what it last saw. */
+    /**
+     * Polls {@code GET /v1/offers?gpu=…&tier=on_demand} until it shows {@code cards} free cards;
+     * answers what it last saw.
+     */
     int waitForOffers(String gpu, long cards, int seconds) throws Exception {
       long deadline = System.nanoTime() + seconds * 1_000_000_000L;
       int seen = 0;
@@ -372,7 +513,10 @@ public final class MarketBenchmark {
       return seen;
     }
 
-    /** Polls the offers until {@code cards} are free or the count stops moving for 6 s; answers the last count. */
+    /**
+     * Polls the offers until {@code cards} are free or the count stops moving for 6 s; answers the
+     * last count.
+     */
     int waitForFreeCards(String gpu, long cards, int seconds) throws Exception {
       long deadline = System.nanoTime() + seconds * 1_000_000_000L;
       int seen = -1;
@@ -389,45 +533,87 @@ public final class MarketBenchmark {
     }
 
     int offeredCards(String gpu) throws Exception {
-      HttpRequest req = HttpRequest.newBuilder(URI.create(node.baseUrl() + "/v1/offers?gpu=" + gpu + "&tier=on_demand"))
-          .timeout(Duration.ofSeconds(30)).GET().build();
+      HttpRequest req =
+          HttpRequest.newBuilder(
+                  URI.create(node.baseUrl() + "/v1/offers?gpu=" + gpu + "&tier=on_demand"))
+              .timeout(Duration.ofSeconds(30))
+              .GET()
+              .build();
       HttpResponse<String> resp = http.send(req, HttpResponse.BodyHandlers.ofString());
-      if (resp.statusCode() != 200) throw new IllegalStateException("GET /v1/offers answered " + resp.statusCode());
+      if (resp.statusCode() != 200)
+        throw new IllegalStateException("GET /v1/offers answered " + resp.statusCode());
       int cards = 0;
-      for (JsonNode offer : JSON.readTree(resp.body()).get("offers")) cards += offer.get("available_cards").asInt();
+      for (JsonNode offer : JSON.readTree(resp.body()).get("offers"))
+        cards += offer.get("available_cards").asInt();
       return cards;
     }
 
     Rental.Spec spec(String gpu) {
-      return new Rental.Spec(gpu, 1, Listing.Tier.ON_DEMAND, null, CEILING, "bench/noop:latest", List.of(), null, null,
-          o.waitSeconds(), false);
+      return new Rental.Spec(
+          gpu,
+          1,
+          Listing.Tier.ON_DEMAND,
+          null,
+          CEILING,
+          "bench/noop:latest",
+          List.of(),
+          null,
+          null,
+          o.waitSeconds(),
+          false);
     }
-  }
-
-  /** Simulated GPUs: {@code cards} × the model, driver 550.54.15, RAM enough for them, 500 GiB free, 1000 MiB/s. */
-  static HardwareReport report(String hostId, int cards, Model model) {
-    List<HardwareReport.Gpu> gpus = new ArrayList<>();
-    for (int i = 0; i < cards; i++) {
-      String uuid = String.format(Locale.ROOT, "GPU-%08x-%04x-4000-8000-000000000000", hostId.hashCode(), i);
-      gpus.add(new HardwareReport.Gpu(i, uuid, model.smiName(), "nvidia", model.vramMib(), "550.54.15", "12.4", 35, 0L, 5, 16));
-    }
-    long ram = Math.max(200_000L, model.vramMib() * cards); // the rule is RAM >= 0.95 x VRAM
-    return new HardwareReport("bench", true, Instant.now().truncatedTo(ChronoUnit.SECONDS).toString(), gpus,
-        new HardwareReport.Cpu("bench CPU", 64), ram, new HardwareReport.Disk("/scratch", 500L * 1024 * 1024 * 1024, 1000.0), null);
   }
 
   /**
-   * The ask's answer as a plain {@link CompletableFuture} whose callbacks run on the thread that completes it. Pekko's
-   * Java API answers with Scala-backed futures that run even non-async callbacks asynchronously on the common
-   * ForkJoinPool, and on a machine with fewer than 3 cores that pool has parallelism 1, so the JDK starts a new thread
-   * for every callback: the benchmark must not pay that on its side of every ask.
+   * Simulated GPUs: {@code cards} × the model, driver 550.54.15, RAM enough for them, 500 GiB free,
+   * 1000 MiB/s.
+   */
+  static HardwareReport report(String hostId, int cards, Model model) {
+    List<HardwareReport.Gpu> gpus = new ArrayList<>();
+    for (int i = 0; i < cards; i++) {
+      String uuid =
+          String.format(Locale.ROOT, "GPU-%08x-%04x-4000-8000-000000000000", hostId.hashCode(), i);
+      gpus.add(
+          new HardwareReport.Gpu(
+              i,
+              uuid,
+              model.smiName(),
+              "nvidia",
+              model.vramMib(),
+              "550.54.15",
+              "12.4",
+              35,
+              0L,
+              5,
+              16));
+    }
+    long ram = Math.max(200_000L, model.vramMib() * cards); // the rule is RAM >= 0.95 x VRAM
+    return new HardwareReport(
+        "bench",
+        true,
+        Instant.now().truncatedTo(ChronoUnit.SECONDS).toString(),
+        gpus,
+        new HardwareReport.Cpu("bench CPU", 64),
+        ram,
+        new HardwareReport.Disk("/scratch", 500L * 1024 * 1024 * 1024, 1000.0),
+        null);
+  }
+
+  /**
+   * The ask's answer as a plain {@link CompletableFuture} whose callbacks run on the thread that
+   * completes it. Pekko's Java API answers with Scala-backed futures that run even non-async
+   * callbacks asynchronously on the common ForkJoinPool, and on a machine with fewer than 3 cores
+   * that pool has parallelism 1, so the JDK starts a new thread for every callback: the benchmark
+   * must not pay that on its side of every ask.
    */
   static <T> CompletableFuture<T> plain(CompletionStage<T> stage) {
     CompletableFuture<T> f = new CompletableFuture<>();
-    stage.whenCompleteAsync((v, e) -> {
-      if (e != null) f.completeExceptionally(e);
-      else f.complete(v);
-    }, DIRECT);
+    stage.whenCompleteAsync(
+        (v, e) -> {
+          if (e != null) f.completeExceptionally(e);
+          else f.complete(v);
+        },
+        DIRECT);
     return f;
   }
 
@@ -437,23 +623,28 @@ public final class MarketBenchmark {
     AtomicReference<Throwable> failure = new AtomicReference<>();
     AtomicInteger failures = new AtomicInteger();
     for (int i = 0; i < n; i++) {
-      if (!permits.tryAcquire(120, TimeUnit.SECONDS)) throw new IllegalStateException("no progress in 120 s");
+      if (!permits.tryAcquire(120, TimeUnit.SECONDS))
+        throw new IllegalStateException("no progress in 120 s");
       CompletionStage<?> stage;
       try {
         stage = op.apply(i);
       } catch (RuntimeException e) {
         stage = CompletableFuture.failedFuture(e);
       }
-      stage.whenComplete((ok, e) -> {
-        if (e != null) {
-          failures.incrementAndGet();
-          failure.compareAndSet(null, e);
-        }
-        permits.release();
-      });
+      stage.whenComplete(
+          (ok, e) -> {
+            if (e != null) {
+              failures.incrementAndGet();
+              failure.compareAndSet(null, e);
+            }
+            permits.release();
+          });
     }
-    if (!permits.tryAcquire(parallel, 300, TimeUnit.SECONDS)) throw new IllegalStateException("operations did not finish in 300 s");
-    if (failure.get() != null) throw new IllegalStateException(failures.get() + " of " + n + " failed: " + failure.get(), failure.get());
+    if (!permits.tryAcquire(parallel, 300, TimeUnit.SECONDS))
+      throw new IllegalStateException("operations did not finish in 300 s");
+    if (failure.get() != null)
+      throw new IllegalStateException(
+          failures.get() + " of " + n + " failed: " + failure.get(), failure.get());
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -466,16 +657,37 @@ public final class MarketBenchmark {
 
     record Launched(String rentalId, String status, String error, String endReason) {}
 
-    record RateResult(int hosts, int rate, int offered, int sent, int shed, int matched, int pending, int otherStatus,
-        Map<String, Integer> errors, long[] matchedMicros, long[] allMicros, double seconds, double drainSeconds,
-        HistogramSnapshot matcher, CpuSample.Usage cpu, int rentalsStopped, List<HistogramSnapshot> steps, GcSample.Usage gc) {}
+    record RateResult(
+        int hosts,
+        int rate,
+        int offered,
+        int sent,
+        int shed,
+        int matched,
+        int pending,
+        int otherStatus,
+        Map<String, Integer> errors,
+        long[] matchedMicros,
+        long[] allMicros,
+        double seconds,
+        double drainSeconds,
+        HistogramSnapshot matcher,
+        CpuSample.Usage cpu,
+        int rentalsStopped,
+        List<HistogramSnapshot> steps,
+        GcSample.Usage gc) {}
 
     /** The launch steps of {@link EngineMetrics}, in order, with the names printed. */
     private List<LatencyHistogram> steps() {
-      return List.of(metrics.launchRecorded, metrics.launchHold, metrics.launchMatch, metrics.launchMatchedRecorded);
+      return List.of(
+          metrics.launchRecorded,
+          metrics.launchHold,
+          metrics.launchMatch,
+          metrics.launchMatchedRecorded);
     }
 
-    private static final List<String> STEP_NAMES = List.of("recorded", "hold", "match", "matched_recorded");
+    private static final List<String> STEP_NAMES =
+        List.of("recorded", "hold", "match", "matched_recorded");
 
     List<String> run() throws Exception {
       OUT.println();
@@ -489,8 +701,10 @@ public final class MarketBenchmark {
         for (int hosts : o.hosts()) {
           addHosts(hosts - hostIds.size(), o.cards(), H100);
           if (!warm) {
-            // The JIT compiles the launch path first: the first seconds run interpreted code at several times the CPU cost.
-            OUT.printf("-- warm-up (not measured): %d launches/s for %d s%n", o.warmupRate(), o.warmup());
+            // The JIT compiles the launch path first: the first seconds run interpreted code at
+            // several times the CPU cost.
+            OUT.printf(
+                "-- warm-up (not measured): %d launches/s for %d s%n", o.warmupRate(), o.warmup());
             runRate(hosts, o.warmupRate(), o.warmup());
             warm = true;
           }
@@ -510,26 +724,38 @@ public final class MarketBenchmark {
     }
 
     /**
-     * Starts every shard of the rentals before measuring. Rental ids are random, so on a fresh node the first few
-     * thousand launches keep landing in shards that are not placed yet, and each such launch waits for the
-     * coordinator to allocate one; a node that has run for a while has them all. One {@code Get} per shard, for an
-     * id that does not exist (it answers not-found and passivates later). {@code --cold-shards=true} skips this.
+     * Starts every shard of the rentals before measuring. Rental ids are random, so on a fresh node
+     * the first few thousand launches keep landing in shards that are not placed yet, and each such
+     * launch waits for the coordinator to allocate one; a node that has run for a while has them
+     * all. One {@code Get} per shard, for an id that does not exist (it answers not-found and
+     * passivates later). {@code --cold-shards=true} skips this.
      */
     private void startRentalShards() throws Exception {
       int shards = system.settings().config().getInt("pekko.cluster.sharding.number-of-shards");
       Map<Integer, String> idPerShard = new HashMap<>();
       Random random = new Random(1);
       while (idPerShard.size() < shards) {
-        String id = o.via().equals("sharding") ? "rnt_shard_" + random.nextInt(Integer.MAX_VALUE)
-            : String.format(Locale.ROOT, "rnt_%024x", new java.math.BigInteger(96, random));
+        String id =
+            o.via().equals("sharding")
+                ? "rnt_shard_" + random.nextInt(Integer.MAX_VALUE)
+                : String.format(Locale.ROOT, "rnt_%024x", new java.math.BigInteger(96, random));
         // Pekko's default: the shard is the entity id's hash code modulo the number of shards.
         idPerShard.putIfAbsent(Math.abs(id.hashCode() % shards), id);
       }
       List<String> ids = new ArrayList<>(idPerShard.values());
       long t0 = System.nanoTime();
-      bounded(64, ids.size(), i -> plain(rental(ids.get(i)).<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK))
-          .handle((v, e) -> null)); // not found, as expected
-      OUT.printf(Locale.ROOT, "-- started all %,d rental shards in %.1f s (--cold-shards=true leaves them to the launches)%n", shards,
+      bounded(
+          64,
+          ids.size(),
+          i ->
+              plain(
+                      rental(ids.get(i))
+                          .<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK))
+                  .handle((v, e) -> null)); // not found, as expected
+      OUT.printf(
+          Locale.ROOT,
+          "-- started all %,d rental shards in %.1f s (--cold-shards=true leaves them to the launches)%n",
+          shards,
           (System.nanoTime() - t0) / 1e9);
     }
 
@@ -537,51 +763,86 @@ public final class MarketBenchmark {
       int renter = index % renters.size();
       if (o.via().equals("sharding")) {
         String id = "rnt_bench_" + index;
-        return plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Create(renters.get(renter), spec(H100.code()), r),
-                Duration.ofSeconds(15)))
-            .handle((v, e) -> e == null ? new Launched(id, v.status().wire(), null, v.endReason() == null ? null : v.endReason().wire()) : new Launched(id, null, errorCode(e), null));
+        return plain(
+                rental(id)
+                    .<Rental.View>askWithStatus(
+                        r -> new Rental.Create(renters.get(renter), spec(H100.code()), r),
+                        Duration.ofSeconds(15)))
+            .handle(
+                (v, e) ->
+                    e == null
+                        ? new Launched(
+                            id,
+                            v.status().wire(),
+                            null,
+                            v.endReason() == null ? null : v.endReason().wire())
+                        : new Launched(id, null, errorCode(e), null));
       }
-      String body = "{\"gpu\":\"" + H100.code() + "\",\"count\":1,\"tier\":\"on_demand\",\"max_price_per_gpu_hour\":\"3.00\","
-          + "\"image\":\"bench/noop:latest\",\"wait_seconds\":" + o.waitSeconds() + "}";
-      HttpRequest req = HttpRequest.newBuilder(URI.create(node.baseUrl() + "/v1/rentals")).timeout(Duration.ofSeconds(30))
-          .header("Authorization", "Bearer " + renterKeys.get(renter)).header("Content-Type", "application/json")
-          .POST(HttpRequest.BodyPublishers.ofString(body)).build();
-      return http.sendAsync(req, HttpResponse.BodyHandlers.ofString()).handle((resp, e) -> {
-        if (e != null) return new Launched(null, null, errorCode(e), null);
-        if (resp.statusCode() != 201) {
-          String code = "http_" + resp.statusCode();
-          try {
-            JsonNode p = JSON.readTree(resp.body());
-            if (p.has("code")) code += "_" + p.get("code").asText();
-          } catch (Exception ignored) {
-            // not problem+json
-          }
-          return new Launched(null, null, code, null);
-        }
-        try {
-          JsonNode rental = JSON.readTree(resp.body()).get("rental");
-          JsonNode reason = rental.get("end_reason");
-          return new Launched(rental.get("id").asText(), rental.get("status").asText(), null,
-              reason == null || reason.isNull() ? null : reason.asText());
-        } catch (Exception ex) {
-          return new Launched(null, null, "unreadable_answer", null);
-        }
-      });
+      String body =
+          "{\"gpu\":\""
+              + H100.code()
+              + "\",\"count\":1,\"tier\":\"on_demand\",\"max_price_per_gpu_hour\":\"3.00\","
+              + "\"image\":\"bench/noop:latest\",\"wait_seconds\":"
+              + o.waitSeconds()
+              + "}";
+      HttpRequest req =
+          HttpRequest.newBuilder(URI.create(node.baseUrl() + "/v1/rentals"))
+              .timeout(Duration.ofSeconds(30))
+              .header("Authorization", "Bearer " + renterKeys.get(renter))
+              .header("Content-Type", "application/json")
+              .POST(HttpRequest.BodyPublishers.ofString(body))
+              .build();
+      return http.sendAsync(req, HttpResponse.BodyHandlers.ofString())
+          .handle(
+              (resp, e) -> {
+                if (e != null) return new Launched(null, null, errorCode(e), null);
+                if (resp.statusCode() != 201) {
+                  String code = "http_" + resp.statusCode();
+                  try {
+                    JsonNode p = JSON.readTree(resp.body());
+                    if (p.has("code")) code += "_" + p.get("code").asText();
+                  } catch (Exception ignored) {
+                    // not problem+json
+                  }
+                  return new Launched(null, null, code, null);
+                }
+                try {
+                  JsonNode rental = JSON.readTree(resp.body()).get("rental");
+                  JsonNode reason = rental.get("end_reason");
+                  return new Launched(
+                      rental.get("id").asText(),
+                      rental.get("status").asText(),
+                      null,
+                      reason == null || reason.isNull() ? null : reason.asText());
+                } catch (Exception ex) {
+                  return new Launched(null, null, "unreadable_answer", null);
+                }
+              });
     }
 
     private static String errorCode(Throwable e) {
       Throwable t = e;
-      while (t.getCause() != null && t instanceof java.util.concurrent.CompletionException) t = t.getCause();
-      String m = t.getMessage() == null ? "" : "(" + t.getMessage().replaceAll("[^A-Za-z ]", "").trim().replace(' ', '_') + ")";
+      while (t.getCause() != null && t instanceof java.util.concurrent.CompletionException)
+        t = t.getCause();
+      String m =
+          t.getMessage() == null
+              ? ""
+              : "(" + t.getMessage().replaceAll("[^A-Za-z ]", "").trim().replace(' ', '_') + ")";
       return t.getClass().getSimpleName() + (m.length() > 40 ? m.substring(0, 40) + ")" : m);
     }
 
-    /** Open loop: arrival i is due at t0 + i/rate whatever happened to the earlier ones; latency counts from when it was due. */
+    /**
+     * Open loop: arrival i is due at t0 + i/rate whatever happened to the earlier ones; latency
+     * counts from when it was due.
+     */
     RateResult runRate(int hosts, int rate, int duration) throws Exception {
       OUT.printf("-- %,d hosts, %,d launches/s for %d s%n", hosts, rate, duration);
       int offered = rate * duration;
       AtomicInteger inFlight = new AtomicInteger();
-      AtomicInteger sent = new AtomicInteger(), shed = new AtomicInteger(), matched = new AtomicInteger(), pending = new AtomicInteger(),
+      AtomicInteger sent = new AtomicInteger(),
+          shed = new AtomicInteger(),
+          matched = new AtomicInteger(),
+          pending = new AtomicInteger(),
           other = new AtomicInteger();
       Map<String, Integer> errors = new ConcurrentHashMap<>();
       ConcurrentLinkedQueue<Long> matchedMicros = new ConcurrentLinkedQueue<>();
@@ -606,31 +867,44 @@ public final class MarketBenchmark {
         }
         inFlight.incrementAndGet();
         sent.incrementAndGet();
-        launch(base.get() + i).whenComplete((l, e) -> {
-          long micros = (System.nanoTime() - due) / 1000;
-          inFlight.decrementAndGet();
-          if (l.rentalId() != null) created.add(l.rentalId());
-          if (l.error() != null) {
-            errors.merge(l.error(), 1, Integer::sum);
-            return;
-          }
-          allMicros.add(micros);
-          switch (l.status()) {
-            case "provisioning" -> {
-              matched.incrementAndGet();
-              matchedMicros.add(micros);
-            }
-            case "pending" -> pending.incrementAndGet();
-            default -> {
-              other.incrementAndGet();
-              errors.merge("answered_" + l.status() + (l.endReason() == null ? "" : "_" + l.endReason()), 1, Integer::sum);
-            }
-          }
-        });
+        launch(base.get() + i)
+            .whenComplete(
+                (l, e) -> {
+                  long micros = (System.nanoTime() - due) / 1000;
+                  inFlight.decrementAndGet();
+                  if (l.rentalId() != null) created.add(l.rentalId());
+                  if (l.error() != null) {
+                    errors.merge(l.error(), 1, Integer::sum);
+                    return;
+                  }
+                  allMicros.add(micros);
+                  switch (l.status()) {
+                    case "provisioning" -> {
+                      matched.incrementAndGet();
+                      matchedMicros.add(micros);
+                    }
+                    case "pending" -> pending.incrementAndGet();
+                    default -> {
+                      other.incrementAndGet();
+                      errors.merge(
+                          "answered_"
+                              + l.status()
+                              + (l.endReason() == null ? "" : "_" + l.endReason()),
+                          1,
+                          Integer::sum);
+                    }
+                  }
+                });
         if (System.nanoTime() - lastPrint > 5_000_000_000L) {
           lastPrint = System.nanoTime();
-          OUT.printf(Locale.ROOT, "   t=%.0fs sent %,d, answered %,d (matched %,d), in flight %,d, shed %,d%n", (lastPrint - t0) / 1e9,
-              sent.get(), allMicros.size() + errors.values().stream().mapToInt(Integer::intValue).sum(), matched.get(), inFlight.get(),
+          OUT.printf(
+              Locale.ROOT,
+              "   t=%.0fs sent %,d, answered %,d (matched %,d), in flight %,d, shed %,d%n",
+              (lastPrint - t0) / 1e9,
+              sent.get(),
+              allMicros.size() + errors.values().stream().mapToInt(Integer::intValue).sum(),
+              matched.get(),
+              inFlight.get(),
               shed.get());
         }
       }
@@ -647,67 +921,145 @@ public final class MarketBenchmark {
       List<HistogramSnapshot> steps = new ArrayList<>();
       for (int k = 0; k < steps0.size(); k++) steps.add(steps1.get(k).minus(steps0.get(k)));
 
-      // Give the cards back: stop every rental this rate created, then wait for the read side to show them free.
+      // Give the cards back: stop every rental this rate created, then wait for the read side to
+      // show them free.
       List<String> ids = new ArrayList<>(created);
       long s0 = System.nanoTime();
-      bounded(64, ids.size(), i -> plain(rental(ids.get(i)).<Rental.View>askWithStatus(r -> new Rental.Stop(null, r), ASK)));
+      bounded(
+          64,
+          ids.size(),
+          i ->
+              plain(
+                  rental(ids.get(i))
+                      .<Rental.View>askWithStatus(r -> new Rental.Stop(null, r), ASK)));
       long total = (long) hosts * o.cards();
       int free = waitForFreeCards(H100.code(), total, 90);
-      OUT.printf(Locale.ROOT, "   stopped %,d rentals in %.1f s; %,d of %,d cards free again%n", ids.size(), (System.nanoTime() - s0) / 1e9,
-          free, total);
+      OUT.printf(
+          Locale.ROOT,
+          "   stopped %,d rentals in %.1f s; %,d of %,d cards free again%n",
+          ids.size(),
+          (System.nanoTime() - s0) / 1e9,
+          free,
+          total);
       if (free < total) diagnoseHeldCards();
-      return new RateResult(hosts, rate, offered, sent.get(), shed.get(), matched.get(), pending.get(), other.get(), new TreeMap<>(errors),
-          sortedArray(matchedMicros), sortedArray(allMicros), seconds, drainSeconds, m1.minus(m0), c0.until(c1), ids.size(), steps, g0.until(g1));
+      return new RateResult(
+          hosts,
+          rate,
+          offered,
+          sent.get(),
+          shed.get(),
+          matched.get(),
+          pending.get(),
+          other.get(),
+          new TreeMap<>(errors),
+          sortedArray(matchedMicros),
+          sortedArray(allMicros),
+          seconds,
+          drainSeconds,
+          m1.minus(m0),
+          c0.until(c1),
+          ids.size(),
+          steps,
+          g0.until(g1));
     }
 
     private final AtomicInteger launchCounter = new AtomicInteger();
 
     /**
-     * After every rental was stopped, cards still held: asks every host which rental holds them, and each such rental
-     * where it stands and which host it names. A card held for a rental that ended, or that names another host, is held
-     * by nothing that will release it.
+     * After every rental was stopped, cards still held: asks every host which rental holds them,
+     * and each such rental where it stands and which host it names. A card held for a rental that
+     * ended, or that names another host, is held by nothing that will release it.
      */
     void diagnoseHeldCards() throws Exception {
-      Map<String, List<String>> held = new ConcurrentHashMap<>(); // rental -> hosts holding cards for it
-      bounded(64, hostIds.size(), i -> plain(host(hostIds.get(i)).<Host.HostView>askWithStatus(r -> new Host.Get(null, r), ASK))
-          .thenAccept(v -> v.cards().stream().filter(c -> c.rentalId() != null).map(Host.CardView::rentalId).distinct()
-              .forEach(rid -> held.computeIfAbsent(rid, k -> Collections.synchronizedList(new ArrayList<>())).add(v.hostId()))));
+      Map<String, List<String>> held =
+          new ConcurrentHashMap<>(); // rental -> hosts holding cards for it
+      bounded(
+          64,
+          hostIds.size(),
+          i ->
+              plain(
+                      host(hostIds.get(i))
+                          .<Host.HostView>askWithStatus(r -> new Host.Get(null, r), ASK))
+                  .thenAccept(
+                      v ->
+                          v.cards().stream()
+                              .filter(c -> c.rentalId() != null)
+                              .map(Host.CardView::rentalId)
+                              .distinct()
+                              .forEach(
+                                  rid ->
+                                      held.computeIfAbsent(
+                                              rid,
+                                              k -> Collections.synchronizedList(new ArrayList<>()))
+                                          .add(v.hostId()))));
       int orphans = 0;
       int shown = 0;
       for (Map.Entry<String, List<String>> e : held.entrySet()) {
-        Rental.View v = rental(e.getKey()).<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK).toCompletableFuture()
-            .get(30, TimeUnit.SECONDS);
+        Rental.View v =
+            rental(e.getKey())
+                .<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK)
+                .toCompletableFuture()
+                .get(30, TimeUnit.SECONDS);
         String named = v.terms() == null ? null : v.terms().hostId();
         for (String h : e.getValue()) {
           boolean orphan = !h.equals(named) || v.status() == Rental.Status.ENDED;
           if (orphan) orphans++;
           if (orphan && shown++ < 5) {
-            OUT.printf("   held card: host %s holds a card for rental %s, which is %s (%s) and names host %s%n", h, e.getKey(),
-                v.status(), v.endReason(), named);
+            OUT.printf(
+                "   held card: host %s holds a card for rental %s, which is %s (%s) and names host %s%n",
+                h, e.getKey(), v.status(), v.endReason(), named);
           }
         }
       }
-      OUT.printf("   cards still held after every rental was stopped: %,d rentals hold cards on %,d hosts; %,d holdings belong to"
-          + " rentals that ended or name another host (leaked)%n", held.size(), held.values().stream().mapToInt(List::size).sum(), orphans);
+      OUT.printf(
+          "   cards still held after every rental was stopped: %,d rentals hold cards on %,d hosts; %,d holdings belong to"
+              + " rentals that ended or name another host (leaked)%n",
+          held.size(), held.values().stream().mapToInt(List::size).sum(), orphans);
     }
 
     void print(RateResult r) {
-      OUT.printf(Locale.ROOT, "   offered %,d, sent %,d, shed by the driver %,d; answered: matched %,d, pending %,d, other %,d; errors %s%n",
-          r.offered(), r.sent(), r.shed(), r.matched(), r.pending(), r.otherStatus(), r.errors());
-      OUT.printf(Locale.ROOT, "   launch -> matched (HTTP 201 provisioning) p50 %s ms, p99 %s ms, p999 %s ms, max %s ms;"
-              + " matched/s %.0f%n", MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.5)),
+      OUT.printf(
+          Locale.ROOT,
+          "   offered %,d, sent %,d, shed by the driver %,d; answered: matched %,d, pending %,d, other %,d; errors %s%n",
+          r.offered(),
+          r.sent(),
+          r.shed(),
+          r.matched(),
+          r.pending(),
+          r.otherStatus(),
+          r.errors());
+      OUT.printf(
+          Locale.ROOT,
+          "   launch -> matched (HTTP 201 provisioning) p50 %s ms, p99 %s ms, p999 %s ms, max %s ms;"
+              + " matched/s %.0f%n",
+          MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.5)),
           MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.99)),
           MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.999)),
-          MarketBenchSupport.ms(r.matchedMicros().length == 0 ? 0 : r.matchedMicros()[r.matchedMicros().length - 1]),
+          MarketBenchSupport.ms(
+              r.matchedMicros().length == 0 ? 0 : r.matchedMicros()[r.matchedMicros().length - 1]),
           r.matched() / (r.seconds() + r.drainSeconds()));
-      OUT.printf(Locale.ROOT, "   matcher-side (EngineMetrics.matchLatency, %,d matches): p50 %s ms, p99 %s ms, p999 %s ms, max %s ms%n",
-          r.matcher().count(), MarketBenchSupport.ms(r.matcher().quantileMicros(0.5)), MarketBenchSupport.ms(r.matcher().quantileMicros(0.99)),
-          MarketBenchSupport.ms(r.matcher().quantileMicros(0.999)), MarketBenchSupport.ms(r.matcher().maxMicros()));
-      StringBuilder steps = new StringBuilder("   launch steps at the rental (EngineMetrics.launch*, p50 / p99 / max ms):");
+      OUT.printf(
+          Locale.ROOT,
+          "   matcher-side (EngineMetrics.matchLatency, %,d matches): p50 %s ms, p99 %s ms, p999 %s ms, max %s ms%n",
+          r.matcher().count(),
+          MarketBenchSupport.ms(r.matcher().quantileMicros(0.5)),
+          MarketBenchSupport.ms(r.matcher().quantileMicros(0.99)),
+          MarketBenchSupport.ms(r.matcher().quantileMicros(0.999)),
+          MarketBenchSupport.ms(r.matcher().maxMicros()));
+      StringBuilder steps =
+          new StringBuilder(
+              "   launch steps at the rental (EngineMetrics.launch*, p50 / p99 / max ms):");
       for (int k = 0; k < r.steps().size(); k++) {
         HistogramSnapshot h = r.steps().get(k);
-        steps.append(' ').append(STEP_NAMES.get(k)).append(' ').append(MarketBenchSupport.ms(h.quantileMicros(0.5))).append(" / ")
-            .append(MarketBenchSupport.ms(h.quantileMicros(0.99))).append(" / ").append(MarketBenchSupport.ms(h.maxMicros()))
+        steps
+            .append(' ')
+            .append(STEP_NAMES.get(k))
+            .append(' ')
+            .append(MarketBenchSupport.ms(h.quantileMicros(0.5)))
+            .append(" / ")
+            .append(MarketBenchSupport.ms(h.quantileMicros(0.99)))
+            .append(" / ")
+            .append(MarketBenchSupport.ms(h.maxMicros()))
             .append(k + 1 < r.steps().size() ? ";" : "");
       }
       OUT.println(steps);
@@ -717,25 +1069,67 @@ public final class MarketBenchmark {
 
     List<String> summary(List<RateResult> results) {
       List<String> lines = new ArrayList<>();
-      lines.add("(a) launch -> matched, via " + o.via() + ", 1 card each, any region, ceiling 3.00 EUR, hosts " + o.cards()
-          + " cards each with floors 1.50-2.50 EUR; latency from the arrival's due time to the answer");
-      String h = String.format(Locale.ROOT, "%7s %6s %7s %7s %6s %8s %7s %8s %8s %8s %9s %8s %8s %8s %8s %6s %6s",
-          "hosts", "rate/s", "offered", "sent", "shed", "matched", "pending", "errors", "p50 ms", "p99 ms", "p999 ms", "match/s",
-          "m.p50", "m.p99", "m.p999", "node", "pg");
+      lines.add(
+          "(a) launch -> matched, via "
+              + o.via()
+              + ", 1 card each, any region, ceiling 3.00 EUR, hosts "
+              + o.cards()
+              + " cards each with floors 1.50-2.50 EUR; latency from the arrival's due time to the answer");
+      String h =
+          String.format(
+              Locale.ROOT,
+              "%7s %6s %7s %7s %6s %8s %7s %8s %8s %8s %9s %8s %8s %8s %8s %6s %6s",
+              "hosts",
+              "rate/s",
+              "offered",
+              "sent",
+              "shed",
+              "matched",
+              "pending",
+              "errors",
+              "p50 ms",
+              "p99 ms",
+              "p999 ms",
+              "match/s",
+              "m.p50",
+              "m.p99",
+              "m.p999",
+              "node",
+              "pg");
       lines.add(h);
       lines.add("-".repeat(h.length()));
       for (RateResult r : results) {
-        int errors = r.errors().entrySet().stream().filter(e -> !e.getKey().startsWith("answered_")).mapToInt(Map.Entry::getValue).sum();
-        lines.add(String.format(Locale.ROOT, "%,7d %,6d %,7d %,7d %,6d %,8d %,7d %,8d %8s %8s %9s %8.0f %8s %8s %8s %6.2f %6.2f",
-            r.hosts(), r.rate(), r.offered(), r.sent(), r.shed(), r.matched(), r.pending(), errors,
-            MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.5)),
-            MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.99)),
-            MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.999)), r.matched() / (r.seconds() + r.drainSeconds()),
-            MarketBenchSupport.ms(r.matcher().quantileMicros(0.5)), MarketBenchSupport.ms(r.matcher().quantileMicros(0.99)),
-            MarketBenchSupport.ms(r.matcher().quantileMicros(0.999)), r.cpu().jvmCores(), r.cpu().postgresCores()));
+        int errors =
+            r.errors().entrySet().stream()
+                .filter(e -> !e.getKey().startsWith("answered_"))
+                .mapToInt(Map.Entry::getValue)
+                .sum();
+        lines.add(
+            String.format(
+                Locale.ROOT,
+                "%,7d %,6d %,7d %,7d %,6d %,8d %,7d %,8d %8s %8s %9s %8.0f %8s %8s %8s %6.2f %6.2f",
+                r.hosts(),
+                r.rate(),
+                r.offered(),
+                r.sent(),
+                r.shed(),
+                r.matched(),
+                r.pending(),
+                errors,
+                MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.5)),
+                MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.99)),
+                MarketBenchSupport.ms(MarketBenchSupport.quantile(r.matchedMicros(), 0.999)),
+                r.matched() / (r.seconds() + r.drainSeconds()),
+                MarketBenchSupport.ms(r.matcher().quantileMicros(0.5)),
+                MarketBenchSupport.ms(r.matcher().quantileMicros(0.99)),
+                MarketBenchSupport.ms(r.matcher().quantileMicros(0.999)),
+                r.cpu().jvmCores(),
+                r.cpu().postgresCores()));
       }
-      lines.add("m.* = matcher-side EngineMetrics.matchLatency (request at the matcher -> answer); node/pg = cores during arrivals;"
-          + " errors = " + results.stream().map(r -> r.errors().toString()).toList());
+      lines.add(
+          "m.* = matcher-side EngineMetrics.matchLatency (request at the matcher -> answer); node/pg = cores during arrivals;"
+              + " errors = "
+              + results.stream().map(r -> r.errors().toString()).toList());
       return lines;
     }
   }
@@ -754,8 +1148,20 @@ public final class MarketBenchmark {
       super(o, db);
     }
 
-    record Stage(int target, int running, double rampSeconds, double seconds, long settlements, long secondsMetered, long journalEvents,
-        long[] lagMicros, long missedSeconds, long pendingSeconds, int probes, CpuSample.Usage cpu, double heapMib,
+    record Stage(
+        int target,
+        int running,
+        double rampSeconds,
+        double seconds,
+        long settlements,
+        long secondsMetered,
+        long journalEvents,
+        long[] lagMicros,
+        long missedSeconds,
+        long pendingSeconds,
+        int probes,
+        CpuSample.Usage cpu,
+        double heapMib,
         HistogramSnapshot heartbeatHandling) {
       double settlementsPerSecond() {
         return settlements / seconds;
@@ -778,8 +1184,11 @@ public final class MarketBenchmark {
       OUT.println();
       OUT.println("== (b) concurrently running rentals ==");
       double rawBefore = db.rawInsertRowsPerSecond(o.rawRows(), 1000);
-      OUT.printf(Locale.ROOT, "raw JDBC baseline (before the node): %,.0f rows/s (%,d rows, batches of 1000, reWriteBatchedInserts)%n",
-          rawBefore, o.rawRows());
+      OUT.printf(
+          Locale.ROOT,
+          "raw JDBC baseline (before the node): %,.0f rows/s (%,d rows, batches of 1000, reWriteBatchedInserts)%n",
+          rawBefore,
+          o.rawRows());
       List<Stage> stages = new ArrayList<>();
       String stop = null;
       startNode();
@@ -794,25 +1203,44 @@ public final class MarketBenchmark {
           long r0 = System.nanoTime();
           boolean reached = growRentals(k);
           double rampSeconds = (System.nanoTime() - r0) / 1e9;
-          OUT.printf(Locale.ROOT, "-- %,d running rentals (%.1f s to grow; %,d launches answered pending and were followed up)%n",
-              running.size(), rampSeconds, notMatched.get());
+          OUT.printf(
+              Locale.ROOT,
+              "-- %,d running rentals (%.1f s to grow; %,d launches answered pending and were followed up)%n",
+              running.size(),
+              rampSeconds,
+              notMatched.get());
           Thread.sleep(12_000); // every new rental has settled once and ticks steadily
           Stage s = measure(k, rampSeconds);
           stages.add(s);
           print(s);
           if (!reached) {
-            stop = String.format(Locale.ROOT, "could not grow to %,d running rentals in %d s (reached %,d; last error %s)", k,
-                o.rampTimeout(), running.size(), lastRampError.get());
+            stop =
+                String.format(
+                    Locale.ROOT,
+                    "could not grow to %,d running rentals in %d s (reached %,d; last error %s)",
+                    k,
+                    o.rampTimeout(),
+                    running.size(),
+                    lastRampError.get());
             break;
           }
           if (MarketBenchSupport.quantile(s.lagMicros(), 0.99) > o.maxLagMs() * 1000L) {
-            stop = String.format(Locale.ROOT, "tick lag p99 %s ms > %d ms at %,d rentals", MarketBenchSupport.ms(
-                MarketBenchSupport.quantile(s.lagMicros(), 0.99)), o.maxLagMs(), s.running());
+            stop =
+                String.format(
+                    Locale.ROOT,
+                    "tick lag p99 %s ms > %d ms at %,d rentals",
+                    MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.99)),
+                    o.maxLagMs(),
+                    s.running());
             break;
           }
           if (s.meteredRatio() < 0.9) {
-            stop = String.format(Locale.ROOT, "metering fell behind at %,d rentals: %.2f of the seconds due were settled", s.running(),
-                s.meteredRatio());
+            stop =
+                String.format(
+                    Locale.ROOT,
+                    "metering fell behind at %,d rentals: %.2f of the seconds due were settled",
+                    s.running(),
+                    s.meteredRatio());
             break;
           }
         }
@@ -826,7 +1254,10 @@ public final class MarketBenchmark {
       return summary(stages, Math.max(rawBefore, rawAfter), rawBefore, rawAfter, stop);
     }
 
-    /** Heartbeats for every host every 5 s, spread evenly (10 ms slots), sent to the host entities as its session would. */
+    /**
+     * Heartbeats for every host every 5 s, spread evenly (10 ms slots), sent to the host entities
+     * as its session would.
+     */
     void startHeartbeats() {
       List<String> hosts = new ArrayList<>(hostIds);
       long[] seq = new long[hosts.size()];
@@ -835,25 +1266,34 @@ public final class MarketBenchmark {
       List<Host.GpuHealth> gpus = new ArrayList<>();
       for (int i = 0; i < o.meterCards(); i++) gpus.add(new Host.GpuHealth(i, 100, 60, null));
       List<Host.GpuHealth> health = List.copyOf(gpus);
-      heartbeats = Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "bench-heartbeats");
-        t.setDaemon(true);
-        return t;
-      });
-      heartbeats.scheduleAtFixedRate(() -> {
-        int slot = position.getAndIncrement() % slots;
-        long now = Host.micros(Instant.now());
-        for (int i = slot; i < hosts.size(); i += slots) {
-          host(hosts.get(i)).tell(new Host.Heartbeat(session, ++seq[i], health, List.of(), now));
-        }
-      }, 10, 10, TimeUnit.MILLISECONDS);
-      OUT.printf("heartbeats: %,d hosts every 5 s, spread evenly (%,.0f/s)%n", hosts.size(), hosts.size() / 5.0);
+      heartbeats =
+          Executors.newSingleThreadScheduledExecutor(
+              r -> {
+                Thread t = new Thread(r, "bench-heartbeats");
+                t.setDaemon(true);
+                return t;
+              });
+      heartbeats.scheduleAtFixedRate(
+          () -> {
+            int slot = position.getAndIncrement() % slots;
+            long now = Host.micros(Instant.now());
+            for (int i = slot; i < hosts.size(); i += slots) {
+              host(hosts.get(i))
+                  .tell(new Host.Heartbeat(session, ++seq[i], health, List.of(), now));
+            }
+          },
+          10,
+          10,
+          TimeUnit.MILLISECONDS);
+      OUT.printf(
+          "heartbeats: %,d hosts every 5 s, spread evenly (%,.0f/s)%n",
+          hosts.size(), hosts.size() / 5.0);
     }
 
     /**
-     * Launches rentals through sharding ({@code Rental.Create}), 64 at a time, until {@code target} run: each matched one
-     * is told {@code WorkloadStarted} from its host, as its agent would; one answered pending is looked at again until it
-     * matches.
+     * Launches rentals through sharding ({@code Rental.Create}), 64 at a time, until {@code target}
+     * run: each matched one is told {@code WorkloadStarted} from its host, as its agent would; one
+     * answered pending is looked at again until it matches.
      */
     boolean growRentals(int target) throws Exception {
       long deadline = System.nanoTime() + o.rampTimeout() * 1_000_000_000L;
@@ -869,22 +1309,34 @@ public final class MarketBenchmark {
         String id = "rnt_bench_" + created.getAndIncrement();
         String renter = renters.get(created.get() % renters.size());
         String gpu = models.get(created.get() % models.size()).code();
-        plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Create(renter, spec(gpu), r), ASK))
-            .thenCompose(v -> v.status() == Rental.Status.PENDING ? followUp(id, v, 0) : CompletableFuture.completedFuture(v))
-            .whenComplete((v, e) -> {
-              if (e == null && v.status() == Rental.Status.PROVISIONING && v.terms() != null) {
-                hostOf.put(id, v.terms().hostId());
-                rental(id).tell(new Rental.WorkloadStarted(v.terms().hostId(), Instant.now()));
-                running.add(id);
-              } else {
-                lastRampError.set(e != null ? e.toString() : "status " + v.status() + " " + v.endReason());
-              }
-              permits.release();
-            });
+        plain(
+                rental(id)
+                    .<Rental.View>askWithStatus(r -> new Rental.Create(renter, spec(gpu), r), ASK))
+            .thenCompose(
+                v ->
+                    v.status() == Rental.Status.PENDING
+                        ? followUp(id, v, 0)
+                        : CompletableFuture.completedFuture(v))
+            .whenComplete(
+                (v, e) -> {
+                  if (e == null && v.status() == Rental.Status.PROVISIONING && v.terms() != null) {
+                    hostOf.put(id, v.terms().hostId());
+                    rental(id).tell(new Rental.WorkloadStarted(v.terms().hostId(), Instant.now()));
+                    running.add(id);
+                  } else {
+                    lastRampError.set(
+                        e != null ? e.toString() : "status " + v.status() + " " + v.endReason());
+                  }
+                  permits.release();
+                });
         if (System.nanoTime() - lastPrint > 5_000_000_000L) {
           lastPrint = System.nanoTime();
-          OUT.printf(Locale.ROOT, "   growing: %,d running, %,d in flight, settlements so far %,d%n", running.size(),
-              64 - permits.availablePermits(), metrics.settlements.sum());
+          OUT.printf(
+              Locale.ROOT,
+              "   growing: %,d running, %,d in flight, settlements so far %,d%n",
+              running.size(),
+              64 - permits.availablePermits(),
+              metrics.settlements.sum());
         }
       }
       permits.tryAcquire(64, 60, TimeUnit.SECONDS);
@@ -893,10 +1345,12 @@ public final class MarketBenchmark {
 
     private CompletionStage<Rental.View> followUp(String id, Rental.View v, int attempt) {
       if (attempt == 0) notMatched.incrementAndGet();
-      if (v.status() != Rental.Status.PENDING || attempt > 60) return CompletableFuture.completedFuture(v);
+      if (v.status() != Rental.Status.PENDING || attempt > 60)
+        return CompletableFuture.completedFuture(v);
       Executor later = CompletableFuture.delayedExecutor(500, TimeUnit.MILLISECONDS);
       return CompletableFuture.supplyAsync(() -> null, later)
-          .thenCompose(x -> plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK)))
+          .thenCompose(
+              x -> plain(rental(id).<Rental.View>askWithStatus(r -> new Rental.Get(null, r), ASK)))
           .thenCompose(next -> followUp(id, next, attempt + 1));
     }
 
@@ -908,23 +1362,37 @@ public final class MarketBenchmark {
       LagRecorder recorder = new LagRecorder();
       List<Probe> states = new ArrayList<>();
       for (int i = 0; i < sample.size(); i++) states.add(new Probe(recorder));
-      // The probes are children of one group actor: stopping it stops them, and each rental drops its watched subscriber.
+      // The probes are children of one group actor: stopping it stops them, and each rental drops
+      // its watched subscriber.
       CompletableFuture<List<ActorRef<Rental.Update>>> spawned = new CompletableFuture<>();
-      ActorRef<String> group = system.systemActorOf(Behaviors.<String>setup(ctx -> {
-        List<ActorRef<Rental.Update>> refs = new ArrayList<>();
-        for (int i = 0; i < states.size(); i++) refs.add(ctx.spawn(states.get(i).behavior(), "probe-" + i));
-        spawned.complete(refs);
-        return Behaviors.receiveMessage(m -> Behaviors.stopped());
-      }), "bench-tick-probes-" + target, Props.empty());
+      ActorRef<String> group =
+          system.systemActorOf(
+              Behaviors.<String>setup(
+                  ctx -> {
+                    List<ActorRef<Rental.Update>> refs = new ArrayList<>();
+                    for (int i = 0; i < states.size(); i++)
+                      refs.add(ctx.spawn(states.get(i).behavior(), "probe-" + i));
+                    spawned.complete(refs);
+                    return Behaviors.receiveMessage(m -> Behaviors.stopped());
+                  }),
+              "bench-tick-probes-" + target,
+              Props.empty());
       List<ActorRef<Rental.Update>> probes = spawned.get(30, TimeUnit.SECONDS);
       List<CompletableFuture<?>> subscribed = new ArrayList<>();
       for (int i = 0; i < sample.size(); i++) {
         Probe p = states.get(i);
         ActorRef<Rental.Update> ref = probes.get(i);
-        subscribed.add(plain(rental(sample.get(i)).<Rental.View>askWithStatus(r -> new Rental.Subscribe(null, ref, r), ASK))
-            .thenAccept(v -> p.startedAtMicros = v.startedAt() == null ? 0 : Host.micros(v.startedAt())));
+        subscribed.add(
+            plain(
+                    rental(sample.get(i))
+                        .<Rental.View>askWithStatus(r -> new Rental.Subscribe(null, ref, r), ASK))
+                .thenAccept(
+                    v ->
+                        p.startedAtMicros =
+                            v.startedAt() == null ? 0 : Host.micros(v.startedAt())));
       }
-      CompletableFuture.allOf(subscribed.toArray(CompletableFuture[]::new)).get(60, TimeUnit.SECONDS);
+      CompletableFuture.allOf(subscribed.toArray(CompletableFuture[]::new))
+          .get(60, TimeUnit.SECONDS);
       Thread.sleep(2000); // every probe has seen a tick: lags count from here
 
       long set0 = metrics.settlements.sum();
@@ -936,8 +1404,14 @@ public final class MarketBenchmark {
       recorder.active = true;
       for (int s = 0; s < o.meterWindow(); s += 5) {
         Thread.sleep(Math.min(5, o.meterWindow() - s) * 1000L);
-        OUT.printf(Locale.ROOT, "   t=%2ds settlements %,d (+%,d), seconds metered +%,d, tick lags recorded %,d%n", s + 5,
-            metrics.settlements.sum(), metrics.settlements.sum() - set0, metrics.secondsMetered.sum() - met0, recorder.size());
+        OUT.printf(
+            Locale.ROOT,
+            "   t=%2ds settlements %,d (+%,d), seconds metered +%,d, tick lags recorded %,d%n",
+            s + 5,
+            metrics.settlements.sum(),
+            metrics.settlements.sum() - set0,
+            metrics.secondsMetered.sum() - met0,
+            recorder.size());
       }
       recorder.active = false;
       long t1 = System.nanoTime();
@@ -946,53 +1420,126 @@ public final class MarketBenchmark {
       long set1 = metrics.settlements.sum();
       long met1 = metrics.secondsMetered.sum();
       long ev1 = db.journalOrdering();
-      // Seconds that elapsed without a tick by the end of the window count with the lag they had so far.
+      // Seconds that elapsed without a tick by the end of the window count with the lag they had so
+      // far.
       long now = Host.micros(Instant.now());
       long pending = 0;
       for (Probe p : states) pending += p.closeWindow(now);
       long[] lags = recorder.sorted();
       group.tell("stop");
       double heap = MarketBenchSupport.heapAfterGcMib();
-      return new Stage(target, running.size(), rampSeconds, (t1 - t0) / 1e9, set1 - set0, met1 - met0, ev1 - ev0, lags,
-          recorder.missed.get(), pending, sample.size(), c0.until(c1), heap, hb1.minus(hb0));
+      return new Stage(
+          target,
+          running.size(),
+          rampSeconds,
+          (t1 - t0) / 1e9,
+          set1 - set0,
+          met1 - met0,
+          ev1 - ev0,
+          lags,
+          recorder.missed.get(),
+          pending,
+          sample.size(),
+          c0.until(c1),
+          heap,
+          hb1.minus(hb0));
     }
 
     void print(Stage s) {
-      OUT.printf(Locale.ROOT, "   window %.0f s: settlements %,.0f/s (due %,.0f/s), seconds metered %,.0f/s (due %,d/s, ratio %.3f),"
-              + " journal %,.0f events/s%n", s.seconds(), s.settlementsPerSecond(), s.running() / 10.0, s.secondsMetered() / s.seconds(),
-          s.running(), s.meteredRatio(), s.journalEvents() / s.seconds());
-      OUT.printf(Locale.ROOT, "   tick lag over %d probes (%,d seconds): p50 %s ms, p99 %s ms, p999 %s ms, max %s ms; seconds whose tick"
-              + " came more than 1 s late or not by the end: %,d + %,d%n", s.probes(), s.lagMicros().length,
+      OUT.printf(
+          Locale.ROOT,
+          "   window %.0f s: settlements %,.0f/s (due %,.0f/s), seconds metered %,.0f/s (due %,d/s, ratio %.3f),"
+              + " journal %,.0f events/s%n",
+          s.seconds(),
+          s.settlementsPerSecond(),
+          s.running() / 10.0,
+          s.secondsMetered() / s.seconds(),
+          s.running(),
+          s.meteredRatio(),
+          s.journalEvents() / s.seconds());
+      OUT.printf(
+          Locale.ROOT,
+          "   tick lag over %d probes (%,d seconds): p50 %s ms, p99 %s ms, p999 %s ms, max %s ms; seconds whose tick"
+              + " came more than 1 s late or not by the end: %,d + %,d%n",
+          s.probes(),
+          s.lagMicros().length,
           MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.5)),
           MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.99)),
           MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.999)),
-          MarketBenchSupport.ms(s.lagMicros().length == 0 ? 0 : s.lagMicros()[s.lagMicros().length - 1]), s.missedSeconds(),
+          MarketBenchSupport.ms(
+              s.lagMicros().length == 0 ? 0 : s.lagMicros()[s.lagMicros().length - 1]),
+          s.missedSeconds(),
           s.pendingSeconds());
-      OUT.printf(Locale.ROOT, "   heartbeat handling p99 %s ms; cores: %s; node heap after GC %.0f MiB%n",
-          MarketBenchSupport.ms(s.heartbeatHandling().quantileMicros(0.99)), MarketBenchSupport.cores(s.cpu()), s.heapMib());
+      OUT.printf(
+          Locale.ROOT,
+          "   heartbeat handling p99 %s ms; cores: %s; node heap after GC %.0f MiB%n",
+          MarketBenchSupport.ms(s.heartbeatHandling().quantileMicros(0.99)),
+          MarketBenchSupport.cores(s.cpu()),
+          s.heapMib());
     }
 
-    List<String> summary(List<Stage> stages, double raw, double rawBefore, double rawAfter, String stop) {
+    List<String> summary(
+        List<Stage> stages, double raw, double rawBefore, double rawAfter, String stop) {
       List<String> lines = new ArrayList<>();
-      lines.add(String.format(Locale.ROOT, "(b) running rentals, settle interval 10 s, 1 card each; raw JDBC baseline %,.0f rows/s"
-          + " (better of before %,.0f / after %,.0f)", raw, rawBefore, rawAfter));
-      String h = String.format(Locale.ROOT, "%7s %7s %8s %9s %7s %9s %7s %9s %7s %8s %8s %8s %8s %6s %6s %6s %8s", "target", "running",
-          "ramp s", "settle/s", "due", "metered/s", "ratio", "events/s", "vs raw", "lag p50", "lag p99", "lag p999", "lag max", "node",
-          "pg", "mach", "heap MiB");
+      lines.add(
+          String.format(
+              Locale.ROOT,
+              "(b) running rentals, settle interval 10 s, 1 card each; raw JDBC baseline %,.0f rows/s"
+                  + " (better of before %,.0f / after %,.0f)",
+              raw,
+              rawBefore,
+              rawAfter));
+      String h =
+          String.format(
+              Locale.ROOT,
+              "%7s %7s %8s %9s %7s %9s %7s %9s %7s %8s %8s %8s %8s %6s %6s %6s %8s",
+              "target",
+              "running",
+              "ramp s",
+              "settle/s",
+              "due",
+              "metered/s",
+              "ratio",
+              "events/s",
+              "vs raw",
+              "lag p50",
+              "lag p99",
+              "lag p999",
+              "lag max",
+              "node",
+              "pg",
+              "mach",
+              "heap MiB");
       lines.add(h);
       lines.add("-".repeat(h.length()));
       for (Stage s : stages) {
         double ev = s.journalEvents() / s.seconds();
-        lines.add(String.format(Locale.ROOT, "%,7d %,7d %8.1f %9.0f %7.0f %9.0f %7.3f %,9.0f %7.3f %8s %8s %8s %8s %6.2f %6.2f %6.2f %,8.0f",
-            s.target(), s.running(), s.rampSeconds(), s.settlementsPerSecond(), s.running() / 10.0, s.secondsMetered() / s.seconds(),
-            s.meteredRatio(), ev, ev / raw, MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.5)),
-            MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.99)),
-            MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.999)),
-            MarketBenchSupport.ms(s.lagMicros().length == 0 ? 0 : s.lagMicros()[s.lagMicros().length - 1]), s.cpu().jvmCores(),
-            s.cpu().postgresCores(), s.cpu().machineCores(), s.heapMib()));
+        lines.add(
+            String.format(
+                Locale.ROOT,
+                "%,7d %,7d %8.1f %9.0f %7.0f %9.0f %7.3f %,9.0f %7.3f %8s %8s %8s %8s %6.2f %6.2f %6.2f %,8.0f",
+                s.target(),
+                s.running(),
+                s.rampSeconds(),
+                s.settlementsPerSecond(),
+                s.running() / 10.0,
+                s.secondsMetered() / s.seconds(),
+                s.meteredRatio(),
+                ev,
+                ev / raw,
+                MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.5)),
+                MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.99)),
+                MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.999)),
+                MarketBenchSupport.ms(
+                    s.lagMicros().length == 0 ? 0 : s.lagMicros()[s.lagMicros().length - 1]),
+                s.cpu().jvmCores(),
+                s.cpu().postgresCores(),
+                s.cpu().machineCores(),
+                s.heapMib()));
       }
-      lines.add("ratio = seconds metered / (running x window); events/s = journal rows written by the node in the window;"
-          + " lag = tick arrival - (started_at + second), per second of the probed rentals");
+      lines.add(
+          "ratio = seconds metered / (running x window); events/s = journal rows written by the node in the window;"
+              + " lag = tick arrival - (started_at + second), per second of the probed rentals");
       if (stop != null) lines.add("stopped: " + stop);
       return lines;
     }
@@ -1022,9 +1569,10 @@ public final class MarketBenchmark {
   }
 
   /**
-   * Subscribed to one rental's updates. For every second {@code s} of the rental, its lag is when the first tick
-   * numbered {@code s} or later arrived, minus {@code started_at + s}: what a renter watching the meter sees. A tick
-   * delayed past the next second's start skips a number; the skipped second then counts with the later tick's lag.
+   * Subscribed to one rental's updates. For every second {@code s} of the rental, its lag is when
+   * the first tick numbered {@code s} or later arrived, minus {@code started_at + s}: what a renter
+   * watching the meter sees. A tick delayed past the next second's start skips a number; the
+   * skipped second then counts with the later tick's lag.
    */
   static final class Probe {
     final LagRecorder recorder;
@@ -1037,19 +1585,25 @@ public final class MarketBenchmark {
 
     Behavior<Rental.Update> behavior() {
       return Behaviors.receive(Rental.Update.class)
-          .onMessage(Rental.Tick.class, t -> {
-            long now = Host.micros(Instant.now());
-            if (startedAtMicros > 0 && lastSecond >= 0) {
-              for (long s = lastSecond + 1; s <= t.second(); s++) recorder.record(now - (startedAtMicros + s * 1_000_000L));
-            }
-            lastSecond = Math.max(lastSecond, t.second());
-            return Behaviors.same();
-          })
+          .onMessage(
+              Rental.Tick.class,
+              t -> {
+                long now = Host.micros(Instant.now());
+                if (startedAtMicros > 0 && lastSecond >= 0) {
+                  for (long s = lastSecond + 1; s <= t.second(); s++)
+                    recorder.record(now - (startedAtMicros + s * 1_000_000L));
+                }
+                lastSecond = Math.max(lastSecond, t.second());
+                return Behaviors.same();
+              })
           .onAnyMessage(m -> Behaviors.same())
           .build();
     }
 
-    /** Seconds elapsed at {@code nowMicros} with no tick yet: recorded with the lag they have so far; answers how many. */
+    /**
+     * Seconds elapsed at {@code nowMicros} with no tick yet: recorded with the lag they have so
+     * far; answers how many.
+     */
     long closeWindow(long nowMicros) {
       if (startedAtMicros <= 0 || lastSecond < 0) return 0;
       long elapsed = (nowMicros - startedAtMicros) / 1_000_000L;

@@ -13,12 +13,12 @@ import java.util.UUID;
 /**
  * The ceiling the journal is compared with: plain JDBC batch inserts of rows shaped exactly like
  * the plugin's {@code event_journal} rows (same columns, primary key and unique ordering index, the
- * same serialized event as payload), on one connection, one transaction per batch, with
- * {@code reWriteBatchedInserts=true}. More variants take apart what tags cost: a batch that also
- * returns each row's generated {@code ordering}; that plus a batch of one {@code event_tag} row per
- * event; and what the plugin really does for tagged events (Slick never batches an insert that
- * returns keys): one {@code INSERT … RETURNING} round trip per row, then the tag batch, in one
- * transaction per batch.
+ * same serialized event as payload), on one connection, one transaction per batch, with {@code
+ * reWriteBatchedInserts=true}. More variants take apart what tags cost: a batch that also returns
+ * each row's generated {@code ordering}; that plus a batch of one {@code event_tag} row per event;
+ * and what the plugin really does for tagged events (Slick never batches an insert that returns
+ * keys): one {@code INSERT … RETURNING} round trip per row, then the tag batch, in one transaction
+ * per batch.
  */
 final class RawInsertBaseline {
   enum Variant {
@@ -42,26 +42,36 @@ final class RawInsertBaseline {
     }
   }
 
-  private static final String COLUMNS = "(deleted, persistence_id, sequence_number, writer, write_timestamp,"
-      + " adapter_manifest, event_payload, event_ser_id, event_ser_manifest, meta_payload, meta_ser_id, meta_ser_manifest)";
+  private static final String COLUMNS =
+      "(deleted, persistence_id, sequence_number, writer, write_timestamp,"
+          + " adapter_manifest, event_payload, event_ser_id, event_ser_manifest, meta_payload, meta_ser_id, meta_ser_manifest)";
 
   private RawInsertBaseline() {}
 
-  static Result run(Connection c, String database, Variant variant, int rows, int batchSize, Payload payload)
+  static Result run(
+      Connection c, String database, Variant variant, int rows, int batchSize, Payload payload)
       throws SQLException {
     String journal = "bench_raw_journal_" + variant.name().toLowerCase();
     String tags = "bench_raw_tag_" + variant.name().toLowerCase();
     try (Statement st = c.createStatement()) {
       st.execute("DROP TABLE IF EXISTS " + tags);
       st.execute("DROP TABLE IF EXISTS " + journal);
-      st.execute("CREATE TABLE " + journal + " (ordering BIGSERIAL, persistence_id VARCHAR(255) NOT NULL,"
-          + " sequence_number BIGINT NOT NULL, deleted BOOLEAN DEFAULT FALSE NOT NULL, writer VARCHAR(255) NOT NULL,"
-          + " write_timestamp BIGINT, adapter_manifest VARCHAR(255), event_ser_id INTEGER NOT NULL,"
-          + " event_ser_manifest VARCHAR(255) NOT NULL, event_payload BYTEA NOT NULL, meta_ser_id INTEGER,"
-          + " meta_ser_manifest VARCHAR(255), meta_payload BYTEA, PRIMARY KEY(persistence_id, sequence_number))");
+      st.execute(
+          "CREATE TABLE "
+              + journal
+              + " (ordering BIGSERIAL, persistence_id VARCHAR(255) NOT NULL,"
+              + " sequence_number BIGINT NOT NULL, deleted BOOLEAN DEFAULT FALSE NOT NULL, writer VARCHAR(255) NOT NULL,"
+              + " write_timestamp BIGINT, adapter_manifest VARCHAR(255), event_ser_id INTEGER NOT NULL,"
+              + " event_ser_manifest VARCHAR(255) NOT NULL, event_payload BYTEA NOT NULL, meta_ser_id INTEGER,"
+              + " meta_ser_manifest VARCHAR(255), meta_payload BYTEA, PRIMARY KEY(persistence_id, sequence_number))");
       st.execute("CREATE UNIQUE INDEX " + journal + "_ordering_idx ON " + journal + "(ordering)");
-      st.execute("CREATE TABLE " + tags + " (event_id BIGINT, tag VARCHAR(256), PRIMARY KEY(event_id, tag),"
-          + " FOREIGN KEY(event_id) REFERENCES " + journal + "(ordering) ON DELETE CASCADE)");
+      st.execute(
+          "CREATE TABLE "
+              + tags
+              + " (event_id BIGINT, tag VARCHAR(256), PRIMARY KEY(event_id, tag),"
+              + " FOREIGN KEY(event_id) REFERENCES "
+              + journal
+              + "(ordering) ON DELETE CASCADE)");
     }
     String insert = "INSERT INTO " + journal + " " + COLUMNS + " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)";
     boolean returning = variant != Variant.PLAIN;
@@ -70,10 +80,15 @@ final class RawInsertBaseline {
     String writer = UUID.randomUUID().toString();
     int warmupBatches = variant == Variant.ROW_BY_ROW ? 2 : Math.max(1, 20_000 / batchSize);
     long[] sequence = {0};
-    try (PreparedStatement ins = returning ? c.prepareStatement(insert, new String[] {"ordering"}) : c.prepareStatement(insert);
-        PreparedStatement tag = c.prepareStatement("INSERT INTO " + tags + " (event_id, tag) VALUES (?, ?)")) {
+    try (PreparedStatement ins =
+            returning
+                ? c.prepareStatement(insert, new String[] {"ordering"})
+                : c.prepareStatement(insert);
+        PreparedStatement tag =
+            c.prepareStatement("INSERT INTO " + tags + " (event_id, tag) VALUES (?, ?)")) {
       // Warm the driver and the server (JIT, plan cache) on batches that are not counted.
-      for (int b = 0; b < warmupBatches; b++) batch(c, ins, tag, variant, batchSize, sequence, writer, payload);
+      for (int b = 0; b < warmupBatches; b++)
+        batch(c, ins, tag, variant, batchSize, sequence, writer, payload);
       CpuSample before = CpuSample.take(database);
       long t0 = System.nanoTime();
       long written = 0;
@@ -90,9 +105,17 @@ final class RawInsertBaseline {
   }
 
   private static void batch(
-      Connection c, PreparedStatement ins, PreparedStatement tag, Variant variant, int n, long[] sequence, String writer,
-      Payload payload) throws SQLException {
-    // 1000 writers, like 1000 entities; within a batch the rows are in sequence-number order, as the plugin sorts them.
+      Connection c,
+      PreparedStatement ins,
+      PreparedStatement tag,
+      Variant variant,
+      int n,
+      long[] sequence,
+      String writer,
+      Payload payload)
+      throws SQLException {
+    // 1000 writers, like 1000 entities; within a batch the rows are in sequence-number order, as
+    // the plugin sorts them.
     List<Long> orderings = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       long k = sequence[0]++;

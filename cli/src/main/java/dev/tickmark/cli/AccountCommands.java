@@ -15,23 +15,36 @@ import picocli.CommandLine.ParameterException;
 final class AccountCommands {
   private AccountCommands() {}
 
-  @Command(name = "login", description = {
-      "Check an API key against the node (GET /v1/account) and save it with the URL.",
-      "The key comes from --api-key or stdin (typed without echo on a terminal); it is never printed.",
-      "Saved to ~/.config/tickmark/config.json (or $TICKMARK_CONFIG), folder 0700, file 0600."})
+  @Command(
+      name = "login",
+      description = {
+        "Check an API key against the node (GET /v1/account) and save it with the URL.",
+        "The key comes from --api-key or stdin (typed without echo on a terminal); it is never printed.",
+        "Saved to ~/.config/tickmark/config.json (or $TICKMARK_CONFIG), folder 0700, file 0600."
+      })
   static final class Login extends ApiCommand {
     @Override
     int execute() {
       String url = url();
       String key = root().apiKey != null ? root().apiKey.strip() : readKey();
-      if (key.isEmpty()) throw new ParameterException(spec.commandLine(), "No API key: pass --api-key or write it to stdin");
+      if (key.isEmpty())
+        throw new ParameterException(
+            spec.commandLine(), "No API key: pass --api-key or write it to stdin");
       Http.Reply reply = new Http(url, key).get("/v1/account");
       JsonNode account = reply.json();
       new Config(url, key).save(configPath());
       if (json()) {
         printJson(reply);
       } else {
-        out().println("Logged in to " + url + " as " + account.path("name").asText() + " (" + account.path("id").asText() + ").");
+        out()
+            .println(
+                "Logged in to "
+                    + url
+                    + " as "
+                    + account.path("name").asText()
+                    + " ("
+                    + account.path("id").asText()
+                    + ").");
         out().println("Saved to " + configPath() + ".");
       }
       return Cli.EXIT_OK;
@@ -46,7 +59,8 @@ final class AccountCommands {
         return key;
       }
       try {
-        String line = new BufferedReader(new InputStreamReader(cli().in, StandardCharsets.UTF_8)).readLine();
+        String line =
+            new BufferedReader(new InputStreamReader(cli().in, StandardCharsets.UTF_8)).readLine();
         return line == null ? "" : line.strip();
       } catch (IOException e) {
         return "";
@@ -54,8 +68,13 @@ final class AccountCommands {
     }
   }
 
-  @Command(name = "account", description = {"Your balance, held amount, what is available, provider earnings, spend cap and payout details.",
-      "'account payout-details' sets where your earnings are paid."}, subcommands = AccountCommands.PayoutDetails.class)
+  @Command(
+      name = "account",
+      description = {
+        "Your balance, held amount, what is available, provider earnings, spend cap and payout details.",
+        "'account payout-details' sets where your earnings are paid."
+      },
+      subcommands = AccountCommands.PayoutDetails.class)
   static final class Show extends ApiCommand {
     @Override
     int execute() {
@@ -72,7 +91,11 @@ final class AccountCommands {
           .add("Held", eur(a.get("held")))
           .add("Available", eur(a.get("available")))
           .add("Earnings", eur(a.get("earnings")))
-          .add("Spend cap", a.path("spend_cap_monthly").isNull() ? "none" : eur(a.get("spend_cap_monthly")) + " a month")
+          .add(
+              "Spend cap",
+              a.path("spend_cap_monthly").isNull()
+                  ? "none"
+                  : eur(a.get("spend_cap_monthly")) + " a month")
           .add("Spent this month", eur(a.get("spent_this_month")))
           .add("Payout details", payoutDetails(a.get("payout_details")))
           .print(out());
@@ -80,18 +103,32 @@ final class AccountCommands {
     }
   }
 
-  @Command(name = "payout-details", description = {
-      "Set where payout runs pay your earnings: a SEPA bank account in euros (PUT /v1/account/payout-details).",
-      "The IBAN may have spaces and lower case; it is checked (SEPA country, length, checksum) and shown masked.",
-      "Replacing the details affects later payout runs only."})
+  @Command(
+      name = "payout-details",
+      description = {
+        "Set where payout runs pay your earnings: a SEPA bank account in euros (PUT /v1/account/payout-details).",
+        "The IBAN may have spaces and lower case; it is checked (SEPA country, length, checksum) and shown masked.",
+        "Replacing the details affects later payout runs only."
+      })
   static final class PayoutDetails extends ApiCommand {
-    @Option(names = "--holder", required = true, paramLabel = "NAME", description = "The account holder's name, 1 to 70 characters.")
+    @Option(
+        names = "--holder",
+        required = true,
+        paramLabel = "NAME",
+        description = "The account holder's name, 1 to 70 characters.")
     String holder;
 
-    @Option(names = "--iban", required = true, paramLabel = "IBAN", description = "e.g. \"DE89 3704 0044 0532 0130 00\".")
+    @Option(
+        names = "--iban",
+        required = true,
+        paramLabel = "IBAN",
+        description = "e.g. \"DE89 3704 0044 0532 0130 00\".")
     String iban;
 
-    @Option(names = "--bic", paramLabel = "BIC", description = "The bank's BIC, 8 or 11 characters (optional in SEPA).")
+    @Option(
+        names = "--bic",
+        paramLabel = "BIC",
+        description = "The bank's BIC, 8 or 11 characters (optional in SEPA).")
     String bic;
 
     @Override
@@ -105,22 +142,33 @@ final class AccountCommands {
         printJson(reply);
         return Cli.EXIT_OK;
       }
-      out().println("Payouts will go to " + payoutDetails(reply.json().get("payout_details")) + ".");
+      out()
+          .println("Payouts will go to " + payoutDetails(reply.json().get("payout_details")) + ".");
       return Cli.EXIT_OK;
     }
   }
 
-  @Command(name = "ledger", description = "Your ledger entries, oldest first (deposit, hold, hold_released, capture, earning, payout).")
+  @Command(
+      name = "ledger",
+      description =
+          "Your ledger entries, oldest first (deposit, hold, hold_released, capture, earning, payout).")
   static final class Ledger extends ApiCommand {
-    @Option(names = "--limit", paramLabel = "N", description = "Entries per page, 1 to 500 (default 100).")
+    @Option(
+        names = "--limit",
+        paramLabel = "N",
+        description = "Entries per page, 1 to 500 (default 100).")
     Integer limit;
 
-    @Option(names = "--after", paramLabel = "CURSOR", description = "Start after this entry (the cursor a previous page printed).")
+    @Option(
+        names = "--after",
+        paramLabel = "CURSOR",
+        description = "Start after this entry (the cursor a previous page printed).")
     String after;
 
     @Override
     int execute() {
-      Http.Reply reply = withApiKey().get("/v1/account/ledger" + query(params("limit", limit, "after", after)));
+      Http.Reply reply =
+          withApiKey().get("/v1/account/ledger" + query(params("limit", limit, "after", after)));
       if (json()) {
         printJson(reply);
         return Cli.EXIT_OK;
@@ -128,19 +176,32 @@ final class AccountCommands {
       JsonNode page = reply.json();
       Table table = new Table("ID", "AT", "KIND", "AMOUNT", "RENTAL", "KEY");
       for (JsonNode e : page.path("entries")) {
-        table.row(e.get("id"), e.get("at"), e.get("kind"), e.get("amount"), e.get("rental_id"), e.get("key"));
+        table.row(
+            e.get("id"),
+            e.get("at"),
+            e.get("kind"),
+            e.get("amount"),
+            e.get("rental_id"),
+            e.get("key"));
       }
       if (table.isEmpty()) out().println("No ledger entries.");
       else table.print(out());
-      if (page.hasNonNull("next_after")) out().println("More: tickmark ledger --after " + page.get("next_after").asText());
+      if (page.hasNonNull("next_after"))
+        out().println("More: tickmark ledger --after " + page.get("next_after").asText());
       return Cli.EXIT_OK;
     }
   }
 
-  /** {@code Ada Lovelace, ******************3000 (COBADEFFXXX)}: the engine masks the IBAN but for its last four characters. */
+  /**
+   * {@code Ada Lovelace, ******************3000 (COBADEFFXXX)}: the engine masks the IBAN but for
+   * its last four characters.
+   */
   static String payoutDetails(JsonNode details) {
-    if (details == null || details.isNull()) return "none (set them with 'tickmark account payout-details')";
-    return details.path("holder_name").asText() + ", " + details.path("iban").asText()
+    if (details == null || details.isNull())
+      return "none (set them with 'tickmark account payout-details')";
+    return details.path("holder_name").asText()
+        + ", "
+        + details.path("iban").asText()
         + (details.hasNonNull("bic") ? " (" + details.get("bic").asText() + ")" : "");
   }
 

@@ -14,8 +14,9 @@ import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
 /**
- * What every command shares: the global options resolved (flag, then environment, then the saved login), a client
- * with the right credential, and the output. Subclasses do their work in {@link #execute()}.
+ * What every command shares: the global options resolved (flag, then environment, then the saved
+ * login), a client with the right credential, and the output. Subclasses do their work in {@link
+ * #execute()}.
  */
 abstract class ApiCommand implements Callable<Integer> {
   @Spec CommandSpec spec;
@@ -25,7 +26,10 @@ abstract class ApiCommand implements Callable<Integer> {
     return execute();
   }
 
-  /** Does the command's work; returns the exit status. Failures are thrown ({@link CliException}, {@link UnreachableException}). */
+  /**
+   * Does the command's work; returns the exit status. Failures are thrown ({@link CliException},
+   * {@link UnreachableException}).
+   */
   abstract int execute();
 
   final TickmarkCommand root() {
@@ -57,7 +61,10 @@ abstract class ApiCommand implements Callable<Integer> {
     return Config.path(cli().env);
   }
 
-  /** The saved login, read only when a flag or the environment does not already say it (so a broken file can be replaced by login). */
+  /**
+   * The saved login, read only when a flag or the environment does not already say it (so a broken
+   * file can be replaced by login).
+   */
   final Config savedConfig() {
     return Config.load(configPath());
   }
@@ -66,7 +73,9 @@ abstract class ApiCommand implements Callable<Integer> {
   final String url() {
     String url = firstOf(root().url, cli().env.get("TICKMARK_URL"));
     if (url == null) url = firstOf(savedConfig().url(), TickmarkCommand.DEFAULT_URL);
-    if (!Http.isValidUrl(url)) throw new ParameterException(spec.commandLine(), "Invalid URL '" + url + "': use http://host:port or https://host");
+    if (!Http.isValidUrl(url))
+      throw new ParameterException(
+          spec.commandLine(), "Invalid URL '" + url + "': use http://host:port or https://host");
     return url;
   }
 
@@ -80,7 +89,9 @@ abstract class ApiCommand implements Callable<Integer> {
     String key = firstOf(root().apiKey, cli().env.get("TICKMARK_API_KEY"));
     if (key == null) key = savedConfig().apiKey();
     if (key == null) {
-      throw new CliException("not_logged_in", "no API key: run 'tickmark login', set TICKMARK_API_KEY or pass --api-key");
+      throw new CliException(
+          "not_logged_in",
+          "no API key: run 'tickmark login', set TICKMARK_API_KEY or pass --api-key");
     }
     return new Http(url(), key);
   }
@@ -97,16 +108,22 @@ abstract class ApiCommand implements Callable<Integer> {
 
   /** {@code ?a=1&b=2} from the parameters that are set, or an empty string. */
   static String query(Map<String, Object> parameters) {
-    String joined = parameters.entrySet().stream()
-        .filter(e -> e.getValue() != null)
-        .map(e -> e.getKey() + "=" + URLEncoder.encode(e.getValue().toString(), StandardCharsets.UTF_8))
-        .collect(Collectors.joining("&"));
+    String joined =
+        parameters.entrySet().stream()
+            .filter(e -> e.getValue() != null)
+            .map(
+                e ->
+                    e.getKey()
+                        + "="
+                        + URLEncoder.encode(e.getValue().toString(), StandardCharsets.UTF_8))
+            .collect(Collectors.joining("&"));
     return joined.isEmpty() ? "" : "?" + joined;
   }
 
   static Map<String, Object> params(Object... keysAndValues) {
     Map<String, Object> map = new LinkedHashMap<>();
-    for (int i = 0; i < keysAndValues.length; i += 2) map.put((String) keysAndValues[i], keysAndValues[i + 1]);
+    for (int i = 0; i < keysAndValues.length; i += 2)
+      map.put((String) keysAndValues[i], keysAndValues[i + 1]);
     return map;
   }
 

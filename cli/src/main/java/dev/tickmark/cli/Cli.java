@@ -7,9 +7,9 @@ import java.util.Map;
 import picocli.CommandLine;
 
 /**
- * One run of the {@code tickmark} command with its surroundings passed in (environment, stdin, terminal, output), so
- * tests run it in-process exactly as {@link Main} does. Turns failures into the documented exit codes and one line on
- * stderr.
+ * One run of the {@code tickmark} command with its surroundings passed in (environment, stdin,
+ * terminal, output), so tests run it in-process exactly as {@link Main} does. Turns failures into
+ * the documented exit codes and one line on stderr.
  */
 final class Cli {
   static final int EXIT_OK = 0;
@@ -22,14 +22,24 @@ final class Cli {
   final Console console; // null when stdin is not a terminal
   final PrintWriter out;
   final PrintWriter err;
-  /** Whether stdout is a terminal: a live line is then rewritten in place; into a pipe or a file it is one line per update. */
+
+  /**
+   * Whether stdout is a terminal: a live line is then rewritten in place; into a pipe or a file it
+   * is one line per update.
+   */
   final boolean terminal;
 
   Cli(Map<String, String> env, InputStream in, Console console, PrintWriter out, PrintWriter err) {
     this(env, in, console, out, err, isTerminal(console));
   }
 
-  Cli(Map<String, String> env, InputStream in, Console console, PrintWriter out, PrintWriter err, boolean terminal) {
+  Cli(
+      Map<String, String> env,
+      InputStream in,
+      Console console,
+      PrintWriter out,
+      PrintWriter err,
+      boolean terminal) {
     this.env = Map.copyOf(env);
     this.in = in;
     this.console = console;
@@ -39,8 +49,9 @@ final class Cli {
   }
 
   /**
-   * Whether the JVM's console is a terminal. Up to Java 21 there is a console only when stdin and stdout both are one;
-   * from Java 22 there may be one while they are redirected, and {@code Console.isTerminal()} (absent before) tells.
+   * Whether the JVM's console is a terminal. Up to Java 21 there is a console only when stdin and
+   * stdout both are one; from Java 22 there may be one while they are redirected, and {@code
+   * Console.isTerminal()} (absent before) tells.
    */
   static boolean isTerminal(Console console) {
     if (console == null) return false;

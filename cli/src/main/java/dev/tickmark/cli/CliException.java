@@ -1,8 +1,9 @@
 package dev.tickmark.cli;
 
 /**
- * A failure the user should see as one line, {@code error: <code>: <detail>}, and exit 1: a problem answered by the
- * engine (its stable {@code code} and {@code detail}), or one found before asking it ({@code not_logged_in}).
+ * A failure the user should see as one line, {@code error: <code>: <detail>}, and exit 1: a problem
+ * answered by the engine (its stable {@code code} and {@code detail}), or one found before asking
+ * it ({@code not_logged_in}).
  */
 final class CliException extends RuntimeException {
   private final String code;

@@ -12,9 +12,9 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Map;
 
 /**
- * The saved login: {@code ~/.config/tickmark/config.json} (or {@code $TICKMARK_CONFIG}) holding the node's URL and
- * an API key. The key is a secret, so the folder is 0700 and the file 0600, written atomically so a reader never
- * sees half of it.
+ * The saved login: {@code ~/.config/tickmark/config.json} (or {@code $TICKMARK_CONFIG}) holding the
+ * node's URL and an API key. The key is a secret, so the folder is 0700 and the file 0600, written
+ * atomically so a reader never sees half of it.
  *
  * @param url the node's base URL, or null
  * @param apiKey the API key, or null
@@ -24,12 +24,18 @@ record Config(String url, String apiKey) {
 
   static final Config EMPTY = new Config(null, null);
 
-  /** {@code $TICKMARK_CONFIG}, else {@code $XDG_CONFIG_HOME/tickmark/config.json}, else {@code ~/.config/tickmark/config.json}. */
+  /**
+   * {@code $TICKMARK_CONFIG}, else {@code $XDG_CONFIG_HOME/tickmark/config.json}, else {@code
+   * ~/.config/tickmark/config.json}.
+   */
   static Path path(Map<String, String> env) {
     String explicit = env.get(CONFIG_ENV);
     if (explicit != null && !explicit.isBlank()) return Path.of(explicit);
     String xdg = env.get("XDG_CONFIG_HOME");
-    Path base = xdg != null && !xdg.isBlank() ? Path.of(xdg) : Path.of(System.getProperty("user.home"), ".config");
+    Path base =
+        xdg != null && !xdg.isBlank()
+            ? Path.of(xdg)
+            : Path.of(System.getProperty("user.home"), ".config");
     return base.resolve("tickmark").resolve("config.json");
   }
 
@@ -38,7 +44,8 @@ record Config(String url, String apiKey) {
     if (!Files.exists(file)) return EMPTY;
     try {
       JsonNode node = Http.JSON.readTree(Files.readString(file, StandardCharsets.UTF_8));
-      if (node == null || !node.isObject()) throw new CliException("bad_config", file + " is not a JSON object");
+      if (node == null || !node.isObject())
+        throw new CliException("bad_config", file + " is not a JSON object");
       return new Config(text(node, "url"), text(node, "api_key"));
     } catch (IOException e) {
       throw new CliException("bad_config", "cannot read " + file + ": " + e.getMessage());
@@ -52,9 +59,17 @@ record Config(String url, String apiKey) {
     try {
       Path dir = file.toAbsolutePath().getParent();
       createPrivateFolder(dir);
-      Path temp = Files.createTempFile(dir, ".config", ".tmp", PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+      Path temp =
+          Files.createTempFile(
+              dir,
+              ".config",
+              ".tmp",
+              PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
       try {
-        Files.writeString(temp, Http.JSON.writerWithDefaultPrettyPrinter().writeValueAsString(node) + "\n", StandardCharsets.UTF_8);
+        Files.writeString(
+            temp,
+            Http.JSON.writerWithDefaultPrettyPrinter().writeValueAsString(node) + "\n",
+            StandardCharsets.UTF_8);
         Files.move(temp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
       } finally {
         Files.deleteIfExists(temp);
@@ -70,7 +85,8 @@ record Config(String url, String apiKey) {
     Path parent = dir.getParent();
     if (parent != null) Files.createDirectories(parent);
     try {
-      Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+      Files.createDirectory(
+          dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
     } catch (FileAlreadyExistsException raced) {
       // another tickmark made it first
     }

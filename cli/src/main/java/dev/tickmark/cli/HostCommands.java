@@ -9,22 +9,40 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
 /** {@code tickmark host …}: a provider's machines, with the provider's API key. */
-@Command(name = "host", description = "Your hosts (as a provider): registration tokens, status, prices, drain.",
-    subcommands = {HostCommands.Token.class, HostCommands.Ls.class, HostCommands.Show.class, HostCommands.Price.class,
-        HostCommands.Drain.class})
+@Command(
+    name = "host",
+    description = "Your hosts (as a provider): registration tokens, status, prices, drain.",
+    subcommands = {
+      HostCommands.Token.class,
+      HostCommands.Ls.class,
+      HostCommands.Show.class,
+      HostCommands.Price.class,
+      HostCommands.Drain.class
+    })
 final class HostCommands extends ApiCommand {
   @Override
   int execute() {
     throw new picocli.CommandLine.ParameterException(spec.commandLine(), "Missing host command");
   }
 
-  @Command(name = "token", description = {"A one-time registration token for a new host in REGION (valid 24 h),",
-      "and the agent command that uses it."})
+  @Command(
+      name = "token",
+      description = {
+        "A one-time registration token for a new host in REGION (valid 24 h),",
+        "and the agent command that uses it."
+      })
   static final class Token extends ApiCommand {
-    @Option(names = "--region", required = true, paramLabel = "CODE", description = "Where the machine is (see 'tickmark catalog regions').")
+    @Option(
+        names = "--region",
+        required = true,
+        paramLabel = "CODE",
+        description = "Where the machine is (see 'tickmark catalog regions').")
     String region;
 
-    @Option(names = "--label", paramLabel = "TEXT", description = "Your name for the machine, e.g. rack-3/node-7.")
+    @Option(
+        names = "--label",
+        paramLabel = "TEXT",
+        description = "Your name for the machine, e.g. rack-3/node-7.")
     String label;
 
     @Override
@@ -39,13 +57,25 @@ final class HostCommands extends ApiCommand {
         return Cli.EXIT_OK;
       }
       JsonNode t = reply.json();
-      out().println("Host " + t.path("host_id").asText() + " in " + t.path("region").asText() + ": registration token (one use, expires "
-          + t.path("expires_at").asText() + "):");
+      out()
+          .println(
+              "Host "
+                  + t.path("host_id").asText()
+                  + " in "
+                  + t.path("region").asText()
+                  + ": registration token (one use, expires "
+                  + t.path("expires_at").asText()
+                  + "):");
       out().println(t.path("token").asText());
       out().println();
       out().println("On the machine, start the agent with it:");
-      out().println("  java -jar tickmark-agent.jar --engine " + agentUrl(http.baseUrl()) + " --token " + t.path("token").asText()
-          + " --state-dir /var/lib/tickmark-agent");
+      out()
+          .println(
+              "  java -jar tickmark-agent.jar --engine "
+                  + agentUrl(http.baseUrl())
+                  + " --token "
+                  + t.path("token").asText()
+                  + " --state-dir /var/lib/tickmark-agent");
       return Cli.EXIT_OK;
     }
 
@@ -57,7 +87,9 @@ final class HostCommands extends ApiCommand {
     }
   }
 
-  @Command(name = "ls", description = "Your hosts: status, online, listed, draining, cards free, prices.")
+  @Command(
+      name = "ls",
+      description = "Your hosts: status, online, listed, draining, cards free, prices.")
   static final class Ls extends ApiCommand {
     @Override
     int execute() {
@@ -66,18 +98,42 @@ final class HostCommands extends ApiCommand {
         printJson(reply);
         return Cli.EXIT_OK;
       }
-      Table table = new Table("ID", "REGION", "LABEL", "STATUS", "FLAGS", "GPU", "FREE", "TOTAL", "ON-DEMAND", "SPOT");
+      Table table =
+          new Table(
+              "ID",
+              "REGION",
+              "LABEL",
+              "STATUS",
+              "FLAGS",
+              "GPU",
+              "FREE",
+              "TOTAL",
+              "ON-DEMAND",
+              "SPOT");
       for (JsonNode h : reply.json().path("hosts")) {
-        table.row(h.get("id"), h.get("region"), h.get("label"), h.get("status"), flags(h), h.get("gpu"), h.get("cards_free"),
-            h.get("cards_total"), h.get("on_demand_price_per_gpu_hour"), h.get("spot_price_per_gpu_hour"));
+        table.row(
+            h.get("id"),
+            h.get("region"),
+            h.get("label"),
+            h.get("status"),
+            flags(h),
+            h.get("gpu"),
+            h.get("cards_free"),
+            h.get("cards_total"),
+            h.get("on_demand_price_per_gpu_hour"),
+            h.get("spot_price_per_gpu_hour"));
       }
-      if (table.isEmpty()) out().println("No hosts yet: 'tickmark host token --region CODE' registers one.");
+      if (table.isEmpty())
+        out().println("No hosts yet: 'tickmark host token --region CODE' registers one.");
       else table.print(out());
       return Cli.EXIT_OK;
     }
   }
 
-  @Command(name = "show", description = "One host: cards and their state, listing, verification checks, last heartbeat.")
+  @Command(
+      name = "show",
+      description =
+          "One host: cards and their state, listing, verification checks, last heartbeat.")
   static final class Show extends ApiCommand {
     @Parameters(paramLabel = "ID", description = "The host (host_...).")
     String id;
@@ -91,30 +147,46 @@ final class HostCommands extends ApiCommand {
     }
   }
 
-  @Command(name = "price", description = {"Set a host's floor prices (EUR per GPU-hour) and list it, or take it off the market with --unlist.",
-      "What you do not pass (spot price, spot notice, availability windows) is kept as it is."})
+  @Command(
+      name = "price",
+      description = {
+        "Set a host's floor prices (EUR per GPU-hour) and list it, or take it off the market with --unlist.",
+        "What you do not pass (spot price, spot notice, availability windows) is kept as it is."
+      })
   static final class Price extends ApiCommand {
     @Parameters(paramLabel = "ID", description = "The host (host_...).")
     String id;
 
-    @Option(names = "--on-demand", required = true, paramLabel = "EUR", description = "On-demand floor per GPU-hour.")
+    @Option(
+        names = "--on-demand",
+        required = true,
+        paramLabel = "EUR",
+        description = "On-demand floor per GPU-hour.")
     String onDemand;
 
     @ArgGroup(exclusive = true)
     SpotChoice spot;
 
     static final class SpotChoice {
-      @Option(names = "--spot", paramLabel = "EUR", description = "Also offer spot at this floor per GPU-hour.")
+      @Option(
+          names = "--spot",
+          paramLabel = "EUR",
+          description = "Also offer spot at this floor per GPU-hour.")
       String price;
 
       @Option(names = "--no-spot", description = "Stop offering spot.")
       boolean none;
     }
 
-    @Option(names = "--spot-notice", paramLabel = "SECONDS", description = "Notice a spot rental gets before its cards are taken back, 120 to 3600.")
+    @Option(
+        names = "--spot-notice",
+        paramLabel = "SECONDS",
+        description = "Notice a spot rental gets before its cards are taken back, 120 to 3600.")
     Integer spotNotice;
 
-    @Option(names = "--unlist", description = "Take the host off the market (running rentals are untouched).")
+    @Option(
+        names = "--unlist",
+        description = "Take the host off the market (running rentals are untouched).")
     boolean unlist;
 
     @Override
@@ -124,9 +196,17 @@ final class HostCommands extends ApiCommand {
       JsonNode current = http.get(path).json().path("listing");
       ObjectNode body = object();
       body.put("on_demand_price_per_gpu_hour", onDemand);
-      String spotPrice = spot == null ? text(current.get("spot_price_per_gpu_hour")) : spot.none ? null : spot.price;
+      String spotPrice =
+          spot == null
+              ? text(current.get("spot_price_per_gpu_hour"))
+              : spot.none ? null : spot.price;
       if (spotPrice != null) body.put("spot_price_per_gpu_hour", spotPrice);
-      Integer notice = spotNotice != null ? spotNotice : current.hasNonNull("spot_notice_seconds") ? current.get("spot_notice_seconds").asInt() : null;
+      Integer notice =
+          spotNotice != null
+              ? spotNotice
+              : current.hasNonNull("spot_notice_seconds")
+                  ? current.get("spot_notice_seconds").asInt()
+                  : null;
       if (notice != null) body.put("spot_notice_seconds", notice);
       if (current.hasNonNull("availability")) body.set("availability", current.get("availability"));
       body.put("listed", !unlist);
@@ -136,10 +216,22 @@ final class HostCommands extends ApiCommand {
         return Cli.EXIT_OK;
       }
       JsonNode listing = reply.json().path("listing");
-      out().println("Host " + id + (listing.path("listed").asBoolean() ? " listed" : " unlisted") + ": on demand "
-          + listing.path("on_demand_price_per_gpu_hour").asText() + " EUR/GPU-hour"
-          + (listing.hasNonNull("spot_price_per_gpu_hour") ? ", spot " + listing.get("spot_price_per_gpu_hour").asText()
-              + " EUR/GPU-hour with " + listing.path("spot_notice_seconds").asInt() + " s notice" : ", no spot") + ".");
+      out()
+          .println(
+              "Host "
+                  + id
+                  + (listing.path("listed").asBoolean() ? " listed" : " unlisted")
+                  + ": on demand "
+                  + listing.path("on_demand_price_per_gpu_hour").asText()
+                  + " EUR/GPU-hour"
+                  + (listing.hasNonNull("spot_price_per_gpu_hour")
+                      ? ", spot "
+                          + listing.get("spot_price_per_gpu_hour").asText()
+                          + " EUR/GPU-hour with "
+                          + listing.path("spot_notice_seconds").asInt()
+                          + " s notice"
+                      : ", no spot")
+                  + ".");
       return Cli.EXIT_OK;
     }
 
@@ -148,7 +240,9 @@ final class HostCommands extends ApiCommand {
     }
   }
 
-  @Command(name = "drain", description = "No new rentals on the host; on-demand rentals keep running to their end.")
+  @Command(
+      name = "drain",
+      description = "No new rentals on the host; on-demand rentals keep running to their end.")
   static final class Drain extends ApiCommand {
     @Parameters(paramLabel = "ID", description = "The host (host_...).")
     String id;
@@ -157,7 +251,14 @@ final class HostCommands extends ApiCommand {
     int execute() {
       Http.Reply reply = withApiKey().post("/v1/hosts/" + segment(id) + "/drain", null);
       if (json()) printJson(reply);
-      else out().println("Host " + id + " is draining: no new rentals; " + rented(reply.json()) + " card(s) still rented.");
+      else
+        out()
+            .println(
+                "Host "
+                    + id
+                    + " is draining: no new rentals; "
+                    + rented(reply.json())
+                    + " card(s) still rented.");
       return Cli.EXIT_OK;
     }
   }
@@ -180,32 +281,45 @@ final class HostCommands extends ApiCommand {
   /** A host in full, as {@code host show} and {@code ops evict} print it. */
   static void detail(JsonNode h, PrintWriter out) {
     JsonNode listing = h.path("listing");
-    Table.Details details = new Table.Details()
-        .add("Host", h.get("id"))
-        .add("Label", h.get("label"))
-        .add("Region", h.get("region"))
-        .add("Status", h.get("status"))
-        .add("Flags", flags(h))
-        .add("GPU", h.path("cards").size() + " x " + Table.cell(h.get("gpu")));
+    Table.Details details =
+        new Table.Details()
+            .add("Host", h.get("id"))
+            .add("Label", h.get("label"))
+            .add("Region", h.get("region"))
+            .add("Status", h.get("status"))
+            .add("Flags", flags(h))
+            .add("GPU", h.path("cards").size() + " x " + Table.cell(h.get("gpu")));
     if (h.hasNonNull("owner_id")) details.add("Owner", h.get("owner_id"));
     details
         .add("Listed", listing.path("listed").asBoolean() ? "yes" : "no")
-        .add("On demand", listing.hasNonNull("on_demand_price_per_gpu_hour") ? listing.get("on_demand_price_per_gpu_hour").asText() + " EUR/GPU-hour" : null)
-        .add("Spot", listing.hasNonNull("spot_price_per_gpu_hour")
-            ? listing.get("spot_price_per_gpu_hour").asText() + " EUR/GPU-hour, " + listing.path("spot_notice_seconds").asInt() + " s notice" : null)
+        .add(
+            "On demand",
+            listing.hasNonNull("on_demand_price_per_gpu_hour")
+                ? listing.get("on_demand_price_per_gpu_hour").asText() + " EUR/GPU-hour"
+                : null)
+        .add(
+            "Spot",
+            listing.hasNonNull("spot_price_per_gpu_hour")
+                ? listing.get("spot_price_per_gpu_hour").asText()
+                    + " EUR/GPU-hour, "
+                    + listing.path("spot_notice_seconds").asInt()
+                    + " s notice"
+                : null)
         .add("Availability", availability(listing.path("availability")))
         .add("Last heartbeat", h.get("last_heartbeat_at"))
         .add("Registered", h.get("registered_at"))
         .add("Eviction reason", h.get("eviction_reason"))
         .print(out);
     Table cards = new Table("CARD", "GPU", "STATE", "UUID");
-    for (JsonNode c : h.path("cards")) cards.row(c.get("index"), c.get("gpu"), c.get("state"), c.get("uuid"));
+    for (JsonNode c : h.path("cards"))
+      cards.row(c.get("index"), c.get("gpu"), c.get("state"), c.get("uuid"));
     if (!cards.isEmpty()) {
       out.println();
       cards.print(out);
     }
     Table checks = new Table("CHECK", "STATUS", "OBSERVED", "EXPECTED");
-    for (JsonNode c : h.path("verification")) checks.row(c.get("check"), c.get("status"), c.get("observed"), c.get("expected"));
+    for (JsonNode c : h.path("verification"))
+      checks.row(c.get("check"), c.get("status"), c.get("observed"), c.get("expected"));
     if (!checks.isEmpty()) {
       out.println();
       checks.print(out);
@@ -218,7 +332,11 @@ final class HostCommands extends ApiCommand {
     StringBuilder text = new StringBuilder();
     for (JsonNode w : windows) {
       if (text.length() > 0) text.append(", ");
-      text.append(w.path("day").asText()).append(' ').append(w.path("start").asText()).append('-').append(w.path("end").asText());
+      text.append(w.path("day").asText())
+          .append(' ')
+          .append(w.path("start").asText())
+          .append('-')
+          .append(w.path("end").asText());
     }
     return text.append(" UTC").toString();
   }

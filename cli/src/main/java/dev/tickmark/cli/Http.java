@@ -23,18 +23,24 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Predicate;
 
 /**
- * The engine's HTTP API as the CLI sees it: the JDK {@link HttpClient}, Jackson trees, bearer auth. Problem answers
- * become {@link CliException}s carrying the problem's {@code code} and {@code detail}; a node that cannot be reached
- * becomes an {@link UnreachableException}.
+ * The engine's HTTP API as the CLI sees it: the JDK {@link HttpClient}, Jackson trees, bearer auth.
+ * Problem answers become {@link CliException}s carrying the problem's {@code code} and {@code
+ * detail}; a node that cannot be reached becomes an {@link UnreachableException}.
  */
 final class Http {
   static final ObjectMapper JSON = new ObjectMapper();
   static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(5);
+
   /** Long enough for a launch, which answers after the first match attempt. */
   static final Duration REQUEST_TIMEOUT = Duration.ofSeconds(60);
+
   /** Three missed keep-alives. */
   static final Duration STREAM_SILENCE = Duration.ofSeconds(45);
-  /** Attempts of a POST carrying an Idempotency-Key when the answer is lost or the engine asks to retry. */
+
+  /**
+   * Attempts of a POST carrying an Idempotency-Key when the answer is lost or the engine asks to
+   * retry.
+   */
   static final int IDEMPOTENT_ATTEMPTS = 3;
 
   /** One answer: the status and the raw body (printed as is by {@code --json}). */
@@ -76,14 +82,22 @@ final class Http {
     this.streamSilence = streamSilence;
     this.baseUrl = baseUrl.endsWith("/") ? baseUrl.substring(0, baseUrl.length() - 1) : baseUrl;
     this.bearer = bearer;
-    this.client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).connectTimeout(CONNECT_TIMEOUT).build();
+    this.client =
+        HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(CONNECT_TIMEOUT)
+            .build();
   }
 
-  /** Whether {@code url} is something this client can call: an absolute http or https URL with a host. */
+  /**
+   * Whether {@code url} is something this client can call: an absolute http or https URL with a
+   * host.
+   */
   static boolean isValidUrl(String url) {
     try {
       URI uri = URI.create(url);
-      return ("http".equals(uri.getScheme()) || "https".equals(uri.getScheme())) && uri.getHost() != null;
+      return ("http".equals(uri.getScheme()) || "https".equals(uri.getScheme()))
+          && uri.getHost() != null;
     } catch (IllegalArgumentException e) {
       return false;
     }
@@ -106,9 +120,9 @@ final class Http {
   }
 
   /**
-   * A money-moving POST under an {@code Idempotency-Key}. A lost answer, a 503 or a 409
-   * {@code idempotency_key_in_progress} is retried with the same key, which the engine answers with the first
-   * result instead of acting twice.
+   * A money-moving POST under an {@code Idempotency-Key}. A lost answer, a 503 or a 409 {@code
+   * idempotency_key_in_progress} is retried with the same key, which the engine answers with the
+   * first result instead of acting twice.
    */
   Reply postIdempotent(String path, JsonNode body, String idempotencyKey) {
     for (int attempt = 1; ; attempt++) {
@@ -116,8 +130,10 @@ final class Http {
       try {
         return send("POST", path, body, idempotencyKey);
       } catch (CliException e) {
-        boolean retryable = e.code().equals("unavailable") || e.code().equals("database_unavailable")
-            || e.code().equals("idempotency_key_in_progress");
+        boolean retryable =
+            e.code().equals("unavailable")
+                || e.code().equals("database_unavailable")
+                || e.code().equals("idempotency_key_in_progress");
         if (!retryable || last) throw e;
       } catch (UnreachableException e) {
         if (last || e.getCause() instanceof ConnectException) throw e;
@@ -130,41 +146,54 @@ final class Http {
   byte[] download(String path) {
     HttpRequest request = request("GET", path, null, null).build();
     HttpResponse<byte[]> response = call(request, HttpResponse.BodyHandlers.ofByteArray());
-    if (response.statusCode() >= 400) throw problem(response.statusCode(), new String(response.body(), StandardCharsets.UTF_8));
+    if (response.statusCode() >= 400)
+      throw problem(response.statusCode(), new String(response.body(), StandardCharsets.UTF_8));
     return response.body();
   }
 
   /**
-   * Reads {@code text/event-stream} at {@code path}, handing each event to {@code handler} until the handler answers
-   * false or the engine closes the stream. The engine sends a keep-alive every 15 s, so a stream silent for
-   * {@link #STREAM_SILENCE} (by default) is taken for a lost connection rather than waited on forever.
+   * Reads {@code text/event-stream} at {@code path}, handing each event to {@code handler} until
+   * the handler answers false or the engine closes the stream. The engine sends a keep-alive every
+   * 15 s, so a stream silent for {@link #STREAM_SILENCE} (by default) is taken for a lost
+   * connection rather than waited on forever.
    */
   void events(String path, Predicate<Event> handler) {
-    HttpRequest request = request("GET", path, null, null).header("Accept", "text/event-stream").build();
+    HttpRequest request =
+        request("GET", path, null, null).header("Accept", "text/event-stream").build();
     HttpResponse<InputStream> response = call(request, HttpResponse.BodyHandlers.ofInputStream());
     AtomicLong lastRead = new AtomicLong(System.nanoTime());
     AtomicBoolean silent = new AtomicBoolean();
-    ScheduledExecutorService watchdog = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, "tickmark-event-watchdog");
-      t.setDaemon(true);
-      return t;
-    });
+    ScheduledExecutorService watchdog =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "tickmark-event-watchdog");
+              t.setDaemon(true);
+              return t;
+            });
     try (InputStream body = response.body();
-        BufferedReader reader = new BufferedReader(new InputStreamReader(body, StandardCharsets.UTF_8))) {
-      if (response.statusCode() >= 400) throw problem(response.statusCode(), new String(body.readAllBytes(), StandardCharsets.UTF_8));
-      watchdog.scheduleWithFixedDelay(() -> {
-        if (System.nanoTime() - lastRead.get() > streamSilence.toNanos()) {
-          silent.set(true);
-          closeQuietly(body);
-        }
-      }, 200, 200, TimeUnit.MILLISECONDS);
+        BufferedReader reader =
+            new BufferedReader(new InputStreamReader(body, StandardCharsets.UTF_8))) {
+      if (response.statusCode() >= 400)
+        throw problem(
+            response.statusCode(), new String(body.readAllBytes(), StandardCharsets.UTF_8));
+      watchdog.scheduleWithFixedDelay(
+          () -> {
+            if (System.nanoTime() - lastRead.get() > streamSilence.toNanos()) {
+              silent.set(true);
+              closeQuietly(body);
+            }
+          },
+          200,
+          200,
+          TimeUnit.MILLISECONDS);
       String type = null;
       StringBuilder data = new StringBuilder();
       String line;
       while ((line = reader.readLine()) != null) {
         lastRead.set(System.nanoTime());
         if (line.isEmpty()) {
-          if (data.length() > 0 && !handler.test(new Event(type == null ? "message" : type, data.toString()))) return;
+          if (data.length() > 0
+              && !handler.test(new Event(type == null ? "message" : type, data.toString()))) return;
           type = null;
           data.setLength(0);
         } else if (line.startsWith("event:")) {
@@ -184,7 +213,8 @@ final class Http {
   }
 
   private UnreachableException silence() {
-    return new UnreachableException("the engine at " + baseUrl + " sent nothing for " + streamSilence.toSeconds() + " s", null);
+    return new UnreachableException(
+        "the engine at " + baseUrl + " sent nothing for " + streamSilence.toSeconds() + " s", null);
   }
 
   private static void closeQuietly(InputStream in) {
@@ -200,19 +230,23 @@ final class Http {
   }
 
   private Reply send(String method, String path, JsonNode body, String idempotencyKey) {
-    HttpRequest request = request(method, path, body, idempotencyKey).timeout(REQUEST_TIMEOUT).build();
-    HttpResponse<String> response = call(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
+    HttpRequest request =
+        request(method, path, body, idempotencyKey).timeout(REQUEST_TIMEOUT).build();
+    HttpResponse<String> response =
+        call(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
     if (response.statusCode() >= 400) throw problem(response.statusCode(), response.body());
     return new Reply(response.statusCode(), response.body());
   }
 
-  private HttpRequest.Builder request(String method, String path, JsonNode body, String idempotencyKey) {
+  private HttpRequest.Builder request(
+      String method, String path, JsonNode body, String idempotencyKey) {
     HttpRequest.Builder builder = HttpRequest.newBuilder(URI.create(baseUrl + path));
     if (bearer != null) builder.header("Authorization", "Bearer " + bearer);
     if (idempotencyKey != null) builder.header("Idempotency-Key", idempotencyKey);
     if (body != null) {
       builder.header("Content-Type", "application/json");
-      builder.method(method, HttpRequest.BodyPublishers.ofString(body.toString(), StandardCharsets.UTF_8));
+      builder.method(
+          method, HttpRequest.BodyPublishers.ofString(body.toString(), StandardCharsets.UTF_8));
     } else {
       builder.method(method, HttpRequest.BodyPublishers.noBody());
     }
@@ -232,19 +266,27 @@ final class Http {
 
   private UnreachableException unreachable(IOException e) {
     String why;
-    if (e instanceof HttpConnectTimeoutException) why = "no connection within " + CONNECT_TIMEOUT.toSeconds() + " s";
-    else if (e instanceof HttpTimeoutException) why = "no answer within " + REQUEST_TIMEOUT.toSeconds() + " s";
-    else if (e instanceof ConnectException) why = e.getMessage() == null ? "connection refused" : e.getMessage();
+    if (e instanceof HttpConnectTimeoutException)
+      why = "no connection within " + CONNECT_TIMEOUT.toSeconds() + " s";
+    else if (e instanceof HttpTimeoutException)
+      why = "no answer within " + REQUEST_TIMEOUT.toSeconds() + " s";
+    else if (e instanceof ConnectException)
+      why = e.getMessage() == null ? "connection refused" : e.getMessage();
     else why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
     return new UnreachableException("cannot reach the engine at " + baseUrl + ": " + why, e);
   }
 
-  /** The problem+json answer as a {@link CliException}; anything else (a proxy's HTML page) by its status. */
+  /**
+   * The problem+json answer as a {@link CliException}; anything else (a proxy's HTML page) by its
+   * status.
+   */
   static CliException problem(int status, String body) {
     try {
       JsonNode node = JSON.readTree(body);
       if (node != null && node.hasNonNull("code")) {
-        return new CliException(node.get("code").asText(), node.hasNonNull("detail") ? node.get("detail").asText() : "HTTP " + status);
+        return new CliException(
+            node.get("code").asText(),
+            node.hasNonNull("detail") ? node.get("detail").asText() : "HTTP " + status);
       }
     } catch (IOException notJson) {
       // described below
@@ -253,7 +295,8 @@ final class Http {
     int newline = text.indexOf('\n');
     if (newline >= 0) text = text.substring(0, newline);
     if (text.length() > 200) text = text.substring(0, 200) + "…";
-    return new CliException("http_" + status, text.isEmpty() ? "the engine answered HTTP " + status : text);
+    return new CliException(
+        "http_" + status, text.isEmpty() ? "the engine answered HTTP " + status : text);
   }
 
   private static void pause(Duration duration) {

@@ -15,54 +15,96 @@ import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Parameters;
 
 /**
- * {@code tickmark launch}: asks for a rental, prints the match (cards, region, frozen price), then, like
- * {@code docker run}, follows the rental until it runs, printing each status change. Exits 1 with one readable line if
- * it ends first ({@code no_capacity}, {@code provisioning_failed}, …). The request carries an {@code Idempotency-Key},
- * so a retry after a lost answer never creates a second rental.
+ * {@code tickmark launch}: asks for a rental, prints the match (cards, region, frozen price), then,
+ * like {@code docker run}, follows the rental until it runs, printing each status change. Exits 1
+ * with one readable line if it ends first ({@code no_capacity}, {@code provisioning_failed}, …).
+ * The request carries an {@code Idempotency-Key}, so a retry after a lost answer never creates a
+ * second rental.
  */
-@Command(name = "launch", description = {"Rent GPUs: match with the cheapest verified host at or below --max-price, then wait until the "
-    + "workload runs (or only until the match with --detach).", "Put the workload's command after --, e.g. -- python train.py."})
+@Command(
+    name = "launch",
+    description = {
+      "Rent GPUs: match with the cheapest verified host at or below --max-price, then wait until the "
+          + "workload runs (or only until the match with --detach).",
+      "Put the workload's command after --, e.g. -- python train.py."
+    })
 final class LaunchCommand extends ApiCommand {
   static final String DEFAULT_IMAGE = "ubuntu:24.04";
 
-  @Option(names = "--gpu", required = true, paramLabel = "CODE", description = "GPU model (see 'tickmark catalog').")
+  @Option(
+      names = "--gpu",
+      required = true,
+      paramLabel = "CODE",
+      description = "GPU model (see 'tickmark catalog').")
   String gpu;
 
   @Option(names = "--count", paramLabel = "N", description = "Cards, all on one host (default 1).")
   Integer count;
 
-  @Option(names = "--tier", paramLabel = "TIER", description = "on_demand (default) or spot (cheaper, can be preempted with notice).")
+  @Option(
+      names = "--tier",
+      paramLabel = "TIER",
+      description = "on_demand (default) or spot (cheaper, can be preempted with notice).")
   String tier;
 
-  @Option(names = "--region", paramLabel = "CODE", description = "Only hosts in this region (default: any).")
+  @Option(
+      names = "--region",
+      paramLabel = "CODE",
+      description = "Only hosts in this region (default: any).")
   String region;
 
-  @Option(names = "--max-price", required = true, paramLabel = "EUR", description = "Your ceiling per GPU-hour; you pay the host's floor.")
+  @Option(
+      names = "--max-price",
+      required = true,
+      paramLabel = "EUR",
+      description = "Your ceiling per GPU-hour; you pay the host's floor.")
   String maxPrice;
 
-  @Option(names = "--image", paramLabel = "IMAGE", description = "Container image (default " + DEFAULT_IMAGE + ").")
+  @Option(
+      names = "--image",
+      paramLabel = "IMAGE",
+      description = "Container image (default " + DEFAULT_IMAGE + ").")
   String image = DEFAULT_IMAGE;
 
-  @Option(names = "--max-total", paramLabel = "EUR", description = "Stop the rental once it has cost this much.")
+  @Option(
+      names = "--max-total",
+      paramLabel = "EUR",
+      description = "Stop the rental once it has cost this much.")
   String maxTotal;
 
-  @Option(names = "--wait-seconds", paramLabel = "N", description = "How long to wait for capacity, 0 to 600 (default 30).")
+  @Option(
+      names = "--wait-seconds",
+      paramLabel = "N",
+      description = "How long to wait for capacity, 0 to 600 (default 30).")
   Integer waitSeconds;
 
-  @Option(names = "--ssh-key", paramLabel = "FILE", description = "A public key file to authorise on the workload.")
+  @Option(
+      names = "--ssh-key",
+      paramLabel = "FILE",
+      description = "A public key file to authorise on the workload.")
   Path sshKey;
 
-  @Option(names = "--network", description = "Allow the workload outbound network (off by default).")
+  @Option(
+      names = "--network",
+      description = "Allow the workload outbound network (off by default).")
   boolean network;
 
-  @Option(names = {"-d", "--detach"}, description = "Return once matched instead of waiting until it runs.")
+  @Option(
+      names = {"-d", "--detach"},
+      description = "Return once matched instead of waiting until it runs.")
   boolean detach;
 
-  @Option(names = "--idempotency-key", paramLabel = "KEY",
-      description = "Sent as Idempotency-Key (default: a fresh one). Reuse it to retry a launch without renting twice.")
+  @Option(
+      names = "--idempotency-key",
+      paramLabel = "KEY",
+      description =
+          "Sent as Idempotency-Key (default: a fresh one). Reuse it to retry a launch without renting twice.")
   String idempotencyKey;
 
-  @Parameters(paramLabel = "COMMAND", arity = "0..*", description = "The workload's command and arguments (after --).")
+  @Parameters(
+      paramLabel = "COMMAND",
+      arity = "0..*",
+      description = "The workload's command and arguments (after --).")
   List<String> command;
 
   @Override
@@ -73,20 +115,51 @@ final class LaunchCommand extends ApiCommand {
     String id = rental.path("id").asText();
     if (matched(rental)) printMatch(rental);
     else if (!RentalEvents.ended(rental)) {
-      notes().println("Rental " + id + " is waiting for capacity: " + cards(rental) + " at or below " + maxPrice + " EUR/GPU-hour"
-          + (waitSeconds == null ? "" : " (up to " + waitSeconds + " s)") + "...");
+      notes()
+          .println(
+              "Rental "
+                  + id
+                  + " is waiting for capacity: "
+                  + cards(rental)
+                  + " at or below "
+                  + maxPrice
+                  + " EUR/GPU-hour"
+                  + (waitSeconds == null ? "" : " (up to " + waitSeconds + " s)")
+                  + "...");
       notes().flush();
     }
-    JsonNode last = done(rental) ? rental : RentalEvents.follow(http, id, this::done, new Progress(rental)::show);
+    JsonNode last =
+        done(rental)
+            ? rental
+            : RentalEvents.follow(http, id, this::done, new Progress(rental)::show);
     if (json()) out().println(Http.JSON.createObjectNode().set("rental", last));
     if (RentalEvents.ended(last)) throw endedEarly(last);
     String status = last.path("status").asText();
     if (!json()) {
       if (status.equals("running")) {
-        out().println("Rental " + id + " is running" + (last.hasNonNull("started_at") ? " since " + last.get("started_at").asText() : "")
-            + ". Meter: tickmark usage " + id + " --follow   Stop: tickmark stop " + id);
+        out()
+            .println(
+                "Rental "
+                    + id
+                    + " is running"
+                    + (last.hasNonNull("started_at")
+                        ? " since " + last.get("started_at").asText()
+                        : "")
+                    + ". Meter: tickmark usage "
+                    + id
+                    + " --follow   Stop: tickmark stop "
+                    + id);
       } else {
-        out().println("Rental " + id + " is " + status + ". Watch: tickmark show " + id + "   Stop: tickmark stop " + id);
+        out()
+            .println(
+                "Rental "
+                    + id
+                    + " is "
+                    + status
+                    + ". Watch: tickmark show "
+                    + id
+                    + "   Stop: tickmark stop "
+                    + id);
       }
     }
     out().flush();
@@ -118,8 +191,10 @@ final class LaunchCommand extends ApiCommand {
   private boolean done(JsonNode rental) {
     if (RentalEvents.ended(rental)) return true;
     String status = rental.path("status").asText();
-    // a rental that never matched passes through "stopping" on its way to no_capacity: only one that ran is done
-    boolean ran = status.equals("running") || (status.equals("stopping") && rental.hasNonNull("started_at"));
+    // a rental that never matched passes through "stopping" on its way to no_capacity: only one
+    // that ran is done
+    boolean ran =
+        status.equals("running") || (status.equals("stopping") && rental.hasNonNull("started_at"));
     return detach ? matched(rental) : ran;
   }
 
@@ -146,14 +221,26 @@ final class LaunchCommand extends ApiCommand {
     try {
       return Files.readString(file, StandardCharsets.UTF_8).strip();
     } catch (IOException e) {
-      throw new ParameterException(spec.commandLine(), "Cannot read --ssh-key " + file + ": " + e.getMessage());
+      throw new ParameterException(
+          spec.commandLine(), "Cannot read --ssh-key " + file + ": " + e.getMessage());
     }
   }
 
   private void printMatch(JsonNode rental) {
-    notes().println("Rental " + rental.path("id").asText() + " matched: " + cards(rental) + " in " + rental.path("region").asText("?")
-        + " at " + rental.path("price_per_gpu_hour").asText() + " EUR/GPU-hour (" + rental.path("tier").asText()
-        + ", price frozen for the rental)" + (rental.path("simulated").asBoolean() ? " on a simulated host" : ""));
+    notes()
+        .println(
+            "Rental "
+                + rental.path("id").asText()
+                + " matched: "
+                + cards(rental)
+                + " in "
+                + rental.path("region").asText("?")
+                + " at "
+                + rental.path("price_per_gpu_hour").asText()
+                + " EUR/GPU-hour ("
+                + rental.path("tier").asText()
+                + ", price frozen for the rental)"
+                + (rental.path("simulated").asBoolean() ? " on a simulated host" : ""));
     notes().flush();
   }
 
@@ -168,13 +255,27 @@ final class LaunchCommand extends ApiCommand {
   private CliException endedEarly(JsonNode rental) {
     String id = rental.path("id").asText();
     String reason = rental.path("end_reason").asText("ended");
-    String detail = switch (reason) {
-      case "no_capacity" -> "no host offered " + cards(rental) + " at or below " + rental.path("max_price_per_gpu_hour").asText()
-          + " EUR/GPU-hour in time; nothing was charged (rental " + id + ")";
-      case "provisioning_failed" -> "the host could not start the workload; nothing was charged (rental " + id + ")";
-      default -> "rental " + id + " ended before it ran; billed " + rental.path("billed_seconds").asLong() + " s, "
-          + rental.path("cost").asText() + " EUR";
-    };
+    String detail =
+        switch (reason) {
+          case "no_capacity" ->
+              "no host offered "
+                  + cards(rental)
+                  + " at or below "
+                  + rental.path("max_price_per_gpu_hour").asText()
+                  + " EUR/GPU-hour in time; nothing was charged (rental "
+                  + id
+                  + ")";
+          case "provisioning_failed" ->
+              "the host could not start the workload; nothing was charged (rental " + id + ")";
+          default ->
+              "rental "
+                  + id
+                  + " ended before it ran; billed "
+                  + rental.path("billed_seconds").asLong()
+                  + " s, "
+                  + rental.path("cost").asText()
+                  + " EUR";
+        };
     return new CliException(reason, detail);
   }
 }

@@ -9,11 +9,13 @@ public final class Main {
   private Main() {}
 
   public static void main(String[] args) {
-    Charset charset = System.console() != null ? System.console().charset() : Charset.defaultCharset();
+    Charset charset =
+        System.console() != null ? System.console().charset() : Charset.defaultCharset();
     PrintWriter out = new PrintWriter(new java.io.OutputStreamWriter(System.out, charset), true);
     PrintWriter err = new PrintWriter(new java.io.OutputStreamWriter(System.err, charset), true);
     Console console = System.console();
-    int status = new Cli(System.getenv(), System.in, console, out, err, Cli.isTerminal(console)).run(args);
+    int status =
+        new Cli(System.getenv(), System.in, console, out, err, Cli.isTerminal(console)).run(args);
     out.flush();
     err.flush();
     System.exit(status);

@@ -16,11 +16,24 @@ import picocli.CommandLine.Parameters;
 import picocli.CommandLine.ScopeType;
 
 /** {@code tickmark ops …}: operator commands, with the operator token instead of an API key. */
-@Command(name = "ops", description = "Operator commands (/ops): deposits, suspensions, ledger audit, evictions, payout runs.",
-    subcommands = {OpsCommands.Deposit.class, OpsCommands.Suspend.class, OpsCommands.Resume.class, OpsCommands.Audit.class,
-        OpsCommands.Evict.class, OpsCommands.Payout.class, OpsCommands.Payouts.class})
+@Command(
+    name = "ops",
+    description =
+        "Operator commands (/ops): deposits, suspensions, ledger audit, evictions, payout runs.",
+    subcommands = {
+      OpsCommands.Deposit.class,
+      OpsCommands.Suspend.class,
+      OpsCommands.Resume.class,
+      OpsCommands.Audit.class,
+      OpsCommands.Evict.class,
+      OpsCommands.Payout.class,
+      OpsCommands.Payouts.class
+    })
 final class OpsCommands extends ApiCommand {
-  @Option(names = "--operator-token", paramLabel = "TOKEN", scope = ScopeType.INHERIT,
+  @Option(
+      names = "--operator-token",
+      paramLabel = "TOKEN",
+      scope = ScopeType.INHERIT,
       description = "The node's operator token (else $TICKMARK_OPERATOR_TOKEN).")
   String operatorToken;
 
@@ -34,20 +47,32 @@ final class OpsCommands extends ApiCommand {
     final Http operator() {
       OpsCommands ops = (OpsCommands) spec.parent().userObject();
       String token = firstOf(ops.operatorToken, cli().env.get("TICKMARK_OPERATOR_TOKEN"));
-      if (token == null) throw new CliException("no_operator_token", "pass --operator-token or set TICKMARK_OPERATOR_TOKEN");
+      if (token == null)
+        throw new CliException(
+            "no_operator_token", "pass --operator-token or set TICKMARK_OPERATOR_TOKEN");
       return new Http(url(), token);
     }
   }
 
-  @Command(name = "deposit", description = "Credit ACCOUNT with AMOUNT euros; idempotent on --reference (a bank transfer's id, say).")
+  @Command(
+      name = "deposit",
+      description =
+          "Credit ACCOUNT with AMOUNT euros; idempotent on --reference (a bank transfer's id, say).")
   static final class Deposit extends OpsCommand {
     @Parameters(index = "0", paramLabel = "ACCOUNT", description = "The account (acc_...).")
     String account;
 
-    @Parameters(index = "1", paramLabel = "AMOUNT", description = "Euros, up to 6 decimals, e.g. 25.00.")
+    @Parameters(
+        index = "1",
+        paramLabel = "AMOUNT",
+        description = "Euros, up to 6 decimals, e.g. 25.00.")
     String amount;
 
-    @Option(names = "--reference", required = true, paramLabel = "REF", description = "Names the deposit: the same reference credits once.")
+    @Option(
+        names = "--reference",
+        required = true,
+        paramLabel = "REF",
+        description = "Names the deposit: the same reference credits once.")
     String reference;
 
     @Override
@@ -55,22 +80,45 @@ final class OpsCommands extends ApiCommand {
       ObjectNode body = object();
       body.put("amount", amount);
       body.put("reference", reference);
-      Http.Reply reply = operator().postIdempotent("/ops/accounts/" + segment(account) + "/deposits", body, "cli-deposit-" + UUID.randomUUID());
+      Http.Reply reply =
+          operator()
+              .postIdempotent(
+                  "/ops/accounts/" + segment(account) + "/deposits",
+                  body,
+                  "cli-deposit-" + UUID.randomUUID());
       if (json()) {
         printJson(reply);
         return Cli.EXIT_OK;
       }
       JsonNode d = reply.json();
       if (d.path("duplicate").asBoolean()) {
-        out().println("Reference " + reference + " was already deposited (" + d.path("amount").asText() + " EUR to " + account + "); nothing credited again.");
+        out()
+            .println(
+                "Reference "
+                    + reference
+                    + " was already deposited ("
+                    + d.path("amount").asText()
+                    + " EUR to "
+                    + account
+                    + "); nothing credited again.");
       } else {
-        out().println("Deposited " + d.path("amount").asText() + " EUR to " + account + " (reference " + reference + ").");
+        out()
+            .println(
+                "Deposited "
+                    + d.path("amount").asText()
+                    + " EUR to "
+                    + account
+                    + " (reference "
+                    + reference
+                    + ").");
       }
       return Cli.EXIT_OK;
     }
   }
 
-  @Command(name = "audit", description = "Totals of every ledger entry kind, and whether the books balance (conserved).")
+  @Command(
+      name = "audit",
+      description = "Totals of every ledger entry kind, and whether the books balance (conserved).")
   static final class Audit extends OpsCommand {
     @Override
     int execute() {
@@ -102,12 +150,17 @@ final class OpsCommands extends ApiCommand {
     }
   }
 
-  @Command(name = "evict", description = "Take a host off the market at once (fail-closed); its rentals end host_lost.")
+  @Command(
+      name = "evict",
+      description = "Take a host off the market at once (fail-closed); its rentals end host_lost.")
   static final class Evict extends OpsCommand {
     @Parameters(paramLabel = "HOST", description = "The host (host_...).")
     String host;
 
-    @Option(names = "--reason", paramLabel = "TEXT", description = "Why, kept on the host (at most 500 characters).")
+    @Option(
+        names = "--reason",
+        paramLabel = "TEXT",
+        description = "Why, kept on the host (at most 500 characters).")
     String reason;
 
     @Override
@@ -123,18 +176,34 @@ final class OpsCommands extends ApiCommand {
         return Cli.EXIT_OK;
       }
       JsonNode h = reply.json();
-      out().println("Host " + host + " is " + h.path("status").asText() + (h.hasNonNull("eviction_reason") ? ": " + h.get("eviction_reason").asText() : "") + ".");
+      out()
+          .println(
+              "Host "
+                  + host
+                  + " is "
+                  + h.path("status").asText()
+                  + (h.hasNonNull("eviction_reason")
+                      ? ": " + h.get("eviction_reason").asText()
+                      : "")
+                  + ".");
       return Cli.EXIT_OK;
     }
   }
 
-  @Command(name = "suspend", description = {"Suspend ACCOUNT: no new rentals, no payouts; running rentals go on.",
-      "Suspending a suspended account keeps the first reason."})
+  @Command(
+      name = "suspend",
+      description = {
+        "Suspend ACCOUNT: no new rentals, no payouts; running rentals go on.",
+        "Suspending a suspended account keeps the first reason."
+      })
   static final class Suspend extends OpsCommand {
     @Parameters(paramLabel = "ACCOUNT", description = "The account (acc_...).")
     String account;
 
-    @Option(names = "--reason", paramLabel = "TEXT", description = "Why, kept on the account (at most 500 characters).")
+    @Option(
+        names = "--reason",
+        paramLabel = "TEXT",
+        description = "Why, kept on the account (at most 500 characters).")
     String reason;
 
     @Override
@@ -147,14 +216,24 @@ final class OpsCommands extends ApiCommand {
         return Cli.EXIT_OK;
       }
       JsonNode a = reply.json();
-      out().println("Account " + account + " is " + a.path("status").asText()
-          + (a.hasNonNull("suspension_reason") ? ": " + a.get("suspension_reason").asText() : "")
-          + ". No new rentals, no payouts; running rentals go on.");
+      out()
+          .println(
+              "Account "
+                  + account
+                  + " is "
+                  + a.path("status").asText()
+                  + (a.hasNonNull("suspension_reason")
+                      ? ": " + a.get("suspension_reason").asText()
+                      : "")
+                  + ". No new rentals, no payouts; running rentals go on.");
       return Cli.EXIT_OK;
     }
   }
 
-  @Command(name = "resume", description = "Lift ACCOUNT's suspension: it may rent again, and the next payout run pays it.")
+  @Command(
+      name = "resume",
+      description =
+          "Lift ACCOUNT's suspension: it may rent again, and the next payout run pays it.")
   static final class Resume extends OpsCommand {
     @Parameters(paramLabel = "ACCOUNT", description = "The account (acc_...).")
     String account;
@@ -172,32 +251,52 @@ final class OpsCommands extends ApiCommand {
   }
 
   /**
-   * {@code POST /ops/payouts {"minimum"}} under an {@code Idempotency-Key}; answers the completed run (see
-   * docs/payouts.md). A run that paid nobody is no failure: it says so and exits 0, and writes no pain.001 (the engine
-   * has none: 409 {@code nothing_to_export}).
+   * {@code POST /ops/payouts {"minimum"}} under an {@code Idempotency-Key}; answers the completed
+   * run (see docs/payouts.md). A run that paid nobody is no failure: it says so and exits 0, and
+   * writes no pain.001 (the engine has none: 409 {@code nothing_to_export}).
    */
-  @Command(name = "payout", description = {"Pay every provider owed at least --minimum euros (whole cents), as one payout run.",
-      "--csv and --pain001 save the run's exports (CSV, ISO 20022 pain.001 XML) for the bank.",
-      "A run that pays nobody says so and exits 0; it has no pain.001, so none is written."})
+  @Command(
+      name = "payout",
+      description = {
+        "Pay every provider owed at least --minimum euros (whole cents), as one payout run.",
+        "--csv and --pain001 save the run's exports (CSV, ISO 20022 pain.001 XML) for the bank.",
+        "A run that pays nobody says so and exits 0; it has no pain.001, so none is written."
+      })
   static final class Payout extends OpsCommand {
-    @Option(names = "--minimum", required = true, paramLabel = "EUR", description = "Pay only earnings of at least this much.")
+    @Option(
+        names = "--minimum",
+        required = true,
+        paramLabel = "EUR",
+        description = "Pay only earnings of at least this much.")
     String minimum;
 
-    @Option(names = "--csv", paramLabel = "FILE", description = "Save the run's paid payouts as CSV.")
+    @Option(
+        names = "--csv",
+        paramLabel = "FILE",
+        description = "Save the run's paid payouts as CSV.")
     Path csv;
 
-    @Option(names = "--pain001", paramLabel = "FILE", description = "Save the run as a pain.001.001.03 SEPA credit-transfer file.")
+    @Option(
+        names = "--pain001",
+        paramLabel = "FILE",
+        description = "Save the run as a pain.001.001.03 SEPA credit-transfer file.")
     Path pain001;
 
-    @Option(names = "--idempotency-key", paramLabel = "KEY",
-        description = "Names the run (default: a fresh key). The same key again answers the same run: a retry never pays twice.")
+    @Option(
+        names = "--idempotency-key",
+        paramLabel = "KEY",
+        description =
+            "Names the run (default: a fresh key). The same key again answers the same run: a retry never pays twice.")
     String idempotencyKey;
 
     /** Answers after which the run may exist and be paying: only the same key reaches it again. */
-    private static final Set<String> IN_DOUBT = Set.of("unavailable", "database_unavailable", "idempotency_key_in_progress");
+    private static final Set<String> IN_DOUBT =
+        Set.of("unavailable", "database_unavailable", "idempotency_key_in_progress");
 
     private static String retryHint(String key) {
-      return "the run may be under way: run the command again with --idempotency-key " + key + " to reach it (it never pays twice)";
+      return "the run may be under way: run the command again with --idempotency-key "
+          + key
+          + " to reach it (it never pays twice)";
     }
 
     @Override
@@ -224,10 +323,16 @@ final class OpsCommands extends ApiCommand {
     }
   }
 
-  @Command(name = "payouts", description = "Payout runs, newest first; 'payouts show RUN' shows one and saves its exports.",
+  @Command(
+      name = "payouts",
+      description =
+          "Payout runs, newest first; 'payouts show RUN' shows one and saves its exports.",
       subcommands = Payouts.Show.class)
   static final class Payouts extends OpsCommand {
-    @Option(names = "--limit", paramLabel = "N", description = "Runs to list, 1 to 200 (default 50).")
+    @Option(
+        names = "--limit",
+        paramLabel = "N",
+        description = "Runs to list, 1 to 200 (default 50).")
     Integer limit;
 
     @Override
@@ -237,25 +342,43 @@ final class OpsCommands extends ApiCommand {
         printJson(reply);
         return Cli.EXIT_OK;
       }
-      Table table = new Table("ID", "STATUS", "CREATED", "MINIMUM EUR", "TOTAL EUR", "PAID", "REFUSED", "SKIPPED");
+      Table table =
+          new Table(
+              "ID", "STATUS", "CREATED", "MINIMUM EUR", "TOTAL EUR", "PAID", "REFUSED", "SKIPPED");
       for (JsonNode r : reply.json().path("runs")) {
-        table.row(r.get("id"), r.get("status"), r.get("created_at"), r.get("minimum"), r.get("total"), r.get("count"),
-            r.get("refused_count"), r.get("skipped_count"));
+        table.row(
+            r.get("id"),
+            r.get("status"),
+            r.get("created_at"),
+            r.get("minimum"),
+            r.get("total"),
+            r.get("count"),
+            r.get("refused_count"),
+            r.get("skipped_count"));
       }
       if (table.isEmpty()) out().println("No payout runs yet.");
       else table.print(out());
       return Cli.EXIT_OK;
     }
 
-    @Command(name = "show", description = "One payout run: its payouts with status and bank reference, and who was skipped.")
+    @Command(
+        name = "show",
+        description =
+            "One payout run: its payouts with status and bank reference, and who was skipped.")
     static final class Show extends ApiCommand {
       @Parameters(paramLabel = "RUN", description = "The run (pr_...).")
       String runId;
 
-      @Option(names = "--csv", paramLabel = "FILE", description = "Save the run's paid payouts as CSV.")
+      @Option(
+          names = "--csv",
+          paramLabel = "FILE",
+          description = "Save the run's paid payouts as CSV.")
       Path csv;
 
-      @Option(names = "--pain001", paramLabel = "FILE", description = "Save the run as a pain.001.001.03 SEPA credit-transfer file.")
+      @Option(
+          names = "--pain001",
+          paramLabel = "FILE",
+          description = "Save the run as a pain.001.001.03 SEPA credit-transfer file.")
       Path pain001;
 
       @Override
@@ -280,34 +403,72 @@ final class OpsCommands extends ApiCommand {
       int skipped = run.path("skipped").size();
       String status = run.path("status").asText();
       if (!"completed".equals(status)) {
-        out.println("Payout run " + id + " is " + status + " (created " + run.path("created_at").asText() + ", minimum "
-            + run.path("minimum").asText() + " EUR): " + paid + " payout(s) decided so far, total " + run.path("total").asText() + " EUR.");
+        out.println(
+            "Payout run "
+                + id
+                + " is "
+                + status
+                + " (created "
+                + run.path("created_at").asText()
+                + ", minimum "
+                + run.path("minimum").asText()
+                + " EUR): "
+                + paid
+                + " payout(s) decided so far, total "
+                + run.path("total").asText()
+                + " EUR.");
       } else if (paid == 0) {
-        out.println("Nothing paid: " + (skipped > 0 ? "every provider owed at least " + run.path("minimum").asText() + " EUR was skipped"
-            : "no provider is owed at least " + run.path("minimum").asText() + " EUR")
-            + " (payout run " + id + ", completed " + run.path("completed_at").asText() + ").");
+        out.println(
+            "Nothing paid: "
+                + (skipped > 0
+                    ? "every provider owed at least "
+                        + run.path("minimum").asText()
+                        + " EUR was skipped"
+                    : "no provider is owed at least " + run.path("minimum").asText() + " EUR")
+                + " (payout run "
+                + id
+                + ", completed "
+                + run.path("completed_at").asText()
+                + ").");
       } else {
-        out.println("Payout run " + id + " completed " + run.path("completed_at").asText() + ": paid " + run.path("total").asText()
-            + " EUR to " + paid + " provider(s), minimum " + run.path("minimum").asText() + " EUR.");
+        out.println(
+            "Payout run "
+                + id
+                + " completed "
+                + run.path("completed_at").asText()
+                + ": paid "
+                + run.path("total").asText()
+                + " EUR to "
+                + paid
+                + " provider(s), minimum "
+                + run.path("minimum").asText()
+                + " EUR.");
       }
       Table payouts = new Table("ACCOUNT", "AMOUNT EUR", "STATUS", "END-TO-END ID", "REASON");
       for (JsonNode p : run.path("payouts")) {
-        payouts.row(p.get("account_id"), p.get("amount"), p.get("status"), p.get("end_to_end_id"), p.get("reason"));
+        payouts.row(
+            p.get("account_id"),
+            p.get("amount"),
+            p.get("status"),
+            p.get("end_to_end_id"),
+            p.get("reason"));
       }
       if (!payouts.isEmpty()) payouts.print(out);
       if (refused > 0) out.println(refused + " payout(s) refused by the account; they stay owed.");
       if (skipped > 0) {
         out.println("Skipped " + skipped + " provider(s), still owed:");
         Table skips = new Table("ACCOUNT", "AMOUNT EUR", "REASON");
-        for (JsonNode s : run.path("skipped")) skips.row(s.get("account_id"), s.get("amount"), s.get("reason"));
+        for (JsonNode s : run.path("skipped"))
+          skips.row(s.get("account_id"), s.get("amount"), s.get("reason"));
         skips.print(out);
       }
     }
 
     /**
-     * Saves the run's exports. They exist once the run completed; a run that paid nobody has no pain.001 (409
-     * {@code nothing_to_export}), which is said instead of failing. Any other refusal (503
-     * {@code payout_debtor_not_configured}) fails the command, after the run it reports has been printed.
+     * Saves the run's exports. They exist once the run completed; a run that paid nobody has no
+     * pain.001 (409 {@code nothing_to_export}), which is said instead of failing. Any other refusal
+     * (503 {@code payout_debtor_not_configured}) fails the command, after the run it reports has
+     * been printed.
      */
     static void export(ApiCommand command, Http http, JsonNode run, Path csv, Path pain001) {
       String id = run.path("id").asText();
@@ -318,10 +479,24 @@ final class OpsCommands extends ApiCommand {
         save(command, http, exports + "/export.xml", pain001, "pain.001");
       } catch (CliException e) {
         if (!e.code().equals("nothing_to_export")) {
-          throw new CliException(e.code(), e.detail() + " (payout run " + id + " itself is done; export it later with"
-              + " 'tickmark ops payouts show " + id + " --pain001 FILE')");
+          throw new CliException(
+              e.code(),
+              e.detail()
+                  + " (payout run "
+                  + id
+                  + " itself is done; export it later with"
+                  + " 'tickmark ops payouts show "
+                  + id
+                  + " --pain001 FILE')");
         }
-        command.notes().println("No pain.001 written to " + pain001 + ": payout run " + id + " paid nobody, so there is nothing to transfer.");
+        command
+            .notes()
+            .println(
+                "No pain.001 written to "
+                    + pain001
+                    + ": payout run "
+                    + id
+                    + " paid nobody, so there is nothing to transfer.");
       }
     }
 
@@ -330,9 +505,13 @@ final class OpsCommands extends ApiCommand {
       try {
         Files.write(file, content);
       } catch (IOException e) {
-        throw new CliException("cannot_write", "the " + what + " export could not be written to " + file + ": " + e.getMessage());
+        throw new CliException(
+            "cannot_write",
+            "the " + what + " export could not be written to " + file + ": " + e.getMessage());
       }
-      command.notes().println(what + " export written to " + file + " (" + content.length + " bytes).");
+      command
+          .notes()
+          .println(what + " export written to " + file + " (" + content.length + " bytes).");
     }
   }
 }

@@ -14,12 +14,19 @@ final class RentalCommands {
 
   private RentalCommands() {}
 
-  @Command(name = "ps", description = "Your rentals, newest first: those not ended yet, or all with --all.")
+  @Command(
+      name = "ps",
+      description = "Your rentals, newest first: those not ended yet, or all with --all.")
   static final class Ps extends ApiCommand {
-    @Option(names = "--status", paramLabel = "STATUS", description = "Only this status: pending, provisioning, running, stopping, ended.")
+    @Option(
+        names = "--status",
+        paramLabel = "STATUS",
+        description = "Only this status: pending, provisioning, running, stopping, ended.")
     String status;
 
-    @Option(names = {"-a", "--all"}, description = "Include ended rentals.")
+    @Option(
+        names = {"-a", "--all"},
+        description = "Include ended rentals.")
     boolean all;
 
     @Override
@@ -28,7 +35,9 @@ final class RentalCommands {
       ArrayNode rentals = Http.JSON.createArrayNode();
       String after = null;
       do {
-        JsonNode page = http.get("/v1/rentals" + query(params("status", status, "limit", PAGE, "after", after))).json();
+        JsonNode page =
+            http.get("/v1/rentals" + query(params("status", status, "limit", PAGE, "after", after)))
+                .json();
         for (JsonNode r : page.path("rentals")) {
           if (all || status != null || !RentalEvents.ended(r)) rentals.add(r);
         }
@@ -40,12 +49,39 @@ final class RentalCommands {
         out().println(list);
         return Cli.EXIT_OK;
       }
-      Table table = new Table("ID", "STATUS", "GPU", "CARDS", "TIER", "REGION", "EUR/GPU-H", "BILLED S", "COST EUR", "CREATED", "END REASON");
+      Table table =
+          new Table(
+              "ID",
+              "STATUS",
+              "GPU",
+              "CARDS",
+              "TIER",
+              "REGION",
+              "EUR/GPU-H",
+              "BILLED S",
+              "COST EUR",
+              "CREATED",
+              "END REASON");
       for (JsonNode r : rentals) {
-        table.row(r.get("id"), r.get("status"), r.get("gpu"), r.get("count"), r.get("tier"), r.get("region"), r.get("price_per_gpu_hour"),
-            r.get("billed_seconds"), r.get("cost"), r.get("created_at"), r.get("end_reason"));
+        table.row(
+            r.get("id"),
+            r.get("status"),
+            r.get("gpu"),
+            r.get("count"),
+            r.get("tier"),
+            r.get("region"),
+            r.get("price_per_gpu_hour"),
+            r.get("billed_seconds"),
+            r.get("cost"),
+            r.get("created_at"),
+            r.get("end_reason"));
       }
-      if (table.isEmpty()) out().println(all || status != null ? "No rentals." : "No rentals running (tickmark ps --all shows ended ones).");
+      if (table.isEmpty())
+        out()
+            .println(
+                all || status != null
+                    ? "No rentals."
+                    : "No rentals running (tickmark ps --all shows ended ones).");
       else table.print(out());
       return Cli.EXIT_OK;
     }
@@ -65,7 +101,10 @@ final class RentalCommands {
     }
   }
 
-  @Command(name = "stop", description = "Stop a rental: metering stops now; waits until it has ended and prints the bill.")
+  @Command(
+      name = "stop",
+      description =
+          "Stop a rental: metering stops now; waits until it has ended and prints the bill.")
   static final class Stop extends ApiCommand {
     @Parameters(paramLabel = "ID", description = "The rental (rnt_...).")
     String id;
@@ -78,28 +117,51 @@ final class RentalCommands {
       Http http = withApiKey();
       Http.Reply reply = http.post("/v1/rentals/" + segment(id) + "/stop", null);
       JsonNode rental = reply.json().path("rental");
-      if (!noWait && !RentalEvents.ended(rental)) rental = RentalEvents.follow(http, id, RentalEvents::ended, event -> {});
+      if (!noWait && !RentalEvents.ended(rental))
+        rental = RentalEvents.follow(http, id, RentalEvents::ended, event -> {});
       if (json()) {
         if (noWait) printJson(reply);
         else out().println(object().set("rental", rental));
       } else if (RentalEvents.ended(rental)) {
-        out().println("Rental " + id + " ended (" + rental.path("end_reason").asText() + "): billed " + rental.path("billed_seconds").asLong()
-            + " s, cost " + rental.path("cost").asText() + " EUR.");
+        out()
+            .println(
+                "Rental "
+                    + id
+                    + " ended ("
+                    + rental.path("end_reason").asText()
+                    + "): billed "
+                    + rental.path("billed_seconds").asLong()
+                    + " s, cost "
+                    + rental.path("cost").asText()
+                    + " EUR.");
       } else {
-        out().println("Rental " + id + " is " + rental.path("status").asText() + "; metering has stopped.");
+        out()
+            .println(
+                "Rental "
+                    + id
+                    + " is "
+                    + rental.path("status").asText()
+                    + "; metering has stopped.");
       }
       return Cli.EXIT_OK;
     }
   }
 
-  @Command(name = "usage", description = {"What a rental has cost: billed seconds, cost, the same job billed per started hour, "
-      + "and the settlement checkpoints.", "--follow shows the meter live until the rental ends: one line rewritten every second on a "
-      + "terminal, one line per second into a pipe or a file."})
+  @Command(
+      name = "usage",
+      description = {
+        "What a rental has cost: billed seconds, cost, the same job billed per started hour, "
+            + "and the settlement checkpoints.",
+        "--follow shows the meter live until the rental ends: one line rewritten every second on a "
+            + "terminal, one line per second into a pipe or a file."
+      })
   static final class Usage extends ApiCommand {
     @Parameters(paramLabel = "ID", description = "The rental (rnt_...).")
     String id;
 
-    @Option(names = {"-f", "--follow"}, description = "Follow the live meter (GET /v1/rentals/ID/events) until the rental ends.")
+    @Option(
+        names = {"-f", "--follow"},
+        description = "Follow the live meter (GET /v1/rentals/ID/events) until the rental ends.")
     boolean follow;
 
     @Override
@@ -120,11 +182,22 @@ final class RentalCommands {
           .add("Status", u.get("status"))
           .add("Billed", u.path("billed_seconds").asLong() + " s")
           .add("Cost", AccountCommands.eur(u.get("cost")))
-          .add("Price", u.hasNonNull("price_per_gpu_hour") ? u.get("price_per_gpu_hour").asText() + " EUR/GPU-hour x " + u.path("cards").asInt() : null)
-          .add("Billed per started hour", u.path("started_hours").asLong() + " h = " + AccountCommands.eur(u.get("cost_per_started_hour")))
+          .add(
+              "Price",
+              u.hasNonNull("price_per_gpu_hour")
+                  ? u.get("price_per_gpu_hour").asText()
+                      + " EUR/GPU-hour x "
+                      + u.path("cards").asInt()
+                  : null)
+          .add(
+              "Billed per started hour",
+              u.path("started_hours").asLong()
+                  + " h = "
+                  + AccountCommands.eur(u.get("cost_per_started_hour")))
           .print(out());
       Table checkpoints = new Table("THROUGH SECOND", "COST EUR", "AT");
-      for (JsonNode c : u.path("checkpoints")) checkpoints.row(c.get("through_second"), c.get("cost"), c.get("at"));
+      for (JsonNode c : u.path("checkpoints"))
+        checkpoints.row(c.get("through_second"), c.get("cost"), c.get("at"));
       if (!checkpoints.isEmpty()) {
         out().println();
         checkpoints.print(out());
@@ -132,14 +205,28 @@ final class RentalCommands {
       return Cli.EXIT_OK;
     }
 
-    /** Follows the event stream until the rental ends: a live line for a person, one JSON line per event with --json. */
+    /**
+     * Follows the event stream until the rental ends: a live line for a person, one JSON line per
+     * event with --json.
+     */
     private int follow(Http http) {
       Meter meter = new Meter(out());
-      JsonNode last = RentalEvents.follow(http, id, RentalEvents::ended, json() ? this::printEvent : meter::show);
+      JsonNode last =
+          RentalEvents.follow(
+              http, id, RentalEvents::ended, json() ? this::printEvent : meter::show);
       if (!json()) {
         meter.end();
-        out().println("Rental " + id + " ended (" + last.path("end_reason").asText() + "): billed " + last.path("billed_seconds").asLong()
-            + " s, cost " + last.path("cost").asText() + " EUR.");
+        out()
+            .println(
+                "Rental "
+                    + id
+                    + " ended ("
+                    + last.path("end_reason").asText()
+                    + "): billed "
+                    + last.path("billed_seconds").asLong()
+                    + " s, cost "
+                    + last.path("cost").asText()
+                    + " EUR.");
       }
       return Cli.EXIT_OK;
     }
@@ -152,7 +239,10 @@ final class RentalCommands {
       out().flush();
     }
 
-    /** The live meter: {@code <id>  <status>  <seconds> s  <cost> EUR}, rewritten on every tick and status change. */
+    /**
+     * The live meter: {@code <id> <status> <seconds> s <cost> EUR}, rewritten on every tick and
+     * status change.
+     */
     private final class Meter {
       private final LiveLine line;
       private String status = "?";
@@ -164,16 +254,36 @@ final class RentalCommands {
       void show(Http.Event event) {
         JsonNode data = event.json();
         switch (event.type()) {
-          case "tick" -> line.show(id + "  " + status + "  " + data.path("second").asLong() + " s  " + data.path("cost").asText() + " EUR");
+          case "tick" ->
+              line.show(
+                  id
+                      + "  "
+                      + status
+                      + "  "
+                      + data.path("second").asLong()
+                      + " s  "
+                      + data.path("cost").asText()
+                      + " EUR");
           case "status" -> {
             status = data.path("status").asText();
-            line.show(id + "  " + status + "  " + data.path("billed_seconds").asLong() + " s  " + data.path("cost").asText() + " EUR");
+            line.show(
+                id
+                    + "  "
+                    + status
+                    + "  "
+                    + data.path("billed_seconds").asLong()
+                    + " s  "
+                    + data.path("cost").asText()
+                    + " EUR");
           }
           case "preemption" -> {
             line.end();
-            out().println("Preemption notice: the host takes its cards back at " + data.path("deadline").asText());
+            out()
+                .println(
+                    "Preemption notice: the host takes its cards back at "
+                        + data.path("deadline").asText());
           }
-          default -> { } // "end": the caller prints the bill
+          default -> {} // "end": the caller prints the bill
         }
       }
 
@@ -184,9 +294,9 @@ final class RentalCommands {
   }
 
   /**
-   * On a terminal, a line rewritten in place with a carriage return, padded over what it showed before. Anywhere else (a
-   * pipe, a file) each update is a line of its own, flushed at once: whatever reads it gets one line per update as it
-   * happens, with no carriage returns.
+   * On a terminal, a line rewritten in place with a carriage return, padded over what it showed
+   * before. Anywhere else (a pipe, a file) each update is a line of its own, flushed at once:
+   * whatever reads it gets one line per update as it happens, with no carriage returns.
    */
   static final class LiveLine {
     private final PrintWriter out;
@@ -223,7 +333,11 @@ final class RentalCommands {
         .add("GPU", r.path("count").asInt() + " x " + r.path("gpu").asText())
         .add("Tier", r.get("tier"))
         .add("Region", r.get("region"))
-        .add("Price", r.hasNonNull("price_per_gpu_hour") ? r.get("price_per_gpu_hour").asText() + " EUR/GPU-hour (frozen)" : "not matched yet")
+        .add(
+            "Price",
+            r.hasNonNull("price_per_gpu_hour")
+                ? r.get("price_per_gpu_hour").asText() + " EUR/GPU-hour (frozen)"
+                : "not matched yet")
         .add("Max price", r.get("max_price_per_gpu_hour").asText() + " EUR/GPU-hour")
         .add("Created", r.get("created_at"))
         .add("Matched", r.get("matched_at"))

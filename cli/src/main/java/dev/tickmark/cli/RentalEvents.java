@@ -5,9 +5,9 @@ import java.util.function.Consumer;
 import java.util.function.Predicate;
 
 /**
- * Follows a rental's {@code GET /v1/rentals/{id}/events} stream. The engine sends the rental's current state first,
- * so nothing between a command and its subscription is missed; if the stream closes early, the rental is read again
- * and the stream reopened.
+ * Follows a rental's {@code GET /v1/rentals/{id}/events} stream. The engine sends the rental's
+ * current state first, so nothing between a command and its subscription is missed; if the stream
+ * closes early, the rental is read again and the stream reopened.
  */
 final class RentalEvents {
   static final int MAX_REOPENS = 5;
@@ -25,23 +25,27 @@ final class RentalEvents {
   }
 
   /**
-   * Hands every event to {@code onEvent} and returns the rental view ({@code status} or {@code end} event) that first
-   * satisfies {@code until}, or the final one.
+   * Hands every event to {@code onEvent} and returns the rental view ({@code status} or {@code end}
+   * event) that first satisfies {@code until}, or the final one.
    */
-  static JsonNode follow(Http http, String rentalId, Predicate<JsonNode> until, Consumer<Http.Event> onEvent) {
+  static JsonNode follow(
+      Http http, String rentalId, Predicate<JsonNode> until, Consumer<Http.Event> onEvent) {
     JsonNode[] last = {null};
     String path = "/v1/rentals/" + ApiCommand.segment(rentalId) + "/events";
     for (int opened = 0; opened <= MAX_REOPENS; opened++) {
-      http.events(path, event -> {
-        onEvent.accept(event);
-        if (!event.type().equals("status") && !event.type().equals("end")) return true;
-        last[0] = event.json();
-        return !(until.test(last[0]) || ended(last[0]));
-      });
+      http.events(
+          path,
+          event -> {
+            onEvent.accept(event);
+            if (!event.type().equals("status") && !event.type().equals("end")) return true;
+            last[0] = event.json();
+            return !(until.test(last[0]) || ended(last[0]));
+          });
       if (last[0] != null && (until.test(last[0]) || ended(last[0]))) return last[0];
       JsonNode now = http.get("/v1/rentals/" + ApiCommand.segment(rentalId)).json();
       if (until.test(now) || ended(now)) return now;
     }
-    throw new UnreachableException("the engine keeps closing the event stream of " + rentalId, null);
+    throw new UnreachableException(
+        "the engine keeps closing the event stream of " + rentalId, null);
   }
 }

@@ -7,8 +7,9 @@ import java.util.List;
 import java.util.regex.Pattern;
 
 /**
- * An aligned plain-text table, like {@code docker ps}: a header row, then one row per item, columns two spaces apart.
- * Missing values print as {@code -}; a column of numbers (and dashes) is right-aligned.
+ * An aligned plain-text table, like {@code docker ps}: a header row, then one row per item, columns
+ * two spaces apart. Missing values print as {@code -}; a column of numbers (and dashes) is
+ * right-aligned.
  */
 final class Table {
   private static final Pattern NUMBER = Pattern.compile("-?\\d+(\\.\\d+)?");
@@ -20,7 +21,8 @@ final class Table {
   }
 
   Table row(Object... cells) {
-    if (cells.length != header.size()) throw new IllegalArgumentException("a row needs " + header.size() + " cells");
+    if (cells.length != header.size())
+      throw new IllegalArgumentException("a row needs " + header.size() + " cells");
     List<String> row = new ArrayList<>(cells.length);
     for (Object cell : cells) row.add(cell(cell));
     rows.add(row);
@@ -68,7 +70,8 @@ final class Table {
   /** A JSON value as a cell: text as is, null or missing as {@code -}. */
   static String cell(Object value) {
     if (value == null) return "-";
-    if (value instanceof JsonNode node) return node.isNull() || node.isMissingNode() ? "-" : node.asText();
+    if (value instanceof JsonNode node)
+      return node.isNull() || node.isMissingNode() ? "-" : node.asText();
     String text = value.toString();
     return text.isEmpty() ? "-" : text;
   }
@@ -84,7 +87,8 @@ final class Table {
 
     void print(PrintWriter out) {
       int width = pairs.stream().mapToInt(p -> p[0].length()).max().orElse(0);
-      for (String[] p : pairs) out.println(p[0] + ":" + " ".repeat(width - p[0].length() + 2) + p[1]);
+      for (String[] p : pairs)
+        out.println(p[0] + ":" + " ".repeat(width - p[0].length() + 2) + p[1]);
       out.flush();
     }
   }

@@ -11,27 +11,52 @@ import picocli.CommandLine.ScopeType;
 import picocli.CommandLine.Spec;
 
 /** {@code tickmark}: the root command, holding the global options every subcommand inherits. */
-@Command(name = "tickmark", scope = ScopeType.INHERIT, mixinStandardHelpOptions = true, versionProvider = TickmarkCommand.Version.class,
-    sortOptions = false, usageHelpAutoWidth = true,
-    description = "Rent GPUs by the second, list your own, and operate a Tickmark node, over its HTTP API.",
-    footer = {"", "Exit codes: 0 ok, 1 API error (error: <code>: <detail>), 2 bad usage, 3 engine unreachable.",
-        "Environment: TICKMARK_URL, TICKMARK_API_KEY, TICKMARK_OPERATOR_TOKEN, TICKMARK_CONFIG (see docs/cli.md)."},
+@Command(
+    name = "tickmark",
+    scope = ScopeType.INHERIT,
+    mixinStandardHelpOptions = true,
+    versionProvider = TickmarkCommand.Version.class,
+    sortOptions = false,
+    usageHelpAutoWidth = true,
+    description =
+        "Rent GPUs by the second, list your own, and operate a Tickmark node, over its HTTP API.",
+    footer = {
+      "",
+      "Exit codes: 0 ok, 1 API error (error: <code>: <detail>), 2 bad usage, 3 engine unreachable.",
+      "Environment: TICKMARK_URL, TICKMARK_API_KEY, TICKMARK_OPERATOR_TOKEN, TICKMARK_CONFIG (see docs/cli.md)."
+    },
     subcommands = {
-        AccountCommands.Login.class, AccountCommands.Show.class, MarketCommands.Catalog.class, MarketCommands.Offers.class,
-        LaunchCommand.class, RentalCommands.Ps.class, RentalCommands.Show.class, RentalCommands.Stop.class,
-        RentalCommands.Usage.class, AccountCommands.Ledger.class, HostCommands.class, OpsCommands.class})
+      AccountCommands.Login.class, AccountCommands.Show.class, MarketCommands.Catalog.class,
+          MarketCommands.Offers.class,
+      LaunchCommand.class, RentalCommands.Ps.class, RentalCommands.Show.class,
+          RentalCommands.Stop.class,
+      RentalCommands.Usage.class, AccountCommands.Ledger.class, HostCommands.class,
+          OpsCommands.class
+    })
 final class TickmarkCommand implements Runnable {
   static final String DEFAULT_URL = "http://127.0.0.1:8080";
 
-  @Option(names = "--url", paramLabel = "URL", scope = ScopeType.INHERIT,
-      description = "The node, e.g. http://127.0.0.1:8080 (else $TICKMARK_URL, the saved login, " + DEFAULT_URL + ").")
+  @Option(
+      names = "--url",
+      paramLabel = "URL",
+      scope = ScopeType.INHERIT,
+      description =
+          "The node, e.g. http://127.0.0.1:8080 (else $TICKMARK_URL, the saved login, "
+              + DEFAULT_URL
+              + ").")
   String url;
 
-  @Option(names = "--api-key", paramLabel = "KEY", scope = ScopeType.INHERIT,
+  @Option(
+      names = "--api-key",
+      paramLabel = "KEY",
+      scope = ScopeType.INHERIT,
       description = "Your API key (else $TICKMARK_API_KEY, else the saved login).")
   String apiKey;
 
-  @Option(names = "--json", scope = ScopeType.INHERIT, description = "Print the API's JSON instead of tables (for scripts).")
+  @Option(
+      names = "--json",
+      scope = ScopeType.INHERIT,
+      description = "Print the API's JSON instead of tables (for scripts).")
   boolean json;
 
   @Spec CommandSpec spec;

@@ -12,8 +12,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * API errors through the CLI against a real node: exit 1 and exactly one line, {@code error: <code>: <detail>}, with
- * the problem's own code; stdout stays empty, also with {@code --json}.
+ * API errors through the CLI against a real node: exit 1 and exactly one line, {@code error:
+ * <code>: <detail>}, with the problem's own code; stdout stays empty, also with {@code --json}.
  */
 class CliErrorsIntegrationTest {
   static TestMarket market;
@@ -31,7 +31,8 @@ class CliErrorsIntegrationTest {
   }
 
   private CliRunner cli(String apiKey) {
-    CliRunner runner = new CliRunner(temp.resolve("config.json")).withEnv("TICKMARK_URL", market.url());
+    CliRunner runner =
+        new CliRunner(temp.resolve("config.json")).withEnv("TICKMARK_URL", market.url());
     return apiKey == null ? runner : runner.withEnv("TICKMARK_API_KEY", apiKey);
   }
 
@@ -60,7 +61,8 @@ class CliErrorsIntegrationTest {
   @Test
   void anUnknownGpuIsRefusedByTheEngine() {
     TestMarket.Customer renter = market.signUp("Typo");
-    CliRunner.Result result = cli(renter.apiKey()).run("launch", "--gpu", "h100-80gbx", "--max-price", "3");
+    CliRunner.Result result =
+        cli(renter.apiKey()).run("launch", "--gpu", "h100-80gbx", "--max-price", "3");
     assertProblem(result, "unknown_gpu");
     assertEquals("error: unknown_gpu: no GPU model \"h100-80gbx\" in the catalog\n", result.err());
     assertProblem(cli(null).run("offers", "--gpu", "nope"), "unknown_gpu");
@@ -70,7 +72,9 @@ class CliErrorsIntegrationTest {
   @Test
   void aLaunchWithoutFundsIsInsufficientFunds() {
     TestMarket.Customer renter = market.signUp("Broke");
-    assertProblem(cli(renter.apiKey()).run("launch", "--gpu", "h100-80gb", "--max-price", "3.00"), "insufficient_funds");
+    assertProblem(
+        cli(renter.apiKey()).run("launch", "--gpu", "h100-80gb", "--max-price", "3.00"),
+        "insufficient_funds");
   }
 
   @Test
@@ -79,13 +83,32 @@ class CliErrorsIntegrationTest {
     CliRunner operator = cli(null).withEnv("TICKMARK_OPERATOR_TOKEN", TestMarket.OPERATOR_TOKEN);
     operator.run("ops", "deposit", renter.id(), "10", "--reference", "seed").ok();
     CliRunner cli = cli(renter.apiKey());
-    String[] launch = {"launch", "--gpu", "a10-24gb", "--region", "ap-sg", "--max-price", "0.50", "--wait-seconds", "1",
-        "--idempotency-key", "patient-1"};
+    String[] launch = {
+      "launch",
+      "--gpu",
+      "a10-24gb",
+      "--region",
+      "ap-sg",
+      "--max-price",
+      "0.50",
+      "--wait-seconds",
+      "1",
+      "--idempotency-key",
+      "patient-1"
+    };
     CliRunner.Result first = cli.run(launch).expect(Cli.EXIT_API_ERROR);
-    assertTrue(first.out().contains("is waiting for capacity: 1 x a10-24gb at or below 0.50 EUR/GPU-hour (up to 1 s)"), first.out());
+    assertTrue(
+        first
+            .out()
+            .contains(
+                "is waiting for capacity: 1 x a10-24gb at or below 0.50 EUR/GPU-hour (up to 1 s)"),
+        first.out());
     String reason = first.err().lines().reduce((a, b) -> b).orElseThrow();
-    assertTrue(reason.matches("error: no_capacity: no host offered 1 x a10-24gb at or below 0\\.500000 EUR/GPU-hour in time; "
-        + "nothing was charged \\(rental rnt_\\w+\\)"), reason);
+    assertTrue(
+        reason.matches(
+            "error: no_capacity: no host offered 1 x a10-24gb at or below 0\\.500000 EUR/GPU-hour in time; "
+                + "nothing was charged \\(rental rnt_\\w+\\)"),
+        reason);
     // the same Idempotency-Key answers with the same rental rather than renting again
     CliRunner.Result again = cli.run(launch).expect(Cli.EXIT_API_ERROR);
     assertEquals(reason, again.err().lines().reduce((a, b) -> b).orElseThrow());
@@ -104,10 +127,16 @@ class CliErrorsIntegrationTest {
   void badAmountsAndReferencesAreTheEnginesToJudge() {
     TestMarket.Customer renter = market.signUp("Depositor");
     CliRunner operator = cli(null).withEnv("TICKMARK_OPERATOR_TOKEN", TestMarket.OPERATOR_TOKEN);
-    assertProblem(operator.run("ops", "deposit", renter.id(), "1.1234567", "--reference", "r1"), "invalid_amount");
-    assertProblem(operator.run("ops", "deposit", renter.id(), "-5", "--reference", "r1"), "invalid_amount");
+    assertProblem(
+        operator.run("ops", "deposit", renter.id(), "1.1234567", "--reference", "r1"),
+        "invalid_amount");
+    assertProblem(
+        operator.run("ops", "deposit", renter.id(), "-5", "--reference", "r1"), "invalid_amount");
     operator.run("ops", "deposit", renter.id(), "5", "--reference", "r2").ok();
-    assertProblem(operator.run("ops", "deposit", renter.id(), "6", "--reference", "r2"), "idempotency_conflict");
-    assertProblem(cli(null).withEnv("TICKMARK_OPERATOR_TOKEN", "wrong").run("ops", "audit"), "unauthorized");
+    assertProblem(
+        operator.run("ops", "deposit", renter.id(), "6", "--reference", "r2"),
+        "idempotency_conflict");
+    assertProblem(
+        cli(null).withEnv("TICKMARK_OPERATOR_TOKEN", "wrong").run("ops", "audit"), "unauthorized");
   }
 }

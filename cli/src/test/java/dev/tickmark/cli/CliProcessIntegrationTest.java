@@ -28,9 +28,10 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The CLI as a real process, with a real stdin, environment and exit status. In Maven's {@code package} phase this runs
- * the shaded {@code cli/target/tickmark.jar} itself ({@code -Dtickmark.cli.jar}, set by cli/pom.xml); in the
- * {@code test} phase, before the jar exists, it runs {@link Main} in a child JVM on the test class path.
+ * The CLI as a real process, with a real stdin, environment and exit status. In Maven's {@code
+ * package} phase this runs the shaded {@code cli/target/tickmark.jar} itself ({@code
+ * -Dtickmark.cli.jar}, set by cli/pom.xml); in the {@code test} phase, before the jar exists, it
+ * runs {@link Main} in a child JVM on the test class path.
  */
 class CliProcessIntegrationTest {
   static TestMarket market;
@@ -57,7 +58,11 @@ class CliProcessIntegrationTest {
 
     Run login = tickmark(env, renter.apiKey() + "\n", "login", "--url", market.url());
     assertEquals(0, login.exit(), login.err());
-    assertTrue(login.out().startsWith("Logged in to " + market.url() + " as Shell user (" + renter.id() + ")."), login.out());
+    assertTrue(
+        login
+            .out()
+            .startsWith("Logged in to " + market.url() + " as Shell user (" + renter.id() + ")."),
+        login.out());
     assertFalse((login.out() + login.err()).contains(renter.apiKey()), "the key is never echoed");
     assertEquals("rw-------", PosixFilePermissions.toString(Files.getPosixFilePermissions(config)));
 
@@ -73,7 +78,9 @@ class CliProcessIntegrationTest {
 
   @Test
   void exitStatusesAreTheDocumentedOnes() throws Exception {
-    Map<String, String> env = Map.of("TICKMARK_CONFIG", temp.resolve("none.json").toString(), "TICKMARK_URL", market.url());
+    Map<String, String> env =
+        Map.of(
+            "TICKMARK_CONFIG", temp.resolve("none.json").toString(), "TICKMARK_URL", market.url());
 
     Run version = tickmark(env, "", "--version");
     assertEquals(0, version.exit());
@@ -94,77 +101,122 @@ class CliProcessIntegrationTest {
     Run unreachable = tickmark(env, "", "--url", closed, "offers");
     assertEquals(3, unreachable.exit());
     assertEquals(1, unreachable.err().lines().count(), unreachable.err());
-    assertTrue(unreachable.err().startsWith("error: cannot reach the engine at " + closed), unreachable.err());
+    assertTrue(
+        unreachable.err().startsWith("error: cannot reach the engine at " + closed),
+        unreachable.err());
   }
 
   /**
-   * With stdout a pipe (a script, {@code | tee}, a file), the live meter is one line per tick, each written as it happens:
-   * the lines are read from the process's stdout while the rental runs, not after the process has ended.
+   * With stdout a pipe (a script, {@code | tee}, a file), the live meter is one line per tick, each
+   * written as it happens: the lines are read from the process's stdout while the rental runs, not
+   * after the process has ended.
    */
   @Test
   void usageFollowIntoAPipePrintsOneLinePerTick() throws Exception {
     TestMarket.Customer provider = market.signUp("Piped provider");
     market.listedHost(provider, "eu-de", "2.49", temp.resolve("agent"));
     TestMarket.Customer renter = market.signUp("Piped renter");
-    market.call("POST", "/ops/accounts/" + renter.id() + "/deposits", TestMarket.OPERATOR_TOKEN, "{\"amount\":\"20\",\"reference\":\"pipe\"}");
-    String id = market.call("POST", "/v1/rentals", renter.apiKey(), "{\"gpu\":\"h100-80gb\",\"region\":\"eu-de\","
-        + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"600\"]}").get("rental").get("id").asText();
-    Map<String, String> env = Map.of("TICKMARK_CONFIG", temp.resolve("none.json").toString(), "TICKMARK_URL", market.url(),
-        "TICKMARK_API_KEY", renter.apiKey());
+    market.call(
+        "POST",
+        "/ops/accounts/" + renter.id() + "/deposits",
+        TestMarket.OPERATOR_TOKEN,
+        "{\"amount\":\"20\",\"reference\":\"pipe\"}");
+    String id =
+        market
+            .call(
+                "POST",
+                "/v1/rentals",
+                renter.apiKey(),
+                "{\"gpu\":\"h100-80gb\",\"region\":\"eu-de\","
+                    + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"600\"]}")
+            .get("rental")
+            .get("id")
+            .asText();
+    Map<String, String> env =
+        Map.of(
+            "TICKMARK_CONFIG",
+            temp.resolve("none.json").toString(),
+            "TICKMARK_URL",
+            market.url(),
+            "TICKMARK_API_KEY",
+            renter.apiKey());
 
     Process follow = start(env, "usage", id, "--follow");
     BlockingQueue<String> lines = new LinkedBlockingQueue<>();
-    Thread reader = new Thread(() -> {
-      // lines end at '\n' only, so that a carriage return would show in a line (readLine() would end a line there)
-      try (Reader out = new InputStreamReader(follow.getInputStream(), StandardCharsets.UTF_8)) {
-        StringBuilder line = new StringBuilder();
-        for (int c = out.read(); c != -1; c = out.read()) {
-          if (c != '\n') {
-            line.append((char) c);
-          } else {
-            lines.add(line.toString());
-            line.setLength(0);
-          }
-        }
-        if (line.length() > 0) lines.add(line.toString());
-      } catch (IOException e) {
-        lines.add("read failed: " + e);
-      }
-    }, "tickmark-stdout");
+    Thread reader =
+        new Thread(
+            () -> {
+              // lines end at '\n' only, so that a carriage return would show in a line (readLine()
+              // would end a line there)
+              try (Reader out =
+                  new InputStreamReader(follow.getInputStream(), StandardCharsets.UTF_8)) {
+                StringBuilder line = new StringBuilder();
+                for (int c = out.read(); c != -1; c = out.read()) {
+                  if (c != '\n') {
+                    line.append((char) c);
+                  } else {
+                    lines.add(line.toString());
+                    line.setLength(0);
+                  }
+                }
+                if (line.length() > 0) lines.add(line.toString());
+              } catch (IOException e) {
+                lines.add("read failed: " + e);
+              }
+            },
+            "tickmark-stdout");
     reader.setDaemon(true);
     reader.start();
     try {
-      // the meter's lines: "<id>  <status>  <seconds> s  <cost> EUR"; three seconds metered while it runs
-      Pattern meter = Pattern.compile(Pattern.quote(id) + "  (\\w+)  (\\d+) s  (\\d+\\.\\d{6}) EUR");
+      // the meter's lines: "<id>  <status>  <seconds> s  <cost> EUR"; three seconds metered while
+      // it runs
+      Pattern meter =
+          Pattern.compile(Pattern.quote(id) + "  (\\w+)  (\\d+) s  (\\d+\\.\\d{6}) EUR");
       List<Long> ticks = new ArrayList<>();
       List<String> seen = new ArrayList<>();
       while (ticks.size() < 3) {
         String line = lines.poll(TestMarket.WAIT.toSeconds(), TimeUnit.SECONDS);
-        assertTrue(line != null, "a line within " + TestMarket.WAIT + " while the rental runs; so far " + seen);
+        assertTrue(
+            line != null,
+            "a line within " + TestMarket.WAIT + " while the rental runs; so far " + seen);
         seen.add(line);
         assertFalse(line.contains("\r"), "no carriage returns into a pipe: " + seen);
         Matcher m = meter.matcher(line);
         assertTrue(m.matches(), "a meter line: " + seen);
         long second = Long.parseLong(m.group(2));
-        if (m.group(1).equals("running") && second > 0 && (ticks.isEmpty() || second > ticks.get(ticks.size() - 1))) ticks.add(second);
+        if (m.group(1).equals("running")
+            && second > 0
+            && (ticks.isEmpty() || second > ticks.get(ticks.size() - 1))) ticks.add(second);
       }
       assertTrue(follow.isAlive(), "the lines came while the rental runs");
 
       market.call("POST", "/v1/rentals/" + id + "/stop", renter.apiKey(), "");
-      assertTrue(follow.waitFor(TestMarket.WAIT.toSeconds(), TimeUnit.SECONDS), "follow ends with the rental");
-      assertEquals(0, follow.exitValue(), new String(follow.getErrorStream().readAllBytes(), StandardCharsets.UTF_8));
+      assertTrue(
+          follow.waitFor(TestMarket.WAIT.toSeconds(), TimeUnit.SECONDS),
+          "follow ends with the rental");
+      assertEquals(
+          0,
+          follow.exitValue(),
+          new String(follow.getErrorStream().readAllBytes(), StandardCharsets.UTF_8));
       reader.join(TestMarket.WAIT.toMillis());
       List<String> rest = new ArrayList<>(lines);
       assertFalse(rest.isEmpty(), "the bill after the meter");
-      assertTrue(rest.get(rest.size() - 1).startsWith("Rental " + id + " ended (stopped_by_renter): billed "), rest.toString());
+      assertTrue(
+          rest.get(rest.size() - 1)
+              .startsWith("Rental " + id + " ended (stopped_by_renter): billed "),
+          rest.toString());
       assertTrue(rest.stream().noneMatch(l -> l.contains("\r")), rest.toString());
     } finally {
       follow.destroyForcibly();
     }
   }
 
-  /** Runs the CLI as a child process with exactly {@code env} (no TICKMARK_* from the developer's shell) and {@code stdin}. */
-  private static Run tickmark(Map<String, String> env, String stdin, String... args) throws IOException, InterruptedException {
+  /**
+   * Runs the CLI as a child process with exactly {@code env} (no TICKMARK_* from the developer's
+   * shell) and {@code stdin}.
+   */
+  private static Run tickmark(Map<String, String> env, String stdin, String... args)
+      throws IOException, InterruptedException {
     Process process = start(env, args);
     try (OutputStream in = process.getOutputStream()) {
       in.write(stdin.getBytes(StandardCharsets.UTF_8));
@@ -179,18 +231,25 @@ class CliProcessIntegrationTest {
     return new Run(process.exitValue(), out, err);
   }
 
-  /** Starts the CLI as a child process with exactly {@code env}; its stdin, stdout and stderr are pipes. */
+  /**
+   * Starts the CLI as a child process with exactly {@code env}; its stdin, stdout and stderr are
+   * pipes.
+   */
   private static Process start(Map<String, String> env, String... args) throws IOException {
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-    command.addAll(List.of("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")); // as bin/tickmark starts it
+    command.addAll(
+        List.of("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")); // as bin/tickmark starts it
     String jar = System.getProperty("tickmark.cli.jar");
     if (jar != null) {
       assertTrue(Files.isRegularFile(Path.of(jar)), "the shaded jar exists: " + jar);
       command.addAll(List.of("-jar", jar));
     } else {
-      command.addAll(List.of("-cp", System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")),
-          Main.class.getName()));
+      command.addAll(
+          List.of(
+              "-cp",
+              System.getProperty("surefire.test.class.path", System.getProperty("java.class.path")),
+              Main.class.getName()));
     }
     command.addAll(List.of(args));
     ProcessBuilder builder = new ProcessBuilder(command);

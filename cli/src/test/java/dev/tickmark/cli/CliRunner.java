@@ -12,8 +12,8 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 
 /**
- * Runs {@code tickmark} in-process exactly as {@link Main} does, with a given environment (always its own config file,
- * never the developer's), stdin, and captured stdout and stderr.
+ * Runs {@code tickmark} in-process exactly as {@link Main} does, with a given environment (always
+ * its own config file, never the developer's), stdin, and captured stdout and stderr.
  */
 final class CliRunner {
   /** One finished run. */
@@ -63,15 +63,21 @@ final class CliRunner {
     StringWriter out = new StringWriter();
     StringWriter err = new StringWriter();
     Cli cli = cli("", out, err);
-    CompletableFuture<Result> result = CompletableFuture.supplyAsync(() -> {
-      int exit = cli.run(args);
-      return new Result(exit, out.toString(), err.toString());
-    });
+    CompletableFuture<Result> result =
+        CompletableFuture.supplyAsync(
+            () -> {
+              int exit = cli.run(args);
+              return new Result(exit, out.toString(), err.toString());
+            });
     return new Background(out, err, result);
   }
 
   private Cli cli(String stdin, StringWriter out, StringWriter err) {
-    return new Cli(env, new ByteArrayInputStream(stdin.getBytes(StandardCharsets.UTF_8)), null, new PrintWriter(out, true),
+    return new Cli(
+        env,
+        new ByteArrayInputStream(stdin.getBytes(StandardCharsets.UTF_8)),
+        null,
+        new PrintWriter(out, true),
         new PrintWriter(err, true));
   }
 }

@@ -3,8 +3,9 @@ package dev.tickmark.cli;
 import java.time.Duration;
 
 /**
- * Polls an assertion until it holds or a deadline passes, for what the engine makes true asynchronously (read sides,
- * an agent's verification, a live meter). The last failure is rethrown, so a timeout says what was wrong.
+ * Polls an assertion until it holds or a deadline passes, for what the engine makes true
+ * asynchronously (read sides, an agent's verification, a live meter). The last failure is rethrown,
+ * so a timeout says what was wrong.
  */
 final class Eventually {
   private static final Duration POLL = Duration.ofMillis(200);

@@ -20,8 +20,9 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A real node on a fresh PostgreSQL database (ports from 0, as cluster-config's TestNodes starts them), plus what the
- * CLI tests arrange around it without the CLI: sign-ups and simulated hosts run by the real agent program.
+ * A real node on a fresh PostgreSQL database (ports from 0, as cluster-config's TestNodes starts
+ * them), plus what the CLI tests arrange around it without the CLI: sign-ups and simulated hosts
+ * run by the real agent program.
  */
 final class TestMarket {
   static final String OPERATOR_TOKEN = "tmkop_cli_test_operator_token_0123456789";
@@ -38,7 +39,10 @@ final class TestMarket {
     this.node = node;
   }
 
-  /** A node that accepts simulated hosts, with a 1 s heartbeat and 2 s settlements so tests see them quickly. */
+  /**
+   * A node that accepts simulated hosts, with a 1 s heartbeat and 2 s settlements so tests see them
+   * quickly.
+   */
   static TestMarket start(String purpose) throws Exception {
     return start(purpose, Map.of());
   }
@@ -46,16 +50,19 @@ final class TestMarket {
   /** The same node with more configuration ({@code tickmark.…} paths), e.g. the payout debtor. */
   static TestMarket start(String purpose, Map<String, Object> config) throws Exception {
     var db = TestDatabase.fresh(purpose);
-    NodeSettings settings = NodeSettings.fromEnvironment(Map.of("TICKMARK_OPERATOR_TOKEN", OPERATOR_TOKEN))
-        .withDatabase(db.url(), db.user(), db.password())
-        .withPorts(0, -1, 0)
-        .withExitJvmOnShutdown(false)
-        .withConfig("tickmark.market.allow-simulated-hosts", true)
-        // the simulated host reports this machine's real disk, which a loaded CI machine may write slowly
-        .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
-        .withConfig("tickmark.hosts.heartbeat-interval", "1s")
-        .withConfig("tickmark.rentals.settle-interval", "2s");
-    for (var entry : config.entrySet()) settings = settings.withConfig(entry.getKey(), entry.getValue());
+    NodeSettings settings =
+        NodeSettings.fromEnvironment(Map.of("TICKMARK_OPERATOR_TOKEN", OPERATOR_TOKEN))
+            .withDatabase(db.url(), db.user(), db.password())
+            .withPorts(0, -1, 0)
+            .withExitJvmOnShutdown(false)
+            .withConfig("tickmark.market.allow-simulated-hosts", true)
+            // the simulated host reports this machine's real disk, which a loaded CI machine may
+            // write slowly
+            .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
+            .withConfig("tickmark.hosts.heartbeat-interval", "1s")
+            .withConfig("tickmark.rentals.settle-interval", "2s");
+    for (var entry : config.entrySet())
+      settings = settings.withConfig(entry.getKey(), entry.getValue());
     return new TestMarket(Node.start(settings));
   }
 
@@ -68,19 +75,38 @@ final class TestMarket {
     return new Customer(created.get("account").get("id").asText(), created.get("api_key").asText());
   }
 
-  /** A verified host of two simulated H100s in {@code region}, run by the real agent, listed at {@code price}. */
-  String listedHost(Customer provider, String region, String price, Path stateDir) throws Exception {
-    String token = call("POST", "/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":" + quote(region) + "}").get("token").asText();
+  /**
+   * A verified host of two simulated H100s in {@code region}, run by the real agent, listed at
+   * {@code price}.
+   */
+  String listedHost(Customer provider, String region, String price, Path stateDir)
+      throws Exception {
+    String token =
+        call(
+                "POST",
+                "/v1/hosts/registration-tokens",
+                provider.apiKey(),
+                "{\"region\":" + quote(region) + "}")
+            .get("token")
+            .asText();
     Agent agent = startAgent(token, stateDir);
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
     String verdict = agent.verified().get(WAIT.toSeconds(), TimeUnit.SECONDS).status();
-    if (!"verified".equals(verdict)) throw new AssertionError("the simulated host was not verified: " + verdict);
-    call("PUT", "/v1/hosts/" + hostId + "/listing", provider.apiKey(), "{\"on_demand_price_per_gpu_hour\":" + quote(price) + ",\"listed\":true}");
+    if (!"verified".equals(verdict))
+      throw new AssertionError("the simulated host was not verified: " + verdict);
+    call(
+        "PUT",
+        "/v1/hosts/" + hostId + "/listing",
+        provider.apiKey(),
+        "{\"on_demand_price_per_gpu_hour\":" + quote(price) + ",\"listed\":true}");
     return hostId;
   }
 
   Agent startAgent(String token, Path stateDir) {
-    Agent agent = Agent.start(AgentConfig.simulated("ws://127.0.0.1:" + node.httpPort(), token, stateDir, "h100-80gb:2"));
+    Agent agent =
+        Agent.start(
+            AgentConfig.simulated(
+                "ws://127.0.0.1:" + node.httpPort(), token, stateDir, "h100-80gb:2"));
     agents.add(agent);
     return agent;
   }
@@ -89,10 +115,17 @@ final class TestMarket {
     HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(url() + path)).timeout(WAIT);
     if (bearer != null) request.header("Authorization", "Bearer " + bearer);
     request.header("Content-Type", "application/json");
-    request.method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofString(body));
+    request.method(
+        method,
+        body == null
+            ? HttpRequest.BodyPublishers.noBody()
+            : HttpRequest.BodyPublishers.ofString(body));
     try {
-      HttpResponse<String> response = http.send(request.build(), HttpResponse.BodyHandlers.ofString());
-      if (response.statusCode() >= 300) throw new AssertionError(method + " " + path + " answered " + response.statusCode() + ": " + response.body());
+      HttpResponse<String> response =
+          http.send(request.build(), HttpResponse.BodyHandlers.ofString());
+      if (response.statusCode() >= 300)
+        throw new AssertionError(
+            method + " " + path + " answered " + response.statusCode() + ": " + response.body());
       return JSON.readTree(response.body());
     } catch (IOException e) {
       throw new AssertionError(method + " " + path + " failed: " + e, e);

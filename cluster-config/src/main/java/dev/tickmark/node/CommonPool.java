@@ -5,11 +5,12 @@ import java.util.concurrent.ForkJoinPool;
 /**
  * Keeps the JDK's common pool at two threads or more on small machines.
  *
- * <p>With fewer than three cores the common pool has parallelism 1, and {@link java.util.concurrent.CompletableFuture}
- * then runs every async callback on <em>a new thread</em>. Pekko's Java API completes {@code context.ask} and
- * {@code pipeToSelf} through such callbacks, so a two-core node metering thousands of rentals started about a thousand
- * threads a second (measured with JFR; see docs/benchmarks-market.md §3c). The property only works before the pool
- * exists, hence {@link #ensureParallelism()} first thing in each {@code main}; {@link #parallelism()} lets
+ * <p>With fewer than three cores the common pool has parallelism 1, and {@link
+ * java.util.concurrent.CompletableFuture} then runs every async callback on <em>a new thread</em>.
+ * Pekko's Java API completes {@code context.ask} and {@code pipeToSelf} through such callbacks, so
+ * a two-core node metering thousands of rentals started about a thousand threads a second (measured
+ * with JFR; see docs/benchmarks-market.md §3c). The property only works before the pool exists,
+ * hence {@link #ensureParallelism()} first thing in each {@code main}; {@link #parallelism()} lets
  * {@link Node} warn when an embedding program started it too late.
  */
 public final class CommonPool {

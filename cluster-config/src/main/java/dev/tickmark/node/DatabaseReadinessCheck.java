@@ -12,11 +12,11 @@ import org.apache.pekko.actor.typed.ExtensionId;
 import org.apache.pekko.actor.typed.javadsl.Adapter;
 
 /**
- * Pekko Management's readiness check for PostgreSQL ({@code /ready}): a {@code SELECT 1} through the
- * read side's pool, on its blocking JDBC executor (never an actor or HTTP thread). The pool's short
- * connection timeout and an answer deadline (800 ms, under Management's {@code check-timeout}) bound
- * it, so an unreachable database makes {@code /ready} fail (Management answers 500 "Not Healthy") within a
- * second instead of hanging. Configured in cluster.conf.
+ * Pekko Management's readiness check for PostgreSQL ({@code /ready}): a {@code SELECT 1} through
+ * the read side's pool, on its blocking JDBC executor (never an actor or HTTP thread). The pool's
+ * short connection timeout and an answer deadline (800 ms, under Management's {@code
+ * check-timeout}) bound it, so an unreachable database makes {@code /ready} fail (Management
+ * answers 500 "Not Healthy") within a second instead of hanging. Configured in cluster.conf.
  */
 public final class DatabaseReadinessCheck implements Supplier<CompletionStage<Boolean>> {
   private static final long ANSWER_WITHIN_MILLIS = 800;
@@ -32,14 +32,16 @@ public final class DatabaseReadinessCheck implements Supplier<CompletionStage<Bo
   public CompletionStage<Boolean> get() {
     Jdbc jdbc = registered.jdbc.get();
     if (jdbc == null) return CompletableFuture.completedFuture(false); // the node is still starting
-    return jdbc.run(connection -> {
-      try (var st = connection.createStatement()) {
-        st.setQueryTimeout(1);
-        try (var rs = st.executeQuery("SELECT 1")) {
-          return rs.next() && rs.getInt(1) == 1;
-        }
-      }
-    }).toCompletableFuture()
+    return jdbc.run(
+            connection -> {
+              try (var st = connection.createStatement()) {
+                st.setQueryTimeout(1);
+                try (var rs = st.executeQuery("SELECT 1")) {
+                  return rs.next() && rs.getInt(1) == 1;
+                }
+              }
+            })
+        .toCompletableFuture()
         .exceptionally(failure -> false)
         // answer "not ready" before Management's 1 s check-timeout turns a slow pool into a 500
         .completeOnTimeout(false, ANSWER_WITHIN_MILLIS, TimeUnit.MILLISECONDS);

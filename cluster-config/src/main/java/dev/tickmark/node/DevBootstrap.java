@@ -22,9 +22,10 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.EntityRef;
 
 /**
  * Dev mode: a demo renter with a welcome credit, and a demo provider whose simulated host (an
- * in-process agent with two simulated H100s) is verified and listed, so that a new user sees capacity
- * in {@code GET /v1/offers} at once. Idempotent: a restart keeps the same accounts, balance and host
- * (the agent keeps its key and credential under the data folder) and prints a fresh API key.
+ * in-process agent with two simulated H100s) is verified and listed, so that a new user sees
+ * capacity in {@code GET /v1/offers} at once. Idempotent: a restart keeps the same accounts,
+ * balance and host (the agent keeps its key and credential under the data folder) and prints a
+ * fresh API key.
  */
 final class DevBootstrap {
   static final String DEMO_RENTER = "acc_demo";
@@ -34,25 +35,37 @@ final class DevBootstrap {
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
   private static final ObjectMapper JSON = new ObjectMapper();
 
-  record Demo(String renterId, String apiKey, Account.Summary renter, String hostId, String hostStatus) {}
+  record Demo(
+      String renterId, String apiKey, Account.Summary renter, String hostId, String hostStatus) {}
 
   private DevBootstrap() {}
 
   static Demo seed(Node node) throws Exception {
     ClusterSharding sharding = ClusterSharding.get(node.system());
     EntityRef<Account.Command> renter = sharding.entityRefFor(Account.ENTITY_KEY, DEMO_RENTER);
-    await(renter.<Account.Summary>askWithStatus(reply -> new Account.Open("Demo renter", reply), TIMEOUT));
-    await(renter.<Account.Posting>askWithStatus(reply -> new Account.Deposit("manual:dev-welcome-credit", WELCOME_CREDIT, reply), TIMEOUT));
+    await(
+        renter.<Account.Summary>askWithStatus(
+            reply -> new Account.Open("Demo renter", reply), TIMEOUT));
+    await(
+        renter.<Account.Posting>askWithStatus(
+            reply -> new Account.Deposit("manual:dev-welcome-credit", WELCOME_CREDIT, reply),
+            TIMEOUT));
     String apiKey = await(node.apiKeys().create(DEMO_RENTER, "dev")).apiKey();
     Account.Summary summary = await(renter.ask(Account.GetSummary::new, TIMEOUT));
 
     EntityRef<Account.Command> provider = sharding.entityRefFor(Account.ENTITY_KEY, DEMO_PROVIDER);
-    await(provider.<Account.Summary>askWithStatus(reply -> new Account.Open("Demo provider", reply), TIMEOUT));
+    await(
+        provider.<Account.Summary>askWithStatus(
+            reply -> new Account.Open("Demo provider", reply), TIMEOUT));
     String providerKey = await(node.apiKeys().create(DEMO_PROVIDER, "dev")).apiKey();
     Agent agent = startSimulatedAgent(node, providerKey);
     String hostId = agent.welcomed().get(TIMEOUT.toSeconds(), TimeUnit.SECONDS).hostId();
     String status = agent.verified().get(TIMEOUT.toSeconds(), TimeUnit.SECONDS).status();
-    call(node, "PUT", "/v1/hosts/" + hostId + "/listing", providerKey,
+    call(
+        node,
+        "PUT",
+        "/v1/hosts/" + hostId + "/listing",
+        providerKey,
         "{\"on_demand_price_per_gpu_hour\":\"2.49\",\"spot_price_per_gpu_hour\":\"1.19\",\"spot_notice_seconds\":300,\"listed\":true}");
     return new Demo(DEMO_RENTER, apiKey, summary, hostId, status);
   }
@@ -61,29 +74,43 @@ final class DevBootstrap {
     Path stateDir = node.settings().dataDir().resolve("dev-agent");
     String token = null;
     if (!AgentConfig.hasCredential(stateDir)) {
-      JsonNode created = call(node, "POST", "/v1/hosts/registration-tokens", providerKey,
-          "{\"region\":\"eu-nl\",\"label\":\"dev simulated host\"}");
+      JsonNode created =
+          call(
+              node,
+              "POST",
+              "/v1/hosts/registration-tokens",
+              providerKey,
+              "{\"region\":\"eu-nl\",\"label\":\"dev simulated host\"}");
       token = created.get("token").asText();
     }
     String engine = "ws://" + node.settings().hostname() + ":" + node.httpPort();
     Agent agent = Agent.start(AgentConfig.simulated(engine, token, stateDir, SIMULATED_GPUS));
-    CoordinatedShutdown.get(node.system()).addTask(CoordinatedShutdown.PhaseServiceUnbind(), "stop-dev-agent", () -> {
-      agent.close();
-      return CompletableFuture.completedFuture(Done.getInstance());
-    });
+    CoordinatedShutdown.get(node.system())
+        .addTask(
+            CoordinatedShutdown.PhaseServiceUnbind(),
+            "stop-dev-agent",
+            () -> {
+              agent.close();
+              return CompletableFuture.completedFuture(Done.getInstance());
+            });
     return agent;
   }
 
   /** Calls the node's own API, as any client would. */
-  private static JsonNode call(Node node, String method, String path, String apiKey, String body) throws IOException, InterruptedException {
-    HttpRequest request = HttpRequest.newBuilder(URI.create(node.baseUrl() + path))
-        .timeout(TIMEOUT)
-        .header("Authorization", "Bearer " + apiKey)
-        .header("Content-Type", "application/json")
-        .method(method, HttpRequest.BodyPublishers.ofString(body))
-        .build();
-    HttpResponse<String> response = HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.ofString());
-    if (response.statusCode() >= 300) throw new IOException(method + " " + path + " answered " + response.statusCode() + ": " + response.body());
+  private static JsonNode call(Node node, String method, String path, String apiKey, String body)
+      throws IOException, InterruptedException {
+    HttpRequest request =
+        HttpRequest.newBuilder(URI.create(node.baseUrl() + path))
+            .timeout(TIMEOUT)
+            .header("Authorization", "Bearer " + apiKey)
+            .header("Content-Type", "application/json")
+            .method(method, HttpRequest.BodyPublishers.ofString(body))
+            .build();
+    HttpResponse<String> response =
+        HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.ofString());
+    if (response.statusCode() >= 300)
+      throw new IOException(
+          method + " " + path + " answered " + response.statusCode() + ": " + response.body());
     return JSON.readTree(response.body());
   }
 

@@ -3,7 +3,10 @@ package dev.tickmark.node;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** {@code java -jar cluster-config/target/tickmark-node.jar}: starts one node as the environment says. */
+/**
+ * {@code java -jar cluster-config/target/tickmark-node.jar}: starts one node as the environment
+ * says.
+ */
 public final class Main {
   static {
     CommonPool.ensureParallelism(); // before anything creates the common pool

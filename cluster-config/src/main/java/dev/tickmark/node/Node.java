@@ -7,15 +7,9 @@ import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.market.Matcher;
-import dev.tickmark.engine.payout.PayoutRun;
-import dev.tickmark.persistence.payouts.PayoutRunProjection;
-import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.engine.metrics.JournalProbe;
+import dev.tickmark.engine.payout.PayoutRun;
 import dev.tickmark.engine.rental.Rental;
-import dev.tickmark.persistence.rentals.RentalProjection;
-import dev.tickmark.persistence.rentals.RentalReadModel;
-import dev.tickmark.persistence.hosts.HostProjection;
-import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.http.ApiSettings;
 import dev.tickmark.http.HttpApi;
 import dev.tickmark.persistence.DatabaseSettings;
@@ -24,8 +18,14 @@ import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.Migrations;
 import dev.tickmark.persistence.auth.ApiKeys;
 import dev.tickmark.persistence.auth.IdempotencyKeys;
+import dev.tickmark.persistence.hosts.HostProjection;
+import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerProjection;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
+import dev.tickmark.persistence.payouts.PayoutRunProjection;
+import dev.tickmark.persistence.payouts.PayoutRunReadModel;
+import dev.tickmark.persistence.rentals.RentalProjection;
+import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.HashMap;
@@ -65,7 +65,12 @@ public final class Node implements AutoCloseable {
   private final DatabaseSettings database;
   private final String managementUrl;
 
-  private Node(ActorSystem<Void> system, ServerBinding binding, NodeSettings settings, ApiKeys apiKeys, DatabaseSettings database,
+  private Node(
+      ActorSystem<Void> system,
+      ServerBinding binding,
+      NodeSettings settings,
+      ApiKeys apiKeys,
+      DatabaseSettings database,
       String managementUrl) {
     this.system = system;
     this.binding = binding;
@@ -75,11 +80,17 @@ public final class Node implements AutoCloseable {
     this.managementUrl = managementUrl;
   }
 
-  /** Starts a node and returns once its HTTP API is bound. Any failure stops what was started and throws. */
+  /**
+   * Starts a node and returns once its HTTP API is bound. Any failure stops what was started and
+   * throws.
+   */
   public static Node start(NodeSettings settings) throws Exception {
     if (CommonPool.startsAThreadPerCallback()) {
-      log.warn("The JDK common pool has parallelism {}: every async callback (each ask from an actor) starts a thread."
-          + " Start the JVM with -D{}=2 or call CommonPool.ensureParallelism() first in main.", CommonPool.parallelism(), CommonPool.PROPERTY);
+      log.warn(
+          "The JDK common pool has parallelism {}: every async callback (each ask from an actor) starts a thread."
+              + " Start the JVM with -D{}=2 or call CommonPool.ensureParallelism() first in main.",
+          CommonPool.parallelism(),
+          CommonPool.PROPERTY);
     }
     Config config = config(settings);
     int poolSize = config.getInt("tickmark.database.pool-size");
@@ -89,7 +100,9 @@ public final class Node implements AutoCloseable {
       embedded = EmbeddedDatabase.start(settings.dataDir().resolve("postgres"), 0, true);
       database = embedded.settings("postgres", poolSize);
     } else {
-      database = new DatabaseSettings(settings.dbUrl(), settings.dbUser(), settings.dbPassword(), poolSize);
+      database =
+          new DatabaseSettings(
+              settings.dbUrl(), settings.dbUser(), settings.dbPassword(), poolSize);
     }
     ActorSystem<Void> system = null;
     try {
@@ -105,62 +118,109 @@ public final class Node implements AutoCloseable {
   }
 
   /**
-   * Wires the modules into a started actor system: management, entities, projections, then HTTP. Each entity reads
-   * its settings from the system's config ({@code Settings.fromConfig}); see {@code tickmark.conf}.
+   * Wires the modules into a started actor system: management, entities, projections, then HTTP.
+   * Each entity reads its settings from the system's config ({@code Settings.fromConfig}); see
+   * {@code tickmark.conf}.
    */
-  static Node init(ActorSystem<Void> system, NodeSettings settings, DatabaseSettings database, EmbeddedDatabase embedded)
+  static Node init(
+      ActorSystem<Void> system,
+      NodeSettings settings,
+      DatabaseSettings database,
+      EmbeddedDatabase embedded)
       throws Exception {
     Config config = system.settings().config();
     Cluster cluster = Cluster.get(system);
     boolean kubernetes = settings.discovery() == NodeSettings.Discovery.KUBERNETES;
-    if (!kubernetes && settings.seedNodes().isEmpty()) cluster.manager().tell(Join.create(cluster.selfMember().address()));
+    if (!kubernetes && settings.seedNodes().isEmpty())
+      cluster.manager().tell(Join.create(cluster.selfMember().address()));
     Clock clock = Clock.systemUTC();
-    Jdbc jdbc = Jdbc.create(database, "tickmark-read-side",
-        system.dispatchers().lookup(DispatcherSelector.fromConfig("pekko.projection.jdbc.blocking-jdbc-dispatcher")));
+    Jdbc jdbc =
+        Jdbc.create(
+            database,
+            "tickmark-read-side",
+            system
+                .dispatchers()
+                .lookup(
+                    DispatcherSelector.fromConfig(
+                        "pekko.projection.jdbc.blocking-jdbc-dispatcher")));
     DatabaseReadinessCheck.Registered.get(system).jdbc.set(jdbc); // before management serves /ready
     String managementUrl = null;
     if (settings.managementPort() >= 0 || kubernetes) {
-      managementUrl = PekkoManagement.get(system).start().toCompletableFuture().get(30, TimeUnit.SECONDS).toString();
+      managementUrl =
+          PekkoManagement.get(system)
+              .start()
+              .toCompletableFuture()
+              .get(30, TimeUnit.SECONDS)
+              .toString();
       log.info("Pekko Management on {}", managementUrl);
     }
-    // Bootstrap asks the Kubernetes API for the pods of this service, probes their management endpoints and then
-    // joins (or, the lowest address, forms) the cluster: no seed node list to keep in step with the Deployment.
+    // Bootstrap asks the Kubernetes API for the pods of this service, probes their management
+    // endpoints and then
+    // joins (or, the lowest address, forms) the cluster: no seed node list to keep in step with the
+    // Deployment.
     if (kubernetes) ClusterBootstrap.get(system).start();
 
     Catalog catalog = Catalog.load();
     ShardedLinks links = new ShardedLinks(system);
     HostReadModel hostReadModel = new HostReadModel(jdbc);
     LedgerReadModel ledgerReadModel = new LedgerReadModel(jdbc);
-    ApiSettings api = ApiSettings.fromConfig(config, settings.httpPort(), settings.operatorToken(), settings.webhookSecret());
+    ApiSettings api =
+        ApiSettings.fromConfig(
+            config, settings.httpPort(), settings.operatorToken(), settings.webhookSecret());
 
     Account.init(system, clock);
     Host.init(system, Host.Settings.fromConfig(config, catalog, links), clock);
-    Matcher.init(system, (gpu, region, tier, maxPrice, count) -> hostReadModel.candidates(gpu, region, tier, maxPrice, count, clock.instant()),
-        links::host, Matcher.Settings.fromConfig(config), clock);
+    Matcher.init(
+        system,
+        (gpu, region, tier, maxPrice, count) ->
+            hostReadModel.candidates(gpu, region, tier, maxPrice, count, clock.instant()),
+        links::host,
+        Matcher.Settings.fromConfig(config),
+        clock);
     Rental.init(system, Rental.Settings.fromConfig(config), links, clock);
-    startJournalProbe(system, cluster, config.getDuration("tickmark.metrics.journal-probe-interval"));
+    startJournalProbe(
+        system, cluster, config.getDuration("tickmark.metrics.journal-probe-interval"));
     LedgerProjection.init(system, jdbc);
     HostProjection.init(system, jdbc);
     RentalProjection.init(system, jdbc);
-    PayoutRun.init(system, PayoutRun.Settings.fromConfig(config), payoutPorts(ledgerReadModel, links), clock);
+    PayoutRun.init(
+        system, PayoutRun.Settings.fromConfig(config), payoutPorts(ledgerReadModel, links), clock);
     PayoutRunProjection.init(system, jdbc);
 
     ApiKeys apiKeys = new ApiKeys(jdbc, clock);
     PayoutRunReadModel payoutRuns = new PayoutRunReadModel(jdbc);
-    HttpApi httpApi = new HttpApi(system, api, apiKeys, new IdempotencyKeys(jdbc, clock), ledgerReadModel,
-        hostReadModel, new RentalReadModel(jdbc), payoutRuns, catalog, clock);
-    ServerBinding binding = HttpApi.bind(system, httpApi.route(), api.interfaceName(), api.port())
-        .toCompletableFuture().get(30, TimeUnit.SECONDS);
+    HttpApi httpApi =
+        new HttpApi(
+            system,
+            api,
+            apiKeys,
+            new IdempotencyKeys(jdbc, clock),
+            ledgerReadModel,
+            hostReadModel,
+            new RentalReadModel(jdbc),
+            payoutRuns,
+            catalog,
+            clock);
+    ServerBinding binding =
+        HttpApi.bind(system, httpApi.route(), api.interfaceName(), api.port())
+            .toCompletableFuture()
+            .get(30, TimeUnit.SECONDS);
     binding.addToCoordinatedShutdown(Duration.ofSeconds(10), system);
 
     closeDatabaseOnShutdown(system, jdbc, embedded);
-    RentalWaker.start(system, new RentalReadModel(jdbc), config.getDuration("tickmark.rentals.wake-interval"));
-    wakeUnfinishedPayoutRuns(system, payoutRuns, config.getDuration("tickmark.payouts.wake-interval"));
-    log.info("Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
+    RentalWaker.start(
+        system, new RentalReadModel(jdbc), config.getDuration("tickmark.rentals.wake-interval"));
+    wakeUnfinishedPayoutRuns(
+        system, payoutRuns, config.getDuration("tickmark.payouts.wake-interval"));
+    log.info(
+        "Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
     return new Node(system, binding, settings, apiKeys, database, managementUrl);
   }
 
-  /** What a payout run asks of the rest of the node: the ledger's owed providers, and accounts through sharding. */
+  /**
+   * What a payout run asks of the rest of the node: the ledger's owed providers, and accounts
+   * through sharding.
+   */
   private static PayoutRun.Ports payoutPorts(LedgerReadModel ledger, ShardedLinks links) {
     return new PayoutRun.Ports() {
       @Override
@@ -175,38 +235,67 @@ public final class Node implements AutoCloseable {
     };
   }
 
-  /** The read side's pool, then the embedded PostgreSQL (if any), last of all: the journal is done with them by then. */
-  private static void closeDatabaseOnShutdown(ActorSystem<Void> system, Jdbc jdbc, EmbeddedDatabase embedded) {
-    CoordinatedShutdown.get(system).addTask(CoordinatedShutdown.PhaseBeforeActorSystemTerminate(), "close-database", () -> {
-      jdbc.close();
-      if (embedded != null) {
-        try {
-          embedded.close();
-        } catch (Exception e) {
-          log.warn("Embedded PostgreSQL did not stop cleanly: {}", e.getMessage());
-        }
-      }
-      return CompletableFuture.completedFuture(Done.getInstance());
-    });
+  /**
+   * The read side's pool, then the embedded PostgreSQL (if any), last of all: the journal is done
+   * with them by then.
+   */
+  private static void closeDatabaseOnShutdown(
+      ActorSystem<Void> system, Jdbc jdbc, EmbeddedDatabase embedded) {
+    CoordinatedShutdown.get(system)
+        .addTask(
+            CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
+            "close-database",
+            () -> {
+              jdbc.close();
+              if (embedded != null) {
+                try {
+                  embedded.close();
+                } catch (Exception e) {
+                  log.warn("Embedded PostgreSQL did not stop cleanly: {}", e.getMessage());
+                }
+              }
+              return CompletableFuture.completedFuture(Done.getInstance());
+            });
   }
 
-  /** One journal probe per node, named by the node's address so that nodes never share its stream. */
-  private static void startJournalProbe(ActorSystem<Void> system, Cluster cluster, Duration interval) {
+  /**
+   * One journal probe per node, named by the node's address so that nodes never share its stream.
+   */
+  private static void startJournalProbe(
+      ActorSystem<Void> system, Cluster cluster, Duration interval) {
     String nodeId = cluster.selfMember().address().hostPort(); // e.g. tickmark@10.0.0.5:25520
     system.systemActorOf(JournalProbe.create(nodeId, interval), "journal-probe", Props.empty());
   }
 
-  /** Like rentals, a run lost with its node resumes when woken; waking a live or finished run changes nothing. */
-  private static void wakeUnfinishedPayoutRuns(ActorSystem<Void> system, PayoutRunReadModel runs, Duration every) {
+  /**
+   * Like rentals, a run lost with its node resumes when woken; waking a live or finished run
+   * changes nothing.
+   */
+  private static void wakeUnfinishedPayoutRuns(
+      ActorSystem<Void> system, PayoutRunReadModel runs, Duration every) {
     var sharding = org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding.get(system);
-    system.scheduler().scheduleWithFixedDelay(Duration.ofSeconds(2), every, () -> runs.unfinished().thenAccept(ids ->
-        ids.forEach(id -> sharding.entityRefFor(PayoutRun.ENTITY_KEY, id).tell(PayoutRun.Wake.INSTANCE))), system.executionContext());
+    system
+        .scheduler()
+        .scheduleWithFixedDelay(
+            Duration.ofSeconds(2),
+            every,
+            () ->
+                runs.unfinished()
+                    .thenAccept(
+                        ids ->
+                            ids.forEach(
+                                id ->
+                                    sharding
+                                        .entityRefFor(PayoutRun.ENTITY_KEY, id)
+                                        .tell(PayoutRun.Wake.INSTANCE))),
+            system.executionContext());
   }
 
   /**
-   * The node's configuration: {@link #config(NodeSettings)} with the database's connection and pool size. The pool size
-   * ({@code tickmark.database.pool-size}) sizes the journal's Slick pool ({@code numThreads == maxConnections}) and the
-   * blocking JDBC dispatcher the read side's pool (of as many connections) and the projections run on.
+   * The node's configuration: {@link #config(NodeSettings)} with the database's connection and pool
+   * size. The pool size ({@code tickmark.database.pool-size}) sizes the journal's Slick pool
+   * ({@code numThreads == maxConnections}) and the blocking JDBC dispatcher the read side's pool
+   * (of as many connections) and the projections run on.
    */
   static Config config(NodeSettings settings, DatabaseSettings database) {
     String slick = "pekko-persistence-jdbc.shared-databases.slick.db.";
@@ -217,15 +306,18 @@ public final class Node implements AutoCloseable {
     db.put(slick + "numThreads", database.poolSize());
     db.put(slick + "maxConnections", database.poolSize());
     db.put(slick + "minConnections", Math.min(2, database.poolSize()));
-    db.put("pekko.projection.jdbc.blocking-jdbc-dispatcher.thread-pool-executor.fixed-pool-size", database.poolSize());
+    db.put(
+        "pekko.projection.jdbc.blocking-jdbc-dispatcher.thread-pool-executor.fixed-pool-size",
+        database.poolSize());
     return ConfigFactory.parseMap(settings.configOverrides()) // explicit overrides win
         .withFallback(ConfigFactory.parseMap(db))
         .withFallback(config(settings));
   }
 
   /**
-   * The node's configuration before its database is known: its profile (with {@code dev.conf} over it in dev mode, see
-   * {@link NodeSettings#load}), then the settings' addresses and ports, then their explicit overrides.
+   * The node's configuration before its database is known: its profile (with {@code dev.conf} over
+   * it in dev mode, see {@link NodeSettings#load}), then the settings' addresses and ports, then
+   * their explicit overrides.
    */
   static Config config(NodeSettings settings) {
     Map<String, Object> overrides = new HashMap<>();
@@ -236,7 +328,8 @@ public final class Node implements AutoCloseable {
     overrides.put("pekko.coordinated-shutdown.exit-jvm", settings.exitJvmOnShutdown());
     overrides.put("tickmark.market.allow-simulated-hosts", settings.allowSimulatedHosts());
     overrides.putAll(settings.configOverrides()); // explicit overrides win
-    List<String> seeds = settings.seedNodes().stream().map(s -> "pekko://" + SYSTEM_NAME + "@" + s).toList();
+    List<String> seeds =
+        settings.seedNodes().stream().map(s -> "pekko://" + SYSTEM_NAME + "@" + s).toList();
     return ConfigFactory.parseMap(overrides)
         .withValue("pekko.cluster.seed-nodes", ConfigValueFactory.fromIterable(seeds))
         .withFallback(NodeSettings.load(settings.profile(), settings.dev()));

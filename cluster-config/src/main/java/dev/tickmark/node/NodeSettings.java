@@ -14,14 +14,16 @@ import java.util.Map;
  * A node's deployable settings, read from the environment as DESIGN.md's "Running" section defines
  * them. Everything has a default; secrets are never part of {@link #toString()}.
  *
- * <p>A profile ({@code TICKMARK_PROFILE=local1}, or {@code -Dconfig.resource=local1.conf}) picks another
- * configuration file whose values become the defaults (the local cluster's ports and seed nodes); the
- * environment variables still override them. In dev mode ({@code TICKMARK_DEV=true}) {@code dev.conf} is laid over
- * that configuration: its values (simulated hosts allowed, a laptop's disk accepted) win, environment variables still
- * win over them.
+ * <p>A profile ({@code TICKMARK_PROFILE=local1}, or {@code -Dconfig.resource=local1.conf}) picks
+ * another configuration file whose values become the defaults (the local cluster's ports and seed
+ * nodes); the environment variables still override them. In dev mode ({@code TICKMARK_DEV=true})
+ * {@code dev.conf} is laid over that configuration: its values (simulated hosts allowed, a laptop's
+ * disk accepted) win, environment variables still win over them.
  *
- * @param profile the configuration resource the node loads instead of {@code application.conf}, or null
- * @param discovery how the node finds its cluster: seed nodes (none = join itself) or Kubernetes bootstrap
+ * @param profile the configuration resource the node loads instead of {@code application.conf}, or
+ *     null
+ * @param discovery how the node finds its cluster: seed nodes (none = join itself) or Kubernetes
+ *     bootstrap
  */
 public record NodeSettings(
     String profile,
@@ -47,21 +49,28 @@ public record NodeSettings(
   public enum Discovery {
     /** {@code TICKMARK_SEED_NODES}, or the node joins itself when there are none. */
     SEED_NODES,
-    /** Pekko Management cluster bootstrap over the Kubernetes API (pods labelled {@code app=<service name>}). */
+    /**
+     * Pekko Management cluster bootstrap over the Kubernetes API (pods labelled {@code app=<service
+     * name>}).
+     */
     KUBERNETES;
 
     static Discovery of(String value) {
-      if (value == null || value.isBlank() || value.equalsIgnoreCase("seed-nodes")) return SEED_NODES;
+      if (value == null || value.isBlank() || value.equalsIgnoreCase("seed-nodes"))
+        return SEED_NODES;
       if (value.equalsIgnoreCase("kubernetes")) return KUBERNETES;
-      throw new IllegalArgumentException("TICKMARK_DISCOVERY must be seed-nodes or kubernetes, got \"" + value + "\"");
+      throw new IllegalArgumentException(
+          "TICKMARK_DISCOVERY must be seed-nodes or kubernetes, got \"" + value + "\"");
     }
   }
 
   public static NodeSettings fromEnvironment(Map<String, String> env) {
     String profile = blankToNull(env.get("TICKMARK_PROFILE"));
     boolean dev = Boolean.parseBoolean(env.getOrDefault("TICKMARK_DEV", "false"));
-    // The profile's file (or application.conf), with dev.conf over it in dev mode, gives the defaults; it resolves
-    // ${?TICKMARK_...} from the process environment, and the map's own values win over both (tests pass a map).
+    // The profile's file (or application.conf), with dev.conf over it in dev mode, gives the
+    // defaults; it resolves
+    // ${?TICKMARK_...} from the process environment, and the map's own values win over both (tests
+    // pass a map).
     Config config = load(profile, dev);
     String operatorToken = blankToNull(env.get("TICKMARK_OPERATOR_TOKEN"));
     boolean generated = operatorToken == null;
@@ -70,12 +79,16 @@ public record NodeSettings(
     if (webhookSecret == null && dev) webhookSecret = "whsec_dev_" + random(16);
     return new NodeSettings(
         profile,
-        Discovery.of(env.getOrDefault("TICKMARK_DISCOVERY", config.getString("tickmark.cluster.discovery"))),
-        env.getOrDefault("TICKMARK_HOSTNAME", config.getString("pekko.remote.artery.canonical.hostname")),
+        Discovery.of(
+            env.getOrDefault("TICKMARK_DISCOVERY", config.getString("tickmark.cluster.discovery"))),
+        env.getOrDefault(
+            "TICKMARK_HOSTNAME", config.getString("pekko.remote.artery.canonical.hostname")),
         intOf(env, "TICKMARK_HTTP_PORT", config.getInt("tickmark.http.port")),
         intOf(env, "TICKMARK_MANAGEMENT_PORT", config.getInt("pekko.management.http.port")),
         intOf(env, "TICKMARK_REMOTE_PORT", config.getInt("pekko.remote.artery.canonical.port")),
-        seedNodes(env.getOrDefault("TICKMARK_SEED_NODES", config.getString("tickmark.cluster.seed-nodes"))),
+        seedNodes(
+            env.getOrDefault(
+                "TICKMARK_SEED_NODES", config.getString("tickmark.cluster.seed-nodes"))),
         blankToNull(env.get("TICKMARK_DB_URL")),
         env.getOrDefault("TICKMARK_DB_USER", "postgres"),
         env.getOrDefault("TICKMARK_DB_PASSWORD", ""),
@@ -84,47 +97,123 @@ public record NodeSettings(
         generated,
         webhookSecret,
         dev,
-        Boolean.parseBoolean(env.getOrDefault("TICKMARK_ALLOW_SIMULATED_HOSTS",
-            config.getString("tickmark.market.allow-simulated-hosts"))),
+        Boolean.parseBoolean(
+            env.getOrDefault(
+                "TICKMARK_ALLOW_SIMULATED_HOSTS",
+                config.getString("tickmark.market.allow-simulated-hosts"))),
         true,
         Map.of());
   }
 
   public NodeSettings withPorts(int http, int management, int remote) {
-    return new NodeSettings(profile, discovery, hostname, http, management, remote, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
-        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, configOverrides);
+    return new NodeSettings(
+        profile,
+        discovery,
+        hostname,
+        http,
+        management,
+        remote,
+        seedNodes,
+        dbUrl,
+        dbUser,
+        dbPassword,
+        dataDir,
+        operatorToken,
+        operatorTokenGenerated,
+        webhookSecret,
+        dev,
+        allowSimulatedHosts,
+        exitJvmOnShutdown,
+        configOverrides);
   }
 
   public NodeSettings withDatabase(String url, String user, String password) {
-    return new NodeSettings(profile, discovery, hostname, httpPort, managementPort, remotePort, seedNodes, url, user, password, dataDir,
-        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, configOverrides);
+    return new NodeSettings(
+        profile,
+        discovery,
+        hostname,
+        httpPort,
+        managementPort,
+        remotePort,
+        seedNodes,
+        url,
+        user,
+        password,
+        dataDir,
+        operatorToken,
+        operatorTokenGenerated,
+        webhookSecret,
+        dev,
+        allowSimulatedHosts,
+        exitJvmOnShutdown,
+        configOverrides);
   }
 
   public NodeSettings withExitJvmOnShutdown(boolean exit) {
-    return new NodeSettings(profile, discovery, hostname, httpPort, managementPort, remotePort, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
-        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exit, configOverrides);
+    return new NodeSettings(
+        profile,
+        discovery,
+        hostname,
+        httpPort,
+        managementPort,
+        remotePort,
+        seedNodes,
+        dbUrl,
+        dbUser,
+        dbPassword,
+        dataDir,
+        operatorToken,
+        operatorTokenGenerated,
+        webhookSecret,
+        dev,
+        allowSimulatedHosts,
+        exit,
+        configOverrides);
   }
 
   /** The same settings with one HOCON value overridden (tests use it for short timeouts). */
   public NodeSettings withConfig(String path, Object value) {
     Map<String, Object> overrides = new java.util.HashMap<>(configOverrides);
     overrides.put(path, value);
-    return new NodeSettings(profile, discovery, hostname, httpPort, managementPort, remotePort, seedNodes, dbUrl, dbUser, dbPassword, dataDir,
-        operatorToken, operatorTokenGenerated, webhookSecret, dev, allowSimulatedHosts, exitJvmOnShutdown, Map.copyOf(overrides));
+    return new NodeSettings(
+        profile,
+        discovery,
+        hostname,
+        httpPort,
+        managementPort,
+        remotePort,
+        seedNodes,
+        dbUrl,
+        dbUser,
+        dbPassword,
+        dataDir,
+        operatorToken,
+        operatorTokenGenerated,
+        webhookSecret,
+        dev,
+        allowSimulatedHosts,
+        exitJvmOnShutdown,
+        Map.copyOf(overrides));
   }
 
   /** Laid over the profile's configuration in dev mode. */
   static final String DEV_CONFIG = "dev.conf";
 
   /**
-   * The configuration a node with this profile runs on (before the settings' own overrides): the profile's file, or
-   * {@code application.conf} (or what {@code -Dconfig.resource}/{@code -Dconfig.file} names), with {@code dev.conf}
-   * over it in dev mode; resolved as {@link ConfigFactory#load()} does (system properties first, then the environment).
+   * The configuration a node with this profile runs on (before the settings' own overrides): the
+   * profile's file, or {@code application.conf} (or what {@code -Dconfig.resource}/{@code
+   * -Dconfig.file} names), with {@code dev.conf} over it in dev mode; resolved as {@link
+   * ConfigFactory#load()} does (system properties first, then the environment).
    */
   static Config load(String profile, boolean dev) {
     if (!dev) return profile == null ? ConfigFactory.load() : ConfigFactory.load(profile);
-    Config application = profile == null ? ConfigFactory.defaultApplication() : ConfigFactory.parseResourcesAnySyntax(profile);
-    Config devConfig = ConfigFactory.parseResources(DEV_CONFIG, ConfigParseOptions.defaults().setAllowMissing(false));
+    Config application =
+        profile == null
+            ? ConfigFactory.defaultApplication()
+            : ConfigFactory.parseResourcesAnySyntax(profile);
+    Config devConfig =
+        ConfigFactory.parseResources(
+            DEV_CONFIG, ConfigParseOptions.defaults().setAllowMissing(false));
     return ConfigFactory.load(devConfig.withFallback(application));
   }
 
@@ -155,8 +244,24 @@ public record NodeSettings(
 
   @Override
   public String toString() {
-    return "NodeSettings[profile=" + (profile == null ? "application" : profile) + ", discovery=" + discovery
-        + ", hostname=" + hostname + ", http=" + httpPort + ", management=" + managementPort + ", remote="
-        + remotePort + ", seeds=" + seedNodes + ", db=" + (dbUrl == null ? "embedded in " + dataDir : dbUrl) + ", dev=" + dev + "]";
+    return "NodeSettings[profile="
+        + (profile == null ? "application" : profile)
+        + ", discovery="
+        + discovery
+        + ", hostname="
+        + hostname
+        + ", http="
+        + httpPort
+        + ", management="
+        + managementPort
+        + ", remote="
+        + remotePort
+        + ", seeds="
+        + seedNodes
+        + ", db="
+        + (dbUrl == null ? "embedded in " + dataDir : dbUrl)
+        + ", dev="
+        + dev
+        + "]";
   }
 }

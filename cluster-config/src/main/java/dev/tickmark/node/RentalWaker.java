@@ -15,45 +15,73 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Rentals are woken by their own timers only while their entity lives; one whose node was lost must be
- * woken on a survivor, where recovery resumes its metering and money. Every node wakes the unfinished
- * rentals (from the read side) when another member leaves the cluster — as soon as that member's shards
- * can move, i.e. after the hand-over margin — and also every {@code wake-interval} as a safety net.
- * Waking a live or finished rental changes nothing, so several nodes doing it is harmless.
+ * Rentals are woken by their own timers only while their entity lives; one whose node was lost must
+ * be woken on a survivor, where recovery resumes its metering and money. Every node wakes the
+ * unfinished rentals (from the read side) when another member leaves the cluster — as soon as that
+ * member's shards can move, i.e. after the hand-over margin — and also every {@code wake-interval}
+ * as a safety net. Waking a live or finished rental changes nothing, so several nodes doing it is
+ * harmless.
  */
 final class RentalWaker {
   private static final Logger log = LoggerFactory.getLogger(RentalWaker.class);
-  /** After the margin, the coordinator still has to hand the shards over; a second wake catches the slow ones. */
+
+  /**
+   * After the margin, the coordinator still has to hand the shards over; a second wake catches the
+   * slow ones.
+   */
   private static final Duration SETTLE = Duration.ofSeconds(2);
 
   private RentalWaker() {}
 
   static void start(ActorSystem<Void> system, RentalReadModel rentals, Duration every) {
     Runnable wake = () -> wakeAll(system, rentals);
-    system.scheduler().scheduleWithFixedDelay(Duration.ofSeconds(1), every, wake, system.executionContext());
+    system
+        .scheduler()
+        .scheduleWithFixedDelay(Duration.ofSeconds(1), every, wake, system.executionContext());
     Duration margin = handOverMargin(system);
     system.systemActorOf(onMemberRemoved(system, wake, margin), "rental-waker", Props.empty());
   }
 
-  private static Behavior<ClusterEvent.MemberRemoved> onMemberRemoved(ActorSystem<Void> system, Runnable wake, Duration margin) {
-    return Behaviors.setup(ctx -> {
-      Cluster.get(system).subscriptions().tell(Subscribe.create(ctx.getSelf(), ClusterEvent.MemberRemoved.class));
-      return Behaviors.receiveMessage(removed -> {
-        log.info("{} left the cluster: waking unfinished rentals in {} and {}", removed.member().address(),
-            margin.plus(SETTLE), margin.plus(SETTLE.multipliedBy(3)));
-        system.scheduler().scheduleOnce(margin.plus(SETTLE), wake, system.executionContext());
-        system.scheduler().scheduleOnce(margin.plus(SETTLE.multipliedBy(3)), wake, system.executionContext());
-        return Behaviors.same();
-      });
-    });
+  private static Behavior<ClusterEvent.MemberRemoved> onMemberRemoved(
+      ActorSystem<Void> system, Runnable wake, Duration margin) {
+    return Behaviors.setup(
+        ctx -> {
+          Cluster.get(system)
+              .subscriptions()
+              .tell(Subscribe.create(ctx.getSelf(), ClusterEvent.MemberRemoved.class));
+          return Behaviors.receiveMessage(
+              removed -> {
+                log.info(
+                    "{} left the cluster: waking unfinished rentals in {} and {}",
+                    removed.member().address(),
+                    margin.plus(SETTLE),
+                    margin.plus(SETTLE.multipliedBy(3)));
+                system
+                    .scheduler()
+                    .scheduleOnce(margin.plus(SETTLE), wake, system.executionContext());
+                system
+                    .scheduler()
+                    .scheduleOnce(
+                        margin.plus(SETTLE.multipliedBy(3)), wake, system.executionContext());
+                return Behaviors.same();
+              });
+        });
   }
 
   private static void wakeAll(ActorSystem<Void> system, RentalReadModel rentals) {
     ClusterSharding sharding = ClusterSharding.get(system);
-    rentals.unfinished().thenAccept(ids -> ids.forEach(id -> sharding.entityRefFor(Rental.ENTITY_KEY, id).tell(Rental.Wake.INSTANCE)));
+    rentals
+        .unfinished()
+        .thenAccept(
+            ids ->
+                ids.forEach(
+                    id -> sharding.entityRefFor(Rental.ENTITY_KEY, id).tell(Rental.Wake.INSTANCE)));
   }
 
-  /** When a removed member's shards may be created elsewhere: down-removal-margin, or with the resolver its stable-after. */
+  /**
+   * When a removed member's shards may be created elsewhere: down-removal-margin, or with the
+   * resolver its stable-after.
+   */
   static Duration handOverMargin(ActorSystem<?> system) {
     var config = system.settings().config();
     String margin = config.getString("pekko.cluster.down-removal-margin");

@@ -9,7 +9,10 @@ import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.RecipientRef;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 
-/** How entities reach each other in a node: through cluster sharding, wherever the other entity lives. */
+/**
+ * How entities reach each other in a node: through cluster sharding, wherever the other entity
+ * lives.
+ */
 final class ShardedLinks implements Rental.Ports, Host.RentalLink {
   private final ClusterSharding sharding;
 
@@ -34,7 +37,9 @@ final class ShardedLinks implements Rental.Ports, Host.RentalLink {
 
   @Override
   public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
-    sharding.entityRefFor(Rental.ENTITY_KEY, rentalId).tell(new Rental.HostLost(hostId, lastHeartbeatAt));
+    sharding
+        .entityRefFor(Rental.ENTITY_KEY, rentalId)
+        .tell(new Rental.HostLost(hostId, lastHeartbeatAt));
   }
 
   @Override

@@ -5,9 +5,10 @@ import java.nio.file.Path;
 import java.util.concurrent.CountDownLatch;
 
 /**
- * {@code java -cp tickmark-node.jar dev.tickmark.node.SharedDatabaseMain DATA_DIR PORT}: one embedded PostgreSQL
- * on 127.0.0.1:PORT (durable, data kept in DATA_DIR) for several local nodes to share, when no PostgreSQL server is
- * at hand ({@code deploy/local-cluster.sh}). Runs until SIGTERM, then stops the server.
+ * {@code java -cp tickmark-node.jar dev.tickmark.node.SharedDatabaseMain DATA_DIR PORT}: one
+ * embedded PostgreSQL on 127.0.0.1:PORT (durable, data kept in DATA_DIR) for several local nodes to
+ * share, when no PostgreSQL server is at hand ({@code deploy/local-cluster.sh}). Runs until
+ * SIGTERM, then stops the server.
  */
 public final class SharedDatabaseMain {
   private SharedDatabaseMain() {}
@@ -19,15 +20,20 @@ public final class SharedDatabaseMain {
     }
     EmbeddedDatabase db = EmbeddedDatabase.start(Path.of(args[0]), Integer.parseInt(args[1]), true);
     CountDownLatch stopped = new CountDownLatch(1);
-    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-      try {
-        db.close();
-      } catch (Exception e) {
-        System.err.println("embedded PostgreSQL did not stop cleanly: " + e.getMessage());
-      } finally {
-        stopped.countDown();
-      }
-    }, "stop-embedded-postgres"));
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  try {
+                    db.close();
+                  } catch (Exception e) {
+                    System.err.println(
+                        "embedded PostgreSQL did not stop cleanly: " + e.getMessage());
+                  } finally {
+                    stopped.countDown();
+                  }
+                },
+                "stop-embedded-postgres"));
     System.out.println("Embedded PostgreSQL ready: " + db.settings("postgres", 1).url());
     stopped.await();
   }

@@ -42,8 +42,10 @@ class AccountHttpIntegrationTest {
 
   private static Node node;
   private static ApiClient api;
+
   /** Every account this class opened: their balances must add up to the ledger's deposits. */
   private static final List<Customer> customers = new CopyOnWriteArrayList<>();
+
   private static final AtomicInteger ids = new AtomicInteger();
 
   @BeforeAll
@@ -125,12 +127,14 @@ class AccountHttpIntegrationTest {
     assertFalse(replayed.json().get("credited").asBoolean());
     assertEquals("25.500000", api.balance(c.apiKey()));
 
-    eventually(READ_SIDE, () -> {
-      JsonNode entries = api.ledger(c.apiKey(), "").get("entries");
-      assertEquals(1, entries.size(), entries.toString());
-      assertEquals("deposit:payment:" + paymentId, entries.get(0).get("key").asText());
-      assertEquals("25.500000", entries.get(0).get("amount").asText());
-    });
+    eventually(
+        READ_SIDE,
+        () -> {
+          JsonNode entries = api.ledger(c.apiKey(), "").get("entries");
+          assertEquals(1, entries.size(), entries.toString());
+          assertEquals("deposit:payment:" + paymentId, entries.get(0).get("key").asText());
+          assertEquals("25.500000", entries.get(0).get("amount").asText());
+        });
   }
 
   @Test
@@ -141,15 +145,19 @@ class AccountHttpIntegrationTest {
     long now = Instant.now().getEpochSecond();
 
     api.webhookWithHeader(bytes, null).expectProblem(401, "invalid_signature");
-    api.webhookWithHeader(bytes, "t=" + now + ",v1=" + "00".repeat(32)).expectProblem(401, "invalid_signature");
-    api.webhookWithHeader(bytes, "t=" + now + ",v1=not-hex").expectProblem(401, "invalid_signature");
+    api.webhookWithHeader(bytes, "t=" + now + ",v1=" + "00".repeat(32))
+        .expectProblem(401, "invalid_signature");
+    api.webhookWithHeader(bytes, "t=" + now + ",v1=not-hex")
+        .expectProblem(401, "invalid_signature");
     api.webhookWithHeader(bytes, "v1=" + "00".repeat(32)).expectProblem(401, "invalid_signature");
     // Signed for one body, sent with another.
     String signed = api.signatureFor(bytes);
     byte[] tampered = body.replace("\"100\"", "\"1000\"").getBytes(StandardCharsets.UTF_8);
     api.webhookWithHeader(tampered, signed).expectProblem(401, "invalid_signature");
     // Signed with another secret.
-    String foreign = new dev.tickmark.http.WebhookSignature("whsec_someone_else", Duration.ofMinutes(5)).header(now, bytes);
+    String foreign =
+        new dev.tickmark.http.WebhookSignature("whsec_someone_else", Duration.ofMinutes(5))
+            .header(now, bytes);
     api.webhookWithHeader(bytes, foreign).expectProblem(401, "invalid_signature");
 
     assertEquals("0.000000", api.balance(c.apiKey()));
@@ -174,13 +182,15 @@ class AccountHttpIntegrationTest {
   void failedPaymentIsAcknowledgedAndCreditsNothing() {
     Customer c = signUp("Declined");
     String paymentId = unique("pay");
-    Reply reply = api.webhook(ApiClient.paymentBody(paymentId, c.id(), "50", "EUR", "failed")).expect(200);
+    Reply reply =
+        api.webhook(ApiClient.paymentBody(paymentId, c.id(), "50", "EUR", "failed")).expect(200);
     assertTrue(reply.json().get("received").asBoolean());
     assertFalse(reply.json().get("credited").asBoolean());
     assertEquals("0.000000", api.balance(c.apiKey()));
 
     // Once it succeeds, it is credited (the failed notice did not burn the payment id).
-    Reply succeeded = api.webhook(ApiClient.paymentBody(paymentId, c.id(), "50", "EUR", "succeeded")).expect(200);
+    Reply succeeded =
+        api.webhook(ApiClient.paymentBody(paymentId, c.id(), "50", "EUR", "succeeded")).expect(200);
     assertTrue(succeeded.json().get("credited").asBoolean());
     assertEquals("50.000000", api.balance(c.apiKey()));
   }
@@ -196,7 +206,9 @@ class AccountHttpIntegrationTest {
 
   @Test
   void webhookForAnUnknownAccountIsNotFound() {
-    api.webhook(ApiClient.paymentBody(unique("pay"), "acc_000000000000000000000000", "10", "EUR", "succeeded"))
+    api.webhook(
+            ApiClient.paymentBody(
+                unique("pay"), "acc_000000000000000000000000", "10", "EUR", "succeeded"))
         .expectProblem(404, "not_found");
   }
 
@@ -213,28 +225,32 @@ class AccountHttpIntegrationTest {
     api.opsDeposit(c.id(), "0.000003", cash).expect(201);
     assertEquals("3.250003", api.balance(c.apiKey()));
 
-    List<String> keys = List.of("deposit:payment:" + paymentId, "deposit:manual:" + wire, "deposit:manual:" + cash);
+    List<String> keys =
+        List.of("deposit:payment:" + paymentId, "deposit:manual:" + wire, "deposit:manual:" + cash);
     List<String> amounts = List.of("1.250000", "2.000000", "0.000003");
-    eventually(READ_SIDE, () -> {
-      JsonNode statement = api.ledger(c.apiKey(), "");
-      JsonNode entries = statement.get("entries");
-      assertEquals(3, entries.size(), entries.toString());
-      for (int i = 0; i < 3; i++) {
-        JsonNode e = entries.get(i);
-        assertEquals("deposit", e.get("kind").asText());
-        assertEquals(keys.get(i), e.get("key").asText());
-        assertEquals(amounts.get(i), e.get("amount").asText());
-        assertNotNull(Instant.parse(e.get("at").asText()));
-        assertFalse(e.get("id").asText().isEmpty());
-      }
-      assertTrue(statement.get("next_after").isNull(), "a short page has no next cursor");
-    });
+    eventually(
+        READ_SIDE,
+        () -> {
+          JsonNode statement = api.ledger(c.apiKey(), "");
+          JsonNode entries = statement.get("entries");
+          assertEquals(3, entries.size(), entries.toString());
+          for (int i = 0; i < 3; i++) {
+            JsonNode e = entries.get(i);
+            assertEquals("deposit", e.get("kind").asText());
+            assertEquals(keys.get(i), e.get("key").asText());
+            assertEquals(amounts.get(i), e.get("amount").asText());
+            assertNotNull(Instant.parse(e.get("at").asText()));
+            assertFalse(e.get("id").asText().isEmpty());
+          }
+          assertTrue(statement.get("next_after").isNull(), "a short page has no next cursor");
+        });
 
     // Walk it one entry at a time.
     List<String> walked = new ArrayList<>();
     String after = null;
     for (int page = 0; page < 10; page++) {
-      JsonNode statement = api.ledger(c.apiKey(), "?limit=1" + (after == null ? "" : "&after=" + after));
+      JsonNode statement =
+          api.ledger(c.apiKey(), "?limit=1" + (after == null ? "" : "&after=" + after));
       JsonNode entries = statement.get("entries");
       if (entries.isEmpty()) {
         assertTrue(statement.get("next_after").isNull());
@@ -258,22 +274,31 @@ class AccountHttpIntegrationTest {
   @Test
   void spendCapCanBeSetAndRemoved() {
     Customer c = signUp("Capped");
-    JsonNode set = api.put("/v1/account/spend-cap", c.apiKey(), "{\"monthly\":\"100.00\"}").expect(200).json();
+    JsonNode set =
+        api.put("/v1/account/spend-cap", c.apiKey(), "{\"monthly\":\"100.00\"}").expect(200).json();
     assertEquals("100.000000", set.get("spend_cap_monthly").asText());
     assertEquals("100.000000", api.account(c.apiKey()).get("spend_cap_monthly").asText());
 
-    JsonNode zero = api.put("/v1/account/spend-cap", c.apiKey(), "{\"monthly\":\"0\"}").expect(200).json();
+    JsonNode zero =
+        api.put("/v1/account/spend-cap", c.apiKey(), "{\"monthly\":\"0\"}").expect(200).json();
     assertEquals("0.000000", zero.get("spend_cap_monthly").asText());
 
-    JsonNode removed = api.put("/v1/account/spend-cap", c.apiKey(), "{\"monthly\":null}").expect(200).json();
+    JsonNode removed =
+        api.put("/v1/account/spend-cap", c.apiKey(), "{\"monthly\":null}").expect(200).json();
     assertTrue(removed.get("spend_cap_monthly").isNull());
     assertTrue(api.account(c.apiKey()).get("spend_cap_monthly").isNull());
 
     api.put("/v1/account/spend-cap", c.apiKey(), "{}").expectProblem(400, "missing_field");
-    api.put("/v1/account/spend-cap", null, "{\"monthly\":\"1\"}").expectProblem(401, "unauthorized");
+    api.put("/v1/account/spend-cap", null, "{\"monthly\":\"1\"}")
+        .expectProblem(401, "unauthorized");
 
-    JsonNode byOperator = api.put("/ops/accounts/" + c.id() + "/spend-cap", TestNodes.OPERATOR_TOKEN, "{\"monthly\":\"7.5\"}")
-        .expect(200).json();
+    JsonNode byOperator =
+        api.put(
+                "/ops/accounts/" + c.id() + "/spend-cap",
+                TestNodes.OPERATOR_TOKEN,
+                "{\"monthly\":\"7.5\"}")
+            .expect(200)
+            .json();
     assertEquals("7.500000", byOperator.get("spend_cap_monthly").asText());
     assertEquals("7.500000", api.account(c.apiKey()).get("spend_cap_monthly").asText());
   }
@@ -339,9 +364,12 @@ class AccountHttpIntegrationTest {
       api.get(path, TestNodes.OPERATOR_TOKEN + "x").expectProblem(401, "unauthorized");
     }
     String body = "{\"amount\":\"1000\",\"reference\":\"" + unique("steal") + "\"}";
-    api.post("/ops/accounts/" + c.id() + "/deposits", null, body).expectProblem(401, "unauthorized");
-    api.post("/ops/accounts/" + c.id() + "/deposits", c.apiKey(), body).expectProblem(401, "unauthorized");
-    api.put("/ops/accounts/" + c.id() + "/spend-cap", c.apiKey(), "{\"monthly\":null}").expectProblem(401, "unauthorized");
+    api.post("/ops/accounts/" + c.id() + "/deposits", null, body)
+        .expectProblem(401, "unauthorized");
+    api.post("/ops/accounts/" + c.id() + "/deposits", c.apiKey(), body)
+        .expectProblem(401, "unauthorized");
+    api.put("/ops/accounts/" + c.id() + "/spend-cap", c.apiKey(), "{\"monthly\":null}")
+        .expectProblem(401, "unauthorized");
     // The operator token is not an API key either.
     api.get("/v1/account", TestNodes.OPERATOR_TOKEN).expectProblem(401, "unauthorized");
     assertEquals("0.000000", api.balance(c.apiKey()));
@@ -389,16 +417,23 @@ class AccountHttpIntegrationTest {
     assertEquals("12.340000", api.balance(c.apiKey()));
 
     String other = "{\"amount\":\"99\",\"reference\":\"" + unique("wire") + "\"}";
-    api.send("POST", path, TestNodes.OPERATOR_TOKEN, other, header).expectProblem(409, "idempotency_key_reused");
+    api.send("POST", path, TestNodes.OPERATOR_TOKEN, other, header)
+        .expectProblem(409, "idempotency_key_reused");
     assertEquals("12.340000", api.balance(c.apiKey()));
 
     // The same key for the same body on another account is another request.
     Customer d = signUp("RetriedToo");
-    api.send("POST", "/ops/accounts/" + d.id() + "/deposits", TestNodes.OPERATOR_TOKEN, body, header)
+    api.send(
+            "POST", "/ops/accounts/" + d.id() + "/deposits", TestNodes.OPERATOR_TOKEN, body, header)
         .expectProblem(409, "idempotency_key_reused");
     assertEquals("0.000000", api.balance(d.apiKey()));
 
-    api.send("POST", path, TestNodes.OPERATOR_TOKEN, body, Map.of("Idempotency-Key", "k".repeat(256)))
+    api.send(
+            "POST",
+            path,
+            TestNodes.OPERATOR_TOKEN,
+            body,
+            Map.of("Idempotency-Key", "k".repeat(256)))
         .expectProblem(400, "invalid_idempotency_key");
   }
 
@@ -407,14 +442,18 @@ class AccountHttpIntegrationTest {
     String unknown = "acc_ffffffffffffffffffffffff";
     api.opsDeposit(unknown, "5", unique("wire")).expectProblem(404, "not_found");
     api.get("/ops/accounts/" + unknown, TestNodes.OPERATOR_TOKEN).expectProblem(404, "not_found");
-    api.put("/ops/accounts/" + unknown + "/spend-cap", TestNodes.OPERATOR_TOKEN, "{\"monthly\":\"1\"}")
+    api.put(
+            "/ops/accounts/" + unknown + "/spend-cap",
+            TestNodes.OPERATOR_TOKEN,
+            "{\"monthly\":\"1\"}")
         .expectProblem(404, "not_found");
   }
 
   @Test
   void depositBeyondTheLargestKeptBalanceIsRefused() {
     Customer c = signUp("Whale");
-    api.opsDeposit(c.id(), "1000000000000.000001", unique("wire")).expectProblem(400, "invalid_amount");
+    api.opsDeposit(c.id(), "1000000000000.000001", unique("wire"))
+        .expectProblem(400, "invalid_amount");
     api.opsDeposit(c.id(), "1000000000000", unique("wire")).expect(201);
     api.opsDeposit(c.id(), "0.000001", unique("wire")).expectProblem(422, "amount_too_large");
     api.webhook(ApiClient.paymentBody(unique("pay"), c.id(), "0.000001", "EUR", "succeeded"))
@@ -428,8 +467,10 @@ class AccountHttpIntegrationTest {
     api.get("/v1/nowhere", c.apiKey()).expectProblem(404, "not_found");
     api.delete("/v1/account/spend-cap", c.apiKey()).expectProblem(405, "method_not_allowed");
     api.get("/v1/payments/webhook", null).expectProblem(405, "method_not_allowed");
-    api.post("/v1/accounts", null, "{\"name\":\"x\",\"admin\":true}").expectProblem(400, "unknown_field");
-    api.post("/v1/account/api-keys", c.apiKey(), "{\"label\":\"" + "l".repeat(201) + "\"}").expectProblem(400, "invalid_label");
+    api.post("/v1/accounts", null, "{\"name\":\"x\",\"admin\":true}")
+        .expectProblem(400, "unknown_field");
+    api.post("/v1/account/api-keys", c.apiKey(), "{\"label\":\"" + "l".repeat(201) + "\"}")
+        .expectProblem(400, "invalid_label");
     api.opsDeposit(c.id(), "1", "r".repeat(201)).expectProblem(400, "invalid_field");
     api.opsDeposit(c.id(), "1", " ").expectProblem(400, "invalid_field");
     assertEquals("0.000000", api.balance(c.apiKey()));
@@ -479,22 +520,25 @@ class AccountHttpIntegrationTest {
   void auditTotalsMatchEveryBalanceAndAreConserved() {
     Customer c = signUp("Audited");
     api.opsDeposit(c.id(), "5", unique("wire")).expect(201);
-    eventually(READ_SIDE, () -> {
-      long sum = 0;
-      for (Customer each : customers) {
-        JsonNode view = api.get("/ops/accounts/" + each.id(), TestNodes.OPERATOR_TOKEN).expect(200).json();
-        sum += micros(view.get("balance").asText());
-      }
-      JsonNode audit = api.audit();
-      assertEquals("EUR", audit.get("currency").asText());
-      assertEquals(sum, micros(audit.get("deposits").asText()), audit.toString());
-      assertEquals(sum, micros(audit.get("renter_balances").asText()), audit.toString());
-      assertEquals(0, micros(audit.get("captures").asText()));
-      assertEquals(0, micros(audit.get("holds_open").asText()));
-      assertEquals(0, audit.get("mismatched_settlements").asLong());
-      assertEquals(0, audit.get("accounts_below_zero").asLong());
-      assertTrue(audit.get("conserved").asBoolean(), audit.toString());
-    });
+    eventually(
+        READ_SIDE,
+        () -> {
+          long sum = 0;
+          for (Customer each : customers) {
+            JsonNode view =
+                api.get("/ops/accounts/" + each.id(), TestNodes.OPERATOR_TOKEN).expect(200).json();
+            sum += micros(view.get("balance").asText());
+          }
+          JsonNode audit = api.audit();
+          assertEquals("EUR", audit.get("currency").asText());
+          assertEquals(sum, micros(audit.get("deposits").asText()), audit.toString());
+          assertEquals(sum, micros(audit.get("renter_balances").asText()), audit.toString());
+          assertEquals(0, micros(audit.get("captures").asText()));
+          assertEquals(0, micros(audit.get("holds_open").asText()));
+          assertEquals(0, audit.get("mismatched_settlements").asLong());
+          assertEquals(0, audit.get("accounts_below_zero").asLong());
+          assertTrue(audit.get("conserved").asBoolean(), audit.toString());
+        });
   }
 
   /** Parses a six-decimal output amount ("12.340000") into micro-euros, exactly. */
@@ -505,7 +549,9 @@ class AccountHttpIntegrationTest {
 
   // ---- bad input --------------------------------------------------------------------------------
 
-  /** Every malformed request is a 4xx problem with a stable code, never a 500, and moves no money. */
+  /**
+   * Every malformed request is a 4xx problem with a stable code, never a 500, and moves no money.
+   */
   @Nested
   @TestInstance(TestInstance.Lifecycle.PER_CLASS)
   @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
@@ -517,18 +563,28 @@ class AccountHttpIntegrationTest {
     void fundTarget() {
       target = signUp("Target");
       api.opsDeposit(target.id(), "10", unique("wire")).expect(201);
-      eventually(READ_SIDE, () -> assertEquals(1, api.ledger(target.apiKey(), "").get("entries").size()));
+      eventually(
+          READ_SIDE, () -> assertEquals(1, api.ledger(target.apiKey(), "").get("entries").size()));
     }
 
     /** Where a bad amount can be sent, and how the body around it looks. */
     enum Endpoint {
-      OPS_DEPOSIT, WEBHOOK, SPEND_CAP, OPS_SPEND_CAP;
+      OPS_DEPOSIT,
+      WEBHOOK,
+      SPEND_CAP,
+      OPS_SPEND_CAP;
 
       String body(String accountId, String amountJson, String uniqueId) {
         return switch (this) {
           case OPS_DEPOSIT -> "{\"amount\":" + amountJson + ",\"reference\":\"" + uniqueId + "\"}";
-          case WEBHOOK -> "{\"payment_id\":\"" + uniqueId + "\",\"account_id\":\"" + accountId + "\",\"amount\":" + amountJson
-              + ",\"currency\":\"EUR\",\"status\":\"succeeded\"}";
+          case WEBHOOK ->
+              "{\"payment_id\":\""
+                  + uniqueId
+                  + "\",\"account_id\":\""
+                  + accountId
+                  + "\",\"amount\":"
+                  + amountJson
+                  + ",\"currency\":\"EUR\",\"status\":\"succeeded\"}";
           case SPEND_CAP, OPS_SPEND_CAP -> "{\"monthly\":" + amountJson + "}";
         };
       }
@@ -553,7 +609,13 @@ class AccountHttpIntegrationTest {
         rows.add(Arguments.of(e, "JSON null", "raw:null", 400, "malformed_json"));
         rows.add(Arguments.of(e, "trailing tokens", "trailing", 400, "malformed_json"));
         rows.add(Arguments.of(e, "empty body", "raw:", 400, "malformed_json"));
-        rows.add(Arguments.of(e, "duplicate key", "raw:{\"amount\":\"1\",\"amount\":\"1000\"}", 400, "malformed_json"));
+        rows.add(
+            Arguments.of(
+                e,
+                "duplicate key",
+                "raw:{\"amount\":\"1\",\"amount\":\"1000\"}",
+                400,
+                "malformed_json"));
         rows.add(Arguments.of(e, "body over 64 KiB", "huge", 413, "payload_too_large"));
       }
       for (Endpoint e : List.of(Endpoint.OPS_DEPOSIT, Endpoint.WEBHOOK)) {
@@ -566,16 +628,33 @@ class AccountHttpIntegrationTest {
     @Order(1)
     @ParameterizedTest(name = "{0}: {1} -> {3} {4}")
     @MethodSource("badRequests")
-    void badRequestIsAProblemWithAStableCode(Endpoint endpoint, String caseName, String shape, int status, String code) {
+    void badRequestIsAProblemWithAStableCode(
+        Endpoint endpoint, String caseName, String shape, int status, String code) {
       String uniqueId = "bad-" + row.incrementAndGet() + "-" + System.nanoTime();
       byte[] body = bodyFor(endpoint, shape, uniqueId);
-      Reply reply = switch (endpoint) {
-        case OPS_DEPOSIT -> api.sendBytes("POST", "/ops/accounts/" + target.id() + "/deposits", TestNodes.OPERATOR_TOKEN, body, Map.of());
-        case WEBHOOK -> api.webhookWithHeader(body, api.signatureFor(body));
-        case SPEND_CAP -> api.sendBytes("PUT", "/v1/account/spend-cap", target.apiKey(), body, Map.of());
-        case OPS_SPEND_CAP -> api.sendBytes("PUT", "/ops/accounts/" + target.id() + "/spend-cap", TestNodes.OPERATOR_TOKEN, body, Map.of());
-      };
-      assertTrue(reply.status() >= 400 && reply.status() < 500, caseName + " answered " + reply.status() + ": " + reply.body());
+      Reply reply =
+          switch (endpoint) {
+            case OPS_DEPOSIT ->
+                api.sendBytes(
+                    "POST",
+                    "/ops/accounts/" + target.id() + "/deposits",
+                    TestNodes.OPERATOR_TOKEN,
+                    body,
+                    Map.of());
+            case WEBHOOK -> api.webhookWithHeader(body, api.signatureFor(body));
+            case SPEND_CAP ->
+                api.sendBytes("PUT", "/v1/account/spend-cap", target.apiKey(), body, Map.of());
+            case OPS_SPEND_CAP ->
+                api.sendBytes(
+                    "PUT",
+                    "/ops/accounts/" + target.id() + "/spend-cap",
+                    TestNodes.OPERATOR_TOKEN,
+                    body,
+                    Map.of());
+          };
+      assertTrue(
+          reply.status() >= 400 && reply.status() < 500,
+          caseName + " answered " + reply.status() + ": " + reply.body());
       reply.expectProblem(status, code);
     }
 
@@ -591,7 +670,11 @@ class AccountHttpIntegrationTest {
       } else if (shape.equals("trailing")) {
         body = valid + "{}";
       } else if (shape.equals("huge")) {
-        body = valid.substring(0, valid.length() - 1) + ",\"padding\":\"" + "x".repeat(70 * 1024) + "\"}";
+        body =
+            valid.substring(0, valid.length() - 1)
+                + ",\"padding\":\""
+                + "x".repeat(70 * 1024)
+                + "\"}";
       } else {
         throw new IllegalArgumentException(shape);
       }
@@ -604,11 +687,13 @@ class AccountHttpIntegrationTest {
       JsonNode account = api.account(target.apiKey());
       assertEquals("10.000000", account.get("balance").asText());
       assertTrue(account.get("spend_cap_monthly").isNull(), account.toString());
-      eventually(READ_SIDE, () -> {
-        assertEquals(1, api.ledger(target.apiKey(), "").get("entries").size());
-        JsonNode audit = api.audit();
-        assertTrue(audit.get("conserved").asBoolean(), audit.toString());
-      });
+      eventually(
+          READ_SIDE,
+          () -> {
+            assertEquals(1, api.ledger(target.apiKey(), "").get("entries").size());
+            JsonNode audit = api.audit();
+            assertTrue(audit.get("conserved").asBoolean(), audit.toString());
+          });
     }
   }
 }

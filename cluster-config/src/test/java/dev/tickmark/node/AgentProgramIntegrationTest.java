@@ -43,13 +43,18 @@ class AgentProgramIntegrationTest {
   @BeforeAll
   static void startNode() throws Exception {
     DatabaseSettings db = TestDatabase.fresh("agent_program");
-    node = Node.start(TestNodes.settings(db)
-        .withConfig("tickmark.market.allow-simulated-hosts", true)
-        // the simulated host reports this machine's real disk, which a loaded CI machine may write slowly
-        .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
-        .withConfig("tickmark.hosts.heartbeat-timeout", HEARTBEAT_TIMEOUT.toMillis() + "ms")
-        .withConfig("tickmark.hosts.heartbeat-interval", "1s")
-        .withConfig("tickmark.hosts.registration-token-validity", TOKEN_VALIDITY.toMillis() + "ms"));
+    node =
+        Node.start(
+            TestNodes.settings(db)
+                .withConfig("tickmark.market.allow-simulated-hosts", true)
+                // the simulated host reports this machine's real disk, which a loaded CI machine
+                // may write slowly
+                .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
+                .withConfig("tickmark.hosts.heartbeat-timeout", HEARTBEAT_TIMEOUT.toMillis() + "ms")
+                .withConfig("tickmark.hosts.heartbeat-interval", "1s")
+                .withConfig(
+                    "tickmark.hosts.registration-token-validity",
+                    TOKEN_VALIDITY.toMillis() + "ms"));
     api = new ApiClient(node.baseUrl());
   }
 
@@ -80,8 +85,11 @@ class AgentProgramIntegrationTest {
     assertTrue(host.get("simulated").asBoolean(), "a simulated host says so");
     assertEquals(2, host.get("cards").size());
 
-    api.put("/v1/hosts/" + hostId + "/listing", provider.apiKey(),
-        "{\"on_demand_price_per_gpu_hour\":\"3.10\",\"listed\":true}").expect(200);
+    api.put(
+            "/v1/hosts/" + hostId + "/listing",
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"3.10\",\"listed\":true}")
+        .expect(200);
     eventually(WAIT, () -> assertEquals(2, offeredCards()));
 
     // the agent dies: the host goes offline after the heartbeat timeout and leaves the market
@@ -108,15 +116,21 @@ class AgentProgramIntegrationTest {
     Files.copy(state.resolve("host-credential"), foreign.resolve("host-credential"));
     Agent impostor = start(null, foreign);
     assertEquals("key_mismatch", impostor.stopped().get(WAIT.toSeconds(), TimeUnit.SECONDS).code());
-    assertTrue(host(provider, hostId).get("online").asBoolean(), "the real agent's session is untouched");
+    assertTrue(
+        host(provider, hostId).get("online").asBoolean(), "the real agent's session is untouched");
   }
 
   @Test
   void anExpiredTokenRegistersNothing() throws Exception {
     ApiClient.Customer provider = api.signUp("Late provider");
-    JsonNode created = api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"eu-fr\"}").expect(201).json();
+    JsonNode created =
+        api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"eu-fr\"}")
+            .expect(201)
+            .json();
     Instant expiresAt = Instant.parse(created.get("expires_at").asText());
-    eventually(TOKEN_VALIDITY.plusSeconds(10), () -> assertTrue(Instant.now().isAfter(expiresAt), "waiting for the token to expire"));
+    eventually(
+        TOKEN_VALIDITY.plusSeconds(10),
+        () -> assertTrue(Instant.now().isAfter(expiresAt), "waiting for the token to expire"));
 
     Agent late = start(created.get("token").asText(), temp.resolve("late"));
     assertEquals("token_expired", late.stopped().get(WAIT.toSeconds(), TimeUnit.SECONDS).code());
@@ -124,14 +138,23 @@ class AgentProgramIntegrationTest {
   }
 
   private Agent start(String token, Path state) {
-    Agent agent = Agent.start(AgentConfig.simulated("ws://127.0.0.1:" + node.httpPort(), token, state, "h100-80gb:2"));
+    Agent agent =
+        Agent.start(
+            AgentConfig.simulated(
+                "ws://127.0.0.1:" + node.httpPort(), token, state, "h100-80gb:2"));
     agents.add(agent);
     return agent;
   }
 
   private static String token(ApiClient.Customer provider) {
-    return api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"eu-de\",\"label\":\"real agent\"}")
-        .expect(201).json().get("token").asText();
+    return api.post(
+            "/v1/hosts/registration-tokens",
+            provider.apiKey(),
+            "{\"region\":\"eu-de\",\"label\":\"real agent\"}")
+        .expect(201)
+        .json()
+        .get("token")
+        .asText();
   }
 
   private static JsonNode host(ApiClient.Customer provider, String hostId) {
@@ -140,7 +163,11 @@ class AgentProgramIntegrationTest {
 
   /** Cards offered on demand for H100s in eu-de (this test's region). */
   private static int offeredCards() {
-    JsonNode offers = api.get("/v1/offers?gpu=h100-80gb&region=eu-de&tier=on_demand", null).expect(200).json().get("offers");
+    JsonNode offers =
+        api.get("/v1/offers?gpu=h100-80gb&region=eu-de&tier=on_demand", null)
+            .expect(200)
+            .json()
+            .get("offers");
     int cards = 0;
     for (JsonNode o : offers) cards += o.get("available_cards").asInt();
     return cards;

@@ -26,16 +26,18 @@ import org.junit.jupiter.api.Test;
 /**
  * Abuse of the agent websocket on a real node: refused upgrades, malformed, binary, oversized,
  * out-of-order, badly signed and flooding frames. Each ends only the offending session, with the
- * documented {@code error} code; the node stays healthy and a well-behaved host, heartbeating all along
- * on its own session, stays connected and online throughout (the class outlives its 3 s heartbeat
- * timeout several times over, so its heartbeats are what keeps it online).
+ * documented {@code error} code; the node stays healthy and a well-behaved host, heartbeating all
+ * along on its own session, stays connected and online throughout (the class outlives its 3 s
+ * heartbeat timeout several times over, so its heartbeats are what keeps it online).
  */
 class AgentSocketAbuseIntegrationTest {
   private static Node node;
   private static ApiClient api;
   private static Customer provider;
+
   /** The well-behaved host: verified, heartbeating every 500 ms from the first test to the last. */
   private static Registered good;
+
   /** The abused host: registered once, its credential reused for every abusive session. */
   private static Registered target;
 
@@ -59,19 +61,26 @@ class AgentSocketAbuseIntegrationTest {
   @AfterEach
   void nodeAndOtherSessionsUnharmed() {
     api.get("/health", null).expect(200);
-    assertFalse(good.agent().isClosed(), "the well-behaved session was closed: " + good.agent().closed().getNow(null));
+    assertFalse(
+        good.agent().isClosed(),
+        "the well-behaved session was closed: " + good.agent().closed().getNow(null));
     assertNull(good.agent().poll(Duration.ZERO), "the well-behaved session got a frame");
     Instant before = lastHeartbeat();
-    eventually(Duration.ofSeconds(5), () -> {
-      JsonNode host = HostTestSupport.host(api, provider, good.hostId());
-      assertTrue(host.get("online").asBoolean(), host.toString());
-      assertEquals("verified", host.get("status").asText(), host.toString());
-      assertTrue(Instant.parse(host.get("last_heartbeat_at").asText()).isAfter(before), "heartbeats still land: " + host);
-    });
+    eventually(
+        Duration.ofSeconds(5),
+        () -> {
+          JsonNode host = HostTestSupport.host(api, provider, good.hostId());
+          assertTrue(host.get("online").asBoolean(), host.toString());
+          assertEquals("verified", host.get("status").asText(), host.toString());
+          assertTrue(
+              Instant.parse(host.get("last_heartbeat_at").asText()).isAfter(before),
+              "heartbeats still land: " + host);
+        });
   }
 
   private static Instant lastHeartbeat() {
-    return Instant.parse(HostTestSupport.host(api, provider, good.hostId()).get("last_heartbeat_at").asText());
+    return Instant.parse(
+        HostTestSupport.host(api, provider, good.hostId()).get("last_heartbeat_at").asText());
   }
 
   /** A new session of the abused host, authenticated by its credential, before hello. */
@@ -102,22 +111,42 @@ class AgentSocketAbuseIntegrationTest {
   void anUnknownTokenOrCredentialIsRefusedWith401() {
     String secret = "0123456789abcdef0123456789abcdef0123456789abcdef";
     // a well-formed registration token for a host nobody invited
-    assertEquals(401, AgentTestClient.refusedUpgrade(node, "Bearer tmkreg_host_000000000000000000000000_" + secret).status());
+    assertEquals(
+        401,
+        AgentTestClient.refusedUpgrade(
+                node, "Bearer tmkreg_host_000000000000000000000000_" + secret)
+            .status());
     // a well-formed credential for a host nobody invited
-    assertEquals(401, AgentTestClient.refusedUpgrade(node, "Bearer tmkhost_host_000000000000000000000000_" + secret).status());
+    assertEquals(
+        401,
+        AgentTestClient.refusedUpgrade(
+                node, "Bearer tmkhost_host_000000000000000000000000_" + secret)
+            .status());
     // the real host with a wrong credential secret
-    assertEquals(401, AgentTestClient.refusedUpgrade(node, "Bearer tmkhost_" + target.hostId() + "_" + secret).status());
+    assertEquals(
+        401,
+        AgentTestClient.refusedUpgrade(node, "Bearer tmkhost_" + target.hostId() + "_" + secret)
+            .status());
     // a customer API key is not an agent credential
     assertEquals(401, AgentTestClient.refusedUpgrade(node, "Bearer " + provider.apiKey()).status());
-    api.get("/v1/agent/connect", "tmkhost_" + target.hostId() + "_" + secret).expectProblem(401, "unauthorized");
+    api.get("/v1/agent/connect", "tmkhost_" + target.hostId() + "_" + secret)
+        .expectProblem(401, "unauthorized");
   }
 
   @Test
   void aMalformedBearerIsRefusedWith401() {
-    for (String header : new String[] {
-        "Bearer", "Bearer ", "Basic dXNlcjpwYXNz", "Bearer tmkhost_", "Bearer tmkhost_" + target.hostId(),
-        "Bearer tmkhost_" + target.hostId() + "_", "Bearer tmkreg__abc", "bearer-" + target.credential(),
-        "Bearer " + target.credential() + "x".repeat(300)}) {
+    for (String header :
+        new String[] {
+          "Bearer",
+          "Bearer ",
+          "Basic dXNlcjpwYXNz",
+          "Bearer tmkhost_",
+          "Bearer tmkhost_" + target.hostId(),
+          "Bearer tmkhost_" + target.hostId() + "_",
+          "Bearer tmkreg__abc",
+          "bearer-" + target.credential(),
+          "Bearer " + target.credential() + "x".repeat(300)
+        }) {
       assertEquals(401, AgentTestClient.refusedUpgrade(node, header).status(), header);
     }
     api.get("/v1/agent/connect", "not-a-token").expectProblem(401, "unauthorized");
@@ -143,7 +172,8 @@ class AgentSocketAbuseIntegrationTest {
     }
     try (AgentTestClient agent = welcomedTargetSession()) {
       // a known frame with a field the protocol does not have
-      agent.sendText("{\"type\":\"heartbeat\",\"seq\":1,\"at\":\"2026-01-01T00:00:00Z\",\"gpus\":[],\"rentals\":[],\"evil\":true}");
+      agent.sendText(
+          "{\"type\":\"heartbeat\",\"seq\":1,\"at\":\"2026-01-01T00:00:00Z\",\"gpus\":[],\"rentals\":[],\"evil\":true}");
       agent.expectErrorAndClose("malformed_frame");
     }
   }
@@ -160,7 +190,8 @@ class AgentSocketAbuseIntegrationTest {
   @Test
   void aFrameOver64KiBIsTooLarge() {
     try (AgentTestClient agent = welcomedTargetSession()) {
-      // exactly at the limit is still a frame: a heartbeat padded with whitespace to 65 536 characters
+      // exactly at the limit is still a frame: a heartbeat padded with whitespace to 65 536
+      // characters
       String heartbeat = Frames.write(agent.heartbeatFrame());
       String atLimit = heartbeat + " ".repeat(64 * 1024 - heartbeat.length());
       assertEquals(65536, atLimit.length());
@@ -185,7 +216,8 @@ class AgentSocketAbuseIntegrationTest {
       // a heartbeat in continuation frames arrives as one (streamed) message and is accepted
       String heartbeat = Frames.write(agent.heartbeatFrame());
       agent.sendTextInFragments(heartbeat + " ".repeat(60_000), 7_000);
-      assertNull(agent.poll(Duration.ofMillis(500)), "a fragmented frame under the limit is accepted");
+      assertNull(
+          agent.poll(Duration.ofMillis(500)), "a fragmented frame under the limit is accepted");
       assertFalse(agent.isClosed());
       // fragments that add up to more than 64 KiB are one frame too large, whatever their sizes
       agent.sendTextInFragments(Frames.write(agent.heartbeatFrame()) + " ".repeat(300_000), 10_000);
@@ -210,7 +242,8 @@ class AgentSocketAbuseIntegrationTest {
   @Test
   void aSecondHelloOrAnEngineFrameFromTheAgentIsUnexpected() {
     try (AgentTestClient agent = welcomedTargetSession()) {
-      agent.send(new AgentFrame.Hello("AAAA", "test", Ed25519.encodePublic(target.key().getPublic())));
+      agent.send(
+          new AgentFrame.Hello("AAAA", "test", Ed25519.encodePublic(target.key().getPublic())));
       agent.expectErrorAndClose("unexpected_frame");
     }
     try (AgentTestClient agent = welcomedTargetSession()) {
@@ -224,22 +257,30 @@ class AgentSocketAbuseIntegrationTest {
     // signed by the right key, but over another nonce
     try (AgentTestClient agent = targetSession()) {
       agent.expect("challenge");
-      agent.send(new AgentFrame.Hello(Ed25519.sign(target.key().getPrivate(), Ed25519.helloMessage("another nonce")), "test",
-          Ed25519.encodePublic(target.key().getPublic())));
+      agent.send(
+          new AgentFrame.Hello(
+              Ed25519.sign(target.key().getPrivate(), Ed25519.helloMessage("another nonce")),
+              "test",
+              Ed25519.encodePublic(target.key().getPublic())));
       agent.expectErrorAndClose("bad_signature");
     }
     // signed by another key than the one it names
     try (AgentTestClient agent = targetSession()) {
       String nonce = agent.expect("challenge").get("nonce").asText();
       KeyPair other = Ed25519.generate();
-      agent.send(new AgentFrame.Hello(Ed25519.sign(other.getPrivate(), Ed25519.helloMessage(nonce)), "test",
-          Ed25519.encodePublic(target.key().getPublic())));
+      agent.send(
+          new AgentFrame.Hello(
+              Ed25519.sign(other.getPrivate(), Ed25519.helloMessage(nonce)),
+              "test",
+              Ed25519.encodePublic(target.key().getPublic())));
       agent.expectErrorAndClose("bad_signature");
     }
     // not a signature at all
     try (AgentTestClient agent = targetSession()) {
       agent.expect("challenge");
-      agent.send(new AgentFrame.Hello("%%% not base64 %%%", "test", Ed25519.encodePublic(target.key().getPublic())));
+      agent.send(
+          new AgentFrame.Hello(
+              "%%% not base64 %%%", "test", Ed25519.encodePublic(target.key().getPublic())));
       agent.expectErrorAndClose("bad_signature");
     }
   }
@@ -269,13 +310,16 @@ class AgentSocketAbuseIntegrationTest {
       long start = System.nanoTime();
       agent.expectErrorAndClose("unauthorized");
       Duration waited = Duration.ofNanos(System.nanoTime() - start);
-      assertTrue(waited.compareTo(HostTestSupport.HELLO_TIMEOUT.minusMillis(300)) >= 0, "closed only after the hello timeout: " + waited);
+      assertTrue(
+          waited.compareTo(HostTestSupport.HELLO_TIMEOUT.minusMillis(300)) >= 0,
+          "closed only after the hello timeout: " + waited);
     }
   }
 
   @Test
   void aSessionThatNeverSaysHelloDoesNotBlockOthers() {
-    // Several idle sessions at once, before hello, next to the good one: they hold nothing of the host.
+    // Several idle sessions at once, before hello, next to the good one: they hold nothing of the
+    // host.
     AgentTestClient[] idle = new AgentTestClient[5];
     try {
       for (int i = 0; i < idle.length; i++) {

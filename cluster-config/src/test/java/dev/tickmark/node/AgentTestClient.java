@@ -37,12 +37,13 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * A scripted host agent for tests: the JDK websocket client speaking the agent protocol through the
  * wire module. It connects with a bearer token, queues every frame the node sends, sends raw text,
- * binary or proper frames, signs the challenge and reports with its own Ed25519 key, and records how
- * the socket closed. Nothing of the node's own code is used.
+ * binary or proper frames, signs the challenge and reports with its own Ed25519 key, and records
+ * how the socket closed. Nothing of the node's own code is used.
  */
 final class AgentTestClient implements AutoCloseable {
   static final Duration WAIT = Duration.ofSeconds(15);
-  private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+  private static final HttpClient HTTP =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
 
   /** How the socket ended: the close frame's status and reason, or the error that broke it. */
   record Closed(int status, String reason, Throwable error) {}
@@ -67,13 +68,19 @@ final class AgentTestClient implements AutoCloseable {
     return "ws://127.0.0.1:" + node.httpPort() + "/v1/agent/connect";
   }
 
-  /** Opens a session with {@code Authorization: Bearer <bearer>}; fails the test if the upgrade is refused. */
+  /**
+   * Opens a session with {@code Authorization: Bearer <bearer>}; fails the test if the upgrade is
+   * refused.
+   */
   static AgentTestClient connect(Node node, String bearer, KeyPair key) {
     AgentTestClient client = new AgentTestClient(key);
     WebSocket.Builder builder = HTTP.newWebSocketBuilder().connectTimeout(Duration.ofSeconds(5));
     if (bearer != null) builder.header("Authorization", "Bearer " + bearer);
     try {
-      client.socket = builder.buildAsync(URI.create(agentUrl(node)), client.new Listener()).get(WAIT.toSeconds(), TimeUnit.SECONDS);
+      client.socket =
+          builder
+              .buildAsync(URI.create(agentUrl(node)), client.new Listener())
+              .get(WAIT.toSeconds(), TimeUnit.SECONDS);
     } catch (ExecutionException e) {
       throw new AssertionError("the upgrade was refused: " + describe(e.getCause()), e.getCause());
     } catch (InterruptedException | TimeoutException e) {
@@ -82,20 +89,29 @@ final class AgentTestClient implements AutoCloseable {
     return client;
   }
 
-  /** Tries an upgrade with this raw {@code Authorization} header (none if null) that must be refused. */
+  /**
+   * Tries an upgrade with this raw {@code Authorization} header (none if null) that must be
+   * refused.
+   */
   static Refusal refusedUpgrade(Node node, String authorization) {
     WebSocket.Builder builder = HTTP.newWebSocketBuilder().connectTimeout(Duration.ofSeconds(5));
     if (authorization != null) builder.header("Authorization", authorization);
     AgentTestClient client = new AgentTestClient(null);
     try {
-      WebSocket ws = builder.buildAsync(URI.create(agentUrl(node)), client.new Listener()).get(WAIT.toSeconds(), TimeUnit.SECONDS);
+      WebSocket ws =
+          builder
+              .buildAsync(URI.create(agentUrl(node)), client.new Listener())
+              .get(WAIT.toSeconds(), TimeUnit.SECONDS);
       ws.abort();
       throw new AssertionError("the node upgraded a socket for Authorization " + authorization);
     } catch (ExecutionException e) {
       if (e.getCause() instanceof WebSocketHandshakeException h) {
-        return new Refusal(h.getResponse().statusCode(), h.getResponse().headers().firstValue("Content-Type").orElse(null));
+        return new Refusal(
+            h.getResponse().statusCode(),
+            h.getResponse().headers().firstValue("Content-Type").orElse(null));
       }
-      throw new AssertionError("the upgrade failed otherwise: " + describe(e.getCause()), e.getCause());
+      throw new AssertionError(
+          "the upgrade failed otherwise: " + describe(e.getCause()), e.getCause());
     } catch (InterruptedException | TimeoutException e) {
       throw new AssertionError("no answer to the upgrade within " + WAIT, e);
     }
@@ -112,7 +128,11 @@ final class AgentTestClient implements AutoCloseable {
   JsonNode next() {
     try {
       JsonNode frame = frames.poll(WAIT.toMillis(), TimeUnit.MILLISECONDS);
-      if (frame == null) fail("no frame within " + WAIT + (closed.isDone() ? "; the socket closed: " + closed.join() : ""));
+      if (frame == null)
+        fail(
+            "no frame within "
+                + WAIT
+                + (closed.isDone() ? "; the socket closed: " + closed.join() : ""));
       return frame;
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -133,7 +153,10 @@ final class AgentTestClient implements AutoCloseable {
     assertEquals(code, error.path("code").asText(), "error " + error);
     assertNotNull(error.path("message").asText(null), "an error says why: " + error);
     Closed closedBy = awaitClose();
-    assertEquals(WebSocket.NORMAL_CLOSURE, closedBy.status(), "the node closes cleanly after the error: " + closedBy);
+    assertEquals(
+        WebSocket.NORMAL_CLOSURE,
+        closedBy.status(),
+        "the node closes cleanly after the error: " + closedBy);
     return error;
   }
 
@@ -158,7 +181,8 @@ final class AgentTestClient implements AutoCloseable {
     try {
       return closed.get(WAIT.toSeconds(), TimeUnit.SECONDS);
     } catch (TimeoutException e) {
-      throw new AssertionError("the node did not close the socket within " + WAIT + "; pending frames " + frames);
+      throw new AssertionError(
+          "the node did not close the socket within " + WAIT + "; pending frames " + frames);
     } catch (InterruptedException | ExecutionException e) {
       throw new AssertionError(e);
     }
@@ -191,7 +215,9 @@ final class AgentTestClient implements AutoCloseable {
     try {
       for (int from = 0; from < text.length(); from += fragment) {
         int to = Math.min(text.length(), from + fragment);
-        socket.sendText(text.substring(from, to), to == text.length()).get(WAIT.toSeconds(), TimeUnit.SECONDS);
+        socket
+            .sendText(text.substring(from, to), to == text.length())
+            .get(WAIT.toSeconds(), TimeUnit.SECONDS);
       }
       return true;
     } catch (ExecutionException e) {
@@ -216,11 +242,16 @@ final class AgentTestClient implements AutoCloseable {
     return sendText(Frames.write(frame));
   }
 
-  /** Answers the challenge (which must be the next frame) with a hello signed by this client's key. */
+  /**
+   * Answers the challenge (which must be the next frame) with a hello signed by this client's key.
+   */
   void hello() {
     String nonce = expect("challenge").path("nonce").asText();
-    send(new AgentFrame.Hello(Ed25519.sign(key.getPrivate(), Ed25519.helloMessage(nonce)), "test-0.1",
-        Ed25519.encodePublic(key.getPublic())));
+    send(
+        new AgentFrame.Hello(
+            Ed25519.sign(key.getPrivate(), Ed25519.helloMessage(nonce)),
+            "test-0.1",
+            Ed25519.encodePublic(key.getPublic())));
   }
 
   /** Challenge, hello, welcome: returns the welcome. */
@@ -269,22 +300,32 @@ final class AgentTestClient implements AutoCloseable {
   }
 
   AgentFrame.Heartbeat heartbeatFrame() {
-    return new AgentFrame.Heartbeat(seq.incrementAndGet(), Instant.now().toString(),
-        List.of(new AgentFrame.GpuSample(0, 0, 35, null), new AgentFrame.GpuSample(1, 0, 36, null)), List.of());
+    return new AgentFrame.Heartbeat(
+        seq.incrementAndGet(),
+        Instant.now().toString(),
+        List.of(new AgentFrame.GpuSample(0, 0, 35, null), new AgentFrame.GpuSample(1, 0, 36, null)),
+        List.of());
   }
 
   /** Heartbeats every {@code period} in the background until {@link #stopHeartbeats()} or close. */
   synchronized void startHeartbeats(Duration period) {
     if (heartbeats == null) {
-      heartbeats = Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "agent-test-heartbeats");
-        t.setDaemon(true);
-        return t;
-      });
+      heartbeats =
+          Executors.newSingleThreadScheduledExecutor(
+              r -> {
+                Thread t = new Thread(r, "agent-test-heartbeats");
+                t.setDaemon(true);
+                return t;
+              });
     }
-    heartbeatTask = heartbeats.scheduleAtFixedRate(() -> {
-      if (!closed.isDone()) heartbeat();
-    }, 0, period.toMillis(), TimeUnit.MILLISECONDS);
+    heartbeatTask =
+        heartbeats.scheduleAtFixedRate(
+            () -> {
+              if (!closed.isDone()) heartbeat();
+            },
+            0,
+            period.toMillis(),
+            TimeUnit.MILLISECONDS);
   }
 
   synchronized void stopHeartbeats() {
@@ -325,11 +366,29 @@ final class AgentTestClient implements AutoCloseable {
   static HardwareReport report(boolean simulated, String driver) {
     List<HardwareReport.Gpu> gpus = new ArrayList<>();
     for (int i = 0; i < 2; i++) {
-      gpus.add(new HardwareReport.Gpu(i, "GPU-test-" + i + "-" + Long.toHexString(System.nanoTime()), "NVIDIA H100 80GB HBM3", "nvidia",
-          81559L, driver, "12.4", 35, 0L, 5, 16));
+      gpus.add(
+          new HardwareReport.Gpu(
+              i,
+              "GPU-test-" + i + "-" + Long.toHexString(System.nanoTime()),
+              "NVIDIA H100 80GB HBM3",
+              "nvidia",
+              81559L,
+              driver,
+              "12.4",
+              35,
+              0L,
+              5,
+              16));
     }
-    return new HardwareReport("test-0.1", simulated, Instant.now().toString(), gpus, new HardwareReport.Cpu("Simulated CPU", 32),
-        200_000L, new HardwareReport.Disk("/var/lib/tickmark", 500L * 1024 * 1024 * 1024, 1000.0), null);
+    return new HardwareReport(
+        "test-0.1",
+        simulated,
+        Instant.now().toString(),
+        gpus,
+        new HardwareReport.Cpu("Simulated CPU", 32),
+        200_000L,
+        new HardwareReport.Disk("/var/lib/tickmark", 500L * 1024 * 1024 * 1024, 1000.0),
+        null);
   }
 
   private final class Listener implements WebSocket.Listener {

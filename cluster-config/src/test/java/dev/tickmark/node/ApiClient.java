@@ -19,8 +19,8 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
- * A small client for a node's real HTTP port: the JDK {@link HttpClient} and Jackson, nothing of the
- * server's own code except {@link WebhookSignature}, which plays the payment provider.
+ * A small client for a node's real HTTP port: the JDK {@link HttpClient} and Jackson, nothing of
+ * the server's own code except {@link WebhookSignature}, which plays the payment provider.
  */
 final class ApiClient {
   static final ObjectMapper JSON = new ObjectMapper();
@@ -52,7 +52,8 @@ final class ApiClient {
     /** Asserts a problem+json answer with this status and stable code. */
     Reply expectProblem(int expected, String code) {
       expect(expected);
-      assertTrue(contentType != null && contentType.startsWith("application/problem+json"),
+      assertTrue(
+          contentType != null && contentType.startsWith("application/problem+json"),
           "content type " + contentType + " for " + body);
       assertEquals(code, text("code"), body);
       assertEquals(expected, json().get("status").asInt(), body);
@@ -60,12 +61,14 @@ final class ApiClient {
     }
   }
 
-  private final HttpClient client = HttpClient.newBuilder()
-      .version(HttpClient.Version.HTTP_1_1)
-      .connectTimeout(Duration.ofSeconds(5))
-      .build();
+  private final HttpClient client =
+      HttpClient.newBuilder()
+          .version(HttpClient.Version.HTTP_1_1)
+          .connectTimeout(Duration.ofSeconds(5))
+          .build();
   private final String baseUrl;
-  private final WebhookSignature provider = new WebhookSignature(TestNodes.WEBHOOK_SECRET, Duration.ofMinutes(5));
+  private final WebhookSignature provider =
+      new WebhookSignature(TestNodes.WEBHOOK_SECRET, Duration.ofMinutes(5));
 
   ApiClient(String baseUrl) {
     this.baseUrl = baseUrl;
@@ -88,18 +91,29 @@ final class ApiClient {
   }
 
   Reply send(String method, String path, String bearer, String body, Map<String, String> headers) {
-    return sendBytes(method, path, bearer, body == null ? null : body.getBytes(StandardCharsets.UTF_8), headers);
+    return sendBytes(
+        method, path, bearer, body == null ? null : body.getBytes(StandardCharsets.UTF_8), headers);
   }
 
-  Reply sendBytes(String method, String path, String bearer, byte[] body, Map<String, String> headers) {
-    HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(baseUrl + path)).timeout(Duration.ofSeconds(20));
+  Reply sendBytes(
+      String method, String path, String bearer, byte[] body, Map<String, String> headers) {
+    HttpRequest.Builder request =
+        HttpRequest.newBuilder(URI.create(baseUrl + path)).timeout(Duration.ofSeconds(20));
     if (bearer != null) request.header("Authorization", "Bearer " + bearer);
     if (body != null) request.header("Content-Type", "application/json");
     headers.forEach(request::header);
-    request.method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofByteArray(body));
+    request.method(
+        method,
+        body == null
+            ? HttpRequest.BodyPublishers.noBody()
+            : HttpRequest.BodyPublishers.ofByteArray(body));
     try {
-      HttpResponse<String> response = client.send(request.build(), HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
-      return new Reply(response.statusCode(), response.headers().firstValue("Content-Type").orElse(null), response.body(),
+      HttpResponse<String> response =
+          client.send(request.build(), HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
+      return new Reply(
+          response.statusCode(),
+          response.headers().firstValue("Content-Type").orElse(null),
+          response.body(),
           response.headers());
     } catch (IOException e) {
       throw new AssertionError(method + " " + path + " failed: " + e, e);
@@ -132,7 +146,9 @@ final class ApiClient {
   }
 
   Reply opsDeposit(String accountId, String amount, String reference) {
-    return post("/ops/accounts/" + accountId + "/deposits", TestNodes.OPERATOR_TOKEN,
+    return post(
+        "/ops/accounts/" + accountId + "/deposits",
+        TestNodes.OPERATOR_TOKEN,
         "{\"amount\":" + quote(amount) + ",\"reference\":" + quote(reference) + "}");
   }
 
@@ -144,7 +160,8 @@ final class ApiClient {
     return get("/v1/account/ledger" + query, apiKey).expect(200).json();
   }
 
-  static String paymentBody(String paymentId, String accountId, String amount, String currency, String status) {
+  static String paymentBody(
+      String paymentId, String accountId, String amount, String currency, String status) {
     Map<String, String> body = new LinkedHashMap<>();
     body.put("payment_id", paymentId);
     body.put("account_id", accountId);
@@ -169,7 +186,8 @@ final class ApiClient {
   }
 
   Reply webhookWithHeader(byte[] body, String signatureHeader) {
-    Map<String, String> headers = signatureHeader == null ? Map.of() : Map.of("Tickmark-Signature", signatureHeader);
+    Map<String, String> headers =
+        signatureHeader == null ? Map.of() : Map.of("Tickmark-Signature", signatureHeader);
     return sendBytes("POST", "/v1/payments/webhook", null, body, headers);
   }
 

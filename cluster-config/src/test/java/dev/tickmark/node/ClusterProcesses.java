@@ -21,13 +21,16 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Tickmark nodes as separate JVMs ({@link Main}, configured through the environment like a deployment) on
- * 127.0.0.1 and one PostgreSQL, forming one cluster through seed nodes: nodes 1 and 2 are the seeds. A node can
- * be killed ({@code SIGKILL}: no coordinated shutdown, sockets cut) or terminated ({@code SIGTERM}: leaves the
- * cluster and hands its shards over). Each node logs to its own file.
+ * Tickmark nodes as separate JVMs ({@link Main}, configured through the environment like a
+ * deployment) on 127.0.0.1 and one PostgreSQL, forming one cluster through seed nodes: nodes 1 and
+ * 2 are the seeds. A node can be killed ({@code SIGKILL}: no coordinated shutdown, sockets cut) or
+ * terminated ({@code SIGTERM}: leaves the cluster and hands its shards over). Each node logs to its
+ * own file.
  */
 final class ClusterProcesses implements AutoCloseable {
-  /** Bounds one node start (JVM, migrations, actor system, cluster join) on a busy two-core machine. */
+  /**
+   * Bounds one node start (JVM, migrations, actor system, cluster join) on a busy two-core machine.
+   */
   static final Duration NODE_START = Duration.ofSeconds(90);
 
   /** One node: its ports, its process, and clients for its API and its management endpoint. */
@@ -67,7 +70,8 @@ final class ClusterProcesses implements AutoCloseable {
     }
   }
 
-  private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+  private static final HttpClient HTTP =
+      HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
 
   private final DatabaseSettings db;
   private final Map<String, String> env;
@@ -78,13 +82,17 @@ final class ClusterProcesses implements AutoCloseable {
    * @param env extra environment for every node (e.g. {@code TICKMARK_SETTLE_INTERVAL})
    * @param jvmOptions extra JVM options for every node ({@code -Dpath=value} config overrides)
    */
-  ClusterProcesses(DatabaseSettings db, int size, Path logs, Map<String, String> env, List<String> jvmOptions) throws IOException {
+  ClusterProcesses(
+      DatabaseSettings db, int size, Path logs, Map<String, String> env, List<String> jvmOptions)
+      throws IOException {
     this.db = db;
     this.env = Map.copyOf(env);
     this.jvmOptions = List.copyOf(jvmOptions);
     Files.createDirectories(logs);
     for (int i = 1; i <= size; i++) {
-      nodes.add(new NodeProcess(i, freePort(), freePort(), freePort(), logs.resolve("node-" + i + ".log")));
+      nodes.add(
+          new NodeProcess(
+              i, freePort(), freePort(), freePort(), logs.resolve("node-" + i + ".log")));
     }
   }
 
@@ -114,12 +122,17 @@ final class ClusterProcesses implements AutoCloseable {
     if (!node.process.waitFor(30, TimeUnit.SECONDS)) fail(node + " survived SIGKILL");
   }
 
-  /** SIGTERM: the node runs its coordinated shutdown (unbind, leave, hand shards over) and exits. */
+  /**
+   * SIGTERM: the node runs its coordinated shutdown (unbind, leave, hand shards over) and exits.
+   */
   void terminate(NodeProcess node) {
     node.process.destroy();
   }
 
-  /** The shard ids of {@code entityType} that this node hosts now (Pekko Management's {@code /cluster/shards}). */
+  /**
+   * The shard ids of {@code entityType} that this node hosts now (Pekko Management's {@code
+   * /cluster/shards}).
+   */
   Map<String, Integer> shards(NodeProcess node, String entityType) {
     JsonNode regions = management(node, "/cluster/shards/" + entityType).get("regions");
     Map<String, Integer> shards = new LinkedHashMap<>();
@@ -130,17 +143,27 @@ final class ClusterProcesses implements AutoCloseable {
   /** The members this node sees, by their remoting port, with their status. */
   Map<Integer, String> members(NodeProcess node) {
     Map<Integer, String> members = new LinkedHashMap<>();
-    management(node, "/cluster/members").get("members").forEach(m -> {
-      String address = m.get("node").asText();
-      members.put(Integer.parseInt(address.substring(address.lastIndexOf(':') + 1)), m.get("status").asText());
-    });
+    management(node, "/cluster/members")
+        .get("members")
+        .forEach(
+            m -> {
+              String address = m.get("node").asText();
+              members.put(
+                  Integer.parseInt(address.substring(address.lastIndexOf(':') + 1)),
+                  m.get("status").asText());
+            });
     return members;
   }
 
   JsonNode management(NodeProcess node, String path) {
     HttpResponse<String> response = get("http://127.0.0.1:" + node.managementPort + path);
     if (response == null || response.statusCode() != 200) {
-      throw new AssertionError(node + " " + path + " answered " + (response == null ? "nothing" : response.statusCode() + ": " + response.body()));
+      throw new AssertionError(
+          node
+              + " "
+              + path
+              + " answered "
+              + (response == null ? "nothing" : response.statusCode() + ": " + response.body()));
     }
     try {
       return ApiClient.JSON.readTree(response.body());
@@ -151,10 +174,17 @@ final class ClusterProcesses implements AutoCloseable {
 
   private void launch(NodeProcess node) throws IOException {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    List<String> command = new ArrayList<>(List.of(java, "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-        "-Xshare:auto",
-        // The simulated hosts measure this machine's disk, which other builds keep busy: judge it as dev mode does.
-        "-Dtickmark.verification.min-disk-write-mib-per-s=10"));
+    List<String> command =
+        new ArrayList<>(
+            List.of(
+                java,
+                "-Xmx384m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Xshare:auto",
+                // The simulated hosts measure this machine's disk, which other builds keep busy:
+                // judge it as dev mode does.
+                "-Dtickmark.verification.min-disk-write-mib-per-s=10"));
     command.addAll(jvmOptions);
     command.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
     ProcessBuilder builder = new ProcessBuilder(command);
@@ -172,32 +202,41 @@ final class ClusterProcesses implements AutoCloseable {
     e.put("TICKMARK_PAYMENT_WEBHOOK_SECRET", TestNodes.WEBHOOK_SECRET);
     e.put("TICKMARK_ALLOW_SIMULATED_HOSTS", "true");
     e.putAll(env);
-    builder.redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(node.log.toFile()));
+    builder
+        .redirectErrorStream(true)
+        .redirectOutput(ProcessBuilder.Redirect.appendTo(node.log.toFile()));
     node.process = builder.start();
   }
 
   private String seeds() {
     List<String> seeds = new ArrayList<>();
-    for (NodeProcess n : nodes.subList(0, Math.min(2, nodes.size()))) seeds.add("127.0.0.1:" + n.remotePort);
+    for (NodeProcess n : nodes.subList(0, Math.min(2, nodes.size())))
+      seeds.add("127.0.0.1:" + n.remotePort);
     return String.join(",", seeds);
   }
 
-  /** Ready: the HTTP API answers and Pekko Management's readiness (cluster membership Up) passes. */
+  /**
+   * Ready: the HTTP API answers and Pekko Management's readiness (cluster membership Up) passes.
+   */
   private void awaitReady(NodeProcess node) throws InterruptedException {
     long deadline = System.nanoTime() + NODE_START.toNanos();
     while (true) {
-      if (!node.process.isAlive()) fail(node + " exited with " + node.process.exitValue() + ":\n" + tail(node.log));
+      if (!node.process.isAlive())
+        fail(node + " exited with " + node.process.exitValue() + ":\n" + tail(node.log));
       HttpResponse<String> ready = get("http://127.0.0.1:" + node.managementPort + "/ready");
-      HttpResponse<String> health = ready != null && ready.statusCode() == 200 ? get(node.baseUrl() + "/health") : null;
+      HttpResponse<String> health =
+          ready != null && ready.statusCode() == 200 ? get(node.baseUrl() + "/health") : null;
       if (health != null && health.statusCode() == 200) return;
-      if (System.nanoTime() - deadline >= 0) fail(node + " was not ready within " + NODE_START + ":\n" + tail(node.log));
+      if (System.nanoTime() - deadline >= 0)
+        fail(node + " was not ready within " + NODE_START + ":\n" + tail(node.log));
       Thread.sleep(250);
     }
   }
 
   private static HttpResponse<String> get(String url) {
     try {
-      return HTTP.send(HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(5)).build(),
+      return HTTP.send(
+          HttpRequest.newBuilder(URI.create(url)).timeout(Duration.ofSeconds(5)).build(),
           HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
     } catch (IOException e) {
       return null;
@@ -229,7 +268,8 @@ final class ClusterProcesses implements AutoCloseable {
     for (NodeProcess n : nodes) if (n.alive()) n.process.destroy();
     try {
       for (NodeProcess n : nodes) {
-        if (n.process != null && !n.process.waitFor(20, TimeUnit.SECONDS)) n.process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+        if (n.process != null && !n.process.waitFor(20, TimeUnit.SECONDS))
+          n.process.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
       }
     } catch (InterruptedException e) {
       for (NodeProcess n : nodes) if (n.process != null) n.process.destroyForcibly();

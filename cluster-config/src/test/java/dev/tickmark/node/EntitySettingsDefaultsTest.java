@@ -21,9 +21,9 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
- * The shipped configuration gives each entity the settings the node wired by hand before {@code Settings.fromConfig}
- * (the figures below are those of tickmark.conf at that time); an override reaches them; the pool size reaches both
- * pools; dev mode gets its values from dev.conf.
+ * The shipped configuration gives each entity the settings the node wired by hand before {@code
+ * Settings.fromConfig} (the figures below are those of tickmark.conf at that time); an override
+ * reaches them; the pool size reaches both pools; dev mode gets its values from dev.conf.
  */
 class EntitySettingsDefaultsTest {
   private static final Duration ASK = Duration.ofSeconds(5);
@@ -40,16 +40,29 @@ class EntitySettingsDefaultsTest {
   @Test
   void theShippedDefaultsAreTheSettingsTheNodeUsedBefore() {
     Config c = shipped();
-    assertEquals(new Rental.Settings(Duration.ofSeconds(10), 300, 1500, Duration.ofSeconds(120), Duration.ofSeconds(30),
-        Duration.ofSeconds(1), ASK), Rental.Settings.fromConfig(c));
-    assertEquals(new Matcher.Settings(ASK, 16, 10_000, Duration.ofSeconds(2)), Matcher.Settings.fromConfig(c));
+    assertEquals(
+        new Rental.Settings(
+            Duration.ofSeconds(10),
+            300,
+            1500,
+            Duration.ofSeconds(120),
+            Duration.ofSeconds(30),
+            Duration.ofSeconds(1),
+            ASK),
+        Rental.Settings.fromConfig(c));
+    assertEquals(
+        new Matcher.Settings(ASK, 16, 10_000, Duration.ofSeconds(2)),
+        Matcher.Settings.fromConfig(c));
     assertEquals(Matcher.Settings.defaults(ASK), Matcher.Settings.fromConfig(c));
-    assertEquals(new PayoutRun.Settings(ASK, Duration.ofSeconds(1), 16), PayoutRun.Settings.fromConfig(c));
+    assertEquals(
+        new PayoutRun.Settings(ASK, Duration.ofSeconds(1), 16), PayoutRun.Settings.fromConfig(c));
     assertEquals(Verification.Policy.defaults(false), Verification.Policy.fromConfig(c));
     Host.Settings host = Host.Settings.fromConfig(c, Catalog.load(), Host.RentalLink.NONE);
     assertEquals(Duration.ofSeconds(30), host.heartbeatTimeout());
     assertEquals(5, host.heartbeatIntervalSeconds());
-    assertEquals(new AgentSession.Limits(65536, 20, 40, Duration.ofSeconds(10), ASK), AgentSession.Limits.fromConfig(c));
+    assertEquals(
+        new AgentSession.Limits(65536, 20, 40, Duration.ofSeconds(10), ASK),
+        AgentSession.Limits.fromConfig(c));
     ApiSettings api = ApiSettings.fromConfig(c, 8080, "tmkop_x", null);
     assertEquals("127.0.0.1", api.interfaceName());
     assertEquals(ASK, api.askTimeout());
@@ -61,44 +74,57 @@ class EntitySettingsDefaultsTest {
 
   @Test
   void anOverrideReachesTheEntitiesSettings() {
-    NodeSettings settings = NodeSettings.fromEnvironment(Map.of())
-        .withConfig("tickmark.rentals.settle-interval", "2s")
-        .withConfig("tickmark.http.ask-timeout", "3s")
-        .withConfig("tickmark.matcher.max-in-flight", 4)
-        .withConfig("tickmark.payouts.parallelism", 2)
-        .withConfig("tickmark.hosts.heartbeat-interval", "1s")
-        .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10);
+    NodeSettings settings =
+        NodeSettings.fromEnvironment(Map.of())
+            .withConfig("tickmark.rentals.settle-interval", "2s")
+            .withConfig("tickmark.http.ask-timeout", "3s")
+            .withConfig("tickmark.matcher.max-in-flight", 4)
+            .withConfig("tickmark.payouts.parallelism", 2)
+            .withConfig("tickmark.hosts.heartbeat-interval", "1s")
+            .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10);
     Config c = Node.config(settings, database(8));
     Rental.Settings rental = Rental.Settings.fromConfig(c);
     assertEquals(Duration.ofSeconds(2), rental.settleInterval());
     assertEquals(Duration.ofSeconds(3), rental.askTimeout());
     assertEquals(4, Matcher.Settings.fromConfig(c).maxInFlight());
     assertEquals(2, PayoutRun.Settings.fromConfig(c).parallelism());
-    assertEquals(1, Host.Settings.fromConfig(c, Catalog.load(), Host.RentalLink.NONE).heartbeatIntervalSeconds());
+    assertEquals(
+        1,
+        Host.Settings.fromConfig(c, Catalog.load(), Host.RentalLink.NONE)
+            .heartbeatIntervalSeconds());
     assertEquals(10, Verification.Policy.fromConfig(c).minDiskWriteMibPerS());
   }
 
   @Test
   void thePoolSizeSizesTheJournalsSlickPoolAndTheJdbcDispatcher() {
     Config defaults = Node.config(NodeSettings.fromEnvironment(Map.of()), database(8));
-    assertEquals(8, defaults.getInt("pekko-persistence-jdbc.shared-databases.slick.db.maxConnections"));
-    NodeSettings settings = NodeSettings.fromEnvironment(Map.of()).withConfig("tickmark.database.pool-size", 3);
-    int poolSize = Node.config(settings).getInt("tickmark.database.pool-size"); // what Node.start gives DatabaseSettings
+    assertEquals(
+        8, defaults.getInt("pekko-persistence-jdbc.shared-databases.slick.db.maxConnections"));
+    NodeSettings settings =
+        NodeSettings.fromEnvironment(Map.of()).withConfig("tickmark.database.pool-size", 3);
+    int poolSize =
+        Node.config(settings)
+            .getInt("tickmark.database.pool-size"); // what Node.start gives DatabaseSettings
     assertEquals(3, poolSize);
     Config c = Node.config(settings, database(poolSize));
     String slick = "pekko-persistence-jdbc.shared-databases.slick.db.";
     assertEquals(3, c.getInt(slick + "numThreads"));
     assertEquals(3, c.getInt(slick + "maxConnections"));
     assertEquals(2, c.getInt(slick + "minConnections"));
-    assertEquals(3, c.getInt("pekko.projection.jdbc.blocking-jdbc-dispatcher.thread-pool-executor.fixed-pool-size"));
+    assertEquals(
+        3,
+        c.getInt(
+            "pekko.projection.jdbc.blocking-jdbc-dispatcher.thread-pool-executor.fixed-pool-size"));
     assertEquals(1, Node.config(settings, database(1)).getInt(slick + "minConnections"));
   }
 
   @Test
   void thePoolSizeHasAnEnvironmentOverride() {
     // ${?TICKMARK_DB_POOL_SIZE} finds a root key of that name before the environment
-    Config tickmark = ConfigFactory.parseMap(Map.of("TICKMARK_DB_POOL_SIZE", "5"))
-        .withFallback(ConfigFactory.parseResources("tickmark.conf")).resolve();
+    Config tickmark =
+        ConfigFactory.parseMap(Map.of("TICKMARK_DB_POOL_SIZE", "5"))
+            .withFallback(ConfigFactory.parseResources("tickmark.conf"))
+            .resolve();
     assertEquals(5, tickmark.getInt("tickmark.database.pool-size"));
   }
 
@@ -108,7 +134,9 @@ class EntitySettingsDefaultsTest {
     assertTrue(dev.allowSimulatedHosts());
     assertTrue(dev.webhookSecret().startsWith("whsec_dev_"));
     Config c = Node.config(dev);
-    assertEquals(new Verification.Policy(true, "535.0", "6.0", 85, 30, GIB, 10), Verification.Policy.fromConfig(c));
+    assertEquals(
+        new Verification.Policy(true, "535.0", "6.0", 85, 30, GIB, 10),
+        Verification.Policy.fromConfig(c));
     // Everything else is the shipped configuration.
     assertEquals(Rental.Settings.fromConfig(shipped()), Rental.Settings.fromConfig(c));
     assertEquals(8080, dev.httpPort());
@@ -119,15 +147,20 @@ class EntitySettingsDefaultsTest {
     NodeSettings production = NodeSettings.fromEnvironment(Map.of());
     assertFalse(production.allowSimulatedHosts());
     assertNull(production.webhookSecret());
-    assertEquals(Verification.Policy.defaults(false), Verification.Policy.fromConfig(Node.config(production)));
+    assertEquals(
+        Verification.Policy.defaults(false),
+        Verification.Policy.fromConfig(Node.config(production)));
   }
 
   @Test
   void inDevModeTheEnvironmentAndTheProfileStillWin() {
-    NodeSettings dev = NodeSettings.fromEnvironment(Map.of("TICKMARK_DEV", "true", "TICKMARK_ALLOW_SIMULATED_HOSTS", "false"));
+    NodeSettings dev =
+        NodeSettings.fromEnvironment(
+            Map.of("TICKMARK_DEV", "true", "TICKMARK_ALLOW_SIMULATED_HOSTS", "false"));
     assertFalse(dev.allowSimulatedHosts());
     assertFalse(Verification.Policy.fromConfig(Node.config(dev)).allowSimulatedHosts());
-    NodeSettings local = NodeSettings.fromEnvironment(Map.of("TICKMARK_DEV", "true", "TICKMARK_PROFILE", "local2"));
+    NodeSettings local =
+        NodeSettings.fromEnvironment(Map.of("TICKMARK_DEV", "true", "TICKMARK_PROFILE", "local2"));
     assertEquals(8082, local.httpPort());
     assertEquals(25522, Node.config(local).getInt("pekko.remote.artery.canonical.port"));
     assertEquals(10, Verification.Policy.fromConfig(Node.config(local)).minDiskWriteMibPerS());

@@ -4,7 +4,8 @@ import java.time.Duration;
 
 /**
  * Polls an assertion until it holds or a deadline passes, for read sides that are eventually
- * consistent (the ledger projection). The last failure is rethrown, so a timeout says what was wrong.
+ * consistent (the ledger projection). The last failure is rethrown, so a timeout says what was
+ * wrong.
  */
 final class Eventually {
   private static final Duration POLL = Duration.ofMillis(100);

@@ -26,9 +26,10 @@ import org.junit.jupiter.api.Test;
 
 /**
  * A provider's host on a real node, over real HTTP and a real agent websocket: registration with a
- * one-time token, the signed hardware check, the listing and the anonymous offers it makes, health by
- * heartbeat, drain and removal, the operator's controls, and isolation between accounts. The tests share
- * one node; each that looks at offers owns a region, so they never see each other's capacity.
+ * one-time token, the signed hardware check, the listing and the anonymous offers it makes, health
+ * by heartbeat, drain and removal, the operator's controls, and isolation between accounts. The
+ * tests share one node; each that looks at offers owns a region, so they never see each other's
+ * capacity.
  */
 class HostRegistrationIntegrationTest {
   private static Node node;
@@ -74,24 +75,35 @@ class HostRegistrationIntegrationTest {
   @Test
   void aRegistrationTokenNeedsAKnownRegion() {
     Customer provider = api.signUp("token-provider");
-    api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"moon-1\"}").expectProblem(400, "unknown_region");
-    api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"label\":\"no region\"}").expectProblem(400, "unknown_region");
-    api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"eu-nl\",\"colour\":\"red\"}")
+    api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"moon-1\"}")
+        .expectProblem(400, "unknown_region");
+    api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"label\":\"no region\"}")
+        .expectProblem(400, "unknown_region");
+    api.post(
+            "/v1/hosts/registration-tokens",
+            provider.apiKey(),
+            "{\"region\":\"eu-nl\",\"colour\":\"red\"}")
         .expectProblem(400, "unknown_field");
-    api.post("/v1/hosts/registration-tokens", null, "{\"region\":\"eu-nl\"}").expectProblem(401, "unauthorized");
+    api.post("/v1/hosts/registration-tokens", null, "{\"region\":\"eu-nl\"}")
+        .expectProblem(401, "unauthorized");
 
     JsonNode token = HostTestSupport.registrationToken(api, provider, "eu-nl");
     String hostId = token.get("host_id").asText();
     assertTrue(token.get("token").asText().startsWith("tmkreg_" + hostId + "_"), token.toString());
     assertEquals("eu-nl", token.get("region").asText());
     assertEquals("rack-1/node-1", token.get("label").asText());
-    Duration validity = Duration.between(Instant.now(), Instant.parse(token.get("expires_at").asText()));
-    assertTrue(validity.compareTo(Duration.ofHours(23)) > 0 && validity.compareTo(Duration.ofHours(25)) < 0, token.toString());
+    Duration validity =
+        Duration.between(Instant.now(), Instant.parse(token.get("expires_at").asText()));
+    assertTrue(
+        validity.compareTo(Duration.ofHours(23)) > 0
+            && validity.compareTo(Duration.ofHours(25)) < 0,
+        token.toString());
     // the invited host is the provider's, and only the provider's, before any agent connected
     JsonNode invited = HostTestSupport.host(api, provider, hostId);
     assertEquals("invited", invited.get("status").asText());
     assertFalse(invited.get("online").asBoolean());
-    api.get("/v1/hosts/" + hostId, api.signUp("token-stranger").apiKey()).expectProblem(404, "not_found");
+    api.get("/v1/hosts/" + hostId, api.signUp("token-stranger").apiKey())
+        .expectProblem(404, "not_found");
   }
 
   // ---- the whole way to the market ------------------------------------------------------------
@@ -106,10 +118,15 @@ class HostRegistrationIntegrationTest {
     var key = Ed25519.generate();
     AgentTestClient agent = connect(token.get("token").asText(), key);
     JsonNode challenge = agent.expect("challenge");
-    assertEquals(32, java.util.Base64.getDecoder().decode(challenge.get("nonce").asText()).length, challenge.toString());
-    agent.send(new dev.tickmark.wire.AgentFrame.Hello(
-        Ed25519.sign(key.getPrivate(), Ed25519.helloMessage(challenge.get("nonce").asText())), "test-0.1",
-        Ed25519.encodePublic(key.getPublic())));
+    assertEquals(
+        32,
+        java.util.Base64.getDecoder().decode(challenge.get("nonce").asText()).length,
+        challenge.toString());
+    agent.send(
+        new dev.tickmark.wire.AgentFrame.Hello(
+            Ed25519.sign(key.getPrivate(), Ed25519.helloMessage(challenge.get("nonce").asText())),
+            "test-0.1",
+            Ed25519.encodePublic(key.getPublic())));
     JsonNode welcome = agent.expect("welcome");
     assertEquals(hostId, welcome.get("host_id").asText());
     String credential = welcome.get("host_credential").asText();
@@ -117,22 +134,45 @@ class HostRegistrationIntegrationTest {
     assertEquals(1, welcome.get("heartbeat_interval_s").asInt(), welcome.toString());
 
     JsonNode registered = HostTestSupport.host(api, provider, hostId);
-    assertEquals("verifying", registered.get("status").asText(), "connected, not yet verified: " + registered);
+    assertEquals(
+        "verifying",
+        registered.get("status").asText(),
+        "connected, not yet verified: " + registered);
     assertTrue(registered.get("online").asBoolean());
 
     JsonNode verdict = agent.verify(AgentTestClient.simulatedReport());
     assertEquals("verified", verdict.get("status").asText(), verdict.toString());
     Map<String, JsonNode> checks = checksByName(verdict.get("checks"));
-    for (String check : List.of("signature", "simulated", "gpus_present", "gpus_unique", "gpus_uniform", "gpu[0].model",
-        "gpu[1].model", "gpu[0].vram", "gpu[0].driver", "gpu[0].temperature", "gpu[0].ecc", "ram", "disk_free", "disk_write")) {
+    for (String check :
+        List.of(
+            "signature",
+            "simulated",
+            "gpus_present",
+            "gpus_unique",
+            "gpus_uniform",
+            "gpu[0].model",
+            "gpu[1].model",
+            "gpu[0].vram",
+            "gpu[0].driver",
+            "gpu[0].temperature",
+            "gpu[0].ecc",
+            "ram",
+            "disk_free",
+            "disk_write")) {
       assertNotNull(checks.get(check), "check " + check + " in " + verdict);
       assertEquals("pass", checks.get(check).get("status").asText(), checks.get(check).toString());
     }
-    assertEquals("not_measured", checks.get("benchmark").get("status").asText(), "no benchmark ran: " + checks.get("benchmark"));
-    checks.values().forEach(c -> {
-      assertNotNull(c.get("observed"), c.toString());
-      assertNotNull(c.get("expected"), c.toString());
-    });
+    assertEquals(
+        "not_measured",
+        checks.get("benchmark").get("status").asText(),
+        "no benchmark ran: " + checks.get("benchmark"));
+    checks
+        .values()
+        .forEach(
+            c -> {
+              assertNotNull(c.get("observed"), c.toString());
+              assertNotNull(c.get("expected"), c.toString());
+            });
     agent.startHeartbeats(HostTestSupport.HEARTBEAT_PERIOD);
 
     JsonNode host = HostTestSupport.host(api, provider, hostId);
@@ -146,69 +186,121 @@ class HostRegistrationIntegrationTest {
     assertEquals(region, host.get("region").asText());
     assertEquals("rack-1/node-1", host.get("label").asText());
     assertEquals(2, host.get("cards").size(), host.toString());
-    host.get("cards").forEach(card -> {
-      assertEquals("free", card.get("state").asText());
-      assertEquals("h100-80gb", card.get("gpu").asText());
-    });
+    host.get("cards")
+        .forEach(
+            card -> {
+              assertEquals("free", card.get("state").asText());
+              assertEquals("h100-80gb", card.get("gpu").asText());
+            });
     assertEquals(checks.keySet(), checksByName(host.get("verification")).keySet());
     assertNotNull(host.get("last_heartbeat_at").asText(null));
 
-    eventually(HostTestSupport.READ_SIDE, () -> {
-      JsonNode mine = api.get("/v1/hosts", provider.apiKey()).expect(200).json().get("hosts");
-      assertEquals(1, mine.size(), mine.toString());
-      JsonNode summary = mine.get(0);
-      assertEquals(hostId, summary.get("id").asText());
-      assertEquals("verified", summary.get("status").asText());
-      assertTrue(summary.get("online").asBoolean());
-      assertTrue(summary.get("simulated").asBoolean());
-      assertEquals(2, summary.get("cards_free").asInt());
-    });
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> {
+          JsonNode mine = api.get("/v1/hosts", provider.apiKey()).expect(200).json().get("hosts");
+          assertEquals(1, mine.size(), mine.toString());
+          JsonNode summary = mine.get(0);
+          assertEquals(hostId, summary.get("id").asText());
+          assertEquals("verified", summary.get("status").asText());
+          assertTrue(summary.get("online").asBoolean());
+          assertTrue(summary.get("simulated").asBoolean());
+          assertEquals(2, summary.get("cards_free").asInt());
+        });
     HostTestSupport.assertNoOffersIn(api, region); // verified and online, but not listed yet
 
     // listing: a JSON number, 7 decimals or a negative price are refused; prices are strings
     String listingPath = "/v1/hosts/" + hostId + "/listing";
-    api.put(listingPath, provider.apiKey(), "{\"on_demand_price_per_gpu_hour\":2.1,\"listed\":true}").expectProblem(400, "invalid_amount");
-    api.put(listingPath, provider.apiKey(), "{\"on_demand_price_per_gpu_hour\":\"2.1000001\",\"listed\":true}")
+    api.put(
+            listingPath,
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":2.1,\"listed\":true}")
         .expectProblem(400, "invalid_amount");
-    api.put(listingPath, provider.apiKey(), "{\"on_demand_price_per_gpu_hour\":\"-2\",\"listed\":true}").expectProblem(400, "invalid_amount");
-    api.put(listingPath, provider.apiKey(), "{\"on_demand_price_per_gpu_hour\":\"2.10\",\"spot_price_per_gpu_hour\":1.2,\"listed\":true}")
+    api.put(
+            listingPath,
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"2.1000001\",\"listed\":true}")
         .expectProblem(400, "invalid_amount");
-    api.put(listingPath, provider.apiKey(), "{\"on_demand_price_per_gpu_hour\":\"2.10\",\"spot_notice_seconds\":5,\"listed\":true}")
+    api.put(
+            listingPath,
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"-2\",\"listed\":true}")
+        .expectProblem(400, "invalid_amount");
+    api.put(
+            listingPath,
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"2.10\",\"spot_price_per_gpu_hour\":1.2,\"listed\":true}")
+        .expectProblem(400, "invalid_amount");
+    api.put(
+            listingPath,
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"2.10\",\"spot_notice_seconds\":5,\"listed\":true}")
         .expectProblem(400, "invalid_listing");
     JsonNode listed = HostTestSupport.list(api, provider, hostId, "2.10", "1.20");
-    assertEquals("2.100000", listed.get("listing").get("on_demand_price_per_gpu_hour").asText(), listed.toString());
+    assertEquals(
+        "2.100000",
+        listed.get("listing").get("on_demand_price_per_gpu_hour").asText(),
+        listed.toString());
     assertEquals("1.200000", listed.get("listing").get("spot_price_per_gpu_hour").asText());
     assertEquals(300, listed.get("listing").get("spot_notice_seconds").asInt());
     assertTrue(listed.get("listed").asBoolean());
 
-    eventually(HostTestSupport.READ_SIDE, () -> assertEquals(List.of("on_demand", "spot"), tiers(HostTestSupport.offersIn(api, "", region))));
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () ->
+            assertEquals(
+                List.of("on_demand", "spot"), tiers(HostTestSupport.offersIn(api, "", region))));
     Reply all = api.get("/v1/offers", null).expect(200);
     for (JsonNode offer : HostTestSupport.offersIn(api, "", region)) {
       assertEquals("h100-80gb", offer.get("gpu").asText());
       assertEquals(2, offer.get("available_cards").asInt());
       assertEquals(1, offer.get("hosts").asInt());
       assertTrue(offer.get("simulated").asBoolean());
-      assertEquals(offer.get("tier").asText().equals("spot") ? "1.200000" : "2.100000", offer.get("lowest_price_per_gpu_hour").asText());
+      assertEquals(
+          offer.get("tier").asText().equals("spot") ? "1.200000" : "2.100000",
+          offer.get("lowest_price_per_gpu_hour").asText());
       java.util.Set<String> fields = new java.util.TreeSet<>();
       offer.fieldNames().forEachRemaining(fields::add);
-      assertEquals(new java.util.TreeSet<>(List.of("gpu", "region", "tier", "available_cards", "lowest_price_per_gpu_hour", "hosts",
-          "simulated")), fields, "an offer has these fields and no others");
+      assertEquals(
+          new java.util.TreeSet<>(
+              List.of(
+                  "gpu",
+                  "region",
+                  "tier",
+                  "available_cards",
+                  "lowest_price_per_gpu_hour",
+                  "hosts",
+                  "simulated")),
+          fields,
+          "an offer has these fields and no others");
     }
     assertFalse(all.body().contains(hostId), "offers never name a host: " + all.body());
     assertFalse(all.body().contains("host_"), "offers never name a host: " + all.body());
     assertFalse(all.body().contains(provider.id()), "offers never name a provider: " + all.body());
 
     // filters
-    assertEquals(List.of("on_demand", "spot"), tiers(HostTestSupport.offersIn(api, "?gpu=h100-80gb", region)));
+    assertEquals(
+        List.of("on_demand", "spot"),
+        tiers(HostTestSupport.offersIn(api, "?gpu=h100-80gb", region)));
     assertEquals(List.of(), tiers(HostTestSupport.offersIn(api, "?gpu=a100-80gb", region)));
-    assertEquals(List.of("on_demand", "spot"), tiers(HostTestSupport.offersIn(api, "?region=" + region, region)));
+    assertEquals(
+        List.of("on_demand", "spot"),
+        tiers(HostTestSupport.offersIn(api, "?region=" + region, region)));
     JsonNode elsewhere = api.get("/v1/offers?region=eu-de", null).expect(200).json().get("offers");
     elsewhere.forEach(o -> assertEquals("eu-de", o.get("region").asText()));
     assertEquals(List.of("spot"), tiers(HostTestSupport.offersIn(api, "?tier=spot", region)));
-    assertEquals(List.of("on_demand"), tiers(HostTestSupport.offersIn(api, "?tier=on_demand", region)));
+    assertEquals(
+        List.of("on_demand"), tiers(HostTestSupport.offersIn(api, "?tier=on_demand", region)));
     assertEquals(List.of("spot"), tiers(HostTestSupport.offersIn(api, "?max_price=1.50", region)));
-    assertEquals(List.of("on_demand", "spot"), tiers(HostTestSupport.offersIn(api, "?max_price=2.10", region)), "floor = ceiling matches");
-    assertEquals(List.of("spot"), tiers(HostTestSupport.offersIn(api, "?max_price=1.20&tier=spot&gpu=h100-80gb&region=" + region, region)));
+    assertEquals(
+        List.of("on_demand", "spot"),
+        tiers(HostTestSupport.offersIn(api, "?max_price=2.10", region)),
+        "floor = ceiling matches");
+    assertEquals(
+        List.of("spot"),
+        tiers(
+            HostTestSupport.offersIn(
+                api, "?max_price=1.20&tier=spot&gpu=h100-80gb&region=" + region, region)));
     assertEquals(List.of(), tiers(HostTestSupport.offersIn(api, "?max_price=1.199999", region)));
     api.get("/v1/offers?gpu=nope", null).expectProblem(400, "unknown_gpu");
     api.get("/v1/offers?region=nope", null).expectProblem(400, "unknown_region");
@@ -217,10 +309,16 @@ class HostRegistrationIntegrationTest {
     api.get("/v1/offers?max_price=abc", null).expectProblem(400, "invalid_amount");
 
     // listed: false takes it off the market, listed: true brings it back
-    api.put(listingPath, provider.apiKey(), "{\"on_demand_price_per_gpu_hour\":\"2.10\",\"listed\":false}").expect(200);
+    api.put(
+            listingPath,
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"2.10\",\"listed\":false}")
+        .expect(200);
     eventually(HostTestSupport.READ_SIDE, () -> HostTestSupport.assertNoOffersIn(api, region));
     HostTestSupport.list(api, provider, hostId, "2.10", null);
-    eventually(HostTestSupport.READ_SIDE, () -> assertEquals(List.of("on_demand"), tiers(HostTestSupport.offersIn(api, "", region))));
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> assertEquals(List.of("on_demand"), tiers(HostTestSupport.offersIn(api, "", region))));
   }
 
   // ---- sessions: reconnect, spent token, pinned key, replacement -------------------------------
@@ -241,11 +339,14 @@ class HostRegistrationIntegrationTest {
     JsonNode rewelcome = again.handshake();
     assertEquals(hostId, rewelcome.get("host_id").asText());
     assertFalse(rewelcome.has("host_credential"), rewelcome.toString());
-    assertEquals("verified", again.verify(AgentTestClient.simulatedReport()).get("status").asText());
+    assertEquals(
+        "verified", again.verify(AgentTestClient.simulatedReport()).get("status").asText());
     again.startHeartbeats(HostTestSupport.HEARTBEAT_PERIOD);
 
     // the spent registration token: a socket that says token_used and closes, before any challenge
-    assertTrue(Files.readString(Path.of("../docs/agent-protocol.md")).contains("`token_used`"), "token_used is documented");
+    assertTrue(
+        Files.readString(Path.of("../docs/agent-protocol.md")).contains("`token_used`"),
+        "token_used is documented");
     try (AgentTestClient reused = connect(token.get("token").asText(), Ed25519.generate())) {
       reused.expectErrorAndClose("token_used");
     }
@@ -265,12 +366,18 @@ class HostRegistrationIntegrationTest {
     again.expectErrorAndClose("replaced");
     newer.startHeartbeats(HostTestSupport.HEARTBEAT_PERIOD);
     // the old session's heartbeats no longer count, the new one's do
-    Instant before = Instant.parse(HostTestSupport.host(api, provider, hostId).get("last_heartbeat_at").asText());
-    eventually(Duration.ofSeconds(5), () -> {
-      JsonNode host = HostTestSupport.host(api, provider, hostId);
-      assertTrue(host.get("online").asBoolean());
-      assertTrue(Instant.parse(host.get("last_heartbeat_at").asText()).isAfter(before), host.toString());
-    });
+    Instant before =
+        Instant.parse(
+            HostTestSupport.host(api, provider, hostId).get("last_heartbeat_at").asText());
+    eventually(
+        Duration.ofSeconds(5),
+        () -> {
+          JsonNode host = HostTestSupport.host(api, provider, hostId);
+          assertTrue(host.get("online").asBoolean());
+          assertTrue(
+              Instant.parse(host.get("last_heartbeat_at").asText()).isAfter(before),
+              host.toString());
+        });
     assertFalse(newer.isClosed());
   }
 
@@ -282,35 +389,57 @@ class HostRegistrationIntegrationTest {
     Customer provider = api.signUp("de-provider");
     Registered host = verifiedHost(provider, region);
     HostTestSupport.list(api, provider, host.hostId(), "3.00", null);
-    eventually(HostTestSupport.READ_SIDE, () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
 
     host.agent().stopHeartbeats(); // the last heartbeat left at most one period ago
     Instant silentSince = Instant.now();
     host.agent().closeNormally();
-    eventually(HostTestSupport.HEARTBEAT_TIMEOUT.plus(HostTestSupport.READ_SIDE), () -> {
-      JsonNode view = HostTestSupport.host(api, provider, host.hostId());
-      assertFalse(view.get("online").asBoolean(), view.toString());
-      HostTestSupport.assertNoOffersIn(api, region);
-    });
+    eventually(
+        HostTestSupport.HEARTBEAT_TIMEOUT.plus(HostTestSupport.READ_SIDE),
+        () -> {
+          JsonNode view = HostTestSupport.host(api, provider, host.hostId());
+          assertFalse(view.get("online").asBoolean(), view.toString());
+          HostTestSupport.assertNoOffersIn(api, region);
+        });
     Duration offlineAfter = Duration.between(silentSince, Instant.now());
-    assertTrue(offlineAfter.compareTo(HostTestSupport.HEARTBEAT_TIMEOUT.minus(HostTestSupport.HEARTBEAT_PERIOD).minusMillis(500)) >= 0,
+    assertTrue(
+        offlineAfter.compareTo(
+                HostTestSupport.HEARTBEAT_TIMEOUT
+                    .minus(HostTestSupport.HEARTBEAT_PERIOD)
+                    .minusMillis(500))
+            >= 0,
         "not offline before the heartbeat timeout: " + offlineAfter);
     JsonNode offline = HostTestSupport.host(api, provider, host.hostId());
-    assertEquals("verified", offline.get("status").asText(), "offline is a flag, not a status: " + offline);
-    assertNotNull(offline.get("last_heartbeat_at").asText(null), "the last heartbeat is kept: " + offline);
-    eventually(HostTestSupport.READ_SIDE, () -> assertFalse(
-        api.get("/v1/hosts", provider.apiKey()).expect(200).json().get("hosts").get(0).get("online").asBoolean()));
+    assertEquals(
+        "verified", offline.get("status").asText(), "offline is a flag, not a status: " + offline);
+    assertNotNull(
+        offline.get("last_heartbeat_at").asText(null), "the last heartbeat is kept: " + offline);
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () ->
+            assertFalse(
+                api.get("/v1/hosts", provider.apiKey())
+                    .expect(200)
+                    .json()
+                    .get("hosts")
+                    .get(0)
+                    .get("online")
+                    .asBoolean()));
 
     AgentTestClient back = connect(host.credential(), host.key());
     back.handshake();
     assertEquals("verified", back.verify(AgentTestClient.simulatedReport()).get("status").asText());
     back.startHeartbeats(HostTestSupport.HEARTBEAT_PERIOD);
     assertTrue(HostTestSupport.host(api, provider, host.hostId()).get("online").asBoolean());
-    eventually(HostTestSupport.READ_SIDE, () -> {
-      List<JsonNode> offers = HostTestSupport.offersIn(api, "", region);
-      assertEquals(1, offers.size(), offers.toString());
-      assertEquals("3.000000", offers.get(0).get("lowest_price_per_gpu_hour").asText());
-    });
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> {
+          List<JsonNode> offers = HostTestSupport.offersIn(api, "", region);
+          assertEquals(1, offers.size(), offers.toString());
+          assertEquals("3.000000", offers.get(0).get("lowest_price_per_gpu_hour").asText());
+        });
   }
 
   // ---- verification ---------------------------------------------------------------------------
@@ -323,33 +452,48 @@ class HostRegistrationIntegrationTest {
     agents.add(host.agent());
     AgentTestClient agent = host.agent();
 
-    agent.tamperedReport(AgentTestClient.simulatedReport(), tree -> tree.put("memory_total_mib", 2_000_000L));
+    agent.tamperedReport(
+        AgentTestClient.simulatedReport(), tree -> tree.put("memory_total_mib", 2_000_000L));
     JsonNode tampered = agent.expect("verification_result");
     assertEquals("failed", tampered.get("status").asText(), tampered.toString());
-    assertEquals("fail", checksByName(tampered.get("checks")).get("signature").get("status").asText(), tampered.toString());
+    assertEquals(
+        "fail",
+        checksByName(tampered.get("checks")).get("signature").get("status").asText(),
+        tampered.toString());
     JsonNode failed = HostTestSupport.host(api, provider, host.hostId());
     assertEquals("failed", failed.get("status").asText(), failed.toString());
-    assertEquals("fail", checksByName(failed.get("verification")).get("signature").get("status").asText());
+    assertEquals(
+        "fail", checksByName(failed.get("verification")).get("signature").get("status").asText());
 
     // a report signed by another key than the pinned one fails the same way
     var stranger = Ed25519.generate();
     JsonNode tree = dev.tickmark.wire.Frames.reportTree(AgentTestClient.simulatedReport());
-    agent.send(new dev.tickmark.wire.AgentFrame.HardwareReportFrame(tree,
-        Ed25519.sign(stranger.getPrivate(), dev.tickmark.wire.CanonicalJson.bytes(tree))));
+    agent.send(
+        new dev.tickmark.wire.AgentFrame.HardwareReportFrame(
+            tree,
+            Ed25519.sign(stranger.getPrivate(), dev.tickmark.wire.CanonicalJson.bytes(tree))));
     JsonNode foreign = agent.expect("verification_result");
     assertEquals("failed", foreign.get("status").asText());
-    assertEquals("fail", checksByName(foreign.get("checks")).get("signature").get("status").asText());
+    assertEquals(
+        "fail", checksByName(foreign.get("checks")).get("signature").get("status").asText());
 
     // retries are unlimited: an honest report verifies, and the listed host is offered
-    assertEquals("verified", agent.verify(AgentTestClient.simulatedReport()).get("status").asText());
+    assertEquals(
+        "verified", agent.verify(AgentTestClient.simulatedReport()).get("status").asText());
     agent.startHeartbeats(HostTestSupport.HEARTBEAT_PERIOD);
-    assertEquals("verified", HostTestSupport.host(api, provider, host.hostId()).get("status").asText());
+    assertEquals(
+        "verified", HostTestSupport.host(api, provider, host.hostId()).get("status").asText());
     HostTestSupport.list(api, provider, host.hostId(), "1.00", null);
-    eventually(HostTestSupport.READ_SIDE, () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
 
     // a verified host that fails re-verification is evicted (fail-closed) and leaves the market
-    agent.tamperedReport(AgentTestClient.simulatedReport(), t -> ((com.fasterxml.jackson.databind.node.ObjectNode) t.get("gpus").get(0))
-        .put("driver_version", "999.0"));
+    agent.tamperedReport(
+        AgentTestClient.simulatedReport(),
+        t ->
+            ((com.fasterxml.jackson.databind.node.ObjectNode) t.get("gpus").get(0))
+                .put("driver_version", "999.0"));
     JsonNode again = agent.expect("verification_result");
     assertEquals("failed", again.get("status").asText(), again.toString());
     JsonNode evicted = HostTestSupport.host(api, provider, host.hostId());
@@ -357,29 +501,57 @@ class HostRegistrationIntegrationTest {
     assertNotNull(evicted.get("eviction_reason").asText(null), evicted.toString());
     eventually(HostTestSupport.READ_SIDE, () -> HostTestSupport.assertNoOffersIn(api, region));
 
-    // reinstating does not make the failed report pass: the host is failed, everywhere, and not offered
-    JsonNode reinstated = api.post("/ops/hosts/" + host.hostId() + "/reinstate", TestNodes.OPERATOR_TOKEN, null).expect(200).json();
+    // reinstating does not make the failed report pass: the host is failed, everywhere, and not
+    // offered
+    JsonNode reinstated =
+        api.post("/ops/hosts/" + host.hostId() + "/reinstate", TestNodes.OPERATOR_TOKEN, null)
+            .expect(200)
+            .json();
     assertEquals("failed", reinstated.get("status").asText(), reinstated.toString());
-    eventually(HostTestSupport.READ_SIDE, () -> {
-      JsonNode failedRows = api.get("/ops/hosts?status=failed", TestNodes.OPERATOR_TOKEN).expect(200).json().get("hosts");
-      assertNotNull(find(failedRows, host.hostId()), "the read side agrees with the entity: " + failedRows);
-    });
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> {
+          JsonNode failedRows =
+              api.get("/ops/hosts?status=failed", TestNodes.OPERATOR_TOKEN)
+                  .expect(200)
+                  .json()
+                  .get("hosts");
+          assertNotNull(
+              find(failedRows, host.hostId()),
+              "the read side agrees with the entity: " + failedRows);
+        });
     HostTestSupport.assertNoOffersIn(api, region);
 
     // an honest report verifies it again and brings it back
-    assertEquals("verified", agent.verify(AgentTestClient.simulatedReport()).get("status").asText());
-    eventually(HostTestSupport.READ_SIDE, () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
+    assertEquals(
+        "verified", agent.verify(AgentTestClient.simulatedReport()).get("status").asText());
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
 
     // a good report does not lift an eviction; only an operator does
     agent.tamperedReport(AgentTestClient.simulatedReport(), t -> t.put("agent_version", "evil"));
     assertEquals("failed", agent.expect("verification_result").get("status").asText());
-    assertEquals("verified", agent.verify(AgentTestClient.simulatedReport()).get("status").asText());
-    assertEquals("evicted", HostTestSupport.host(api, provider, host.hostId()).get("status").asText());
-    eventually(HostTestSupport.READ_SIDE, () -> assertNotNull(find(
-        api.get("/ops/hosts?status=evicted", TestNodes.OPERATOR_TOKEN).expect(200).json().get("hosts"), host.hostId())));
+    assertEquals(
+        "verified", agent.verify(AgentTestClient.simulatedReport()).get("status").asText());
+    assertEquals(
+        "evicted", HostTestSupport.host(api, provider, host.hostId()).get("status").asText());
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () ->
+            assertNotNull(
+                find(
+                    api.get("/ops/hosts?status=evicted", TestNodes.OPERATOR_TOKEN)
+                        .expect(200)
+                        .json()
+                        .get("hosts"),
+                    host.hostId())));
     HostTestSupport.assertNoOffersIn(api, region);
-    api.post("/ops/hosts/" + host.hostId() + "/reinstate", TestNodes.OPERATOR_TOKEN, null).expect(200);
-    eventually(HostTestSupport.READ_SIDE, () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
+    api.post("/ops/hosts/" + host.hostId() + "/reinstate", TestNodes.OPERATOR_TOKEN, null)
+        .expect(200);
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
   }
 
   // ---- drain and removal ----------------------------------------------------------------------
@@ -390,16 +562,23 @@ class HostRegistrationIntegrationTest {
     Customer provider = api.signUp("fr-provider");
     Registered host = verifiedHost(provider, region);
     HostTestSupport.list(api, provider, host.hostId(), "1.75", "0.90");
-    eventually(HostTestSupport.READ_SIDE, () -> assertEquals(2, HostTestSupport.offersIn(api, "", region).size()));
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> assertEquals(2, HostTestSupport.offersIn(api, "", region).size()));
 
-    JsonNode drained = api.post("/v1/hosts/" + host.hostId() + "/drain", provider.apiKey(), null).expect(200).json();
+    JsonNode drained =
+        api.post("/v1/hosts/" + host.hostId() + "/drain", provider.apiKey(), null)
+            .expect(200)
+            .json();
     assertTrue(drained.get("draining").asBoolean(), drained.toString());
     assertEquals("verified", drained.get("status").asText());
-    api.post("/v1/hosts/" + host.hostId() + "/drain", provider.apiKey(), null).expect(200); // idempotent
+    api.post("/v1/hosts/" + host.hostId() + "/drain", provider.apiKey(), null)
+        .expect(200); // idempotent
     eventually(HostTestSupport.READ_SIDE, () -> HostTestSupport.assertNoOffersIn(api, region));
     assertFalse(host.agent().isClosed(), "draining keeps the agent connected");
 
-    JsonNode removed = api.delete("/v1/hosts/" + host.hostId(), provider.apiKey()).expect(200).json();
+    JsonNode removed =
+        api.delete("/v1/hosts/" + host.hostId(), provider.apiKey()).expect(200).json();
     assertEquals("removed", removed.get("status").asText(), removed.toString());
     host.agent().stopHeartbeats();
     host.agent().expectErrorAndClose("host_removed");
@@ -410,10 +589,12 @@ class HostRegistrationIntegrationTest {
     try (AgentTestClient after = connect(host.credential(), host.key())) {
       after.expectErrorAndClose("host_removed");
     }
-    eventually(HostTestSupport.READ_SIDE, () -> {
-      JsonNode mine = api.get("/v1/hosts", provider.apiKey()).expect(200).json().get("hosts");
-      assertEquals(0, mine.size(), mine.toString());
-    });
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> {
+          JsonNode mine = api.get("/v1/hosts", provider.apiKey()).expect(200).json().get("hosts");
+          assertEquals(0, mine.size(), mine.toString());
+        });
     HostTestSupport.assertNoOffersIn(api, region);
   }
 
@@ -425,41 +606,78 @@ class HostRegistrationIntegrationTest {
     Customer provider = api.signUp("us-provider");
     Registered host = verifiedHost(provider, region);
     HostTestSupport.list(api, provider, host.hostId(), "2.50", null);
-    eventually(HostTestSupport.READ_SIDE, () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> assertEquals(1, HostTestSupport.offersIn(api, "", region).size()));
 
-    eventually(HostTestSupport.READ_SIDE, () -> {
-      JsonNode verified = api.get("/ops/hosts?status=verified", TestNodes.OPERATOR_TOKEN).expect(200).json().get("hosts");
-      JsonNode row = find(verified, host.hostId());
-      assertNotNull(row, verified.toString());
-      assertEquals(provider.id(), row.get("owner_id").asText(), row.toString());
-      assertEquals("verified", row.get("status").asText());
-    });
-    api.get("/ops/hosts?status=bogus", TestNodes.OPERATOR_TOKEN).expectProblem(400, "invalid_parameter");
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> {
+          JsonNode verified =
+              api.get("/ops/hosts?status=verified", TestNodes.OPERATOR_TOKEN)
+                  .expect(200)
+                  .json()
+                  .get("hosts");
+          JsonNode row = find(verified, host.hostId());
+          assertNotNull(row, verified.toString());
+          assertEquals(provider.id(), row.get("owner_id").asText(), row.toString());
+          assertEquals("verified", row.get("status").asText());
+        });
+    api.get("/ops/hosts?status=bogus", TestNodes.OPERATOR_TOKEN)
+        .expectProblem(400, "invalid_parameter");
     api.get("/ops/hosts", provider.apiKey()).expectProblem(401, "unauthorized");
-    api.post("/ops/hosts/" + host.hostId() + "/evict", provider.apiKey(), "{}").expectProblem(401, "unauthorized");
-    JsonNode detail = api.get("/ops/hosts/" + host.hostId(), TestNodes.OPERATOR_TOKEN).expect(200).json();
+    api.post("/ops/hosts/" + host.hostId() + "/evict", provider.apiKey(), "{}")
+        .expectProblem(401, "unauthorized");
+    JsonNode detail =
+        api.get("/ops/hosts/" + host.hostId(), TestNodes.OPERATOR_TOKEN).expect(200).json();
     assertEquals(provider.id(), detail.get("owner_id").asText(), detail.toString());
 
-    JsonNode evicted = api.post("/ops/hosts/" + host.hostId() + "/evict", TestNodes.OPERATOR_TOKEN, "{\"reason\":\"bad fans\"}")
-        .expect(200).json();
+    JsonNode evicted =
+        api.post(
+                "/ops/hosts/" + host.hostId() + "/evict",
+                TestNodes.OPERATOR_TOKEN,
+                "{\"reason\":\"bad fans\"}")
+            .expect(200)
+            .json();
     assertEquals("evicted", evicted.get("status").asText(), evicted.toString());
     assertEquals("bad fans", evicted.get("eviction_reason").asText());
-    assertEquals("evicted", HostTestSupport.host(api, provider, host.hostId()).get("status").asText());
-    eventually(HostTestSupport.READ_SIDE, () -> {
-      HostTestSupport.assertNoOffersIn(api, region);
-      assertNotNull(find(api.get("/ops/hosts?status=evicted", TestNodes.OPERATOR_TOKEN).expect(200).json().get("hosts"), host.hostId()));
-      assertNull(find(api.get("/ops/hosts?status=verified", TestNodes.OPERATOR_TOKEN).expect(200).json().get("hosts"), host.hostId()));
-    });
+    assertEquals(
+        "evicted", HostTestSupport.host(api, provider, host.hostId()).get("status").asText());
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> {
+          HostTestSupport.assertNoOffersIn(api, region);
+          assertNotNull(
+              find(
+                  api.get("/ops/hosts?status=evicted", TestNodes.OPERATOR_TOKEN)
+                      .expect(200)
+                      .json()
+                      .get("hosts"),
+                  host.hostId()));
+          assertNull(
+              find(
+                  api.get("/ops/hosts?status=verified", TestNodes.OPERATOR_TOKEN)
+                      .expect(200)
+                      .json()
+                      .get("hosts"),
+                  host.hostId()));
+        });
 
-    JsonNode reinstated = api.post("/ops/hosts/" + host.hostId() + "/reinstate", TestNodes.OPERATOR_TOKEN, null).expect(200).json();
+    JsonNode reinstated =
+        api.post("/ops/hosts/" + host.hostId() + "/reinstate", TestNodes.OPERATOR_TOKEN, null)
+            .expect(200)
+            .json();
     assertEquals("verified", reinstated.get("status").asText(), reinstated.toString());
     assertTrue(reinstated.get("eviction_reason").isNull(), reinstated.toString());
-    eventually(HostTestSupport.READ_SIDE, () -> {
-      List<JsonNode> offers = HostTestSupport.offersIn(api, "", region);
-      assertEquals(1, offers.size(), offers.toString());
-      assertEquals("2.500000", offers.get(0).get("lowest_price_per_gpu_hour").asText());
-    });
-    api.post("/ops/hosts/host_doesnotexist/evict", TestNodes.OPERATOR_TOKEN, null).expectProblem(404, "not_found");
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () -> {
+          List<JsonNode> offers = HostTestSupport.offersIn(api, "", region);
+          assertEquals(1, offers.size(), offers.toString());
+          assertEquals("2.500000", offers.get(0).get("lowest_price_per_gpu_hour").asText());
+        });
+    api.post("/ops/hosts/host_doesnotexist/evict", TestNodes.OPERATOR_TOKEN, null)
+        .expectProblem(404, "not_found");
   }
 
   private static JsonNode find(JsonNode hosts, String hostId) {
@@ -477,21 +695,33 @@ class HostRegistrationIntegrationTest {
     String path = "/v1/hosts/" + host.hostId();
 
     api.get(path, intruder.apiKey()).expectProblem(404, "not_found");
-    api.put(path + "/listing", intruder.apiKey(), "{\"on_demand_price_per_gpu_hour\":\"0.01\",\"listed\":true}")
+    api.put(
+            path + "/listing",
+            intruder.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"0.01\",\"listed\":true}")
         .expectProblem(404, "not_found");
     api.post(path + "/drain", intruder.apiKey(), null).expectProblem(404, "not_found");
     api.delete(path, intruder.apiKey()).expectProblem(404, "not_found");
     // a host that does not exist answers the same as someone else's
-    api.get("/v1/hosts/host_000000000000000000000000", intruder.apiKey()).expectProblem(404, "not_found");
-    // and so does anything that is not a host id at all (answered at the edge: no entity is woken for it)
-    for (String junk : List.of("x", "host_XYZ", "host_" + "0".repeat(25), "%2e%2e", "a".repeat(300))) {
+    api.get("/v1/hosts/host_000000000000000000000000", intruder.apiKey())
+        .expectProblem(404, "not_found");
+    // and so does anything that is not a host id at all (answered at the edge: no entity is woken
+    // for it)
+    for (String junk :
+        List.of("x", "host_XYZ", "host_" + "0".repeat(25), "%2e%2e", "a".repeat(300))) {
       api.get("/v1/hosts/" + junk, intruder.apiKey()).expectProblem(404, "not_found");
-      api.post("/v1/rentals/" + junk + "/stop", intruder.apiKey(), null).expectProblem(404, "not_found");
+      api.post("/v1/rentals/" + junk + "/stop", intruder.apiKey(), null)
+          .expectProblem(404, "not_found");
     }
     api.get(path, null).expectProblem(401, "unauthorized");
 
-    eventually(HostTestSupport.READ_SIDE, () -> assertNotNull(find(
-        api.get("/v1/hosts", owner.apiKey()).expect(200).json().get("hosts"), host.hostId())));
+    eventually(
+        HostTestSupport.READ_SIDE,
+        () ->
+            assertNotNull(
+                find(
+                    api.get("/v1/hosts", owner.apiKey()).expect(200).json().get("hosts"),
+                    host.hostId())));
     JsonNode theirs = api.get("/v1/hosts", intruder.apiKey()).expect(200).json().get("hosts");
     assertEquals(0, theirs.size(), theirs.toString());
 
@@ -501,11 +731,15 @@ class HostRegistrationIntegrationTest {
     assertFalse(view.get("listed").asBoolean());
     assertFalse(view.get("draining").asBoolean());
     assertTrue(view.get("online").asBoolean());
-    assertTrue(view.get("owner_id") == null || view.get("owner_id").isNull(), "a provider's view carries no owner field: " + view);
+    assertTrue(
+        view.get("owner_id") == null || view.get("owner_id").isNull(),
+        "a provider's view carries no owner field: " + view);
     assertFalse(host.agent().isClosed());
     String list = api.get("/v1/hosts", owner.apiKey()).body();
     assertFalse(list.contains(intruder.id()));
-    assertEquals(List.of(host.hostId()), api.get("/v1/hosts", owner.apiKey()).json().get("hosts").findValuesAsText("id")
-        .stream().collect(Collectors.toList()));
+    assertEquals(
+        List.of(host.hostId()),
+        api.get("/v1/hosts", owner.apiKey()).json().get("hosts").findValuesAsText("id").stream()
+            .collect(Collectors.toList()));
   }
 }

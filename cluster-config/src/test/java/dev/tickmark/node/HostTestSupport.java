@@ -15,9 +15,9 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * What the host and agent integration tests share: a node that accepts simulated hosts, declares a host
- * offline after {@link #HEARTBEAT_TIMEOUT} and closes a session without hello after {@link #HELLO_TIMEOUT};
- * and the provider steps that bring a host on line.
+ * What the host and agent integration tests share: a node that accepts simulated hosts, declares a
+ * host offline after {@link #HEARTBEAT_TIMEOUT} and closes a session without hello after {@link
+ * #HELLO_TIMEOUT}; and the provider steps that bring a host on line.
  */
 final class HostTestSupport {
   static final Duration HEARTBEAT_TIMEOUT = Duration.ofSeconds(3);
@@ -31,19 +31,23 @@ final class HostTestSupport {
 
   private HostTestSupport() {}
 
-  /** Starts a node on a fresh database with simulated hosts allowed and the short timeouts above. */
+  /**
+   * Starts a node on a fresh database with simulated hosts allowed and the short timeouts above.
+   */
   static Node startNode(String purpose) throws Exception {
     DatabaseSettings db = TestDatabase.fresh(purpose);
-    NodeSettings settings = NodeSettings.fromEnvironment(Map.of(
-            "TICKMARK_OPERATOR_TOKEN", TestNodes.OPERATOR_TOKEN,
-            "TICKMARK_PAYMENT_WEBHOOK_SECRET", TestNodes.WEBHOOK_SECRET,
-            "TICKMARK_ALLOW_SIMULATED_HOSTS", "true"))
-        .withDatabase(db.url(), db.user(), db.password())
-        .withPorts(0, -1, 0)
-        .withExitJvmOnShutdown(false)
-        .withConfig(TIMEOUT_KEY, HEARTBEAT_TIMEOUT.toMillis() + "ms")
-        .withConfig(INTERVAL_KEY, "1s")
-        .withConfig(HELLO_KEY, HELLO_TIMEOUT.toMillis() + "ms");
+    NodeSettings settings =
+        NodeSettings.fromEnvironment(
+                Map.of(
+                    "TICKMARK_OPERATOR_TOKEN", TestNodes.OPERATOR_TOKEN,
+                    "TICKMARK_PAYMENT_WEBHOOK_SECRET", TestNodes.WEBHOOK_SECRET,
+                    "TICKMARK_ALLOW_SIMULATED_HOSTS", "true"))
+            .withDatabase(db.url(), db.user(), db.password())
+            .withPorts(0, -1, 0)
+            .withExitJvmOnShutdown(false)
+            .withConfig(TIMEOUT_KEY, HEARTBEAT_TIMEOUT.toMillis() + "ms")
+            .withConfig(INTERVAL_KEY, "1s")
+            .withConfig(HELLO_KEY, HELLO_TIMEOUT.toMillis() + "ms");
     Node node = Node.start(settings);
     try {
       assertEquals(HEARTBEAT_TIMEOUT, node.system().settings().config().getDuration(TIMEOUT_KEY));
@@ -57,11 +61,18 @@ final class HostTestSupport {
 
   /** {@code POST /v1/hosts/registration-tokens}: the token's JSON. */
   static JsonNode registrationToken(ApiClient api, Customer provider, String region) {
-    return api.post("/v1/hosts/registration-tokens", provider.apiKey(),
-        "{\"region\":" + ApiClient.quote(region) + ",\"label\":\"rack-1/node-1\"}").expect(201).json();
+    return api.post(
+            "/v1/hosts/registration-tokens",
+            provider.apiKey(),
+            "{\"region\":" + ApiClient.quote(region) + ",\"label\":\"rack-1/node-1\"}")
+        .expect(201)
+        .json();
   }
 
-  /** A registered host: its id, its agent's key and host credential, and the live session that registered it. */
+  /**
+   * A registered host: its id, its agent's key and host credential, and the live session that
+   * registered it.
+   */
   record Registered(String hostId, KeyPair key, String credential, AgentTestClient agent) {}
 
   /** Token, connect, hello: a registered host whose first session is open (no report sent yet). */
@@ -84,11 +95,20 @@ final class HostTestSupport {
     return host;
   }
 
-  /** {@code PUT /v1/hosts/{id}/listing} with these prices (a null spot price offers on-demand only). */
-  static JsonNode list(ApiClient api, Customer provider, String hostId, String onDemand, String spot) {
-    String body = "{\"on_demand_price_per_gpu_hour\":" + ApiClient.quote(onDemand)
-        + (spot == null ? "" : ",\"spot_price_per_gpu_hour\":" + ApiClient.quote(spot) + ",\"spot_notice_seconds\":300")
-        + ",\"listed\":true}";
+  /**
+   * {@code PUT /v1/hosts/{id}/listing} with these prices (a null spot price offers on-demand only).
+   */
+  static JsonNode list(
+      ApiClient api, Customer provider, String hostId, String onDemand, String spot) {
+    String body =
+        "{\"on_demand_price_per_gpu_hour\":"
+            + ApiClient.quote(onDemand)
+            + (spot == null
+                ? ""
+                : ",\"spot_price_per_gpu_hour\":"
+                    + ApiClient.quote(spot)
+                    + ",\"spot_notice_seconds\":300")
+            + ",\"listed\":true}";
     return api.put("/v1/hosts/" + hostId + "/listing", provider.apiKey(), body).expect(200).json();
   }
 
@@ -100,9 +120,10 @@ final class HostTestSupport {
   static List<JsonNode> offersIn(ApiClient api, String query, String region) {
     JsonNode offers = api.get("/v1/offers" + query, null).expect(200).json().get("offers");
     List<JsonNode> out = new ArrayList<>();
-    offers.forEach(o -> {
-      if (region.equals(o.get("region").asText())) out.add(o);
-    });
+    offers.forEach(
+        o -> {
+          if (region.equals(o.get("region").asText())) out.add(o);
+        });
     return out;
   }
 

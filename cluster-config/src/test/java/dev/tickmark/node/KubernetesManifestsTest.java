@@ -42,15 +42,29 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * The manifests in {@code deploy/kubernetes} read into the Kubernetes model classes (fabric8), checked against
- * each other and against the node's own configuration as it resolves with the environment the Deployment gives
- * it: ports, probe paths, the bootstrap's service name and pod label selector, the RBAC the discovery needs.
+ * The manifests in {@code deploy/kubernetes} read into the Kubernetes model classes (fabric8),
+ * checked against each other and against the node's own configuration as it resolves with the
+ * environment the Deployment gives it: ports, probe paths, the bootstrap's service name and pod
+ * label selector, the RBAC the discovery needs.
  */
 class KubernetesManifestsTest {
   static final Path MANIFESTS = Path.of("..", "deploy", "kubernetes");
-  static final Map<String, Class<? extends HasMetadata>> KINDS = Map.of(
-      "Deployment", Deployment.class, "Service", Service.class, "ConfigMap", ConfigMap.class, "Secret", Secret.class,
-      "ServiceAccount", ServiceAccount.class, "Role", Role.class, "RoleBinding", RoleBinding.class);
+  static final Map<String, Class<? extends HasMetadata>> KINDS =
+      Map.of(
+          "Deployment",
+          Deployment.class,
+          "Service",
+          Service.class,
+          "ConfigMap",
+          ConfigMap.class,
+          "Secret",
+          Secret.class,
+          "ServiceAccount",
+          ServiceAccount.class,
+          "Role",
+          Role.class,
+          "RoleBinding",
+          RoleBinding.class);
 
   static final List<HasMetadata> resources = new ArrayList<>();
   static Deployment deployment;
@@ -67,7 +81,8 @@ class KubernetesManifestsTest {
     }
     assertFalse(files.isEmpty(), "manifests in " + MANIFESTS.toAbsolutePath());
     for (Path file : files) {
-      try (MappingIterator<JsonNode> docs = yaml.readerFor(JsonNode.class).readValues(file.toFile())) {
+      try (MappingIterator<JsonNode> docs =
+          yaml.readerFor(JsonNode.class).readValues(file.toFile())) {
         while (docs.hasNext()) {
           JsonNode doc = docs.next();
           if (doc == null || doc.isEmpty()) continue;
@@ -100,12 +115,19 @@ class KubernetesManifestsTest {
     assertEquals(containerPorts().get("management"), settings.managementPort());
     assertEquals(containerPorts().get("management"), config.getInt("pekko.management.http.port"));
     assertEquals(containerPorts().get("remoting"), settings.remotePort());
-    assertEquals(containerPorts().get("remoting"), config.getInt("pekko.remote.artery.canonical.port"));
+    assertEquals(
+        containerPorts().get("remoting"), config.getInt("pekko.remote.artery.canonical.port"));
     // The API must listen beyond the pod's loopback; remoting and management bind the pod IP.
     assertEquals("0.0.0.0", config.getString("tickmark.http.interface"));
-    EnvVar hostname = container.getEnv().stream().filter(e -> e.getName().equals("TICKMARK_HOSTNAME")).findFirst().orElseThrow();
+    EnvVar hostname =
+        container.getEnv().stream()
+            .filter(e -> e.getName().equals("TICKMARK_HOSTNAME"))
+            .findFirst()
+            .orElseThrow();
     assertEquals("status.podIP", hostname.getValueFrom().getFieldRef().getFieldPath());
-    assertTrue(deployment.getSpec().getTemplate().getSpec().getTerminationGracePeriodSeconds() >= 30, "time for coordinated shutdown");
+    assertTrue(
+        deployment.getSpec().getTemplate().getSpec().getTerminationGracePeriodSeconds() >= 30,
+        "time for coordinated shutdown");
     assertNotNull(container.getResources().getRequests().get("cpu"));
     assertNotNull(container.getResources().getLimits().get("memory"));
   }
@@ -114,44 +136,74 @@ class KubernetesManifestsTest {
   void probesAskPekkoManagementsHealthChecks() {
     Probe readiness = container.getReadinessProbe();
     Probe liveness = container.getLivenessProbe();
-    assertEquals("/" + config.getString("pekko.management.health-checks.readiness-path"), readiness.getHttpGet().getPath());
-    assertEquals("/" + config.getString("pekko.management.health-checks.liveness-path"), liveness.getHttpGet().getPath());
+    assertEquals(
+        "/" + config.getString("pekko.management.health-checks.readiness-path"),
+        readiness.getHttpGet().getPath());
+    assertEquals(
+        "/" + config.getString("pekko.management.health-checks.liveness-path"),
+        liveness.getHttpGet().getPath());
     for (Probe probe : List.of(readiness, liveness)) {
-      assertEquals("management", probe.getHttpGet().getPort().getStrVal(), "probes go to the management port by name");
+      assertEquals(
+          "management",
+          probe.getHttpGet().getPort().getStrVal(),
+          "probes go to the management port by name");
     }
-    // Readiness includes cluster membership (pekko-management-cluster-http): a pod takes traffic once it joined.
-    assertTrue(config.hasPath("pekko.management.health-checks.readiness-checks.cluster-membership"));
+    // Readiness includes cluster membership (pekko-management-cluster-http): a pod takes traffic
+    // once it joined.
+    assertTrue(
+        config.hasPath("pekko.management.health-checks.readiness-checks.cluster-membership"));
   }
 
   @Test
   void bootstrapFindsThePodsOfTheDeployment() {
     assertEquals("kubernetes", config.getString("tickmark.cluster.discovery"));
-    Config bootstrap = config.getConfig("pekko.management.cluster.bootstrap.contact-point-discovery");
+    Config bootstrap =
+        config.getConfig("pekko.management.cluster.bootstrap.contact-point-discovery");
     assertEquals("kubernetes-api", bootstrap.getString("discovery-method"));
     String service = bootstrap.getString("service-name");
     assertEquals("tickmark", service);
-    String selector = String.format(config.getString("pekko.discovery.kubernetes-api.pod-label-selector"), service);
+    String selector =
+        String.format(
+            config.getString("pekko.discovery.kubernetes-api.pod-label-selector"), service);
     String[] label = selector.split("=", 2);
-    assertEquals(label[1], deployment.getSpec().getTemplate().getMetadata().getLabels().get(label[0]),
+    assertEquals(
+        label[1],
+        deployment.getSpec().getTemplate().getMetadata().getLabels().get(label[0]),
         "the pod label selector " + selector + " selects the Deployment's pods");
-    assertTrue(containerPorts().containsKey(bootstrap.getString("port-name")), "contact points are probed on a named port");
+    assertTrue(
+        containerPorts().containsKey(bootstrap.getString("port-name")),
+        "contact points are probed on a named port");
     assertTrue(bootstrap.getInt("required-contact-point-nr") <= deployment.getSpec().getReplicas());
-    assertTrue(config.getString("pekko.cluster.downing-provider-class").endsWith("SplitBrainResolverProvider"));
+    assertTrue(
+        config
+            .getString("pekko.cluster.downing-provider-class")
+            .endsWith("SplitBrainResolverProvider"));
   }
 
   @Test
   void theServiceAccountMayListPods() {
     String account = deployment.getSpec().getTemplate().getSpec().getServiceAccountName();
     one(ServiceAccount.class, account);
-    RoleBinding binding = resources.stream().filter(RoleBinding.class::isInstance).map(RoleBinding.class::cast).findFirst().orElseThrow();
+    RoleBinding binding =
+        resources.stream()
+            .filter(RoleBinding.class::isInstance)
+            .map(RoleBinding.class::cast)
+            .findFirst()
+            .orElseThrow();
     Subject subject = binding.getSubjects().get(0);
     assertEquals("ServiceAccount", subject.getKind());
-    assertEquals(account, subject.getName(), "the RoleBinding binds the Deployment's service account");
+    assertEquals(
+        account, subject.getName(), "the RoleBinding binds the Deployment's service account");
     assertEquals("Role", binding.getRoleRef().getKind());
     Role role = one(Role.class, binding.getRoleRef().getName());
-    PolicyRule pods = role.getRules().stream().filter(r -> r.getResources().contains("pods")).findFirst().orElseThrow();
+    PolicyRule pods =
+        role.getRules().stream()
+            .filter(r -> r.getResources().contains("pods"))
+            .findFirst()
+            .orElseThrow();
     assertEquals(List.of(""), pods.getApiGroups());
-    assertTrue(pods.getVerbs().containsAll(List.of("get", "watch", "list")), pods.getVerbs().toString());
+    assertTrue(
+        pods.getVerbs().containsAll(List.of("get", "watch", "list")), pods.getVerbs().toString());
   }
 
   @Test
@@ -160,13 +212,19 @@ class KubernetesManifestsTest {
     Service api = one(Service.class, "tickmark");
     assertEquals(Map.of("app", "tickmark"), api.getSpec().getSelector());
     assertTrue(podLabels.entrySet().containsAll(api.getSpec().getSelector().entrySet()));
-    assertEquals(Set.of("http"), api.getSpec().getPorts().stream().map(p -> p.getTargetPort().getStrVal()).collect(Collectors.toSet()));
+    assertEquals(
+        Set.of("http"),
+        api.getSpec().getPorts().stream()
+            .map(p -> p.getTargetPort().getStrVal())
+            .collect(Collectors.toSet()));
     Service management = one(Service.class, "tickmark-management");
     assertEquals("None", management.getSpec().getClusterIP());
     assertEquals(api.getSpec().getSelector(), management.getSpec().getSelector());
     for (Service s : List.of(api, management)) {
       for (ServicePort p : s.getSpec().getPorts()) {
-        assertTrue(containerPorts().containsKey(p.getTargetPort().getStrVal()), s.getMetadata().getName() + " targets " + p.getTargetPort());
+        assertTrue(
+            containerPorts().containsKey(p.getTargetPort().getStrVal()),
+            s.getMetadata().getName() + " targets " + p.getTargetPort());
       }
     }
   }
@@ -184,27 +242,47 @@ class KubernetesManifestsTest {
     one(ConfigMap.class, configMaps.get(0));
     Secret secret = one(Secret.class, secrets.get(0));
     Map<String, String> values = secret.getStringData();
-    assertEquals(Set.of("TICKMARK_DB_URL", "TICKMARK_DB_USER", "TICKMARK_DB_PASSWORD", "TICKMARK_OPERATOR_TOKEN",
-        "TICKMARK_PAYMENT_WEBHOOK_SECRET"), values.keySet());
-    for (String key : List.of("TICKMARK_DB_PASSWORD", "TICKMARK_OPERATOR_TOKEN", "TICKMARK_PAYMENT_WEBHOOK_SECRET")) {
+    assertEquals(
+        Set.of(
+            "TICKMARK_DB_URL",
+            "TICKMARK_DB_USER",
+            "TICKMARK_DB_PASSWORD",
+            "TICKMARK_OPERATOR_TOKEN",
+            "TICKMARK_PAYMENT_WEBHOOK_SECRET"),
+        values.keySet());
+    for (String key :
+        List.of(
+            "TICKMARK_DB_PASSWORD", "TICKMARK_OPERATOR_TOKEN", "TICKMARK_PAYMENT_WEBHOOK_SECRET")) {
       assertTrue(values.get(key).contains("CHANGE-ME"), key + " is a placeholder, not a secret");
     }
-    assertTrue(secret.getData() == null || secret.getData().isEmpty(), "no encoded values hide in the template");
+    assertTrue(
+        secret.getData() == null || secret.getData().isEmpty(),
+        "no encoded values hide in the template");
     // The database URL names the Service that stands for PostgreSQL.
     Service postgres = one(Service.class, "tickmark-postgres");
     assertEquals("ExternalName", postgres.getSpec().getType());
     int port = postgres.getSpec().getPorts().get(0).getPort();
-    assertTrue(values.get("TICKMARK_DB_URL").startsWith("jdbc:postgresql://tickmark-postgres:" + port + "/"), values.get("TICKMARK_DB_URL"));
+    assertTrue(
+        values
+            .get("TICKMARK_DB_URL")
+            .startsWith("jdbc:postgresql://tickmark-postgres:" + port + "/"),
+        values.get("TICKMARK_DB_URL"));
   }
 
-  // ---- helpers ------------------------------------------------------------------------------------
+  // ---- helpers
+  // ------------------------------------------------------------------------------------
 
-  /** The environment the node process sees: the ConfigMap and Secret (envFrom), then the container's own env. */
+  /**
+   * The environment the node process sees: the ConfigMap and Secret (envFrom), then the container's
+   * own env.
+   */
   private static Map<String, String> deploymentEnvironment() {
     Map<String, String> environment = new HashMap<>();
     for (EnvFromSource from : container.getEnvFrom()) {
-      if (from.getConfigMapRef() != null) environment.putAll(one(ConfigMap.class, from.getConfigMapRef().getName()).getData());
-      if (from.getSecretRef() != null) environment.putAll(one(Secret.class, from.getSecretRef().getName()).getStringData());
+      if (from.getConfigMapRef() != null)
+        environment.putAll(one(ConfigMap.class, from.getConfigMapRef().getName()).getData());
+      if (from.getSecretRef() != null)
+        environment.putAll(one(Secret.class, from.getSecretRef().getName()).getStringData());
     }
     for (EnvVar v : container.getEnv()) {
       // A field reference is filled in by the kubelet: the pod IP stands in as an address.
@@ -213,21 +291,31 @@ class KubernetesManifestsTest {
     return environment;
   }
 
-  /** The node's configuration (application.conf over every reference.conf), resolved with only {@code env}. */
+  /**
+   * The node's configuration (application.conf over every reference.conf), resolved with only
+   * {@code env}.
+   */
   private static Config nodeConfig(Map<String, String> env) {
-    Config unresolved = ConfigFactory.parseResourcesAnySyntax("application")
-        .withFallback(ConfigFactory.parseResourcesAnySyntax("reference"));
-    return ConfigFactory.parseMap(env).withFallback(unresolved)
+    Config unresolved =
+        ConfigFactory.parseResourcesAnySyntax("application")
+            .withFallback(ConfigFactory.parseResourcesAnySyntax("reference"));
+    return ConfigFactory.parseMap(env)
+        .withFallback(unresolved)
         .resolve(ConfigResolveOptions.defaults().setUseSystemEnvironment(false));
   }
 
   private static Map<String, Integer> containerPorts() {
-    return container.getPorts().stream().collect(Collectors.toMap(ContainerPort::getName, ContainerPort::getContainerPort));
+    return container.getPorts().stream()
+        .collect(Collectors.toMap(ContainerPort::getName, ContainerPort::getContainerPort));
   }
 
   private static <T extends HasMetadata> T one(Class<T> type, String name) {
-    List<T> found = resources.stream().filter(type::isInstance).map(type::cast)
-        .filter(r -> name.equals(r.getMetadata().getName())).toList();
+    List<T> found =
+        resources.stream()
+            .filter(type::isInstance)
+            .map(type::cast)
+            .filter(r -> name.equals(r.getMetadata().getName()))
+            .toList();
     assertEquals(1, found.size(), "one " + type.getSimpleName() + " named " + name);
     return found.get(0);
   }

@@ -39,23 +39,38 @@ class NodeRestartIntegrationTest {
     Customer other = api.signUp("Other");
     api.opsDeposit(renter.id(), "100", "wire-1").expect(201);
     api.opsDeposit(other.id(), "40.000001", "wire-2").expect(201);
-    String payment = ApiClient.paymentBody("pay-restart-1", renter.id(), "25.5", "EUR", "succeeded");
+    String payment =
+        ApiClient.paymentBody("pay-restart-1", renter.id(), "25.5", "EUR", "succeeded");
     assertTrue(api.webhook(payment).expect(200).json().get("credited").asBoolean());
     String idempotent = "{\"amount\":\"3\",\"reference\":\"wire-3\"}";
     Map<String, String> idempotencyKey = Map.of("Idempotency-Key", "restart-key-1");
-    Reply firstIdempotent = api.send("POST", "/ops/accounts/" + other.id() + "/deposits", TestNodes.OPERATOR_TOKEN,
-        idempotent, idempotencyKey).expect(201);
+    Reply firstIdempotent =
+        api.send(
+                "POST",
+                "/ops/accounts/" + other.id() + "/deposits",
+                TestNodes.OPERATOR_TOKEN,
+                idempotent,
+                idempotencyKey)
+            .expect(201);
     api.put("/v1/account/spend-cap", renter.apiKey(), "{\"monthly\":\"300\"}").expect(200);
     api.put("/v1/account/spend-cap", other.apiKey(), "{\"monthly\":\"0.5\"}").expect(200);
-    String extraKey = api.post("/v1/account/api-keys", renter.apiKey(), "{\"label\":\"laptop\"}").expect(201).text("api_key");
-    String revokedKey = api.post("/v1/account/api-keys", other.apiKey(), "{\"label\":\"old\"}").expect(201).text("api_key");
+    String extraKey =
+        api.post("/v1/account/api-keys", renter.apiKey(), "{\"label\":\"laptop\"}")
+            .expect(201)
+            .text("api_key");
+    String revokedKey =
+        api.post("/v1/account/api-keys", other.apiKey(), "{\"label\":\"old\"}")
+            .expect(201)
+            .text("api_key");
     api.delete("/v1/account/api-keys/" + ApiClient.keyIdOf(revokedKey), other.apiKey()).expect(204);
 
-    eventually(READ_SIDE, () -> {
-      assertEquals(2, api.ledger(renter.apiKey(), "").get("entries").size());
-      assertEquals(2, api.ledger(other.apiKey(), "").get("entries").size());
-      assertTrue(api.audit().get("conserved").asBoolean());
-    });
+    eventually(
+        READ_SIDE,
+        () -> {
+          assertEquals(2, api.ledger(renter.apiKey(), "").get("entries").size());
+          assertEquals(2, api.ledger(other.apiKey(), "").get("entries").size());
+          assertTrue(api.audit().get("conserved").asBoolean());
+        });
     JsonNode renterBefore = api.account(renter.apiKey());
     JsonNode otherBefore = api.account(other.apiKey());
     assertEquals("125.500000", renterBefore.get("balance").asText());
@@ -71,7 +86,8 @@ class NodeRestartIntegrationTest {
     node = Node.start(settings);
     ApiClient again = new ApiClient(node.baseUrl());
 
-    // The entities recover their state; the keys still authenticate (and the revoked one still does not).
+    // The entities recover their state; the keys still authenticate (and the revoked one still does
+    // not).
     assertEquals(renterBefore, again.account(renter.apiKey()));
     assertEquals(otherBefore, again.account(other.apiKey()));
     assertEquals(renter.id(), again.account(extraKey).get("id").asText());
@@ -81,19 +97,34 @@ class NodeRestartIntegrationTest {
     assertEquals(renterKeys, again.get("/v1/account/api-keys", renter.apiKey()).expect(200).json());
     assertEquals(otherKeys, again.get("/v1/account/api-keys", other.apiKey()).expect(200).json());
 
-    // The read side is still there, unchanged: the projection resumed from its offsets, adding nothing twice.
+    // The read side is still there, unchanged: the projection resumed from its offsets, adding
+    // nothing twice.
     assertEquals(renterLedger, again.ledger(renter.apiKey(), ""));
     assertEquals(otherLedger, again.ledger(other.apiKey(), ""));
     JsonNode auditAfter = again.audit();
     assertEquals(auditBefore, auditAfter);
     assertTrue(auditAfter.get("conserved").asBoolean(), auditAfter.toString());
 
-    // Dedup state survived too: a replayed payment, deposit reference or Idempotency-Key credits nothing.
+    // Dedup state survived too: a replayed payment, deposit reference or Idempotency-Key credits
+    // nothing.
     Reply replayedPayment = again.webhook(payment).expect(200);
     assertFalse(replayedPayment.json().get("credited").asBoolean());
-    assertTrue(again.opsDeposit(renter.id(), "100", "wire-1").expect(200).json().get("duplicate").asBoolean());
-    Reply replayedIdempotent = again.send("POST", "/ops/accounts/" + other.id() + "/deposits", TestNodes.OPERATOR_TOKEN,
-        idempotent, idempotencyKey).expect(201);
+    assertTrue(
+        again
+            .opsDeposit(renter.id(), "100", "wire-1")
+            .expect(200)
+            .json()
+            .get("duplicate")
+            .asBoolean());
+    Reply replayedIdempotent =
+        again
+            .send(
+                "POST",
+                "/ops/accounts/" + other.id() + "/deposits",
+                TestNodes.OPERATOR_TOKEN,
+                idempotent,
+                idempotencyKey)
+            .expect(201);
     assertEquals("true", replayedIdempotent.header("Idempotent-Replayed"));
     assertEquals(firstIdempotent.body(), replayedIdempotent.body());
     assertEquals("125.500000", again.balance(renter.apiKey()));
@@ -102,16 +133,18 @@ class NodeRestartIntegrationTest {
     // New money after the restart is booked once, after the old entries.
     again.opsDeposit(renter.id(), "0.5", "wire-4").expect(201);
     assertEquals("126.000000", again.balance(renter.apiKey()));
-    eventually(READ_SIDE, () -> {
-      JsonNode entries = again.ledger(renter.apiKey(), "").get("entries");
-      assertEquals(3, entries.size(), entries.toString());
-      assertEquals("deposit:manual:wire-1", entries.get(0).get("key").asText());
-      assertEquals("deposit:payment:pay-restart-1", entries.get(1).get("key").asText());
-      assertEquals("deposit:manual:wire-4", entries.get(2).get("key").asText());
-      JsonNode audit = again.audit();
-      assertEquals("169.000001", audit.get("deposits").asText());
-      assertEquals(auditBefore.get("entries").asLong() + 1, audit.get("entries").asLong());
-      assertTrue(audit.get("conserved").asBoolean(), audit.toString());
-    });
+    eventually(
+        READ_SIDE,
+        () -> {
+          JsonNode entries = again.ledger(renter.apiKey(), "").get("entries");
+          assertEquals(3, entries.size(), entries.toString());
+          assertEquals("deposit:manual:wire-1", entries.get(0).get("key").asText());
+          assertEquals("deposit:payment:pay-restart-1", entries.get(1).get("key").asText());
+          assertEquals("deposit:manual:wire-4", entries.get(2).get("key").asText());
+          JsonNode audit = again.audit();
+          assertEquals("169.000001", audit.get("deposits").asText());
+          assertEquals(auditBefore.get("entries").asLong() + 1, audit.get("entries").asLong());
+          assertTrue(audit.get("conserved").asBoolean(), audit.toString());
+        });
   }
 }

@@ -24,16 +24,19 @@ import org.junit.jupiter.api.Test;
 import org.w3c.dom.Element;
 
 /**
- * Operators' tools end to end on a real node, PostgreSQL, agent and HTTP: a provider earns from a real
- * rental, names where to be paid, and payout runs pay it exactly once (the same Idempotency-Key gives
- * the same run; a new run finds nothing left); the ledger and audit agree and both exports carry the
- * payout. Suspending the renter refuses a new launch; resuming allows it again.
+ * Operators' tools end to end on a real node, PostgreSQL, agent and HTTP: a provider earns from a
+ * real rental, names where to be paid, and payout runs pay it exactly once (the same
+ * Idempotency-Key gives the same run; a new run finds nothing left); the ledger and audit agree and
+ * both exports carry the payout. Suspending the renter refuses a new launch; resuming allows it
+ * again.
  */
 class PayoutIntegrationTest {
   static final Duration WAIT = Duration.ofSeconds(40);
   static final String OPS = TestNodes.OPERATOR_TOKEN;
+
   /** 0.10 EUR per second, so a few seconds earn whole cents. */
   static final String PRICE = "360.00";
+
   static final String IBAN = "DE89370400440532013000";
 
   static Node node;
@@ -44,17 +47,19 @@ class PayoutIntegrationTest {
   @BeforeAll
   static void start() throws Exception {
     temp = Files.createTempDirectory("tickmark-payouts");
-    node = Node.start(TestNodes.settings(TestDatabase.fresh("payouts"))
-        .withConfig("tickmark.market.allow-simulated-hosts", true)
-        .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
-        .withConfig("tickmark.hosts.heartbeat-timeout", "3s")
-        .withConfig("tickmark.hosts.heartbeat-interval", "1s")
-        .withConfig("tickmark.rentals.settle-interval", "2s")
-        .withConfig("tickmark.rentals.hold-duration", "8s")
-        .withConfig("tickmark.rentals.stop-timeout", "5s")
-        .withConfig("tickmark.payouts.debtor.name", "Tickmark Operations B.V.")
-        .withConfig("tickmark.payouts.debtor.iban", "NL91 ABNA 0417 1643 00")
-        .withConfig("tickmark.payouts.debtor.bic", "ABNANL2A"));
+    node =
+        Node.start(
+            TestNodes.settings(TestDatabase.fresh("payouts"))
+                .withConfig("tickmark.market.allow-simulated-hosts", true)
+                .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
+                .withConfig("tickmark.hosts.heartbeat-timeout", "3s")
+                .withConfig("tickmark.hosts.heartbeat-interval", "1s")
+                .withConfig("tickmark.rentals.settle-interval", "2s")
+                .withConfig("tickmark.rentals.hold-duration", "8s")
+                .withConfig("tickmark.rentals.stop-timeout", "5s")
+                .withConfig("tickmark.payouts.debtor.name", "Tickmark Operations B.V.")
+                .withConfig("tickmark.payouts.debtor.iban", "NL91 ABNA 0417 1643 00")
+                .withConfig("tickmark.payouts.debtor.bic", "ABNANL2A"));
     api = new ApiClient(node.baseUrl());
   }
 
@@ -74,7 +79,8 @@ class PayoutIntegrationTest {
     // ---- the provider earns from a real rental
     String rentalId = launch(renter).expect(201).json().get("rental").get("id").asText();
     awaitStatus(renter, rentalId, "running");
-    eventually(WAIT, () -> assertTrue(rental(renter, rentalId).get("billed_seconds").asLong() >= 4));
+    eventually(
+        WAIT, () -> assertTrue(rental(renter, rentalId).get("billed_seconds").asLong() >= 4));
     api.post("/v1/rentals/" + rentalId + "/stop", renter.apiKey(), null).expect(202);
     awaitStatus(renter, rentalId, "ended");
     long earnings = awaitEarningsInLedger(provider);
@@ -89,22 +95,44 @@ class PayoutIntegrationTest {
     assertEquals(provider.id(), skippedRun.get("skipped").get(0).get("account_id").asText());
     assertEquals("no_payout_details", skippedRun.get("skipped").get(0).get("reason").asText());
     assertEquals(Money.format(payable), skippedRun.get("skipped").get(0).get("amount").asText());
-    api.get("/ops/payouts/" + skippedRun.get("id").asText() + "/export.xml", OPS).expectProblem(409, "nothing_to_export");
+    api.get("/ops/payouts/" + skippedRun.get("id").asText() + "/export.xml", OPS)
+        .expectProblem(409, "nothing_to_export");
 
     // ---- payout details: a bad IBAN is refused, a good one is kept and shown masked
-    api.put("/v1/account/payout-details", provider.apiKey(), "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"DE89370400440532013001\"}")
+    api.put(
+            "/v1/account/payout-details",
+            provider.apiKey(),
+            "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"DE89370400440532013001\"}")
         .expectProblem(400, "invalid_iban");
-    api.put("/v1/account/payout-details", provider.apiKey(), "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"US64SVBKUS6S3300958879\"}")
+    api.put(
+            "/v1/account/payout-details",
+            provider.apiKey(),
+            "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"US64SVBKUS6S3300958879\"}")
         .expectProblem(400, "invalid_iban");
-    api.put("/v1/account/payout-details", provider.apiKey(), "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"" + IBAN + "\",\"bic\":\"DEUT\"}")
+    api.put(
+            "/v1/account/payout-details",
+            provider.apiKey(),
+            "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"" + IBAN + "\",\"bic\":\"DEUT\"}")
         .expectProblem(400, "invalid_bic");
-    api.put("/v1/account/payout-details", provider.apiKey(), "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"" + IBAN + "\",\"extra\":1}")
+    api.put(
+            "/v1/account/payout-details",
+            provider.apiKey(),
+            "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"" + IBAN + "\",\"extra\":1}")
         .expectProblem(400, "unknown_field");
-    JsonNode details = api.put("/v1/account/payout-details", provider.apiKey(),
-        "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"de89 3704 0044 0532 0130 00\",\"bic\":\"COBADEFFXXX\"}").expect(200).json();
+    JsonNode details =
+        api.put(
+                "/v1/account/payout-details",
+                provider.apiKey(),
+                "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"de89 3704 0044 0532 0130 00\",\"bic\":\"COBADEFFXXX\"}")
+            .expect(200)
+            .json();
     assertEquals("******************3000", details.get("payout_details").get("iban").asText());
-    assertEquals("Ada Lovelace", api.account(provider.apiKey()).get("payout_details").get("holder_name").asText());
-    assertFalse(api.account(provider.apiKey()).toString().contains(IBAN), "the full IBAN is never shown back");
+    assertEquals(
+        "Ada Lovelace",
+        api.account(provider.apiKey()).get("payout_details").get("holder_name").asText());
+    assertFalse(
+        api.account(provider.apiKey()).toString().contains(IBAN),
+        "the full IBAN is never shown back");
 
     // ---- bad run requests
     payouts("bad-1", "{\"minimum\":\"abc\"}").expectProblem(400, "invalid_amount");
@@ -112,7 +140,8 @@ class PayoutIntegrationTest {
     payouts("bad-3", "{\"minimum\":\"0\"}").expectProblem(400, "invalid_amount");
     payouts("bad-4", "{\"minimum\":10}").expectProblem(400, "invalid_amount");
     payouts("bad-5", "{}").expectProblem(400, "invalid_amount");
-    api.post("/ops/payouts", provider.apiKey(), "{\"minimum\":\"0.10\"}").expectProblem(401, "unauthorized");
+    api.post("/ops/payouts", provider.apiKey(), "{\"minimum\":\"0.10\"}")
+        .expectProblem(401, "unauthorized");
 
     // ---- the run pays the whole cents once; the same key is the same run
     ApiClient.Reply first = payouts("run-key-1", "{\"minimum\":\"0.10\"}").expect(201);
@@ -130,43 +159,54 @@ class PayoutIntegrationTest {
     ApiClient.Reply again = payouts("run-key-1", "{\"minimum\":\"0.10\"}").expect(201);
     assertEquals(first.body(), again.body(), "the same Idempotency-Key answers the same run");
     payouts("run-key-1", "{\"minimum\":\"0.20\"}").expectProblem(409, "idempotency_key_reused");
-    assertEquals(Money.format(earnings - payable), api.account(provider.apiKey()).get("earnings").asText(), "the sub-cent rest stays owed");
+    assertEquals(
+        Money.format(earnings - payable),
+        api.account(provider.apiKey()).get("earnings").asText(),
+        "the sub-cent rest stays owed");
 
     // ---- the ledger has one payout entry under the payout id, and the books balance
-    eventually(WAIT, () -> {
-      long paidOut = 0;
-      int entries = 0;
-      for (JsonNode e : api.ledger(provider.apiKey(), "?limit=500").get("entries")) {
-        if (e.get("kind").asText().equals("payout")) {
-          entries++;
-          paidOut -= Money.parse(e.get("amount").asText().substring(1)); // "-0.510000"
-          assertEquals("payout:" + runId + ":" + provider.id(), e.get("key").asText());
-        }
-      }
-      assertEquals(1, entries);
-      assertEquals(-payable, paidOut);
-      JsonNode audit = api.audit();
-      assertTrue(audit.get("conserved").asBoolean(), audit.toString());
-      assertEquals(Money.format(payable), audit.get("payouts").asText(), audit.toString());
-      assertEquals(Money.format(earnings - payable), audit.get("provider_earnings_owed").asText(), audit.toString());
-    });
+    eventually(
+        WAIT,
+        () -> {
+          long paidOut = 0;
+          int entries = 0;
+          for (JsonNode e : api.ledger(provider.apiKey(), "?limit=500").get("entries")) {
+            if (e.get("kind").asText().equals("payout")) {
+              entries++;
+              paidOut -= Money.parse(e.get("amount").asText().substring(1)); // "-0.510000"
+              assertEquals("payout:" + runId + ":" + provider.id(), e.get("key").asText());
+            }
+          }
+          assertEquals(1, entries);
+          assertEquals(-payable, paidOut);
+          JsonNode audit = api.audit();
+          assertTrue(audit.get("conserved").asBoolean(), audit.toString());
+          assertEquals(Money.format(payable), audit.get("payouts").asText(), audit.toString());
+          assertEquals(
+              Money.format(earnings - payable),
+              audit.get("provider_earnings_owed").asText(),
+              audit.toString());
+        });
 
     // ---- a new run finds nothing left to pay
     JsonNode second = payouts("run-key-2", "{\"minimum\":\"0.10\"}").expect(201).json();
     assertFalse(second.get("id").asText().equals(runId));
     assertEquals(0, second.get("payouts").size(), second.toString());
     assertEquals("0.000000", second.get("total").asText());
-    assertEquals(Money.format(earnings - payable), api.account(provider.apiKey()).get("earnings").asText());
+    assertEquals(
+        Money.format(earnings - payable), api.account(provider.apiKey()).get("earnings").asText());
 
     // ---- the runs are listed, newest first, and each can be read back
-    eventually(WAIT, () -> {
-      JsonNode runs = api.get("/ops/payouts", OPS).expect(200).json().get("runs");
-      assertEquals(3, runs.size(), runs.toString());
-      assertEquals(second.get("id").asText(), runs.get(0).get("id").asText());
-      assertEquals(runId, runs.get(1).get("id").asText());
-      assertEquals("completed", runs.get(1).get("status").asText());
-      assertEquals(Money.format(payable), runs.get(1).get("total").asText());
-    });
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode runs = api.get("/ops/payouts", OPS).expect(200).json().get("runs");
+          assertEquals(3, runs.size(), runs.toString());
+          assertEquals(second.get("id").asText(), runs.get(0).get("id").asText());
+          assertEquals(runId, runs.get(1).get("id").asText());
+          assertEquals("completed", runs.get(1).get("status").asText());
+          assertEquals(Money.format(payable), runs.get(1).get("total").asText());
+        });
     assertEquals(run, api.get("/ops/payouts/" + runId, OPS).expect(200).json());
     api.get("/ops/payouts/pr_nope", OPS).expectProblem(404, "not_found");
     api.get("/ops/payouts?limit=0", OPS).expectProblem(400, "invalid_parameter");
@@ -174,7 +214,9 @@ class PayoutIntegrationTest {
     // ---- the exports carry the payout, the same bytes each time
     ApiClient.Reply csv = api.get("/ops/payouts/" + runId + "/export.csv", OPS).expect(200);
     assertTrue(csv.contentType().startsWith("text/csv"), csv.contentType());
-    assertTrue(csv.header("Content-Disposition").contains(runId + ".csv"), csv.header("Content-Disposition"));
+    assertTrue(
+        csv.header("Content-Disposition").contains(runId + ".csv"),
+        csv.header("Content-Disposition"));
     String[] lines = csv.body().split("\r\n");
     assertEquals(2, lines.length, csv.body());
     String[] row = lines[1].split(",");
@@ -191,30 +233,47 @@ class PayoutIntegrationTest {
 
     ApiClient.Reply xml = api.get("/ops/payouts/" + runId + "/export.xml", OPS).expect(200);
     assertTrue(xml.contentType().startsWith("application/xml"), xml.contentType());
-    assertEquals(xml.body(), api.get("/ops/payouts/" + runId + "/export.xml", OPS).expect(200).body());
+    assertEquals(
+        xml.body(), api.get("/ops/payouts/" + runId + "/export.xml", OPS).expect(200).body());
     Element doc = parse(xml.body());
     assertEquals("urn:iso:std:iso:20022:tech:xsd:pain.001.001.03", doc.getNamespaceURI());
     assertEquals("1", text(doc, "NbOfTxs"));
     assertEquals(euros(payable), text(doc, "CtrlSum"));
     assertEquals(euros(payable), text(doc, "InstdAmt"));
     assertEquals(payout.get("end_to_end_id").asText(), text(doc, "EndToEndId"));
-    assertEquals("NL91ABNA0417164300", ((Element) doc.getElementsByTagNameNS("*", "DbtrAcct").item(0)).getTextContent().strip());
-    assertEquals(IBAN, ((Element) doc.getElementsByTagNameNS("*", "CdtrAcct").item(0)).getTextContent().strip());
-    assertEquals("Ada Lovelace", ((Element) doc.getElementsByTagNameNS("*", "Cdtr").item(0)).getTextContent().strip());
+    assertEquals(
+        "NL91ABNA0417164300",
+        ((Element) doc.getElementsByTagNameNS("*", "DbtrAcct").item(0)).getTextContent().strip());
+    assertEquals(
+        IBAN,
+        ((Element) doc.getElementsByTagNameNS("*", "CdtrAcct").item(0)).getTextContent().strip());
+    assertEquals(
+        "Ada Lovelace",
+        ((Element) doc.getElementsByTagNameNS("*", "Cdtr").item(0)).getTextContent().strip());
 
     // ---- suspension: no new launch; resumed, launches work again
-    api.post("/ops/accounts/acc_nobody/suspend", OPS, "{\"reason\":\"x\"}").expectProblem(404, "not_found");
-    api.post("/ops/accounts/" + renter.id() + "/suspend", OPS, "{\"reason\":\"x\",\"extra\":true}").expectProblem(400, "unknown_field");
-    JsonNode suspended = api.post("/ops/accounts/" + renter.id() + "/suspend", OPS, "{\"reason\":\"chargeback under review\"}")
-        .expect(200).json();
+    api.post("/ops/accounts/acc_nobody/suspend", OPS, "{\"reason\":\"x\"}")
+        .expectProblem(404, "not_found");
+    api.post("/ops/accounts/" + renter.id() + "/suspend", OPS, "{\"reason\":\"x\",\"extra\":true}")
+        .expectProblem(400, "unknown_field");
+    JsonNode suspended =
+        api.post(
+                "/ops/accounts/" + renter.id() + "/suspend",
+                OPS,
+                "{\"reason\":\"chargeback under review\"}")
+            .expect(200)
+            .json();
     assertEquals("suspended", suspended.get("status").asText());
     assertTrue(suspended.get("suspended").asBoolean());
     assertEquals("chargeback under review", suspended.get("suspension_reason").asText());
-    assertEquals("suspended", api.get("/ops/accounts/" + renter.id(), OPS).expect(200).json().get("status").asText());
+    assertEquals(
+        "suspended",
+        api.get("/ops/accounts/" + renter.id(), OPS).expect(200).json().get("status").asText());
     assertEquals("suspended", api.account(renter.apiKey()).get("status").asText());
     launch(renter).expectProblem(403, "account_suspended");
 
-    JsonNode resumed = api.post("/ops/accounts/" + renter.id() + "/resume", OPS, null).expect(200).json();
+    JsonNode resumed =
+        api.post("/ops/accounts/" + renter.id() + "/resume", OPS, null).expect(200).json();
     assertEquals("active", resumed.get("status").asText());
     assertFalse(resumed.get("suspended").asBoolean());
     String relaunched = launch(renter).expect(201).json().get("rental").get("id").asText();
@@ -228,7 +287,8 @@ class PayoutIntegrationTest {
     assertEquals(provider.id(), verified.get(0).get("owner_id").asText());
     assertTrue(verified.get(0).hasNonNull("registered_at"), verified.toString());
     for (String status : new String[] {"verifying", "registered", "failed"}) {
-      assertEquals(0, api.get("/ops/hosts?status=" + status, OPS).expect(200).json().get("hosts").size());
+      assertEquals(
+          0, api.get("/ops/hosts?status=" + status, OPS).expect(200).json().get("hosts").size());
     }
     api.get("/ops/hosts?status=sleeping", OPS).expectProblem(400, "invalid_parameter");
   }
@@ -240,21 +300,44 @@ class PayoutIntegrationTest {
   }
 
   static String host(ApiClient.Customer provider) throws Exception {
-    String token = api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"eu-nl\"}").expect(201)
-        .json().get("token").asText();
-    agent = Agent.start(AgentConfig.simulated("ws://127.0.0.1:" + node.httpPort(), token, temp.resolve("agent"), "h100-80gb:1"));
+    String token =
+        api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"eu-nl\"}")
+            .expect(201)
+            .json()
+            .get("token")
+            .asText();
+    agent =
+        Agent.start(
+            AgentConfig.simulated(
+                "ws://127.0.0.1:" + node.httpPort(), token, temp.resolve("agent"), "h100-80gb:1"));
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
     assertEquals("verified", agent.verified().get(WAIT.toSeconds(), TimeUnit.SECONDS).status());
-    api.put("/v1/hosts/" + hostId + "/listing", provider.apiKey(), "{\"on_demand_price_per_gpu_hour\":\"" + PRICE + "\",\"listed\":true}")
+    api.put(
+            "/v1/hosts/" + hostId + "/listing",
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"" + PRICE + "\",\"listed\":true}")
         .expect(200);
-    eventually(WAIT, () -> assertEquals(1, api.get("/v1/offers?gpu=h100-80gb&region=eu-nl", null).expect(200).json()
-        .get("offers").size()));
+    eventually(
+        WAIT,
+        () ->
+            assertEquals(
+                1,
+                api.get("/v1/offers?gpu=h100-80gb&region=eu-nl", null)
+                    .expect(200)
+                    .json()
+                    .get("offers")
+                    .size()));
     return hostId;
   }
 
   static ApiClient.Reply launch(ApiClient.Customer renter) {
-    return api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"eu-nl\","
-        + "\"max_price_per_gpu_hour\":\"" + PRICE + "\",\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]}");
+    return api.post(
+        "/v1/rentals",
+        renter.apiKey(),
+        "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"eu-nl\","
+            + "\"max_price_per_gpu_hour\":\""
+            + PRICE
+            + "\",\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]}");
   }
 
   static JsonNode rental(ApiClient.Customer renter, String id) {
@@ -265,21 +348,26 @@ class PayoutIntegrationTest {
     eventually(WAIT, () -> assertEquals(status, rental(renter, id).get("status").asText()));
   }
 
-  /** The provider's earnings once the ledger (which proposes payout candidates) shows all of them. */
+  /**
+   * The provider's earnings once the ledger (which proposes payout candidates) shows all of them.
+   */
   static long awaitEarningsInLedger(ApiClient.Customer provider) {
     long[] earnings = new long[1];
-    eventually(WAIT, () -> {
-      JsonNode audit = api.audit();
-      assertEquals("0.000000", audit.get("pending_credits").asText(), audit.toString());
-      assertEquals("0.000000", audit.get("pending_captures").asText(), audit.toString());
-      earnings[0] = Money.parse(api.account(provider.apiKey()).get("earnings").asText());
-      long inLedger = 0;
-      for (JsonNode e : api.ledger(provider.apiKey(), "?limit=500").get("entries")) {
-        if (e.get("kind").asText().equals("earning")) inLedger += Money.parse(e.get("amount").asText());
-      }
-      assertEquals(earnings[0], inLedger);
-      assertTrue(earnings[0] > 0);
-    });
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode audit = api.audit();
+          assertEquals("0.000000", audit.get("pending_credits").asText(), audit.toString());
+          assertEquals("0.000000", audit.get("pending_captures").asText(), audit.toString());
+          earnings[0] = Money.parse(api.account(provider.apiKey()).get("earnings").asText());
+          long inLedger = 0;
+          for (JsonNode e : api.ledger(provider.apiKey(), "?limit=500").get("entries")) {
+            if (e.get("kind").asText().equals("earning"))
+              inLedger += Money.parse(e.get("amount").asText());
+          }
+          assertEquals(earnings[0], inLedger);
+          assertTrue(earnings[0] > 0);
+        });
     return earnings[0];
   }
 
@@ -292,7 +380,10 @@ class PayoutIntegrationTest {
     DocumentBuilderFactory factory = DocumentBuilderFactory.newInstance();
     factory.setNamespaceAware(true);
     factory.setFeature("http://apache.org/xml/features/disallow-doctype-decl", true);
-    return factory.newDocumentBuilder().parse(new ByteArrayInputStream(xml.getBytes(StandardCharsets.UTF_8))).getDocumentElement();
+    return factory
+        .newDocumentBuilder()
+        .parse(new ByteArrayInputStream(xml.getBytes(StandardCharsets.UTF_8)))
+        .getDocumentElement();
   }
 
   static String text(Element doc, String name) {

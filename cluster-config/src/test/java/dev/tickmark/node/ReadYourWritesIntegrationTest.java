@@ -18,10 +18,11 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * DESIGN.md: "a caller always reads its own writes". The lists a caller reads (its ledger, its rentals) come from
- * projections; here those are slowed down on purpose (the read journal sees new events only every ~2 s, where it is
- * ~0.2–1 s in production), so a list answered without waiting for its projection would miss a write made a moment
- * before, every time. No retries around the reads: each one is the first read after the write.
+ * DESIGN.md: "a caller always reads its own writes". The lists a caller reads (its ledger, its
+ * rentals) come from projections; here those are slowed down on purpose (the read journal sees new
+ * events only every ~2 s, where it is ~0.2–1 s in production), so a list answered without waiting
+ * for its projection would miss a write made a moment before, every time. No retries around the
+ * reads: each one is the first read after the write.
  */
 class ReadYourWritesIntegrationTest {
   static final int ROUNDS = 5;
@@ -35,14 +36,18 @@ class ReadYourWritesIntegrationTest {
   @BeforeAll
   static void start() throws Exception {
     temp = Files.createTempDirectory("tickmark-read-your-writes");
-    node = Node.start(RentingSupport.renting(TestNodes.settings(TestDatabase.fresh("read_your_writes")))
-        // a slow read side: new events reach the projections one to four seconds after they are written
-        .withConfig("jdbc-read-journal.refresh-interval", "2s")
-        .withConfig("jdbc-read-journal.journal-sequence-retrieval.query-delay", "2s")
-        // ... so a list may wait that long for its projection
-        .withConfig("tickmark.http.read-your-writes-wait", "15s")
-        // no checkpoint during a test: the list's billed seconds can only come from the live meter
-        .withConfig("tickmark.rentals.settle-interval", "120s"));
+    node =
+        Node.start(
+            RentingSupport.renting(TestNodes.settings(TestDatabase.fresh("read_your_writes")))
+                // a slow read side: new events reach the projections one to four seconds after they
+                // are written
+                .withConfig("jdbc-read-journal.refresh-interval", "2s")
+                .withConfig("jdbc-read-journal.journal-sequence-retrieval.query-delay", "2s")
+                // ... so a list may wait that long for its projection
+                .withConfig("tickmark.http.read-your-writes-wait", "15s")
+                // no checkpoint during a test: the list's billed seconds can only come from the
+                // live meter
+                .withConfig("tickmark.rentals.settle-interval", "120s"));
     api = new ApiClient(node.baseUrl());
     provider = api.signUp("Provider");
   }
@@ -61,12 +66,16 @@ class ReadYourWritesIntegrationTest {
       String reference = "wire-" + i + "-" + System.nanoTime();
       api.opsDeposit(renter.id(), "1.5", reference).expect(201);
       keys.add("deposit:manual:" + reference);
-      assertEquals(keys, keys(api.ledger(renter.apiKey(), "")), "round " + i + ": the ledger right after the deposit");
+      assertEquals(
+          keys,
+          keys(api.ledger(renter.apiKey(), "")),
+          "round " + i + ": the ledger right after the deposit");
     }
     String paymentId = "pay-" + System.nanoTime();
     api.webhook(ApiClient.paymentBody(paymentId, renter.id(), "2", "EUR", "succeeded")).expect(200);
     keys.add("deposit:payment:" + paymentId);
-    assertEquals(keys, keys(api.ledger(renter.apiKey(), "")), "the ledger right after the payment webhook");
+    assertEquals(
+        keys, keys(api.ledger(renter.apiKey(), "")), "the ledger right after the payment webhook");
   }
 
   @Test
@@ -87,9 +96,18 @@ class ReadYourWritesIntegrationTest {
     ApiClient.Customer renter = RentingSupport.renter(api, "Meter reader", "100");
     String id = RentingSupport.launch(api, renter, "eu-nl");
     RentingSupport.awaitStatus(api, renter, id, "running");
-    // the entity's live meter has run a few seconds (there is no settlement checkpoint for two minutes)
-    eventually(RentingSupport.WAIT, () -> assertTrue(api.get("/v1/rentals/" + id, renter.apiKey()).expect(200).json()
-        .get("billed_seconds").asLong() >= 2));
+    // the entity's live meter has run a few seconds (there is no settlement checkpoint for two
+    // minutes)
+    eventually(
+        RentingSupport.WAIT,
+        () ->
+            assertTrue(
+                api.get("/v1/rentals/" + id, renter.apiKey())
+                        .expect(200)
+                        .json()
+                        .get("billed_seconds")
+                        .asLong()
+                    >= 2));
 
     JsonNode listed = listed(renter, id);
     JsonNode one = api.get("/v1/rentals/" + id, renter.apiKey()).expect(200).json();
@@ -99,10 +117,16 @@ class ReadYourWritesIntegrationTest {
     long entitySeconds = one.get("billed_seconds").asLong();
     assertTrue(listedSeconds >= 2, "the list shows the live meter: " + listed);
     // read one after the other: the same meter, at most a second apart
-    assertTrue(entitySeconds - listedSeconds >= 0 && entitySeconds - listedSeconds <= 1, listed + " vs " + one);
+    assertTrue(
+        entitySeconds - listedSeconds >= 0 && entitySeconds - listedSeconds <= 1,
+        listed + " vs " + one);
     long price = Money.parse(RentingSupport.PRICE);
-    assertEquals(Money.format(Metering.cost(price, 1, listedSeconds)), listed.get("cost").asText(), "cost(s) of the listed seconds");
-    if (listedSeconds == entitySeconds) assertEquals(one.get("cost").asText(), listed.get("cost").asText());
+    assertEquals(
+        Money.format(Metering.cost(price, 1, listedSeconds)),
+        listed.get("cost").asText(),
+        "cost(s) of the listed seconds");
+    if (listedSeconds == entitySeconds)
+      assertEquals(one.get("cost").asText(), listed.get("cost").asText());
 
     api.post("/v1/rentals/" + id + "/stop", renter.apiKey(), "").expect(202);
   }
@@ -115,11 +139,16 @@ class ReadYourWritesIntegrationTest {
     String hostId = agent.welcomed().get().hostId();
     for (int i = 0; i < ROUNDS; i++) {
       String price = "2.0" + i;
-      api.put("/v1/hosts/" + hostId + "/listing", owner.apiKey(), "{\"on_demand_price_per_gpu_hour\":\"" + price + "\",\"listed\":true}")
+      api.put(
+              "/v1/hosts/" + hostId + "/listing",
+              owner.apiKey(),
+              "{\"on_demand_price_per_gpu_hour\":\"" + price + "\",\"listed\":true}")
           .expect(200);
       JsonNode hosts = api.get("/v1/hosts", owner.apiKey()).expect(200).json().get("hosts");
       assertEquals(1, hosts.size(), hosts.toString());
-      assertEquals(Money.format(Money.parse(price)), hosts.get(0).get("on_demand_price_per_gpu_hour").asText(),
+      assertEquals(
+          Money.format(Money.parse(price)),
+          hosts.get(0).get("on_demand_price_per_gpu_hour").asText(),
           "round " + i + ": the host list right after the listing");
     }
   }

@@ -29,7 +29,8 @@ import org.junit.jupiter.api.Test;
 /**
  * Rentals end to end: a real node on real PostgreSQL, a real agent (in-process, simulated GPUs,
  * process runtime) over the real websocket, and the HTTP API. Each test checks the rental's billed
- * seconds against the wall-clock window it ran, the ledger, the released hold, and a conserved audit.
+ * seconds against the wall-clock window it ran, the ledger, the released hold, and a conserved
+ * audit.
  */
 class RentalLifecycleIntegrationTest {
   static final Duration WAIT = Duration.ofSeconds(40);
@@ -46,16 +47,19 @@ class RentalLifecycleIntegrationTest {
   static void start() throws Exception {
     temp = Files.createTempDirectory("tickmark-rentals");
     DatabaseSettings db = TestDatabase.fresh("rentals");
-    node = Node.start(TestNodes.settings(db)
-        .withConfig("tickmark.market.allow-simulated-hosts", true)
-        // the simulated host reports this machine's real disk, which a loaded CI machine may write slowly
-        .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
-        .withConfig("tickmark.hosts.heartbeat-timeout", "3s")
-        .withConfig("tickmark.hosts.heartbeat-interval", "1s")
-        .withConfig("tickmark.rentals.settle-interval", "2s")
-        .withConfig("tickmark.rentals.hold-duration", "8s")
-        .withConfig("tickmark.rentals.provisioning-timeout", "20s")
-        .withConfig("tickmark.rentals.stop-timeout", "5s"));
+    node =
+        Node.start(
+            TestNodes.settings(db)
+                .withConfig("tickmark.market.allow-simulated-hosts", true)
+                // the simulated host reports this machine's real disk, which a loaded CI machine
+                // may write slowly
+                .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
+                .withConfig("tickmark.hosts.heartbeat-timeout", "3s")
+                .withConfig("tickmark.hosts.heartbeat-interval", "1s")
+                .withConfig("tickmark.rentals.settle-interval", "2s")
+                .withConfig("tickmark.rentals.hold-duration", "8s")
+                .withConfig("tickmark.rentals.provisioning-timeout", "20s")
+                .withConfig("tickmark.rentals.stop-timeout", "5s"));
     api = new ApiClient(node.baseUrl());
     provider = api.signUp("Provider");
   }
@@ -71,17 +75,38 @@ class RentalLifecycleIntegrationTest {
     return host("h100-80gb", region, cards, "");
   }
 
-  /** A verified host listed at {@link #PRICE} (spot 1.00) with {@code extraListing} added to its listing. */
+  /**
+   * A verified host listed at {@link #PRICE} (spot 1.00) with {@code extraListing} added to its
+   * listing.
+   */
   static Agent host(String gpu, String region, int cards, String extraListing) throws Exception {
-    String token = api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"" + region + "\"}").expect(201)
-        .json().get("token").asText();
-    Agent agent = Agent.start(AgentConfig.simulated("ws://127.0.0.1:" + node.httpPort(), token,
-        temp.resolve("agent-" + region + "-" + agents.size()), gpu + ":" + cards));
+    String token =
+        api.post(
+                "/v1/hosts/registration-tokens",
+                provider.apiKey(),
+                "{\"region\":\"" + region + "\"}")
+            .expect(201)
+            .json()
+            .get("token")
+            .asText();
+    Agent agent =
+        Agent.start(
+            AgentConfig.simulated(
+                "ws://127.0.0.1:" + node.httpPort(),
+                token,
+                temp.resolve("agent-" + region + "-" + agents.size()),
+                gpu + ":" + cards));
     agents.add(agent);
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
     assertEquals("verified", agent.verified().get(WAIT.toSeconds(), TimeUnit.SECONDS).status());
-    api.put("/v1/hosts/" + hostId + "/listing", provider.apiKey(),
-        "{\"on_demand_price_per_gpu_hour\":\"" + PRICE + "\",\"spot_price_per_gpu_hour\":\"1.00\",\"listed\":true" + extraListing + "}")
+    api.put(
+            "/v1/hosts/" + hostId + "/listing",
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\""
+                + PRICE
+                + "\",\"spot_price_per_gpu_hour\":\"1.00\",\"listed\":true"
+                + extraListing
+                + "}")
         .expect(200);
     eventually(WAIT, () -> assertTrue(offered(gpu, region) >= cards, "host listed in " + region));
     return agent;
@@ -92,7 +117,11 @@ class RentalLifecycleIntegrationTest {
   }
 
   static int offered(String gpu, String region) {
-    JsonNode offers = api.get("/v1/offers?gpu=" + gpu + "&region=" + region + "&tier=on_demand", null).expect(200).json().get("offers");
+    JsonNode offers =
+        api.get("/v1/offers?gpu=" + gpu + "&region=" + region + "&tier=on_demand", null)
+            .expect(200)
+            .json()
+            .get("offers");
     int cards = 0;
     for (JsonNode o : offers) cards += o.get("available_cards").asInt();
     return cards;
@@ -109,9 +138,20 @@ class RentalLifecycleIntegrationTest {
   }
 
   static JsonNode launch(ApiClient.Customer renter, String gpu, String region, String extra) {
-    return api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"" + gpu + "\",\"count\":1,\"region\":\"" + region + "\","
-        + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]" + extra + "}")
-        .expect(201).json().get("rental");
+    return api.post(
+            "/v1/rentals",
+            renter.apiKey(),
+            "{\"gpu\":\""
+                + gpu
+                + "\",\"count\":1,\"region\":\""
+                + region
+                + "\","
+                + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]"
+                + extra
+                + "}")
+        .expect(201)
+        .json()
+        .get("rental");
   }
 
   static JsonNode rental(ApiClient.Customer renter, String id) {
@@ -122,40 +162,53 @@ class RentalLifecycleIntegrationTest {
     return awaitStatus(renter, id, status, WAIT);
   }
 
-  static JsonNode awaitStatus(ApiClient.Customer renter, String id, String status, Duration within) {
+  static JsonNode awaitStatus(
+      ApiClient.Customer renter, String id, String status, Duration within) {
     JsonNode[] last = new JsonNode[1];
-    eventually(within, () -> {
-      last[0] = rental(renter, id);
-      assertEquals(status, last[0].get("status").asText(), last[0].toString());
-    });
+    eventually(
+        within,
+        () -> {
+          last[0] = rental(renter, id);
+          assertEquals(status, last[0].get("status").asText(), last[0].toString());
+        });
     return last[0];
   }
 
-  /** Billed seconds are whole seconds of the server's own window, and the cost is exactly cost(billed). */
+  /**
+   * Billed seconds are whole seconds of the server's own window, and the cost is exactly
+   * cost(billed).
+   */
   static void assertBilledWithin(JsonNode ended, Instant startedAt, Instant endedAt) {
     long billed = ended.get("billed_seconds").asLong();
     long window = Duration.between(startedAt, endedAt).getSeconds();
-    assertTrue(Math.abs(billed - window) <= 1, "billed " + billed + " s for a window of " + window + " s");
+    assertTrue(
+        Math.abs(billed - window) <= 1, "billed " + billed + " s for a window of " + window + " s");
     assertEquals(Money.format(Metering.cost(PRICE_MICROS, 1, billed)), ended.get("cost").asText());
   }
 
-  /** The renter's ledger holds the captures of exactly the cost, nothing is held, and the books balance. */
+  /**
+   * The renter's ledger holds the captures of exactly the cost, nothing is held, and the books
+   * balance.
+   */
   static void assertMoneySettled(ApiClient.Customer renter, JsonNode ended, String deposit) {
     long cost = Money.parse(ended.get("cost").asText());
-    eventually(WAIT, () -> {
-      JsonNode account = api.account(renter.apiKey());
-      assertEquals("0.000000", account.get("held").asText(), "hold released");
-      assertEquals(Money.format(Money.parse(deposit) - cost), account.get("balance").asText());
-      long captured = 0;
-      for (JsonNode e : api.ledger(renter.apiKey(), "?limit=500").get("entries")) {
-        if (e.get("kind").asText().equals("capture")) captured += Money.parse(e.get("amount").asText().substring(1)); // "-0.006916"
-      }
-      assertEquals(cost, captured, "ledger captures add up to the cost");
-      JsonNode audit = api.audit();
-      assertTrue(audit.get("conserved").asBoolean(), audit.toString());
-      assertEquals("0.000000", audit.get("pending_captures").asText(), audit.toString());
-      assertEquals("0.000000", audit.get("pending_credits").asText(), audit.toString());
-    });
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode account = api.account(renter.apiKey());
+          assertEquals("0.000000", account.get("held").asText(), "hold released");
+          assertEquals(Money.format(Money.parse(deposit) - cost), account.get("balance").asText());
+          long captured = 0;
+          for (JsonNode e : api.ledger(renter.apiKey(), "?limit=500").get("entries")) {
+            if (e.get("kind").asText().equals("capture"))
+              captured += Money.parse(e.get("amount").asText().substring(1)); // "-0.006916"
+          }
+          assertEquals(cost, captured, "ledger captures add up to the cost");
+          JsonNode audit = api.audit();
+          assertTrue(audit.get("conserved").asBoolean(), audit.toString());
+          assertEquals("0.000000", audit.get("pending_captures").asText(), audit.toString());
+          assertEquals("0.000000", audit.get("pending_credits").asText(), audit.toString());
+        });
   }
 
   @Test
@@ -164,14 +217,21 @@ class RentalLifecycleIntegrationTest {
     ApiClient.Customer renter = renter("Stopper", "10");
     JsonNode launched = launch(renter, "eu-nl", "");
     assertEquals("provisioning", launched.get("status").asText(), launched.toString());
-    assertEquals("2.490000", launched.get("price_per_gpu_hour").asText(), "the host's floor, frozen");
+    assertEquals(
+        "2.490000", launched.get("price_per_gpu_hour").asText(), "the host's floor, frozen");
     String id = launched.get("id").asText();
     JsonNode running = awaitStatus(renter, id, "running");
     Instant startedAt = Instant.parse(running.get("started_at").asText());
     eventually(WAIT, () -> assertTrue(rental(renter, id).get("billed_seconds").asLong() >= 5));
     Instant stopAt = Instant.now();
-    JsonNode stopping = api.post("/v1/rentals/" + id + "/stop", renter.apiKey(), null).expect(202).json().get("rental");
-    assertTrue(List.of("stopping", "ended").contains(stopping.get("status").asText()), stopping.toString());
+    JsonNode stopping =
+        api.post("/v1/rentals/" + id + "/stop", renter.apiKey(), null)
+            .expect(202)
+            .json()
+            .get("rental");
+    assertTrue(
+        List.of("stopping", "ended").contains(stopping.get("status").asText()),
+        stopping.toString());
     JsonNode ended = awaitStatus(renter, id, "ended");
     assertEquals("stopped_by_renter", ended.get("end_reason").asText());
     assertBilledWithin(ended, startedAt, stopAt);
@@ -183,12 +243,21 @@ class RentalLifecycleIntegrationTest {
     assertTrue(usage.get("checkpoints").size() >= 2, usage.toString());
     eventually(WAIT, () -> assertEquals(2, offered("eu-nl"), "the card is free again"));
     // Closed, it let the renter's account forget its hold (the ledger above keeps the history).
-    eventually(WAIT, () -> {
-      StatusReply<Account.HoldView> hold = ClusterSharding.get(node.system()).entityRefFor(Account.ENTITY_KEY, renter.id())
-          .<StatusReply<Account.HoldView>>ask(r -> new Account.GetHold(id, r), Duration.ofSeconds(5))
-          .toCompletableFuture().join();
-      assertTrue(hold.isError() && Rejection.codeOf(hold.getError().getMessage()) == Rejection.HOLD_NOT_FOUND, hold.toString());
-    });
+    eventually(
+        WAIT,
+        () -> {
+          StatusReply<Account.HoldView> hold =
+              ClusterSharding.get(node.system())
+                  .entityRefFor(Account.ENTITY_KEY, renter.id())
+                  .<StatusReply<Account.HoldView>>ask(
+                      r -> new Account.GetHold(id, r), Duration.ofSeconds(5))
+                  .toCompletableFuture()
+                  .join();
+          assertTrue(
+              hold.isError()
+                  && Rejection.codeOf(hold.getError().getMessage()) == Rejection.HOLD_NOT_FOUND,
+              hold.toString());
+        });
   }
 
   @Test
@@ -196,7 +265,10 @@ class RentalLifecycleIntegrationTest {
     host("eu-de", 1);
     ApiClient.Customer renter = renter("Capped", "10");
     long maxTotal = Metering.cost(PRICE_MICROS, 1, 4); // exactly four seconds
-    String id = launch(renter, "eu-de", ",\"max_total\":\"" + Money.format(maxTotal) + "\"").get("id").asText();
+    String id =
+        launch(renter, "eu-de", ",\"max_total\":\"" + Money.format(maxTotal) + "\"")
+            .get("id")
+            .asText();
     JsonNode ended = awaitStatus(renter, id, "ended");
     assertEquals("rental_cap_reached", ended.get("end_reason").asText(), ended.toString());
     assertEquals(4, ended.get("billed_seconds").asLong());
@@ -215,7 +287,10 @@ class RentalLifecycleIntegrationTest {
     JsonNode ended = awaitStatus(renter, id, "ended");
     assertEquals("balance_exhausted", ended.get("end_reason").asText(), ended.toString());
     long billed = ended.get("billed_seconds").asLong();
-    assertEquals(Metering.maxSecondsWithin(PRICE_MICROS, 1, hold, 1_000_000), billed, "exactly the seconds the hold covered");
+    assertEquals(
+        Metering.maxSecondsWithin(PRICE_MICROS, 1, hold, 1_000_000),
+        billed,
+        "exactly the seconds the hold covered");
     assertMoneySettled(renter, ended, deposit);
   }
 
@@ -225,42 +300,72 @@ class RentalLifecycleIntegrationTest {
     long hold = Metering.cost(Money.parse("3.00"), 1, 8);
     ApiClient.Customer renter = renter("Budgeted", "10");
     // The cap allows the first hold and a little more, never an extension.
-    api.put("/v1/account/spend-cap", renter.apiKey(), "{\"monthly\":\"" + Money.format(hold + 100) + "\"}").expect(200);
+    api.put(
+            "/v1/account/spend-cap",
+            renter.apiKey(),
+            "{\"monthly\":\"" + Money.format(hold + 100) + "\"}")
+        .expect(200);
     JsonNode launched = launch(renter, "a100-40gb", "eu-nl", "");
     String id = launched.get("id").asText();
     JsonNode ended = awaitStatus(renter, id, "ended");
     assertEquals("spend_cap_reached", ended.get("end_reason").asText(), ended.toString());
-    assertEquals(Metering.maxSecondsWithin(PRICE_MICROS, 1, hold, 1_000_000), ended.get("billed_seconds").asLong(),
+    assertEquals(
+        Metering.maxSecondsWithin(PRICE_MICROS, 1, hold, 1_000_000),
+        ended.get("billed_seconds").asLong(),
         "exactly the seconds the hold covered");
     assertMoneySettled(renter, ended, "10");
     JsonNode account = api.account(renter.apiKey());
-    assertTrue(Money.parse(account.get("spent_this_month").asText()) <= hold + 100, account.toString());
+    assertTrue(
+        Money.parse(account.get("spent_this_month").asText()) <= hold + 100, account.toString());
   }
 
   @Test
   void spotRentalIsPreemptedWhenTheHostsAvailabilityWindowCloses() throws Exception {
-    // A window that closes at the next whole minute at least 20 s away: well inside the 120 s minimum notice.
+    // A window that closes at the next whole minute at least 20 s away: well inside the 120 s
+    // minimum notice.
     java.time.ZonedDateTime now = java.time.ZonedDateTime.now(java.time.ZoneOffset.UTC);
     int endMinute = (now.toLocalTime().toSecondOfDay() + 20 + 59) / 60;
-    org.junit.jupiter.api.Assumptions.assumeTrue(endMinute <= 1440, "not in the last 20 s of a UTC day");
+    org.junit.jupiter.api.Assumptions.assumeTrue(
+        endMinute <= 1440, "not in the last 20 s of a UTC day");
     String day = now.getDayOfWeek().name().substring(0, 3).toLowerCase(java.util.Locale.ROOT);
     String end = String.format("%02d:%02d", endMinute / 60, endMinute % 60);
-    Instant closes = now.toLocalDate().atStartOfDay(java.time.ZoneOffset.UTC).toInstant().plusSeconds(endMinute * 60L);
-    host("l40s-48gb", "eu-nl", 1, ",\"availability\":[{\"day\":\"" + day + "\",\"start\":\"00:00\",\"end\":\"" + end + "\"}]");
+    Instant closes =
+        now.toLocalDate()
+            .atStartOfDay(java.time.ZoneOffset.UTC)
+            .toInstant()
+            .plusSeconds(endMinute * 60L);
+    host(
+        "l40s-48gb",
+        "eu-nl",
+        1,
+        ",\"availability\":[{\"day\":\""
+            + day
+            + "\",\"start\":\"00:00\",\"end\":\""
+            + end
+            + "\"}]");
     ApiClient.Customer renter = renter("Spotter", "10");
     String id = launch(renter, "l40s-48gb", "eu-nl", ",\"tier\":\"spot\"").get("id").asText();
     JsonNode running = awaitStatus(renter, id, "running");
     assertEquals("1.000000", running.get("price_per_gpu_hour").asText(), "the spot floor, frozen");
     Instant startedAt = Instant.parse(running.get("started_at").asText());
-    eventually(WAIT, () -> assertEquals(closes.toString(), Instant.parse(rental(renter, id).get("preemption_deadline").asText()).toString(),
-        "the notice names the window's end"));
+    eventually(
+        WAIT,
+        () ->
+            assertEquals(
+                closes.toString(),
+                Instant.parse(rental(renter, id).get("preemption_deadline").asText()).toString(),
+                "the notice names the window's end"));
     // The window closes up to 80 s from the start of the test.
-    JsonNode ended = awaitStatus(renter, id, "ended", Duration.between(Instant.now(), closes).plus(WAIT));
+    JsonNode ended =
+        awaitStatus(renter, id, "ended", Duration.between(Instant.now(), closes).plus(WAIT));
     assertEquals("preempted", ended.get("end_reason").asText(), ended.toString());
     long billed = ended.get("billed_seconds").asLong();
     long window = Duration.between(startedAt, closes).getSeconds();
-    assertTrue(Math.abs(billed - window) <= 1, "billed " + billed + " s, ran until the deadline " + window + " s in");
-    assertEquals(Money.format(Metering.cost(Money.parse("1.00"), 1, billed)), ended.get("cost").asText());
+    assertTrue(
+        Math.abs(billed - window) <= 1,
+        "billed " + billed + " s, ran until the deadline " + window + " s in");
+    assertEquals(
+        Money.format(Metering.cost(Money.parse("1.00"), 1, billed)), ended.get("cost").asText());
     assertMoneySettled(renter, ended, "10");
   }
 
@@ -268,15 +373,25 @@ class RentalLifecycleIntegrationTest {
   void aRentalLaunchedForAnyRegionShowsTheRegionItRunsIn() throws Exception {
     host("rtx4090-24gb", "us-east", 1, "");
     ApiClient.Customer renter = renter("Anywhere", "10");
-    JsonNode launched = api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"rtx4090-24gb\",\"max_price_per_gpu_hour\":\"3.00\","
-        + "\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]}").expect(201).json().get("rental");
+    JsonNode launched =
+        api.post(
+                "/v1/rentals",
+                renter.apiKey(),
+                "{\"gpu\":\"rtx4090-24gb\",\"max_price_per_gpu_hour\":\"3.00\","
+                    + "\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]}")
+            .expect(201)
+            .json()
+            .get("rental");
     assertEquals("provisioning", launched.get("status").asText(), launched.toString());
     assertEquals("us-east", launched.get("region").asText(), "the matched host's region");
     String id = launched.get("id").asText();
-    eventually(WAIT, () -> {
-      JsonNode listed = api.get("/v1/rentals", renter.apiKey()).expect(200).json().get("rentals").get(0);
-      assertEquals("us-east", listed.get("region").asText(), listed.toString());
-    });
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode listed =
+              api.get("/v1/rentals", renter.apiKey()).expect(200).json().get("rentals").get(0);
+          assertEquals("us-east", listed.get("region").asText(), listed.toString());
+        });
     api.post("/v1/rentals/" + id + "/stop", renter.apiKey(), null).expect(202);
     assertMoneySettled(renter, awaitStatus(renter, id, "ended"), "10");
   }
@@ -284,8 +399,15 @@ class RentalLifecycleIntegrationTest {
   @Test
   void noCapacityWhenNothingMatchesInTime() {
     ApiClient.Customer renter = renter("Patient", "10");
-    JsonNode launched = api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"a100-80gb\",\"max_price_per_gpu_hour\":\"3.00\","
-        + "\"image\":\"ubuntu:24.04\",\"wait_seconds\":2}").expect(201).json().get("rental");
+    JsonNode launched =
+        api.post(
+                "/v1/rentals",
+                renter.apiKey(),
+                "{\"gpu\":\"a100-80gb\",\"max_price_per_gpu_hour\":\"3.00\","
+                    + "\"image\":\"ubuntu:24.04\",\"wait_seconds\":2}")
+            .expect(201)
+            .json()
+            .get("rental");
     assertEquals("pending", launched.get("status").asText());
     JsonNode ended = awaitStatus(renter, launched.get("id").asText(), "ended");
     assertEquals("no_capacity", ended.get("end_reason").asText());
@@ -297,9 +419,15 @@ class RentalLifecycleIntegrationTest {
   void provisioningFailedChargesNothing() throws Exception {
     host("us-east", 1);
     ApiClient.Customer renter = renter("Unlucky", "10");
-    JsonNode launched = api.post("/v1/rentals", renter.apiKey(), "{\"gpu\":\"h100-80gb\",\"region\":\"us-east\","
-        + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\",\"command\":[\"/no/such/program\"]}").expect(201)
-        .json().get("rental");
+    JsonNode launched =
+        api.post(
+                "/v1/rentals",
+                renter.apiKey(),
+                "{\"gpu\":\"h100-80gb\",\"region\":\"us-east\","
+                    + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\",\"command\":[\"/no/such/program\"]}")
+            .expect(201)
+            .json()
+            .get("rental");
     JsonNode ended = awaitStatus(renter, launched.get("id").asText(), "ended");
     assertEquals("provisioning_failed", ended.get("end_reason").asText(), ended.toString());
     assertEquals("0.000000", ended.get("cost").asText());
@@ -320,8 +448,12 @@ class RentalLifecycleIntegrationTest {
     assertEquals("host_lost", ended.get("end_reason").asText(), ended.toString());
     long billed = ended.get("billed_seconds").asLong();
     long upToLastHeartbeat = Duration.between(startedAt, lastSeen).getSeconds();
-    assertTrue(billed <= upToLastHeartbeat + 1, "billed " + billed + " s, the host was last heard about " + upToLastHeartbeat + " s in");
-    assertTrue(billed >= upToLastHeartbeat - 2, "billed " + billed + " s, heartbeats every second until " + upToLastHeartbeat + " s");
+    assertTrue(
+        billed <= upToLastHeartbeat + 1,
+        "billed " + billed + " s, the host was last heard about " + upToLastHeartbeat + " s in");
+    assertTrue(
+        billed >= upToLastHeartbeat - 2,
+        "billed " + billed + " s, heartbeats every second until " + upToLastHeartbeat + " s");
     assertMoneySettled(renter, ended, "10");
   }
 
@@ -335,7 +467,12 @@ class RentalLifecycleIntegrationTest {
     api.post("/v1/rentals/" + id + "/stop", other.apiKey(), null).expectProblem(404, "not_found");
     api.get("/v1/rentals/" + id + "/usage", other.apiKey()).expectProblem(404, "not_found");
     api.get("/v1/rentals/" + id + "/events", other.apiKey()).expectProblem(404, "not_found");
-    eventually(WAIT, () -> assertEquals(0, api.get("/v1/rentals", other.apiKey()).expect(200).json().get("rentals").size()));
+    eventually(
+        WAIT,
+        () ->
+            assertEquals(
+                0,
+                api.get("/v1/rentals", other.apiKey()).expect(200).json().get("rentals").size()));
     api.post("/v1/rentals/" + id + "/stop", owner.apiKey(), null).expect(202);
     awaitStatus(owner, id, "ended");
   }

@@ -14,8 +14,8 @@ import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 
 /**
- * What the runtime tests (metrics, database outage) share: a real agent with simulated GPUs listed on a
- * node, a funded renter, a launched rental, and a free port for Pekko Management.
+ * What the runtime tests (metrics, database outage) share: a real agent with simulated GPUs listed
+ * on a node, a funded renter, a launched rental, and a free port for Pekko Management.
  */
 final class RentingSupport {
   static final Duration WAIT = Duration.ofSeconds(40);
@@ -23,7 +23,9 @@ final class RentingSupport {
 
   private RentingSupport() {}
 
-  /** Node settings for renting against simulated hosts with short settle and heartbeat intervals. */
+  /**
+   * Node settings for renting against simulated hosts with short settle and heartbeat intervals.
+   */
   static NodeSettings renting(NodeSettings settings) {
     return settings
         .withConfig("tickmark.market.allow-simulated-hosts", true)
@@ -35,20 +37,48 @@ final class RentingSupport {
         .withConfig("tickmark.metrics.journal-probe-interval", "1s");
   }
 
-  /** A verified, listed host with {@code cards} simulated H100s in {@code region}, run by a real agent. */
-  static Agent listedHost(Node node, ApiClient api, ApiClient.Customer provider, Path stateDir, String region, int cards)
+  /**
+   * A verified, listed host with {@code cards} simulated H100s in {@code region}, run by a real
+   * agent.
+   */
+  static Agent listedHost(
+      Node node,
+      ApiClient api,
+      ApiClient.Customer provider,
+      Path stateDir,
+      String region,
+      int cards)
       throws Exception {
-    String token = api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"" + region + "\"}").expect(201)
-        .json().get("token").asText();
-    Agent agent = Agent.start(AgentConfig.simulated("ws://127.0.0.1:" + node.httpPort(), token, stateDir, "h100-80gb:" + cards));
+    String token =
+        api.post(
+                "/v1/hosts/registration-tokens",
+                provider.apiKey(),
+                "{\"region\":\"" + region + "\"}")
+            .expect(201)
+            .json()
+            .get("token")
+            .asText();
+    Agent agent =
+        Agent.start(
+            AgentConfig.simulated(
+                "ws://127.0.0.1:" + node.httpPort(), token, stateDir, "h100-80gb:" + cards));
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
     assertEquals("verified", agent.verified().get(WAIT.toSeconds(), TimeUnit.SECONDS).status());
-    api.put("/v1/hosts/" + hostId + "/listing", provider.apiKey(),
-        "{\"on_demand_price_per_gpu_hour\":\"" + PRICE + "\",\"listed\":true}").expect(200);
-    eventually(WAIT, () -> {
-      JsonNode offers = api.get("/v1/offers?gpu=h100-80gb&region=" + region, null).expect(200).json().get("offers");
-      assertTrue(offers.size() > 0, "host listed in " + region);
-    });
+    api.put(
+            "/v1/hosts/" + hostId + "/listing",
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"" + PRICE + "\",\"listed\":true}")
+        .expect(200);
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode offers =
+              api.get("/v1/offers?gpu=h100-80gb&region=" + region, null)
+                  .expect(200)
+                  .json()
+                  .get("offers");
+          assertTrue(offers.size() > 0, "host listed in " + region);
+        });
     return agent;
   }
 
@@ -59,20 +89,29 @@ final class RentingSupport {
   }
 
   static String launchBody(String region) {
-    return "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"" + region + "\",\"max_price_per_gpu_hour\":\"3.00\","
+    return "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\""
+        + region
+        + "\",\"max_price_per_gpu_hour\":\"3.00\","
         + "\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]}";
   }
 
   static String launch(ApiClient api, ApiClient.Customer renter, String region) {
-    return api.post("/v1/rentals", renter.apiKey(), launchBody(region)).expect(201).json().get("rental").get("id").asText();
+    return api.post("/v1/rentals", renter.apiKey(), launchBody(region))
+        .expect(201)
+        .json()
+        .get("rental")
+        .get("id")
+        .asText();
   }
 
   static JsonNode awaitStatus(ApiClient api, ApiClient.Customer renter, String id, String status) {
     JsonNode[] last = new JsonNode[1];
-    eventually(WAIT, () -> {
-      last[0] = api.get("/v1/rentals/" + id, renter.apiKey()).expect(200).json();
-      assertEquals(status, last[0].get("status").asText(), last[0].toString());
-    });
+    eventually(
+        WAIT,
+        () -> {
+          last[0] = api.get("/v1/rentals/" + id, renter.apiKey()).expect(200).json();
+          assertEquals(status, last[0].get("status").asText(), last[0].toString());
+        });
     return last[0];
   }
 

@@ -11,9 +11,10 @@ final class TestNodes {
   private TestNodes() {}
 
   static NodeSettings settings(DatabaseSettings database) {
-    return NodeSettings.fromEnvironment(Map.of(
-            "TICKMARK_OPERATOR_TOKEN", OPERATOR_TOKEN,
-            "TICKMARK_PAYMENT_WEBHOOK_SECRET", WEBHOOK_SECRET))
+    return NodeSettings.fromEnvironment(
+            Map.of(
+                "TICKMARK_OPERATOR_TOKEN", OPERATOR_TOKEN,
+                "TICKMARK_PAYMENT_WEBHOOK_SECRET", WEBHOOK_SECRET))
         .withDatabase(database.url(), database.user(), database.password())
         .withPorts(0, -1, 0)
         .withExitJvmOnShutdown(false);

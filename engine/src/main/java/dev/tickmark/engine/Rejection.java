@@ -6,10 +6,11 @@ import java.util.Locale;
 import org.apache.pekko.pattern.StatusReply;
 
 /**
- * Why a command was refused: one stable code, whose wire name (the constant's name in lower case) is what clients,
- * the HTTP edge and the journal rely on. A refusal travels in {@link StatusReply#error(String)} as
- * {@code "<code>: <detail>"}: error replies cross node boundaries, so they are plain text rather than exceptions (Java
- * serialization is off), and {@link #codeOf(String)} reads the code back.
+ * Why a command was refused: one stable code, whose wire name (the constant's name in lower case)
+ * is what clients, the HTTP edge and the journal rely on. A refusal travels in {@link
+ * StatusReply#error(String)} as {@code "<code>: <detail>"}: error replies cross node boundaries, so
+ * they are plain text rather than exceptions (Java serialization is off), and {@link
+ * #codeOf(String)} reads the code back.
  */
 public enum Rejection {
   // money and accounts
@@ -47,10 +48,15 @@ public enum Rejection {
   // why the engine closes an agent's session (its error frame's code)
   /** A newer session for the host connected. */
   REPLACED,
-  /** The host's entity knows no live session (it restarted or moved): the agent should reconnect. */
+  /**
+   * The host's entity knows no live session (it restarted or moved): the agent should reconnect.
+   */
   RECONNECT,
   HEARTBEAT_TIMEOUT,
-  /** Not a refusal: the other side did not answer in time (a timeout, a shard moving, the database down); retry later. */
+  /**
+   * Not a refusal: the other side did not answer in time (a timeout, a shard moving, the database
+   * down); retry later.
+   */
   UNAVAILABLE,
   /** A reply that carries no code of ours. */
   INTERNAL;
@@ -86,8 +92,8 @@ public enum Rejection {
   }
 
   /**
-   * The code of an ask's failure: the code of a refusal, {@link #UNAVAILABLE} for anything else (a timeout, an entity
-   * whose shard is moving), {@code null} when there was no failure.
+   * The code of an ask's failure: the code of a refusal, {@link #UNAVAILABLE} for anything else (a
+   * timeout, an entity whose shard is moving), {@code null} when there was no failure.
    */
   public static Rejection codeOf(Throwable failure) {
     if (failure == null) return null;

@@ -17,12 +17,14 @@ import java.time.Duration;
 import org.junit.jupiter.api.Test;
 
 /**
- * Each entity's {@code Settings.fromConfig} reads the node's keys (the shipped defaults are checked against the node's
- * own configuration in cluster-config's {@code EntitySettingsDefaultsTest}).
+ * Each entity's {@code Settings.fromConfig} reads the node's keys (the shipped defaults are checked
+ * against the node's own configuration in cluster-config's {@code EntitySettingsDefaultsTest}).
  */
 class EntitySettingsTest {
   /** Every key the entities read, none at its shipped value. */
-  private static final Config CONFIG = ConfigFactory.parseString("""
+  private static final Config CONFIG =
+      ConfigFactory.parseString(
+          """
       tickmark {
         http.ask-timeout = 7s
         hosts { heartbeat-interval = 3s, heartbeat-timeout = 45s }
@@ -42,23 +44,36 @@ class EntitySettingsTest {
 
   @Test
   void rentalSettingsReadTheRentalsFeeAndAskTimeout() {
-    assertEquals(new Rental.Settings(Duration.ofSeconds(4), 600, 1000, Duration.ofSeconds(90), Duration.ofSeconds(15),
-        Duration.ofMillis(500), Duration.ofSeconds(7)), Rental.Settings.fromConfig(CONFIG));
+    assertEquals(
+        new Rental.Settings(
+            Duration.ofSeconds(4),
+            600,
+            1000,
+            Duration.ofSeconds(90),
+            Duration.ofSeconds(15),
+            Duration.ofMillis(500),
+            Duration.ofSeconds(7)),
+        Rental.Settings.fromConfig(CONFIG));
   }
 
   @Test
   void matcherSettingsReadTheMatcherAndAskTimeout() {
-    assertEquals(new Matcher.Settings(Duration.ofSeconds(7), 4, 99, Duration.ofSeconds(3)), Matcher.Settings.fromConfig(CONFIG));
+    assertEquals(
+        new Matcher.Settings(Duration.ofSeconds(7), 4, 99, Duration.ofSeconds(3)),
+        Matcher.Settings.fromConfig(CONFIG));
   }
 
   @Test
   void payoutRunSettingsReadThePayoutsAndAskTimeout() {
-    assertEquals(new PayoutRun.Settings(Duration.ofSeconds(7), Duration.ofSeconds(2), 3), PayoutRun.Settings.fromConfig(CONFIG));
+    assertEquals(
+        new PayoutRun.Settings(Duration.ofSeconds(7), Duration.ofSeconds(2), 3),
+        PayoutRun.Settings.fromConfig(CONFIG));
   }
 
   @Test
   void verificationPolicyReadsTheThresholdsAndWhetherSimulatedHostsAreAllowed() {
-    assertEquals(new Verification.Policy(true, "550.1", "6.1", 80, 20, 2L * 1024 * 1024 * 1024, 150),
+    assertEquals(
+        new Verification.Policy(true, "550.1", "6.1", 80, 20, 2L * 1024 * 1024 * 1024, 150),
         Verification.Policy.fromConfig(CONFIG));
   }
 

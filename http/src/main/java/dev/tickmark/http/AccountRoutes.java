@@ -32,7 +32,8 @@ public final class AccountRoutes {
 
   record KeyList(List<KeyView> keys) {}
 
-  record EntryView(String id, Instant at, String kind, String amount, String rentalId, String key) {}
+  record EntryView(
+      String id, Instant at, String kind, String amount, String rentalId, String key) {}
 
   record Statement(List<EntryView> entries, String nextAfter) {}
 
@@ -45,7 +46,12 @@ public final class AccountRoutes {
   private final SpendCaps spendCaps;
   private final Duration readYourWritesWait;
 
-  public AccountRoutes(Accounts accounts, ApiKeys apiKeys, LedgerReadModel ledger, Auth auth, Duration readYourWritesWait) {
+  public AccountRoutes(
+      Accounts accounts,
+      ApiKeys apiKeys,
+      LedgerReadModel ledger,
+      Auth auth,
+      Duration readYourWritesWait) {
     this.accounts = accounts;
     this.apiKeys = apiKeys;
     this.ledger = ledger;
@@ -56,71 +62,196 @@ public final class AccountRoutes {
 
   public Route route() {
     return concat(
-        path("accounts", () -> post(() -> entity(Unmarshaller.entityToByteString(), body -> completeWithFuture(signUp(Json.read(body, SignUpRequest.class)))))),
+        path(
+            "accounts",
+            () ->
+                post(
+                    () ->
+                        entity(
+                            Unmarshaller.entityToByteString(),
+                            body ->
+                                completeWithFuture(signUp(Json.read(body, SignUpRequest.class)))))),
         // "/v1/account" and "/v1/account/..." only: a bare prefix would also match "/v1/accounts".
-        pathPrefix("account", () -> concat(
-            pathEnd(() -> auth.account(accountId -> get(() ->
-                onSuccess(accounts.openSummary(accountId), s -> complete(Responses.json(200, AccountView.of(s))))))),
-            rawPathPrefixTest(slash(), () -> auth.account(this::ownAccount)))));
+        pathPrefix(
+            "account",
+            () ->
+                concat(
+                    pathEnd(
+                        () ->
+                            auth.account(
+                                accountId ->
+                                    get(
+                                        () ->
+                                            onSuccess(
+                                                accounts.openSummary(accountId),
+                                                s ->
+                                                    complete(
+                                                        Responses.json(200, AccountView.of(s))))))),
+                    rawPathPrefixTest(slash(), () -> auth.account(this::ownAccount)))));
   }
 
   private Route ownAccount(String accountId) {
     return concat(
-        path("spend-cap", () -> put(() -> entity(Unmarshaller.entityToByteString(), body ->
-            onSuccess(spendCaps.set(accountId, body), s -> complete(Responses.json(200, AccountView.of(s))))))),
-        path("payout-details", () -> put(() -> entity(Unmarshaller.entityToByteString(), body ->
-            onSuccess(setPayoutDetails(accountId, body), s -> complete(Responses.json(200, AccountView.of(s))))))),
-        path("ledger", () -> get(() -> parameterOptional("limit", limit -> parameterOptional("after", after ->
-            onSuccess(statement(accountId, limit, after), st -> complete(Responses.json(200, st))))))),
-        pathPrefix("api-keys", () -> concat(
-            pathEnd(() -> concat(
-                post(() -> entity(Unmarshaller.entityToByteString(), body -> onSuccess(createKey(accountId, body),
-                    key -> complete(Responses.json(201, key))))),
-                get(() -> onSuccess(apiKeys.list(accountId), keys -> complete(Responses.json(200, keyList(keys))))))),
-            path(segment(), keyId -> delete(() -> onSuccess(apiKeys.revoke(accountId, keyId), revoked -> revoked
-                ? complete(Responses.noContent())
-                : complete(Problem.notFound("no such API key").toResponse()))))))
-    );
+        path(
+            "spend-cap",
+            () ->
+                put(
+                    () ->
+                        entity(
+                            Unmarshaller.entityToByteString(),
+                            body ->
+                                onSuccess(
+                                    spendCaps.set(accountId, body),
+                                    s -> complete(Responses.json(200, AccountView.of(s))))))),
+        path(
+            "payout-details",
+            () ->
+                put(
+                    () ->
+                        entity(
+                            Unmarshaller.entityToByteString(),
+                            body ->
+                                onSuccess(
+                                    setPayoutDetails(accountId, body),
+                                    s -> complete(Responses.json(200, AccountView.of(s))))))),
+        path(
+            "ledger",
+            () ->
+                get(
+                    () ->
+                        parameterOptional(
+                            "limit",
+                            limit ->
+                                parameterOptional(
+                                    "after",
+                                    after ->
+                                        onSuccess(
+                                            statement(accountId, limit, after),
+                                            st -> complete(Responses.json(200, st))))))),
+        pathPrefix(
+            "api-keys",
+            () ->
+                concat(
+                    pathEnd(
+                        () ->
+                            concat(
+                                post(
+                                    () ->
+                                        entity(
+                                            Unmarshaller.entityToByteString(),
+                                            body ->
+                                                onSuccess(
+                                                    createKey(accountId, body),
+                                                    key -> complete(Responses.json(201, key))))),
+                                get(
+                                    () ->
+                                        onSuccess(
+                                            apiKeys.list(accountId),
+                                            keys ->
+                                                complete(Responses.json(200, keyList(keys))))))),
+                    path(
+                        segment(),
+                        keyId ->
+                            delete(
+                                () ->
+                                    onSuccess(
+                                        apiKeys.revoke(accountId, keyId),
+                                        revoked ->
+                                            revoked
+                                                ? complete(Responses.noContent())
+                                                : complete(
+                                                    Problem.notFound("no such API key")
+                                                        .toResponse())))))));
   }
 
-  private CompletionStage<org.apache.pekko.http.javadsl.model.HttpResponse> signUp(SignUpRequest request) {
+  private CompletionStage<org.apache.pekko.http.javadsl.model.HttpResponse> signUp(
+      SignUpRequest request) {
     String name = request.name() == null ? "" : request.name().strip();
-    if (name.isEmpty() || name.length() > 200) throw Problem.badRequest("invalid_name", "name must be 1 to 200 characters");
+    if (name.isEmpty() || name.length() > 200)
+      throw Problem.badRequest("invalid_name", "name must be 1 to 200 characters");
     String id = Ids.account();
-    return accounts.<Account.Summary>ask(id, reply -> new Account.Open(name, reply))
-        .thenCompose(summary -> apiKeys.create(id, "default")
-            .thenApply(key -> Responses.json(201, new SignUpResponse(AccountView.of(summary), key.apiKey()))));
+    return accounts
+        .<Account.Summary>ask(id, reply -> new Account.Open(name, reply))
+        .thenCompose(
+            summary ->
+                apiKeys
+                    .create(id, "default")
+                    .thenApply(
+                        key ->
+                            Responses.json(
+                                201, new SignUpResponse(AccountView.of(summary), key.apiKey()))));
   }
 
-  /** The engine validates the IBAN (SEPA country, length, checksum) and the BIC; the edge only checks presence. */
-  private CompletionStage<Account.Summary> setPayoutDetails(String accountId, org.apache.pekko.util.ByteString body) {
+  /**
+   * The engine validates the IBAN (SEPA country, length, checksum) and the BIC; the edge only
+   * checks presence.
+   */
+  private CompletionStage<Account.Summary> setPayoutDetails(
+      String accountId, org.apache.pekko.util.ByteString body) {
     PayoutDetailsRequest request = Json.read(body, PayoutDetailsRequest.class);
-    if (request.holderName() == null) throw Problem.badRequest("missing_field", "\"holder_name\" is required");
+    if (request.holderName() == null)
+      throw Problem.badRequest("missing_field", "\"holder_name\" is required");
     if (request.iban() == null) throw Problem.badRequest("invalid_iban", "\"iban\" is required");
-    return accounts.ask(accountId, reply -> new Account.SetPayoutDetails(request.holderName(), request.iban(), request.bic(), reply));
+    return accounts.ask(
+        accountId,
+        reply ->
+            new Account.SetPayoutDetails(
+                request.holderName(), request.iban(), request.bic(), reply));
   }
 
-  private CompletionStage<Statement> statement(String accountId, Optional<String> limitParam, Optional<String> afterParam) {
+  private CompletionStage<Statement> statement(
+      String accountId, Optional<String> limitParam, Optional<String> afterParam) {
     int limit = limitParam.map(l -> Params.positiveInt("limit", l, MAX_PAGE)).orElse(100);
     long after = afterParam.map(a -> Params.nonNegativeLong("after", a)).orElse(0L);
-    // the account's events so far are in the ledger first: a deposit acknowledged a moment ago is in the statement
-    return ledger.awaitAccount(accountId, readYourWritesWait).thenCompose(caughtUp -> ledger.statement(accountId, after, limit))
-        .thenApply(entries -> {
-      List<EntryView> views = entries.stream().map(e -> new EntryView(Long.toString(e.id()), e.at(), e.kind(),
-          Money.format(e.amount()), e.rentalId(), e.key())).toList();
-      String next = entries.size() == limit ? Long.toString(entries.get(entries.size() - 1).id()) : null;
-      return new Statement(views, next);
-    });
+    // the account's events so far are in the ledger first: a deposit acknowledged a moment ago is
+    // in the statement
+    return ledger
+        .awaitAccount(accountId, readYourWritesWait)
+        .thenCompose(caughtUp -> ledger.statement(accountId, after, limit))
+        .thenApply(
+            entries -> {
+              List<EntryView> views =
+                  entries.stream()
+                      .map(
+                          e ->
+                              new EntryView(
+                                  Long.toString(e.id()),
+                                  e.at(),
+                                  e.kind(),
+                                  Money.format(e.amount()),
+                                  e.rentalId(),
+                                  e.key()))
+                      .toList();
+              String next =
+                  entries.size() == limit
+                      ? Long.toString(entries.get(entries.size() - 1).id())
+                      : null;
+              return new Statement(views, next);
+            });
   }
 
-  private CompletionStage<CreatedKeyView> createKey(String accountId, org.apache.pekko.util.ByteString body) {
-    ApiKeyRequest request = body.isEmpty() ? new ApiKeyRequest(null) : Json.read(body, ApiKeyRequest.class);
-    if (request.label() != null && request.label().length() > 200) throw Problem.badRequest("invalid_label", "label is at most 200 characters");
-    return apiKeys.create(accountId, request.label())
-        .thenApply(k -> new CreatedKeyView(k.keyId(), ApiKeys.PREFIX + k.keyId(), k.apiKey(), request.label(), k.createdAt()));
+  private CompletionStage<CreatedKeyView> createKey(
+      String accountId, org.apache.pekko.util.ByteString body) {
+    ApiKeyRequest request =
+        body.isEmpty() ? new ApiKeyRequest(null) : Json.read(body, ApiKeyRequest.class);
+    if (request.label() != null && request.label().length() > 200)
+      throw Problem.badRequest("invalid_label", "label is at most 200 characters");
+    return apiKeys
+        .create(accountId, request.label())
+        .thenApply(
+            k ->
+                new CreatedKeyView(
+                    k.keyId(),
+                    ApiKeys.PREFIX + k.keyId(),
+                    k.apiKey(),
+                    request.label(),
+                    k.createdAt()));
   }
 
   private static KeyList keyList(List<ApiKeys.KeyInfo> keys) {
-    return new KeyList(keys.stream().map(k -> new KeyView(k.keyId(), k.prefix(), k.label(), k.createdAt(), k.revokedAt())).toList());
+    return new KeyList(
+        keys.stream()
+            .map(k -> new KeyView(k.keyId(), k.prefix(), k.label(), k.createdAt(), k.revokedAt()))
+            .toList());
   }
 }

@@ -5,8 +5,8 @@ import dev.tickmark.engine.account.Iban;
 import dev.tickmark.engine.money.Money;
 
 /**
- * {@code GET /v1/account}: amounts as strings with exactly six decimals; {@code status} is
- * {@code active} or {@code suspended}; payout details show the IBAN's last four characters only.
+ * {@code GET /v1/account}: amounts as strings with exactly six decimals; {@code status} is {@code
+ * active} or {@code suspended}; payout details show the IBAN's last four characters only.
  */
 public record AccountView(
     String id,
@@ -23,7 +23,9 @@ public record AccountView(
 
   public record PayoutDetailsView(String holderName, String iban, String bic) {
     static PayoutDetailsView of(Account.PayoutDetails d) {
-      return d == null ? null : new PayoutDetailsView(d.holderName(), Iban.masked(d.iban()), d.bic());
+      return d == null
+          ? null
+          : new PayoutDetailsView(d.holderName(), Iban.masked(d.iban()), d.bic());
     }
   }
 
@@ -32,9 +34,17 @@ public record AccountView(
   }
 
   public static AccountView of(Account.Summary s) {
-    return new AccountView(s.id(), s.name(), "EUR", Money.format(s.balance()), Money.format(s.held()),
-        Money.format(s.available()), Money.format(s.earnings()),
-        s.spendCapMonthly() == null ? null : Money.format(s.spendCapMonthly()), Money.format(s.spentThisMonth()), status(s),
+    return new AccountView(
+        s.id(),
+        s.name(),
+        "EUR",
+        Money.format(s.balance()),
+        Money.format(s.held()),
+        Money.format(s.available()),
+        Money.format(s.earnings()),
+        s.spendCapMonthly() == null ? null : Money.format(s.spendCapMonthly()),
+        Money.format(s.spentThisMonth()),
+        status(s),
         PayoutDetailsView.of(s.payoutDetails()));
   }
 }

@@ -17,7 +17,8 @@ final class Amounts {
 
   static long parsePositive(String field, String text) {
     long amount = parse(field, text);
-    if (amount == 0) throw Problem.badRequest("invalid_amount", "\"" + field + "\" must be more than zero");
+    if (amount == 0)
+      throw Problem.badRequest("invalid_amount", "\"" + field + "\" must be more than zero");
     return amount;
   }
 }

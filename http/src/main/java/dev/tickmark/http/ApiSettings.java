@@ -7,44 +7,71 @@ import java.time.Duration;
 import java.util.Locale;
 
 /**
- * What the HTTP edge needs to know that is not a collaborator. Secrets never appear in {@link #toString()}.
+ * What the HTTP edge needs to know that is not a collaborator. Secrets never appear in {@link
+ * #toString()}.
  *
- * @param readYourWritesWait how long a list waits for its projection to apply the writes made before it
+ * @param readYourWritesWait how long a list waits for its projection to apply the writes made
+ *     before it
  */
 public record ApiSettings(
-    String interfaceName, int port, Duration askTimeout, String operatorToken, String webhookSecret, Duration webhookTolerance,
-    AgentSession.Limits agentLimits, Duration registrationTokenValidity, PayoutDebtor payoutDebtor,
+    String interfaceName,
+    int port,
+    Duration askTimeout,
+    String operatorToken,
+    String webhookSecret,
+    Duration webhookTolerance,
+    AgentSession.Limits agentLimits,
+    Duration registrationTokenValidity,
+    PayoutDebtor payoutDebtor,
     Duration readYourWritesWait) {
 
   /**
-   * From the node's config ({@code tickmark.http.*}, {@code tickmark.payments.tolerance}, the agent socket's limits,
-   * {@code tickmark.hosts.registration-token-validity}, {@code tickmark.payouts.debtor}); the port and the secrets are the
-   * node's, from its environment.
+   * From the node's config ({@code tickmark.http.*}, {@code tickmark.payments.tolerance}, the agent
+   * socket's limits, {@code tickmark.hosts.registration-token-validity}, {@code
+   * tickmark.payouts.debtor}); the port and the secrets are the node's, from its environment.
    */
-  public static ApiSettings fromConfig(Config config, int port, String operatorToken, String webhookSecret) {
+  public static ApiSettings fromConfig(
+      Config config, int port, String operatorToken, String webhookSecret) {
     Config http = config.getConfig("tickmark.http");
-    return new ApiSettings(http.getString("interface"), port, http.getDuration("ask-timeout"), operatorToken, webhookSecret,
-        config.getDuration("tickmark.payments.tolerance"), AgentSession.Limits.fromConfig(config),
+    return new ApiSettings(
+        http.getString("interface"),
+        port,
+        http.getDuration("ask-timeout"),
+        operatorToken,
+        webhookSecret,
+        config.getDuration("tickmark.payments.tolerance"),
+        AgentSession.Limits.fromConfig(config),
         config.getDuration("tickmark.hosts.registration-token-validity"),
-        PayoutDebtor.fromConfig(config.getConfig("tickmark.payouts.debtor")), http.getDuration("read-your-writes-wait"));
+        PayoutDebtor.fromConfig(config.getConfig("tickmark.payouts.debtor")),
+        http.getDuration("read-your-writes-wait"));
   }
 
-  /** The operator's bank account payouts are paid from, named in the pain.001 export. Not a secret, but not logged either. */
+  /**
+   * The operator's bank account payouts are paid from, named in the pain.001 export. Not a secret,
+   * but not logged either.
+   */
   public record PayoutDebtor(String name, String iban, String bic) {
-    /** {@code tickmark.payouts.debtor}, checked at start: a typo in the IBAN must not wait for the first export to show. */
+    /**
+     * {@code tickmark.payouts.debtor}, checked at start: a typo in the IBAN must not wait for the
+     * first export to show.
+     */
     public static PayoutDebtor fromConfig(Config c) {
       String name = c.getString("name").strip();
       String iban = c.getString("iban").isBlank() ? null : Iban.normalize(c.getString("iban"));
-      String bic = c.getString("bic").isBlank() ? null : c.getString("bic").strip().toUpperCase(Locale.ROOT);
+      String bic =
+          c.getString("bic").isBlank() ? null : c.getString("bic").strip().toUpperCase(Locale.ROOT);
       if (iban != null && Iban.problem(iban).isPresent()) {
-        throw new IllegalArgumentException("tickmark.payouts.debtor.iban (TICKMARK_PAYOUT_DEBTOR_IBAN) is not a SEPA IBAN: "
-            + Iban.problem(iban).get());
+        throw new IllegalArgumentException(
+            "tickmark.payouts.debtor.iban (TICKMARK_PAYOUT_DEBTOR_IBAN) is not a SEPA IBAN: "
+                + Iban.problem(iban).get());
       }
       if (bic != null && !Iban.isValidBic(bic)) {
-        throw new IllegalArgumentException("tickmark.payouts.debtor.bic (TICKMARK_PAYOUT_DEBTOR_BIC) is not a BIC");
+        throw new IllegalArgumentException(
+            "tickmark.payouts.debtor.bic (TICKMARK_PAYOUT_DEBTOR_BIC) is not a BIC");
       }
       if (iban != null && name.isEmpty()) {
-        throw new IllegalArgumentException("tickmark.payouts.debtor.name (TICKMARK_PAYOUT_DEBTOR_NAME) is required with an IBAN");
+        throw new IllegalArgumentException(
+            "tickmark.payouts.debtor.name (TICKMARK_PAYOUT_DEBTOR_NAME) is required with an IBAN");
       }
       return new PayoutDebtor(name.isEmpty() ? null : name, iban, bic);
     }
@@ -52,6 +79,12 @@ public record ApiSettings(
 
   @Override
   public String toString() {
-    return "ApiSettings[interface=" + interfaceName + ", port=" + port + ", askTimeout=" + askTimeout + "]";
+    return "ApiSettings[interface="
+        + interfaceName
+        + ", port="
+        + port
+        + ", askTimeout="
+        + askTimeout
+        + "]";
   }
 }

@@ -21,25 +21,47 @@ public final class Auth {
 
   /** Runs {@code inner} with the caller's account id, or answers 401. */
   public Route account(Function<String, Route> inner) {
-    return optionalHeaderValueByName("Authorization", header -> {
-      Optional<String> token = bearer(header);
-      if (token.isEmpty()) return complete(Problem.unauthorized("send Authorization: Bearer <api key>").toResponse());
-      return onSuccess(apiKeys.authenticate(token.get()), accountId -> accountId
-          .map(inner)
-          .orElseGet(() -> complete(Problem.unauthorized("the API key is unknown or revoked").toResponse())));
-    });
+    return optionalHeaderValueByName(
+        "Authorization",
+        header -> {
+          Optional<String> token = bearer(header);
+          if (token.isEmpty())
+            return complete(
+                Problem.unauthorized("send Authorization: Bearer <api key>").toResponse());
+          return onSuccess(
+              apiKeys.authenticate(token.get()),
+              accountId ->
+                  accountId
+                      .map(inner)
+                      .orElseGet(
+                          () ->
+                              complete(
+                                  Problem.unauthorized("the API key is unknown or revoked")
+                                      .toResponse())));
+        });
   }
 
   /** Runs {@code inner} for the operator, or answers 401; customer keys never pass here. */
   public Route operator(java.util.function.Supplier<Route> inner) {
-    return optionalHeaderValueByName("Authorization", header -> {
-      Optional<String> token = bearer(header);
-      boolean ok = token.isPresent() && MessageDigest.isEqual(token.get().getBytes(StandardCharsets.UTF_8), operatorToken);
-      return ok ? inner.get() : complete(Problem.unauthorized("operator endpoints need the operator token").toResponse());
-    });
+    return optionalHeaderValueByName(
+        "Authorization",
+        header -> {
+          Optional<String> token = bearer(header);
+          boolean ok =
+              token.isPresent()
+                  && MessageDigest.isEqual(
+                      token.get().getBytes(StandardCharsets.UTF_8), operatorToken);
+          return ok
+              ? inner.get()
+              : complete(
+                  Problem.unauthorized("operator endpoints need the operator token").toResponse());
+        });
   }
 
   private static Optional<String> bearer(Optional<String> header) {
-    return header.filter(h -> h.regionMatches(true, 0, "Bearer ", 0, 7)).map(h -> h.substring(7).trim()).filter(t -> !t.isEmpty());
+    return header
+        .filter(h -> h.regionMatches(true, 0, "Bearer ", 0, 7))
+        .map(h -> h.substring(7).trim())
+        .filter(t -> !t.isEmpty());
   }
 }

@@ -25,7 +25,10 @@ import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.util.ByteString;
 
-/** The provider's hosts: registration tokens, the host list, one host, its listing, drain and removal. */
+/**
+ * The provider's hosts: registration tokens, the host list, one host, its listing, drain and
+ * removal.
+ */
 public final class HostRoutes {
 
   record TokenRequest(String region, String label) {}
@@ -36,12 +39,29 @@ public final class HostRoutes {
 
   record WindowRequest(String day, String start, String end) {}
 
-  record ListingRequest(String onDemandPricePerGpuHour, String spotPricePerGpuHour, Integer spotNoticeSeconds,
-      List<WindowRequest> availability, Boolean listed) {}
+  record ListingRequest(
+      String onDemandPricePerGpuHour,
+      String spotPricePerGpuHour,
+      Integer spotNoticeSeconds,
+      List<WindowRequest> availability,
+      Boolean listed) {}
 
-  private static final Map<String, DayOfWeek> DAYS = Map.of("mon", DayOfWeek.MONDAY, "tue", DayOfWeek.TUESDAY,
-      "wed", DayOfWeek.WEDNESDAY, "thu", DayOfWeek.THURSDAY, "fri", DayOfWeek.FRIDAY, "sat", DayOfWeek.SATURDAY,
-      "sun", DayOfWeek.SUNDAY);
+  private static final Map<String, DayOfWeek> DAYS =
+      Map.of(
+          "mon",
+          DayOfWeek.MONDAY,
+          "tue",
+          DayOfWeek.TUESDAY,
+          "wed",
+          DayOfWeek.WEDNESDAY,
+          "thu",
+          DayOfWeek.THURSDAY,
+          "fri",
+          DayOfWeek.FRIDAY,
+          "sat",
+          DayOfWeek.SATURDAY,
+          "sun",
+          DayOfWeek.SUNDAY);
 
   private final ClusterSharding sharding;
   private final Duration timeout;
@@ -52,8 +72,15 @@ public final class HostRoutes {
   private final Duration tokenValidity;
   private final Duration readYourWritesWait;
 
-  public HostRoutes(ActorSystem<?> system, Duration timeout, HostReadModel hosts, Catalog catalog, Auth auth, Clock clock,
-      Duration tokenValidity, Duration readYourWritesWait) {
+  public HostRoutes(
+      ActorSystem<?> system,
+      Duration timeout,
+      HostReadModel hosts,
+      Catalog catalog,
+      Auth auth,
+      Clock clock,
+      Duration tokenValidity,
+      Duration readYourWritesWait) {
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.hosts = hosts;
@@ -64,62 +91,184 @@ public final class HostRoutes {
     this.readYourWritesWait = readYourWritesWait;
   }
 
-  /** The provider's hosts, once the host table holds what was written before this request (a listing just set, say). */
+  /**
+   * The provider's hosts, once the host table holds what was written before this request (a listing
+   * just set, say).
+   */
   private CompletionStage<List<HostReadModel.HostRow>> ownHosts(String owner) {
     return hosts.awaitWritten(readYourWritesWait).thenCompose(caughtUp -> hosts.byOwner(owner));
   }
 
   public Route route() {
-    return pathPrefix("hosts", () -> auth.account(owner -> concat(
-        path("registration-tokens", () -> post(() -> entity(Unmarshaller.entityToByteString(), body ->
-            onSuccess(createToken(owner, body), token -> complete(Responses.json(201, token)))))),
-        pathEnd(() -> get(() -> onSuccess(ownHosts(owner), rows ->
-            complete(Responses.json(200, new HostViews.HostList(rows.stream().map(r -> HostViews.HostSummary.of(r, false)).toList())))))),
-        pathPrefix(segment(), hostId -> !Ids.wellFormed("host_", hostId) ? complete(Problem.notFound("no such host").toResponse()) : concat(
-            pathEnd(() -> concat(
-                get(() -> detail(ask(hostId, reply -> new Host.Get(owner, reply)))),
-                delete(() -> detail(ask(hostId, reply -> new Host.Remove(owner, reply)))))),
-            path("listing", () -> put(() -> entity(Unmarshaller.entityToByteString(), body -> {
-              Listing listing = listing(body);
-              return detail(ask(hostId, reply -> new Host.UpdateListing(owner, listing, reply)));
-            }))),
-            path("drain", () -> post(() -> detail(ask(hostId, reply -> new Host.Drain(owner, reply))))),
-            path("reclaim", () -> post(() -> entity(Unmarshaller.entityToByteString(), body -> {
-              List<Integer> cards = Json.read(body, ReclaimRequest.class).cards();
-              if (cards == null || cards.isEmpty()) throw Problem.badRequest("invalid_cards", "\"cards\" lists the card indexes to take back");
-              return detail(ask(hostId, reply -> new Host.Reclaim(owner, List.copyOf(cards), reply)));
-            }))))))));
+    return pathPrefix(
+        "hosts",
+        () ->
+            auth.account(
+                owner ->
+                    concat(
+                        path(
+                            "registration-tokens",
+                            () ->
+                                post(
+                                    () ->
+                                        entity(
+                                            Unmarshaller.entityToByteString(),
+                                            body ->
+                                                onSuccess(
+                                                    createToken(owner, body),
+                                                    token ->
+                                                        complete(Responses.json(201, token)))))),
+                        pathEnd(
+                            () ->
+                                get(
+                                    () ->
+                                        onSuccess(
+                                            ownHosts(owner),
+                                            rows ->
+                                                complete(
+                                                    Responses.json(
+                                                        200,
+                                                        new HostViews.HostList(
+                                                            rows.stream()
+                                                                .map(
+                                                                    r ->
+                                                                        HostViews.HostSummary.of(
+                                                                            r, false))
+                                                                .toList())))))),
+                        pathPrefix(
+                            segment(),
+                            hostId ->
+                                !Ids.wellFormed("host_", hostId)
+                                    ? complete(Problem.notFound("no such host").toResponse())
+                                    : concat(
+                                        pathEnd(
+                                            () ->
+                                                concat(
+                                                    get(
+                                                        () ->
+                                                            detail(
+                                                                ask(
+                                                                    hostId,
+                                                                    reply ->
+                                                                        new Host.Get(
+                                                                            owner, reply)))),
+                                                    delete(
+                                                        () ->
+                                                            detail(
+                                                                ask(
+                                                                    hostId,
+                                                                    reply ->
+                                                                        new Host.Remove(
+                                                                            owner, reply)))))),
+                                        path(
+                                            "listing",
+                                            () ->
+                                                put(
+                                                    () ->
+                                                        entity(
+                                                            Unmarshaller.entityToByteString(),
+                                                            body -> {
+                                                              Listing listing = listing(body);
+                                                              return detail(
+                                                                  ask(
+                                                                      hostId,
+                                                                      reply ->
+                                                                          new Host.UpdateListing(
+                                                                              owner, listing,
+                                                                              reply)));
+                                                            }))),
+                                        path(
+                                            "drain",
+                                            () ->
+                                                post(
+                                                    () ->
+                                                        detail(
+                                                            ask(
+                                                                hostId,
+                                                                reply ->
+                                                                    new Host.Drain(
+                                                                        owner, reply))))),
+                                        path(
+                                            "reclaim",
+                                            () ->
+                                                post(
+                                                    () ->
+                                                        entity(
+                                                            Unmarshaller.entityToByteString(),
+                                                            body -> {
+                                                              List<Integer> cards =
+                                                                  Json.read(
+                                                                          body,
+                                                                          ReclaimRequest.class)
+                                                                      .cards();
+                                                              if (cards == null || cards.isEmpty())
+                                                                throw Problem.badRequest(
+                                                                    "invalid_cards",
+                                                                    "\"cards\" lists the card indexes to take back");
+                                                              return detail(
+                                                                  ask(
+                                                                      hostId,
+                                                                      reply ->
+                                                                          new Host.Reclaim(
+                                                                              owner,
+                                                                              List.copyOf(cards),
+                                                                              reply)));
+                                                            }))))))));
   }
 
   private Route detail(CompletionStage<Host.HostView> view) {
     return onSuccess(view, v -> complete(Responses.json(200, HostViews.HostDetail.of(v, false))));
   }
 
-  private <T> CompletionStage<T> ask(String hostId, Function<ActorRef<StatusReply<T>>, Host.Command> command) {
+  private <T> CompletionStage<T> ask(
+      String hostId, Function<ActorRef<StatusReply<T>>, Host.Command> command) {
     return sharding.entityRefFor(Host.ENTITY_KEY, hostId).askWithStatus(command::apply, timeout);
   }
 
   private CompletionStage<TokenView> createToken(String owner, ByteString body) {
     TokenRequest request = Json.read(body, TokenRequest.class);
     if (request.region() == null || catalog.region(request.region()).isEmpty()) {
-      throw Problem.badRequest("unknown_region", "region must be one of " + catalog.regions().stream().map(Catalog.Region::code).toList());
+      throw Problem.badRequest(
+          "unknown_region",
+          "region must be one of " + catalog.regions().stream().map(Catalog.Region::code).toList());
     }
-    if (request.label() != null && request.label().length() > 200) throw Problem.badRequest("invalid_label", "label is at most 200 characters");
+    if (request.label() != null && request.label().length() > 200)
+      throw Problem.badRequest("invalid_label", "label is at most 200 characters");
     String hostId = "host_" + Ids.random(12);
     String secret = Ids.random(24);
     Instant expiresAt = clock.instant().plus(tokenValidity);
-    return ask(hostId, (ActorRef<StatusReply<org.apache.pekko.Done>> reply) ->
-            new Host.Invite(owner, request.region(), request.label(), Host.sha256(secret), expiresAt, reply))
-        .thenApply(done -> new TokenView("tmkreg_" + hostId + "_" + secret, hostId, request.region(), request.label(), expiresAt));
+    return ask(
+            hostId,
+            (ActorRef<StatusReply<org.apache.pekko.Done>> reply) ->
+                new Host.Invite(
+                    owner,
+                    request.region(),
+                    request.label(),
+                    Host.sha256(secret),
+                    expiresAt,
+                    reply))
+        .thenApply(
+            done ->
+                new TokenView(
+                    "tmkreg_" + hostId + "_" + secret,
+                    hostId,
+                    request.region(),
+                    request.label(),
+                    expiresAt));
   }
 
   static Listing listing(ByteString body) {
     ListingRequest r = Json.read(body, ListingRequest.class);
-    if (r.onDemandPricePerGpuHour() == null) throw Problem.badRequest("missing_field", "\"on_demand_price_per_gpu_hour\" is required");
+    if (r.onDemandPricePerGpuHour() == null)
+      throw Problem.badRequest("missing_field", "\"on_demand_price_per_gpu_hour\" is required");
     if (r.listed() == null) throw Problem.badRequest("missing_field", "\"listed\" is required");
     long onDemand = Amounts.parse("on_demand_price_per_gpu_hour", r.onDemandPricePerGpuHour());
-    Long spot = r.spotPricePerGpuHour() == null ? null : Amounts.parse("spot_price_per_gpu_hour", r.spotPricePerGpuHour());
-    int notice = r.spotNoticeSeconds() == null ? Listing.DEFAULT_SPOT_NOTICE_SECONDS : r.spotNoticeSeconds();
+    Long spot =
+        r.spotPricePerGpuHour() == null
+            ? null
+            : Amounts.parse("spot_price_per_gpu_hour", r.spotPricePerGpuHour());
+    int notice =
+        r.spotNoticeSeconds() == null ? Listing.DEFAULT_SPOT_NOTICE_SECONDS : r.spotNoticeSeconds();
     List<Listing.Window> windows = new ArrayList<>();
     if (r.availability() != null) {
       for (WindowRequest w : r.availability()) windows.add(window(w));
@@ -132,7 +281,8 @@ public final class HostRoutes {
 
   private static Listing.Window window(WindowRequest w) {
     DayOfWeek day = w.day() == null ? null : DAYS.get(w.day().toLowerCase(Locale.ROOT));
-    if (day == null) throw Problem.badRequest("invalid_listing", "availability day must be one of mon..sun");
+    if (day == null)
+      throw Problem.badRequest("invalid_listing", "availability day must be one of mon..sun");
     return new Listing.Window(day, minute(w.start()), minute(w.end()));
   }
 
@@ -142,6 +292,7 @@ public final class HostRoutes {
       int m = Integer.parseInt(hhmm.substring(3));
       if ((h < 24 && m < 60) || (h == 24 && m == 0)) return h * 60 + m;
     }
-    throw Problem.badRequest("invalid_listing", "availability times are \"HH:MM\" in UTC, 00:00 to 24:00");
+    throw Problem.badRequest(
+        "invalid_listing", "availability times are \"HH:MM\" in UTC, 00:00 to 24:00");
   }
 }

@@ -15,16 +15,26 @@ final class HostViews {
 
   record WindowView(String day, String start, String end) {
     static WindowView of(Listing.Window w) {
-      return new WindowView(w.day().name().substring(0, 3).toLowerCase(Locale.ROOT), hhmm(w.startMinute()), hhmm(w.endMinute()));
+      return new WindowView(
+          w.day().name().substring(0, 3).toLowerCase(Locale.ROOT),
+          hhmm(w.startMinute()),
+          hhmm(w.endMinute()));
     }
   }
 
-  record ListingView(String onDemandPricePerGpuHour, String spotPricePerGpuHour, int spotNoticeSeconds,
-      List<WindowView> availability, boolean listed) {
+  record ListingView(
+      String onDemandPricePerGpuHour,
+      String spotPricePerGpuHour,
+      int spotNoticeSeconds,
+      List<WindowView> availability,
+      boolean listed) {
     static ListingView of(Listing l) {
-      return new ListingView(l.onDemandPrice() > 0 ? Money.format(l.onDemandPrice()) : null,
-          l.spotPrice() == null ? null : Money.format(l.spotPrice()), l.spotNoticeSeconds(),
-          l.availability().stream().map(WindowView::of).toList(), l.listed());
+      return new ListingView(
+          l.onDemandPrice() > 0 ? Money.format(l.onDemandPrice()) : null,
+          l.spotPrice() == null ? null : Money.format(l.spotPrice()),
+          l.spotNoticeSeconds(),
+          l.availability().stream().map(WindowView::of).toList(),
+          l.listed());
     }
   }
 
@@ -37,24 +47,83 @@ final class HostViews {
   record CardView(int index, String uuid, String gpu, String state) {}
 
   /** The provider's (or operator's) full view of one host. The renter on a card is never named. */
-  record HostDetail(String id, String region, String label, String status, boolean online, boolean listed, boolean draining,
-      boolean simulated, String gpu, List<CardView> cards, ListingView listing, List<CheckView> verification,
-      Instant lastHeartbeatAt, Instant registeredAt, String evictionReason, String ownerId) {
+  record HostDetail(
+      String id,
+      String region,
+      String label,
+      String status,
+      boolean online,
+      boolean listed,
+      boolean draining,
+      boolean simulated,
+      String gpu,
+      List<CardView> cards,
+      ListingView listing,
+      List<CheckView> verification,
+      Instant lastHeartbeatAt,
+      Instant registeredAt,
+      String evictionReason,
+      String ownerId) {
     static HostDetail of(Host.HostView v, boolean forOperator) {
-      return new HostDetail(v.hostId(), v.region(), v.label(), v.status(), v.online(), v.listed(), v.draining(), v.simulated(),
-          v.gpu(), v.cards().stream().map(c -> new CardView(c.index(), c.uuid(), c.gpu(), c.state())).toList(),
-          ListingView.of(v.listing()), v.checks().stream().map(CheckView::of).toList(), v.lastHeartbeatAt(), v.registeredAt(),
-          v.evictionReason(), forOperator ? v.ownerId() : null);
+      return new HostDetail(
+          v.hostId(),
+          v.region(),
+          v.label(),
+          v.status(),
+          v.online(),
+          v.listed(),
+          v.draining(),
+          v.simulated(),
+          v.gpu(),
+          v.cards().stream()
+              .map(c -> new CardView(c.index(), c.uuid(), c.gpu(), c.state()))
+              .toList(),
+          ListingView.of(v.listing()),
+          v.checks().stream().map(CheckView::of).toList(),
+          v.lastHeartbeatAt(),
+          v.registeredAt(),
+          v.evictionReason(),
+          forOperator ? v.ownerId() : null);
     }
   }
 
-  record HostSummary(String id, String region, String label, String status, boolean online, boolean listed, boolean draining,
-      boolean simulated, String gpu, int cardsTotal, int cardsFree, String onDemandPricePerGpuHour, String spotPricePerGpuHour,
-      Instant registeredAt, Instant updatedAt, String ownerId) {
+  record HostSummary(
+      String id,
+      String region,
+      String label,
+      String status,
+      boolean online,
+      boolean listed,
+      boolean draining,
+      boolean simulated,
+      String gpu,
+      int cardsTotal,
+      int cardsFree,
+      String onDemandPricePerGpuHour,
+      String spotPricePerGpuHour,
+      Instant registeredAt,
+      Instant updatedAt,
+      String ownerId) {
     static HostSummary of(HostReadModel.HostRow r, boolean forOperator) {
-      return new HostSummary(r.hostId(), r.region(), r.label(), r.status(), r.online(), r.listed(), r.draining(), r.simulated(),
-          r.gpu(), r.cardsTotal(), r.cardsFree(), r.onDemandPrice() == null || r.onDemandPrice() == 0 ? null : Money.format(r.onDemandPrice()),
-          r.spotPrice() == null ? null : Money.format(r.spotPrice()), r.createdAt(), r.updatedAt(), forOperator ? r.ownerId() : null);
+      return new HostSummary(
+          r.hostId(),
+          r.region(),
+          r.label(),
+          r.status(),
+          r.online(),
+          r.listed(),
+          r.draining(),
+          r.simulated(),
+          r.gpu(),
+          r.cardsTotal(),
+          r.cardsFree(),
+          r.onDemandPrice() == null || r.onDemandPrice() == 0
+              ? null
+              : Money.format(r.onDemandPrice()),
+          r.spotPrice() == null ? null : Money.format(r.spotPrice()),
+          r.createdAt(),
+          r.updatedAt(),
+          forOperator ? r.ownerId() : null);
     }
   }
 

@@ -2,12 +2,12 @@ package dev.tickmark.http;
 
 import static org.apache.pekko.http.javadsl.server.Directives.*;
 
-import dev.tickmark.persistence.auth.ApiKeys;
-import dev.tickmark.persistence.auth.IdempotencyKeys;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.metrics.EngineMetrics;
-import dev.tickmark.http.metrics.MetricsRoutes;
 import dev.tickmark.http.agent.AgentSocket;
+import dev.tickmark.http.metrics.MetricsRoutes;
+import dev.tickmark.persistence.auth.ApiKeys;
+import dev.tickmark.persistence.auth.IdempotencyKeys;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
@@ -17,7 +17,6 @@ import java.util.concurrent.CompletionStage;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.ServerBinding;
-import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
 import org.apache.pekko.http.javadsl.server.ExceptionHandler;
 import org.apache.pekko.http.javadsl.server.RejectionHandler;
@@ -25,48 +24,109 @@ import org.apache.pekko.http.javadsl.server.Route;
 
 /**
  * The node's HTTP API: {@code /v1} for customers, {@code /ops} for operators, {@code /metrics} for
- * Prometheus. Every error, including
- * Pekko HTTP's own rejections, leaves as problem+json with a stable code; bodies are capped at 64 KiB.
+ * Prometheus. Every error, including Pekko HTTP's own rejections, leaves as problem+json with a
+ * stable code; bodies are capped at 64 KiB.
  */
 public final class HttpApi {
   static final long MAX_BODY_BYTES = 64 * 1024;
 
   private final Route route;
 
-  public HttpApi(ActorSystem<?> system, ApiSettings settings, ApiKeys apiKeys, IdempotencyKeys idempotencyKeys,
-      LedgerReadModel ledger, HostReadModel hosts, RentalReadModel rentals, PayoutRunReadModel payoutRuns, Catalog catalog,
+  public HttpApi(
+      ActorSystem<?> system,
+      ApiSettings settings,
+      ApiKeys apiKeys,
+      IdempotencyKeys idempotencyKeys,
+      LedgerReadModel ledger,
+      HostReadModel hosts,
+      RentalReadModel rentals,
+      PayoutRunReadModel payoutRuns,
+      Catalog catalog,
       Clock clock) {
     Accounts accounts = new Accounts(system, settings.askTimeout());
     Auth auth = new Auth(apiKeys, settings.operatorToken());
     Idempotency idempotency = new Idempotency(idempotencyKeys);
-    WebhookSignature signature = settings.webhookSecret() == null || settings.webhookSecret().isBlank()
-        ? null : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
-    AccountRoutes accountRoutes = new AccountRoutes(accounts, apiKeys, ledger, auth, settings.readYourWritesWait());
+    WebhookSignature signature =
+        settings.webhookSecret() == null || settings.webhookSecret().isBlank()
+            ? null
+            : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
+    AccountRoutes accountRoutes =
+        new AccountRoutes(accounts, apiKeys, ledger, auth, settings.readYourWritesWait());
     PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, signature, clock);
-    OpsPayoutRoutes payoutRoutes = new OpsPayoutRoutes(system, settings.askTimeout(), payoutRuns, idempotency, settings.payoutDebtor());
-    OpsRoutes opsRoutes = new OpsRoutes(accounts, ledger, auth, idempotency, new OpsHostRoutes(system, settings.askTimeout(), hosts),
-        payoutRoutes);
-    HostRoutes hostRoutes = new HostRoutes(system, settings.askTimeout(), hosts, catalog, auth, clock, settings.registrationTokenValidity(),
-        settings.readYourWritesWait());
+    OpsPayoutRoutes payoutRoutes =
+        new OpsPayoutRoutes(
+            system, settings.askTimeout(), payoutRuns, idempotency, settings.payoutDebtor());
+    OpsRoutes opsRoutes =
+        new OpsRoutes(
+            accounts,
+            ledger,
+            auth,
+            idempotency,
+            new OpsHostRoutes(system, settings.askTimeout(), hosts),
+            payoutRoutes);
+    HostRoutes hostRoutes =
+        new HostRoutes(
+            system,
+            settings.askTimeout(),
+            hosts,
+            catalog,
+            auth,
+            clock,
+            settings.registrationTokenValidity(),
+            settings.readYourWritesWait());
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
     AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());
-    RentalRoutes rentalRoutes = new RentalRoutes(system, settings.askTimeout(), rentals, catalog, auth, idempotency,
-        settings.readYourWritesWait());
+    RentalRoutes rentalRoutes =
+        new RentalRoutes(
+            system,
+            settings.askTimeout(),
+            rentals,
+            catalog,
+            auth,
+            idempotency,
+            settings.readYourWritesWait());
     MetricsRoutes metricsRoutes = new MetricsRoutes(EngineMetrics.get(system), rentals, ledger);
-    this.route = handleExceptions(exceptionHandler(), () -> handleRejections(rejectionHandler(), () ->
-        withSizeLimit(MAX_BODY_BYTES, () -> concat(
-            pathPrefix("v1", () -> concat(accountRoutes.route(), paymentRoutes.route(), hostRoutes.route(),
-                marketRoutes.route(), agentSocket.route(), rentalRoutes.route())),
-            pathPrefix("ops", opsRoutes::route),
-            metricsRoutes.route(),
-            path("health", () -> get(() -> complete(Responses.json(200, java.util.Map.of("status", "ok")))))))));
+    this.route =
+        handleExceptions(
+            exceptionHandler(),
+            () ->
+                handleRejections(
+                    rejectionHandler(),
+                    () ->
+                        withSizeLimit(
+                            MAX_BODY_BYTES,
+                            () ->
+                                concat(
+                                    pathPrefix(
+                                        "v1",
+                                        () ->
+                                            concat(
+                                                accountRoutes.route(),
+                                                paymentRoutes.route(),
+                                                hostRoutes.route(),
+                                                marketRoutes.route(),
+                                                agentSocket.route(),
+                                                rentalRoutes.route())),
+                                    pathPrefix("ops", opsRoutes::route),
+                                    metricsRoutes.route(),
+                                    path(
+                                        "health",
+                                        () ->
+                                            get(
+                                                () ->
+                                                    complete(
+                                                        Responses.json(
+                                                            200,
+                                                            java.util.Map.of(
+                                                                "status", "ok")))))))));
   }
 
   public Route route() {
     return route;
   }
 
-  public static CompletionStage<ServerBinding> bind(ActorSystem<?> system, Route route, String interfaceName, int port) {
+  public static CompletionStage<ServerBinding> bind(
+      ActorSystem<?> system, Route route, String interfaceName, int port) {
     return Http.get(system).newServerAt(interfaceName, port).bind(route);
   }
 
@@ -78,16 +138,24 @@ public final class HttpApi {
 
   /** Pekko HTTP's default rejection answers, re-dressed as problems with a code per status. */
   static RejectionHandler rejectionHandler() {
-    return RejectionHandler.defaultHandler().mapRejectionResponse(response -> {
-      if (response.entity().getContentType().equals(Problem.PROBLEM_JSON)) return response;
-      int status = response.status().intValue();
-      if (status == StatusCodes.PAYLOAD_TOO_LARGE.intValue()) {
-        return new Problem(status, "payload_too_large", "the request body is over 64 KiB").toResponse();
-      }
-      String detail = response.entity() instanceof org.apache.pekko.http.javadsl.model.HttpEntity.Strict strict
-          ? strict.getData().utf8String() : response.status().reason();
-      return new Problem(status, codeFor(status), detail).toResponse().withHeaders(response.getHeaders());
-    });
+    return RejectionHandler.defaultHandler()
+        .mapRejectionResponse(
+            response -> {
+              if (response.entity().getContentType().equals(Problem.PROBLEM_JSON)) return response;
+              int status = response.status().intValue();
+              if (status == StatusCodes.PAYLOAD_TOO_LARGE.intValue()) {
+                return new Problem(status, "payload_too_large", "the request body is over 64 KiB")
+                    .toResponse();
+              }
+              String detail =
+                  response.entity()
+                          instanceof org.apache.pekko.http.javadsl.model.HttpEntity.Strict strict
+                      ? strict.getData().utf8String()
+                      : response.status().reason();
+              return new Problem(status, codeFor(status), detail)
+                  .toResponse()
+                  .withHeaders(response.getHeaders());
+            });
   }
 
   static String codeFor(int status) {
@@ -100,5 +168,4 @@ public final class HttpApi {
     if (status >= 500) return "internal";
     return "bad_request";
   }
-
 }

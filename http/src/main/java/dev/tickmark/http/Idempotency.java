@@ -17,9 +17,10 @@ import org.apache.pekko.http.javadsl.server.Route;
 import org.apache.pekko.util.ByteString;
 
 /**
- * {@code Idempotency-Key} on money-moving POSTs: the same key and body get the first response again;
- * the same key with another body gets 409 {@code idempotency_key_reused}. 5xx answers are not kept,
- * so a retry after an outage runs the request again (the engine's own posting keys keep that safe).
+ * {@code Idempotency-Key} on money-moving POSTs: the same key and body get the first response
+ * again; the same key with another body gets 409 {@code idempotency_key_reused}. 5xx answers are
+ * not kept, so a retry after an outage runs the request again (the engine's own posting keys keep
+ * that safe).
  */
 public final class Idempotency {
   private final IdempotencyKeys keys;
@@ -28,36 +29,65 @@ public final class Idempotency {
     this.keys = keys;
   }
 
-  public Route apply(String principal, String path, ByteString body, Supplier<CompletionStage<HttpResponse>> action) {
-    return optionalHeaderValueByName("Idempotency-Key", header -> {
-      if (header.isEmpty()) return completeWithFuture(answer(action));
-      String key = header.get();
-      if (key.isBlank() || key.length() > 255) {
-        return complete(Problem.badRequest("invalid_idempotency_key", "Idempotency-Key must be 1 to 255 characters").toResponse());
-      }
-      byte[] hash = hash(path, body);
-      return completeWithFuture(keys.claim(principal, key, hash).thenCompose(claim -> {
-        if (claim instanceof IdempotencyKeys.Replay r) return CompletableFuture.completedFuture(replay(r));
-        if (claim instanceof IdempotencyKeys.Conflict) {
-          return CompletableFuture.completedFuture(new Problem(409, "idempotency_key_reused",
-              "this Idempotency-Key was used with a different request").toResponse());
-        }
-        if (claim instanceof IdempotencyKeys.InProgress) {
-          return CompletableFuture.completedFuture(new Problem(409, "idempotency_key_in_progress",
-              "a request with this Idempotency-Key is still running; retry shortly").toResponse());
-        }
-        return answer(action).thenCompose(response -> remember(principal, key, response));
-      }));
-    });
+  public Route apply(
+      String principal,
+      String path,
+      ByteString body,
+      Supplier<CompletionStage<HttpResponse>> action) {
+    return optionalHeaderValueByName(
+        "Idempotency-Key",
+        header -> {
+          if (header.isEmpty()) return completeWithFuture(answer(action));
+          String key = header.get();
+          if (key.isBlank() || key.length() > 255) {
+            return complete(
+                Problem.badRequest(
+                        "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 characters")
+                    .toResponse());
+          }
+          byte[] hash = hash(path, body);
+          return completeWithFuture(
+              keys.claim(principal, key, hash)
+                  .thenCompose(
+                      claim -> {
+                        if (claim instanceof IdempotencyKeys.Replay r)
+                          return CompletableFuture.completedFuture(replay(r));
+                        if (claim instanceof IdempotencyKeys.Conflict) {
+                          return CompletableFuture.completedFuture(
+                              new Problem(
+                                      409,
+                                      "idempotency_key_reused",
+                                      "this Idempotency-Key was used with a different request")
+                                  .toResponse());
+                        }
+                        if (claim instanceof IdempotencyKeys.InProgress) {
+                          return CompletableFuture.completedFuture(
+                              new Problem(
+                                      409,
+                                      "idempotency_key_in_progress",
+                                      "a request with this Idempotency-Key is still running; retry shortly")
+                                  .toResponse());
+                        }
+                        return answer(action)
+                            .thenCompose(response -> remember(principal, key, response));
+                      }));
+        });
   }
 
-  private CompletionStage<HttpResponse> remember(String principal, String key, HttpResponse response) {
-    if (response.status().intValue() >= 500) return keys.release(principal, key).thenApply(done -> response);
-    String body = ((org.apache.pekko.http.javadsl.model.HttpEntity.Strict) response.entity()).getData().utf8String();
-    return keys.complete(principal, key, response.status().intValue(), body).thenApply(done -> response);
+  private CompletionStage<HttpResponse> remember(
+      String principal, String key, HttpResponse response) {
+    if (response.status().intValue() >= 500)
+      return keys.release(principal, key).thenApply(done -> response);
+    String body =
+        ((org.apache.pekko.http.javadsl.model.HttpEntity.Strict) response.entity())
+            .getData()
+            .utf8String();
+    return keys.complete(principal, key, response.status().intValue(), body)
+        .thenApply(done -> response);
   }
 
-  private static CompletionStage<HttpResponse> answer(Supplier<CompletionStage<HttpResponse>> action) {
+  private static CompletionStage<HttpResponse> answer(
+      Supplier<CompletionStage<HttpResponse>> action) {
     CompletionStage<HttpResponse> started;
     try {
       started = action.get();
@@ -71,7 +101,9 @@ public final class Idempotency {
     var contentType = r.status() >= 400 ? Problem.PROBLEM_JSON : ContentTypes.APPLICATION_JSON;
     return HttpResponse.create()
         .withStatus(StatusCodes.get(r.status()))
-        .addHeader(org.apache.pekko.http.javadsl.model.headers.RawHeader.create("Idempotent-Replayed", "true"))
+        .addHeader(
+            org.apache.pekko.http.javadsl.model.headers.RawHeader.create(
+                "Idempotent-Replayed", "true"))
         .withEntity(HttpEntities.create(contentType, r.body() == null ? "" : r.body()));
   }
 

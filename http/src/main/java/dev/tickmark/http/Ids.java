@@ -14,8 +14,8 @@ public final class Ids {
   }
 
   /**
-   * Whether {@code id} has the shape of an id this API hands out ({@code prefix} and 24 hex digits); anything
-   * else is answered 404 at the edge, without waking an entity for it.
+   * Whether {@code id} has the shape of an id this API hands out ({@code prefix} and 24 hex
+   * digits); anything else is answered 404 at the edge, without waking an entity for it.
    */
   public static boolean wellFormed(String prefix, String id) {
     if (id.length() != prefix.length() + 24 || !id.startsWith(prefix)) return false;

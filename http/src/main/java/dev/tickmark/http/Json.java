@@ -22,27 +22,36 @@ import org.apache.pekko.http.javadsl.model.RequestEntity;
 import org.apache.pekko.util.ByteString;
 
 /**
- * The wire's JSON: snake_case, strict. Unknown fields, JSON numbers where text is expected, trailing
- * tokens and malformed documents are refused with a precise problem code instead of being guessed at.
+ * The wire's JSON: snake_case, strict. Unknown fields, JSON numbers where text is expected,
+ * trailing tokens and malformed documents are refused with a precise problem code instead of being
+ * guessed at.
  */
 public final class Json {
   /** Request fields that carry money; a wrong type there is {@code invalid_amount}. */
-  private static final Set<String> AMOUNT_FIELDS = Set.of("amount", "monthly", "minimum", "max_total",
-      "max_price_per_gpu_hour", "on_demand_price_per_gpu_hour", "spot_price_per_gpu_hour");
+  private static final Set<String> AMOUNT_FIELDS =
+      Set.of(
+          "amount",
+          "monthly",
+          "minimum",
+          "max_total",
+          "max_price_per_gpu_hour",
+          "on_demand_price_per_gpu_hour",
+          "spot_price_per_gpu_hour");
 
   public static final ObjectMapper MAPPER = mapper();
 
   private Json() {}
 
   private static ObjectMapper mapper() {
-    ObjectMapper m = new ObjectMapper()
-        .registerModule(new ParameterNamesModule())
-        .registerModule(new JavaTimeModule())
-        .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
-        .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
-        .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
-        .enable(DeserializationFeature.FAIL_ON_NULL_FOR_PRIMITIVES)
-        .disable(SerializationFeature.WRITE_DATES_AS_TIMESTAMPS);
+    ObjectMapper m =
+        new ObjectMapper()
+            .registerModule(new ParameterNamesModule())
+            .registerModule(new JavaTimeModule())
+            .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
+            .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
+            .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+            .enable(DeserializationFeature.FAIL_ON_NULL_FOR_PRIMITIVES)
+            .disable(SerializationFeature.WRITE_DATES_AS_TIMESTAMPS);
     // {"amount":"1","amount":"1000"} is ambiguous: refuse it rather than let the last key win.
     m.enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
     // "amount": 12 must not quietly become "12": money is text on the wire.
@@ -57,22 +66,31 @@ public final class Json {
     return Jackson.marshaller(MAPPER);
   }
 
-  /** Reads a request body into {@code type}, or throws the {@link Problem} that says what is wrong with it. */
+  /**
+   * Reads a request body into {@code type}, or throws the {@link Problem} that says what is wrong
+   * with it.
+   */
   public static <T> T read(ByteString body, Class<T> type) {
     if (body.isEmpty()) throw Problem.badRequest("malformed_json", "the request needs a JSON body");
     try {
       T value = MAPPER.readValue(body.toArray(), type);
-      if (value == null) throw Problem.badRequest("malformed_json", "the request body must be a JSON object");
+      if (value == null)
+        throw Problem.badRequest("malformed_json", "the request body must be a JSON object");
       return value;
     } catch (UnrecognizedPropertyException e) {
       throw Problem.badRequest("unknown_field", "unknown field \"" + e.getPropertyName() + "\"");
     } catch (MismatchedInputException e) {
-      String field = e.getPath().stream().map(r -> r.getFieldName() == null ? "[" + r.getIndex() + "]" : r.getFieldName())
-          .collect(Collectors.joining("."));
+      String field =
+          e.getPath().stream()
+              .map(r -> r.getFieldName() == null ? "[" + r.getIndex() + "]" : r.getFieldName())
+              .collect(Collectors.joining("."));
       if (AMOUNT_FIELDS.contains(field)) {
-        throw Problem.badRequest("invalid_amount", "\"" + field + "\" must be a string of euros with up to 6 decimals, like \"12.50\"");
+        throw Problem.badRequest(
+            "invalid_amount",
+            "\"" + field + "\" must be a string of euros with up to 6 decimals, like \"12.50\"");
       }
-      if (field.isEmpty()) throw Problem.badRequest("malformed_json", "the request body must be a JSON object");
+      if (field.isEmpty())
+        throw Problem.badRequest("malformed_json", "the request body must be a JSON object");
       throw Problem.badRequest("invalid_field", "\"" + field + "\" has the wrong type");
     } catch (JsonProcessingException e) {
       throw Problem.badRequest("malformed_json", "the request body is not valid JSON");
@@ -84,7 +102,8 @@ public final class Json {
   public static JsonNode tree(ByteString body) {
     try {
       JsonNode node = MAPPER.readTree(body.toArray());
-      if (node == null || !node.isObject()) throw Problem.badRequest("malformed_json", "the request body must be a JSON object");
+      if (node == null || !node.isObject())
+        throw Problem.badRequest("malformed_json", "the request body must be a JSON object");
       return node;
     } catch (java.io.IOException e) {
       throw Problem.badRequest("malformed_json", "the request body is not valid JSON");
@@ -95,7 +114,8 @@ public final class Json {
     try {
       return MAPPER.writeValueAsString(value);
     } catch (JsonProcessingException e) {
-      throw new IllegalStateException("cannot write JSON for " + value.getClass().getSimpleName(), e);
+      throw new IllegalStateException(
+          "cannot write JSON for " + value.getClass().getSimpleName(), e);
     }
   }
 

@@ -11,16 +11,32 @@ import java.util.List;
 import java.util.Optional;
 import org.apache.pekko.http.javadsl.server.Route;
 
-/** Public, unauthenticated market data: the catalog and live capacity. Offers never identify a host. */
+/**
+ * Public, unauthenticated market data: the catalog and live capacity. Offers never identify a host.
+ */
 public final class MarketRoutes {
-  record GpuView(String code, String name, String vendor, String architecture, int vramGb, String memoryType,
-      int bandwidthGbPerS, int fp16Tflops, List<String> reportedNames) {}
+  record GpuView(
+      String code,
+      String name,
+      String vendor,
+      String architecture,
+      int vramGb,
+      String memoryType,
+      int bandwidthGbPerS,
+      int fp16Tflops,
+      List<String> reportedNames) {}
 
   record GpuList(List<GpuView> gpus) {}
 
   record RegionList(List<Catalog.Region> regions) {}
 
-  record OfferView(String gpu, String region, String tier, int availableCards, String lowestPricePerGpuHour, int hosts,
+  record OfferView(
+      String gpu,
+      String region,
+      String tier,
+      int availableCards,
+      String lowestPricePerGpuHour,
+      int hosts,
       boolean simulated) {}
 
   record OfferList(List<OfferView> offers) {}
@@ -37,28 +53,97 @@ public final class MarketRoutes {
 
   public Route route() {
     return concat(
-        pathPrefix("catalog", () -> concat(
-            path("gpus", () -> get(() -> complete(Responses.json(200, new GpuList(catalog.gpus().stream()
-                .map(g -> new GpuView(g.code(), g.name(), g.vendor(), g.architecture(), g.vramGb(), g.memoryType(),
-                    g.bandwidthGbPerS(), g.fp16Tflops(), g.smiNames())).toList()))))),
-            path("regions", () -> get(() -> complete(Responses.json(200, new RegionList(catalog.regions()))))))),
-        path("offers", () -> get(() -> parameterOptional("gpu", gpu -> parameterOptional("region", region ->
-            parameterOptional("tier", tier -> parameterOptional("max_price", maxPrice -> offers(gpu, region, tier, maxPrice))))))));
+        pathPrefix(
+            "catalog",
+            () ->
+                concat(
+                    path(
+                        "gpus",
+                        () ->
+                            get(
+                                () ->
+                                    complete(
+                                        Responses.json(
+                                            200,
+                                            new GpuList(
+                                                catalog.gpus().stream()
+                                                    .map(
+                                                        g ->
+                                                            new GpuView(
+                                                                g.code(),
+                                                                g.name(),
+                                                                g.vendor(),
+                                                                g.architecture(),
+                                                                g.vramGb(),
+                                                                g.memoryType(),
+                                                                g.bandwidthGbPerS(),
+                                                                g.fp16Tflops(),
+                                                                g.smiNames()))
+                                                    .toList()))))),
+                    path(
+                        "regions",
+                        () ->
+                            get(
+                                () ->
+                                    complete(
+                                        Responses.json(200, new RegionList(catalog.regions()))))))),
+        path(
+            "offers",
+            () ->
+                get(
+                    () ->
+                        parameterOptional(
+                            "gpu",
+                            gpu ->
+                                parameterOptional(
+                                    "region",
+                                    region ->
+                                        parameterOptional(
+                                            "tier",
+                                            tier ->
+                                                parameterOptional(
+                                                    "max_price",
+                                                    maxPrice ->
+                                                        offers(gpu, region, tier, maxPrice))))))));
   }
 
-  private Route offers(Optional<String> gpu, Optional<String> region, Optional<String> tier, Optional<String> maxPrice) {
-    gpu.ifPresent(g -> {
-      if (catalog.gpu(g).isEmpty()) throw Problem.badRequest("unknown_gpu", "no GPU model \"" + g + "\" in the catalog");
-    });
-    region.ifPresent(r -> {
-      if (catalog.region(r).isEmpty()) throw Problem.badRequest("unknown_region", "no region \"" + r + "\" in the catalog");
-    });
+  private Route offers(
+      Optional<String> gpu,
+      Optional<String> region,
+      Optional<String> tier,
+      Optional<String> maxPrice) {
+    gpu.ifPresent(
+        g -> {
+          if (catalog.gpu(g).isEmpty())
+            throw Problem.badRequest("unknown_gpu", "no GPU model \"" + g + "\" in the catalog");
+        });
+    region.ifPresent(
+        r -> {
+          if (catalog.region(r).isEmpty())
+            throw Problem.badRequest("unknown_region", "no region \"" + r + "\" in the catalog");
+        });
     Listing.Tier t = tier.map(MarketRoutes::tier).orElse(null);
     Long max = maxPrice.map(p -> Amounts.parse("max_price", p)).orElse(null);
     var filter = new HostReadModel.OfferFilter(gpu.orElse(null), region.orElse(null), t, max);
-    return onSuccess(hosts.offers(filter, clock.instant()), offers -> complete(Responses.json(200, new OfferList(offers.stream()
-        .map(o -> new OfferView(o.gpu(), o.region(), o.tier().wire(), o.availableCards(), Money.format(o.lowestPricePerGpuHour()),
-            o.hosts(), o.simulated())).toList()))));
+    return onSuccess(
+        hosts.offers(filter, clock.instant()),
+        offers ->
+            complete(
+                Responses.json(
+                    200,
+                    new OfferList(
+                        offers.stream()
+                            .map(
+                                o ->
+                                    new OfferView(
+                                        o.gpu(),
+                                        o.region(),
+                                        o.tier().wire(),
+                                        o.availableCards(),
+                                        Money.format(o.lowestPricePerGpuHour()),
+                                        o.hosts(),
+                                        o.simulated()))
+                            .toList()))));
   }
 
   static Listing.Tier tier(String s) {

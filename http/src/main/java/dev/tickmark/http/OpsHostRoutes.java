@@ -17,9 +17,13 @@ import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.util.ByteString;
 
-/** Operators' view of hosts: list by status, inspect, evict, reinstate. Mounted under the operator token. */
+/**
+ * Operators' view of hosts: list by status, inspect, evict, reinstate. Mounted under the operator
+ * token.
+ */
 final class OpsHostRoutes {
-  static final Set<String> STATUSES = Set.of("invited", "registered", "verifying", "verified", "failed", "evicted", "removed");
+  static final Set<String> STATUSES =
+      Set.of("invited", "registered", "verifying", "verified", "failed", "evicted", "removed");
 
   record EvictRequest(String reason) {}
 
@@ -34,25 +38,78 @@ final class OpsHostRoutes {
   }
 
   Route route() {
-    return pathPrefix("hosts", () -> concat(
-        pathEnd(() -> get(() -> parameterOptional("status", status -> {
-          status.ifPresent(s -> {
-            if (!STATUSES.contains(s)) throw Problem.badRequest("invalid_parameter", "status must be one of " + STATUSES);
-          });
-          return onSuccess(hosts.byStatus(status.orElse(null)), rows -> complete(Responses.json(200,
-              new HostViews.HostList(rows.stream().map(r -> HostViews.HostSummary.of(r, true)).toList()))));
-        }))),
-        pathPrefix(segment(), hostId -> concat(
-            pathEnd(() -> get(() -> detail(ask(hostId, reply -> new Host.Get(null, reply))))),
-            path("evict", () -> post(() -> entity(Unmarshaller.entityToByteString(), body ->
-                detail(ask(hostId, reply -> new Host.Evict(reason(body), reply)))))),
-            path("reinstate", () -> post(() -> detail(ask(hostId, reply -> new Host.Reinstate(reply)))))))));
+    return pathPrefix(
+        "hosts",
+        () ->
+            concat(
+                pathEnd(
+                    () ->
+                        get(
+                            () ->
+                                parameterOptional(
+                                    "status",
+                                    status -> {
+                                      status.ifPresent(
+                                          s -> {
+                                            if (!STATUSES.contains(s))
+                                              throw Problem.badRequest(
+                                                  "invalid_parameter",
+                                                  "status must be one of " + STATUSES);
+                                          });
+                                      return onSuccess(
+                                          hosts.byStatus(status.orElse(null)),
+                                          rows ->
+                                              complete(
+                                                  Responses.json(
+                                                      200,
+                                                      new HostViews.HostList(
+                                                          rows.stream()
+                                                              .map(
+                                                                  r ->
+                                                                      HostViews.HostSummary.of(
+                                                                          r, true))
+                                                              .toList()))));
+                                    }))),
+                pathPrefix(
+                    segment(),
+                    hostId ->
+                        concat(
+                            pathEnd(
+                                () ->
+                                    get(
+                                        () ->
+                                            detail(
+                                                ask(hostId, reply -> new Host.Get(null, reply))))),
+                            path(
+                                "evict",
+                                () ->
+                                    post(
+                                        () ->
+                                            entity(
+                                                Unmarshaller.entityToByteString(),
+                                                body ->
+                                                    detail(
+                                                        ask(
+                                                            hostId,
+                                                            reply ->
+                                                                new Host.Evict(
+                                                                    reason(body), reply)))))),
+                            path(
+                                "reinstate",
+                                () ->
+                                    post(
+                                        () ->
+                                            detail(
+                                                ask(
+                                                    hostId,
+                                                    reply -> new Host.Reinstate(reply)))))))));
   }
 
   private static String reason(ByteString body) {
     if (body.isEmpty()) return null;
     String reason = Json.read(body, EvictRequest.class).reason();
-    if (reason != null && reason.length() > 500) throw Problem.badRequest("invalid_field", "reason is at most 500 characters");
+    if (reason != null && reason.length() > 500)
+      throw Problem.badRequest("invalid_field", "reason is at most 500 characters");
     return reason;
   }
 
@@ -60,7 +117,8 @@ final class OpsHostRoutes {
     return onSuccess(view, v -> complete(Responses.json(200, HostViews.HostDetail.of(v, true))));
   }
 
-  private <T> CompletionStage<T> ask(String hostId, Function<ActorRef<StatusReply<T>>, Host.Command> command) {
+  private <T> CompletionStage<T> ask(
+      String hostId, Function<ActorRef<StatusReply<T>>, Host.Command> command) {
     return sharding.entityRefFor(Host.ENTITY_KEY, hostId).askWithStatus(command::apply, timeout);
   }
 }

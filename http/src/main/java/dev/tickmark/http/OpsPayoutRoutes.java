@@ -32,31 +32,70 @@ import org.apache.pekko.util.ByteString;
 
 /**
  * Payout runs: start one, list them, inspect one, export a completed one as CSV or pain.001 XML.
- * With an {@code Idempotency-Key} the run's id is derived from the key, so a retry after a lost answer,
- * a timeout or a crash reaches the same run and can never start a second one.
+ * With an {@code Idempotency-Key} the run's id is derived from the key, so a retry after a lost
+ * answer, a timeout or a crash reaches the same run and can never start a second one.
  */
 final class OpsPayoutRoutes {
   static final int MAX_PAGE = 200;
 
   record StartRequest(String minimum) {}
 
-  record PaymentView(String accountId, String amount, String payoutId, String status, String reason, String endToEndId) {}
+  record PaymentView(
+      String accountId,
+      String amount,
+      String payoutId,
+      String status,
+      String reason,
+      String endToEndId) {}
 
   record SkipView(String accountId, String amount, String reason) {}
 
-  record RunView(String id, String status, Instant createdAt, Instant completedAt, String minimum, String total, int count,
-      List<PaymentView> payouts, List<SkipView> skipped) {
+  record RunView(
+      String id,
+      String status,
+      Instant createdAt,
+      Instant completedAt,
+      String minimum,
+      String total,
+      int count,
+      List<PaymentView> payouts,
+      List<SkipView> skipped) {
     static RunView of(PayoutRun.RunView r) {
-      return new RunView(r.id(), r.status(), r.createdAt(), r.completedAt(), Money.format(r.minimum()), Money.format(r.total()),
+      return new RunView(
+          r.id(),
+          r.status(),
+          r.createdAt(),
+          r.completedAt(),
+          Money.format(r.minimum()),
+          Money.format(r.total()),
           r.count(),
-          r.payouts().stream().map(p -> new PaymentView(p.accountId(), Money.format(p.amount()), p.payoutId(), p.status(), p.reason(),
-              PayoutExports.reference(p.payoutId()))).toList(),
-          r.skipped().stream().map(s -> new SkipView(s.accountId(), Money.format(s.amount()), s.reason())).toList());
+          r.payouts().stream()
+              .map(
+                  p ->
+                      new PaymentView(
+                          p.accountId(),
+                          Money.format(p.amount()),
+                          p.payoutId(),
+                          p.status(),
+                          p.reason(),
+                          PayoutExports.reference(p.payoutId())))
+              .toList(),
+          r.skipped().stream()
+              .map(s -> new SkipView(s.accountId(), Money.format(s.amount()), s.reason()))
+              .toList());
     }
   }
 
-  record RunSummaryView(String id, String status, Instant createdAt, Instant completedAt, String minimum, String total, int count,
-      int refusedCount, int skippedCount) {}
+  record RunSummaryView(
+      String id,
+      String status,
+      Instant createdAt,
+      Instant completedAt,
+      String minimum,
+      String total,
+      int count,
+      int refusedCount,
+      int skippedCount) {}
 
   record RunList(List<RunSummaryView> runs) {}
 
@@ -67,11 +106,16 @@ final class OpsPayoutRoutes {
   private final Idempotency idempotency;
   private final ApiSettings.PayoutDebtor debtor;
 
-  OpsPayoutRoutes(ActorSystem<?> system, Duration timeout, PayoutRunReadModel runs, Idempotency idempotency,
+  OpsPayoutRoutes(
+      ActorSystem<?> system,
+      Duration timeout,
+      PayoutRunReadModel runs,
+      Idempotency idempotency,
       ApiSettings.PayoutDebtor debtor) {
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
-    // A run answers when every account has answered; give it longer than one ask, then let the client retry.
+    // A run answers when every account has answered; give it longer than one ask, then let the
+    // client retry.
     this.startTimeout = timeout.multipliedBy(6);
     this.runs = runs;
     this.idempotency = idempotency;
@@ -79,31 +123,79 @@ final class OpsPayoutRoutes {
   }
 
   Route route() {
-    return pathPrefix("payouts", () -> concat(
-        pathEnd(() -> concat(
-            post(() -> extractUri(uri -> optionalHeaderValueByName("Idempotency-Key", key ->
-                entity(Unmarshaller.entityToByteString(), body ->
-                    idempotency.apply("operator", uri.path(), body, () -> start(key, body)))))),
-            get(() -> parameterOptional("limit", limit -> onSuccess(list(limit), l -> complete(Responses.json(200, l))))))),
-        pathPrefix(segment(), runId -> concat(
-            pathEnd(() -> get(() -> onSuccess(run(runId), r -> complete(Responses.json(200, RunView.of(r)))))),
-            path("export.csv", () -> get(() -> onSuccess(completed(runId), r -> complete(csv(r))))),
-            path("export.xml", () -> get(() -> onSuccess(completed(runId), r -> complete(xml(r)))))))));
+    return pathPrefix(
+        "payouts",
+        () ->
+            concat(
+                pathEnd(
+                    () ->
+                        concat(
+                            post(
+                                () ->
+                                    extractUri(
+                                        uri ->
+                                            optionalHeaderValueByName(
+                                                "Idempotency-Key",
+                                                key ->
+                                                    entity(
+                                                        Unmarshaller.entityToByteString(),
+                                                        body ->
+                                                            idempotency.apply(
+                                                                "operator",
+                                                                uri.path(),
+                                                                body,
+                                                                () -> start(key, body)))))),
+                            get(
+                                () ->
+                                    parameterOptional(
+                                        "limit",
+                                        limit ->
+                                            onSuccess(
+                                                list(limit),
+                                                l -> complete(Responses.json(200, l))))))),
+                pathPrefix(
+                    segment(),
+                    runId ->
+                        concat(
+                            pathEnd(
+                                () ->
+                                    get(
+                                        () ->
+                                            onSuccess(
+                                                run(runId),
+                                                r ->
+                                                    complete(Responses.json(200, RunView.of(r)))))),
+                            path(
+                                "export.csv",
+                                () ->
+                                    get(() -> onSuccess(completed(runId), r -> complete(csv(r))))),
+                            path(
+                                "export.xml",
+                                () ->
+                                    get(
+                                        () ->
+                                            onSuccess(
+                                                completed(runId), r -> complete(xml(r)))))))));
   }
 
   private CompletionStage<HttpResponse> start(Optional<String> idempotencyKey, ByteString body) {
     StartRequest request = Json.read(body, StartRequest.class);
     long minimum = Amounts.parsePositive("minimum", request.minimum());
-    String runId = idempotencyKey.map(OpsPayoutRoutes::runIdFor).orElseGet(() -> "pr_" + Ids.random(12));
-    return sharding.entityRefFor(PayoutRun.ENTITY_KEY, runId)
-        .<PayoutRun.RunView>askWithStatus(reply -> new PayoutRun.Start(minimum, reply), startTimeout)
+    String runId =
+        idempotencyKey.map(OpsPayoutRoutes::runIdFor).orElseGet(() -> "pr_" + Ids.random(12));
+    return sharding
+        .entityRefFor(PayoutRun.ENTITY_KEY, runId)
+        .<PayoutRun.RunView>askWithStatus(
+            reply -> new PayoutRun.Start(minimum, reply), startTimeout)
         .thenApply(r -> Responses.json(201, RunView.of(r)));
   }
 
   /** The same operator key always names the same run. */
   static String runIdFor(String idempotencyKey) {
     try {
-      byte[] digest = MessageDigest.getInstance("SHA-256").digest(("payout-run\0" + idempotencyKey).getBytes(StandardCharsets.UTF_8));
+      byte[] digest =
+          MessageDigest.getInstance("SHA-256")
+              .digest(("payout-run\0" + idempotencyKey).getBytes(StandardCharsets.UTF_8));
       return "pr_" + HexFormat.of().formatHex(digest, 0, 12);
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
@@ -112,9 +204,24 @@ final class OpsPayoutRoutes {
 
   private CompletionStage<RunList> list(Optional<String> limitParam) {
     int limit = limitParam.map(l -> Params.positiveInt("limit", l, MAX_PAGE)).orElse(50);
-    return runs.latest(limit).thenApply(rows -> new RunList(rows.stream().map(r -> new RunSummaryView(r.runId(), r.status(),
-        r.createdAt(), r.completedAt(), Money.format(r.minimum()), Money.format(r.total()), r.count(), r.refusedCount(),
-        r.skippedCount())).toList()));
+    return runs.latest(limit)
+        .thenApply(
+            rows ->
+                new RunList(
+                    rows.stream()
+                        .map(
+                            r ->
+                                new RunSummaryView(
+                                    r.runId(),
+                                    r.status(),
+                                    r.createdAt(),
+                                    r.completedAt(),
+                                    Money.format(r.minimum()),
+                                    Money.format(r.total()),
+                                    r.count(),
+                                    r.refusedCount(),
+                                    r.skippedCount()))
+                        .toList()));
   }
 
   private CompletionStage<PayoutRun.RunView> run(String runId) {
@@ -124,36 +231,62 @@ final class OpsPayoutRoutes {
 
   /** Exports describe what was paid, so only a completed run has one. */
   private CompletionStage<PayoutRun.RunView> completed(String runId) {
-    return run(runId).thenApply(r -> {
-      if (!r.status().equals("completed")) {
-        throw new Problem(409, "payout_run_not_completed", "payout run " + runId + " is still " + r.status() + "; export it once completed");
-      }
-      return r;
-    });
+    return run(runId)
+        .thenApply(
+            r -> {
+              if (!r.status().equals("completed")) {
+                throw new Problem(
+                    409,
+                    "payout_run_not_completed",
+                    "payout run "
+                        + runId
+                        + " is still "
+                        + r.status()
+                        + "; export it once completed");
+              }
+              return r;
+            });
   }
 
   private HttpResponse csv(PayoutRun.RunView run) {
-    return attachment(HttpEntities.create(ContentTypes.TEXT_CSV_UTF8, PayoutExports.csv(run)), run.id() + ".csv");
+    return attachment(
+        HttpEntities.create(ContentTypes.TEXT_CSV_UTF8, PayoutExports.csv(run)), run.id() + ".csv");
   }
 
   private HttpResponse xml(PayoutRun.RunView run) {
     if (!PayoutExports.configured(debtor)) {
-      throw new Problem(503, "payout_debtor_not_configured",
+      throw new Problem(
+          503,
+          "payout_debtor_not_configured",
           "set tickmark.payouts.debtor (TICKMARK_PAYOUT_DEBTOR_NAME, _IBAN, _BIC) to the account payouts are paid from");
     }
     if (PayoutExports.paid(run).isEmpty()) {
-      throw new Problem(409, "nothing_to_export", "payout run " + run.id() + " paid nobody; a pain.001 needs at least one transfer");
+      throw new Problem(
+          409,
+          "nothing_to_export",
+          "payout run " + run.id() + " paid nobody; a pain.001 needs at least one transfer");
     }
-    return attachment(HttpEntities.create(ContentTypes.create(MediaTypes.APPLICATION_XML, org.apache.pekko.http.javadsl.model.HttpCharsets.UTF_8),
-        PayoutExports.pain001(run, debtor)), run.id() + ".xml");
+    return attachment(
+        HttpEntities.create(
+            ContentTypes.create(
+                MediaTypes.APPLICATION_XML, org.apache.pekko.http.javadsl.model.HttpCharsets.UTF_8),
+            PayoutExports.pain001(run, debtor)),
+        run.id() + ".xml");
   }
 
-  private static HttpResponse attachment(org.apache.pekko.http.javadsl.model.ResponseEntity entity, String filename) {
-    return HttpResponse.create().withEntity(entity)
-        .addHeader(ContentDisposition.create(ContentDispositionTypes.ATTACHMENT, java.util.Map.of("filename", filename)));
+  private static HttpResponse attachment(
+      org.apache.pekko.http.javadsl.model.ResponseEntity entity, String filename) {
+    return HttpResponse.create()
+        .withEntity(entity)
+        .addHeader(
+            ContentDisposition.create(
+                ContentDispositionTypes.ATTACHMENT, java.util.Map.of("filename", filename)));
   }
 
-  private <T> CompletionStage<T> ask(String runId, Function<ActorRef<StatusReply<T>>, PayoutRun.Command> command) {
-    return sharding.entityRefFor(PayoutRun.ENTITY_KEY, runId).askWithStatus(command::apply, timeout);
+  private <T> CompletionStage<T> ask(
+      String runId, Function<ActorRef<StatusReply<T>>, PayoutRun.Command> command) {
+    return sharding
+        .entityRefFor(PayoutRun.ENTITY_KEY, runId)
+        .askWithStatus(command::apply, timeout);
   }
 }

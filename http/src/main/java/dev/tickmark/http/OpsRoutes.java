@@ -18,35 +18,90 @@ public final class OpsRoutes {
 
   record SuspendRequest(String reason) {}
 
-  record DepositView(String accountId, String reference, String amount, boolean duplicate, String key) {}
+  record DepositView(
+      String accountId, String reference, String amount, boolean duplicate, String key) {}
 
   record OpsAccountView(
-      String id, String name, String currency, String balance, String held, String available, String earnings,
-      String spendCapMonthly, String spentThisMonth, String deposited, String captured, String credited,
-      String platformCredited, String paidOut, String status, boolean suspended, String suspensionReason,
-      java.time.Instant suspendedAt, AccountView.PayoutDetailsView payoutDetails) {
+      String id,
+      String name,
+      String currency,
+      String balance,
+      String held,
+      String available,
+      String earnings,
+      String spendCapMonthly,
+      String spentThisMonth,
+      String deposited,
+      String captured,
+      String credited,
+      String platformCredited,
+      String paidOut,
+      String status,
+      boolean suspended,
+      String suspensionReason,
+      java.time.Instant suspendedAt,
+      AccountView.PayoutDetailsView payoutDetails) {
     static OpsAccountView of(Account.Summary s) {
-      return new OpsAccountView(s.id(), s.name(), "EUR", Money.format(s.balance()), Money.format(s.held()),
-          Money.format(s.available()), Money.format(s.earnings()),
-          s.spendCapMonthly() == null ? null : Money.format(s.spendCapMonthly()), Money.format(s.spentThisMonth()),
-          Money.format(s.deposited()), Money.format(s.captured()), Money.format(s.credited()),
-          Money.format(s.platformCredited()), Money.format(s.paidOut()), AccountView.status(s), s.suspended(),
-          s.suspended() ? s.suspension().reason() : null, s.suspended() ? s.suspension().at() : null,
+      return new OpsAccountView(
+          s.id(),
+          s.name(),
+          "EUR",
+          Money.format(s.balance()),
+          Money.format(s.held()),
+          Money.format(s.available()),
+          Money.format(s.earnings()),
+          s.spendCapMonthly() == null ? null : Money.format(s.spendCapMonthly()),
+          Money.format(s.spentThisMonth()),
+          Money.format(s.deposited()),
+          Money.format(s.captured()),
+          Money.format(s.credited()),
+          Money.format(s.platformCredited()),
+          Money.format(s.paidOut()),
+          AccountView.status(s),
+          s.suspended(),
+          s.suspended() ? s.suspension().reason() : null,
+          s.suspended() ? s.suspension().at() : null,
           AccountView.PayoutDetailsView.of(s.payoutDetails()));
     }
   }
 
   record AuditView(
-      String currency, String deposits, String captures, String providerEarnings, String platformRevenue,
-      String holdsPlaced, String holdsReleased, String holdsOpen, String payouts, String renterBalances,
-      String providerEarningsOwed, String pendingCaptures, String pendingCredits, long mismatchedSettlements,
-      long accountsBelowZero, long entries, boolean conserved) {
+      String currency,
+      String deposits,
+      String captures,
+      String providerEarnings,
+      String platformRevenue,
+      String holdsPlaced,
+      String holdsReleased,
+      String holdsOpen,
+      String payouts,
+      String renterBalances,
+      String providerEarningsOwed,
+      String pendingCaptures,
+      String pendingCredits,
+      long mismatchedSettlements,
+      long accountsBelowZero,
+      long entries,
+      boolean conserved) {
     static AuditView of(LedgerReadModel.Audit a) {
-      return new AuditView("EUR", Money.format(a.deposits()), Money.format(a.captures()), Money.format(a.providerEarnings()),
-          Money.format(a.platformRevenue()), Money.format(a.holdsPlaced()), Money.format(a.holdsReleased()),
-          Money.format(a.holdsOpen()), Money.format(a.payouts()), Money.format(a.renterBalances()),
-          Money.format(a.providerEarningsOwed()), Money.format(a.pendingCaptures()), Money.format(a.pendingCredits()),
-          a.mismatchedSettlements(), a.accountsBelowZero(), a.entries(), a.conserved());
+      return new AuditView(
+          "EUR",
+          Money.format(a.deposits()),
+          Money.format(a.captures()),
+          Money.format(a.providerEarnings()),
+          Money.format(a.platformRevenue()),
+          Money.format(a.holdsPlaced()),
+          Money.format(a.holdsReleased()),
+          Money.format(a.holdsOpen()),
+          Money.format(a.payouts()),
+          Money.format(a.renterBalances()),
+          Money.format(a.providerEarningsOwed()),
+          Money.format(a.pendingCaptures()),
+          Money.format(a.pendingCredits()),
+          a.mismatchedSettlements(),
+          a.accountsBelowZero(),
+          a.entries(),
+          a.conserved());
     }
   }
 
@@ -58,7 +113,12 @@ public final class OpsRoutes {
   private final OpsHostRoutes hostRoutes;
   private final OpsPayoutRoutes payoutRoutes;
 
-  OpsRoutes(Accounts accounts, LedgerReadModel ledger, Auth auth, Idempotency idempotency, OpsHostRoutes hostRoutes,
+  OpsRoutes(
+      Accounts accounts,
+      LedgerReadModel ledger,
+      Auth auth,
+      Idempotency idempotency,
+      OpsHostRoutes hostRoutes,
       OpsPayoutRoutes payoutRoutes) {
     this.accounts = accounts;
     this.ledger = ledger;
@@ -70,33 +130,109 @@ public final class OpsRoutes {
   }
 
   public Route route() {
-    return auth.operator(() -> concat(
-        hostRoutes.route(),
-        payoutRoutes.route(),
-        pathPrefix(segment("accounts").slash(segment()), accountId -> concat(
-            pathEnd(() -> get(() -> onSuccess(accounts.openSummary(accountId), s -> complete(Responses.json(200, OpsAccountView.of(s)))))),
-            path("deposits", () -> post(() -> extractUri(uri -> entity(Unmarshaller.entityToByteString(), body ->
-                idempotency.apply("operator", uri.path(), body, () -> deposit(accountId, body)))))),
-            path("spend-cap", () -> put(() -> entity(Unmarshaller.entityToByteString(), body ->
-                onSuccess(spendCap.set(accountId, body), s -> complete(Responses.json(200, OpsAccountView.of(s))))))),
-            path("suspend", () -> post(() -> entity(Unmarshaller.entityToByteString(), body ->
-                onSuccess(suspend(accountId, body), s -> complete(Responses.json(200, OpsAccountView.of(s))))))),
-            path("resume", () -> post(() ->
-                onSuccess(resume(accountId), s -> complete(Responses.json(200, OpsAccountView.of(s)))))))),
-        path(segment("ledger").slash("audit"), () -> get(() ->
-            onSuccess(ledger.audit(), audit -> complete(Responses.json(200, AuditView.of(audit))))))));
+    return auth.operator(
+        () ->
+            concat(
+                hostRoutes.route(),
+                payoutRoutes.route(),
+                pathPrefix(
+                    segment("accounts").slash(segment()),
+                    accountId ->
+                        concat(
+                            pathEnd(
+                                () ->
+                                    get(
+                                        () ->
+                                            onSuccess(
+                                                accounts.openSummary(accountId),
+                                                s ->
+                                                    complete(
+                                                        Responses.json(
+                                                            200, OpsAccountView.of(s)))))),
+                            path(
+                                "deposits",
+                                () ->
+                                    post(
+                                        () ->
+                                            extractUri(
+                                                uri ->
+                                                    entity(
+                                                        Unmarshaller.entityToByteString(),
+                                                        body ->
+                                                            idempotency.apply(
+                                                                "operator",
+                                                                uri.path(),
+                                                                body,
+                                                                () -> deposit(accountId, body)))))),
+                            path(
+                                "spend-cap",
+                                () ->
+                                    put(
+                                        () ->
+                                            entity(
+                                                Unmarshaller.entityToByteString(),
+                                                body ->
+                                                    onSuccess(
+                                                        spendCap.set(accountId, body),
+                                                        s ->
+                                                            complete(
+                                                                Responses.json(
+                                                                    200, OpsAccountView.of(s))))))),
+                            path(
+                                "suspend",
+                                () ->
+                                    post(
+                                        () ->
+                                            entity(
+                                                Unmarshaller.entityToByteString(),
+                                                body ->
+                                                    onSuccess(
+                                                        suspend(accountId, body),
+                                                        s ->
+                                                            complete(
+                                                                Responses.json(
+                                                                    200, OpsAccountView.of(s))))))),
+                            path(
+                                "resume",
+                                () ->
+                                    post(
+                                        () ->
+                                            onSuccess(
+                                                resume(accountId),
+                                                s ->
+                                                    complete(
+                                                        Responses.json(
+                                                            200, OpsAccountView.of(s)))))))),
+                path(
+                    segment("ledger").slash("audit"),
+                    () ->
+                        get(
+                            () ->
+                                onSuccess(
+                                    ledger.audit(),
+                                    audit ->
+                                        complete(Responses.json(200, AuditView.of(audit))))))));
   }
 
-  /** Suspends an open account (404 for an unknown one): no new rentals, no payouts; what runs goes on. */
+  /**
+   * Suspends an open account (404 for an unknown one): no new rentals, no payouts; what runs goes
+   * on.
+   */
   private CompletionStage<Account.Summary> suspend(String accountId, ByteString body) {
     String reason = body.isEmpty() ? null : Json.read(body, SuspendRequest.class).reason();
-    if (reason != null && reason.length() > 500) throw Problem.badRequest("invalid_field", "\"reason\" is at most 500 characters");
-    return accounts.openSummary(accountId)
-        .thenCompose(s -> accounts.<Account.Summary>ask(accountId, reply -> new Account.Suspend(reason, reply)));
+    if (reason != null && reason.length() > 500)
+      throw Problem.badRequest("invalid_field", "\"reason\" is at most 500 characters");
+    return accounts
+        .openSummary(accountId)
+        .thenCompose(
+            s ->
+                accounts.<Account.Summary>ask(
+                    accountId, reply -> new Account.Suspend(reason, reply)));
   }
 
   private CompletionStage<Account.Summary> resume(String accountId) {
-    return accounts.openSummary(accountId)
+    return accounts
+        .openSummary(accountId)
         .thenCompose(s -> accounts.<Account.Summary>ask(accountId, Account.Resume::new));
   }
 
@@ -105,10 +241,17 @@ public final class OpsRoutes {
     long amount = Amounts.parsePositive("amount", request.amount());
     String reference = request.reference();
     if (reference == null || reference.isBlank() || reference.length() > 200) {
-      throw Problem.badRequest("invalid_field", "\"reference\" is required (at most 200 characters)");
+      throw Problem.badRequest(
+          "invalid_field", "\"reference\" is required (at most 200 characters)");
     }
-    return accounts.<Account.Posting>ask(accountId, reply -> new Account.Deposit("manual:" + reference, amount, reply))
-        .thenApply(p -> Responses.json(p.duplicate() ? 200 : 201,
-            new DepositView(accountId, reference, Money.format(p.amount()), p.duplicate(), p.key())));
+    return accounts
+        .<Account.Posting>ask(
+            accountId, reply -> new Account.Deposit("manual:" + reference, amount, reply))
+        .thenApply(
+            p ->
+                Responses.json(
+                    p.duplicate() ? 200 : 201,
+                    new DepositView(
+                        accountId, reference, Money.format(p.amount()), p.duplicate(), p.key())));
   }
 }

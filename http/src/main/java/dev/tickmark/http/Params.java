@@ -6,7 +6,8 @@ final class Params {
 
   static int positiveInt(String name, String text, int max) {
     if (text.isEmpty() || !Character.isDigit(text.charAt(0))) {
-      throw Problem.badRequest("invalid_parameter", name + " must be a whole number from 1 to " + max);
+      throw Problem.badRequest(
+          "invalid_parameter", name + " must be a whole number from 1 to " + max);
     }
     try {
       int v = Integer.parseInt(text);
@@ -14,12 +15,14 @@ final class Params {
     } catch (NumberFormatException ignored) {
       // answered below
     }
-    throw Problem.badRequest("invalid_parameter", name + " must be a whole number from 1 to " + max);
+    throw Problem.badRequest(
+        "invalid_parameter", name + " must be a whole number from 1 to " + max);
   }
 
   static long nonNegativeLong(String name, String text) {
     if (text.isEmpty() || !Character.isDigit(text.charAt(0))) {
-      throw Problem.badRequest("invalid_parameter", name + " must be a cursor returned by a previous page");
+      throw Problem.badRequest(
+          "invalid_parameter", name + " must be a cursor returned by a previous page");
     }
     try {
       long v = Long.parseLong(text);
@@ -27,6 +30,7 @@ final class Params {
     } catch (NumberFormatException ignored) {
       // answered below
     }
-    throw Problem.badRequest("invalid_parameter", name + " must be a cursor returned by a previous page");
+    throw Problem.badRequest(
+        "invalid_parameter", name + " must be a cursor returned by a previous page");
   }
 }

@@ -12,13 +12,15 @@ import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.util.ByteString;
 
 /**
- * The payment provider's top-up webhook. The signature covers the raw body; a payment is credited at
- * most once, on its {@code payment_id}, however often the provider retries.
+ * The payment provider's top-up webhook. The signature covers the raw body; a payment is credited
+ * at most once, on its {@code payment_id}, however often the provider retries.
  */
 public final class PaymentRoutes {
-  record PaymentEvent(String paymentId, String accountId, String amount, String currency, String status) {}
+  record PaymentEvent(
+      String paymentId, String accountId, String amount, String currency, String status) {}
 
-  record Receipt(boolean received, boolean credited, String paymentId, String accountId, String amount) {}
+  record Receipt(
+      boolean received, boolean credited, String paymentId, String accountId, String amount) {}
 
   private final Accounts accounts;
   private final WebhookSignature signature; // null when no secret is configured
@@ -31,9 +33,17 @@ public final class PaymentRoutes {
   }
 
   public Route route() {
-    return path(segment("payments").slash("webhook"), () -> post(() ->
-        optionalHeaderValueByName("Tickmark-Signature", header -> entity(Unmarshaller.entityToByteString(), body ->
-            completeWithFuture(receive(header.orElse(null), body))))));
+    return path(
+        segment("payments").slash("webhook"),
+        () ->
+            post(
+                () ->
+                    optionalHeaderValueByName(
+                        "Tickmark-Signature",
+                        header ->
+                            entity(
+                                Unmarshaller.entityToByteString(),
+                                body -> completeWithFuture(receive(header.orElse(null), body))))));
   }
 
   private static org.apache.pekko.http.javadsl.server.PathMatcher0 segment(String s) {
@@ -41,23 +51,45 @@ public final class PaymentRoutes {
   }
 
   private CompletionStage<HttpResponse> receive(String header, ByteString body) {
-    if (signature == null) throw new Problem(503, "webhook_not_configured", "TICKMARK_PAYMENT_WEBHOOK_SECRET is not set on this node");
+    if (signature == null)
+      throw new Problem(
+          503, "webhook_not_configured", "TICKMARK_PAYMENT_WEBHOOK_SECRET is not set on this node");
     String wrong = signature.problemWith(header, body.toArray(), clock.instant());
     if (wrong != null) throw new Problem(401, "invalid_signature", wrong);
     PaymentEvent event = Json.read(body, PaymentEvent.class);
-    if (event.paymentId() == null || event.paymentId().isBlank() || event.paymentId().length() > 200) {
-      throw Problem.badRequest("invalid_field", "\"payment_id\" is required (at most 200 characters)");
+    if (event.paymentId() == null
+        || event.paymentId().isBlank()
+        || event.paymentId().length() > 200) {
+      throw Problem.badRequest(
+          "invalid_field", "\"payment_id\" is required (at most 200 characters)");
     }
-    if (event.accountId() == null || event.accountId().isBlank()) throw Problem.badRequest("invalid_field", "\"account_id\" is required");
+    if (event.accountId() == null || event.accountId().isBlank())
+      throw Problem.badRequest("invalid_field", "\"account_id\" is required");
     long amount = Amounts.parsePositive("amount", event.amount());
-    if (!"EUR".equals(event.currency())) throw Problem.badRequest("unsupported_currency", "only EUR payments are accepted");
+    if (!"EUR".equals(event.currency()))
+      throw Problem.badRequest("unsupported_currency", "only EUR payments are accepted");
     if (!"succeeded".equals(event.status())) {
-      // Pending or failed payments are acknowledged so the provider stops retrying, and credit nothing.
+      // Pending or failed payments are acknowledged so the provider stops retrying, and credit
+      // nothing.
       return java.util.concurrent.CompletableFuture.completedFuture(
-          Responses.json(200, new Receipt(true, false, event.paymentId(), event.accountId(), Money.format(amount))));
+          Responses.json(
+              200,
+              new Receipt(
+                  true, false, event.paymentId(), event.accountId(), Money.format(amount))));
     }
-    return accounts.<Account.Posting>ask(event.accountId(), reply -> new Account.Deposit("payment:" + event.paymentId(), amount, reply))
-        .thenApply(posting -> Responses.json(200,
-            new Receipt(true, !posting.duplicate(), event.paymentId(), event.accountId(), Money.format(posting.amount()))));
+    return accounts
+        .<Account.Posting>ask(
+            event.accountId(),
+            reply -> new Account.Deposit("payment:" + event.paymentId(), amount, reply))
+        .thenApply(
+            posting ->
+                Responses.json(
+                    200,
+                    new Receipt(
+                        true,
+                        !posting.duplicate(),
+                        event.paymentId(),
+                        event.accountId(),
+                        Money.format(posting.amount()))));
   }
 }

@@ -25,20 +25,30 @@ import javax.xml.stream.XMLStreamWriter;
  * gives the same bytes.
  *
  * <p>Bank references must be at most 35 characters of the SEPA character set, which our ids (with
- * {@code _} and up to 56 characters) are not; each one is therefore derived from our id: the message
- * id from the run id and each transaction's {@code EndToEndId} from its payout id, as {@code TM} and
- * 32 hex digits of their SHA-256. The CSV lists both, so a bank statement line leads back to its payout.
+ * {@code _} and up to 56 characters) are not; each one is therefore derived from our id: the
+ * message id from the run id and each transaction's {@code EndToEndId} from its payout id, as
+ * {@code TM} and 32 hex digits of their SHA-256. The CSV lists both, so a bank statement line leads
+ * back to its payout.
  */
 final class PayoutExports {
   static final String PAIN_001_001_03 = "urn:iso:std:iso:20022:tech:xsd:pain.001.001.03";
 
-  /** Whether the operator named the account the transfers are paid from ({@code tickmark.payouts.debtor}). */
+  /**
+   * Whether the operator named the account the transfers are paid from ({@code
+   * tickmark.payouts.debtor}).
+   */
   static boolean configured(ApiSettings.PayoutDebtor debtor) {
-    return debtor != null && debtor.name() != null && !debtor.name().isBlank() && debtor.iban() != null && !debtor.iban().isBlank();
+    return debtor != null
+        && debtor.name() != null
+        && !debtor.name().isBlank()
+        && debtor.iban() != null
+        && !debtor.iban().isBlank();
   }
 
-  private static final DateTimeFormatter DATE_TIME = DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss").withZone(ZoneOffset.UTC);
-  private static final DateTimeFormatter DATE = DateTimeFormatter.ISO_LOCAL_DATE.withZone(ZoneOffset.UTC);
+  private static final DateTimeFormatter DATE_TIME =
+      DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss").withZone(ZoneOffset.UTC);
+  private static final DateTimeFormatter DATE =
+      DateTimeFormatter.ISO_LOCAL_DATE.withZone(ZoneOffset.UTC);
   private static final String CSV_HEADER =
       "run_id,payout_id,end_to_end_id,account_id,holder_name,iban,bic,amount,amount_eur,currency\r\n";
 
@@ -48,20 +58,36 @@ final class PayoutExports {
     return run.payouts().stream().filter(p -> p.status().equals("paid")).toList();
   }
 
-  /** RFC 4180 CSV, CRLF line ends, UTF-8; amounts with 6 decimals and, for the bank, in euros with 2. */
+  /**
+   * RFC 4180 CSV, CRLF line ends, UTF-8; amounts with 6 decimals and, for the bank, in euros with
+   * 2.
+   */
   static String csv(PayoutRun.RunView run) {
     StringBuilder out = new StringBuilder(CSV_HEADER);
     for (PayoutRun.PaymentView p : paid(run)) {
       Account.PayoutDetails payee = p.payee();
-      out.append(String.join(",", cell(run.id()), cell(p.payoutId()), cell(reference(p.payoutId())), cell(p.accountId()),
-              cell(payee.holderName()), cell(payee.iban()), cell(payee.bic() == null ? "" : payee.bic()), Money.format(p.amount()),
-              euros(p.amount()), "EUR"))
+      out.append(
+              String.join(
+                  ",",
+                  cell(run.id()),
+                  cell(p.payoutId()),
+                  cell(reference(p.payoutId())),
+                  cell(p.accountId()),
+                  cell(payee.holderName()),
+                  cell(payee.iban()),
+                  cell(payee.bic() == null ? "" : payee.bic()),
+                  Money.format(p.amount()),
+                  euros(p.amount()),
+                  "EUR"))
           .append("\r\n");
     }
     return out.toString();
   }
 
-  /** The SEPA credit transfer file: one group header, one payment information block, one transaction per payout. */
+  /**
+   * The SEPA credit transfer file: one group header, one payment information block, one transaction
+   * per payout.
+   */
   static String pain001(PayoutRun.RunView run, ApiSettings.PayoutDebtor debtor) {
     List<PayoutRun.PaymentView> paid = paid(run);
     long total = paid.stream().mapToLong(PayoutRun.PaymentView::amount).sum();
@@ -133,10 +159,14 @@ final class PayoutExports {
     }
   }
 
-  /** A bank reference for one of our ids: {@code TM} and 32 hex digits of its SHA-256 (34 characters, SEPA-safe). */
+  /**
+   * A bank reference for one of our ids: {@code TM} and 32 hex digits of its SHA-256 (34
+   * characters, SEPA-safe).
+   */
   static String reference(String id) {
     try {
-      byte[] digest = MessageDigest.getInstance("SHA-256").digest(id.getBytes(StandardCharsets.UTF_8));
+      byte[] digest =
+          MessageDigest.getInstance("SHA-256").digest(id.getBytes(StandardCharsets.UTF_8));
       return "TM" + HexFormat.of().withUpperCase().formatHex(digest, 0, 16);
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
@@ -150,18 +180,32 @@ final class PayoutExports {
   }
 
   /**
-   * Text in the EPC's basic Latin character set ({@code a-z A-Z 0-9 / - ? : ( ) . , ' +} and space),
-   * which every SEPA bank accepts: accents are dropped ({@code Müller} → {@code Muller}), a few letters
-   * spelled out, anything else becomes a space; at most {@code max} characters.
+   * Text in the EPC's basic Latin character set ({@code a-z A-Z 0-9 / - ? : ( ) . , ' +} and
+   * space), which every SEPA bank accepts: accents are dropped ({@code Müller} → {@code Muller}), a
+   * few letters spelled out, anything else becomes a space; at most {@code max} characters.
    */
   static String sepaText(String text, int max) {
-    String spelled = text.replace("ß", "ss").replace("Æ", "AE").replace("æ", "ae").replace("Œ", "OE").replace("œ", "oe")
-        .replace("Ø", "O").replace("ø", "o").replace("Ł", "L").replace("ł", "l").replace("Đ", "D").replace("đ", "d")
-        .replace("&", "+");
+    String spelled =
+        text.replace("ß", "ss")
+            .replace("Æ", "AE")
+            .replace("æ", "ae")
+            .replace("Œ", "OE")
+            .replace("œ", "oe")
+            .replace("Ø", "O")
+            .replace("ø", "o")
+            .replace("Ł", "L")
+            .replace("ł", "l")
+            .replace("Đ", "D")
+            .replace("đ", "d")
+            .replace("&", "+");
     String stripped = Normalizer.normalize(spelled, Normalizer.Form.NFD).replaceAll("\\p{M}", "");
     StringBuilder out = new StringBuilder(stripped.length());
     for (char c : stripped.toCharArray()) {
-      boolean allowed = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || "/-?:().,'+ ".indexOf(c) >= 0;
+      boolean allowed =
+          (c >= 'a' && c <= 'z')
+              || (c >= 'A' && c <= 'Z')
+              || (c >= '0' && c <= '9')
+              || "/-?:().,'+ ".indexOf(c) >= 0;
       out.append(allowed ? c : ' ');
     }
     String collapsed = out.toString().replaceAll(" +", " ").strip();
@@ -169,19 +213,22 @@ final class PayoutExports {
     return collapsed.length() <= max ? collapsed : collapsed.substring(0, max).strip();
   }
 
-  private static void text(XMLStreamWriter x, String element, String value) throws XMLStreamException {
+  private static void text(XMLStreamWriter x, String element, String value)
+      throws XMLStreamException {
     x.writeStartElement(element);
     x.writeCharacters(value);
     x.writeEndElement();
   }
 
-  private static void party(XMLStreamWriter x, String element, String name) throws XMLStreamException {
+  private static void party(XMLStreamWriter x, String element, String name)
+      throws XMLStreamException {
     x.writeStartElement(element);
     text(x, "Nm", sepaText(name, 70));
     x.writeEndElement();
   }
 
-  private static void account(XMLStreamWriter x, String element, String iban) throws XMLStreamException {
+  private static void account(XMLStreamWriter x, String element, String iban)
+      throws XMLStreamException {
     x.writeStartElement(element);
     x.writeStartElement("Id");
     text(x, "IBAN", iban);
@@ -190,7 +237,8 @@ final class PayoutExports {
   }
 
   /** A bank by BIC; without one, the debtor's bank is {@code NOTPROVIDED} (IBAN-only SEPA). */
-  private static void agent(XMLStreamWriter x, String element, String bic, boolean required) throws XMLStreamException {
+  private static void agent(XMLStreamWriter x, String element, String bic, boolean required)
+      throws XMLStreamException {
     if (bic == null && !required) return;
     x.writeStartElement(element);
     x.writeStartElement("FinInstnId");
@@ -205,11 +253,15 @@ final class PayoutExports {
     x.writeEndElement();
   }
 
-  /** One CSV field: quoted when it holds a separator, a quote or a line end; a leading formula sign is defused. */
+  /**
+   * One CSV field: quoted when it holds a separator, a quote or a line end; a leading formula sign
+   * is defused.
+   */
   static String cell(String value) {
     String v = value;
     if (!v.isEmpty() && "=+-@\t\r".indexOf(v.charAt(0)) >= 0) v = "'" + v;
-    if (v.contains(",") || v.contains("\"") || v.contains("\n") || v.contains("\r")) v = "\"" + v.replace("\"", "\"\"") + "\"";
+    if (v.contains(",") || v.contains("\"") || v.contains("\n") || v.contains("\r"))
+      v = "\"" + v.replace("\"", "\"\"") + "\"";
     return v;
   }
 }

@@ -11,15 +11,19 @@ import org.apache.pekko.http.javadsl.model.StatusCodes;
 import org.apache.pekko.http.javadsl.model.headers.RetryAfter;
 
 /**
- * An RFC 9457 problem: {@code {"type","title","status","code","detail"}} as
- * {@code application/problem+json}. {@code code} is the stable, machine-readable part.
- * Thrown inside routes; the exception handler turns it into the response.
+ * An RFC 9457 problem: {@code {"type","title","status","code","detail"}} as {@code
+ * application/problem+json}. {@code code} is the stable, machine-readable part. Thrown inside
+ * routes; the exception handler turns it into the response.
  */
 public final class Problem extends RuntimeException {
   public static final ContentType.WithFixedCharset PROBLEM_JSON =
-      ContentTypes.create(MediaTypes.applicationWithFixedCharset("problem+json", HttpCharsets.UTF_8));
+      ContentTypes.create(
+          MediaTypes.applicationWithFixedCharset("problem+json", HttpCharsets.UTF_8));
 
-  /** What a 503 asks a client to wait: a database that restarts, or an entity that recovers, is back within seconds. */
+  /**
+   * What a 503 asks a client to wait: a database that restarts, or an entity that recovers, is back
+   * within seconds.
+   */
   static final long RETRY_AFTER_SECONDS = 5;
 
   private final int status;
@@ -57,9 +61,22 @@ public final class Problem extends RuntimeException {
 
   public HttpResponse toResponse() {
     StatusCode statusCode = StatusCodes.get(status);
-    String json = "{\"type\":\"https://tickmark.dev/problems/" + code + "\",\"title\":" + Json.quote(statusCode.reason())
-        + ",\"status\":" + status + ",\"code\":" + Json.quote(code) + ",\"detail\":" + Json.quote(detail()) + "}";
-    HttpResponse response = HttpResponse.create().withStatus(statusCode).withEntity(HttpEntities.create(PROBLEM_JSON, json));
+    String json =
+        "{\"type\":\"https://tickmark.dev/problems/"
+            + code
+            + "\",\"title\":"
+            + Json.quote(statusCode.reason())
+            + ",\"status\":"
+            + status
+            + ",\"code\":"
+            + Json.quote(code)
+            + ",\"detail\":"
+            + Json.quote(detail())
+            + "}";
+    HttpResponse response =
+        HttpResponse.create()
+            .withStatus(statusCode)
+            .withEntity(HttpEntities.create(PROBLEM_JSON, json));
     // Unavailable is temporary (the database or an entity is away): tell clients when to come back.
     return status == 503 ? response.addHeader(RetryAfter.create(RETRY_AFTER_SECONDS)) : response;
   }

@@ -36,16 +36,42 @@ import org.apache.pekko.util.ByteString;
 /** The renter's rentals: launch, list, inspect, stop, usage, and the live event stream. */
 public final class RentalRoutes {
   static final int MAX_PAGE = 200;
-  static final Set<String> STATUSES = Set.of("pending", "provisioning", "running", "stopping", "ended");
+  static final Set<String> STATUSES =
+      Set.of("pending", "provisioning", "running", "stopping", "ended");
 
-  record LaunchRequest(String gpu, Integer count, String tier, String region, String maxPricePerGpuHour, String image,
-      List<String> command, String sshPublicKey, String maxTotal, Integer waitSeconds, Boolean network) {}
+  record LaunchRequest(
+      String gpu,
+      Integer count,
+      String tier,
+      String region,
+      String maxPricePerGpuHour,
+      String image,
+      List<String> command,
+      String sshPublicKey,
+      String maxTotal,
+      Integer waitSeconds,
+      Boolean network) {}
 
   record StopRequest(Boolean snapshot) {}
 
-  record RentalView(String id, String status, String gpu, int count, String tier, String region, String pricePerGpuHour,
-      String maxPricePerGpuHour, Instant createdAt, Instant matchedAt, Instant startedAt, Instant endedAt, String endReason,
-      long billedSeconds, String cost, Instant preemptionDeadline, boolean simulated) {}
+  record RentalView(
+      String id,
+      String status,
+      String gpu,
+      int count,
+      String tier,
+      String region,
+      String pricePerGpuHour,
+      String maxPricePerGpuHour,
+      Instant createdAt,
+      Instant matchedAt,
+      Instant startedAt,
+      Instant endedAt,
+      String endReason,
+      long billedSeconds,
+      String cost,
+      Instant preemptionDeadline,
+      boolean simulated) {}
 
   record LaunchResponse(RentalView rental) {}
 
@@ -53,8 +79,16 @@ public final class RentalRoutes {
 
   record CheckpointView(long throughSecond, String cost, Instant at) {}
 
-  record Usage(String rentalId, String status, long billedSeconds, String cost, String pricePerGpuHour, int cards,
-      long startedHours, String costPerStartedHour, List<CheckpointView> checkpoints) {}
+  record Usage(
+      String rentalId,
+      String status,
+      long billedSeconds,
+      String cost,
+      String pricePerGpuHour,
+      int cards,
+      long startedHours,
+      String costPerStartedHour,
+      List<CheckpointView> checkpoints) {}
 
   record TickEvent(long second, String cost) {}
 
@@ -70,8 +104,14 @@ public final class RentalRoutes {
   private final Materializer materializer;
   private final Duration readYourWritesWait;
 
-  public RentalRoutes(ActorSystem<?> system, Duration timeout, RentalReadModel rentals, Catalog catalog, Auth auth,
-      Idempotency idempotency, Duration readYourWritesWait) {
+  public RentalRoutes(
+      ActorSystem<?> system,
+      Duration timeout,
+      RentalReadModel rentals,
+      Catalog catalog,
+      Auth auth,
+      Idempotency idempotency,
+      Duration readYourWritesWait) {
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.launchTimeout = timeout.multipliedBy(3);
@@ -84,86 +124,208 @@ public final class RentalRoutes {
   }
 
   public Route route() {
-    return pathPrefix("rentals", () -> auth.account(renter -> concat(
-        pathEnd(() -> concat(
-            post(() -> extractUri(uri -> entity(Unmarshaller.entityToByteString(), body ->
-                idempotency.apply(renter, uri.path(), body, () -> launch(renter, body))))),
-            get(() -> parameterOptional("status", status -> parameterOptional("limit", limit -> parameterOptional("after", after ->
-                onSuccess(list(renter, status, limit, after), page -> complete(Responses.json(200, page))))))))),
-        pathPrefix(segment(), id -> !Ids.wellFormed("rnt_", id) ? complete(Problem.notFound("no such rental").toResponse()) : concat(
-            pathEnd(() -> get(() -> onSuccess(ask(id, reply -> new Rental.Get(renter, reply)),
-                v -> complete(Responses.json(200, view(v)))))),
-            path("stop", () -> post(() -> entity(Unmarshaller.entityToByteString(), body -> {
-              if (!body.isEmpty()) Json.read(body, StopRequest.class);
-              return onSuccess(ask(id, reply -> new Rental.Stop(renter, reply)), v -> complete(Responses.json(202, new LaunchResponse(view(v)))));
-            }))),
-            path("usage", () -> get(() -> onSuccess(ask(id, reply -> new Rental.Get(renter, reply)),
-                v -> complete(Responses.json(200, usage(v)))))),
-            path("events", () -> get(() -> events(renter, id))))))));
+    return pathPrefix(
+        "rentals",
+        () ->
+            auth.account(
+                renter ->
+                    concat(
+                        pathEnd(
+                            () ->
+                                concat(
+                                    post(
+                                        () ->
+                                            extractUri(
+                                                uri ->
+                                                    entity(
+                                                        Unmarshaller.entityToByteString(),
+                                                        body ->
+                                                            idempotency.apply(
+                                                                renter,
+                                                                uri.path(),
+                                                                body,
+                                                                () -> launch(renter, body))))),
+                                    get(
+                                        () ->
+                                            parameterOptional(
+                                                "status",
+                                                status ->
+                                                    parameterOptional(
+                                                        "limit",
+                                                        limit ->
+                                                            parameterOptional(
+                                                                "after",
+                                                                after ->
+                                                                    onSuccess(
+                                                                        list(
+                                                                            renter, status, limit,
+                                                                            after),
+                                                                        page ->
+                                                                            complete(
+                                                                                Responses.json(
+                                                                                    200,
+                                                                                    page))))))))),
+                        pathPrefix(
+                            segment(),
+                            id ->
+                                !Ids.wellFormed("rnt_", id)
+                                    ? complete(Problem.notFound("no such rental").toResponse())
+                                    : concat(
+                                        pathEnd(
+                                            () ->
+                                                get(
+                                                    () ->
+                                                        onSuccess(
+                                                            ask(
+                                                                id,
+                                                                reply ->
+                                                                    new Rental.Get(renter, reply)),
+                                                            v ->
+                                                                complete(
+                                                                    Responses.json(
+                                                                        200, view(v)))))),
+                                        path(
+                                            "stop",
+                                            () ->
+                                                post(
+                                                    () ->
+                                                        entity(
+                                                            Unmarshaller.entityToByteString(),
+                                                            body -> {
+                                                              if (!body.isEmpty())
+                                                                Json.read(body, StopRequest.class);
+                                                              return onSuccess(
+                                                                  ask(
+                                                                      id,
+                                                                      reply ->
+                                                                          new Rental.Stop(
+                                                                              renter, reply)),
+                                                                  v ->
+                                                                      complete(
+                                                                          Responses.json(
+                                                                              202,
+                                                                              new LaunchResponse(
+                                                                                  view(v)))));
+                                                            }))),
+                                        path(
+                                            "usage",
+                                            () ->
+                                                get(
+                                                    () ->
+                                                        onSuccess(
+                                                            ask(
+                                                                id,
+                                                                reply ->
+                                                                    new Rental.Get(renter, reply)),
+                                                            v ->
+                                                                complete(
+                                                                    Responses.json(
+                                                                        200, usage(v)))))),
+                                        path("events", () -> get(() -> events(renter, id))))))));
   }
 
   private CompletionStage<HttpResponse> launch(String renter, ByteString body) {
     Rental.Spec spec = spec(Json.read(body, LaunchRequest.class));
     String rentalId = "rnt_" + Ids.random(12);
-    return sharding.entityRefFor(Rental.ENTITY_KEY, rentalId)
+    return sharding
+        .entityRefFor(Rental.ENTITY_KEY, rentalId)
         .<Rental.View>askWithStatus(reply -> new Rental.Create(renter, spec, reply), launchTimeout)
         .thenApply(v -> Responses.json(201, new LaunchResponse(view(v))));
   }
 
   Rental.Spec spec(LaunchRequest r) {
-    if (r.gpu() == null || catalog.gpu(r.gpu()).isEmpty()) throw Problem.badRequest("unknown_gpu", "no GPU model \"" + r.gpu() + "\" in the catalog");
+    if (r.gpu() == null || catalog.gpu(r.gpu()).isEmpty())
+      throw Problem.badRequest("unknown_gpu", "no GPU model \"" + r.gpu() + "\" in the catalog");
     if (r.region() != null && catalog.region(r.region()).isEmpty()) {
       throw Problem.badRequest("unknown_region", "no region \"" + r.region() + "\" in the catalog");
     }
     int count = r.count() == null ? 1 : r.count();
-    if (count < 1 || count > 64) throw Problem.badRequest("invalid_count", "count must be 1 to 64 cards (all on one host)");
+    if (count < 1 || count > 64)
+      throw Problem.badRequest("invalid_count", "count must be 1 to 64 cards (all on one host)");
     Listing.Tier tier = r.tier() == null ? Listing.Tier.ON_DEMAND : MarketRoutes.tier(r.tier());
-    if (r.maxPricePerGpuHour() == null) throw Problem.badRequest("missing_field", "\"max_price_per_gpu_hour\" is required");
+    if (r.maxPricePerGpuHour() == null)
+      throw Problem.badRequest("missing_field", "\"max_price_per_gpu_hour\" is required");
     long maxPrice = Amounts.parsePositive("max_price_per_gpu_hour", r.maxPricePerGpuHour());
-    if (r.image() == null || r.image().isBlank() || r.image().length() > 300 || r.image().startsWith("-") || r.image().contains(" ")) {
-      throw Problem.badRequest("invalid_image", "\"image\" is required: a container image reference");
+    if (r.image() == null
+        || r.image().isBlank()
+        || r.image().length() > 300
+        || r.image().startsWith("-")
+        || r.image().contains(" ")) {
+      throw Problem.badRequest(
+          "invalid_image", "\"image\" is required: a container image reference");
     }
     List<String> command = r.command() == null ? List.of() : r.command();
     if (command.size() > 64 || command.stream().anyMatch(a -> a == null || a.length() > 4096)) {
-      throw Problem.badRequest("invalid_command", "command is at most 64 arguments of at most 4096 characters");
+      throw Problem.badRequest(
+          "invalid_command", "command is at most 64 arguments of at most 4096 characters");
     }
-    if (r.sshPublicKey() != null && r.sshPublicKey().length() > 8192) throw Problem.badRequest("invalid_ssh_key", "ssh_public_key is too long");
+    if (r.sshPublicKey() != null && r.sshPublicKey().length() > 8192)
+      throw Problem.badRequest("invalid_ssh_key", "ssh_public_key is too long");
     Long maxTotal = r.maxTotal() == null ? null : Amounts.parsePositive("max_total", r.maxTotal());
     int wait = r.waitSeconds() == null ? 30 : r.waitSeconds();
-    if (wait < 0 || wait > 600) throw Problem.badRequest("invalid_wait", "wait_seconds must be 0 to 600");
-    return new Rental.Spec(r.gpu(), count, tier, r.region(), maxPrice, r.image(), List.copyOf(command), r.sshPublicKey(), maxTotal,
-        wait, Boolean.TRUE.equals(r.network()));
+    if (wait < 0 || wait > 600)
+      throw Problem.badRequest("invalid_wait", "wait_seconds must be 0 to 600");
+    return new Rental.Spec(
+        r.gpu(),
+        count,
+        tier,
+        r.region(),
+        maxPrice,
+        r.image(),
+        List.copyOf(command),
+        r.sshPublicKey(),
+        maxTotal,
+        wait,
+        Boolean.TRUE.equals(r.network()));
   }
 
-  private CompletionStage<RentalList> list(String renter, Optional<String> status, Optional<String> limitParam, Optional<String> afterParam) {
-    status.ifPresent(s -> {
-      if (!STATUSES.contains(s)) throw Problem.badRequest("invalid_parameter", "status must be one of " + STATUSES);
-    });
+  private CompletionStage<RentalList> list(
+      String renter,
+      Optional<String> status,
+      Optional<String> limitParam,
+      Optional<String> afterParam) {
+    status.ifPresent(
+        s -> {
+          if (!STATUSES.contains(s))
+            throw Problem.badRequest("invalid_parameter", "status must be one of " + STATUSES);
+        });
     int limit = limitParam.map(l -> Params.positiveInt("limit", l, MAX_PAGE)).orElse(50);
     long after = afterParam.map(a -> Params.nonNegativeLong("after", a)).orElse(0L);
-    // the table holds every rental event written before this request first: a rental launched a moment ago is listed
-    return rentals.awaitWritten(readYourWritesWait)
+    // the table holds every rental event written before this request first: a rental launched a
+    // moment ago is listed
+    return rentals
+        .awaitWritten(readYourWritesWait)
         .thenCompose(caughtUp -> rentals.byRenter(renter, status.orElse(null), after, limit))
-        .thenCompose(rows -> {
-          List<CompletableFuture<RentalView>> views = rows.stream().map(row -> live(renter, row)).toList();
-          String next = rows.size() == limit ? Long.toString(rows.get(rows.size() - 1).rowId()) : null;
-          return CompletableFuture.allOf(views.toArray(CompletableFuture[]::new))
-              .thenApply(all -> new RentalList(views.stream().map(CompletableFuture::join).toList(), next));
-        });
+        .thenCompose(
+            rows -> {
+              List<CompletableFuture<RentalView>> views =
+                  rows.stream().map(row -> live(renter, row)).toList();
+              String next =
+                  rows.size() == limit ? Long.toString(rows.get(rows.size() - 1).rowId()) : null;
+              return CompletableFuture.allOf(views.toArray(CompletableFuture[]::new))
+                  .thenApply(
+                      all ->
+                          new RentalList(
+                              views.stream().map(CompletableFuture::join).toList(), next));
+            });
   }
 
   /**
-   * A running rental as its entity shows it now: the table has only its last settlement checkpoint (every
-   * settle-interval), the entity the live meter, as GET /v1/rentals/{id} shows it. Only running rows are asked (the
-   * others' billed seconds do not move); one that cannot answer in time is listed from the table.
+   * A running rental as its entity shows it now: the table has only its last settlement checkpoint
+   * (every settle-interval), the entity the live meter, as GET /v1/rentals/{id} shows it. Only
+   * running rows are asked (the others' billed seconds do not move); one that cannot answer in time
+   * is listed from the table.
    */
   private CompletableFuture<RentalView> live(String renter, RentalReadModel.RentalRow row) {
     if (!"running".equals(row.status())) return CompletableFuture.completedFuture(view(row));
-    return ask(row.rentalId(), reply -> new Rental.Get(renter, reply)).thenApply(RentalRoutes::view)
-        .exceptionally(failure -> view(row)).toCompletableFuture();
+    return ask(row.rentalId(), reply -> new Rental.Get(renter, reply))
+        .thenApply(RentalRoutes::view)
+        .exceptionally(failure -> view(row))
+        .toCompletableFuture();
   }
 
-  private CompletionStage<Rental.View> ask(String id, Function<ActorRef<StatusReply<Rental.View>>, Rental.Command> command) {
+  private CompletionStage<Rental.View> ask(
+      String id, Function<ActorRef<StatusReply<Rental.View>>, Rental.Command> command) {
     return sharding.entityRefFor(Rental.ENTITY_KEY, id).askWithStatus(command::apply, timeout);
   }
 
@@ -171,17 +333,22 @@ public final class RentalRoutes {
 
   private Route events(String renter, String id) {
     Pair<ActorRef<Rental.Update>, Source<Rental.Update, NotUsed>> live =
-        ActorSource.<Rental.Update>actorRef(m -> false, m -> Optional.empty(), 256, OverflowStrategy.dropHead())
+        ActorSource.<Rental.Update>actorRef(
+                m -> false, m -> Optional.empty(), 256, OverflowStrategy.dropHead())
             .preMaterialize(materializer);
-    CompletionStage<Rental.View> subscribed = ask(id, reply -> new Rental.Subscribe(renter, live.first(), reply));
-    return onSuccess(subscribed, first -> {
-      Source<ServerSentEvent, NotUsed> stream = Source.<Rental.Update>single(new Rental.StatusChanged(first))
-          .concat(ended(first) ? Source.empty() : live.second())
-          .takeWhile(u -> !(u instanceof Rental.StatusChanged s && ended(s.rental())), true)
-          .map(RentalRoutes::sse)
-          .keepAlive(Duration.ofSeconds(15), ServerSentEvent::heartbeat);
-      return completeOK(stream, EventStreamMarshalling.toEventStream());
-    });
+    CompletionStage<Rental.View> subscribed =
+        ask(id, reply -> new Rental.Subscribe(renter, live.first(), reply));
+    return onSuccess(
+        subscribed,
+        first -> {
+          Source<ServerSentEvent, NotUsed> stream =
+              Source.<Rental.Update>single(new Rental.StatusChanged(first))
+                  .concat(ended(first) ? Source.empty() : live.second())
+                  .takeWhile(u -> !(u instanceof Rental.StatusChanged s && ended(s.rental())), true)
+                  .map(RentalRoutes::sse)
+                  .keepAlive(Duration.ofSeconds(15), ServerSentEvent::heartbeat);
+          return completeOK(stream, EventStreamMarshalling.toEventStream());
+        });
   }
 
   private static boolean ended(Rental.View v) {
@@ -189,8 +356,11 @@ public final class RentalRoutes {
   }
 
   static ServerSentEvent sse(Rental.Update update) {
-    if (update instanceof Rental.Tick t) return ServerSentEvent.create(Json.write(new TickEvent(t.second(), Money.format(t.cost()))), "tick");
-    if (update instanceof Rental.PreemptionNotice p) return ServerSentEvent.create(Json.write(new PreemptionEvent(p.deadline())), "preemption");
+    if (update instanceof Rental.Tick t)
+      return ServerSentEvent.create(
+          Json.write(new TickEvent(t.second(), Money.format(t.cost()))), "tick");
+    if (update instanceof Rental.PreemptionNotice p)
+      return ServerSentEvent.create(Json.write(new PreemptionEvent(p.deadline())), "preemption");
     Rental.View v = ((Rental.StatusChanged) update).rental();
     return ServerSentEvent.create(Json.write(view(v)), ended(v) ? "end" : "status");
   }
@@ -201,29 +371,68 @@ public final class RentalRoutes {
     Rental.Spec s = v.spec();
     // The region asked for, or once matched anywhere, the host's: where the cards are.
     String region = s.region() != null || v.terms() == null ? s.region() : v.terms().region();
-    return new RentalView(v.id(), v.status().wire(), s.gpu(), s.count(), s.tier().wire(), region,
-        v.terms() == null ? null : Money.format(v.terms().pricePerGpuHour()), Money.format(s.maxPricePerGpuHour()), v.createdAt(),
-        v.terms() == null ? null : v.terms().matchedAt(), v.startedAt(), v.endedAt(),
-        v.endReason() == null ? null : v.endReason().wire(), v.billedSeconds(),
-        Money.format(v.cost()), v.preemptionDeadline(), v.terms() != null && v.terms().simulated());
+    return new RentalView(
+        v.id(),
+        v.status().wire(),
+        s.gpu(),
+        s.count(),
+        s.tier().wire(),
+        region,
+        v.terms() == null ? null : Money.format(v.terms().pricePerGpuHour()),
+        Money.format(s.maxPricePerGpuHour()),
+        v.createdAt(),
+        v.terms() == null ? null : v.terms().matchedAt(),
+        v.startedAt(),
+        v.endedAt(),
+        v.endReason() == null ? null : v.endReason().wire(),
+        v.billedSeconds(),
+        Money.format(v.cost()),
+        v.preemptionDeadline(),
+        v.terms() != null && v.terms().simulated());
   }
 
   static RentalView view(RentalReadModel.RentalRow r) {
-    return new RentalView(r.rentalId(), r.status(), r.gpu(), r.count(), r.tier(), r.region(),
-        r.pricePerGpuHour() == null ? null : Money.format(r.pricePerGpuHour()), Money.format(r.maxPricePerGpuHour()), r.createdAt(),
-        r.matchedAt(), r.startedAt(), r.endedAt(), r.endReason(), r.billedSeconds(), Money.format(r.cost()), r.preemptionDeadline(),
+    return new RentalView(
+        r.rentalId(),
+        r.status(),
+        r.gpu(),
+        r.count(),
+        r.tier(),
+        r.region(),
+        r.pricePerGpuHour() == null ? null : Money.format(r.pricePerGpuHour()),
+        Money.format(r.maxPricePerGpuHour()),
+        r.createdAt(),
+        r.matchedAt(),
+        r.startedAt(),
+        r.endedAt(),
+        r.endReason(),
+        r.billedSeconds(),
+        Money.format(r.cost()),
+        r.preemptionDeadline(),
         r.simulated());
   }
 
-  /** What was billed, and what the same job would have cost billed per started hour, as clouds do. */
+  /**
+   * What was billed, and what the same job would have cost billed per started hour, as clouds do.
+   */
   static Usage usage(Rental.View v) {
     int cards = v.spec().count();
     long price = v.terms() == null ? 0 : v.terms().pricePerGpuHour();
     long startedHours = (v.billedSeconds() + 3599) / 3600;
     long perHour = Math.multiplyExact(Math.multiplyExact(price, (long) cards), startedHours);
-    List<CheckpointView> checkpoints = v.checkpoints().stream()
-        .map(c -> new CheckpointView(c.throughSecond(), Money.format(c.cost()), c.at())).toList();
-    return new Usage(v.id(), v.status().wire(), v.billedSeconds(), Money.format(v.cost()), v.terms() == null ? null : Money.format(price),
-        cards, startedHours, Money.format(perHour), checkpoints);
+    List<CheckpointView> checkpoints =
+        v.checkpoints().stream()
+            .map(c -> new CheckpointView(c.throughSecond(), Money.format(c.cost()), c.at()))
+            .toList();
+    return new Usage(
+        v.id(),
+        v.status().wire(),
+        v.billedSeconds(),
+        Money.format(v.cost()),
+        v.terms() == null ? null : Money.format(price),
+        cards,
+        startedHours,
+        Money.format(perHour),
+        checkpoints);
   }
 }

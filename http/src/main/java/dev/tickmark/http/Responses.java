@@ -30,19 +30,26 @@ public final class Responses {
     return HttpResponse.create().withStatus(StatusCodes.NO_CONTENT);
   }
 
-  /** The problem a failure stands for. Unknown failures are logged and answered without internals. */
+  /**
+   * The problem a failure stands for. Unknown failures are logged and answered without internals.
+   */
   public static Problem problemFor(Throwable failure) {
     Throwable t = unwrap(failure);
     if (t instanceof Problem p) return p;
     if (t instanceof StatusReply.ErrorMessage e) return fromRejection(e.getMessage());
-    if (t instanceof TimeoutException || t.getClass().getSimpleName().equals("AskTimeoutException")) {
-      return new Problem(503, "unavailable", "the engine did not answer in time; retry with the same Idempotency-Key");
+    if (t instanceof TimeoutException
+        || t.getClass().getSimpleName().equals("AskTimeoutException")) {
+      return new Problem(
+          503,
+          "unavailable",
+          "the engine did not answer in time; retry with the same Idempotency-Key");
     }
     if (t instanceof SQLException) {
       log.warn("database call failed: {}", t.getMessage());
       return new Problem(503, "database_unavailable", "the database is unavailable; retry later");
     }
-    if (t instanceof EntityStreamSizeException) return new Problem(413, "payload_too_large", "the request body is over 64 KiB");
+    if (t instanceof EntityStreamSizeException)
+      return new Problem(413, "payload_too_large", "the request body is over 64 KiB");
     log.error("unexpected failure answering a request", t);
     return new Problem(500, "internal", "an unexpected error occurred");
   }
@@ -58,19 +65,44 @@ public final class Responses {
       case NOT_FOUND, HOLD_NOT_FOUND -> 404;
       case ACCOUNT_SUSPENDED -> 403;
       case INSUFFICIENT_FUNDS, SPEND_CAP_REACHED -> 402;
-      case IDEMPOTENCY_CONFLICT, ALREADY_EXISTS, HOLD_CLOSED, NOT_RECLAIMABLE, HOST_BUSY, HOST_NOT_AVAILABLE -> 409;
+      case IDEMPOTENCY_CONFLICT,
+          ALREADY_EXISTS,
+          HOLD_CLOSED,
+          NOT_RECLAIMABLE,
+          HOST_BUSY,
+          HOST_NOT_AVAILABLE ->
+          409;
       case INSUFFICIENT_EARNINGS, AMOUNT_TOO_LARGE, HOLD_EXCEEDED -> 422;
-      case UNAVAILABLE -> 503; // temporary (the read side or an entity is away): retry, Retry-After says when
+      case UNAVAILABLE ->
+          503; // temporary (the read side or an entity is away): retry, Retry-After says when
       case INTERNAL -> 500;
-      case INVALID_AMOUNT, INVALID_IBAN, INVALID_BIC, INVALID_KEY, INVALID_NAME, INVALID_HOLDER_NAME, INVALID_REASON,
-          TOKEN_USED, TOKEN_EXPIRED, HOST_REMOVED, INSUFFICIENT_CARDS, PRICE_ABOVE_CEILING, INVALID_LISTING, INVALID_CARDS,
-          BAD_PUBLIC_KEY, UNAUTHORIZED, REPLACED, RECONNECT, HEARTBEAT_TIMEOUT -> 400;
+      case INVALID_AMOUNT,
+          INVALID_IBAN,
+          INVALID_BIC,
+          INVALID_KEY,
+          INVALID_NAME,
+          INVALID_HOLDER_NAME,
+          INVALID_REASON,
+          TOKEN_USED,
+          TOKEN_EXPIRED,
+          HOST_REMOVED,
+          INSUFFICIENT_CARDS,
+          PRICE_ABOVE_CEILING,
+          INVALID_LISTING,
+          INVALID_CARDS,
+          BAD_PUBLIC_KEY,
+          UNAUTHORIZED,
+          REPLACED,
+          RECONNECT,
+          HEARTBEAT_TIMEOUT ->
+          400;
     };
   }
 
   static Throwable unwrap(Throwable t) {
     Throwable current = t;
-    while ((current instanceof CompletionException || current instanceof ExecutionException) && current.getCause() != null) {
+    while ((current instanceof CompletionException || current instanceof ExecutionException)
+        && current.getCause() != null) {
       current = current.getCause();
     }
     return current;

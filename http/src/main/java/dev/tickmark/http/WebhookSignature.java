@@ -10,8 +10,8 @@ import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
- * {@code Tickmark-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + raw body)>}: the
- * payment provider's proof that it sent this exact body recently. Verified in constant time.
+ * {@code Tickmark-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + raw body)>}:
+ * the payment provider's proof that it sent this exact body recently. Verified in constant time.
  */
 public final class WebhookSignature {
   private final byte[] secret;
@@ -40,7 +40,8 @@ public final class WebhookSignature {
       }
     }
     if (timestamp == null || v1 == null) return "the signature needs t= and v1=";
-    if (Math.abs(now.getEpochSecond() - timestamp) > tolerance.toSeconds()) return "the signature timestamp is outside the accepted window";
+    if (Math.abs(now.getEpochSecond() - timestamp) > tolerance.toSeconds())
+      return "the signature timestamp is outside the accepted window";
     byte[] expected = sign(timestamp, body);
     byte[] presented;
     try {
@@ -48,7 +49,9 @@ public final class WebhookSignature {
     } catch (IllegalArgumentException e) {
       return "the signature is not hex";
     }
-    return MessageDigest.isEqual(expected, presented) ? null : "the signature does not match the body";
+    return MessageDigest.isEqual(expected, presented)
+        ? null
+        : "the signature does not match the body";
   }
 
   /** The v1 signature of {@code body} at {@code timestamp} (what the payment provider computes). */

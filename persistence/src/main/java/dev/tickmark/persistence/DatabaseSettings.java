@@ -6,7 +6,8 @@ package dev.tickmark.persistence;
  */
 public record DatabaseSettings(String url, String user, String password, int poolSize) {
   public DatabaseSettings {
-    if (url == null || url.isBlank()) throw new IllegalArgumentException("database url is required");
+    if (url == null || url.isBlank())
+      throw new IllegalArgumentException("database url is required");
     if (poolSize < 1) throw new IllegalArgumentException("pool size must be at least 1");
   }
 

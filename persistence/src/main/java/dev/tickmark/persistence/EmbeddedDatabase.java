@@ -21,21 +21,31 @@ public final class EmbeddedDatabase implements AutoCloseable {
     this.postgres = postgres;
   }
 
-  /** Starts (or restarts over existing data in) {@code dataDir}. {@code port == 0} picks a free port. */
+  /**
+   * Starts (or restarts over existing data in) {@code dataDir}. {@code port == 0} picks a free
+   * port.
+   */
   public static EmbeddedDatabase start(Path dataDir, int port, boolean durable) throws IOException {
     Files.createDirectories(dataDir);
-    EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder()
-        .setDataDirectory(dataDir)
-        .setCleanDataDirectory(false)
-        .setPGStartupWait(Duration.ofSeconds(60))
-        .setLocaleConfig("locale", "C.UTF-8")
-        .setServerConfig("max_connections", "200");
+    EmbeddedPostgres.Builder builder =
+        EmbeddedPostgres.builder()
+            .setDataDirectory(dataDir)
+            .setCleanDataDirectory(false)
+            .setPGStartupWait(Duration.ofSeconds(60))
+            .setLocaleConfig("locale", "C.UTF-8")
+            .setServerConfig("max_connections", "200");
     if (port > 0) builder.setPort(port);
     if (durable) {
-      builder.setServerConfig("fsync", "on").setServerConfig("synchronous_commit", "on").setServerConfig("full_page_writes", "on");
+      builder
+          .setServerConfig("fsync", "on")
+          .setServerConfig("synchronous_commit", "on")
+          .setServerConfig("full_page_writes", "on");
     }
     EmbeddedPostgres pg = builder.start();
-    log.info("Embedded PostgreSQL listening on 127.0.0.1:{} with data in {}", pg.getPort(), dataDir.toAbsolutePath());
+    log.info(
+        "Embedded PostgreSQL listening on 127.0.0.1:{} with data in {}",
+        pg.getPort(),
+        dataDir.toAbsolutePath());
     return new EmbeddedDatabase(pg);
   }
 
@@ -43,9 +53,13 @@ public final class EmbeddedDatabase implements AutoCloseable {
     return postgres.getPort();
   }
 
-  /** Settings for a database on this server; the embedded server trusts local connections as {@code postgres}. */
+  /**
+   * Settings for a database on this server; the embedded server trusts local connections as {@code
+   * postgres}.
+   */
   public DatabaseSettings settings(String database, int poolSize) {
-    return new DatabaseSettings("jdbc:postgresql://127.0.0.1:" + port() + "/" + database, "postgres", "", poolSize);
+    return new DatabaseSettings(
+        "jdbc:postgresql://127.0.0.1:" + port() + "/" + database, "postgres", "", poolSize);
   }
 
   @Override

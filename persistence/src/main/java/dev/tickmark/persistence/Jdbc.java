@@ -30,11 +30,16 @@ public final class Jdbc implements AutoCloseable {
 
   /** How long calls fail fast after a connection could not be had. */
   static final Duration FAIL_FAST = Duration.ofSeconds(1);
-  /** A trial connection's window: longer than the pool's connection timeout, so one trial runs at a time. */
+
+  /**
+   * A trial connection's window: longer than the pool's connection timeout, so one trial runs at a
+   * time.
+   */
   private static final Duration TRIAL = Duration.ofMillis(CONNECTION_TIMEOUT_MILLIS + 500);
 
   private final HikariDataSource dataSource;
   private final Executor executor;
+
   /** {@link System#nanoTime()} until which calls fail fast; 0 while connections are being had. */
   private final AtomicLong failingFastUntilNanos = new AtomicLong();
 
@@ -43,7 +48,10 @@ public final class Jdbc implements AutoCloseable {
     this.executor = executor;
   }
 
-  /** A pool of {@code settings.poolSize()} connections; {@code executor} should have as many threads. */
+  /**
+   * A pool of {@code settings.poolSize()} connections; {@code executor} should have as many
+   * threads.
+   */
   public static Jdbc create(DatabaseSettings settings, String poolName, Executor executor) {
     HikariConfig config = new HikariConfig();
     config.setPoolName(poolName);
@@ -63,29 +71,32 @@ public final class Jdbc implements AutoCloseable {
   }
 
   /**
-   * Runs {@code work} with an auto-commit connection on the JDBC executor. While the database is known to
-   * be unreachable the call fails at once (see {@link #admit()}) rather than holding a JDBC thread for
-   * the whole connection timeout, so a burst of requests during an outage cannot queue up behind each other.
+   * Runs {@code work} with an auto-commit connection on the JDBC executor. While the database is
+   * known to be unreachable the call fails at once (see {@link #admit()}) rather than holding a
+   * JDBC thread for the whole connection timeout, so a burst of requests during an outage cannot
+   * queue up behind each other.
    */
   public <T> CompletionStage<T> run(Work<T> work) {
     if (isFailingFast()) return CompletableFuture.failedFuture(unreachable());
-    return CompletableFuture.supplyAsync(() -> {
-      if (!admit()) throw new CompletionException(unreachable());
-      Connection connection;
-      try {
-        connection = dataSource.getConnection();
-      } catch (SQLException e) {
-        if (unreachable(e)) failingFastUntilNanos.set(System.nanoTime() + FAIL_FAST.toNanos());
-        else failingFastUntilNanos.set(0); // a busy pool is no outage: the database answered
-        throw new CompletionException(e);
-      }
-      failingFastUntilNanos.set(0);
-      try (connection) {
-        return work.apply(connection);
-      } catch (SQLException e) {
-        throw new CompletionException(e);
-      }
-    }, executor);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          if (!admit()) throw new CompletionException(unreachable());
+          Connection connection;
+          try {
+            connection = dataSource.getConnection();
+          } catch (SQLException e) {
+            if (unreachable(e)) failingFastUntilNanos.set(System.nanoTime() + FAIL_FAST.toNanos());
+            else failingFastUntilNanos.set(0); // a busy pool is no outage: the database answered
+            throw new CompletionException(e);
+          }
+          failingFastUntilNanos.set(0);
+          try (connection) {
+            return work.apply(connection);
+          } catch (SQLException e) {
+            throw new CompletionException(e);
+          }
+        },
+        executor);
   }
 
   /** Whether calls fail at once because a connection could not be had recently. */
@@ -95,9 +106,10 @@ public final class Jdbc implements AutoCloseable {
   }
 
   /**
-   * Closed: every call goes to the pool. After a failed connect, calls fail fast for {@link #FAIL_FAST};
-   * then one call at a time is let through as a trial (the window is extended past its connection
-   * timeout while it runs), and the first connection that succeeds lets everything through again.
+   * Closed: every call goes to the pool. After a failed connect, calls fail fast for {@link
+   * #FAIL_FAST}; then one call at a time is let through as a trial (the window is extended past its
+   * connection timeout while it runs), and the first connection that succeeds lets everything
+   * through again.
    */
   private boolean admit() {
     long until = failingFastUntilNanos.get();
@@ -108,33 +120,35 @@ public final class Jdbc implements AutoCloseable {
   }
 
   /**
-   * Whether a failed {@code getConnection} means the database is unreachable: Hikari's timeout carries
-   * the last failed connect as its cause (or a connection-class SQLState, 08xxx), whereas a timeout of
-   * an exhausted pool against a healthy database carries none.
+   * Whether a failed {@code getConnection} means the database is unreachable: Hikari's timeout
+   * carries the last failed connect as its cause (or a connection-class SQLState, 08xxx), whereas a
+   * timeout of an exhausted pool against a healthy database carries none.
    */
   private static boolean unreachable(SQLException e) {
     return e.getCause() != null || (e.getSQLState() != null && e.getSQLState().startsWith("08"));
   }
 
   private static SQLTransientConnectionException unreachable() {
-    return new SQLTransientConnectionException("the database was unreachable moments ago; not trying again yet");
+    return new SQLTransientConnectionException(
+        "the database was unreachable moments ago; not trying again yet");
   }
 
   /** Runs {@code work} in one transaction on the JDBC executor; any failure rolls it back. */
   public <T> CompletionStage<T> transaction(Work<T> work) {
-    return run(connection -> {
-      connection.setAutoCommit(false);
-      try {
-        T result = work.apply(connection);
-        connection.commit();
-        return result;
-      } catch (SQLException | RuntimeException e) {
-        connection.rollback();
-        throw e;
-      } finally {
-        connection.setAutoCommit(true);
-      }
-    });
+    return run(
+        connection -> {
+          connection.setAutoCommit(false);
+          try {
+            T result = work.apply(connection);
+            connection.commit();
+            return result;
+          } catch (SQLException | RuntimeException e) {
+            connection.rollback();
+            throw e;
+          } finally {
+            connection.setAutoCommit(true);
+          }
+        });
   }
 
   @Override

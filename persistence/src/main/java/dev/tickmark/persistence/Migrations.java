@@ -18,23 +18,25 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Versioned schema migrations. Each {@code db/migration/V<n>__<name>.sql} on the classpath runs once,
- * in order, in its own transaction, and is recorded with a checksum; an edited migration that already
- * ran stops the node instead of drifting. A PostgreSQL advisory lock serialises nodes starting together.
+ * Versioned schema migrations. Each {@code db/migration/V<n>__<name>.sql} on the classpath runs
+ * once, in order, in its own transaction, and is recorded with a checksum; an edited migration that
+ * already ran stops the node instead of drifting. A PostgreSQL advisory lock serialises nodes
+ * starting together.
  */
 public final class Migrations {
   private static final Logger log = LoggerFactory.getLogger(Migrations.class);
   private static final long LOCK_ID = 0x7469636b6d61726bL; // "tickmark"
 
   /** The migrations in the order they apply. A new migration is added here and as a file. */
-  static final List<String> FILES = List.of(
-      "V1__journal_and_snapshots.sql",
-      "V2__projection_offsets.sql",
-      "V3__ledger_and_credentials.sql",
-      "V4__hosts.sql",
-      "V5__rentals.sql",
-      "V6__payout_runs.sql",
-      "V7__market_index.sql");
+  static final List<String> FILES =
+      List.of(
+          "V1__journal_and_snapshots.sql",
+          "V2__projection_offsets.sql",
+          "V3__ledger_and_credentials.sql",
+          "V4__hosts.sql",
+          "V5__rentals.sql",
+          "V6__payout_runs.sql",
+          "V7__market_index.sql");
 
   private Migrations() {}
 
@@ -56,13 +58,15 @@ public final class Migrations {
 
   private static int applyPending(Connection connection) throws SQLException {
     try (Statement st = connection.createStatement()) {
-      st.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
-          + "version INTEGER PRIMARY KEY, name VARCHAR(200) NOT NULL, checksum VARCHAR(64) NOT NULL, "
-          + "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
+      st.execute(
+          "CREATE TABLE IF NOT EXISTS schema_migrations ("
+              + "version INTEGER PRIMARY KEY, name VARCHAR(200) NOT NULL, checksum VARCHAR(64) NOT NULL, "
+              + "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
     }
     List<String[]> applied = new ArrayList<>();
     try (Statement st = connection.createStatement();
-        ResultSet rs = st.executeQuery("SELECT version, checksum FROM schema_migrations ORDER BY version")) {
+        ResultSet rs =
+            st.executeQuery("SELECT version, checksum FROM schema_migrations ORDER BY version")) {
       while (rs.next()) applied.add(new String[] {Integer.toString(rs.getInt(1)), rs.getString(2)});
     }
     int ran = 0;
@@ -70,18 +74,21 @@ public final class Migrations {
       int version = versionOf(file);
       String sql = read(file);
       String checksum = sha256(sql);
-      String[] done = applied.stream().filter(a -> Integer.parseInt(a[0]) == version).findFirst().orElse(null);
+      String[] done =
+          applied.stream().filter(a -> Integer.parseInt(a[0]) == version).findFirst().orElse(null);
       if (done != null) {
         if (!done[1].equals(checksum)) {
-          throw new IllegalStateException("migration " + file + " changed after it was applied; add a new migration instead");
+          throw new IllegalStateException(
+              "migration " + file + " changed after it was applied; add a new migration instead");
         }
         continue;
       }
       boolean autoCommit = connection.getAutoCommit();
       connection.setAutoCommit(false);
       try (Statement st = connection.createStatement();
-          PreparedStatement record = connection.prepareStatement(
-              "INSERT INTO schema_migrations(version, name, checksum) VALUES (?, ?, ?)")) {
+          PreparedStatement record =
+              connection.prepareStatement(
+                  "INSERT INTO schema_migrations(version, name, checksum) VALUES (?, ?, ?)")) {
         st.execute(sql);
         record.setInt(1, version);
         record.setString(2, file);
@@ -106,7 +113,8 @@ public final class Migrations {
 
   private static String read(String file) {
     try (InputStream in = Migrations.class.getResourceAsStream("/db/migration/" + file)) {
-      if (in == null) throw new IllegalStateException("migration " + file + " is missing from the classpath");
+      if (in == null)
+        throw new IllegalStateException("migration " + file + " is missing from the classpath");
       return new String(in.readAllBytes(), StandardCharsets.UTF_8);
     } catch (IOException e) {
       throw new IllegalStateException("cannot read migration " + file, e);
@@ -115,7 +123,9 @@ public final class Migrations {
 
   private static String sha256(String text) {
     try {
-      return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
+      return HexFormat.of()
+          .formatHex(
+              MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
     }

@@ -6,7 +6,10 @@ import javax.sql.DataSource;
 import org.apache.pekko.japi.function.Function;
 import org.apache.pekko.projection.jdbc.JdbcSession;
 
-/** A projection's unit of work on a pooled connection: handler writes and the offset commit together. */
+/**
+ * A projection's unit of work on a pooled connection: handler writes and the offset commit
+ * together.
+ */
 public final class PooledJdbcSession implements JdbcSession {
   private final Connection connection;
 
@@ -15,7 +18,8 @@ public final class PooledJdbcSession implements JdbcSession {
       this.connection = dataSource.getConnection();
       this.connection.setAutoCommit(false);
     } catch (SQLException e) {
-      throw new IllegalStateException("no database connection for the projection: " + e.getMessage(), e);
+      throw new IllegalStateException(
+          "no database connection for the projection: " + e.getMessage(), e);
     }
   }
 

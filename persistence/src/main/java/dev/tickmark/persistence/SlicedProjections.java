@@ -21,35 +21,50 @@ import org.apache.pekko.projection.javadsl.GroupedProjection;
 import org.apache.pekko.projection.jdbc.javadsl.JdbcHandler;
 import org.apache.pekko.projection.jdbc.javadsl.JdbcProjection;
 
-/** Runs one projection per tag slice, each exactly once in the cluster, through a {@link ShardedDaemonProcess}. */
+/**
+ * Runs one projection per tag slice, each exactly once in the cluster, through a {@link
+ * ShardedDaemonProcess}.
+ */
 public final class SlicedProjections {
   private SlicedProjections() {}
 
-  /** {@code daemonName} must not be {@code projection-<name>}: ProjectionManagement owns that actor name. */
-  public static <E> void init(ActorSystem<?> system, String daemonName, List<String> tags, Function<String, Projection<E>> projection) {
-    ShardedDaemonProcess.get(system).init(
-        ProjectionBehavior.Command.class,
-        daemonName,
-        tags.size(),
-        i -> ProjectionBehavior.create(projection.apply(tags.get(i))),
-        ShardedDaemonProcessSettings.create(system),
-        Optional.of(ProjectionBehavior.stopMessage()));
+  /**
+   * {@code daemonName} must not be {@code projection-<name>}: ProjectionManagement owns that actor
+   * name.
+   */
+  public static <E> void init(
+      ActorSystem<?> system,
+      String daemonName,
+      List<String> tags,
+      Function<String, Projection<E>> projection) {
+    ShardedDaemonProcess.get(system)
+        .init(
+            ProjectionBehavior.Command.class,
+            daemonName,
+            tags.size(),
+            i -> ProjectionBehavior.create(projection.apply(tags.get(i))),
+            ShardedDaemonProcessSettings.create(system),
+            Optional.of(ProjectionBehavior.stopMessage()));
   }
 
-  /** Writes one event of the entity {@code entityId} on the projection's connection, inside its offset's transaction. */
+  /**
+   * Writes one event of the entity {@code entityId} on the projection's connection, inside its
+   * offset's transaction.
+   */
   @FunctionalInterface
   public interface EventWriter<E> {
     void write(Connection connection, String entityId, E event) throws SQLException;
   }
 
   /**
-   * The projection {@code name} of the events tagged {@code tag}: events are written by {@code writer} in groups (up
-   * to {@value #GROUP_SIZE} events or {@code GROUP_WITHIN}), in journal order, in the same transaction as the
-   * projection's offset (exactly once), on a pooled connection. One transaction per group rather than per event:
-   * per-event commits (and their fsyncs) were most of the read side's cost under steady metering.
+   * The projection {@code name} of the events tagged {@code tag}: events are written by {@code
+   * writer} in groups (up to {@value #GROUP_SIZE} events or {@code GROUP_WITHIN}), in journal
+   * order, in the same transaction as the projection's offset (exactly once), on a pooled
+   * connection. One transaction per group rather than per event: per-event commits (and their
+   * fsyncs) were most of the read side's cost under steady metering.
    */
-  public static <E> GroupedProjection<Offset, EventEnvelope<E>> exactlyOnceInGroups(ActorSystem<?> system, Jdbc jdbc, String name,
-      String tag, EventWriter<E> writer) {
+  public static <E> GroupedProjection<Offset, EventEnvelope<E>> exactlyOnceInGroups(
+      ActorSystem<?> system, Jdbc jdbc, String name, String tag, EventWriter<E> writer) {
     return JdbcProjection.groupedWithin(
             ProjectionId.of(name, tag),
             EventSourcedProvider.<E>eventsByTag(system, JdbcReadJournal.Identifier(), tag),
@@ -59,12 +74,16 @@ public final class SlicedProjections {
         .withGroup(GROUP_SIZE, GROUP_WITHIN);
   }
 
-  /** How the read side's projections group events into transactions (the ledger's batching writer too). */
+  /**
+   * How the read side's projections group events into transactions (the ledger's batching writer
+   * too).
+   */
   public static final int GROUP_SIZE = 500;
 
   public static final Duration GROUP_WITHIN = Duration.ofMillis(50);
 
-  private static final class InGroups<E> extends JdbcHandler<List<EventEnvelope<E>>, PooledJdbcSession> {
+  private static final class InGroups<E>
+      extends JdbcHandler<List<EventEnvelope<E>>, PooledJdbcSession> {
     private final EventWriter<E> writer;
 
     InGroups(EventWriter<E> writer) {
@@ -72,13 +91,16 @@ public final class SlicedProjections {
     }
 
     @Override
-    public void process(PooledJdbcSession session, List<EventEnvelope<E>> envelopes) throws Exception {
-      session.withConnection(c -> {
-        for (EventEnvelope<E> envelope : envelopes) {
-          writer.write(c, PersistenceId.extractEntityId(envelope.persistenceId()), envelope.event());
-        }
-        return null;
-      });
+    public void process(PooledJdbcSession session, List<EventEnvelope<E>> envelopes)
+        throws Exception {
+      session.withConnection(
+          c -> {
+            for (EventEnvelope<E> envelope : envelopes) {
+              writer.write(
+                  c, PersistenceId.extractEntityId(envelope.persistenceId()), envelope.event());
+            }
+            return null;
+          });
     }
   }
 }

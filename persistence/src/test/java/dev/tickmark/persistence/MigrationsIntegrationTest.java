@@ -23,10 +23,21 @@ class MigrationsIntegrationTest {
     DatabaseSettings db = TestDatabase.fresh("migrations");
     assertEquals(Migrations.FILES.size(), Migrations.migrate(db));
     assertEquals(0, Migrations.migrate(db));
-    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement st = c.createStatement()) {
-      for (String table : List.of("event_journal", "event_tag", "snapshot", "pekko_projection_offset_store",
-          "pekko_projection_management", "ledger_entries", "api_keys", "idempotency_keys", "hosts")) {
-        try (ResultSet rs = st.executeQuery("SELECT to_regclass('public." + table + "') IS NOT NULL")) {
+    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+        Statement st = c.createStatement()) {
+      for (String table :
+          List.of(
+              "event_journal",
+              "event_tag",
+              "snapshot",
+              "pekko_projection_offset_store",
+              "pekko_projection_management",
+              "ledger_entries",
+              "api_keys",
+              "idempotency_keys",
+              "hosts")) {
+        try (ResultSet rs =
+            st.executeQuery("SELECT to_regclass('public." + table + "') IS NOT NULL")) {
           rs.next();
           assertTrue(rs.getBoolean(1), table + " exists");
         }
@@ -43,11 +54,16 @@ class MigrationsIntegrationTest {
     DatabaseSettings db = TestDatabase.fresh("migrations_race");
     ExecutorService pool = Executors.newFixedThreadPool(3);
     try {
-      List<Future<Integer>> runs = pool.invokeAll(List.<Callable<Integer>>of(
-          () -> Migrations.migrate(db), () -> Migrations.migrate(db), () -> Migrations.migrate(db)));
+      List<Future<Integer>> runs =
+          pool.invokeAll(
+              List.<Callable<Integer>>of(
+                  () -> Migrations.migrate(db),
+                  () -> Migrations.migrate(db),
+                  () -> Migrations.migrate(db)));
       int applied = 0;
       for (Future<Integer> run : runs) applied += run.get();
-      assertEquals(Migrations.FILES.size(), applied, "the advisory lock lets one node apply each migration");
+      assertEquals(
+          Migrations.FILES.size(), applied, "the advisory lock lets one node apply each migration");
     } finally {
       pool.shutdownNow();
     }
@@ -57,10 +73,12 @@ class MigrationsIntegrationTest {
   void refusesToStartWhenAnAppliedMigrationWasEdited() throws Exception {
     DatabaseSettings db = TestDatabase.fresh("migrations_edit");
     Migrations.migrate(db);
-    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password()); Statement st = c.createStatement()) {
+    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+        Statement st = c.createStatement()) {
       st.executeUpdate("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 3");
     }
-    IllegalStateException e = assertThrows(IllegalStateException.class, () -> Migrations.migrate(db));
+    IllegalStateException e =
+        assertThrows(IllegalStateException.class, () -> Migrations.migrate(db));
     assertTrue(e.getMessage().contains("V3__ledger_and_credentials.sql"), e.getMessage());
   }
 }

@@ -13,9 +13,9 @@ import java.util.UUID;
 /**
  * A real PostgreSQL for tests: the server at {@code TICKMARK_TEST_DB_URL} (CI sets it; user from
  * {@code TICKMARK_TEST_DB_USER}, default {@code postgres}) or else one embedded server per JVM.
- * Each call to {@link #fresh} creates a new, empty database, so test classes never see each other's rows.
- * On a shared server the databases this JVM created are dropped when it exits (set
- * {@code TICKMARK_TEST_KEEP_DATABASES=true} to keep them for a post-mortem).
+ * Each call to {@link #fresh} creates a new, empty database, so test classes never see each other's
+ * rows. On a shared server the databases this JVM created are dropped when it exits (set {@code
+ * TICKMARK_TEST_KEEP_DATABASES=true} to keep them for a post-mortem).
  */
 public final class TestDatabase {
   private static EmbeddedDatabase embedded;
@@ -25,14 +25,17 @@ public final class TestDatabase {
 
   public static synchronized DatabaseSettings fresh(String purpose) {
     DatabaseSettings admin = adminSettings();
-    String name = ("tmk_" + purpose + "_" + UUID.randomUUID().toString().substring(0, 8))
-        .toLowerCase(Locale.ROOT).replaceAll("[^a-z0-9_]", "_");
+    String name =
+        ("tmk_" + purpose + "_" + UUID.randomUUID().toString().substring(0, 8))
+            .toLowerCase(Locale.ROOT)
+            .replaceAll("[^a-z0-9_]", "_");
     try (Connection c = DriverManager.getConnection(admin.url(), admin.user(), admin.password());
         Statement st = c.createStatement()) {
       st.execute("CREATE DATABASE " + name);
       if (embedded == null) dropAtExit(admin, name);
     } catch (Exception e) {
-      throw new IllegalStateException("cannot create test database on " + admin.url() + ": " + e.getMessage(), e);
+      throw new IllegalStateException(
+          "cannot create test database on " + admin.url() + ": " + e.getMessage(), e);
     }
     String base = admin.url();
     int slash = base.lastIndexOf('/');
@@ -53,14 +56,17 @@ public final class TestDatabase {
         Path dir = Files.createTempDirectory("tickmark-test-pg");
         embedded = EmbeddedDatabase.start(dir, 0, false);
         EmbeddedDatabase started = embedded;
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-          try {
-            started.close();
-            deleteRecursively(dir);
-          } catch (Exception ignored) {
-            // the JVM is going away; a leftover temp folder is all that can remain
-          }
-        }));
+        Runtime.getRuntime()
+            .addShutdownHook(
+                new Thread(
+                    () -> {
+                      try {
+                        started.close();
+                        deleteRecursively(dir);
+                      } catch (Exception ignored) {
+                        // the JVM is going away; a leftover temp folder is all that can remain
+                      }
+                    }));
       } catch (Exception e) {
         throw new IllegalStateException("cannot start embedded PostgreSQL: " + e.getMessage(), e);
       }
@@ -85,7 +91,10 @@ public final class TestDatabase {
         Statement st = c.createStatement()) {
       for (String name : names) {
         try {
-          st.execute("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); // PostgreSQL 13+: ends leftover sessions
+          st.execute(
+              "DROP DATABASE IF EXISTS "
+                  + name
+                  + " WITH (FORCE)"); // PostgreSQL 13+: ends leftover sessions
         } catch (Exception e) {
           System.err.println("test database " + name + " left on the server: " + e.getMessage());
         }

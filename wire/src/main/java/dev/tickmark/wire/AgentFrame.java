@@ -6,8 +6,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.util.List;
 
 /**
- * Every frame of the agent websocket: a JSON text frame with a {@code type} field naming it.
- * See docs/agent-protocol.md for the conversation.
+ * Every frame of the agent websocket: a JSON text frame with a {@code type} field naming it. See
+ * docs/agent-protocol.md for the conversation.
  */
 @JsonTypeInfo(use = JsonTypeInfo.Id.NAME, property = "type")
 @JsonSubTypes({
@@ -31,15 +31,25 @@ public sealed interface AgentFrame {
 
   record Challenge(String nonce) implements AgentFrame {}
 
-  /** {@code hostCredential} is present only on the first connection, made with a registration token. */
-  record Welcome(String hostId, String hostCredential, int heartbeatIntervalS) implements AgentFrame {}
+  /**
+   * {@code hostCredential} is present only on the first connection, made with a registration token.
+   */
+  record Welcome(String hostId, String hostCredential, int heartbeatIntervalS)
+      implements AgentFrame {}
 
   record Check(String check, String status, String observed, String expected) {}
 
   record VerificationResult(String status, List<Check> checks) implements AgentFrame {}
 
-  record StartRental(String rentalId, List<Integer> cards, String image, List<String> command, String sshPublicKey,
-      boolean network, Boolean restore) implements AgentFrame {}
+  record StartRental(
+      String rentalId,
+      List<Integer> cards,
+      String image,
+      List<String> command,
+      String sshPublicKey,
+      boolean network,
+      Boolean restore)
+      implements AgentFrame {}
 
   record StopRental(String rentalId, boolean snapshot) implements AgentFrame {}
 
@@ -60,7 +70,8 @@ public sealed interface AgentFrame {
 
   record GpuSample(int index, Integer utilizationPercent, Integer temperatureC, String fault) {}
 
-  record Heartbeat(long seq, String at, List<GpuSample> gpus, List<String> rentals) implements AgentFrame {}
+  record Heartbeat(long seq, String at, List<GpuSample> gpus, List<String> rentals)
+      implements AgentFrame {}
 
   record RentalStarted(String rentalId, String at) implements AgentFrame {}
 

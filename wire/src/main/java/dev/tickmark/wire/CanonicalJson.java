@@ -10,9 +10,9 @@ import java.util.List;
 
 /**
  * The bytes a signature covers: JSON with object keys sorted by code point, no insignificant
- * whitespace, strings escaped as Jackson writes them, numbers as parsed. Both the agent and the node
- * compute it from the same tree, so a report survives any re-formatting in transit, and any change to
- * a value breaks the signature.
+ * whitespace, strings escaped as Jackson writes them, numbers as parsed. Both the agent and the
+ * node compute it from the same tree, so a report survives any re-formatting in transit, and any
+ * change to a value breaks the signature.
  */
 public final class CanonicalJson {
   private static final ObjectMapper MAPPER = new ObjectMapper();

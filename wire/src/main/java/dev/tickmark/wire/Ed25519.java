@@ -36,7 +36,8 @@ public final class Ed25519 {
 
   public static PublicKey decodePublic(String base64) {
     try {
-      return KeyFactory.getInstance("Ed25519").generatePublic(new X509EncodedKeySpec(Base64.getDecoder().decode(base64)));
+      return KeyFactory.getInstance("Ed25519")
+          .generatePublic(new X509EncodedKeySpec(Base64.getDecoder().decode(base64)));
     } catch (GeneralSecurityException | IllegalArgumentException e) {
       throw new IllegalArgumentException("not an Ed25519 public key", e);
     }
@@ -48,7 +49,8 @@ public final class Ed25519 {
 
   public static PrivateKey decodePrivate(String base64) {
     try {
-      return KeyFactory.getInstance("Ed25519").generatePrivate(new PKCS8EncodedKeySpec(Base64.getDecoder().decode(base64)));
+      return KeyFactory.getInstance("Ed25519")
+          .generatePrivate(new PKCS8EncodedKeySpec(Base64.getDecoder().decode(base64)));
     } catch (GeneralSecurityException | IllegalArgumentException e) {
       throw new IllegalArgumentException("not an Ed25519 private key", e);
     }

@@ -10,12 +10,13 @@ import com.fasterxml.jackson.module.paramnames.ParameterNamesModule;
 
 /** Reading and writing agent frames: snake_case JSON, strict on input, nulls left out on output. */
 public final class Frames {
-  public static final ObjectMapper MAPPER = new ObjectMapper()
-      .registerModule(new ParameterNamesModule())
-      .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
-      .setSerializationInclusion(JsonInclude.Include.NON_NULL)
-      .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
-      .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+  public static final ObjectMapper MAPPER =
+      new ObjectMapper()
+          .registerModule(new ParameterNamesModule())
+          .setPropertyNamingStrategy(PropertyNamingStrategies.SNAKE_CASE)
+          .setSerializationInclusion(JsonInclude.Include.NON_NULL)
+          .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
+          .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
 
   private Frames() {}
 
@@ -33,7 +34,10 @@ public final class Frames {
       return frame;
     } catch (JsonProcessingException e) {
       String reason = e.getOriginalMessage();
-      throw new MalformedFrame(reason == null ? "not a valid frame" : reason.lines().findFirst().orElse("not a valid frame"));
+      throw new MalformedFrame(
+          reason == null
+              ? "not a valid frame"
+              : reason.lines().findFirst().orElse("not a valid frame"));
     }
   }
 
@@ -54,7 +58,8 @@ public final class Frames {
     try {
       return MAPPER.treeToValue(tree, HardwareReport.class);
     } catch (JsonProcessingException | IllegalArgumentException e) {
-      throw new MalformedFrame("hardware report: " + e.getMessage().lines().findFirst().orElse("invalid"));
+      throw new MalformedFrame(
+          "hardware report: " + e.getMessage().lines().findFirst().orElse("invalid"));
     }
   }
 }

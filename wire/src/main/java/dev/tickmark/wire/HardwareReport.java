@@ -4,7 +4,8 @@ import java.util.List;
 
 /**
  * What an agent measured on its machine. Every field is observed, never assumed: a value the agent
- * could not read is {@code null}, and {@code benchmark} is present only if a benchmark actually ran.
+ * could not read is {@code null}, and {@code benchmark} is present only if a benchmark actually
+ * ran.
  */
 public record HardwareReport(
     String agentVersion,

@@ -51,16 +51,21 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
  * remembered with their amount. The same key with the same content answers the first result; the
  * same key with different content answers {@code idempotency_conflict}.
  *
- * <p>Suspension (an operator's decision) refuses new holds and payouts. Everything already under way
- * goes on: open holds may still be extended, captured and released, and earnings still accrue, so a
- * running rental runs until it is stopped or its balance runs out, and its provider is credited for it.
+ * <p>Suspension (an operator's decision) refuses new holds and payouts. Everything already under
+ * way goes on: open holds may still be extended, captured and released, and earnings still accrue,
+ * so a running rental runs until it is stopped or its balance runs out, and its provider is
+ * credited for it.
  */
 public final class Account
     extends EventSourcedBehaviorWithEnforcedReplies<Account.Command, Account.Event, Account.State> {
 
-  public static final EntityTypeKey<Command> ENTITY_KEY = EntityTypeKey.create(Command.class, "Account");
+  public static final EntityTypeKey<Command> ENTITY_KEY =
+      EntityTypeKey.create(Command.class, "Account");
 
-  /** Events are tagged into a fixed number of slices, one projection instance each. Changing it needs an offset migration. */
+  /**
+   * Events are tagged into a fixed number of slices, one projection instance each. Changing it
+   * needs an offset migration.
+   */
   public static final int TAG_SLICES = 4;
 
   public static final String TAG_PREFIX = "account-";
@@ -81,23 +86,34 @@ public final class Account
   public record Open(String name, ActorRef<StatusReply<Summary>> replyTo) implements Command {}
 
   /** Credits {@code amount} to the renter balance; idempotent on {@code reference}. */
-  public record Deposit(String reference, long amount, ActorRef<StatusReply<Posting>> replyTo) implements Command {}
+  public record Deposit(String reference, long amount, ActorRef<StatusReply<Posting>> replyTo)
+      implements Command {}
 
   /** Reserves {@code amount} of the available balance for one rental. */
-  public record PlaceHold(String holdId, long amount, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
-
-  /** Grows a hold to {@code newAmount} in total; asking for an amount the hold already has is a no-op. */
-  public record ExtendHold(String holdId, long newAmount, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
+  public record PlaceHold(String holdId, long amount, ActorRef<StatusReply<HoldView>> replyTo)
+      implements Command {}
 
   /**
-   * Captures from a hold so that the total captured through {@code throughSecond} is
-   * {@code cumulativeAmount}. Key: {@code holdId:throughSecond}.
+   * Grows a hold to {@code newAmount} in total; asking for an amount the hold already has is a
+   * no-op.
    */
-  public record Capture(String holdId, long throughSecond, long cumulativeAmount, ActorRef<StatusReply<Posting>> replyTo)
+  public record ExtendHold(String holdId, long newAmount, ActorRef<StatusReply<HoldView>> replyTo)
+      implements Command {}
+
+  /**
+   * Captures from a hold so that the total captured through {@code throughSecond} is {@code
+   * cumulativeAmount}. Key: {@code holdId:throughSecond}.
+   */
+  public record Capture(
+      String holdId,
+      long throughSecond,
+      long cumulativeAmount,
+      ActorRef<StatusReply<Posting>> replyTo)
       implements Command {}
 
   /** Returns what is left of a hold to the available balance. A hold resolves at most once. */
-  public record ReleaseHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
+  public record ReleaseHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo)
+      implements Command {}
 
   /**
    * Credits the provider side for one source (a rental) so that its cumulative provider and
@@ -114,16 +130,23 @@ public final class Account
       implements Command {}
 
   /**
-   * Pays exactly {@code amount} of the earnings out; idempotent on {@code payoutId}. Refused when the
-   * earnings do not cover it or the account is suspended (a payout applied before still answers).
+   * Pays exactly {@code amount} of the earnings out; idempotent on {@code payoutId}. Refused when
+   * the earnings do not cover it or the account is suspended (a payout applied before still
+   * answers).
    */
-  public record Payout(String payoutId, long amount, ActorRef<StatusReply<Posting>> replyTo) implements Command {}
+  public record Payout(String payoutId, long amount, ActorRef<StatusReply<Posting>> replyTo)
+      implements Command {}
 
   /** Sets (or with {@code null}, removes) the monthly spend cap in µ€. */
-  public record SetSpendCap(Long monthlyCap, ActorRef<StatusReply<Summary>> replyTo) implements Command {}
+  public record SetSpendCap(Long monthlyCap, ActorRef<StatusReply<Summary>> replyTo)
+      implements Command {}
 
-  /** Where the provider side is paid: validated here, so only a SEPA IBAN with a good checksum is ever kept. */
-  public record SetPayoutDetails(String holderName, String iban, String bic, ActorRef<StatusReply<Summary>> replyTo)
+  /**
+   * Where the provider side is paid: validated here, so only a SEPA IBAN with a good checksum is
+   * ever kept.
+   */
+  public record SetPayoutDetails(
+      String holderName, String iban, String bic, ActorRef<StatusReply<Summary>> replyTo)
       implements Command {}
 
   /** An operator freezes the account: no new holds and no payouts until {@link Resume}. */
@@ -133,17 +156,21 @@ public final class Account
 
   public record GetSummary(ActorRef<Summary> replyTo) implements Command {}
 
-  public record GetHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo) implements Command {}
+  public record GetHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo)
+      implements Command {}
 
   /**
-   * From a rental that has closed: every settlement of it is acknowledged and it sends nothing more, so its closed
-   * hold (renter) or closed source (provider) need not be kept for idempotency any longer. Without it an account
-   * would keep an entry for every rental it ever had. An id still open, unknown or already forgotten changes nothing.
-   * The answer ({@code Done}) comes either way.
+   * From a rental that has closed: every settlement of it is acknowledged and it sends nothing
+   * more, so its closed hold (renter) or closed source (provider) need not be kept for idempotency
+   * any longer. Without it an account would keep an entry for every rental it ever had. An id still
+   * open, unknown or already forgotten changes nothing. The answer ({@code Done}) comes either way.
    */
   public record ForgetClosed(String id, ActorRef<Done> replyTo) implements Command {}
 
-  /** Sent by the account to itself: persist the settlement postings buffered since the last write, together. */
+  /**
+   * Sent by the account to itself: persist the settlement postings buffered since the last write,
+   * together.
+   */
   enum FlushPostings implements Command {
     INSTANCE
   }
@@ -172,8 +199,12 @@ public final class Account
     }
   }
 
-  /** A SEPA payee: the IBAN in electronic form (no spaces, upper case); {@code bic} is optional in SEPA. */
-  public record PayoutDetails(String holderName, String iban, String bic) implements CborSerializable {}
+  /**
+   * A SEPA payee: the IBAN in electronic form (no spaces, upper case); {@code bic} is optional in
+   * SEPA.
+   */
+  public record PayoutDetails(String holderName, String iban, String bic)
+      implements CborSerializable {}
 
   public record Suspension(String reason, Instant at) implements CborSerializable {}
 
@@ -196,9 +227,11 @@ public final class Account
 
   public record HoldPlaced(String holdId, long amount, Instant at) implements Event {}
 
-  public record HoldExtended(String holdId, long newAmount, long added, Instant at) implements Event {}
+  public record HoldExtended(String holdId, long newAmount, long added, Instant at)
+      implements Event {}
 
-  public record Captured(String holdId, long throughSecond, long cumulativeAmount, long amount, Instant at)
+  public record Captured(
+      String holdId, long throughSecond, long cumulativeAmount, long amount, Instant at)
       implements Event {}
 
   public record HoldReleased(String holdId, long released, Instant at) implements Event {}
@@ -224,7 +257,9 @@ public final class Account
 
   public record Resumed(Instant at) implements Event {}
 
-  /** The closed hold and closed source of {@code id} (a rental) were dropped; see {@link Forgotten}. */
+  /**
+   * The closed hold and closed source of {@code id} (a rental) were dropped; see {@link Forgotten}.
+   */
   public record ClosedForgotten(String id, Instant at) implements Event {}
 
   // ---------------------------------------------------------------------------------------------
@@ -236,8 +271,17 @@ public final class Account
     INSTANCE
   }
 
-  /** A hold's progress; {@code throughSecond}/{@code lastAmount} are the high-water mark of its captures. */
-  public record Hold(long amount, long captured, long throughSecond, long lastCumulative, long lastAmount, long released)
+  /**
+   * A hold's progress; {@code throughSecond}/{@code lastAmount} are the high-water mark of its
+   * captures.
+   */
+  public record Hold(
+      long amount,
+      long captured,
+      long throughSecond,
+      long lastCumulative,
+      long lastAmount,
+      long released)
       implements CborSerializable {
     static Hold placed(long amount) {
       return new Hold(amount, 0, 0, 0, 0, 0);
@@ -255,9 +299,12 @@ public final class Account
       return new Hold(newAmount, captured, throughSecond, lastCumulative, lastAmount, 0);
     }
 
-    /** The hold after {@code e}: its captured total grows and {@code e} is its new high-water mark. */
+    /**
+     * The hold after {@code e}: its captured total grows and {@code e} is its new high-water mark.
+     */
     Hold afterCapture(Captured e) {
-      return new Hold(amount, captured + e.amount(), e.throughSecond(), e.cumulativeAmount(), e.amount(), 0);
+      return new Hold(
+          amount, captured + e.amount(), e.throughSecond(), e.cumulativeAmount(), e.amount(), 0);
     }
 
     Hold releasing(long releasedAmount) {
@@ -265,24 +312,37 @@ public final class Account
     }
   }
 
-  /** The high-water mark of one earnings source, with the latest posting for exact duplicate answers. */
+  /**
+   * The high-water mark of one earnings source, with the latest posting for exact duplicate
+   * answers.
+   */
   public record SourceMark(
-      long throughSecond, long cumulativeProvider, long cumulativePlatform, long lastProvider, long lastPlatform)
+      long throughSecond,
+      long cumulativeProvider,
+      long cumulativePlatform,
+      long lastProvider,
+      long lastPlatform)
       implements CborSerializable {
     static SourceMark of(EarningsCredited e) {
       return new SourceMark(
-          e.throughSecond(), e.cumulativeProviderAmount(), e.cumulativePlatformAmount(), e.providerAmount(), e.platformAmount());
+          e.throughSecond(),
+          e.cumulativeProviderAmount(),
+          e.cumulativePlatformAmount(),
+          e.providerAmount(),
+          e.platformAmount());
     }
   }
 
   /**
-   * Ids whose closed hold and source were dropped once their rental closed ({@link ForgetClosed}): remembered for
-   * one to two days, in two generations of a day each (the older one is dropped as a whole when the newer is a day
-   * old, by the events' own time, so replay gives the same state), so that a late duplicate of a
-   * {@link PlaceHold} or {@link CreditEarnings} cannot open them again. Any message of a closed rental is long
-   * delivered or dropped by then (asks time out in seconds, sharding buffers hand over within a minute).
+   * Ids whose closed hold and source were dropped once their rental closed ({@link ForgetClosed}):
+   * remembered for one to two days, in two generations of a day each (the older one is dropped as a
+   * whole when the newer is a day old, by the events' own time, so replay gives the same state), so
+   * that a late duplicate of a {@link PlaceHold} or {@link CreditEarnings} cannot open them again.
+   * Any message of a closed rental is long delivered or dropped by then (asks time out in seconds,
+   * sharding buffers hand over within a minute).
    */
-  public record Forgotten(Map<String, Instant> recent, Map<String, Instant> older, Instant recentSince)
+  public record Forgotten(
+      Map<String, Instant> recent, Map<String, Instant> older, Instant recentSince)
       implements CborSerializable {
     static final Duration GENERATION = Duration.ofDays(1);
     static final Forgotten NONE = new Forgotten(Map.of(), Map.of(), null);
@@ -299,19 +359,22 @@ public final class Account
 
     Forgotten with(String id, Instant at) {
       if (recentSince == null || !at.isBefore(recentSince.plus(GENERATION))) {
-        return new Forgotten(PersistentMap.<Instant>empty().with(id, at), recentSince == null ? older : recent, at);
+        return new Forgotten(
+            PersistentMap.<Instant>empty().with(id, at), recentSince == null ? older : recent, at);
       }
       return new Forgotten(Account.with(recent, id, at), older, recentSince);
     }
   }
 
   /**
-   * An open account (suspended or not), in parts that cannot be mixed up: who it is and what it allows
-   * ({@link Profile}), its money ({@link Totals}), this month's spending ({@link Spending}) and what it remembers to
-   * answer a retried posting as the first time ({@link Marks}). Snapshots written before this class, as one flat
-   * {@link OpenAccount}, are read through {@link #snapshotAdapter()}.
+   * An open account (suspended or not), in parts that cannot be mixed up: who it is and what it
+   * allows ({@link Profile}), its money ({@link Totals}), this month's spending ({@link Spending})
+   * and what it remembers to answer a retried posting as the first time ({@link Marks}). Snapshots
+   * written before this class, as one flat {@link OpenAccount}, are read through {@link
+   * #snapshotAdapter()}.
    */
-  public record Active(Profile profile, Totals totals, Spending spending, Marks marks) implements State {
+  public record Active(Profile profile, Totals totals, Spending spending, Marks marks)
+      implements State {
     public Active {
       Objects.requireNonNull(profile, "profile");
       Objects.requireNonNull(totals, "totals");
@@ -323,7 +386,9 @@ public final class Account
       return new Active(Profile.named(name), Totals.ZERO, Spending.NONE, Marks.NONE);
     }
 
-    /** Whether growing the holds by {@code additional} would commit more than the cap this month. */
+    /**
+     * Whether growing the holds by {@code additional} would commit more than the cap this month.
+     */
     boolean exceedsCap(long additional, int currentMonth) {
       if (profile.spendCap() == null) return false;
       long committed = spending.spentIn(currentMonth) + totals.held();
@@ -332,15 +397,32 @@ public final class Account
 
     Summary summary(String id, int currentMonth) {
       return new Summary(
-          id, true, profile.name(), totals.balance(), totals.held(), totals.available(), totals.earnings(), profile.spendCap(),
-          spending.spentIn(currentMonth), totals.deposited(), totals.captured(), totals.credited(), totals.platformCredited(),
-          totals.paidOut(), profile.payoutDetails(), profile.suspension());
+          id,
+          true,
+          profile.name(),
+          totals.balance(),
+          totals.held(),
+          totals.available(),
+          totals.earnings(),
+          profile.spendCap(),
+          spending.spentIn(currentMonth),
+          totals.deposited(),
+          totals.captured(),
+          totals.credited(),
+          totals.platformCredited(),
+          totals.paidOut(),
+          profile.payoutDetails(),
+          profile.suspension());
     }
 
     // Applying events: each changes the parts it concerns and keeps the others.
 
     Active withDeposit(Deposited e) {
-      return new Active(profile, totals.plusDeposit(e.amount()), spending, marks.withDeposit(e.reference(), e.amount()));
+      return new Active(
+          profile,
+          totals.plusDeposit(e.amount()),
+          spending,
+          marks.withDeposit(e.reference(), e.amount()));
     }
 
     Active withPlacedHold(HoldPlaced e) {
@@ -348,32 +430,50 @@ public final class Account
     }
 
     Active withExtension(HoldExtended e) {
-      return withHold(e.holdId(), marks.holds().open().get(e.holdId()).extendedTo(e.newAmount()), e.added());
+      return withHold(
+          e.holdId(), marks.holds().open().get(e.holdId()).extendedTo(e.newAmount()), e.added());
     }
 
     private Active withHold(String holdId, Hold hold, long heldDelta) {
-      return new Active(profile, totals.plusHeld(heldDelta), spending, marks.withHolds(marks.holds().withOpen(holdId, hold)));
+      return new Active(
+          profile,
+          totals.plusHeld(heldDelta),
+          spending,
+          marks.withHolds(marks.holds().withOpen(holdId, hold)));
     }
 
     Active withCapture(Captured e) {
       Hold updated = marks.holds().open().get(e.holdId()).afterCapture(e);
-      return new Active(profile, totals.plusCapture(e.amount()), spending.plusCapture(e.amount(), e.at()),
+      return new Active(
+          profile,
+          totals.plusCapture(e.amount()),
+          spending.plusCapture(e.amount(), e.at()),
           marks.withHolds(marks.holds().withOpen(e.holdId(), updated)));
     }
 
     Active withRelease(HoldReleased e) {
       Hold closed = marks.holds().open().get(e.holdId()).releasing(e.released());
-      return new Active(profile, totals.minusHeld(e.released()), spending,
+      return new Active(
+          profile,
+          totals.minusHeld(e.released()),
+          spending,
           marks.withHolds(marks.holds().closing(e.holdId(), closed)));
     }
 
     Active withEarnings(EarningsCredited e) {
-      return new Active(profile, totals.plusEarnings(e.providerAmount(), e.platformAmount()), spending,
+      return new Active(
+          profile,
+          totals.plusEarnings(e.providerAmount(), e.platformAmount()),
+          spending,
           marks.withSources(marks.sources().with(e.sourceId(), SourceMark.of(e), e.last())));
     }
 
     Active withPayout(PaidOut e) {
-      return new Active(profile, totals.plusPayout(e.amount()), spending, marks.withPayout(e.payoutId(), e.amount()));
+      return new Active(
+          profile,
+          totals.plusPayout(e.amount()),
+          spending,
+          marks.withPayout(e.payoutId(), e.amount()));
     }
 
     Active withSpendCap(SpendCapSet e) {
@@ -394,7 +494,8 @@ public final class Account
   }
 
   /** Who the account is and what its owner or an operator decided for it. */
-  public record Profile(String name, Long spendCap, PayoutDetails payoutDetails, Suspension suspension)
+  public record Profile(
+      String name, Long spendCap, PayoutDetails payoutDetails, Suspension suspension)
       implements CborSerializable {
     static Profile named(String name) {
       return new Profile(name, null, null, null);
@@ -418,10 +519,12 @@ public final class Account
   }
 
   /**
-   * The account's money in µ€, as running totals that only grow, except {@code held}: what open holds still
-   * reserve. The renter side is {@code deposited - captured}, the provider side {@code credited - paidOut}.
+   * The account's money in µ€, as running totals that only grow, except {@code held}: what open
+   * holds still reserve. The renter side is {@code deposited - captured}, the provider side {@code
+   * credited - paidOut}.
    */
-  public record Totals(long deposited, long captured, long held, long credited, long platformCredited, long paidOut)
+  public record Totals(
+      long deposited, long captured, long held, long credited, long platformCredited, long paidOut)
       implements CborSerializable {
     static final Totals ZERO = new Totals(0, 0, 0, 0, 0, 0);
 
@@ -451,11 +554,13 @@ public final class Account
 
     /** A capture moves {@code amount} from held to captured. */
     Totals plusCapture(long amount) {
-      return new Totals(deposited, captured + amount, held - amount, credited, platformCredited, paidOut);
+      return new Totals(
+          deposited, captured + amount, held - amount, credited, platformCredited, paidOut);
     }
 
     Totals plusEarnings(long provider, long platform) {
-      return new Totals(deposited, captured, held, credited + provider, platformCredited + platform, paidOut);
+      return new Totals(
+          deposited, captured, held, credited + provider, platformCredited + platform, paidOut);
     }
 
     Totals plusPayout(long amount) {
@@ -463,7 +568,10 @@ public final class Account
     }
   }
 
-  /** What was captured in {@code month} ({@code yyyymm}, UTC), for the spend cap; 0 is before the first capture. */
+  /**
+   * What was captured in {@code month} ({@code yyyymm}, UTC), for the spend cap; 0 is before the
+   * first capture.
+   */
   public record Spending(int month, long captured) implements CborSerializable {
     static final Spending NONE = new Spending(0, 0);
 
@@ -472,19 +580,27 @@ public final class Account
     }
 
     Spending plusCapture(long amount, Instant at) {
-      // The month never goes backwards: a node whose clock lags must not reset the month's spending.
+      // The month never goes backwards: a node whose clock lags must not reset the month's
+      // spending.
       int eventMonth = Math.max(monthOf(at), month);
       return new Spending(eventMonth, eventMonth == month ? captured + amount : amount);
     }
   }
 
   /**
-   * What the account remembers to answer retries as the first time: deposits and payouts by their key with their
-   * amount, holds and earnings sources by rental, and the rentals whose closed ones were dropped.
+   * What the account remembers to answer retries as the first time: deposits and payouts by their
+   * key with their amount, holds and earnings sources by rental, and the rentals whose closed ones
+   * were dropped.
    */
-  public record Marks(Map<String, Long> deposits, Map<String, Long> payouts, Holds holds, Sources sources, Forgotten forgotten)
+  public record Marks(
+      Map<String, Long> deposits,
+      Map<String, Long> payouts,
+      Holds holds,
+      Sources sources,
+      Forgotten forgotten)
       implements CborSerializable {
-    static final Marks NONE = new Marks(Map.of(), Map.of(), Holds.NONE, Sources.NONE, Forgotten.NONE);
+    static final Marks NONE =
+        new Marks(Map.of(), Map.of(), Holds.NONE, Sources.NONE, Forgotten.NONE);
 
     @JsonCreator
     public Marks {
@@ -513,15 +629,17 @@ public final class Account
 
     /** Drops the closed hold and closed source of {@code id} and remembers that it did. */
     Marks forgetting(String id, Instant at) {
-      return new Marks(deposits, payouts, holds.forgetting(id), sources.forgetting(id), forgotten.with(id, at));
+      return new Marks(
+          deposits, payouts, holds.forgetting(id), sources.forgetting(id), forgotten.with(id, at));
     }
   }
 
   /**
-   * Holds by id: open ones, and closed ones until their rental has closed too (then forgotten). Kept as
-   * {@link PersistentMap}s, updated in O(log n).
+   * Holds by id: open ones, and closed ones until their rental has closed too (then forgotten).
+   * Kept as {@link PersistentMap}s, updated in O(log n).
    */
-  public record Holds(Map<String, Hold> open, Map<String, Hold> closed) implements CborSerializable {
+  public record Holds(Map<String, Hold> open, Map<String, Hold> closed)
+      implements CborSerializable {
     static final Holds NONE = new Holds(Map.of(), Map.of());
 
     @JsonCreator
@@ -557,8 +675,12 @@ public final class Account
     }
   }
 
-  /** Earnings sources by id: open ones, and closed ones (settled for the last time) until their rental has closed. */
-  public record Sources(Map<String, SourceMark> open, Map<String, SourceMark> closed) implements CborSerializable {
+  /**
+   * Earnings sources by id: open ones, and closed ones (settled for the last time) until their
+   * rental has closed.
+   */
+  public record Sources(Map<String, SourceMark> open, Map<String, SourceMark> closed)
+      implements CborSerializable {
     static final Sources NONE = new Sources(Map.of(), Map.of());
 
     @JsonCreator
@@ -593,9 +715,10 @@ public final class Account
   }
 
   /**
-   * The state of an open account as snapshots held it before {@link Active}: one flat record. Kept, under its old
-   * name, only so that those snapshots are still read (their manifest is this class name); recovery turns it into
-   * an {@link Active} ({@link #snapshotAdapter()}). Nothing writes it any more. Do not change its components.
+   * The state of an open account as snapshots held it before {@link Active}: one flat record. Kept,
+   * under its old name, only so that those snapshots are still read (their manifest is this class
+   * name); recovery turns it into an {@link Active} ({@link #snapshotAdapter()}). Nothing writes it
+   * any more. Do not change its components.
    */
   public record OpenAccount(
       String name,
@@ -636,7 +759,12 @@ public final class Account
           new Profile(name, spendCap, payoutDetails, suspension),
           new Totals(deposited, captured, held, credited, platformCredited, paidOut),
           new Spending(month, capturedInMonth),
-          new Marks(deposits, payouts, new Holds(openHolds, closedHolds), new Sources(openSources, closedSources), forgotten));
+          new Marks(
+              deposits,
+              payouts,
+              new Holds(openHolds, closedHolds),
+              new Sources(openSources, closedSources),
+              forgotten));
     }
   }
 
@@ -647,9 +775,10 @@ public final class Account
   static final int MAX_HOLDER_NAME = 70;
 
   /**
-   * At most this many events go into one write. High on purpose: a write in the middle of handling a long stash
-   * sends the rest of the stash round again, so small batches cost quadratic time exactly when an account is
-   * behind (seen with one provider account and 6,000 rentals retrying on three overloaded nodes).
+   * At most this many events go into one write. High on purpose: a write in the middle of handling
+   * a long stash sends the rest of the stash round again, so small batches cost quadratic time
+   * exactly when an account is behind (seen with one provider account and 6,000 rentals retrying on
+   * three overloaded nodes).
    */
   static final int MAX_EVENTS_PER_WRITE = 10_000;
 
@@ -657,21 +786,30 @@ public final class Account
   private final Clock clock;
   private final ActorContext<Command> context;
 
-  // Settlement postings (captures, earnings credits, and forgetting closed rentals) are validated as they
-  // arrive, against the state as it will be once the ones before them are persisted, and written together:
-  // one write per batch instead of one per posting, so an account with thousands of running rentals keeps up
-  // (a provider with 10,000 rentals is credited 1,000 times a second). Answers go out after the write. Any
-  // other command waits (stashed) until the batch is written, so commands still take effect in arrival order.
+  // Settlement postings (captures, earnings credits, and forgetting closed rentals) are validated
+  // as they
+  // arrive, against the state as it will be once the ones before them are persisted, and written
+  // together:
+  // one write per batch instead of one per posting, so an account with thousands of running rentals
+  // keeps up
+  // (a provider with 10,000 rentals is credited 1,000 times a second). Answers go out after the
+  // write. Any
+  // other command waits (stashed) until the batch is written, so commands still take effect in
+  // arrival order.
   private final List<Event> pendingEvents = new ArrayList<>();
   private final List<Runnable> pendingAnswers = new ArrayList<>();
+
   /** The state once {@link #pendingEvents} are persisted; null when nothing is buffered. */
   private Active pendingState;
+
   /** A command was stashed behind the buffer: everything after it waits too, to keep the order. */
   private boolean holdingBack;
+
   private EventHandler<State, Event> events;
 
   public static void init(ActorSystem<?> system, Clock clock) {
-    ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), clock)));
+    ClusterSharding.get(system)
+        .init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), clock)));
   }
 
   public static Behavior<Command> create(String accountId, Clock clock) {
@@ -696,12 +834,15 @@ public final class Account
 
   @Override
   public SignalHandler<State> signalHandler() {
-    // After a restart (a failed write), whatever was buffered was never persisted nor answered: its senders retry.
-    return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), state -> forgetBuffer()).build();
+    // After a restart (a failed write), whatever was buffered was never persisted nor answered: its
+    // senders retry.
+    return newSignalHandlerBuilder()
+        .onSignal(RecoveryCompleted.instance(), state -> forgetBuffer())
+        .build();
   }
 
-  private <R> ReplyEffect<Event, State> buffer(Active state, ActorRef<R> replyTo,
-      BiFunction<Active, Instant, Outcome<R>> posting) {
+  private <R> ReplyEffect<Event, State> buffer(
+      Active state, ActorRef<R> replyTo, BiFunction<Active, Instant, Outcome<R>> posting) {
     if (holdingBack) return Effect().stash();
     if (pendingState == null) {
       pendingState = state;
@@ -718,7 +859,8 @@ public final class Account
   }
 
   private ReplyEffect<Event, State> flush() {
-    if (pendingState == null) return Effect().noReply().thenUnstashAll(); // written already (a full batch, or a restart)
+    if (pendingState == null)
+      return Effect().noReply().thenUnstashAll(); // written already (a full batch, or a restart)
     List<Event> toPersist = List.copyOf(pendingEvents);
     List<Runnable> answers = List.copyOf(pendingAnswers);
     forgetBuffer();
@@ -726,7 +868,11 @@ public final class Account
       answers.forEach(Runnable::run);
       return Effect().noReply().thenUnstashAll();
     }
-    return Effect().persist(toPersist).thenRun(s -> answers.forEach(Runnable::run)).thenNoReply().thenUnstashAll();
+    return Effect()
+        .persist(toPersist)
+        .thenRun(s -> answers.forEach(Runnable::run))
+        .thenNoReply()
+        .thenUnstashAll();
   }
 
   /** Any command other than a posting waits until the buffered postings are written. */
@@ -763,7 +909,10 @@ public final class Account
     return RetentionCriteria.snapshotEvery(200, 2);
   }
 
-  /** Snapshots are written as they are; one in the shape before {@link Active} is upgraded when it is read. */
+  /**
+   * Snapshots are written as they are; one in the shape before {@link Active} is upgraded when it
+   * is read.
+   */
   @Override
   public SnapshotAdapter<State> snapshotAdapter() {
     return new SnapshotAdapter<>() {
@@ -797,7 +946,8 @@ public final class Account
   }
 
   private CommandHandlerWithReplyBuilderByState<Command, Event, Unopened, State> unopenedHandler() {
-    return newCommandHandlerWithReplyBuilder().forStateType(Unopened.class)
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(Unopened.class)
         .onCommand(Open.class, this::onOpen)
         .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), notOpen()))
         .onCommand(Deposit.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
@@ -816,9 +966,12 @@ public final class Account
         .onCommand(FlushPostings.class, cmd -> Effect().noReply());
   }
 
-  /** Settlement postings are buffered (see {@link #buffer}); any other command waits while some are. */
+  /**
+   * Settlement postings are buffered (see {@link #buffer}); any other command waits while some are.
+   */
   private CommandHandlerWithReplyBuilderByState<Command, Event, Active, State> activeHandler() {
-    return newCommandHandlerWithReplyBuilder().forStateType(Active.class)
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(Active.class)
         .onCommand(Capture.class, this::onCapture)
         .onCommand(CreditEarnings.class, this::onCreditEarnings)
         .onCommand(ForgetClosed.class, this::onForgetClosed)
@@ -840,30 +993,46 @@ public final class Account
 
   private ReplyEffect<Event, State> onOpen(Unopened state, Open cmd) {
     if (cmd.name() == null || cmd.name().isBlank()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_NAME, "an account needs a name"));
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_NAME, "an account needs a name"));
     }
-    return Effect().persist(new Opened(cmd.name(), now()))
+    return Effect()
+        .persist(new Opened(cmd.name(), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
   private ReplyEffect<Event, State> onReopen(Active state, Open cmd) {
-    if (state.profile().name().equals(cmd.name())) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
-    return Effect().reply(cmd.replyTo(), reply(Rejection.ALREADY_EXISTS, "account " + accountId + " is already open"));
+    if (state.profile().name().equals(cmd.name()))
+      return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            reply(Rejection.ALREADY_EXISTS, "account " + accountId + " is already open"));
   }
 
   private ReplyEffect<Event, State> onDeposit(Active state, Deposit cmd) {
-    if (badKey(cmd.reference())) return Effect().reply(cmd.replyTo(), badKeyReply("a deposit reference"));
+    if (badKey(cmd.reference()))
+      return Effect().reply(cmd.replyTo(), badKeyReply("a deposit reference"));
     String key = "deposit:" + cmd.reference();
     Long earlier = state.marks().deposits().get(cmd.reference());
     if (earlier != null) {
-      if (earlier == cmd.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, earlier, true)));
-      return Effect().reply(cmd.replyTo(), conflict(key, "was applied with amount " + Money.format(earlier)));
+      if (earlier == cmd.amount())
+        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, earlier, true)));
+      return Effect()
+          .reply(cmd.replyTo(), conflict(key, "was applied with amount " + Money.format(earlier)));
     }
-    if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a deposit must be positive"));
+    if (cmd.amount() <= 0)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a deposit must be positive"));
     if (cmd.amount() > Money.MAX_AMOUNT - state.totals().deposited()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.AMOUNT_TOO_LARGE, "the balance would exceed the largest amount kept"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.AMOUNT_TOO_LARGE, "the balance would exceed the largest amount kept"));
     }
-    return Effect().persist(new Deposited(cmd.reference(), cmd.amount(), now()))
+    return Effect()
+        .persist(new Deposited(cmd.reference(), cmd.amount(), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, cmd.amount(), false)));
   }
 
@@ -871,23 +1040,37 @@ public final class Account
     if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
     Hold existing = state.marks().holds().get(cmd.holdId());
     if (existing != null) {
-      // A retried PlaceHold answers the hold as it stands (even once suspended: the hold exists and its
+      // A retried PlaceHold answers the hold as it stands (even once suspended: the hold exists and
+      // its
       // rental must be able to go on, or release it); a different amount is a conflict.
       if (existing.amount() >= cmd.amount() && state.marks().holds().isOpen(cmd.holdId())) {
-        return Effect().reply(cmd.replyTo(), StatusReply.success(existing.view(cmd.holdId(), true)));
+        return Effect()
+            .reply(cmd.replyTo(), StatusReply.success(existing.view(cmd.holdId(), true)));
       }
-      return Effect().reply(cmd.replyTo(), conflict("hold:" + cmd.holdId(), "the hold already exists"));
+      return Effect()
+          .reply(cmd.replyTo(), conflict("hold:" + cmd.holdId(), "the hold already exists"));
     }
     if (state.marks().forgotten().contains(cmd.holdId())) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_CLOSED, "hold " + cmd.holdId() + " belonged to a rental that has closed"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.HOLD_CLOSED,
+                  "hold " + cmd.holdId() + " belonged to a rental that has closed"));
     }
     if (state.profile().suspended()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
     }
-    if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a hold must be positive"));
+    if (cmd.amount() <= 0)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a hold must be positive"));
     ReplyEffect<Event, State> refused = refuseHoldGrowth(state, cmd.amount(), cmd.replyTo());
     if (refused != null) return refused;
-    return Effect().persist(new HoldPlaced(cmd.holdId(), cmd.amount(), now()))
+    return Effect()
+        .persist(new HoldPlaced(cmd.holdId(), cmd.amount(), now()))
         .thenReply(cmd.replyTo(), s -> holdView((Active) s, cmd.holdId()));
   }
 
@@ -895,22 +1078,39 @@ public final class Account
     if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
     Hold hold = state.marks().holds().open().get(cmd.holdId());
     if (hold == null) return Effect().reply(cmd.replyTo(), missingOrClosed(state, cmd.holdId()));
-    if (cmd.newAmount() <= hold.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(hold.view(cmd.holdId(), true)));
+    if (cmd.newAmount() <= hold.amount())
+      return Effect().reply(cmd.replyTo(), StatusReply.success(hold.view(cmd.holdId(), true)));
     long added = cmd.newAmount() - hold.amount();
     ReplyEffect<Event, State> refused = refuseHoldGrowth(state, added, cmd.replyTo());
     if (refused != null) return refused;
-    return Effect().persist(new HoldExtended(cmd.holdId(), cmd.newAmount(), added, now()))
+    return Effect()
+        .persist(new HoldExtended(cmd.holdId(), cmd.newAmount(), added, now()))
         .thenReply(cmd.replyTo(), s -> holdView((Active) s, cmd.holdId()));
   }
 
-  private ReplyEffect<Event, State> refuseHoldGrowth(Active state, long additional, ActorRef<StatusReply<HoldView>> replyTo) {
+  private ReplyEffect<Event, State> refuseHoldGrowth(
+      Active state, long additional, ActorRef<StatusReply<HoldView>> replyTo) {
     if (additional > state.totals().available()) {
-      return Effect().reply(replyTo, reply(Rejection.INSUFFICIENT_FUNDS,
-          "available " + Money.format(state.totals().available()) + " EUR, the hold needs " + Money.format(additional) + " EUR"));
+      return Effect()
+          .reply(
+              replyTo,
+              reply(
+                  Rejection.INSUFFICIENT_FUNDS,
+                  "available "
+                      + Money.format(state.totals().available())
+                      + " EUR, the hold needs "
+                      + Money.format(additional)
+                      + " EUR"));
     }
     if (state.exceedsCap(additional, monthOf(now()))) {
-      return Effect().reply(replyTo, reply(Rejection.SPEND_CAP_REACHED,
-          "the monthly spend cap of " + Money.format(state.profile().spendCap()) + " EUR would be exceeded"));
+      return Effect()
+          .reply(
+              replyTo,
+              reply(
+                  Rejection.SPEND_CAP_REACHED,
+                  "the monthly spend cap of "
+                      + Money.format(state.profile().spendCap())
+                      + " EUR would be exceeded"));
     }
     return null;
   }
@@ -927,24 +1127,31 @@ public final class Account
     return buffer(state, cmd.replyTo(), (pending, now) -> forget(pending, cmd, now));
   }
 
-  /** What a capture does to {@code state}: at most one event, and the answer once it is persisted. */
+  /**
+   * What a capture does to {@code state}: at most one event, and the answer once it is persisted.
+   */
   private static Outcome<StatusReply<Posting>> capture(Active state, Capture cmd, Instant now) {
     if (badKey(cmd.holdId())) return Outcome.answer(badKeyReply("a hold id"));
     String key = cmd.holdId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeAmount() < 0) {
-      return Outcome.answer(reply(Rejection.INVALID_AMOUNT, "captures name a second from 1 and a non-negative total"));
+      return Outcome.answer(
+          reply(
+              Rejection.INVALID_AMOUNT, "captures name a second from 1 and a non-negative total"));
     }
     Holds holds = state.marks().holds();
     Hold hold = holds.get(cmd.holdId());
-    if (hold == null) return Outcome.answer(reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
+    if (hold == null)
+      return Outcome.answer(reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
     if (cmd.throughSecond() == hold.throughSecond() && hold.throughSecond() > 0) {
       if (cmd.cumulativeAmount() == hold.lastCumulative()) {
         return Outcome.answer(StatusReply.success(new Posting(key, hold.lastAmount(), true)));
       }
-      return Outcome.answer(conflict(key, "was captured with cumulative " + Money.format(hold.lastCumulative())));
+      return Outcome.answer(
+          conflict(key, "was captured with cumulative " + Money.format(hold.lastCumulative())));
     }
     if (cmd.throughSecond() < hold.throughSecond()) {
-      // Below the high-water mark: applied before. Cumulative totals only grow, so a larger one is a lie.
+      // Below the high-water mark: applied before. Cumulative totals only grow, so a larger one is
+      // a lie.
       if (cmd.cumulativeAmount() <= hold.lastCumulative()) {
         return Outcome.answer(StatusReply.success(new Posting(key, 0, true)));
       }
@@ -956,10 +1163,17 @@ public final class Account
     long amount = cmd.cumulativeAmount() - hold.captured();
     if (amount < 0) return Outcome.answer(conflict(key, "cumulative capture went down"));
     if (amount > hold.remaining()) {
-      return Outcome.answer(reply(Rejection.HOLD_EXCEEDED,
-          "capture of " + Money.format(amount) + " EUR exceeds the " + Money.format(hold.remaining()) + " EUR left on the hold"));
+      return Outcome.answer(
+          reply(
+              Rejection.HOLD_EXCEEDED,
+              "capture of "
+                  + Money.format(amount)
+                  + " EUR exceeds the "
+                  + Money.format(hold.remaining())
+                  + " EUR left on the hold"));
     }
-    return new Outcome<>(new Captured(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now),
+    return new Outcome<>(
+        new Captured(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now),
         StatusReply.success(new Posting(key, amount, false)));
   }
 
@@ -969,32 +1183,54 @@ public final class Account
     Hold open = holds.open().get(cmd.holdId());
     if (open == null) {
       Hold closed = holds.closed().get(cmd.holdId());
-      if (closed != null) return Effect().reply(cmd.replyTo(), StatusReply.success(closed.view(cmd.holdId(), false)));
-      return Effect().reply(cmd.replyTo(), reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
+      if (closed != null)
+        return Effect().reply(cmd.replyTo(), StatusReply.success(closed.view(cmd.holdId(), false)));
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
     }
-    return Effect().persist(new HoldReleased(cmd.holdId(), open.remaining(), now()))
+    return Effect()
+        .persist(new HoldReleased(cmd.holdId(), open.remaining(), now()))
         .thenReply(cmd.replyTo(), s -> holdView((Active) s, cmd.holdId()));
   }
 
-  /** What an earnings credit does to {@code state}: at most one event, and the answer once it is persisted. */
-  private static Outcome<StatusReply<Posting>> credit(Active state, CreditEarnings cmd, Instant now) {
+  /**
+   * What an earnings credit does to {@code state}: at most one event, and the answer once it is
+   * persisted.
+   */
+  private static Outcome<StatusReply<Posting>> credit(
+      Active state, CreditEarnings cmd, Instant now) {
     if (badKey(cmd.sourceId())) return Outcome.answer(badKeyReply("a source id"));
     String key = cmd.sourceId() + ":" + cmd.throughSecond();
-    if (cmd.throughSecond() <= 0 || cmd.cumulativeProviderAmount() < 0 || cmd.cumulativePlatformAmount() < 0) {
-      return Outcome.answer(reply(Rejection.INVALID_AMOUNT, "credits name a second from 1 and non-negative totals"));
+    if (cmd.throughSecond() <= 0
+        || cmd.cumulativeProviderAmount() < 0
+        || cmd.cumulativePlatformAmount() < 0) {
+      return Outcome.answer(
+          reply(Rejection.INVALID_AMOUNT, "credits name a second from 1 and non-negative totals"));
     }
     Sources sources = state.marks().sources();
     SourceMark mark = sources.get(cmd.sourceId());
     if (mark == null && state.marks().forgotten().contains(cmd.sourceId())) {
-      return Outcome.answer(reply(Rejection.HOLD_CLOSED, "source " + cmd.sourceId() + " belonged to a rental that has closed"));
+      return Outcome.answer(
+          reply(
+              Rejection.HOLD_CLOSED,
+              "source " + cmd.sourceId() + " belonged to a rental that has closed"));
     }
     long throughSecond = mark == null ? -1 : mark.throughSecond();
     if (mark != null && cmd.throughSecond() == throughSecond) {
-      if (cmd.cumulativeProviderAmount() == mark.cumulativeProvider() && cmd.cumulativePlatformAmount() == mark.cumulativePlatform()) {
+      if (cmd.cumulativeProviderAmount() == mark.cumulativeProvider()
+          && cmd.cumulativePlatformAmount() == mark.cumulativePlatform()) {
         if (cmd.last() && sources.isOpen(cmd.sourceId())) {
           // The source ends on a second it already settled: close it, moving no money.
-          return new Outcome<>(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), mark.cumulativeProvider(),
-                  mark.cumulativePlatform(), 0, 0, true, now),
+          return new Outcome<>(
+              new EarningsCredited(
+                  cmd.sourceId(),
+                  cmd.throughSecond(),
+                  mark.cumulativeProvider(),
+                  mark.cumulativePlatform(),
+                  0,
+                  0,
+                  true,
+                  now),
               StatusReply.success(new Posting(key, mark.lastProvider(), true)));
         }
         return Outcome.answer(StatusReply.success(new Posting(key, mark.lastProvider(), true)));
@@ -1002,30 +1238,45 @@ public final class Account
       return Outcome.answer(conflict(key, "was credited with different cumulative shares"));
     }
     if (mark != null && cmd.throughSecond() < throughSecond) {
-      if (cmd.cumulativeProviderAmount() <= mark.cumulativeProvider() && cmd.cumulativePlatformAmount() <= mark.cumulativePlatform()) {
+      if (cmd.cumulativeProviderAmount() <= mark.cumulativeProvider()
+          && cmd.cumulativePlatformAmount() <= mark.cumulativePlatform()) {
         return Outcome.answer(StatusReply.success(new Posting(key, 0, true)));
       }
       return Outcome.answer(conflict(key, "is older than the latest credit but claims more"));
     }
     if (mark != null && !sources.isOpen(cmd.sourceId())) {
-      return Outcome.answer(reply(Rejection.HOLD_CLOSED, "source " + cmd.sourceId() + " has settled for the last time"));
+      return Outcome.answer(
+          reply(
+              Rejection.HOLD_CLOSED,
+              "source " + cmd.sourceId() + " has settled for the last time"));
     }
     long providerBefore = mark == null ? 0 : mark.cumulativeProvider();
     long platformBefore = mark == null ? 0 : mark.cumulativePlatform();
     long provider = cmd.cumulativeProviderAmount() - providerBefore;
     long platform = cmd.cumulativePlatformAmount() - platformBefore;
-    if (provider < 0 || platform < 0) return Outcome.answer(conflict(key, "cumulative shares went down"));
-    if (provider > Money.MAX_AMOUNT - state.totals().credited() || platform > Money.MAX_AMOUNT - state.totals().platformCredited()) {
-      return Outcome.answer(reply(Rejection.AMOUNT_TOO_LARGE, "earnings would exceed the largest amount kept"));
+    if (provider < 0 || platform < 0)
+      return Outcome.answer(conflict(key, "cumulative shares went down"));
+    if (provider > Money.MAX_AMOUNT - state.totals().credited()
+        || platform > Money.MAX_AMOUNT - state.totals().platformCredited()) {
+      return Outcome.answer(
+          reply(Rejection.AMOUNT_TOO_LARGE, "earnings would exceed the largest amount kept"));
     }
-    return new Outcome<>(new EarningsCredited(cmd.sourceId(), cmd.throughSecond(), cmd.cumulativeProviderAmount(),
-            cmd.cumulativePlatformAmount(), provider, platform, cmd.last(), now),
+    return new Outcome<>(
+        new EarningsCredited(
+            cmd.sourceId(),
+            cmd.throughSecond(),
+            cmd.cumulativeProviderAmount(),
+            cmd.cumulativePlatformAmount(),
+            provider,
+            platform,
+            cmd.last(),
+            now),
         StatusReply.success(new Posting(key, provider, false)));
   }
 
   /**
-   * Buffered with the postings, like them: closing rentals on a busy provider account are as frequent as its
-   * credits, and a single write each would break up its batches.
+   * Buffered with the postings, like them: closing rentals on a busy provider account are as
+   * frequent as its credits, and a single write each would break up its batches.
    */
   private static Outcome<Done> forget(Active state, ForgetClosed cmd, Instant now) {
     String id = cmd.id();
@@ -1040,60 +1291,107 @@ public final class Account
     String key = "payout:" + cmd.payoutId();
     Long earlier = state.marks().payouts().get(cmd.payoutId());
     if (earlier != null) {
-      if (earlier == cmd.amount()) return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, earlier, true)));
-      return Effect().reply(cmd.replyTo(), conflict(key, "was paid with amount " + Money.format(earlier)));
+      if (earlier == cmd.amount())
+        return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, earlier, true)));
+      return Effect()
+          .reply(cmd.replyTo(), conflict(key, "was paid with amount " + Money.format(earlier)));
     }
-    if (cmd.amount() <= 0) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a payout must be positive"));
+    if (cmd.amount() <= 0)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a payout must be positive"));
     if (state.profile().suspended()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.ACCOUNT_SUSPENDED, "account " + accountId + " is suspended"));
     }
     if (cmd.amount() > state.totals().earnings()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.INSUFFICIENT_EARNINGS,
-          "earnings are " + Money.format(state.totals().earnings()) + " EUR, the payout asks " + Money.format(cmd.amount()) + " EUR"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.INSUFFICIENT_EARNINGS,
+                  "earnings are "
+                      + Money.format(state.totals().earnings())
+                      + " EUR, the payout asks "
+                      + Money.format(cmd.amount())
+                      + " EUR"));
     }
-    return Effect().persist(new PaidOut(cmd.payoutId(), cmd.amount(), now()))
+    return Effect()
+        .persist(new PaidOut(cmd.payoutId(), cmd.amount(), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, cmd.amount(), false)));
   }
 
   private ReplyEffect<Event, State> onSetSpendCap(Active state, SetSpendCap cmd) {
     if (cmd.monthlyCap() != null && (cmd.monthlyCap() < 0 || cmd.monthlyCap() > Money.MAX_AMOUNT)) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a spend cap must be between 0 and the largest amount"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.INVALID_AMOUNT,
+                  "a spend cap must be between 0 and the largest amount"));
     }
     if (Objects.equals(state.profile().spendCap(), cmd.monthlyCap())) {
       return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
     }
-    return Effect().persist(new SpendCapSet(cmd.monthlyCap(), now()))
+    return Effect()
+        .persist(new SpendCapSet(cmd.monthlyCap(), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
   private ReplyEffect<Event, State> onSetPayoutDetails(Active state, SetPayoutDetails cmd) {
     String holder = cmd.holderName() == null ? "" : cmd.holderName().strip();
-    if (holder.isEmpty() || holder.length() > MAX_HOLDER_NAME || holder.chars().anyMatch(Character::isISOControl)) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_HOLDER_NAME, "the holder name must be 1 to " + MAX_HOLDER_NAME + " printable characters"));
+    if (holder.isEmpty()
+        || holder.length() > MAX_HOLDER_NAME
+        || holder.chars().anyMatch(Character::isISOControl)) {
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.INVALID_HOLDER_NAME,
+                  "the holder name must be 1 to " + MAX_HOLDER_NAME + " printable characters"));
     }
     var ibanProblem = Iban.problem(cmd.iban());
-    if (ibanProblem.isPresent()) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_IBAN, ibanProblem.get()));
-    String bic = cmd.bic() == null || cmd.bic().isBlank() ? null : cmd.bic().strip().toUpperCase(java.util.Locale.ROOT);
+    if (ibanProblem.isPresent())
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_IBAN, ibanProblem.get()));
+    String bic =
+        cmd.bic() == null || cmd.bic().isBlank()
+            ? null
+            : cmd.bic().strip().toUpperCase(java.util.Locale.ROOT);
     if (bic != null && !Iban.isValidBic(bic)) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_BIC, "a BIC has 8 or 11 characters, like DEUTDEFF or DEUTDEFF500"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.INVALID_BIC,
+                  "a BIC has 8 or 11 characters, like DEUTDEFF or DEUTDEFF500"));
     }
     PayoutDetails details = new PayoutDetails(holder, Iban.normalize(cmd.iban()), bic);
-    if (details.equals(state.profile().payoutDetails())) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
-    return Effect().persist(new PayoutDetailsSet(details, now()))
+    if (details.equals(state.profile().payoutDetails()))
+      return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    return Effect()
+        .persist(new PayoutDetailsSet(details, now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
   private ReplyEffect<Event, State> onSuspend(Active state, Suspend cmd) {
     String reason = cmd.reason() == null || cmd.reason().isBlank() ? null : cmd.reason().strip();
-    if (reason != null && reason.length() > 500) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_REASON, "a reason is at most 500 characters"));
-    if (state.profile().suspended()) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
-    return Effect().persist(new Suspended(reason, now()))
+    if (reason != null && reason.length() > 500)
+      return Effect()
+          .reply(
+              cmd.replyTo(), reply(Rejection.INVALID_REASON, "a reason is at most 500 characters"));
+    if (state.profile().suspended())
+      return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    return Effect()
+        .persist(new Suspended(reason, now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
   private ReplyEffect<Event, State> onResume(Active state, Resume cmd) {
-    if (!state.profile().suspended()) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
-    return Effect().persist(new Resumed(now()))
+    if (!state.profile().suspended())
+      return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    return Effect()
+        .persist(new Resumed(now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
@@ -1104,8 +1402,11 @@ public final class Account
   @Override
   public EventHandler<State, Event> eventHandler() {
     var builder = newEventHandlerBuilder();
-    builder.forStateType(Unopened.class).onEvent(Opened.class, (state, e) -> Active.opened(e.name()));
-    builder.forStateType(Active.class)
+    builder
+        .forStateType(Unopened.class)
+        .onEvent(Opened.class, (state, e) -> Active.opened(e.name()));
+    builder
+        .forStateType(Active.class)
         .onEvent(Deposited.class, Active::withDeposit)
         .onEvent(HoldPlaced.class, Active::withPlacedHold)
         .onEvent(HoldExtended.class, Active::withExtension)
@@ -1152,7 +1453,8 @@ public final class Account
   }
 
   private static StatusReply<HoldView> missingOrClosed(Active state, String holdId) {
-    if (state.marks().holds().isClosed(holdId)) return reply(Rejection.HOLD_CLOSED, "hold " + holdId + " was released");
+    if (state.marks().holds().isClosed(holdId))
+      return reply(Rejection.HOLD_CLOSED, "hold " + holdId + " was released");
     return reply(Rejection.HOLD_NOT_FOUND, "no hold " + holdId);
   }
 

@@ -11,17 +11,18 @@ import scala.collection.immutable.HashMap;
 import scala.collection.immutable.HashMap$;
 
 /**
- * An immutable {@code Map<String, V>} whose {@link #with} and {@link #without} share structure with the map
- * they come from (a hash array mapped trie, Scala's immutable {@code HashMap}, already on the classpath
- * with Pekko), so each costs O(log n) rather than a copy of the whole map.
+ * An immutable {@code Map<String, V>} whose {@link #with} and {@link #without} share structure with
+ * the map they come from (a hash array mapped trie, Scala's immutable {@code HashMap}, already on
+ * the classpath with Pekko), so each costs O(log n) rather than a copy of the whole map.
  *
- * <p>Why: an account's state keeps a high-water mark per rental it was ever charged or credited for. A
- * provider with thousands of rentals running was copying maps of that size twice on every settlement
- * event, and its entity fell behind its rentals (docs/benchmarks-market.md §3d). Jackson writes it as a
- * plain JSON/CBOR map, so snapshots keep their format.
+ * <p>Why: an account's state keeps a high-water mark per rental it was ever charged or credited
+ * for. A provider with thousands of rentals running was copying maps of that size twice on every
+ * settlement event, and its entity fell behind its rentals (docs/benchmarks-market.md §3d). Jackson
+ * writes it as a plain JSON/CBOR map, so snapshots keep their format.
  */
 final class PersistentMap<V> extends AbstractMap<String, V> {
-  private static final PersistentMap<Object> EMPTY = new PersistentMap<>(HashMap$.MODULE$.<String, Object>empty());
+  private static final PersistentMap<Object> EMPTY =
+      new PersistentMap<>(HashMap$.MODULE$.<String, Object>empty());
 
   private final HashMap<String, V> trie;
   private Set<Entry<String, V>> entries;
@@ -76,30 +77,31 @@ final class PersistentMap<V> extends AbstractMap<String, V> {
   @Override
   public Set<Entry<String, V>> entrySet() {
     if (entries == null) {
-      entries = new java.util.AbstractSet<>() {
-        @Override
-        public Iterator<Entry<String, V>> iterator() {
-          scala.collection.Iterator<Tuple2<String, V>> it = trie.iterator();
-          return new Iterator<>() {
+      entries =
+          new java.util.AbstractSet<>() {
             @Override
-            public boolean hasNext() {
-              return it.hasNext();
+            public Iterator<Entry<String, V>> iterator() {
+              scala.collection.Iterator<Tuple2<String, V>> it = trie.iterator();
+              return new Iterator<>() {
+                @Override
+                public boolean hasNext() {
+                  return it.hasNext();
+                }
+
+                @Override
+                public Entry<String, V> next() {
+                  if (!it.hasNext()) throw new NoSuchElementException();
+                  Tuple2<String, V> t = it.next();
+                  return new SimpleImmutableEntry<>(t._1(), t._2());
+                }
+              };
             }
 
             @Override
-            public Entry<String, V> next() {
-              if (!it.hasNext()) throw new NoSuchElementException();
-              Tuple2<String, V> t = it.next();
-              return new SimpleImmutableEntry<>(t._1(), t._2());
+            public int size() {
+              return trie.size();
             }
           };
-        }
-
-        @Override
-        public int size() {
-          return trie.size();
-        }
-      };
     }
     return entries;
   }

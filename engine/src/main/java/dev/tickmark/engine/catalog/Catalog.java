@@ -38,14 +38,17 @@ import java.util.regex.Pattern;
  * }</pre>
  *
  * <p>Rules: at least one GPU and one region; codes match {@code [a-z0-9][a-z0-9-]*} and are unique
- * (per kind); every number is a positive integer; {@code vram_mib} lies within 90–100% of
- * {@code vram_gb × 1024} (what the tools report is the marketed size less reserved memory, so a value
+ * (per kind); every number is a positive integer; {@code vram_mib} lies within 90–100% of {@code
+ * vram_gb × 1024} (what the tools report is the marketed size less reserved memory, so a value
  * outside that band is a typo); every model lists at least one {@code smi_names} entry and no name
  * (trimmed, ignoring case) belongs to two models, so {@link #bySmiName} is unambiguous.
  */
 public final class Catalog {
 
-  /** A GPU model as sold on the market. {@code vramMib} is what the vendor tool reports as total memory. */
+  /**
+   * A GPU model as sold on the market. {@code vramMib} is what the vendor tool reports as total
+   * memory.
+   */
   public record GpuModel(
       String code,
       String name,
@@ -64,7 +67,9 @@ public final class Catalog {
 
   public record Region(String code, String name, String location) {}
 
-  /** The catalog file is unreadable or breaks a rule; the message says which file, entry and field. */
+  /**
+   * The catalog file is unreadable or breaks a rule; the message says which file, entry and field.
+   */
   public static final class InvalidCatalog extends IllegalStateException {
     public InvalidCatalog(String message) {
       super(message);
@@ -84,14 +89,24 @@ public final class Catalog {
   private static final Set<String> VENDORS = Set.of(VENDOR_NVIDIA, VENDOR_AMD);
   private static final Pattern CODE = Pattern.compile("[a-z0-9][a-z0-9-]*");
   private static final Set<String> TOP_FIELDS = Set.of("about", "gpus", "regions");
-  private static final List<String> GPU_FIELDS = List.of(
-      "code", "name", "vendor", "architecture", "vram_gb", "vram_mib", "memory_type",
-      "bandwidth_gb_per_s", "fp16_tflops", "smi_names");
+  private static final List<String> GPU_FIELDS =
+      List.of(
+          "code",
+          "name",
+          "vendor",
+          "architecture",
+          "vram_gb",
+          "vram_mib",
+          "memory_type",
+          "bandwidth_gb_per_s",
+          "fp16_tflops",
+          "smi_names");
   private static final List<String> REGION_FIELDS = List.of("code", "name", "location");
 
-  private static final ObjectMapper MAPPER = new ObjectMapper()
-      .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
-      .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+  private static final ObjectMapper MAPPER =
+      new ObjectMapper()
+          .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
+          .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
 
   private static volatile Catalog shipped;
 
@@ -102,7 +117,11 @@ public final class Catalog {
   private final Map<String, Region> regionsByCode;
   private final Map<String, GpuModel> gpusBySmiName;
 
-  private Catalog(String source, List<GpuModel> gpus, List<Region> regions, Map<String, GpuModel> gpusBySmiName) {
+  private Catalog(
+      String source,
+      List<GpuModel> gpus,
+      List<Region> regions,
+      Map<String, GpuModel> gpusBySmiName) {
     this.source = source;
     this.gpus = List.copyOf(gpus);
     this.regions = List.copyOf(regions);
@@ -148,17 +167,27 @@ public final class Catalog {
     try {
       root = MAPPER.readTree(json);
     } catch (JsonProcessingException e) {
-      throw new InvalidCatalog(src + ": malformed JSON" + where(e.getLocation()) + ": " + firstLine(e.getOriginalMessage()), e);
+      throw new InvalidCatalog(
+          src
+              + ": malformed JSON"
+              + where(e.getLocation())
+              + ": "
+              + firstLine(e.getOriginalMessage()),
+          e);
     } catch (IOException e) {
       throw new InvalidCatalog(src + ": cannot be read: " + e.getMessage(), e);
     }
     if (root == null || root.isMissingNode()) throw new InvalidCatalog(src + ": is empty");
     if (!root.isObject()) {
-      throw new InvalidCatalog(src + ": the top level must be a JSON object with \"gpus\" and \"regions\", got " + kind(root));
+      throw new InvalidCatalog(
+          src
+              + ": the top level must be a JSON object with \"gpus\" and \"regions\", got "
+              + kind(root));
     }
     rejectUnknownFields(root, TOP_FIELDS, src + ": top level");
     JsonNode about = root.get("about");
-    if (about != null && !about.isTextual()) throw new InvalidCatalog(src + ": \"about\" must be a string, got " + kind(about));
+    if (about != null && !about.isTextual())
+      throw new InvalidCatalog(src + ": \"about\" must be a string, got " + kind(about));
 
     JsonNode gpusNode = nonEmptyArray(root, "gpus", src);
     List<GpuModel> gpus = new ArrayList<>();
@@ -170,15 +199,24 @@ public final class Catalog {
       GpuModel m = gpu(gpusNode.get(i), at);
       String ctx = at + " (\"" + m.code() + "\")";
       Integer previous = gpuCodes.putIfAbsent(m.code(), i);
-      if (previous != null) throw new InvalidCatalog(ctx + ": duplicate code \"" + m.code() + "\", already used by gpus[" + previous + "]");
+      if (previous != null)
+        throw new InvalidCatalog(
+            ctx + ": duplicate code \"" + m.code() + "\", already used by gpus[" + previous + "]");
       for (String name : m.smiNames()) {
         String key = smiKey(name);
         Integer owner = smiOwners.putIfAbsent(key, i);
         if (owner != null) {
-          throw new InvalidCatalog(owner == i
-              ? ctx + ": \"smi_names\" lists \"" + name + "\" twice"
-              : ctx + ": smi name \"" + name + "\" is already claimed by gpus[" + owner + "] (\"" + gpus.get(owner).code()
-                  + "\"); a reported name must identify exactly one model");
+          throw new InvalidCatalog(
+              owner == i
+                  ? ctx + ": \"smi_names\" lists \"" + name + "\" twice"
+                  : ctx
+                      + ": smi name \""
+                      + name
+                      + "\" is already claimed by gpus["
+                      + owner
+                      + "] (\""
+                      + gpus.get(owner).code()
+                      + "\"); a reported name must identify exactly one model");
         }
         bySmi.put(key, m);
       }
@@ -193,7 +231,15 @@ public final class Catalog {
       Region r = region(regionsNode.get(i), at);
       Integer previous = regionCodes.putIfAbsent(r.code(), i);
       if (previous != null) {
-        throw new InvalidCatalog(at + " (\"" + r.code() + "\"): duplicate code \"" + r.code() + "\", already used by regions[" + previous + "]");
+        throw new InvalidCatalog(
+            at
+                + " (\""
+                + r.code()
+                + "\"): duplicate code \""
+                + r.code()
+                + "\", already used by regions["
+                + previous
+                + "]");
       }
       regions.add(r);
     }
@@ -222,16 +268,24 @@ public final class Catalog {
   }
 
   /**
-   * The model whose {@code smi_names} contains the name a vendor tool reported: an exact match after
-   * trimming, ignoring case. No partial or fuzzy matching: an unlisted name is unknown.
+   * The model whose {@code smi_names} contains the name a vendor tool reported: an exact match
+   * after trimming, ignoring case. No partial or fuzzy matching: an unlisted name is unknown.
    */
   public Optional<GpuModel> bySmiName(String reportedName) {
-    return reportedName == null ? Optional.empty() : Optional.ofNullable(gpusBySmiName.get(smiKey(reportedName)));
+    return reportedName == null
+        ? Optional.empty()
+        : Optional.ofNullable(gpusBySmiName.get(smiKey(reportedName)));
   }
 
   @Override
   public String toString() {
-    return "Catalog[" + source + ": " + gpus.size() + " GPU models, " + regions.size() + " regions]";
+    return "Catalog["
+        + source
+        + ": "
+        + gpus.size()
+        + " GPU models, "
+        + regions.size()
+        + " regions]";
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -241,45 +295,68 @@ public final class Catalog {
   }
 
   private static GpuModel gpu(JsonNode node, String at) {
-    if (!node.isObject()) throw new InvalidCatalog(at + ": must be a JSON object, got " + kind(node));
+    if (!node.isObject())
+      throw new InvalidCatalog(at + ": must be a JSON object, got " + kind(node));
     String code = code(node, at);
     String ctx = at + " (\"" + code + "\")";
     rejectUnknownFields(node, Set.copyOf(GPU_FIELDS), ctx);
     String name = text(node, "name", ctx);
     String vendor = text(node, "vendor", ctx);
     if (!VENDORS.contains(vendor)) {
-      throw new InvalidCatalog(ctx + ": \"vendor\" must be one of " + quoted(new TreeSet<>(VENDORS)) + ", got \"" + vendor + "\"");
+      throw new InvalidCatalog(
+          ctx
+              + ": \"vendor\" must be one of "
+              + quoted(new TreeSet<>(VENDORS))
+              + ", got \""
+              + vendor
+              + "\"");
     }
     String architecture = text(node, "architecture", ctx);
     int vramGb = positiveInt(node, "vram_gb", ctx);
     long vramMib = positiveLong(node, "vram_mib", ctx);
     long marketedMib = vramGb * 1024L;
     if (vramMib > marketedMib || vramMib * 10 < marketedMib * 9) {
-      throw new InvalidCatalog(ctx + ": \"vram_mib\" " + vramMib + " does not fit \"vram_gb\" " + vramGb
-          + ": it must lie within 90-100% of " + vramGb + " x 1024 = " + marketedMib + " MiB");
+      throw new InvalidCatalog(
+          ctx
+              + ": \"vram_mib\" "
+              + vramMib
+              + " does not fit \"vram_gb\" "
+              + vramGb
+              + ": it must lie within 90-100% of "
+              + vramGb
+              + " x 1024 = "
+              + marketedMib
+              + " MiB");
     }
     String memoryType = text(node, "memory_type", ctx);
     int bandwidth = positiveInt(node, "bandwidth_gb_per_s", ctx);
     int fp16 = positiveInt(node, "fp16_tflops", ctx);
     JsonNode names = node.get("smi_names");
     if (names == null) throw new InvalidCatalog(ctx + ": missing field \"smi_names\"");
-    if (!names.isArray()) throw new InvalidCatalog(ctx + ": \"smi_names\" must be an array of strings, got " + kind(names));
+    if (!names.isArray())
+      throw new InvalidCatalog(
+          ctx + ": \"smi_names\" must be an array of strings, got " + kind(names));
     if (names.isEmpty()) {
-      throw new InvalidCatalog(ctx + ": \"smi_names\" is empty; list the name(s) nvidia-smi or rocm-smi reports for this model");
+      throw new InvalidCatalog(
+          ctx
+              + ": \"smi_names\" is empty; list the name(s) nvidia-smi or rocm-smi reports for this model");
     }
     List<String> smiNames = new ArrayList<>();
     for (int j = 0; j < names.size(); j++) {
       JsonNode n = names.get(j);
       if (!n.isTextual() || n.asText().isBlank()) {
-        throw new InvalidCatalog(ctx + ": \"smi_names\"[" + j + "] must be a non-empty string, got " + kind(n));
+        throw new InvalidCatalog(
+            ctx + ": \"smi_names\"[" + j + "] must be a non-empty string, got " + kind(n));
       }
       smiNames.add(n.asText().trim());
     }
-    return new GpuModel(code, name, vendor, architecture, vramGb, vramMib, memoryType, bandwidth, fp16, smiNames);
+    return new GpuModel(
+        code, name, vendor, architecture, vramGb, vramMib, memoryType, bandwidth, fp16, smiNames);
   }
 
   private static Region region(JsonNode node, String at) {
-    if (!node.isObject()) throw new InvalidCatalog(at + ": must be a JSON object, got " + kind(node));
+    if (!node.isObject())
+      throw new InvalidCatalog(at + ": must be a JSON object, got " + kind(node));
     String code = code(node, at);
     String ctx = at + " (\"" + code + "\")";
     rejectUnknownFields(node, Set.copyOf(REGION_FIELDS), ctx);
@@ -289,7 +366,11 @@ public final class Catalog {
   private static String code(JsonNode node, String at) {
     String code = text(node, "code", at);
     if (!CODE.matcher(code).matches()) {
-      throw new InvalidCatalog(at + ": \"code\" \"" + code + "\" must be lowercase letters, digits and dashes, starting with a letter or digit ([a-z0-9][a-z0-9-]*)");
+      throw new InvalidCatalog(
+          at
+              + ": \"code\" \""
+              + code
+              + "\" must be lowercase letters, digits and dashes, starting with a letter or digit ([a-z0-9][a-z0-9-]*)");
     }
     return code;
   }
@@ -297,8 +378,11 @@ public final class Catalog {
   private static JsonNode nonEmptyArray(JsonNode root, String field, String src) {
     JsonNode node = root.get(field);
     if (node == null) throw new InvalidCatalog(src + ": missing top-level field \"" + field + "\"");
-    if (!node.isArray()) throw new InvalidCatalog(src + ": \"" + field + "\" must be an array, got " + kind(node));
-    if (node.isEmpty()) throw new InvalidCatalog(src + ": \"" + field + "\" is empty; the catalog needs at least one entry");
+    if (!node.isArray())
+      throw new InvalidCatalog(src + ": \"" + field + "\" must be an array, got " + kind(node));
+    if (node.isEmpty())
+      throw new InvalidCatalog(
+          src + ": \"" + field + "\" is empty; the catalog needs at least one entry");
     return node;
   }
 
@@ -307,7 +391,13 @@ public final class Catalog {
     while (names.hasNext()) {
       String name = names.next();
       if (!known.contains(name)) {
-        throw new InvalidCatalog(ctx + ": unknown field \"" + name + "\" (known fields: " + quoted(new TreeSet<>(known)) + ")");
+        throw new InvalidCatalog(
+            ctx
+                + ": unknown field \""
+                + name
+                + "\" (known fields: "
+                + quoted(new TreeSet<>(known))
+                + ")");
       }
     }
   }
@@ -315,7 +405,8 @@ public final class Catalog {
   private static String text(JsonNode node, String field, String ctx) {
     JsonNode v = node.get(field);
     if (v == null) throw new InvalidCatalog(ctx + ": missing field \"" + field + "\"");
-    if (!v.isTextual()) throw new InvalidCatalog(ctx + ": \"" + field + "\" must be a string, got " + kind(v));
+    if (!v.isTextual())
+      throw new InvalidCatalog(ctx + ": \"" + field + "\" must be a string, got " + kind(v));
     if (v.asText().isBlank()) throw new InvalidCatalog(ctx + ": \"" + field + "\" is blank");
     return v.asText();
   }
@@ -323,7 +414,14 @@ public final class Catalog {
   private static int positiveInt(JsonNode node, String field, String ctx) {
     long value = positiveLong(node, field, ctx);
     if (value > Integer.MAX_VALUE) {
-      throw new InvalidCatalog(ctx + ": \"" + field + "\" must be a positive integer of at most " + Integer.MAX_VALUE + ", got " + value);
+      throw new InvalidCatalog(
+          ctx
+              + ": \""
+              + field
+              + "\" must be a positive integer of at most "
+              + Integer.MAX_VALUE
+              + ", got "
+              + value);
     }
     return (int) value;
   }
@@ -332,10 +430,13 @@ public final class Catalog {
     JsonNode v = node.get(field);
     if (v == null) throw new InvalidCatalog(ctx + ": missing field \"" + field + "\"");
     if (!v.isIntegralNumber() || !v.canConvertToLong()) {
-      throw new InvalidCatalog(ctx + ": \"" + field + "\" must be a positive integer, got " + kind(v));
+      throw new InvalidCatalog(
+          ctx + ": \"" + field + "\" must be a positive integer, got " + kind(v));
     }
     long value = v.asLong();
-    if (value <= 0) throw new InvalidCatalog(ctx + ": \"" + field + "\" must be a positive integer, got " + value);
+    if (value <= 0)
+      throw new InvalidCatalog(
+          ctx + ": \"" + field + "\" must be a positive integer, got " + value);
     return value;
   }
 

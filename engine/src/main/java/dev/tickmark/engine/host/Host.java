@@ -57,9 +57,11 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
  * <p>Heartbeats are not persisted (they would dominate the journal); only the transitions they
  * cause are: online, offline (with the last heartbeat's instant), eviction on a GPU fault.
  */
-public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Command, Host.Event, Host.State> {
+public final class Host
+    extends EventSourcedBehaviorWithEnforcedReplies<Host.Command, Host.Event, Host.State> {
 
-  public static final EntityTypeKey<Command> ENTITY_KEY = EntityTypeKey.create(Command.class, "Host");
+  public static final EntityTypeKey<Command> ENTITY_KEY =
+      EntityTypeKey.create(Command.class, "Host");
   public static final int TAG_SLICES = 4;
   public static final String TAG_PREFIX = "host-";
 
@@ -73,35 +75,51 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   static final Duration RECORD_HEARTBEAT_EVERY = Duration.ofSeconds(10);
 
-  /** How a host tells the rentals on its cards what happened to it (through sharding, in the node). */
+  /**
+   * How a host tells the rentals on its cards what happened to it (through sharding, in the node).
+   */
   public interface RentalLink {
-    RentalLink NONE = new RentalLink() {
-      @Override
-      public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {}
+    RentalLink NONE =
+        new RentalLink() {
+          @Override
+          public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {}
 
-      @Override
-      public void preempt(String rentalId, String hostId, Instant deadline) {}
-    };
+          @Override
+          public void preempt(String rentalId, String hostId, Instant deadline) {}
+        };
 
     void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt);
 
     void preempt(String rentalId, String hostId, Instant deadline);
   }
 
-  public record Settings(Duration heartbeatTimeout, int heartbeatIntervalSeconds, Catalog catalog, Verification.Policy policy,
+  public record Settings(
+      Duration heartbeatTimeout,
+      int heartbeatIntervalSeconds,
+      Catalog catalog,
+      Verification.Policy policy,
       RentalLink rentals) {
-    public Settings(Duration heartbeatTimeout, int heartbeatIntervalSeconds, Catalog catalog, Verification.Policy policy) {
+    public Settings(
+        Duration heartbeatTimeout,
+        int heartbeatIntervalSeconds,
+        Catalog catalog,
+        Verification.Policy policy) {
       this(heartbeatTimeout, heartbeatIntervalSeconds, catalog, policy, RentalLink.NONE);
     }
 
     /**
-     * From the node's config: {@code tickmark.hosts.heartbeat-timeout}, {@code .heartbeat-interval} and the verification
-     * policy ({@link Verification.Policy#fromConfig}); the catalog and the link to the rentals are the node's.
+     * From the node's config: {@code tickmark.hosts.heartbeat-timeout}, {@code .heartbeat-interval}
+     * and the verification policy ({@link Verification.Policy#fromConfig}); the catalog and the
+     * link to the rentals are the node's.
      */
     public static Settings fromConfig(Config config, Catalog catalog, RentalLink rentals) {
       Config hosts = config.getConfig("tickmark.hosts");
-      return new Settings(hosts.getDuration("heartbeat-timeout"), (int) hosts.getDuration("heartbeat-interval").toSeconds(), catalog,
-          Verification.Policy.fromConfig(config), rentals);
+      return new Settings(
+          hosts.getDuration("heartbeat-timeout"),
+          (int) hosts.getDuration("heartbeat-interval").toSeconds(),
+          catalog,
+          Verification.Policy.fromConfig(config),
+          rentals);
     }
   }
 
@@ -110,7 +128,9 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public interface Command extends CborSerializable {}
 
-  /** A command answered with a {@link StatusReply}; lets one handler refuse any of them uniformly. */
+  /**
+   * A command answered with a {@link StatusReply}; lets one handler refuse any of them uniformly.
+   */
   public interface Replying<T> extends Command {
     ActorRef<StatusReply<T>> replyTo();
   }
@@ -120,63 +140,119 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public record CloseSession(Rejection code, String message) implements ToSession {}
 
-  public record RunWorkload(String rentalId, List<Integer> cards, String image, List<String> command, String sshPublicKey,
-      boolean network) implements ToSession {}
+  public record RunWorkload(
+      String rentalId,
+      List<Integer> cards,
+      String image,
+      List<String> command,
+      String sshPublicKey,
+      boolean network)
+      implements ToSession {}
 
   public record StopWorkloadOnAgent(String rentalId) implements ToSession {}
 
   public record PreemptWorkload(String rentalId, Instant deadline) implements ToSession {}
 
-  public record Invite(String ownerId, String region, String label, String tokenHash, Instant expiresAt,
-      ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
+  public record Invite(
+      String ownerId,
+      String region,
+      String label,
+      String tokenHash,
+      Instant expiresAt,
+      ActorRef<StatusReply<Done>> replyTo)
+      implements Replying<Done> {}
 
   /** Checks a registration token before the websocket upgrade; spends nothing. */
-  public record CheckToken(String tokenHash, ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
+  public record CheckToken(String tokenHash, ActorRef<StatusReply<Done>> replyTo)
+      implements Replying<Done> {}
 
-  /** Spends the registration token, pins {@code publicKey}, and answers the host credential (shown once). */
-  public record Register(String tokenHash, String publicKey, ActorRef<StatusReply<Registration>> replyTo) implements Replying<Registration> {}
+  /**
+   * Spends the registration token, pins {@code publicKey}, and answers the host credential (shown
+   * once).
+   */
+  public record Register(
+      String tokenHash, String publicKey, ActorRef<StatusReply<Registration>> replyTo)
+      implements Replying<Registration> {}
 
-  public record Authenticate(String credentialHash, ActorRef<StatusReply<Identity>> replyTo) implements Replying<Identity> {}
+  public record Authenticate(String credentialHash, ActorRef<StatusReply<Identity>> replyTo)
+      implements Replying<Identity> {}
 
   /** Makes {@code session} the host's one live session; a previous one is told to close. */
-  public record Attach(ActorRef<ToSession> session, ActorRef<StatusReply<Attached>> replyTo) implements Replying<Attached> {}
+  public record Attach(ActorRef<ToSession> session, ActorRef<StatusReply<Attached>> replyTo)
+      implements Replying<Attached> {}
 
   public record Detach(ActorRef<ToSession> session) implements Command {}
 
   /** A signed report: {@code canonicalReport} is the exact UTF-8 text the signature covers. */
-  public record VerifyReport(ActorRef<ToSession> session, HardwareReport report, String canonicalReport, String signature,
-      ActorRef<StatusReply<Verification.Outcome>> replyTo) implements Replying<Verification.Outcome> {}
+  public record VerifyReport(
+      ActorRef<ToSession> session,
+      HardwareReport report,
+      String canonicalReport,
+      String signature,
+      ActorRef<StatusReply<Verification.Outcome>> replyTo)
+      implements Replying<Verification.Outcome> {}
 
-  public record GpuHealth(int index, Integer utilizationPercent, Integer temperatureC, String fault) implements CborSerializable {}
+  public record GpuHealth(int index, Integer utilizationPercent, Integer temperatureC, String fault)
+      implements CborSerializable {}
 
-  /** {@code receivedAtMicros}: when the node's socket read it (epoch µs), to measure handling lag. */
-  public record Heartbeat(ActorRef<ToSession> session, long seq, List<GpuHealth> gpus, List<String> rentals,
-      long receivedAtMicros) implements Command {}
+  /**
+   * {@code receivedAtMicros}: when the node's socket read it (epoch µs), to measure handling lag.
+   */
+  public record Heartbeat(
+      ActorRef<ToSession> session,
+      long seq,
+      List<GpuHealth> gpus,
+      List<String> rentals,
+      long receivedAtMicros)
+      implements Command {}
 
-  public record UpdateListing(String ownerId, Listing listing, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+  public record UpdateListing(
+      String ownerId, Listing listing, ActorRef<StatusReply<HostView>> replyTo)
+      implements Replying<HostView> {}
 
-  public record Drain(String ownerId, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+  public record Drain(String ownerId, ActorRef<StatusReply<HostView>> replyTo)
+      implements Replying<HostView> {}
 
-  public record Remove(String ownerId, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+  public record Remove(String ownerId, ActorRef<StatusReply<HostView>> replyTo)
+      implements Replying<HostView> {}
 
-  public record Evict(String reason, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+  public record Evict(String reason, ActorRef<StatusReply<HostView>> replyTo)
+      implements Replying<HostView> {}
 
   public record Reinstate(ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
 
   /** {@code ownerId == null} is the operator's view. */
-  public record Get(String ownerId, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+  public record Get(String ownerId, ActorRef<StatusReply<HostView>> replyTo)
+      implements Replying<HostView> {}
 
-  /** The matcher's proposal: reserve {@code count} free cards of {@code gpu} for a rental at this host's floor. */
-  public record ReserveCards(String rentalId, String gpu, int count, Listing.Tier tier, long maxPricePerGpuHour,
-      ActorRef<StatusReply<Reservation>> replyTo) implements Replying<Reservation> {}
+  /**
+   * The matcher's proposal: reserve {@code count} free cards of {@code gpu} for a rental at this
+   * host's floor.
+   */
+  public record ReserveCards(
+      String rentalId,
+      String gpu,
+      int count,
+      Listing.Tier tier,
+      long maxPricePerGpuHour,
+      ActorRef<StatusReply<Reservation>> replyTo)
+      implements Replying<Reservation> {}
 
-  public record ConfirmCards(String rentalId, ActorRef<StatusReply<Reservation>> replyTo) implements Replying<Reservation> {}
+  public record ConfirmCards(String rentalId, ActorRef<StatusReply<Reservation>> replyTo)
+      implements Replying<Reservation> {}
 
-  public record ReleaseCards(String rentalId, ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
+  public record ReleaseCards(String rentalId, ActorRef<StatusReply<Done>> replyTo)
+      implements Replying<Done> {}
 
   /** Starts the rental's workload on the agent; refused while the host has no live session. */
-  public record StartWorkload(String rentalId, String image, List<String> command, String sshPublicKey, boolean network,
-      ActorRef<StatusReply<Done>> replyTo) implements Replying<Done> {}
+  public record StartWorkload(
+      String rentalId,
+      String image,
+      List<String> command,
+      String sshPublicKey,
+      boolean network,
+      ActorRef<StatusReply<Done>> replyTo)
+      implements Replying<Done> {}
 
   public record StopWorkload(String rentalId) implements Command {}
 
@@ -184,8 +260,13 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public record GetLiveness(ActorRef<Liveness> replyTo) implements Command {}
 
-  /** The provider takes spot cards back: each spot rental on them is preempted after the listing's notice. */
-  public record Reclaim(String ownerId, List<Integer> cards, ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
+  /**
+   * The provider takes spot cards back: each spot rental on them is preempted after the listing's
+   * notice.
+   */
+  public record Reclaim(
+      String ownerId, List<Integer> cards, ActorRef<StatusReply<HostView>> replyTo)
+      implements Replying<HostView> {}
 
   private enum HeartbeatCheck implements Command {
     INSTANCE
@@ -198,19 +279,43 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     }
   }
 
-  public record Identity(String hostId, String publicKey, String ownerId) implements CborSerializable {}
+  public record Identity(String hostId, String publicKey, String ownerId)
+      implements CborSerializable {}
 
   public record Attached(String hostId, int heartbeatIntervalSeconds) implements CborSerializable {}
 
-  public record Reservation(String hostId, String providerId, String rentalId, List<Integer> cards, long pricePerGpuHour,
-      Listing.Tier tier, boolean confirmed, boolean simulated, String region) implements CborSerializable {}
+  public record Reservation(
+      String hostId,
+      String providerId,
+      String rentalId,
+      List<Integer> cards,
+      long pricePerGpuHour,
+      Listing.Tier tier,
+      boolean confirmed,
+      boolean simulated,
+      String region)
+      implements CborSerializable {}
 
-  public record CardView(int index, String uuid, String gpu, String state, String rentalId) implements CborSerializable {}
+  public record CardView(int index, String uuid, String gpu, String state, String rentalId)
+      implements CborSerializable {}
 
   public record HostView(
-      String hostId, String ownerId, String region, String label, String status, boolean online, boolean listed,
-      boolean draining, boolean simulated, String gpu, List<CardView> cards, Listing listing,
-      List<Verification.Check> checks, Instant lastHeartbeatAt, Instant registeredAt, String evictionReason)
+      String hostId,
+      String ownerId,
+      String region,
+      String label,
+      String status,
+      boolean online,
+      boolean listed,
+      boolean draining,
+      boolean simulated,
+      String gpu,
+      List<CardView> cards,
+      Listing listing,
+      List<Verification.Check> checks,
+      Instant lastHeartbeatAt,
+      Instant registeredAt,
+      String evictionReason)
       implements CborSerializable {}
 
   // ---------------------------------------------------------------------------------------------
@@ -220,23 +325,28 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     Instant at();
   }
 
-  public record Invited(String ownerId, String region, String label, String tokenHash, Instant expiresAt, Instant at)
+  public record Invited(
+      String ownerId, String region, String label, String tokenHash, Instant expiresAt, Instant at)
       implements Event {}
 
   public record Registered(String publicKey, String credentialHash, Instant at) implements Event {}
 
-  public record ReportVerified(Verification.Outcome outcome, String reportHash, Instant at) implements Event {}
+  public record ReportVerified(Verification.Outcome outcome, String reportHash, Instant at)
+      implements Event {}
 
   /** A failed report; {@code evict} when it failed a host that had been verified (fail-closed). */
-  public record ReportRejected(Verification.Outcome outcome, String reportHash, boolean evict, Instant at) implements Event {}
+  public record ReportRejected(
+      Verification.Outcome outcome, String reportHash, boolean evict, Instant at)
+      implements Event {}
 
   public record WentOnline(Instant at) implements Event {}
 
   public record WentOffline(Instant lastHeartbeatAt, Instant at) implements Event {}
 
   /**
-   * A heartbeat kept in the journal, at most every {@link #RECORD_HEARTBEAT_EVERY} and only while cards
-   * are rented: what a rental may be billed up to if this entity restarts and the agent never returns.
+   * A heartbeat kept in the journal, at most every {@link #RECORD_HEARTBEAT_EVERY} and only while
+   * cards are rented: what a rental may be billed up to if this entity restarts and the agent never
+   * returns.
    */
   public record HeartbeatRecorded(Instant at) implements Event {}
 
@@ -250,7 +360,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public record Removed(Instant at) implements Event {}
 
-  public record CardsReserved(String rentalId, List<Integer> cards, long pricePerGpuHour, Listing.Tier tier, Instant at)
+  public record CardsReserved(
+      String rentalId, List<Integer> cards, long pricePerGpuHour, Listing.Tier tier, Instant at)
       implements Event {}
 
   public record CardsRented(String rentalId, Instant at) implements Event {}
@@ -266,10 +377,16 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     INSTANCE
   }
 
-  public record Invitation(String ownerId, String region, String label, String tokenHash, Instant expiresAt) implements State {}
+  public record Invitation(
+      String ownerId, String region, String label, String tokenHash, Instant expiresAt)
+      implements State {}
 
   public enum Status {
-    REGISTERED, VERIFYING, VERIFIED, FAILED, EVICTED;
+    REGISTERED,
+    VERIFYING,
+    VERIFIED,
+    FAILED,
+    EVICTED;
 
     public String wire() {
       return name().toLowerCase(java.util.Locale.ROOT);
@@ -278,16 +395,24 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public record Card(int index, String uuid, String gpu) implements CborSerializable {}
 
-  public record Held(List<Integer> cards, long price, Listing.Tier tier, boolean confirmed) implements CborSerializable {}
+  public record Held(List<Integer> cards, long price, Listing.Tier tier, boolean confirmed)
+      implements CborSerializable {}
 
   /**
-   * A registered host until it is removed, in parts that cannot be mixed up: how it was enrolled ({@link Enrollment}),
-   * what its reports made of it ({@link Standing}), whether its agent is there ({@link Presence}), its cards and who
-   * holds them ({@link Inventory}), and what its provider offers ({@link Listing}, {@code draining}). Snapshots written
-   * before this class, as one flat {@link Enrolled}, are read through {@link #snapshotAdapter()}.
+   * A registered host until it is removed, in parts that cannot be mixed up: how it was enrolled
+   * ({@link Enrollment}), what its reports made of it ({@link Standing}), whether its agent is
+   * there ({@link Presence}), its cards and who holds them ({@link Inventory}), and what its
+   * provider offers ({@link Listing}, {@code draining}). Snapshots written before this class, as
+   * one flat {@link Enrolled}, are read through {@link #snapshotAdapter()}.
    */
-  public record Active(Enrollment enrollment, Standing standing, Presence presence, Inventory inventory, Listing listing,
-      boolean draining) implements State {
+  public record Active(
+      Enrollment enrollment,
+      Standing standing,
+      Presence presence,
+      Inventory inventory,
+      Listing listing,
+      boolean draining)
+      implements State {
     public Active {
       Objects.requireNonNull(enrollment, "enrollment");
       Objects.requireNonNull(standing, "standing");
@@ -297,13 +422,29 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     }
 
     static Active registered(Invitation invitation, Registered e) {
-      Enrollment enrollment = new Enrollment(invitation.ownerId(), invitation.region(), invitation.label(), e.publicKey(),
-          e.credentialHash(), e.at(), invitation.tokenHash());
-      return new Active(enrollment, Standing.REGISTERED, Presence.OFFLINE, Inventory.NONE, Listing.unlisted(), false);
+      Enrollment enrollment =
+          new Enrollment(
+              invitation.ownerId(),
+              invitation.region(),
+              invitation.label(),
+              e.publicKey(),
+              e.credentialHash(),
+              e.at(),
+              invitation.tokenHash());
+      return new Active(
+          enrollment,
+          Standing.REGISTERED,
+          Presence.OFFLINE,
+          Inventory.NONE,
+          Listing.unlisted(),
+          false);
     }
 
     boolean onMarket() {
-      return standing.status() == Status.VERIFIED && presence.online() && listing.listed() && !draining;
+      return standing.status() == Status.VERIFIED
+          && presence.online()
+          && listing.listed()
+          && !draining;
     }
 
     boolean ownedBy(String ownerId) {
@@ -332,15 +473,25 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
       return new Active(enrollment, newStanding, presence, inventory, listing, draining);
     }
 
-    /** A passed report also sets the cards; reserved cards keep their index, so running rentals are not disturbed. */
+    /**
+     * A passed report also sets the cards; reserved cards keep their index, so running rentals are
+     * not disturbed.
+     */
     Active withReportVerified(ReportVerified e) {
       Inventory verifiedCards = inventory.withCards(cards(e.outcome()));
-      return new Active(enrollment, standing.verified(e.outcome(), e.reportHash()), presence, verifiedCards, listing, draining);
+      return new Active(
+          enrollment,
+          standing.verified(e.outcome(), e.reportHash()),
+          presence,
+          verifiedCards,
+          listing,
+          draining);
     }
 
     /** The first heartbeat of a registered host starts its verification. */
     Active withOnline(Instant at) {
-      return new Active(enrollment, standing.cameOnline(), new Presence(true, at), inventory, listing, draining);
+      return new Active(
+          enrollment, standing.cameOnline(), new Presence(true, at), inventory, listing, draining);
     }
 
     Active withPresence(Presence newPresence) {
@@ -365,15 +516,25 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   }
 
   /** Who the host belongs to, where it is, and the hashes of the secrets it was enrolled with. */
-  public record Enrollment(String ownerId, String region, String label, String publicKey, String credentialHash,
-      Instant registeredAt, String tokenHash) implements CborSerializable {
+  public record Enrollment(
+      String ownerId,
+      String region,
+      String label,
+      String publicKey,
+      String credentialHash,
+      Instant registeredAt,
+      String tokenHash)
+      implements CborSerializable {
     Gone removed() {
       return new Gone(ownerId, credentialHash, tokenHash);
     }
   }
 
-  /** What the host's reports and its operators made of it; an eviction holds until it is reinstated. */
-  public record Standing(Status status, Verification.Outcome outcome, String reportHash, String evictionReason)
+  /**
+   * What the host's reports and its operators made of it; an eviction holds until it is reinstated.
+   */
+  public record Standing(
+      Status status, Verification.Outcome outcome, String reportHash, String evictionReason)
       implements CborSerializable {
     static final Standing REGISTERED = new Standing(Status.REGISTERED, null, null, null);
 
@@ -382,16 +543,25 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     }
 
     Standing cameOnline() {
-      return status == Status.REGISTERED ? new Standing(Status.VERIFYING, outcome, reportHash, evictionReason) : this;
+      return status == Status.REGISTERED
+          ? new Standing(Status.VERIFYING, outcome, reportHash, evictionReason)
+          : this;
     }
 
     Standing verified(Verification.Outcome passed, String hash) {
-      return new Standing(status == Status.EVICTED ? Status.EVICTED : Status.VERIFIED, passed, hash, evictionReason);
+      return new Standing(
+          status == Status.EVICTED ? Status.EVICTED : Status.VERIFIED,
+          passed,
+          hash,
+          evictionReason);
     }
 
     /** A failed report; {@code evict} when it failed a host that had been verified. */
     Standing rejected(Verification.Outcome failed, String hash, boolean evict) {
-      return new Standing(evict || status == Status.EVICTED ? Status.EVICTED : Status.FAILED, failed, hash,
+      return new Standing(
+          evict || status == Status.EVICTED ? Status.EVICTED : Status.FAILED,
+          failed,
+          hash,
           evict ? "failed re-verification" : evictionReason);
     }
 
@@ -401,17 +571,25 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
     /** Back to what its latest report says. */
     Standing reinstated() {
-      return new Standing(outcome != null && outcome.passed() ? Status.VERIFIED : Status.FAILED, outcome, reportHash, null);
+      return new Standing(
+          outcome != null && outcome.passed() ? Status.VERIFIED : Status.FAILED,
+          outcome,
+          reportHash,
+          null);
     }
   }
 
-  /** Whether the host is online, and its latest heartbeat in the journal (when it went offline: its last one). */
+  /**
+   * Whether the host is online, and its latest heartbeat in the journal (when it went offline: its
+   * last one).
+   */
   public record Presence(boolean online, Instant lastHeartbeatAt) implements CborSerializable {
     static final Presence OFFLINE = new Presence(false, null);
   }
 
   /** The host's cards (from its latest passed report) and the rentals holding some of them. */
-  public record Inventory(List<Card> cards, Map<String, Held> reservations) implements CborSerializable {
+  public record Inventory(List<Card> cards, Map<String, Held> reservations)
+      implements CborSerializable {
     static final Inventory NONE = new Inventory(List.of(), Map.of());
 
     String gpu() {
@@ -431,7 +609,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     }
 
     Inventory reserving(CardsReserved e) {
-      return withReservation(e.rentalId(), new Held(e.cards(), e.pricePerGpuHour(), e.tier(), false));
+      return withReservation(
+          e.rentalId(), new Held(e.cards(), e.pricePerGpuHour(), e.tier(), false));
     }
 
     Inventory renting(String rentalId) {
@@ -453,9 +632,10 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   }
 
   /**
-   * The state of a registered host as snapshots held it before {@link Active}: one flat record. Kept, under its old
-   * name, only so that those snapshots are still read (their manifest is this class name); recovery turns it into
-   * an {@link Active} ({@link #snapshotAdapter()}). Nothing writes it any more. Do not change its components.
+   * The state of a registered host as snapshots held it before {@link Active}: one flat record.
+   * Kept, under its old name, only so that those snapshots are still read (their manifest is this
+   * class name); recovery turns it into an {@link Active} ({@link #snapshotAdapter()}). Nothing
+   * writes it any more. Do not change its components.
    */
   public record Enrolled(
       String ownerId,
@@ -480,7 +660,8 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     /** The same host in today's shape: every value where {@link Active} keeps it. */
     Active upgrade() {
       return new Active(
-          new Enrollment(ownerId, region, label, publicKey, credentialHash, registeredAt, tokenHash),
+          new Enrollment(
+              ownerId, region, label, publicKey, credentialHash, registeredAt, tokenHash),
           new Standing(status, outcome, reportHash, evictionReason),
           new Presence(online, lastHeartbeatAt),
           new Inventory(cards, reservations),
@@ -489,7 +670,9 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     }
   }
 
-  /** A removed host remembers its secrets' hashes only to tell their holders why they are refused. */
+  /**
+   * A removed host remembers its secrets' hashes only to tell their holders why they are refused.
+   */
   public record Gone(String ownerId, String credentialHash, String tokenHash) implements State {}
 
   // ---------------------------------------------------------------------------------------------
@@ -507,20 +690,29 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   private ActorRef<ToSession> session;
   private long lastSeq = -1;
   private Instant lastHeartbeat; // when the heartbeat timeout was last reset
-  private Instant lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
-  // Spot rentals whose agent was told their deadline, and those told it since they run (see preemptBeforeAvailabilityEnds).
+  private Instant
+      lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
+  // Spot rentals whose agent was told their deadline, and those told it since they run (see
+  // preemptBeforeAvailabilityEnds).
   private final java.util.Set<String> noticeGiven = new java.util.HashSet<>();
   private final java.util.Set<String> noticeGivenRunning = new java.util.HashSet<>();
 
   public static void init(ActorSystem<?> system, Settings settings, Clock clock) {
-    ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, clock)));
+    ClusterSharding.get(system)
+        .init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, clock)));
   }
 
   public static Behavior<Command> create(String hostId, Settings settings, Clock clock) {
-    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new Host(hostId, settings, clock, ctx, timers)));
+    return Behaviors.setup(
+        ctx -> Behaviors.withTimers(timers -> new Host(hostId, settings, clock, ctx, timers)));
   }
 
-  private Host(String hostId, Settings settings, Clock clock, ActorContext<Command> context, TimerScheduler<Command> timers) {
+  private Host(
+      String hostId,
+      Settings settings,
+      Clock clock,
+      ActorContext<Command> context,
+      TimerScheduler<Command> timers) {
     super(
         PersistenceId.of(ENTITY_KEY.name(), hostId),
         SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
@@ -547,7 +739,10 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     return RetentionCriteria.snapshotEvery(100, 2);
   }
 
-  /** Snapshots are written as they are; one in the shape before {@link Active} is upgraded when it is read. */
+  /**
+   * Snapshots are written as they are; one in the shape before {@link Active} is upgraded when it
+   * is read.
+   */
   @Override
   public SnapshotAdapter<State> snapshotAdapter() {
     return new SnapshotAdapter<>() {
@@ -565,15 +760,19 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   @Override
   public SignalHandler<State> signalHandler() {
-    return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), this::onRecovered).build();
+    return newSignalHandlerBuilder()
+        .onSignal(RecoveryCompleted.instance(), this::onRecovered)
+        .build();
   }
 
   private void onRecovered(State state) {
     if (state instanceof Active e && e.presence().online()) {
-      // The agent gets a full timeout to reach this incarnation before the host is declared offline, but
+      // The agent gets a full timeout to reach this incarnation before the host is declared
+      // offline, but
       // nothing after the last heartbeat in the journal is billed unless the agent comes back.
       lastHeartbeat = now();
-      lastConfirmed = e.presence().lastHeartbeatAt() != null ? e.presence().lastHeartbeatAt() : now();
+      lastConfirmed =
+          e.presence().lastHeartbeatAt() != null ? e.presence().lastHeartbeatAt() : now();
       scheduleHeartbeatCheck(settings.heartbeatTimeout());
     }
   }
@@ -583,13 +782,18 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
-    return emptyHandler().orElse(invitationHandler()).orElse(activeHandler()).orElse(goneHandler()).build();
+    return emptyHandler()
+        .orElse(invitationHandler())
+        .orElse(activeHandler())
+        .orElse(goneHandler())
+        .build();
   }
 
   private CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> emptyHandler() {
     CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty =
         newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
-    empty.onCommand(Invite.class, this::onInvite)
+    empty
+        .onCommand(Invite.class, this::onInvite)
         .onCommand(StopWorkload.class, c -> Effect().noReply())
         .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
         .onCommand(CheckToken.class, c -> Effect().reply(c.replyTo(), unauthorized()))
@@ -602,10 +806,12 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     return empty;
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Invitation, State> invitationHandler() {
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Invitation, State>
+      invitationHandler() {
     CommandHandlerWithReplyBuilderByState<Command, Event, Invitation, State> invitation =
         newCommandHandlerWithReplyBuilder().forStateType(Invitation.class);
-    invitation.onCommand(Invite.class, c -> Effect().reply(c.replyTo(), alreadyExists()))
+    invitation
+        .onCommand(Invite.class, c -> Effect().reply(c.replyTo(), alreadyExists()))
         .onCommand(CheckToken.class, this::onCheckToken)
         .onCommand(Register.class, this::onRegister)
         .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
@@ -620,10 +826,13 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   }
 
   private CommandHandlerWithReplyBuilderByState<Command, Event, Active, State> activeHandler() {
-    return newCommandHandlerWithReplyBuilder().forStateType(Active.class)
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(Active.class)
         .onCommand(Invite.class, c -> Effect().reply(c.replyTo(), alreadyExists()))
-        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), tokenUsed(s, c.tokenHash())))
-        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), tokenUsed(s, c.tokenHash())))
+        .onCommand(
+            CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), tokenUsed(s, c.tokenHash())))
+        .onCommand(
+            Register.class, (s, c) -> Effect().reply(c.replyTo(), tokenUsed(s, c.tokenHash())))
         .onCommand(Authenticate.class, this::onAuthenticate)
         .onCommand(Attach.class, this::onAttach)
         .onCommand(Detach.class, this::onDetach)
@@ -654,9 +863,25 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
         .onCommand(Detach.class, c -> Effect().noReply())
         .onCommand(ReleaseCards.class, c -> Effect().reply(c.replyTo(), StatusReply.ack()))
-        .onCommand(Authenticate.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.credentialHash(), c.credentialHash(), Rejection.HOST_REMOVED)))
-        .onCommand(Register.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), Rejection.HOST_REMOVED)))
-        .onCommand(CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), spent(s.tokenHash(), c.tokenHash(), Rejection.HOST_REMOVED)))
+        .onCommand(
+            Authenticate.class,
+            (s, c) ->
+                Effect()
+                    .reply(
+                        c.replyTo(),
+                        spent(s.credentialHash(), c.credentialHash(), Rejection.HOST_REMOVED)))
+        .onCommand(
+            Register.class,
+            (s, c) ->
+                Effect()
+                    .reply(
+                        c.replyTo(), spent(s.tokenHash(), c.tokenHash(), Rejection.HOST_REMOVED)))
+        .onCommand(
+            CheckToken.class,
+            (s, c) ->
+                Effect()
+                    .reply(
+                        c.replyTo(), spent(s.tokenHash(), c.tokenHash(), Rejection.HOST_REMOVED)))
         .onAnyCommand(this::notFound);
     return gone;
   }
@@ -675,10 +900,15 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   /** The latest proof of life: this incarnation's while the host is online, else the journal's. */
   private Instant lastHeartbeatSeen(Active state) {
-    return state.presence().online() && lastConfirmed != null ? lastConfirmed : state.presence().lastHeartbeatAt();
+    return state.presence().online() && lastConfirmed != null
+        ? lastConfirmed
+        : state.presence().lastHeartbeatAt();
   }
 
-  /** Any replying command that this state does not serve answers {@code not_found}; others are dropped. */
+  /**
+   * Any replying command that this state does not serve answers {@code not_found}; others are
+   * dropped.
+   */
   private ReplyEffect<Event, State> notFound(Command command) {
     if (command instanceof Replying<?> replying) return refuse(replying);
     return Effect().noReply();
@@ -691,32 +921,46 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   // ---- invitation and registration
 
   private ReplyEffect<Event, State> onInvite(Empty state, Invite cmd) {
-    return Effect().persist(new Invited(cmd.ownerId(), cmd.region(), cmd.label(), cmd.tokenHash(), cmd.expiresAt(), now()))
+    return Effect()
+        .persist(
+            new Invited(
+                cmd.ownerId(), cmd.region(), cmd.label(), cmd.tokenHash(), cmd.expiresAt(), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.ack());
   }
 
   private ReplyEffect<Event, State> onCheckToken(Invitation state, CheckToken cmd) {
-    return Effect().reply(cmd.replyTo(), tokenProblem(state, cmd.tokenHash()) == null ? StatusReply.ack() : tokenProblem(state, cmd.tokenHash()));
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            tokenProblem(state, cmd.tokenHash()) == null
+                ? StatusReply.ack()
+                : tokenProblem(state, cmd.tokenHash()));
   }
 
   private ReplyEffect<Event, State> onRegister(Invitation state, Register cmd) {
     StatusReply<Done> problem = tokenProblem(state, cmd.tokenHash());
-    if (problem != null) return Effect().reply(cmd.replyTo(), StatusReply.error(problem.getError().getMessage()));
+    if (problem != null)
+      return Effect().reply(cmd.replyTo(), StatusReply.error(problem.getError().getMessage()));
     try {
-      if (cmd.publicKey() == null) throw new IllegalArgumentException("no public key"); // decodePublic(null) throws NPE
+      if (cmd.publicKey() == null)
+        throw new IllegalArgumentException("no public key"); // decodePublic(null) throws NPE
       Ed25519.decodePublic(cmd.publicKey());
     } catch (IllegalArgumentException e) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.BAD_PUBLIC_KEY, "the agent's public key is not an Ed25519 key"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.BAD_PUBLIC_KEY, "the agent's public key is not an Ed25519 key"));
     }
     String secret = randomHex(24);
     String credential = "tmkhost_" + hostId + "_" + secret;
-    return Effect().persist(new Registered(cmd.publicKey(), sha256(secret), now()))
+    return Effect()
+        .persist(new Registered(cmd.publicKey(), sha256(secret), now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(new Registration(hostId, credential)));
   }
 
   /**
-   * The answer to a secret whose use is over: its holder learns why ({@code code}); anyone else learns
-   * nothing beyond {@code unauthorized}.
+   * The answer to a secret whose use is over: its holder learns why ({@code code}); anyone else
+   * learns nothing beyond {@code unauthorized}.
    */
   private <T> StatusReply<T> spent(String expectedHash, String presentedHash, Rejection code) {
     if (!constantTimeEquals(expectedHash, presentedHash)) return unauthorized();
@@ -727,14 +971,20 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   private StatusReply<Done> tokenProblem(Invitation state, String tokenHash) {
     if (!constantTimeEquals(state.tokenHash(), tokenHash)) return unauthorized();
-    if (!now().isBefore(state.expiresAt())) return reply(Rejection.TOKEN_EXPIRED, "this registration token expired; create a new one");
+    if (!now().isBefore(state.expiresAt()))
+      return reply(Rejection.TOKEN_EXPIRED, "this registration token expired; create a new one");
     return null;
   }
 
   private ReplyEffect<Event, State> onAuthenticate(Active state, Authenticate cmd) {
     Enrollment enrollment = state.enrollment();
-    if (!constantTimeEquals(enrollment.credentialHash(), cmd.credentialHash())) return Effect().reply(cmd.replyTo(), unauthorized());
-    return Effect().reply(cmd.replyTo(), StatusReply.success(new Identity(hostId, enrollment.publicKey(), enrollment.ownerId())));
+    if (!constantTimeEquals(enrollment.credentialHash(), cmd.credentialHash()))
+      return Effect().reply(cmd.replyTo(), unauthorized());
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            StatusReply.success(
+                new Identity(hostId, enrollment.publicKey(), enrollment.ownerId())));
   }
 
   // ---- sessions and health
@@ -750,47 +1000,68 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
     Attached attached = new Attached(hostId, settings.heartbeatIntervalSeconds());
     if (state.online()) return Effect().reply(cmd.replyTo(), StatusReply.success(attached));
-    return Effect().persist(new WentOnline(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(attached));
+    return Effect()
+        .persist(new WentOnline(now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(attached));
   }
 
   private ReplyEffect<Event, State> onDetach(Active state, Detach cmd) {
-    // The host stays online until the heartbeat timeout: an agent that reconnects quickly loses nothing.
+    // The host stays online until the heartbeat timeout: an agent that reconnects quickly loses
+    // nothing.
     if (cmd.session().equals(session)) session = null;
     return Effect().noReply();
   }
 
   private ReplyEffect<Event, State> onHeartbeat(Active state, Heartbeat cmd) {
     if (session == null) {
-      // This incarnation knows no live session (the entity restarted or moved, or the session timed out): a session
-      // still heartbeating would otherwise be ignored until the host goes offline, and never learn it should reconnect.
-      cmd.session().tell(new CloseSession(Rejection.RECONNECT, "this host does not know this session any more; reconnect"));
+      // This incarnation knows no live session (the entity restarted or moved, or the session timed
+      // out): a session
+      // still heartbeating would otherwise be ignored until the host goes offline, and never learn
+      // it should reconnect.
+      cmd.session()
+          .tell(
+              new CloseSession(
+                  Rejection.RECONNECT, "this host does not know this session any more; reconnect"));
       return Effect().noReply();
     }
-    if (!cmd.session().equals(session) || cmd.seq() <= lastSeq) return Effect().noReply(); // stale or duplicate
+    if (!cmd.session().equals(session) || cmd.seq() <= lastSeq)
+      return Effect().noReply(); // stale or duplicate
     metrics.heartbeats.increment();
-    metrics.heartbeatHandling.recordMicros(micros(Instant.now()) - cmd.receivedAtMicros()); // wall clock, like the socket
+    metrics.heartbeatHandling.recordMicros(
+        micros(Instant.now()) - cmd.receivedAtMicros()); // wall clock, like the socket
     lastSeq = cmd.seq();
     lastHeartbeat = now();
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
     preemptBeforeAvailabilityEnds(state);
-    String fault = cmd.gpus() == null ? null : cmd.gpus().stream()
-        .filter(g -> g.fault() != null && !g.fault().isBlank())
-        .map(g -> "GPU " + g.index() + ": " + g.fault())
-        .findFirst().orElse(null);
+    String fault =
+        cmd.gpus() == null
+            ? null
+            : cmd.gpus().stream()
+                .filter(g -> g.fault() != null && !g.fault().isBlank())
+                .map(g -> "GPU " + g.index() + ": " + g.fault())
+                .findFirst()
+                .orElse(null);
     List<Event> events = new ArrayList<>(2);
     if (!state.online()) events.add(new WentOnline(now()));
-    if (fault != null && state.status() != Status.EVICTED) events.add(new Evicted("GPU fault reported: " + fault, now()));
+    if (fault != null && state.status() != Status.EVICTED)
+      events.add(new Evicted("GPU fault reported: " + fault, now()));
     boolean rented = state.reservations().values().stream().anyMatch(Held::confirmed);
     Instant recorded = state.presence().lastHeartbeatAt();
     boolean due = recorded == null || !now().isBefore(recorded.plus(RECORD_HEARTBEAT_EVERY));
-    // Whenever this heartbeat is persisted anyway (an eviction), or a rented host's record is due, keep it.
-    if (state.online() && ((!events.isEmpty()) || (rented && due))) events.add(0, new HeartbeatRecorded(now()));
+    // Whenever this heartbeat is persisted anyway (an eviction), or a rented host's record is due,
+    // keep it.
+    if (state.online() && ((!events.isEmpty()) || (rented && due)))
+      events.add(0, new HeartbeatRecorded(now()));
     if (events.isEmpty()) return Effect().noReply();
     boolean evicting = events.stream().anyMatch(e -> e instanceof Evicted);
-    return Effect().persist(events).thenRun(s -> {
-      if (evicting) notifyHostLost((Active) s, lastConfirmed);
-    }).thenNoReply();
+    return Effect()
+        .persist(events)
+        .thenRun(
+            s -> {
+              if (evicting) notifyHostLost((Active) s, lastConfirmed);
+            })
+        .thenNoReply();
   }
 
   private ReplyEffect<Event, State> onHeartbeatCheck(Active state, HeartbeatCheck cmd) {
@@ -803,10 +1074,18 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     ActorRef<ToSession> stale = session;
     session = null;
     Instant last = lastConfirmed != null ? lastConfirmed : lastHeartbeat;
-    return Effect().persist(new WentOffline(last, now())).thenRun(s -> {
-      notifyHostLost((Active) s, last);
-      if (stale != null) stale.tell(new CloseSession(Rejection.HEARTBEAT_TIMEOUT, "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
-    }).thenNoReply();
+    return Effect()
+        .persist(new WentOffline(last, now()))
+        .thenRun(
+            s -> {
+              notifyHostLost((Active) s, last);
+              if (stale != null)
+                stale.tell(
+                    new CloseSession(
+                        Rejection.HEARTBEAT_TIMEOUT,
+                        "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
+            })
+        .thenNoReply();
   }
 
   private void scheduleHeartbeatCheck(Duration delay) {
@@ -817,67 +1096,126 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   private ReplyEffect<Event, State> onVerifyReport(Active state, VerifyReport cmd) {
     if (!cmd.session().equals(session)) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.REPLACED, "this session is no longer the host's live session"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.REPLACED, "this session is no longer the host's live session"));
     }
     byte[] canonical = cmd.canonicalReport().getBytes(StandardCharsets.UTF_8);
-    boolean signatureValid = Ed25519.verify(state.enrollment().publicKey(), canonical, cmd.signature());
-    Verification.Outcome outcome = Verification.verify(cmd.report(), signatureValid, settings.catalog(), settings.policy());
+    boolean signatureValid =
+        Ed25519.verify(state.enrollment().publicKey(), canonical, cmd.signature());
+    Verification.Outcome outcome =
+        Verification.verify(cmd.report(), signatureValid, settings.catalog(), settings.policy());
     String hash = sha256(cmd.canonicalReport()) + (signatureValid ? ":signed" : ":unsigned");
     Standing standing = state.standing();
-    if (hash.equals(standing.reportHash()) && standing.outcome() != null && standing.outcome().passed() == outcome.passed()) {
-      return Effect().reply(cmd.replyTo(), StatusReply.success(standing.outcome())); // a duplicate delivery
+    if (hash.equals(standing.reportHash())
+        && standing.outcome() != null
+        && standing.outcome().passed() == outcome.passed()) {
+      return Effect()
+          .reply(cmd.replyTo(), StatusReply.success(standing.outcome())); // a duplicate delivery
     }
     if (outcome.passed()) {
-      return Effect().persist(new ReportVerified(outcome, hash, now())).thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
+      return Effect()
+          .persist(new ReportVerified(outcome, hash, now()))
+          .thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
     }
     boolean evict = state.status() == Status.VERIFIED;
-    return Effect().persist(new ReportRejected(outcome, hash, evict, now())).thenRun(s -> {
-      if (evict) notifyHostLost((Active) s, lastHeartbeatOr(state));
-    }).thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
+    return Effect()
+        .persist(new ReportRejected(outcome, hash, evict, now()))
+        .thenRun(
+            s -> {
+              if (evict) notifyHostLost((Active) s, lastHeartbeatOr(state));
+            })
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
   }
 
   // ---- provider and operator controls
 
   private ReplyEffect<Event, State> onUpdateListing(Active state, UpdateListing cmd) {
-    if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    if (!state.ownedBy(cmd.ownerId()))
+      return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     String problem = cmd.listing().problem();
-    if (problem != null) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_LISTING, problem));
-    if (cmd.listing().equals(state.listing())) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
-    return Effect().persist(new ListingUpdated(cmd.listing(), now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
+    if (problem != null)
+      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_LISTING, problem));
+    if (cmd.listing().equals(state.listing()))
+      return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    return Effect()
+        .persist(new ListingUpdated(cmd.listing(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
 
   private ReplyEffect<Event, State> onDrain(Active state, Drain cmd) {
-    if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    if (!state.ownedBy(cmd.ownerId()))
+      return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     if (state.draining()) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
-    return Effect().persist(new DrainStarted(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
+    return Effect()
+        .persist(new DrainStarted(now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
 
   private ReplyEffect<Event, State> onRemove(Active state, Remove cmd) {
-    if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    if (!state.ownedBy(cmd.ownerId()))
+      return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     if (!state.reservations().isEmpty()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_BUSY, "rentals are running on this host; drain it and wait for them to end"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.HOST_BUSY,
+                  "rentals are running on this host; drain it and wait for them to end"));
     }
     HostView last = view(state);
     ActorRef<ToSession> live = session;
     session = null;
-    return Effect().persist(new Removed(now())).thenRun(s -> {
-      if (live != null) live.tell(new CloseSession(Rejection.HOST_REMOVED, "the provider removed this host"));
-      timers.cancel(HeartbeatCheck.INSTANCE);
-    }).thenReply(cmd.replyTo(), s -> StatusReply.success(new HostView(last.hostId(), last.ownerId(), last.region(), last.label(),
-        "removed", false, false, last.draining(), last.simulated(), last.gpu(), last.cards(), last.listing(), last.checks(),
-        last.lastHeartbeatAt(), last.registeredAt(), last.evictionReason())));
+    return Effect()
+        .persist(new Removed(now()))
+        .thenRun(
+            s -> {
+              if (live != null)
+                live.tell(
+                    new CloseSession(Rejection.HOST_REMOVED, "the provider removed this host"));
+              timers.cancel(HeartbeatCheck.INSTANCE);
+            })
+        .thenReply(
+            cmd.replyTo(),
+            s ->
+                StatusReply.success(
+                    new HostView(
+                        last.hostId(),
+                        last.ownerId(),
+                        last.region(),
+                        last.label(),
+                        "removed",
+                        false,
+                        false,
+                        last.draining(),
+                        last.simulated(),
+                        last.gpu(),
+                        last.cards(),
+                        last.listing(),
+                        last.checks(),
+                        last.lastHeartbeatAt(),
+                        last.registeredAt(),
+                        last.evictionReason())));
   }
 
   private ReplyEffect<Event, State> onEvict(Active state, Evict cmd) {
-    if (state.status() == Status.EVICTED) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
-    String reason = cmd.reason() == null || cmd.reason().isBlank() ? "evicted by an operator" : cmd.reason();
-    return Effect().persist(new Evicted(reason, now())).thenRun(s -> notifyHostLost((Active) s, lastHeartbeatOr(state)))
+    if (state.status() == Status.EVICTED)
+      return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    String reason =
+        cmd.reason() == null || cmd.reason().isBlank() ? "evicted by an operator" : cmd.reason();
+    return Effect()
+        .persist(new Evicted(reason, now()))
+        .thenRun(s -> notifyHostLost((Active) s, lastHeartbeatOr(state)))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
 
   private ReplyEffect<Event, State> onReinstate(Active state, Reinstate cmd) {
-    if (state.status() != Status.EVICTED) return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
-    return Effect().persist(new Reinstated(now())).thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
+    if (state.status() != Status.EVICTED)
+      return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    return Effect()
+        .persist(new Reinstated(now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
 
   private ReplyEffect<Event, State> onGet(Active state, Get cmd) {
@@ -891,49 +1229,128 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     if (cmd.ownerId() != null && !state.ownerId().equals(cmd.ownerId())) {
       return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
     }
-    return Effect().reply(cmd.replyTo(), StatusReply.success(new HostView(hostId, state.ownerId(), state.region(), state.label(),
-        "invited", false, false, false, false, null, List.of(), Listing.unlisted(), List.of(), null, null, null)));
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            StatusReply.success(
+                new HostView(
+                    hostId,
+                    state.ownerId(),
+                    state.region(),
+                    state.label(),
+                    "invited",
+                    false,
+                    false,
+                    false,
+                    false,
+                    null,
+                    List.of(),
+                    Listing.unlisted(),
+                    List.of(),
+                    null,
+                    null,
+                    null)));
   }
 
   // ---- cards: the host is the only authority, so a card is never given twice
 
   private ReplyEffect<Event, State> onReserve(Active state, ReserveCards cmd) {
     Held existing = state.reservations().get(cmd.rentalId());
-    if (existing != null) return Effect().reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), existing)));
-    if (!state.onMarket()) return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "the host is not on the market"));
-    if (!state.listing().availableAt(now())) return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "outside the host's availability"));
+    if (existing != null)
+      return Effect()
+          .reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), existing)));
+    if (!state.onMarket())
+      return Effect()
+          .reply(
+              cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "the host is not on the market"));
+    if (!state.listing().availableAt(now()))
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.HOST_NOT_AVAILABLE, "outside the host's availability"));
     Long floor = state.listing().floorFor(cmd.tier());
-    if (floor == null) return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "the host does not offer " + cmd.tier().wire()));
-    if (floor > cmd.maxPricePerGpuHour()) return Effect().reply(cmd.replyTo(), reply(Rejection.PRICE_ABOVE_CEILING, "the host's floor is above the ceiling"));
-    if (cmd.gpu() == null || !cmd.gpu().equals(state.inventory().gpu())) return Effect().reply(cmd.replyTo(), reply(Rejection.INSUFFICIENT_CARDS, "the host has no " + cmd.gpu()));
+    if (floor == null)
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.HOST_NOT_AVAILABLE, "the host does not offer " + cmd.tier().wire()));
+    if (floor > cmd.maxPricePerGpuHour())
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.PRICE_ABOVE_CEILING, "the host's floor is above the ceiling"));
+    if (cmd.gpu() == null || !cmd.gpu().equals(state.inventory().gpu()))
+      return Effect()
+          .reply(
+              cmd.replyTo(), reply(Rejection.INSUFFICIENT_CARDS, "the host has no " + cmd.gpu()));
     List<Integer> free = state.freeCards();
     if (cmd.count() < 1 || free.size() < cmd.count()) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.INSUFFICIENT_CARDS, free.size() + " free cards, " + cmd.count() + " asked"));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.INSUFFICIENT_CARDS,
+                  free.size() + " free cards, " + cmd.count() + " asked"));
     }
     List<Integer> cards = List.copyOf(free.subList(0, cmd.count()));
-    return Effect().persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(reservation((Active) s, cmd.rentalId(), ((Active) s).reservations().get(cmd.rentalId()))));
+    return Effect()
+        .persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now()))
+        .thenReply(
+            cmd.replyTo(),
+            s ->
+                StatusReply.success(
+                    reservation(
+                        (Active) s,
+                        cmd.rentalId(),
+                        ((Active) s).reservations().get(cmd.rentalId()))));
   }
 
   private ReplyEffect<Event, State> onConfirm(Active state, ConfirmCards cmd) {
     Held held = state.reservations().get(cmd.rentalId());
-    if (held == null) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
-    if (held.confirmed()) return Effect().reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), held)));
-    return Effect().persist(new CardsRented(cmd.rentalId(), now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(reservation((Active) s, cmd.rentalId(), ((Active) s).reservations().get(cmd.rentalId()))));
+    if (held == null)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
+    if (held.confirmed())
+      return Effect()
+          .reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), held)));
+    return Effect()
+        .persist(new CardsRented(cmd.rentalId(), now()))
+        .thenReply(
+            cmd.replyTo(),
+            s ->
+                StatusReply.success(
+                    reservation(
+                        (Active) s,
+                        cmd.rentalId(),
+                        ((Active) s).reservations().get(cmd.rentalId()))));
   }
 
   private ReplyEffect<Event, State> onRelease(Active state, ReleaseCards cmd) {
     Held held = state.reservations().get(cmd.rentalId());
     if (held == null) return Effect().reply(cmd.replyTo(), StatusReply.ack());
-    return Effect().persist(new CardsReleased(cmd.rentalId(), held.cards(), now())).thenReply(cmd.replyTo(), s -> StatusReply.ack());
+    return Effect()
+        .persist(new CardsReleased(cmd.rentalId(), held.cards(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.ack());
   }
 
   private ReplyEffect<Event, State> onStartWorkload(Active state, StartWorkload cmd) {
     Held held = state.reservations().get(cmd.rentalId());
-    if (held == null) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
-    if (session == null || !state.online()) return Effect().reply(cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "the host has no live agent session"));
-    session.tell(new RunWorkload(cmd.rentalId(), held.cards(), cmd.image(), cmd.command(), cmd.sshPublicKey(), cmd.network()));
+    if (held == null)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
+    if (session == null || !state.online())
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.HOST_NOT_AVAILABLE, "the host has no live agent session"));
+    session.tell(
+        new RunWorkload(
+            cmd.rentalId(),
+            held.cards(),
+            cmd.image(),
+            cmd.command(),
+            cmd.sshPublicKey(),
+            cmd.network()));
     return Effect().reply(cmd.replyTo(), StatusReply.ack());
   }
 
@@ -943,15 +1360,23 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   }
 
   private ReplyEffect<Event, State> onReclaim(Active state, Reclaim cmd) {
-    if (!state.ownedBy(cmd.ownerId())) return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
-    if (cmd.cards() == null || cmd.cards().isEmpty()) return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_CARDS, "name the cards to reclaim"));
+    if (!state.ownedBy(cmd.ownerId()))
+      return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    if (cmd.cards() == null || cmd.cards().isEmpty())
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_CARDS, "name the cards to reclaim"));
     Instant deadline = now().plusSeconds(state.listing().spotNoticeSeconds());
     List<String> preempted = new ArrayList<>();
     for (Map.Entry<String, Held> e : state.reservations().entrySet()) {
       boolean touches = e.getValue().cards().stream().anyMatch(cmd.cards()::contains);
       if (!touches) continue;
       if (e.getValue().tier() != Listing.Tier.SPOT) {
-        return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_RECLAIMABLE, "card of an on-demand rental: on-demand cards cannot be taken back"));
+        return Effect()
+            .reply(
+                cmd.replyTo(),
+                reply(
+                    Rejection.NOT_RECLAIMABLE,
+                    "card of an on-demand rental: on-demand cards cannot be taken back"));
       }
       preempted.add(e.getKey());
     }
@@ -968,8 +1393,9 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   }
 
   /**
-   * Spot rentals get their notice when the host's availability window will close within the listing's
-   * spot notice: they end {@code preempted} when it closes. Checked on every heartbeat (every few seconds).
+   * Spot rentals get their notice when the host's availability window will close within the
+   * listing's spot notice: they end {@code preempted} when it closes. Checked on every heartbeat
+   * (every few seconds).
    */
   private void preemptBeforeAvailabilityEnds(Active state) {
     if (state.listing().availability().isEmpty() || state.reservations().isEmpty()) return;
@@ -978,22 +1404,38 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
     if (ends == null) return;
     noticeGiven.retainAll(state.reservations().keySet());
     noticeGivenRunning.retainAll(state.reservations().keySet());
-    state.reservations().forEach((rentalId, held) -> {
-      if (held.tier() != Listing.Tier.SPOT) return;
-      // A rental still being created can miss a notice (it is a message, not a reply): it is told again with every
-      // heartbeat until it confirms its cards, and once more when it has; it ignores a deadline it already has.
-      if (!held.confirmed() || noticeGivenRunning.add(rentalId)) settings.rentals().preempt(rentalId, hostId, ends);
-      if (session != null && noticeGiven.add(rentalId)) session.tell(new PreemptWorkload(rentalId, ends));
-    });
+    state
+        .reservations()
+        .forEach(
+            (rentalId, held) -> {
+              if (held.tier() != Listing.Tier.SPOT) return;
+              // A rental still being created can miss a notice (it is a message, not a reply): it
+              // is told again with every
+              // heartbeat until it confirms its cards, and once more when it has; it ignores a
+              // deadline it already has.
+              if (!held.confirmed() || noticeGivenRunning.add(rentalId))
+                settings.rentals().preempt(rentalId, hostId, ends);
+              if (session != null && noticeGiven.add(rentalId))
+                session.tell(new PreemptWorkload(rentalId, ends));
+            });
   }
 
   private void notifyHostLost(Active state, Instant lastHeartbeatAt) {
-    for (String rentalId : state.reservations().keySet()) settings.rentals().hostLost(rentalId, hostId, lastHeartbeatAt);
+    for (String rentalId : state.reservations().keySet())
+      settings.rentals().hostLost(rentalId, hostId, lastHeartbeatAt);
   }
 
   private Reservation reservation(Active state, String rentalId, Held held) {
-    return new Reservation(hostId, state.enrollment().ownerId(), rentalId, held.cards(), held.price(), held.tier(), held.confirmed(),
-        state.standing().simulated(), state.enrollment().region());
+    return new Reservation(
+        hostId,
+        state.enrollment().ownerId(),
+        rentalId,
+        held.cards(),
+        held.price(),
+        held.tier(),
+        held.confirmed(),
+        state.standing().simulated(),
+        state.enrollment().region());
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1001,14 +1443,22 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
   @Override
   public EventHandler<State, Event> eventHandler() {
     var builder = newEventHandlerBuilder();
-    builder.forStateType(Empty.class)
-        .onEvent(Invited.class, (s, e) -> new Invitation(e.ownerId(), e.region(), e.label(), e.tokenHash(), e.expiresAt()));
+    builder
+        .forStateType(Empty.class)
+        .onEvent(
+            Invited.class,
+            (s, e) ->
+                new Invitation(e.ownerId(), e.region(), e.label(), e.tokenHash(), e.expiresAt()));
     builder.forStateType(Invitation.class).onEvent(Registered.class, Active::registered);
-    builder.forStateType(Active.class)
+    builder
+        .forStateType(Active.class)
         .onEvent(ReportVerified.class, Active::withReportVerified)
-        .onEvent(ReportRejected.class, (s, e) -> s.withStanding(s.standing().rejected(e.outcome(), e.reportHash(), e.evict())))
+        .onEvent(
+            ReportRejected.class,
+            (s, e) -> s.withStanding(s.standing().rejected(e.outcome(), e.reportHash(), e.evict())))
         .onEvent(WentOnline.class, (s, e) -> s.withOnline(e.at()))
-        .onEvent(WentOffline.class, (s, e) -> s.withPresence(new Presence(false, e.lastHeartbeatAt())))
+        .onEvent(
+            WentOffline.class, (s, e) -> s.withPresence(new Presence(false, e.lastHeartbeatAt())))
         .onEvent(HeartbeatRecorded.class, (s, e) -> s.withPresence(new Presence(true, e.at())))
         .onEvent(ListingUpdated.class, (s, e) -> s.withListing(e.listing()))
         .onEvent(DrainStarted.class, (s, e) -> s.withDraining())
@@ -1017,25 +1467,55 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
         .onEvent(Removed.class, (s, e) -> s.enrollment().removed())
         .onEvent(CardsReserved.class, (s, e) -> s.withInventory(s.inventory().reserving(e)))
         .onEvent(CardsRented.class, (s, e) -> s.withInventory(s.inventory().renting(e.rentalId())))
-        .onEvent(CardsReleased.class, (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId())));
+        .onEvent(
+            CardsReleased.class, (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId())));
     return builder.build();
   }
 
   private HostView view(Active s) {
     Map<Integer, String> cardRental = new HashMap<>();
     Map<Integer, Boolean> cardRented = new HashMap<>();
-    s.inventory().reservations().forEach((rental, held) -> held.cards().forEach(c -> {
-      cardRental.put(c, rental);
-      cardRented.put(c, held.confirmed());
-    }));
-    List<CardView> cards = s.inventory().cards().stream().map(c -> new CardView(c.index(), c.uuid(), c.gpu(),
-        !cardRental.containsKey(c.index()) ? "free" : (cardRented.get(c.index()) ? "rented" : "reserved"),
-        cardRental.get(c.index()))).toList();
+    s.inventory()
+        .reservations()
+        .forEach(
+            (rental, held) ->
+                held.cards()
+                    .forEach(
+                        c -> {
+                          cardRental.put(c, rental);
+                          cardRented.put(c, held.confirmed());
+                        }));
+    List<CardView> cards =
+        s.inventory().cards().stream()
+            .map(
+                c ->
+                    new CardView(
+                        c.index(),
+                        c.uuid(),
+                        c.gpu(),
+                        !cardRental.containsKey(c.index())
+                            ? "free"
+                            : (cardRented.get(c.index()) ? "rented" : "reserved"),
+                        cardRental.get(c.index())))
+            .toList();
     Enrollment enrollment = s.enrollment();
     Standing standing = s.standing();
-    return new HostView(hostId, enrollment.ownerId(), enrollment.region(), enrollment.label(), standing.status().wire(), s.online(),
-        s.listing().listed(), s.draining(), standing.simulated(), s.inventory().gpu(), cards, s.listing(),
-        standing.outcome() == null ? List.of() : standing.outcome().checks(), lastHeartbeatSeen(s), enrollment.registeredAt(),
+    return new HostView(
+        hostId,
+        enrollment.ownerId(),
+        enrollment.region(),
+        enrollment.label(),
+        standing.status().wire(),
+        s.online(),
+        s.listing().listed(),
+        s.draining(),
+        standing.simulated(),
+        s.inventory().gpu(),
+        cards,
+        s.listing(),
+        standing.outcome() == null ? List.of() : standing.outcome().checks(),
+        lastHeartbeatSeen(s),
+        enrollment.registeredAt(),
         standing.evictionReason());
   }
 
@@ -1059,7 +1539,9 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   public static String sha256(String text) {
     try {
-      return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
+      return HexFormat.of()
+          .formatHex(
+              MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8)));
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
     }
@@ -1067,6 +1549,7 @@ public final class Host extends EventSourcedBehaviorWithEnforcedReplies<Host.Com
 
   private static boolean constantTimeEquals(String a, String b) {
     if (a == null || b == null) return false;
-    return MessageDigest.isEqual(a.getBytes(StandardCharsets.UTF_8), b.getBytes(StandardCharsets.UTF_8));
+    return MessageDigest.isEqual(
+        a.getBytes(StandardCharsets.UTF_8), b.getBytes(StandardCharsets.UTF_8));
   }
 }

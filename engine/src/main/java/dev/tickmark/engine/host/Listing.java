@@ -11,7 +11,12 @@ import java.util.List;
  * A host's terms: floor prices in µ€ per GPU-hour, the spot notice, weekly UTC availability windows
  * (none = always available) and whether it is on the market at all.
  */
-public record Listing(long onDemandPrice, Long spotPrice, int spotNoticeSeconds, List<Window> availability, boolean listed)
+public record Listing(
+    long onDemandPrice,
+    Long spotPrice,
+    int spotNoticeSeconds,
+    List<Window> availability,
+    boolean listed)
     implements CborSerializable {
 
   public static final int MIN_SPOT_NOTICE_SECONDS = 120;
@@ -22,7 +27,10 @@ public record Listing(long onDemandPrice, Long spotPrice, int spotNoticeSeconds,
     return new Listing(0, null, DEFAULT_SPOT_NOTICE_SECONDS, List.of(), false);
   }
 
-  /** One weekly window in UTC: {@code day} from {@code startMinute} (inclusive) to {@code endMinute} (exclusive, ≤ 1440). */
+  /**
+   * One weekly window in UTC: {@code day} from {@code startMinute} (inclusive) to {@code endMinute}
+   * (exclusive, ≤ 1440).
+   */
   public record Window(DayOfWeek day, int startMinute, int endMinute) implements CborSerializable {
     public boolean contains(DayOfWeek d, int minuteOfDay) {
       return d == day && minuteOfDay >= startMinute && minuteOfDay < endMinute;
@@ -34,11 +42,19 @@ public record Listing(long onDemandPrice, Long spotPrice, int spotNoticeSeconds,
     if (listed && onDemandPrice <= 0) return "a listed host needs an on-demand price above zero";
     if (onDemandPrice < 0) return "prices cannot be negative";
     if (spotPrice != null && spotPrice <= 0) return "a spot price must be above zero";
-    if (spotNoticeSeconds < MIN_SPOT_NOTICE_SECONDS || spotNoticeSeconds > MAX_SPOT_NOTICE_SECONDS) {
-      return "spot notice must be between " + MIN_SPOT_NOTICE_SECONDS + " and " + MAX_SPOT_NOTICE_SECONDS + " seconds";
+    if (spotNoticeSeconds < MIN_SPOT_NOTICE_SECONDS
+        || spotNoticeSeconds > MAX_SPOT_NOTICE_SECONDS) {
+      return "spot notice must be between "
+          + MIN_SPOT_NOTICE_SECONDS
+          + " and "
+          + MAX_SPOT_NOTICE_SECONDS
+          + " seconds";
     }
     for (Window w : availability) {
-      if (w.day() == null || w.startMinute() < 0 || w.endMinute() > 1440 || w.startMinute() >= w.endMinute()) {
+      if (w.day() == null
+          || w.startMinute() < 0
+          || w.endMinute() > 1440
+          || w.startMinute() >= w.endMinute()) {
         return "an availability window needs a day and a start before its end within the day";
       }
     }

@@ -33,21 +33,23 @@ import org.apache.pekko.pattern.StatusReply;
  * Pairs rental requests with hosts, one sharded matcher per GPU model, so no single actor sees the
  * whole market. It keeps no state worth persisting: candidates come from the host read side, and
  * each proposal goes to the {@link Host} entity, the one authority on its cards, which confirms or
- * refuses. A refusal (the read side lags, or a concurrent match took the cards) moves on to the next
- * candidate. Requests live in the rental entities, which resubmit if a matcher is lost.
+ * refuses. A refusal (the read side lags, or a concurrent match took the cards) moves on to the
+ * next candidate. Requests live in the rental entities, which resubmit if a matcher is lost.
  *
  * <p>Several requests are matched at once ({@link Settings#maxInFlight}). The matcher remembers the
  * cards it has proposed and not heard back about, and those it was given a moment ago that the read
  * side may not show yet, and steers the next request to hosts that still look free; that is only a
- * preference (the host decides), so a request is never turned away on a guess. A request whose rental
- * stopped waiting ({@link Match#deadline}) is dropped unanswered by a proposal, so overload does not
- * reserve cards for rentals that already ended {@code no_capacity}.
+ * preference (the host decides), so a request is never turned away on a guess. A request whose
+ * rental stopped waiting ({@link Match#deadline}) is dropped unanswered by a proposal, so overload
+ * does not reserve cards for rentals that already ended {@code no_capacity}.
  *
  * <p>A candidate query that fails (PostgreSQL unreachable, the read side broken) says nothing about
- * capacity: the request is answered {@link Unavailable}, never {@link NoMatch}, and the rental asks again.
+ * capacity: the request is answered {@link Unavailable}, never {@link NoMatch}, and the rental asks
+ * again.
  */
 public final class Matcher {
-  public static final EntityTypeKey<Command> ENTITY_KEY = EntityTypeKey.create(Command.class, "Matcher");
+  public static final EntityTypeKey<Command> ENTITY_KEY =
+      EntityTypeKey.create(Command.class, "Matcher");
 
   /** A host that may have the cards, as the read side sees it. */
   public record Candidate(String hostId, long floorPricePerGpuHour, int freeCards) {}
@@ -55,15 +57,17 @@ public final class Matcher {
   /** Where candidates come from (the host read side), kept out of the engine's knowledge of SQL. */
   @FunctionalInterface
   public interface Candidates {
-    CompletionStage<List<Candidate>> find(String gpu, String region, Listing.Tier tier, long maxPricePerGpuHour, int count);
+    CompletionStage<List<Candidate>> find(
+        String gpu, String region, Listing.Tier tier, long maxPricePerGpuHour, int count);
   }
 
   /**
    * {@code maxInFlight}: requests matched at once; {@code maxQueued}: requests waiting beyond those
-   * before new ones are turned away; {@code readSideLag}: how long cards given out are still counted
-   * as taken locally, covering the host projection's lag.
+   * before new ones are turned away; {@code readSideLag}: how long cards given out are still
+   * counted as taken locally, covering the host projection's lag.
    */
-  public record Settings(Duration askTimeout, int maxInFlight, int maxQueued, Duration readSideLag) {
+  public record Settings(
+      Duration askTimeout, int maxInFlight, int maxQueued, Duration readSideLag) {
     public static Settings defaults(Duration askTimeout) {
       return new Settings(askTimeout, 16, 10_000, Duration.ofSeconds(2));
     }
@@ -71,7 +75,10 @@ public final class Matcher {
     /** From the node's config: {@code tickmark.matcher.*} and {@code tickmark.http.ask-timeout}. */
     public static Settings fromConfig(Config config) {
       Config matcher = config.getConfig("tickmark.matcher");
-      return new Settings(config.getDuration("tickmark.http.ask-timeout"), matcher.getInt("max-in-flight"), matcher.getInt("max-queued"),
+      return new Settings(
+          config.getDuration("tickmark.http.ask-timeout"),
+          matcher.getInt("max-in-flight"),
+          matcher.getInt("max-queued"),
           matcher.getDuration("read-side-lag"));
     }
   }
@@ -79,14 +86,25 @@ public final class Matcher {
   public interface Command extends CborSerializable {}
 
   /** {@code deadline}: when the rental stops waiting for a match (null: no deadline). */
-  public record Match(String rentalId, String gpu, int count, Listing.Tier tier, String region, long maxPricePerGpuHour,
-      Instant deadline, ActorRef<Result> replyTo) implements Command {}
+  public record Match(
+      String rentalId,
+      String gpu,
+      int count,
+      Listing.Tier tier,
+      String region,
+      long maxPricePerGpuHour,
+      Instant deadline,
+      ActorRef<Result> replyTo)
+      implements Command {}
 
   public sealed interface Result extends CborSerializable permits Matched, NoMatch, Unavailable {}
 
   public record Matched(String rentalId, Host.Reservation reservation) implements Result {}
 
-  /** The read side answered, and no candidate had the cards (or each refused): a real "no capacity now". */
+  /**
+   * The read side answered, and no candidate had the cards (or each refused): a real "no capacity
+   * now".
+   */
   public record NoMatch(String rentalId, String reason) implements Result {}
 
   /** The candidates could not be read: no answer about capacity at all. */
@@ -96,7 +114,9 @@ public final class Matcher {
 
   private record CandidatesFailed(Request request, Throwable failure) implements Command {}
 
-  private record Proposed(Request request, Candidate to, Host.Reservation reservation, Throwable failure) implements Command {}
+  private record Proposed(
+      Request request, Candidate to, Host.Reservation reservation, Throwable failure)
+      implements Command {}
 
   /** A request being matched: what was asked, when it arrived, and the candidates not yet tried. */
   private static final class Request {
@@ -110,18 +130,28 @@ public final class Matcher {
     }
   }
 
-  public static void init(ActorSystem<?> system, Candidates candidates, Function<String, RecipientRef<Host.Command>> hosts,
-      Settings settings, Clock clock) {
-    ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(candidates, hosts, settings, clock)));
+  public static void init(
+      ActorSystem<?> system,
+      Candidates candidates,
+      Function<String, RecipientRef<Host.Command>> hosts,
+      Settings settings,
+      Clock clock) {
+    ClusterSharding.get(system)
+        .init(Entity.of(ENTITY_KEY, ctx -> create(candidates, hosts, settings, clock)));
   }
 
-  public static Behavior<Command> create(Candidates candidates, Function<String, RecipientRef<Host.Command>> hosts,
+  public static Behavior<Command> create(
+      Candidates candidates,
+      Function<String, RecipientRef<Host.Command>> hosts,
       Duration askTimeout) {
     return create(candidates, hosts, Settings.defaults(askTimeout), Clock.systemUTC());
   }
 
-  public static Behavior<Command> create(Candidates candidates, Function<String, RecipientRef<Host.Command>> hosts,
-      Settings settings, Clock clock) {
+  public static Behavior<Command> create(
+      Candidates candidates,
+      Function<String, RecipientRef<Host.Command>> hosts,
+      Settings settings,
+      Clock clock) {
     return Behaviors.setup(ctx -> new Matcher(ctx, candidates, hosts, settings, clock).behavior());
   }
 
@@ -132,9 +162,12 @@ public final class Matcher {
   private final Clock clock;
   private final EngineMetrics metrics;
   private final ArrayDeque<Request> queue = new ArrayDeque<>();
-  private final Set<String> active = new HashSet<>(); // rentals queued or in flight: a resubmission is not matched twice
-  private final Map<String, Integer> proposed = new HashMap<>(); // host -> cards proposed, no answer yet
-  private final Map<String, Taken> taken = new HashMap<>(); // host -> cards given recently, maybe not on the read side yet
+  private final Set<String> active =
+      new HashSet<>(); // rentals queued or in flight: a resubmission is not matched twice
+  private final Map<String, Integer> proposed =
+      new HashMap<>(); // host -> cards proposed, no answer yet
+  private final Map<String, Taken> taken =
+      new HashMap<>(); // host -> cards given recently, maybe not on the read side yet
   private int inFlight;
 
   private static final class Taken {
@@ -142,8 +175,12 @@ public final class Matcher {
     long untilNanos;
   }
 
-  private Matcher(ActorContext<Command> context, Candidates candidates, Function<String, RecipientRef<Host.Command>> hosts,
-      Settings settings, Clock clock) {
+  private Matcher(
+      ActorContext<Command> context,
+      Candidates candidates,
+      Function<String, RecipientRef<Host.Command>> hosts,
+      Settings settings,
+      Clock clock) {
     this.context = context;
     this.candidates = candidates;
     this.hosts = hosts;
@@ -162,7 +199,8 @@ public final class Matcher {
   }
 
   private Behavior<Command> onMatch(Match match) {
-    if (!active.add(match.rentalId())) return Behaviors.same(); // already being matched; that answer goes to the rental
+    if (!active.add(match.rentalId()))
+      return Behaviors.same(); // already being matched; that answer goes to the rental
     if (queue.size() >= settings.maxQueued()) {
       active.remove(match.rentalId());
       match.replyTo().tell(new NoMatch(match.rentalId(), "the matcher is overloaded; retrying"));
@@ -182,8 +220,12 @@ public final class Matcher {
       }
       inFlight++;
       Match m = request.match;
-      context.pipeToSelf(candidates.find(m.gpu(), m.region(), m.tier(), m.maxPricePerGpuHour(), m.count()),
-          (found, failure) -> failure == null ? new CandidatesFound(request, found) : new CandidatesFailed(request, failure));
+      context.pipeToSelf(
+          candidates.find(m.gpu(), m.region(), m.tier(), m.maxPricePerGpuHour(), m.count()),
+          (found, failure) ->
+              failure == null
+                  ? new CandidatesFound(request, found)
+                  : new CandidatesFailed(request, failure));
     }
   }
 
@@ -197,19 +239,34 @@ public final class Matcher {
     return Behaviors.same();
   }
 
-  /** The read side could not be asked: that says nothing about capacity, so the rental hears {@link Unavailable}. */
+  /**
+   * The read side could not be asked: that says nothing about capacity, so the rental hears {@link
+   * Unavailable}.
+   */
   private Behavior<Command> onCandidatesFailed(CandidatesFailed failed) {
-    context.getLog().debug("candidates for {} could not be read: {}", failed.request().match.rentalId(), failed.failure().toString());
-    done(failed.request(), new Unavailable(failed.request().match.rentalId(), "the host read side is unavailable; retrying"));
+    context
+        .getLog()
+        .debug(
+            "candidates for {} could not be read: {}",
+            failed.request().match.rentalId(),
+            failed.failure().toString());
+    done(
+        failed.request(),
+        new Unavailable(
+            failed.request().match.rentalId(), "the host read side is unavailable; retrying"));
     return Behaviors.same();
   }
 
-  /** Lowest floor first; ties go to the host with more free cards (it fits more), then by id, deterministically. */
+  /**
+   * Lowest floor first; ties go to the host with more free cards (it fits more), then by id,
+   * deterministically.
+   */
   static List<Candidate> ordered(List<Candidate> candidates) {
     List<Candidate> sorted = new ArrayList<>(candidates);
-    sorted.sort(Comparator.comparingLong(Candidate::floorPricePerGpuHour)
-        .thenComparing(Comparator.comparingInt(Candidate::freeCards).reversed())
-        .thenComparing(Candidate::hostId));
+    sorted.sort(
+        Comparator.comparingLong(Candidate::floorPricePerGpuHour)
+            .thenComparing(Comparator.comparingInt(Candidate::freeCards).reversed())
+            .thenComparing(Candidate::hostId));
     return sorted;
   }
 
@@ -225,19 +282,28 @@ public final class Matcher {
     Candidate next = pick(request);
     Match m = request.match;
     proposed.merge(next.hostId(), m.count(), Integer::sum);
-    context.askWithStatus(Host.Reservation.class, hosts.apply(next.hostId()), settings.askTimeout(),
-        reply -> new Host.ReserveCards(m.rentalId(), m.gpu(), m.count(), m.tier(), m.maxPricePerGpuHour(), reply),
+    context.askWithStatus(
+        Host.Reservation.class,
+        hosts.apply(next.hostId()),
+        settings.askTimeout(),
+        reply ->
+            new Host.ReserveCards(
+                m.rentalId(), m.gpu(), m.count(), m.tier(), m.maxPricePerGpuHour(), reply),
         (reservation, failure) -> new Proposed(request, next, reservation, failure));
   }
 
-  /** The first candidate in order that still looks free after what this matcher has proposed or given; else the first. */
+  /**
+   * The first candidate in order that still looks free after what this matcher has proposed or
+   * given; else the first.
+   */
   private Candidate pick(Request request) {
     List<Candidate> remaining = request.remaining;
     long now = System.nanoTime();
     int chosen = 0;
     for (int i = 0; i < remaining.size(); i++) {
       Candidate c = remaining.get(i);
-      if (c.freeCards() - proposed.getOrDefault(c.hostId(), 0) - recentlyTaken(c.hostId(), now) >= request.match.count()) {
+      if (c.freeCards() - proposed.getOrDefault(c.hostId(), 0) - recentlyTaken(c.hostId(), now)
+          >= request.match.count()) {
         chosen = i;
         break;
       }
@@ -272,8 +338,11 @@ public final class Matcher {
       return Behaviors.same();
     }
     if (!(p.failure() instanceof StatusReply.ErrorMessage)) {
-      // No answer in time: the host may still reserve. Undo it; it arrives after the proposal, from the same sender.
-      hosts.apply(hostId).tell(new Host.ReleaseCards(request.match.rentalId(), context.getSystem().ignoreRef()));
+      // No answer in time: the host may still reserve. Undo it; it arrives after the proposal, from
+      // the same sender.
+      hosts
+          .apply(hostId)
+          .tell(new Host.ReleaseCards(request.match.rentalId(), context.getSystem().ignoreRef()));
     }
     proposeNext(request);
     return Behaviors.same();

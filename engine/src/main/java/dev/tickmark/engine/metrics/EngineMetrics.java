@@ -12,30 +12,60 @@ import org.apache.pekko.actor.typed.ExtensionId;
 public final class EngineMetrics implements Extension {
   /** Receipt of a heartbeat frame at the websocket to its handling by the host entity. */
   public final LatencyHistogram heartbeatHandling = new LatencyHistogram();
+
   public final LongAdder heartbeats = new LongAdder();
-  /** A match request's arrival at its matcher to the answer (candidates read, proposals confirmed or refused). */
-  public final LatencyHistogram matchLatency = new LatencyHistogram();
+
   /**
-   * The steps of a launch as its rental sees them, in order: the request recorded (the rental's first write),
-   * the renter's hold placed (an account write), the match (the matcher's queue, its candidate query and the host's
-   * reservation write), the match recorded (the rental's write before it answers). Their sum is the engine's part
-   * of {@code POST /v1/rentals}; the rest is HTTP, the API key and the new rental's recovery.
+   * A match request's arrival at its matcher to the answer (candidates read, proposals confirmed or
+   * refused).
+   */
+  public final LatencyHistogram matchLatency = new LatencyHistogram();
+
+  /**
+   * The steps of a launch as its rental sees them, in order: the request recorded (the rental's
+   * first write), the renter's hold placed (an account write), the match (the matcher's queue, its
+   * candidate query and the host's reservation write), the match recorded (the rental's write
+   * before it answers). Their sum is the engine's part of {@code POST /v1/rentals}; the rest is
+   * HTTP, the API key and the new rental's recovery.
    */
   public final LatencyHistogram launchRecorded = new LatencyHistogram();
+
   public final LatencyHistogram launchHold = new LatencyHistogram();
   public final LatencyHistogram launchMatch = new LatencyHistogram();
   public final LatencyHistogram launchMatchedRecorded = new LatencyHistogram();
-  /** The agent's heartbeat {@code at} to its receipt at the websocket: network delay plus clock skew (never below 0). */
+
+  /**
+   * The agent's heartbeat {@code at} to its receipt at the websocket: network delay plus clock skew
+   * (never below 0).
+   */
   public final LatencyHistogram heartbeatLag = new LatencyHistogram();
-  /** One small event persisted by this node's journal probe, from the persist call to its confirmation. */
+
+  /**
+   * One small event persisted by this node's journal probe, from the persist call to its
+   * confirmation.
+   */
   public final LatencyHistogram journalWrites = new LatencyHistogram();
-  /** Journal probe writes or recoveries that failed (the database was unreachable or the journal's breaker was open). */
+
+  /**
+   * Journal probe writes or recoveries that failed (the database was unreachable or the journal's
+   * breaker was open).
+   */
   public final LongAdder journalFailures = new LongAdder();
-  /** {@link System#nanoTime()} when the probe's unconfirmed write started; 0 when none is in flight. */
-  final java.util.concurrent.atomic.AtomicLong journalProbeInFlightSince = new java.util.concurrent.atomic.AtomicLong();
+
+  /**
+   * {@link System#nanoTime()} when the probe's unconfirmed write started; 0 when none is in flight.
+   */
+  final java.util.concurrent.atomic.AtomicLong journalProbeInFlightSince =
+      new java.util.concurrent.atomic.AtomicLong();
+
   public final LongAdder secondsMetered = new LongAdder();
-  /** The cost of the seconds in {@link #secondsMetered}, in micro-euros (renter debits: provider + platform). */
+
+  /**
+   * The cost of the seconds in {@link #secondsMetered}, in micro-euros (renter debits: provider +
+   * platform).
+   */
   public final LongAdder microEurosMetered = new LongAdder();
+
   public final LongAdder settlements = new LongAdder();
   public final LongAdder agentSessionsOpened = new LongAdder();
   public final LongAdder agentSessionsClosed = new LongAdder();

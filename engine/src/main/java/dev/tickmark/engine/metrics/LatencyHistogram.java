@@ -4,9 +4,9 @@ import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.LongAdder;
 
 /**
- * A lock-free latency histogram in microseconds with log-linear buckets (16 sub-buckets per power of
- * two, so any quantile is within ~6 % of the true value). Recording is one array increment: cheap
- * enough for every heartbeat and every match.
+ * A lock-free latency histogram in microseconds with log-linear buckets (16 sub-buckets per power
+ * of two, so any quantile is within ~6 % of the true value). Recording is one array increment:
+ * cheap enough for every heartbeat and every match.
  */
 public final class LatencyHistogram {
   private static final int SUB_BUCKETS = 16;
@@ -30,7 +30,10 @@ public final class LatencyHistogram {
     return sumMicros.sum();
   }
 
-  /** The value at quantile {@code q} (0..1) in µs: the upper bound of the bucket that holds it; 0 when empty. */
+  /**
+   * The value at quantile {@code q} (0..1) in µs: the upper bound of the bucket that holds it; 0
+   * when empty.
+   */
   public long quantileMicros(double q) {
     long n = total.sum();
     if (n == 0) return 0;
@@ -45,10 +48,10 @@ public final class LatencyHistogram {
 
   /**
    * Cumulative counts for Prometheus-style buckets: {@code result[i]} counts the values recorded in
-   * buckets whose upper bound is at most {@code boundsMicros[i]} (ascending), and the last element is
-   * the count of every value (the {@code +Inf} bucket). One pass over the buckets; since a bucket is
-   * counted only once it lies wholly below a bound, a cumulative count may lag the exact one by the
-   * values of one bucket (~6 % of the bound's width).
+   * buckets whose upper bound is at most {@code boundsMicros[i]} (ascending), and the last element
+   * is the count of every value (the {@code +Inf} bucket). One pass over the buckets; since a
+   * bucket is counted only once it lies wholly below a bound, a cumulative count may lag the exact
+   * one by the values of one bucket (~6 % of the bound's width).
    */
   public long[] cumulativeCounts(long[] boundsMicros) {
     long[] result = new long[boundsMicros.length + 1];

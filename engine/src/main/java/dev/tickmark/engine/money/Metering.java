@@ -2,8 +2,8 @@ package dev.tickmark.engine.money;
 
 /**
  * Cumulative metering and split, as DESIGN.md defines them. Every function is a pure function of
- * cumulative quantities, so sums of per-second charges equal the total exactly and a settlement
- * can be recomputed from any checkpoint.
+ * cumulative quantities, so sums of per-second charges equal the total exactly and a settlement can
+ * be recomputed from any checkpoint.
  */
 public final class Metering {
   public static final int BPS_DENOMINATOR = 10_000;
@@ -18,24 +18,28 @@ public final class Metering {
    * silently; a result beyond {@code long} throws.
    */
   public static long cost(long pricePerGpuHour, int cards, long seconds) {
-    if (pricePerGpuHour < 0 || cards < 0 || seconds < 0) throw new IllegalArgumentException("negative metering input");
+    if (pricePerGpuHour < 0 || cards < 0 || seconds < 0)
+      throw new IllegalArgumentException("negative metering input");
     long perSecondNumerator = Math.multiplyExact(pricePerGpuHour, (long) cards);
     return floorMulDiv(perSecondNumerator, seconds, SECONDS_PER_HOUR);
   }
 
   /**
    * The most whole seconds whose cumulative cost fits in {@code budget}: the largest {@code s} with
-   * {@code cost(s) ≤ budget}, capped at {@code limit}. A free rental (price 0) is capped only by {@code limit}.
+   * {@code cost(s) ≤ budget}, capped at {@code limit}. A free rental (price 0) is capped only by
+   * {@code limit}.
    */
   public static long maxSecondsWithin(long pricePerGpuHour, int cards, long budget, long limit) {
     if (budget < 0) return 0;
     long perHour = Math.multiplyExact(pricePerGpuHour, (long) cards);
     if (perHour == 0) return limit;
-    // cost(s) ≤ B  ⇔  p·c·s < (B+1)·3600  ⇔  s ≤ ((B+1)·3600 − 1) / (p·c); searched to stay exact without overflow.
+    // cost(s) ≤ B  ⇔  p·c·s < (B+1)·3600  ⇔  s ≤ ((B+1)·3600 − 1) / (p·c); searched to stay exact
+    // without overflow.
     long lo = 0;
     long hi = limit;
     while (lo < hi) {
-      long mid = hi - (hi - lo) / 2; // the upper middle, without overflow when limit is Long.MAX_VALUE
+      long mid =
+          hi - (hi - lo) / 2; // the upper middle, without overflow when limit is Long.MAX_VALUE
       if (costOrMax(pricePerGpuHour, cards, mid) <= budget) lo = mid;
       else hi = mid - 1;
     }
@@ -58,12 +62,16 @@ public final class Metering {
 
   /** Provider share of a cumulative cost: {@code floor(cost·(10000−fee_bps)/10000)}. */
   public static long providerShare(long cumulativeCost, int feeBps) {
-    if (feeBps < 0 || feeBps > BPS_DENOMINATOR) throw new IllegalArgumentException("fee_bps must be within 0..10000");
+    if (feeBps < 0 || feeBps > BPS_DENOMINATOR)
+      throw new IllegalArgumentException("fee_bps must be within 0..10000");
     if (cumulativeCost < 0) throw new IllegalArgumentException("negative cost");
     return floorMulDiv(cumulativeCost, BPS_DENOMINATOR - feeBps, BPS_DENOMINATOR);
   }
 
-  /** Platform share of a cumulative cost: whatever the provider does not get, so the two always add up. */
+  /**
+   * Platform share of a cumulative cost: whatever the provider does not get, so the two always add
+   * up.
+   */
   public static long platformShare(long cumulativeCost, int feeBps) {
     return cumulativeCost - providerShare(cumulativeCost, feeBps);
   }

@@ -1,13 +1,17 @@
 package dev.tickmark.engine.money;
 
 /**
- * Amounts are {@code long} micro-euros (µ€). This class converts between that and the wire form,
- * a decimal string with up to six decimals ({@code "20"}, {@code "2.89"}, {@code "0.000803"}).
+ * Amounts are {@code long} micro-euros (µ€). This class converts between that and the wire form, a
+ * decimal string with up to six decimals ({@code "20"}, {@code "2.89"}, {@code "0.000803"}).
  * Parsing is strict and allocation-light: no {@code BigDecimal}, no floating point.
  */
 public final class Money {
   public static final long MICROS_PER_EURO = 1_000_000L;
-  /** The largest amount accepted on the wire: one thousand billion euros. Anything bigger is a typo or an attack. */
+
+  /**
+   * The largest amount accepted on the wire: one thousand billion euros. Anything bigger is a typo
+   * or an attack.
+   */
   public static final long MAX_AMOUNT = 1_000_000_000_000L * MICROS_PER_EURO;
 
   private Money() {}
@@ -35,7 +39,8 @@ public final class Money {
     int integerDigits = 0;
     while (i < length && text.charAt(i) != '.') {
       char c = text.charAt(i);
-      if (c < '0' || c > '9') throw new InvalidAmount("amount must be a decimal number of euros like \"12.50\"");
+      if (c < '0' || c > '9')
+        throw new InvalidAmount("amount must be a decimal number of euros like \"12.50\"");
       euros = euros * 10 + (c - '0');
       if (euros > MAX_AMOUNT / MICROS_PER_EURO) throw new InvalidAmount("amount is too large");
       integerDigits++;
@@ -51,7 +56,8 @@ public final class Money {
         micros *= 10;
         if (d < decimals) {
           char c = text.charAt(i + d);
-          if (c < '0' || c > '9') throw new InvalidAmount("amount must be a decimal number of euros like \"12.50\"");
+          if (c < '0' || c > '9')
+            throw new InvalidAmount("amount must be a decimal number of euros like \"12.50\"");
           micros += c - '0';
         }
       }
@@ -61,7 +67,10 @@ public final class Money {
     return total;
   }
 
-  /** Formats micro-euros with exactly six decimals: {@code 20000000 -> "20.000000"}. Negative values keep their sign. */
+  /**
+   * Formats micro-euros with exactly six decimals: {@code 20000000 -> "20.000000"}. Negative values
+   * keep their sign.
+   */
   public static String format(long micros) {
     boolean negative = micros < 0;
     // Long.MIN_VALUE cannot be negated; amounts never get near it, but format must not lie.

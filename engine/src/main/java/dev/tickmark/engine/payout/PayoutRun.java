@@ -47,22 +47,24 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
  * One operator payout run: pays every provider owed at least a minimum, exactly once in effect.
  *
  * <p>It works in two recorded steps. <b>Deciding</b>: the read side names the providers that may be
- * owed the minimum, and each one's {@link Account} (the authority) is asked for its earnings, payout
- * details and suspension; the run then records its decision ({@link Decided}) — who is paid how much,
- * who is skipped and why — before any money moves. A crash before that record just decides again.
- * <b>Paying</b>: each decided payout is sent to its account as {@link Account.Payout} under the
- * deterministic id {@code <run id>:<account id>} until the account acknowledges it; the account pays
- * exactly the decided amount once and answers a repeat as a duplicate, so a crash, a lost answer or a
- * second delivery pays nothing twice. An account that refuses (its earnings no longer cover the amount,
- * or it was suspended meanwhile) is recorded as refused, and the run completes when every payout is
- * paid or refused.
+ * owed the minimum, and each one's {@link Account} (the authority) is asked for its earnings,
+ * payout details and suspension; the run then records its decision ({@link Decided}) — who is paid
+ * how much, who is skipped and why — before any money moves. A crash before that record just
+ * decides again. <b>Paying</b>: each decided payout is sent to its account as {@link
+ * Account.Payout} under the deterministic id {@code <run id>:<account id>} until the account
+ * acknowledges it; the account pays exactly the decided amount once and answers a repeat as a
+ * duplicate, so a crash, a lost answer or a second delivery pays nothing twice. An account that
+ * refuses (its earnings no longer cover the amount, or it was suspended meanwhile) is recorded as
+ * refused, and the run completes when every payout is paid or refused.
  *
  * <p>Only whole cents are paid (banks move cents): the rest of a provider's earnings stays owed.
  */
 public final class PayoutRun
-    extends EventSourcedBehaviorWithEnforcedReplies<PayoutRun.Command, PayoutRun.Event, PayoutRun.State> {
+    extends EventSourcedBehaviorWithEnforcedReplies<
+        PayoutRun.Command, PayoutRun.Event, PayoutRun.State> {
 
-  public static final EntityTypeKey<Command> ENTITY_KEY = EntityTypeKey.create(Command.class, "PayoutRun");
+  public static final EntityTypeKey<Command> ENTITY_KEY =
+      EntityTypeKey.create(Command.class, "PayoutRun");
 
   /** Runs are rare: one slice is plenty. Changing it needs an offset migration. */
   public static final int TAG_SLICES = 1;
@@ -72,7 +74,8 @@ public final class PayoutRun
   /** µ€ in one euro cent. */
   public static final long CENT = 10_000;
 
-  // Why a provider is not paid (skipped at decision) or a payout did not happen (refused by the account).
+  // Why a provider is not paid (skipped at decision) or a payout did not happen (refused by the
+  // account).
   public static final String NO_PAYOUT_DETAILS = "no_payout_details";
 
   public static String tagFor(String runId) {
@@ -95,18 +98,29 @@ public final class PayoutRun
 
   /** How a run reaches the rest of the system; the node wires the read side and sharding in. */
   public interface Ports {
-    /** Provider accounts whose earnings, as the read side last saw them, are at least {@code minimum}. */
+    /**
+     * Provider accounts whose earnings, as the read side last saw them, are at least {@code
+     * minimum}.
+     */
     CompletionStage<List<String>> providersOwed(long minimum);
 
     RecipientRef<Account.Command> account(String accountId);
   }
 
-  /** {@code parallelism}: accounts asked at once, so a run over many providers does not flood the cluster. */
+  /**
+   * {@code parallelism}: accounts asked at once, so a run over many providers does not flood the
+   * cluster.
+   */
   public record Settings(Duration askTimeout, Duration retryInterval, int parallelism) {
-    /** From the node's config: {@code tickmark.payouts.retry-interval}, {@code .parallelism} and {@code tickmark.http.ask-timeout}. */
+    /**
+     * From the node's config: {@code tickmark.payouts.retry-interval}, {@code .parallelism} and
+     * {@code tickmark.http.ask-timeout}.
+     */
     public static Settings fromConfig(Config config) {
       Config payouts = config.getConfig("tickmark.payouts");
-      return new Settings(config.getDuration("tickmark.http.ask-timeout"), payouts.getDuration("retry-interval"),
+      return new Settings(
+          config.getDuration("tickmark.http.ask-timeout"),
+          payouts.getDuration("retry-interval"),
           payouts.getInt("parallelism"));
     }
   }
@@ -117,8 +131,9 @@ public final class PayoutRun
   public interface Command extends CborSerializable {}
 
   /**
-   * Starts the run, or joins it: the reply comes when the run has completed. Starting an existing run
-   * with the same minimum is a retry; with another minimum it is an {@code idempotency_conflict}.
+   * Starts the run, or joins it: the reply comes when the run has completed. Starting an existing
+   * run with the same minimum is a retry; with another minimum it is an {@code
+   * idempotency_conflict}.
    */
   public record Start(long minimum, ActorRef<StatusReply<RunView>> replyTo) implements Command {}
 
@@ -136,15 +151,22 @@ public final class PayoutRun
   /** {@code summary == null}: the account did not answer in time; it is asked again. */
   private record Quoted(String accountId, Account.Summary summary) implements Command {}
 
-  /** {@code refusal == null}: paid (or paid before). {@link Rejection#UNAVAILABLE}: no answer; sent again. */
+  /**
+   * {@code refusal == null}: paid (or paid before). {@link Rejection#UNAVAILABLE}: no answer; sent
+   * again.
+   */
   private record PayoutAnswered(String accountId, Rejection refusal) implements Command {}
 
   private enum Timer implements Command {
     RETRY
   }
 
-  /** A decided payout, with the payee as the account knew it then, so the run's export never changes. */
-  public record Payment(String accountId, String payoutId, long amount, Account.PayoutDetails payee) implements CborSerializable {}
+  /**
+   * A decided payout, with the payee as the account knew it then, so the run's export never
+   * changes.
+   */
+  public record Payment(String accountId, String payoutId, long amount, Account.PayoutDetails payee)
+      implements CborSerializable {}
 
   /** A provider owed the minimum but not paid in this run. */
   public record Skip(String accountId, long amount, String reason) implements CborSerializable {}
@@ -152,12 +174,31 @@ public final class PayoutRun
   /** A payout's outcome: {@code reason == null} for paid. */
   public record Outcome(boolean paid, String reason, Instant at) implements CborSerializable {}
 
-  public record PaymentView(String accountId, String payoutId, long amount, String status, String reason,
-      Account.PayoutDetails payee) implements CborSerializable {}
+  public record PaymentView(
+      String accountId,
+      String payoutId,
+      long amount,
+      String status,
+      String reason,
+      Account.PayoutDetails payee)
+      implements CborSerializable {}
 
-  /** What an operator sees of a run. {@code total}/{@code count}: payouts not refused (all paid once completed). */
-  public record RunView(String id, String status, long minimum, Instant createdAt, Instant decidedAt, Instant completedAt,
-      long total, int count, List<PaymentView> payouts, List<Skip> skipped) implements CborSerializable {}
+  /**
+   * What an operator sees of a run. {@code total}/{@code count}: payouts not refused (all paid once
+   * completed).
+   */
+  public record RunView(
+      String id,
+      String status,
+      long minimum,
+      Instant createdAt,
+      Instant decidedAt,
+      Instant completedAt,
+      long total,
+      int count,
+      List<PaymentView> payouts,
+      List<Skip> skipped)
+      implements CborSerializable {}
 
   // ---------------------------------------------------------------------------------------------
   // Events
@@ -172,7 +213,8 @@ public final class PayoutRun
 
   public record PaymentConfirmed(String accountId, long amount, Instant at) implements Event {}
 
-  public record PaymentRefused(String accountId, long amount, String reason, Instant at) implements Event {}
+  public record PaymentRefused(String accountId, long amount, String reason, Instant at)
+      implements Event {}
 
   public record Completed(Instant at) implements Event {}
 
@@ -188,8 +230,14 @@ public final class PayoutRun
   public record Deciding(long minimum, Instant createdAt) implements State {}
 
   /** The decision and what the accounts answered so far, by account id. */
-  public record Run(long minimum, Instant createdAt, Instant decidedAt, List<Payment> payments, List<Skip> skipped,
-      Map<String, Outcome> outcomes) implements CborSerializable {
+  public record Run(
+      long minimum,
+      Instant createdAt,
+      Instant decidedAt,
+      List<Payment> payments,
+      List<Skip> skipped,
+      Map<String, Outcome> outcomes)
+      implements CborSerializable {
 
     Run withOutcome(String accountId, Outcome outcome) {
       Map<String, Outcome> copy = new HashMap<>(outcomes);
@@ -198,7 +246,10 @@ public final class PayoutRun
     }
 
     Payment payment(String accountId) {
-      return payments.stream().filter(p -> p.accountId().equals(accountId)).findFirst().orElseThrow();
+      return payments.stream()
+          .filter(p -> p.accountId().equals(accountId))
+          .findFirst()
+          .orElseThrow();
     }
 
     boolean resolved(String accountId) {
@@ -211,14 +262,35 @@ public final class PayoutRun
     }
 
     RunView view(String id, String status, Instant completedAt) {
-      List<PaymentView> views = payments.stream().map(p -> {
-        Outcome o = outcomes.get(p.accountId());
-        String s = o == null ? "pending" : o.paid() ? "paid" : "refused";
-        return new PaymentView(p.accountId(), p.payoutId(), p.amount(), s, o == null ? null : o.reason(), p.payee());
-      }).toList();
-      List<PaymentView> counted = views.stream().filter(v -> !v.status().equals("refused")).toList();
+      List<PaymentView> views =
+          payments.stream()
+              .map(
+                  p -> {
+                    Outcome o = outcomes.get(p.accountId());
+                    String s = o == null ? "pending" : o.paid() ? "paid" : "refused";
+                    return new PaymentView(
+                        p.accountId(),
+                        p.payoutId(),
+                        p.amount(),
+                        s,
+                        o == null ? null : o.reason(),
+                        p.payee());
+                  })
+              .toList();
+      List<PaymentView> counted =
+          views.stream().filter(v -> !v.status().equals("refused")).toList();
       long total = counted.stream().mapToLong(PaymentView::amount).sum();
-      return new RunView(id, status, minimum, createdAt, decidedAt, completedAt, total, counted.size(), views, skipped);
+      return new RunView(
+          id,
+          status,
+          minimum,
+          createdAt,
+          decidedAt,
+          completedAt,
+          total,
+          counted.size(),
+          views,
+          skipped);
     }
   }
 
@@ -234,7 +306,8 @@ public final class PayoutRun
   private final Clock clock;
   private final ActorContext<Command> context;
   private final TimerScheduler<Command> timers;
-  // Actor-local: who waits for the run to complete, and the asks in flight. Lost on a crash, rebuilt on recovery.
+  // Actor-local: who waits for the run to complete, and the asks in flight. Lost on a crash,
+  // rebuilt on recovery.
   private final List<ActorRef<StatusReply<RunView>>> waiting = new ArrayList<>();
   private final Deque<String> toQuote = new ArrayDeque<>();
   private final Map<String, Account.Summary> quotes = new HashMap<>();
@@ -242,16 +315,27 @@ public final class PayoutRun
   private boolean candidatesKnown;
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
-    ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
+    ClusterSharding.get(system)
+        .init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
   }
 
-  public static Behavior<Command> create(String runId, Settings settings, Ports ports, Clock clock) {
-    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new PayoutRun(runId, settings, ports, clock, ctx, timers)));
+  public static Behavior<Command> create(
+      String runId, Settings settings, Ports ports, Clock clock) {
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withTimers(
+                timers -> new PayoutRun(runId, settings, ports, clock, ctx, timers)));
   }
 
-  private PayoutRun(String runId, Settings settings, Ports ports, Clock clock, ActorContext<Command> context,
+  private PayoutRun(
+      String runId,
+      Settings settings,
+      Ports ports,
+      Clock clock,
+      ActorContext<Command> context,
       TimerScheduler<Command> timers) {
-    super(PersistenceId.of(ENTITY_KEY.name(), runId),
+    super(
+        PersistenceId.of(ENTITY_KEY.name(), runId),
         SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
     this.runId = runId;
     this.settings = settings;
@@ -282,7 +366,10 @@ public final class PayoutRun
     return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), this::resume).build();
   }
 
-  /** After a restart, pick up where the journal says we are; deciding again and paying again are both safe. */
+  /**
+   * After a restart, pick up where the journal says we are; deciding again and paying again are
+   * both safe.
+   */
   private void resume(State state) {
     if (state instanceof Deciding d) findCandidates(d.minimum());
     else if (state instanceof Paying p) pay(p.run());
@@ -293,13 +380,19 @@ public final class PayoutRun
 
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
-    CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty = newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
-    empty.onCommand(Start.class, this::onStart)
-        .onCommand(Get.class, c -> Effect().reply(c.replyTo(), reply(Rejection.NOT_FOUND, "no payout run " + runId)))
+    CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty =
+        newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
+    empty
+        .onCommand(Start.class, this::onStart)
+        .onCommand(
+            Get.class,
+            c -> Effect().reply(c.replyTo(), reply(Rejection.NOT_FOUND, "no payout run " + runId)))
         .onAnyCommand(c -> Effect().noReply());
 
-    CommandHandlerWithReplyBuilderByState<Command, Event, Deciding, State> deciding = newCommandHandlerWithReplyBuilder().forStateType(Deciding.class);
-    deciding.onCommand(Start.class, (s, c) -> join(s.minimum(), c))
+    CommandHandlerWithReplyBuilderByState<Command, Event, Deciding, State> deciding =
+        newCommandHandlerWithReplyBuilder().forStateType(Deciding.class);
+    deciding
+        .onCommand(Start.class, (s, c) -> join(s.minimum(), c))
         .onCommand(Get.class, (s, c) -> Effect().reply(c.replyTo(), StatusReply.success(view(s))))
         .onCommand(CandidatesFound.class, this::onCandidatesFound)
         .onCommand(CandidatesFailed.class, (s, c) -> retryLater())
@@ -307,20 +400,28 @@ public final class PayoutRun
         .onCommand(Timer.class, this::onDecidingRetry)
         .onAnyCommand(c -> Effect().noReply());
 
-    CommandHandlerWithReplyBuilderByState<Command, Event, Paying, State> paying = newCommandHandlerWithReplyBuilder().forStateType(Paying.class);
-    paying.onCommand(Start.class, (s, c) -> join(s.run().minimum(), c))
+    CommandHandlerWithReplyBuilderByState<Command, Event, Paying, State> paying =
+        newCommandHandlerWithReplyBuilder().forStateType(Paying.class);
+    paying
+        .onCommand(Start.class, (s, c) -> join(s.run().minimum(), c))
         .onCommand(Get.class, (s, c) -> Effect().reply(c.replyTo(), StatusReply.success(view(s))))
         .onCommand(PayoutAnswered.class, this::onPayoutAnswered)
-        .onCommand(Timer.class, (s, c) -> {
-          pay(s.run());
-          return Effect().noReply();
-        })
+        .onCommand(
+            Timer.class,
+            (s, c) -> {
+              pay(s.run());
+              return Effect().noReply();
+            })
         .onAnyCommand(c -> Effect().noReply());
 
-    CommandHandlerWithReplyBuilderByState<Command, Event, Done, State> done = newCommandHandlerWithReplyBuilder().forStateType(Done.class);
-    done.onCommand(Start.class, (s, c) -> s.run().minimum() == c.minimum()
-            ? Effect().reply(c.replyTo(), StatusReply.success(view(s)))
-            : Effect().reply(c.replyTo(), conflict(s.run().minimum())))
+    CommandHandlerWithReplyBuilderByState<Command, Event, Done, State> done =
+        newCommandHandlerWithReplyBuilder().forStateType(Done.class);
+    done.onCommand(
+            Start.class,
+            (s, c) ->
+                s.run().minimum() == c.minimum()
+                    ? Effect().reply(c.replyTo(), StatusReply.success(view(s)))
+                    : Effect().reply(c.replyTo(), conflict(s.run().minimum())))
         .onCommand(Get.class, (s, c) -> Effect().reply(c.replyTo(), StatusReply.success(view(s))))
         .onAnyCommand(c -> Effect().noReply()); // late answers of a completed run change nothing
 
@@ -329,10 +430,13 @@ public final class PayoutRun
 
   private ReplyEffect<Event, State> onStart(Empty state, Start cmd) {
     if (cmd.minimum() <= 0 || cmd.minimum() > Money.MAX_AMOUNT) {
-      return Effect().reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "the minimum must be more than zero"));
+      return Effect()
+          .reply(
+              cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "the minimum must be more than zero"));
     }
     waiting.add(cmd.replyTo());
-    return Effect().persist(new Started(cmd.minimum(), now()))
+    return Effect()
+        .persist(new Started(cmd.minimum(), now()))
         .thenRun(s -> findCandidates(cmd.minimum()))
         .thenNoReply();
   }
@@ -351,8 +455,12 @@ public final class PayoutRun
     toQuote.clear();
     quotes.clear();
     inFlight.clear();
-    context.pipeToSelf(ports.providersOwed(minimum), (ids, failure) ->
-        failure == null ? new CandidatesFound(ids) : new CandidatesFailed(String.valueOf(failure.getMessage())));
+    context.pipeToSelf(
+        ports.providersOwed(minimum),
+        (ids, failure) ->
+            failure == null
+                ? new CandidatesFound(ids)
+                : new CandidatesFailed(String.valueOf(failure.getMessage())));
   }
 
   private ReplyEffect<Event, State> onCandidatesFound(Deciding state, CandidatesFound found) {
@@ -363,7 +471,8 @@ public final class PayoutRun
   }
 
   private ReplyEffect<Event, State> onQuoted(Deciding state, Quoted quoted) {
-    if (!inFlight.remove(quoted.accountId())) return Effect().noReply(); // an answer from before a reset
+    if (!inFlight.remove(quoted.accountId()))
+      return Effect().noReply(); // an answer from before a reset
     if (quoted.summary() == null) {
       toQuote.add(quoted.accountId());
       return retryLater();
@@ -385,34 +494,55 @@ public final class PayoutRun
     return Effect().noReply();
   }
 
-  /** Asks the next accounts for their state; once every candidate has answered, records the decision. */
+  /**
+   * Asks the next accounts for their state; once every candidate has answered, records the
+   * decision.
+   */
   private ReplyEffect<Event, State> decideWhenQuoted(Deciding state) {
     while (inFlight.size() < settings.parallelism() && !toQuote.isEmpty()) quote(toQuote.poll());
     if (!inFlight.isEmpty() || !toQuote.isEmpty()) return Effect().noReply();
     Decided decided = decide(state.minimum(), quotes.values());
     if (decided.payments().isEmpty()) {
-      return Effect().persist(List.of(decided, new Completed(decided.at()))).thenRun(this::answerWaiting).thenNoReply();
+      return Effect()
+          .persist(List.of(decided, new Completed(decided.at())))
+          .thenRun(this::answerWaiting)
+          .thenNoReply();
     }
     return Effect().persist(decided).thenRun(s -> pay(((Paying) s).run())).thenNoReply();
   }
 
   private void quote(String accountId) {
     inFlight.add(accountId);
-    context.ask(Account.Summary.class, ports.account(accountId), settings.askTimeout(), Account.GetSummary::new,
+    context.ask(
+        Account.Summary.class,
+        ports.account(accountId),
+        settings.askTimeout(),
+        Account.GetSummary::new,
         (summary, failure) -> new Quoted(accountId, failure == null ? summary : null));
   }
 
-  /** The rule: whole cents of the account's own earnings, if at least the minimum, to a payee it named. */
+  /**
+   * The rule: whole cents of the account's own earnings, if at least the minimum, to a payee it
+   * named.
+   */
   private Decided decide(long minimum, java.util.Collection<Account.Summary> summaries) {
     List<Payment> payments = new ArrayList<>();
     List<Skip> skipped = new ArrayList<>();
-    summaries.stream().sorted(Comparator.comparing(Account.Summary::id)).forEach(s -> {
-      long amount = wholeCents(s.earnings());
-      if (!s.open() || amount <= 0 || amount < minimum) return; // the read side was behind: nothing owed now
-      if (s.suspended()) skipped.add(new Skip(s.id(), amount, Rejection.ACCOUNT_SUSPENDED.wire()));
-      else if (s.payoutDetails() == null) skipped.add(new Skip(s.id(), amount, NO_PAYOUT_DETAILS));
-      else payments.add(new Payment(s.id(), payoutId(runId, s.id()), amount, s.payoutDetails()));
-    });
+    summaries.stream()
+        .sorted(Comparator.comparing(Account.Summary::id))
+        .forEach(
+            s -> {
+              long amount = wholeCents(s.earnings());
+              if (!s.open() || amount <= 0 || amount < minimum)
+                return; // the read side was behind: nothing owed now
+              if (s.suspended())
+                skipped.add(new Skip(s.id(), amount, Rejection.ACCOUNT_SUSPENDED.wire()));
+              else if (s.payoutDetails() == null)
+                skipped.add(new Skip(s.id(), amount, NO_PAYOUT_DETAILS));
+              else
+                payments.add(
+                    new Payment(s.id(), payoutId(runId, s.id()), amount, s.payoutDetails()));
+            });
     return new Decided(List.copyOf(payments), List.copyOf(skipped), now());
   }
 
@@ -424,7 +554,10 @@ public final class PayoutRun
       if (inFlight.size() >= settings.parallelism()) return;
       if (run.resolved(p.accountId()) || inFlight.contains(p.accountId())) continue;
       inFlight.add(p.accountId());
-      context.askWithStatus(Account.Posting.class, ports.account(p.accountId()), settings.askTimeout(),
+      context.askWithStatus(
+          Account.Posting.class,
+          ports.account(p.accountId()),
+          settings.askTimeout(),
           reply -> new Account.Payout(p.payoutId(), p.amount(), reply),
           (posting, failure) -> new PayoutAnswered(p.accountId(), Rejection.codeOf(failure)));
     }
@@ -436,11 +569,15 @@ public final class PayoutRun
     if (run.resolved(answer.accountId())) return Effect().noReply(); // a duplicate answer
     if (retryable(answer.refusal())) return retryLater();
     long amount = run.payment(answer.accountId()).amount();
-    Event outcome = answer.refusal() == null
-        ? new PaymentConfirmed(answer.accountId(), amount, now())
-        : new PaymentRefused(answer.accountId(), amount, answer.refusal().wire(), now());
+    Event outcome =
+        answer.refusal() == null
+            ? new PaymentConfirmed(answer.accountId(), amount, now())
+            : new PaymentRefused(answer.accountId(), amount, answer.refusal().wire(), now());
     if (run.lastOpen(answer.accountId())) {
-      return Effect().persist(List.of(outcome, new Completed(now()))).thenRun(this::answerWaiting).thenNoReply();
+      return Effect()
+          .persist(List.of(outcome, new Completed(now())))
+          .thenRun(this::answerWaiting)
+          .thenNoReply();
     }
     return Effect().persist(outcome).thenRun(s -> pay(((Paying) s).run())).thenNoReply();
   }
@@ -457,12 +594,28 @@ public final class PayoutRun
   @Override
   public EventHandler<State, Event> eventHandler() {
     var builder = newEventHandlerBuilder();
-    builder.forStateType(Empty.class).onEvent(Started.class, (s, e) -> new Deciding(e.minimum(), e.at()));
-    builder.forStateType(Deciding.class).onEvent(Decided.class, (s, e) ->
-        new Paying(new Run(s.minimum(), s.createdAt(), e.at(), e.payments(), e.skipped(), Map.of())));
-    builder.forStateType(Paying.class)
-        .onEvent(PaymentConfirmed.class, (s, e) -> new Paying(s.run().withOutcome(e.accountId(), new Outcome(true, null, e.at()))))
-        .onEvent(PaymentRefused.class, (s, e) -> new Paying(s.run().withOutcome(e.accountId(), new Outcome(false, e.reason(), e.at()))))
+    builder
+        .forStateType(Empty.class)
+        .onEvent(Started.class, (s, e) -> new Deciding(e.minimum(), e.at()));
+    builder
+        .forStateType(Deciding.class)
+        .onEvent(
+            Decided.class,
+            (s, e) ->
+                new Paying(
+                    new Run(
+                        s.minimum(), s.createdAt(), e.at(), e.payments(), e.skipped(), Map.of())));
+    builder
+        .forStateType(Paying.class)
+        .onEvent(
+            PaymentConfirmed.class,
+            (s, e) ->
+                new Paying(s.run().withOutcome(e.accountId(), new Outcome(true, null, e.at()))))
+        .onEvent(
+            PaymentRefused.class,
+            (s, e) ->
+                new Paying(
+                    s.run().withOutcome(e.accountId(), new Outcome(false, e.reason(), e.at()))))
         .onEvent(Completed.class, (s, e) -> new Done(s.run(), e.at()));
     return builder.build();
   }
@@ -471,7 +624,8 @@ public final class PayoutRun
 
   private RunView view(State state) {
     if (state instanceof Deciding d) {
-      return new RunView(runId, "deciding", d.minimum(), d.createdAt(), null, null, 0, 0, List.of(), List.of());
+      return new RunView(
+          runId, "deciding", d.minimum(), d.createdAt(), null, null, 0, 0, List.of(), List.of());
     }
     if (state instanceof Paying p) return p.run().view(runId, "paying", null);
     if (state instanceof Done d) return d.run().view(runId, "completed", d.completedAt());
@@ -483,10 +637,15 @@ public final class PayoutRun
   }
 
   private StatusReply<RunView> conflict(long minimum) {
-    return reply(Rejection.IDEMPOTENCY_CONFLICT, "payout run " + runId + " was started with minimum " + Money.format(minimum));
+    return reply(
+        Rejection.IDEMPOTENCY_CONFLICT,
+        "payout run " + runId + " was started with minimum " + Money.format(minimum));
   }
 
-  /** No answer, or an answer that says nothing about the payout: ask again later. Every other refusal is final. */
+  /**
+   * No answer, or an answer that says nothing about the payout: ask again later. Every other
+   * refusal is final.
+   */
   private static boolean retryable(Rejection refusal) {
     return refusal == Rejection.UNAVAILABLE || refusal == Rejection.INTERNAL;
   }

@@ -51,19 +51,21 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
 /**
  * One rental, from request to the last micro-euro. It places the renter's hold, asks its GPU's
  * matcher for a host, starts the workload through the host, meters every second from the agent's
- * {@code rental_started}, and coordinates the money: each settlement is recorded here first (cumulative
- * seconds, cost and split), then delivered to the renter's account (a capture) and the provider's
- * (an earnings credit) under the same key until both acknowledge — exactly once in effect, because the
- * accounts deduplicate on that key and totals are cumulative. After a crash it recovers, re-delivers
- * the last settlement, and settles the seconds it missed.
+ * {@code rental_started}, and coordinates the money: each settlement is recorded here first
+ * (cumulative seconds, cost and split), then delivered to the renter's account (a capture) and the
+ * provider's (an earnings credit) under the same key until both acknowledge — exactly once in
+ * effect, because the accounts deduplicate on that key and totals are cumulative. After a crash it
+ * recovers, re-delivers the last settlement, and settles the seconds it missed.
  *
  * <p>The billing arithmetic is {@link RentalBilling}'s; delivering settlements and closing is
- * {@link SettlementDelivery}'s. This class holds the protocol, one command handler per state, and the
- * event handlers.
+ * {@link SettlementDelivery}'s. This class holds the protocol, one command handler per state, and
+ * the event handlers.
  */
-public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental.Command, Rental.Event, Rental.State> {
+public final class Rental
+    extends EventSourcedBehaviorWithEnforcedReplies<Rental.Command, Rental.Event, Rental.State> {
 
-  public static final EntityTypeKey<Command> ENTITY_KEY = EntityTypeKey.create(Command.class, "Rental");
+  public static final EntityTypeKey<Command> ENTITY_KEY =
+      EntityTypeKey.create(Command.class, "Rental");
   public static final int TAG_SLICES = 4;
   public static final String TAG_PREFIX = "rental-";
 
@@ -75,7 +77,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return IntStream.range(0, TAG_SLICES).mapToObj(i -> TAG_PREFIX + i).toList();
   }
 
-  /** Why a rental ended (DESIGN.md); the wire name is what the API, the journal and the read side carry. */
+  /**
+   * Why a rental ended (DESIGN.md); the wire name is what the API, the journal and the read side
+   * carry.
+   */
   public enum EndReason {
     STOPPED_BY_RENTER("stopped_by_renter"),
     BALANCE_EXHAUSTED("balance_exhausted"),
@@ -104,7 +109,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       throw new IllegalArgumentException("unknown end reason " + wire);
     }
 
-    /** The end reason of a refused hold extension, or null when the refusal is transient (retried next settlement). */
+    /**
+     * The end reason of a refused hold extension, or null when the refusal is transient (retried
+     * next settlement).
+     */
     static EndReason ofExtensionRefusal(Rejection code) {
       if (code == Rejection.SPEND_CAP_REACHED) return SPEND_CAP_REACHED;
       if (code == Rejection.INSUFFICIENT_FUNDS) return BALANCE_EXHAUSTED;
@@ -112,7 +120,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     }
   }
 
-  /** What a client sees of where a rental is; {@code refused}: its first hold was refused (nothing ever ran). */
+  /**
+   * What a client sees of where a rental is; {@code refused}: its first hold was refused (nothing
+   * ever ran).
+   */
   public enum Status {
     PENDING("pending"),
     PROVISIONING("provisioning"),
@@ -145,14 +156,28 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     }
   }
 
-  public record Settings(Duration settleInterval, long holdSeconds, int feeBps, Duration provisioningTimeout,
-      Duration stopTimeout, Duration retryInterval, Duration askTimeout) {
-    /** From the node's config: {@code tickmark.rentals.*}, {@code tickmark.market.fee-bps}, {@code tickmark.http.ask-timeout}. */
+  public record Settings(
+      Duration settleInterval,
+      long holdSeconds,
+      int feeBps,
+      Duration provisioningTimeout,
+      Duration stopTimeout,
+      Duration retryInterval,
+      Duration askTimeout) {
+    /**
+     * From the node's config: {@code tickmark.rentals.*}, {@code tickmark.market.fee-bps}, {@code
+     * tickmark.http.ask-timeout}.
+     */
     public static Settings fromConfig(Config config) {
       Config rentals = config.getConfig("tickmark.rentals");
-      return new Settings(rentals.getDuration("settle-interval"), rentals.getDuration("hold-duration").toSeconds(),
-          config.getInt("tickmark.market.fee-bps"), rentals.getDuration("provisioning-timeout"), rentals.getDuration("stop-timeout"),
-          rentals.getDuration("retry-interval"), config.getDuration("tickmark.http.ask-timeout"));
+      return new Settings(
+          rentals.getDuration("settle-interval"),
+          rentals.getDuration("hold-duration").toSeconds(),
+          config.getInt("tickmark.market.fee-bps"),
+          rentals.getDuration("provisioning-timeout"),
+          rentals.getDuration("stop-timeout"),
+          rentals.getDuration("retry-interval"),
+          config.getDuration("tickmark.http.ask-timeout"));
     }
   }
 
@@ -166,34 +191,69 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   /** What the renter asked for. Prices are µ€ per GPU-hour; {@code maxTotal} (µ€) is optional. */
-  public record Spec(String gpu, int count, Listing.Tier tier, String region, long maxPricePerGpuHour, String image,
-      List<String> command, String sshPublicKey, Long maxTotal, int waitSeconds, boolean network) implements CborSerializable {}
+  public record Spec(
+      String gpu,
+      int count,
+      Listing.Tier tier,
+      String region,
+      long maxPricePerGpuHour,
+      String image,
+      List<String> command,
+      String sshPublicKey,
+      Long maxTotal,
+      int waitSeconds,
+      boolean network)
+      implements CborSerializable {}
 
-  /** The match, frozen for the whole rental; {@code region} is the host's (null in events recorded before it was kept). */
-  public record Terms(String hostId, String providerId, List<Integer> cards, long pricePerGpuHour, boolean simulated,
-      Instant matchedAt, String region) implements CborSerializable {}
+  /**
+   * The match, frozen for the whole rental; {@code region} is the host's (null in events recorded
+   * before it was kept).
+   */
+  public record Terms(
+      String hostId,
+      String providerId,
+      List<Integer> cards,
+      long pricePerGpuHour,
+      boolean simulated,
+      Instant matchedAt,
+      String region)
+      implements CborSerializable {}
 
-  /** A settlement checkpoint: cumulative seconds, cost and split, from which every second's charge can be recomputed. */
-  public record Checkpoint(long throughSecond, long cost, long provider, long platform, Instant at) implements CborSerializable {}
+  /**
+   * A settlement checkpoint: cumulative seconds, cost and split, from which every second's charge
+   * can be recomputed.
+   */
+  public record Checkpoint(long throughSecond, long cost, long provider, long platform, Instant at)
+      implements CborSerializable {}
 
   // ---------------------------------------------------------------------------------------------
   // Protocol
 
   public interface Command extends CborSerializable {}
 
-  public record Create(String renterId, Spec spec, ActorRef<StatusReply<View>> replyTo) implements Command {}
+  public record Create(String renterId, Spec spec, ActorRef<StatusReply<View>> replyTo)
+      implements Command {}
 
-  /** {@code renterId == null}: an operator or the system. Another renter's rental answers not_found. */
+  /**
+   * {@code renterId == null}: an operator or the system. Another renter's rental answers not_found.
+   */
   public record Get(String renterId, ActorRef<StatusReply<View>> replyTo) implements Command {}
 
   public record Stop(String renterId, ActorRef<StatusReply<View>> replyTo) implements Command {}
 
-  /** Live updates (SSE): the subscriber gets {@link Update}s until the rental ends or it unsubscribes. */
-  public record Subscribe(String renterId, ActorRef<Update> subscriber, ActorRef<StatusReply<View>> replyTo) implements Command {}
+  /**
+   * Live updates (SSE): the subscriber gets {@link Update}s until the rental ends or it
+   * unsubscribes.
+   */
+  public record Subscribe(
+      String renterId, ActorRef<Update> subscriber, ActorRef<StatusReply<View>> replyTo)
+      implements Command {}
 
   public record Unsubscribe(ActorRef<Update> subscriber) implements Command {}
 
-  /** Brings an unfinished rental back after its node was lost: recovery resumes metering and money. */
+  /**
+   * Brings an unfinished rental back after its node was lost: recovery resumes metering and money.
+   */
   public enum Wake implements Command {
     INSTANCE
   }
@@ -223,26 +283,51 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   record Delivered(Side side, long throughSecond, Rejection refusal) implements Command {
     enum Side {
-      CAPTURE, CREDIT, FINAL_CREDIT
+      CAPTURE,
+      CREDIT,
+      FINAL_CREDIT
     }
   }
 
   record Released(What what, boolean ok) implements Command {
     enum What {
-      HOLD, CARDS
+      HOLD,
+      CARDS
     }
   }
 
   enum Timer implements Command {
-    TICK, RETRY_HOLD, RETRY_MATCH, RESEND_START, WAIT_EXPIRED, PROVISION_EXPIRED, PREEMPTION_DUE, STOP_EXPIRED, REDELIVER, PROVE_END
+    TICK,
+    RETRY_HOLD,
+    RETRY_MATCH,
+    RESEND_START,
+    WAIT_EXPIRED,
+    PROVISION_EXPIRED,
+    PREEMPTION_DUE,
+    STOP_EXPIRED,
+    REDELIVER,
+    PROVE_END
   }
 
   /** What a client may see of a rental. Amounts in µ€. */
-  public record View(String id, String renterId, Status status, Spec spec, Terms terms, Instant createdAt,
-      Instant startedAt, Instant endedAt, EndReason endReason, long billedSeconds, long cost, Instant preemptionDeadline,
-      List<Checkpoint> checkpoints) implements CborSerializable {}
+  public record View(
+      String id,
+      String renterId,
+      Status status,
+      Spec spec,
+      Terms terms,
+      Instant createdAt,
+      Instant startedAt,
+      Instant endedAt,
+      EndReason endReason,
+      long billedSeconds,
+      long cost,
+      Instant preemptionDeadline,
+      List<Checkpoint> checkpoints)
+      implements CborSerializable {}
 
-  public sealed interface Update extends CborSerializable permits StatusChanged, Tick, PreemptionNotice {}
+  public sealed interface Update extends CborSerializable
+      permits StatusChanged, Tick, PreemptionNotice {}
 
   public record StatusChanged(View rental) implements Update {}
 
@@ -257,7 +342,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     Instant at();
   }
 
-  public record Requested(String renterId, Spec spec, long holdAmount, Instant at) implements Event {}
+  public record Requested(String renterId, Spec spec, long holdAmount, Instant at)
+      implements Event {}
 
   /** The first hold could not be placed: nothing was ever charged or held. */
   public record Refused(Rejection code, Instant at) implements Event {}
@@ -270,18 +356,25 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   public record HoldExtended(long holdAmount, Instant at) implements Event {}
 
-  /** The hold could not grow: the rental runs until what is held is used, then ends with {@code reason}. */
+  /**
+   * The hold could not grow: the rental runs until what is held is used, then ends with {@code
+   * reason}.
+   */
   public record ExtensionRefused(EndReason reason, Instant at) implements Event {}
 
   public record PreemptionScheduled(Instant deadline, Instant at) implements Event {}
 
-  /** Metering stopped at {@code endAt}, {@code billedSeconds} after the start; the money is being finished. */
-  public record Ended(EndReason reason, Instant endAt, long billedSeconds, Instant at) implements Event {}
+  /**
+   * Metering stopped at {@code endAt}, {@code billedSeconds} after the start; the money is being
+   * finished.
+   */
+  public record Ended(EndReason reason, Instant endAt, long billedSeconds, Instant at)
+      implements Event {}
 
   /**
-   * The host proved the rental ran only {@code billedSeconds} of what its end claimed (its agent fell silent before the
-   * end instant): the final bill is that, recorded with the final {@link Settled} when it adds seconds. Absent when the
-   * whole claim was proven.
+   * The host proved the rental ran only {@code billedSeconds} of what its end claimed (its agent
+   * fell silent before the end instant): the final bill is that, recorded with the final {@link
+   * Settled} when it adds seconds. Absent when the whole claim was proven.
    */
   public record EndProven(long billedSeconds, Instant at) implements Event {}
 
@@ -291,8 +384,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   // ---------------------------------------------------------------------------------------------
   // State: the lifecycle as types
 
-  public sealed interface State extends CborSerializable permits Empty, RefusedRental, Pending, Provisioning, Running, Ending,
-      Finished {
+  public sealed interface State extends CborSerializable
+      permits Empty, RefusedRental, Pending, Provisioning, Running, Ending, Finished {
     /** What the renter asked for; null before the request was recorded. */
     default Order order() {
       return null;
@@ -309,7 +402,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   /** Everything a live rental carries; each state type adds what its phase knows. */
-  public record Order(String renterId, Spec spec, long holdAmount, Instant createdAt) implements CborSerializable {
+  public record Order(String renterId, Spec spec, long holdAmount, Instant createdAt)
+      implements CborSerializable {
     Order withHold(long amount) {
       return new Order(renterId, spec, amount, createdAt);
     }
@@ -327,25 +421,36 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   public record Pending(Order order) implements State {}
 
-  /** {@code preemptionDeadline}: a spot notice that came before the workload started (null: none). */
-  public record Provisioning(Order order, Terms terms, Instant preemptionDeadline) implements State {
+  /**
+   * {@code preemptionDeadline}: a spot notice that came before the workload started (null: none).
+   */
+  public record Provisioning(Order order, Terms terms, Instant preemptionDeadline)
+      implements State {
     Provisioning withPreemption(Instant deadline) {
       return new Provisioning(order, terms, deadline);
     }
   }
 
-  public record Running(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason extensionRefused,
-      Instant preemptionDeadline) implements State {
+  public record Running(
+      Order order,
+      Terms terms,
+      Instant startedAt,
+      List<Checkpoint> checkpoints,
+      EndReason extensionRefused,
+      Instant preemptionDeadline)
+      implements State {
     Checkpoint last() {
       return checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
     }
 
     Running settled(Checkpoint c) {
-      return new Running(order, terms, startedAt, append(checkpoints, c), extensionRefused, preemptionDeadline);
+      return new Running(
+          order, terms, startedAt, append(checkpoints, c), extensionRefused, preemptionDeadline);
     }
 
     Running withHold(long amount) {
-      return new Running(order.withHold(amount), terms, startedAt, checkpoints, null, preemptionDeadline);
+      return new Running(
+          order.withHold(amount), terms, startedAt, checkpoints, null, preemptionDeadline);
     }
 
     Running extensionRefused(EndReason reason) {
@@ -363,17 +468,34 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   /**
    * Metering is over; the final settlement, the hold and the cards are being finished ("stopping").
-   * {@code billedSeconds}: what the end bills — until {@link #finalSettled()}, what it claims, to be proven by the host.
-   * {@code recordedAt}: when the end was recorded (null in snapshots written before it was kept).
+   * {@code billedSeconds}: what the end bills — until {@link #finalSettled()}, what it claims, to
+   * be proven by the host. {@code recordedAt}: when the end was recorded (null in snapshots written
+   * before it was kept).
    */
-  public record Ending(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason reason, Instant endAt,
-      long billedSeconds, Instant recordedAt) implements State {
+  public record Ending(
+      Order order,
+      Terms terms,
+      Instant startedAt,
+      List<Checkpoint> checkpoints,
+      EndReason reason,
+      Instant endAt,
+      long billedSeconds,
+      Instant recordedAt)
+      implements State {
     Checkpoint last() {
       return checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
     }
 
     Ending settled(Checkpoint c) {
-      return new Ending(order, terms, startedAt, append(checkpoints, c), reason, endAt, billedSeconds, recordedAt);
+      return new Ending(
+          order,
+          terms,
+          startedAt,
+          append(checkpoints, c),
+          reason,
+          endAt,
+          billedSeconds,
+          recordedAt);
     }
 
     Ending proven(long billed) {
@@ -390,8 +512,16 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     }
   }
 
-  public record Finished(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason reason, Instant endAt,
-      long billedSeconds, Instant closedAt) implements State {}
+  public record Finished(
+      Order order,
+      Terms terms,
+      Instant startedAt,
+      List<Checkpoint> checkpoints,
+      EndReason reason,
+      Instant endAt,
+      long billedSeconds,
+      Instant closedAt)
+      implements State {}
 
   // ---------------------------------------------------------------------------------------------
 
@@ -406,28 +536,46 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   private final SettlementDelivery delivery;
   // Actor-local: who waits for the first match answer, live subscribers, and the asks in flight.
   private ActorRef<StatusReply<View>> creator;
-  private long launchStepStarted; // System.nanoTime() when the launch's current step began; 0 outside a launch
+  private long
+      launchStepStarted; // System.nanoTime() when the launch's current step began; 0 outside a
+  // launch
   private final Set<ActorRef<Update>> subscribers = new HashSet<>();
   private boolean extending;
   private long lastTick = -1;
-  private boolean askingLiveness; // one liveness question at a time, however slow the host's node answers
-  private Instant lastHeartbeatSeen; // the latest heartbeat a liveness answer showed while an end waits for its proof
-  // The last match answer was Matcher.Unavailable: the read side could not look, so the wait deadline waits for a real answer.
+  private boolean
+      askingLiveness; // one liveness question at a time, however slow the host's node answers
+  private Instant
+      lastHeartbeatSeen; // the latest heartbeat a liveness answer showed while an end waits for its
+  // proof
+  // The last match answer was Matcher.Unavailable: the read side could not look, so the wait
+  // deadline waits for a real answer.
   private boolean readSideDown;
-  // A launch refused because its first match could not look: told 503 once the rental closed (hold released).
+  // A launch refused because its first match could not look: told 503 once the rental closed (hold
+  // released).
   private ActorRef<StatusReply<View>> refusedCreator;
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
-    ClusterSharding.get(system).init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
+    ClusterSharding.get(system)
+        .init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
   }
 
-  public static Behavior<Command> create(String rentalId, Settings settings, Ports ports, Clock clock) {
-    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new Rental(rentalId, settings, ports, clock, ctx, timers)));
+  public static Behavior<Command> create(
+      String rentalId, Settings settings, Ports ports, Clock clock) {
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withTimers(
+                timers -> new Rental(rentalId, settings, ports, clock, ctx, timers)));
   }
 
-  private Rental(String rentalId, Settings settings, Ports ports, Clock clock, ActorContext<Command> context,
+  private Rental(
+      String rentalId,
+      Settings settings,
+      Ports ports,
+      Clock clock,
+      ActorContext<Command> context,
       TimerScheduler<Command> timers) {
-    super(PersistenceId.of(ENTITY_KEY.name(), rentalId),
+    super(
+        PersistenceId.of(ENTITY_KEY.name(), rentalId),
         SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
     this.rentalId = rentalId;
     this.settings = settings;
@@ -477,10 +625,15 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private void resumeProvisioning(Provisioning p) {
     startWorkload(p.order(), p.terms());
-    // What is left of the timeout since the match, not a fresh one: a node that keeps crashing must not
-    // keep a rental provisioning forever. The agent gets at least one ask timeout to report a start.
-    Duration left = Duration.between(now(), p.terms().matchedAt().plus(settings.provisioningTimeout()));
-    timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED,
+    // What is left of the timeout since the match, not a fresh one: a node that keeps crashing must
+    // not
+    // keep a rental provisioning forever. The agent gets at least one ask timeout to report a
+    // start.
+    Duration left =
+        Duration.between(now(), p.terms().matchedAt().plus(settings.provisioningTimeout()));
+    timers.startSingleTimer(
+        Timer.PROVISION_EXPIRED,
+        Timer.PROVISION_EXPIRED,
         left.compareTo(settings.askTimeout()) < 0 ? settings.askTimeout() : left);
     if (p.preemptionDeadline() != null) preemptionDueAt(p.preemptionDeadline());
   }
@@ -490,13 +643,20 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
-    return emptyHandler().orElse(pendingHandler()).orElse(provisioningHandler()).orElse(runningHandler())
-        .orElse(endingHandler()).orElse(anyStateHandler()).build();
+    return emptyHandler()
+        .orElse(pendingHandler())
+        .orElse(provisioningHandler())
+        .orElse(runningHandler())
+        .orElse(endingHandler())
+        .orElse(anyStateHandler())
+        .build();
   }
 
   private CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> emptyHandler() {
-    CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty = newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
-    empty.onCommand(Create.class, this::onCreate)
+    CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty =
+        newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
+    empty
+        .onCommand(Create.class, this::onCreate)
         .onCommand(Get.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Stop.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Subscribe.class, c -> Effect().reply(c.replyTo(), notFound()))
@@ -505,15 +665,18 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private CommandHandlerWithReplyBuilderByState<Command, Event, Pending, State> pendingHandler() {
-    return newCommandHandlerWithReplyBuilder().forStateType(Pending.class)
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(Pending.class)
         .onCommand(HoldAnswer.class, this::onHoldAnswer)
         .onCommand(MatchAnswer.class, this::onMatchAnswer)
         .onCommand(Timer.class, this::onPendingTimer)
         .onCommand(Stop.class, this::onStopPending);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Provisioning, State> provisioningHandler() {
-    return newCommandHandlerWithReplyBuilder().forStateType(Provisioning.class)
+  private CommandHandlerWithReplyBuilderByState<Command, Event, Provisioning, State>
+      provisioningHandler() {
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(Provisioning.class)
         .onCommand(WorkloadStarted.class, this::onStarted)
         .onCommand(WorkloadFailed.class, (s, c) -> failProvisioningFrom(s, c.hostId()))
         .onCommand(HostLost.class, (s, c) -> failProvisioningFrom(s, c.hostId()))
@@ -524,7 +687,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private CommandHandlerWithReplyBuilderByState<Command, Event, Running, State> runningHandler() {
-    return newCommandHandlerWithReplyBuilder().forStateType(Running.class)
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(Running.class)
         .onCommand(Timer.class, this::onRunningTimer)
         .onCommand(LivenessAnswer.class, this::onLiveness)
         .onCommand(Delivered.class, this::onDeliveredRunning)
@@ -537,7 +701,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private CommandHandlerWithReplyBuilderByState<Command, Event, Ending, State> endingHandler() {
-    return newCommandHandlerWithReplyBuilder().forStateType(Ending.class)
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(Ending.class)
         .onCommand(LivenessAnswer.class, this::onEndLiveness)
         .onCommand(Delivered.class, this::onDeliveredEnding)
         .onCommand(Released.class, this::onReleased)
@@ -548,7 +713,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   /** Commands every non-empty state answers the same way. */
   private CommandHandlerWithReplyBuilderByState<Command, Event, State, State> anyStateHandler() {
-    CommandHandlerWithReplyBuilderByState<Command, Event, State, State> any = newCommandHandlerWithReplyBuilder().forStateType(State.class);
+    CommandHandlerWithReplyBuilderByState<Command, Event, State, State> any =
+        newCommandHandlerWithReplyBuilder().forStateType(State.class);
     any.onCommand(Get.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())))
         .onCommand(Subscribe.class, this::onSubscribe)
         .onCommand(Unsubscribe.class, this::onUnsubscribe)
@@ -556,18 +722,22 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
         .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())))
         .onCommand(WorkloadStarted.class, this::onLateWorkloadStarted)
         .onCommand(MatchAnswer.class, this::onLateMatch)
-        .onAnyCommand(c -> Effect().noReply()); // late answers, duplicates, timers of a phase that is over
+        .onAnyCommand(
+            c -> Effect().noReply()); // late answers, duplicates, timers of a phase that is over
     return any;
   }
 
   // ---- creation, hold and matching
 
   private ReplyEffect<Event, State> onCreate(Empty state, Create cmd) {
-    // Recorded before the hold is asked for, so a crash between the two cannot leave a hold nobody releases.
+    // Recorded before the hold is asked for, so a crash between the two cannot leave a hold nobody
+    // releases.
     Order order = new Order(cmd.renterId(), cmd.spec(), billing.initialHold(cmd.spec()), now());
     creator = cmd.replyTo();
     launchStepStarted = System.nanoTime();
-    return Effect().persist(new Requested(order.renterId(), order.spec(), order.holdAmount(), order.createdAt()))
+    return Effect()
+        .persist(
+            new Requested(order.renterId(), order.spec(), order.holdAmount(), order.createdAt()))
         .thenRun(s -> holdRequested(order))
         .thenNoReply();
   }
@@ -579,13 +749,20 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private ReplyEffect<Event, State> onCreateAgain(State state, Create cmd) {
     boolean same = state.order() != null && state.order().ownedBy(cmd.renterId());
-    return Effect().reply(cmd.replyTo(), same ? StatusReply.success(view(state))
-        : reply(Rejection.ALREADY_EXISTS, "rental " + rentalId + " exists"));
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            same
+                ? StatusReply.success(view(state))
+                : reply(Rejection.ALREADY_EXISTS, "rental " + rentalId + " exists"));
   }
 
   /** Idempotent: an open hold of at least this amount answers as it stands. */
   private void placeHold(Order order) {
-    context.askWithStatus(Account.HoldView.class, ports.account(order.renterId()), settings.askTimeout(),
+    context.askWithStatus(
+        Account.HoldView.class,
+        ports.account(order.renterId()),
+        settings.askTimeout(),
         reply -> new Account.PlaceHold(rentalId, order.holdAmount(), reply),
         (view, failure) -> new HoldAnswer(order.holdAmount(), Rejection.codeOf(failure)));
   }
@@ -611,7 +788,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     }
     ActorRef<StatusReply<View>> waiting = creator;
     creator = null;
-    return Effect().persist(new Refused(answer.refusal(), now()))
+    return Effect()
+        .persist(new Refused(answer.refusal(), now()))
         .thenRun(s -> tellRefusal(waiting, answer.refusal()))
         .thenNoReply();
   }
@@ -622,12 +800,25 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private void requestMatch(Order order) {
     Spec s = order.spec();
-    // Past its wait only because the read side was down, the rental still takes a match: no deadline to drop it on.
+    // Past its wait only because the read side was down, the rental still takes a match: no
+    // deadline to drop it on.
     Instant deadline = readSideDown && !now().isBefore(order.waitEnds()) ? null : order.waitEnds();
-    ports.matcher(s.gpu()).tell(new Matcher.Match(rentalId, s.gpu(), s.count(), s.tier(), s.region(), s.maxPricePerGpuHour(),
-        deadline, context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
-    // A matcher lost with its node never answers: ask again. A late duplicate answer releases its cards (onLateMatch).
-    timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.askTimeout().multipliedBy(2));
+    ports
+        .matcher(s.gpu())
+        .tell(
+            new Matcher.Match(
+                rentalId,
+                s.gpu(),
+                s.count(),
+                s.tier(),
+                s.region(),
+                s.maxPricePerGpuHour(),
+                deadline,
+                context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
+    // A matcher lost with its node never answers: ask again. A late duplicate answer releases its
+    // cards (onLateMatch).
+    timers.startSingleTimer(
+        Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.askTimeout().multipliedBy(2));
   }
 
   private ReplyEffect<Event, State> onMatchAnswer(Pending state, MatchAnswer answer) {
@@ -635,7 +826,8 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     if (answer.result() instanceof Matcher.Matched m) return matched(state, m.reservation());
     if (answer.result() instanceof Matcher.Unavailable) return onReadSideDown(state);
     readSideDown = false;
-    if (remainingWait(state.order()).compareTo(Duration.ZERO) <= 0) return endUnstarted(state.order(), null, EndReason.NO_CAPACITY, null);
+    if (remainingWait(state.order()).compareTo(Duration.ZERO) <= 0)
+      return endUnstarted(state.order(), null, EndReason.NO_CAPACITY, null);
     launchStepStarted = 0; // later attempts are not the launch's
     answerCreator(state);
     timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
@@ -643,10 +835,21 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private ReplyEffect<Event, State> matched(Pending state, Host.Reservation r) {
-    Terms terms = new Terms(r.hostId(), r.providerId(), r.cards(), r.pricePerGpuHour(), r.simulated(), now(), r.region());
+    Terms terms =
+        new Terms(
+            r.hostId(),
+            r.providerId(),
+            r.cards(),
+            r.pricePerGpuHour(),
+            r.simulated(),
+            now(),
+            r.region());
     timers.cancel(Timer.WAIT_EXPIRED);
     timers.cancel(Timer.RETRY_MATCH);
-    return Effect().persist(new Matched(terms, now())).thenRun(this::provisioningStarted).thenNoReply();
+    return Effect()
+        .persist(new Matched(terms, now()))
+        .thenRun(this::provisioningStarted)
+        .thenNoReply();
   }
 
   private void provisioningStarted(State state) {
@@ -654,16 +857,18 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     launchStepStarted = 0;
     answerCreator(state);
     notifySubscribers(state);
-    timers.startSingleTimer(Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED, settings.provisioningTimeout());
+    timers.startSingleTimer(
+        Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED, settings.provisioningTimeout());
     startWorkload(state.order(), state.terms());
   }
 
   /**
-   * The matcher could not read the candidates (PostgreSQL unreachable): no answer about capacity. A launch still
-   * waiting for its first answer is refused (HTTP 503) rather than promised a wait on an outage; it ends
-   * {@code cancelled}, nothing charged, and hears so only once closed, its hold released, so a retried POST never
-   * finds a second hold beside it. A rental already waiting keeps waiting and asks again; while its last answer is
-   * this one its wait deadline does not end it (WAIT_EXPIRED), and the first real answer decides.
+   * The matcher could not read the candidates (PostgreSQL unreachable): no answer about capacity. A
+   * launch still waiting for its first answer is refused (HTTP 503) rather than promised a wait on
+   * an outage; it ends {@code cancelled}, nothing charged, and hears so only once closed, its hold
+   * released, so a retried POST never finds a second hold beside it. A rental already waiting keeps
+   * waiting and asks again; while its last answer is this one its wait deadline does not end it
+   * (WAIT_EXPIRED), and the first real answer decides.
    */
   private ReplyEffect<Event, State> onReadSideDown(Pending state) {
     launchStepStarted = 0;
@@ -677,7 +882,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return Effect().noReply();
   }
 
-  /** A match that lands after the rental stopped waiting for one (cancelled, no_capacity): the host gets its cards back. */
+  /**
+   * A match that lands after the rental stopped waiting for one (cancelled, no_capacity): the host
+   * gets its cards back.
+   */
   private ReplyEffect<Event, State> onLateMatch(State state, MatchAnswer answer) {
     if (answer.result() instanceof Matcher.Matched m) {
       String hostId = m.reservation().hostId();
@@ -692,8 +900,12 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return switch (timer) {
       case RETRY_HOLD -> sideEffectOnly(() -> placeHold(state.order()));
       case RETRY_MATCH -> sideEffectOnly(() -> requestMatch(state.order()));
-      // An outage is not no capacity: past the deadline, the next real "no candidates" ends it (onMatchAnswer).
-      case WAIT_EXPIRED -> readSideDown ? Effect().noReply() : endUnstarted(state.order(), null, EndReason.NO_CAPACITY, null);
+      // An outage is not no capacity: past the deadline, the next real "no candidates" ends it
+      // (onMatchAnswer).
+      case WAIT_EXPIRED ->
+          readSideDown
+              ? Effect().noReply()
+              : endUnstarted(state.order(), null, EndReason.NO_CAPACITY, null);
       default -> Effect().noReply();
     };
   }
@@ -710,9 +922,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   // ---- provisioning
 
   /**
-   * Until the agent reports the start, the request is sent again now and then: a {@code start_rental} handed to
-   * a session on a node that was shutting down, or to an agent that was reconnecting, is otherwise lost. The
-   * agent answers a duplicate with the same {@code rental_started}. Every ten retry intervals (10 s by default).
+   * Until the agent reports the start, the request is sent again now and then: a {@code
+   * start_rental} handed to a session on a node that was shutting down, or to an agent that was
+   * reconnecting, is otherwise lost. The agent answers a duplicate with the same {@code
+   * rental_started}. Every ten retry intervals (10 s by default).
    */
   private Duration startResendInterval() {
     return settings.retryInterval().multipliedBy(10);
@@ -720,26 +933,35 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private void startWorkload(Order order, Terms terms) {
     if (!timers.isTimerActive(Timer.RESEND_START)) {
-      timers.startTimerWithFixedDelay(Timer.RESEND_START, Timer.RESEND_START, startResendInterval());
+      timers.startTimerWithFixedDelay(
+          Timer.RESEND_START, Timer.RESEND_START, startResendInterval());
     }
     Spec s = order.spec();
-    context.askWithStatus(Done.class, ports.host(terms.hostId()), settings.askTimeout(),
-        reply -> new Host.StartWorkload(rentalId, s.image(), s.command(), s.sshPublicKey(), s.network(), reply),
+    context.askWithStatus(
+        Done.class,
+        ports.host(terms.hostId()),
+        settings.askTimeout(),
+        reply ->
+            new Host.StartWorkload(
+                rentalId, s.image(), s.command(), s.sshPublicKey(), s.network(), reply),
         (done, failure) -> new StartAnswer(Rejection.codeOf(failure)));
   }
 
   private ReplyEffect<Event, State> onStartAnswer(Provisioning state, StartAnswer answer) {
     // The host is offline or busy reconnecting: try again until the provisioning timeout.
-    if (answer.refusal() != null) timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
+    if (answer.refusal() != null)
+      timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
     return Effect().noReply();
   }
 
   private ReplyEffect<Event, State> onProvisioningTimer(Provisioning state, Timer timer) {
     return switch (timer) {
-      case PROVISION_EXPIRED -> endUnstarted(state.order(), state.terms(), EndReason.PROVISIONING_FAILED, null);
+      case PROVISION_EXPIRED ->
+          endUnstarted(state.order(), state.terms(), EndReason.PROVISIONING_FAILED, null);
       // The window closed before the workload started: nothing ran, nothing is charged.
       case PREEMPTION_DUE -> endUnstarted(state.order(), state.terms(), EndReason.PREEMPTED, null);
-      case RETRY_MATCH, RESEND_START -> sideEffectOnly(() -> startWorkload(state.order(), state.terms()));
+      case RETRY_MATCH, RESEND_START ->
+          sideEffectOnly(() -> startWorkload(state.order(), state.terms()));
       default -> Effect().noReply();
     };
   }
@@ -756,17 +978,24 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private ReplyEffect<Event, State> onStarted(Provisioning state, WorkloadStarted cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
-    // Metering starts when this node hears the agent say so: an agent's clock cannot move the start earlier.
+    // Metering starts when this node hears the agent say so: an agent's clock cannot move the start
+    // earlier.
     Instant startedAt = now();
     timers.cancel(Timer.PROVISION_EXPIRED);
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
-    timers.cancel(Timer.PREEMPTION_DUE); // from now on the tick ends it at the deadline, billed until then
-    return Effect().persist(new Started(startedAt, now())).thenRun(this::meteringStarted).thenNoReply();
+    timers.cancel(
+        Timer.PREEMPTION_DUE); // from now on the tick ends it at the deadline, billed until then
+    return Effect()
+        .persist(new Started(startedAt, now()))
+        .thenRun(this::meteringStarted)
+        .thenNoReply();
   }
 
   private void meteringStarted(State state) {
-    ports.host(state.terms().hostId()).tell(new Host.ConfirmCards(rentalId, context.getSystem().ignoreRef()));
+    ports
+        .host(state.terms().hostId())
+        .tell(new Host.ConfirmCards(rentalId, context.getSystem().ignoreRef()));
     timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
     notifySubscribers(state);
   }
@@ -775,13 +1004,15 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private ReplyEffect<Event, State> onRunningTimer(Running state, Timer timer) {
     if (timer == Timer.TICK) return onTick(state);
-    if (timer == Timer.REDELIVER && state.last() != null) delivery.deliver(state.order(), state.terms(), state.last(), false);
+    if (timer == Timer.REDELIVER && state.last() != null)
+      delivery.deliver(state.order(), state.terms(), state.last(), false);
     return Effect().noReply();
   }
 
   private ReplyEffect<Event, State> onTick(Running state) {
     Instant now = now();
-    if (state.pastPreemptionDeadline(now)) return endRunning(state, EndReason.PREEMPTED, state.preemptionDeadline(), false, null);
+    if (state.pastPreemptionDeadline(now))
+      return endRunning(state, EndReason.PREEMPTED, state.preemptionDeadline(), false, null);
     long second = secondsBetween(state.startedAt(), now);
     RentalBilling.Limit limit = RentalBilling.limit(state);
     if (second >= limit.seconds()) return endAtLimit(state, limit);
@@ -791,21 +1022,29 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   private ReplyEffect<Event, State> endAtLimit(Running state, RentalBilling.Limit limit) {
-    return endRunning(state, limit.reason(), state.startedAt().plusSeconds(limit.seconds()), false, null);
+    return endRunning(
+        state, limit.reason(), state.startedAt().plusSeconds(limit.seconds()), false, null);
   }
 
   /** Settle only what the host is known to have run: up to its last heartbeat. */
   private void askLiveness(Running state) {
     askingLiveness = true;
-    context.ask(Host.Liveness.class, ports.host(state.terms().hostId()), settings.askTimeout(), Host.GetLiveness::new,
+    context.ask(
+        Host.Liveness.class,
+        ports.host(state.terms().hostId()),
+        settings.askTimeout(),
+        Host.GetLiveness::new,
         (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
   }
 
   private ReplyEffect<Event, State> onLiveness(Running state, LivenessAnswer answer) {
     askingLiveness = false;
-    // No answer (the host's shard moving, an ask timeout) or no heartbeat yet proves nothing: no settlement now,
-    // the next tick asks again. A settled second is never taken back, so it is only ever one the host covered.
-    if (answer.liveness() == null || answer.liveness().lastHeartbeatAt() == null) return Effect().noReply();
+    // No answer (the host's shard moving, an ask timeout) or no heartbeat yet proves nothing: no
+    // settlement now,
+    // the next tick asks again. A settled second is never taken back, so it is only ever one the
+    // host covered.
+    if (answer.liveness() == null || answer.liveness().lastHeartbeatAt() == null)
+      return Effect().noReply();
     Instant now = now();
     long second = billing.settleThrough(state, answer.liveness().lastHeartbeatAt(), now);
     if (second == RentalBilling.NONE) {
@@ -813,7 +1052,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       return Effect().noReply();
     }
     Checkpoint checkpoint = billing.checkpoint(state.terms(), second, now);
-    return Effect().persist(new Settled(checkpoint, now)).thenRun(s -> settled(state.last(), (Running) s)).thenNoReply();
+    return Effect()
+        .persist(new Settled(checkpoint, now))
+        .thenRun(s -> settled(state.last(), (Running) s))
+        .thenNoReply();
   }
 
   private void settled(Checkpoint previous, Running state) {
@@ -822,7 +1064,9 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     maybeExtend(state);
   }
 
-  /** Node metrics of a persisted settlement: its seconds and cost beyond the previous checkpoint. */
+  /**
+   * Node metrics of a persisted settlement: its seconds and cost beyond the previous checkpoint.
+   */
   private void countSettlement(Checkpoint previous, Checkpoint checkpoint) {
     metrics.settlements.increment();
     metrics.secondsMetered.add(checkpoint.throughSecond() - RentalBilling.settledThrough(previous));
@@ -838,16 +1082,21 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     long target = billing.extensionTarget(state);
     if (extending || target == 0) return;
     extending = true;
-    context.askWithStatus(Account.HoldView.class, ports.account(state.order().renterId()), settings.askTimeout(),
+    context.askWithStatus(
+        Account.HoldView.class,
+        ports.account(state.order().renterId()),
+        settings.askTimeout(),
         reply -> new Account.ExtendHold(rentalId, target, reply),
         (view, failure) -> new ExtendAnswer(target, Rejection.codeOf(failure)));
   }
 
   private ReplyEffect<Event, State> onExtendAnswer(Running state, ExtendAnswer answer) {
     extending = false;
-    if (answer.refusal() == null) return Effect().persist(new HoldExtended(answer.newAmount(), now())).thenNoReply();
+    if (answer.refusal() == null)
+      return Effect().persist(new HoldExtended(answer.newAmount(), now())).thenNoReply();
     EndReason reason = EndReason.ofExtensionRefusal(answer.refusal());
-    if (reason == null || reason == state.extensionRefused()) return Effect().noReply(); // transient: retried next settlement
+    if (reason == null || reason == state.extensionRefused())
+      return Effect().noReply(); // transient: retried next settlement
     return Effect().persist(new ExtensionRefused(reason, now())).thenNoReply();
   }
 
@@ -863,9 +1112,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   /**
-   * The workload stopped without being asked to. At a preemption deadline that is the agent keeping the
-   * notice (it stops the workload itself, and its report may beat this rental's own tick): preempted.
-   * Otherwise the host failed the rental: host_lost, billed to the stop. The agent's report is the proof.
+   * The workload stopped without being asked to. At a preemption deadline that is the agent keeping
+   * the notice (it stops the workload itself, and its report may beat this rental's own tick):
+   * preempted. Otherwise the host failed the rental: host_lost, billed to the stop. The agent's
+   * report is the proof.
    */
   private ReplyEffect<Event, State> onWorkloadStoppedRunning(Running state, WorkloadStopped cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
@@ -877,24 +1127,31 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return endRunning(state, EndReason.HOST_LOST, stoppedAt, true, null);
   }
 
-  /** How far an agent's clock may run ahead of this node's when it stops a workload at a preemption deadline. */
+  /**
+   * How far an agent's clock may run ahead of this node's when it stops a workload at a preemption
+   * deadline.
+   */
   private static final Duration PREEMPTION_CLOCK_SLACK = Duration.ofSeconds(5);
 
   private ReplyEffect<Event, State> onPreempt(Running state, Preempt cmd) {
-    if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd)) return Effect().noReply();
-    return Effect().persist(new PreemptionScheduled(cmd.deadline(), now()))
+    if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd))
+      return Effect().noReply();
+    return Effect()
+        .persist(new PreemptionScheduled(cmd.deadline(), now()))
         .thenRun(s -> noticeGiven(cmd.deadline()))
         .thenNoReply();
   }
 
   /**
-   * A notice can come before the agent reports the start (the host checks its availability window on every
-   * heartbeat, reservations included): it is kept for when the rental runs, and if the deadline passes first the
-   * rental ends {@code preempted} without having been charged.
+   * A notice can come before the agent reports the start (the host checks its availability window
+   * on every heartbeat, reservations included): it is kept for when the rental runs, and if the
+   * deadline passes first the rental ends {@code preempted} without having been charged.
    */
   private ReplyEffect<Event, State> onPreemptProvisioning(Provisioning state, Preempt cmd) {
-    if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd)) return Effect().noReply();
-    return Effect().persist(new PreemptionScheduled(cmd.deadline(), now()))
+    if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd))
+      return Effect().noReply();
+    return Effect()
+        .persist(new PreemptionScheduled(cmd.deadline(), now()))
         .thenRun(s -> noticeGivenProvisioning(cmd.deadline()))
         .thenNoReply();
   }
@@ -908,7 +1165,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     subscribers.forEach(sub -> sub.tell(new PreemptionNotice(deadline)));
   }
 
-  /** A spot rental takes a notice from its own host that brings its deadline forward; anything else changes nothing. */
+  /**
+   * A spot rental takes a notice from its own host that brings its deadline forward; anything else
+   * changes nothing.
+   */
   private static boolean acceptsNotice(Order order, Terms terms, Instant current, Preempt cmd) {
     if (!fromHost(terms, cmd.hostId()) || order.spec().tier() != Listing.Tier.SPOT) return false;
     return current == null || cmd.deadline().isBefore(current);
@@ -916,30 +1176,54 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
 
   private void preemptionDueAt(Instant deadline) {
     Duration left = Duration.between(now(), deadline);
-    timers.startSingleTimer(Timer.PREEMPTION_DUE, Timer.PREEMPTION_DUE, left.isNegative() ? Duration.ZERO : left);
+    timers.startSingleTimer(
+        Timer.PREEMPTION_DUE, Timer.PREEMPTION_DUE, left.isNegative() ? Duration.ZERO : left);
   }
 
   // ---- ending
 
   /**
-   * Metering stops at {@code endAt}. {@code proven}: the host vouched for the seconds up to it (its last heartbeat, its
-   * agent's report), and the final settlement is recorded with the end; otherwise it is recorded once a heartbeat at or
-   * after the end (or the agent's report that it stopped the workload) proves them, and never past what was proven.
+   * Metering stops at {@code endAt}. {@code proven}: the host vouched for the seconds up to it (its
+   * last heartbeat, its agent's report), and the final settlement is recorded with the end;
+   * otherwise it is recorded once a heartbeat at or after the end (or the agent's report that it
+   * stopped the workload) proves them, and never past what was proven.
    */
-  private ReplyEffect<Event, State> endRunning(Running state, EndReason reason, Instant endAt, boolean proven,
+  private ReplyEffect<Event, State> endRunning(
+      Running state,
+      EndReason reason,
+      Instant endAt,
+      boolean proven,
       ActorRef<StatusReply<View>> replyTo) {
     Instant end = later(state.startedAt(), endAt);
     long billed = RentalBilling.billedAtEnd(state, end);
-    return end(state.order(), state.terms(), state.startedAt(), state.checkpoints(), reason, end, billed, proven, replyTo);
+    return end(
+        state.order(),
+        state.terms(),
+        state.startedAt(),
+        state.checkpoints(),
+        reason,
+        end,
+        billed,
+        proven,
+        replyTo);
   }
 
   /** Ends a rental that never ran: nothing is charged. */
-  private ReplyEffect<Event, State> endUnstarted(Order order, Terms terms, EndReason reason, ActorRef<StatusReply<View>> replyTo) {
+  private ReplyEffect<Event, State> endUnstarted(
+      Order order, Terms terms, EndReason reason, ActorRef<StatusReply<View>> replyTo) {
     return end(order, terms, null, List.of(), reason, now(), 0, true, replyTo);
   }
 
-  private ReplyEffect<Event, State> end(Order order, Terms terms, Instant startedAt, List<Checkpoint> checkpoints, EndReason reason,
-      Instant endAt, long billedSeconds, boolean proven, ActorRef<StatusReply<View>> replyTo) {
+  private ReplyEffect<Event, State> end(
+      Order order,
+      Terms terms,
+      Instant startedAt,
+      List<Checkpoint> checkpoints,
+      EndReason reason,
+      Instant endAt,
+      long billedSeconds,
+      boolean proven,
+      ActorRef<StatusReply<View>> replyTo) {
     timers.cancel(Timer.TICK);
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
@@ -952,12 +1236,17 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
       events.add(new Settled(billing.checkpoint(terms, billedSeconds, now), now));
     }
     events.add(new Ended(reason, endAt, billedSeconds, now));
-    return Effect().persist(events).thenRun(s -> ended(previous, events, (Ending) s, replyTo)).thenNoReply();
+    return Effect()
+        .persist(events)
+        .thenRun(s -> ended(previous, events, (Ending) s, replyTo))
+        .thenNoReply();
   }
 
-  private void ended(Checkpoint previous, List<Event> events, Ending state, ActorRef<StatusReply<View>> replyTo) {
+  private void ended(
+      Checkpoint previous, List<Event> events, Ending state, ActorRef<StatusReply<View>> replyTo) {
     if (events.get(0) instanceof Settled last) countSettlement(previous, last.checkpoint());
-    if (state.terms() != null) ports.host(state.terms().hostId()).tell(new Host.StopWorkload(rentalId));
+    if (state.terms() != null)
+      ports.host(state.terms().hostId()).tell(new Host.StopWorkload(rentalId));
     answerCreator(state);
     notifySubscribers(state);
     delivery.finish(state);
@@ -968,7 +1257,11 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   // ---- proving the end: the final settlement waits for the host's word
 
   private void askLivenessForEnd(Ending state) {
-    context.ask(Host.Liveness.class, ports.host(state.terms().hostId()), settings.askTimeout(), Host.GetLiveness::new,
+    context.ask(
+        Host.Liveness.class,
+        ports.host(state.terms().hostId()),
+        settings.askTimeout(),
+        Host.GetLiveness::new,
         (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
   }
 
@@ -976,27 +1269,37 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     askingLiveness = false;
     if (state.finalSettled()) return Effect().noReply();
     Instant heartbeat = answer.liveness() == null ? null : answer.liveness().lastHeartbeatAt();
-    if (heartbeat != null && (lastHeartbeatSeen == null || heartbeat.isAfter(lastHeartbeatSeen))) lastHeartbeatSeen = heartbeat;
-    if (heartbeat != null && !heartbeat.isBefore(state.endAt())) return proveEnd(state, state.endAt());
-    // Not yet: the agent heartbeats every few seconds while it runs, and reports the stop; ask again soon.
+    if (heartbeat != null && (lastHeartbeatSeen == null || heartbeat.isAfter(lastHeartbeatSeen)))
+      lastHeartbeatSeen = heartbeat;
+    if (heartbeat != null && !heartbeat.isBefore(state.endAt()))
+      return proveEnd(state, state.endAt());
+    // Not yet: the agent heartbeats every few seconds while it runs, and reports the stop; ask
+    // again soon.
     timers.startSingleTimer(Timer.PROVE_END, Timer.PROVE_END, settings.retryInterval());
     return Effect().noReply();
   }
 
   /**
-   * Records the final settlement for what the host proved, up to {@code provenUpTo} (null: nothing beyond what was
-   * settled); a bill proven short of the claim is recorded as {@link EndProven}.
+   * Records the final settlement for what the host proved, up to {@code provenUpTo} (null: nothing
+   * beyond what was settled); a bill proven short of the claim is recorded as {@link EndProven}.
    */
   private ReplyEffect<Event, State> proveEnd(Ending state, Instant provenUpTo) {
     long settled = RentalBilling.settledThrough(state.last());
-    long proven = provenUpTo == null ? settled : Math.max(settled, secondsBetween(state.startedAt(), provenUpTo));
+    long proven =
+        provenUpTo == null
+            ? settled
+            : Math.max(settled, secondsBetween(state.startedAt(), provenUpTo));
     long billed = Math.min(state.billedSeconds(), proven);
     Instant now = now();
     List<Event> events = new ArrayList<>(2);
-    if (billed > settled) events.add(new Settled(billing.checkpoint(state.terms(), billed, now), now));
+    if (billed > settled)
+      events.add(new Settled(billing.checkpoint(state.terms(), billed, now), now));
     if (billed < state.billedSeconds()) events.add(new EndProven(billed, now));
     timers.cancel(Timer.PROVE_END);
-    return Effect().persist(events).thenRun(s -> endProven(state.last(), events, (Ending) s)).thenNoReply();
+    return Effect()
+        .persist(events)
+        .thenRun(s -> endProven(state.last(), events, (Ending) s))
+        .thenNoReply();
   }
 
   private void endProven(Checkpoint previous, List<Event> events, Ending state) {
@@ -1015,7 +1318,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return maybeClose(state);
   }
 
-  /** The agent stopped the workload: it ran until it was told to (or until the agent says, if that is earlier). */
+  /**
+   * The agent stopped the workload: it ran until it was told to (or until the agent says, if that
+   * is earlier).
+   */
   private ReplyEffect<Event, State> onWorkloadStoppedEnding(Ending state, WorkloadStopped cmd) {
     delivery.workloadStopped();
     if (state.finalSettled() || !fromHost(state.terms(), cmd.hostId())) return maybeClose(state);
@@ -1031,7 +1337,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     };
   }
 
-  /** The agent is gone or silent: the money does not wait for it, and bills only what its last heartbeat proved. */
+  /**
+   * The agent is gone or silent: the money does not wait for it, and bills only what its last
+   * heartbeat proved.
+   */
   private ReplyEffect<Event, State> onAgentSilent(Ending state) {
     delivery.workloadStopped();
     if (!state.finalSettled()) return proveEnd(state, lastHeartbeatSeen);
@@ -1058,13 +1367,17 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     subscribers.clear();
     delivery.forgetInAccounts(ending);
     if (refusedCreator != null) {
-      refusedCreator.tell(reply(Rejection.UNAVAILABLE,
-          "the market could not be read (the database is unavailable); nothing was charged and the hold is released; retry later"));
+      refusedCreator.tell(
+          reply(
+              Rejection.UNAVAILABLE,
+              "the market could not be read (the database is unavailable); nothing was charged and the hold is released; retry later"));
       refusedCreator = null;
     }
   }
 
-  /** A workload that starts after its rental ended (e.g. provisioning timed out) is stopped again. */
+  /**
+   * A workload that starts after its rental ended (e.g. provisioning timed out) is stopped again.
+   */
   private ReplyEffect<Event, State> onLateWorkloadStarted(State state, WorkloadStarted cmd) {
     if (state instanceof Finished && fromHost(state.terms(), cmd.hostId())) {
       ports.host(cmd.hostId()).tell(new Host.StopWorkload(rentalId));
@@ -1121,25 +1434,70 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   public View view(State state) {
-    if (state instanceof Pending p) return view(p.order(), Status.PENDING, null, null, null, null, 0, null, List.of());
+    if (state instanceof Pending p)
+      return view(p.order(), Status.PENDING, null, null, null, null, 0, null, List.of());
     if (state instanceof Provisioning p) {
-      return view(p.order(), Status.PROVISIONING, p.terms(), null, null, null, 0, p.preemptionDeadline(), List.of());
+      return view(
+          p.order(),
+          Status.PROVISIONING,
+          p.terms(),
+          null,
+          null,
+          null,
+          0,
+          p.preemptionDeadline(),
+          List.of());
     }
     if (state instanceof Running r) {
-      return view(r.order(), Status.RUNNING, r.terms(), r.startedAt(), null, null, liveSeconds(r), r.preemptionDeadline(),
+      return view(
+          r.order(),
+          Status.RUNNING,
+          r.terms(),
+          r.startedAt(),
+          null,
+          null,
+          liveSeconds(r),
+          r.preemptionDeadline(),
           r.checkpoints());
     }
     if (state instanceof Ending e) {
-      return view(e.order(), Status.STOPPING, e.terms(), e.startedAt(), e.endAt(), e.reason(), e.billedSeconds(), null,
+      return view(
+          e.order(),
+          Status.STOPPING,
+          e.terms(),
+          e.startedAt(),
+          e.endAt(),
+          e.reason(),
+          e.billedSeconds(),
+          null,
           e.checkpoints());
     }
     if (state instanceof Finished f) {
-      return view(f.order(), Status.ENDED, f.terms(), f.startedAt(), f.endAt(), f.reason(), f.billedSeconds(), null, f.checkpoints());
+      return view(
+          f.order(),
+          Status.ENDED,
+          f.terms(),
+          f.startedAt(),
+          f.endAt(),
+          f.reason(),
+          f.billedSeconds(),
+          null,
+          f.checkpoints());
     }
     if (state instanceof RefusedRental r) {
-      return view(r.order(), Status.REFUSED, null, null, r.order().createdAt(), EndReason.CANCELLED, 0, null, List.of());
+      return view(
+          r.order(),
+          Status.REFUSED,
+          null,
+          null,
+          r.order().createdAt(),
+          EndReason.CANCELLED,
+          0,
+          null,
+          List.of());
     }
-    return new View(rentalId, null, Status.UNKNOWN, null, null, null, null, null, null, 0, 0, null, List.of());
+    return new View(
+        rentalId, null, Status.UNKNOWN, null, null, null, null, null, null, 0, 0, null, List.of());
   }
 
   /** The live meter: seconds since the start, within the limit. */
@@ -1147,10 +1505,30 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
     return Math.min(secondsBetween(state.startedAt(), now()), RentalBilling.limit(state).seconds());
   }
 
-  private View view(Order order, Status status, Terms terms, Instant startedAt, Instant endedAt, EndReason reason, long billed,
-      Instant preemption, List<Checkpoint> checkpoints) {
-    return new View(rentalId, order.renterId(), status, order.spec(), terms, order.createdAt(), startedAt, endedAt, reason, billed,
-        RentalBilling.cost(terms, billed), preemption, checkpoints);
+  private View view(
+      Order order,
+      Status status,
+      Terms terms,
+      Instant startedAt,
+      Instant endedAt,
+      EndReason reason,
+      long billed,
+      Instant preemption,
+      List<Checkpoint> checkpoints) {
+    return new View(
+        rentalId,
+        order.renterId(),
+        status,
+        order.spec(),
+        terms,
+        order.createdAt(),
+        startedAt,
+        endedAt,
+        reason,
+        billed,
+        RentalBilling.cost(terms, billed),
+        preemption,
+        checkpoints);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1160,22 +1538,45 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   public EventHandler<State, Event> eventHandler() {
     EventHandlerBuilder<State, Event> b = newEventHandlerBuilder();
     b.forStateType(Empty.class)
-        .onEvent(Requested.class, (s, e) -> new Pending(new Order(e.renterId(), e.spec(), e.holdAmount(), e.at())));
+        .onEvent(
+            Requested.class,
+            (s, e) -> new Pending(new Order(e.renterId(), e.spec(), e.holdAmount(), e.at())));
     b.forStateType(Pending.class)
         .onEvent(Refused.class, (s, e) -> new RefusedRental(s.order(), e.code()))
         .onEvent(Matched.class, (s, e) -> new Provisioning(s.order(), e.terms(), null))
-        .onEvent(Ended.class, (s, e) -> new Ending(s.order(), null, null, List.of(), e.reason(), e.endAt(), 0, e.at()));
+        .onEvent(
+            Ended.class,
+            (s, e) ->
+                new Ending(s.order(), null, null, List.of(), e.reason(), e.endAt(), 0, e.at()));
     b.forStateType(Provisioning.class)
-        .onEvent(Started.class, (s, e) -> new Running(s.order(), s.terms(), e.startedAt(), List.of(), null, s.preemptionDeadline()))
+        .onEvent(
+            Started.class,
+            (s, e) ->
+                new Running(
+                    s.order(), s.terms(), e.startedAt(), List.of(), null, s.preemptionDeadline()))
         .onEvent(PreemptionScheduled.class, (s, e) -> s.withPreemption(e.deadline()))
-        .onEvent(Ended.class, (s, e) -> new Ending(s.order(), s.terms(), null, List.of(), e.reason(), e.endAt(), 0, e.at()));
+        .onEvent(
+            Ended.class,
+            (s, e) ->
+                new Ending(
+                    s.order(), s.terms(), null, List.of(), e.reason(), e.endAt(), 0, e.at()));
     b.forStateType(Running.class)
         .onEvent(Settled.class, (s, e) -> s.settled(e.checkpoint()))
         .onEvent(HoldExtended.class, (s, e) -> s.withHold(e.holdAmount()))
         .onEvent(ExtensionRefused.class, (s, e) -> s.extensionRefused(e.reason()))
         .onEvent(PreemptionScheduled.class, (s, e) -> s.withPreemption(e.deadline()))
-        .onEvent(Ended.class, (s, e) -> new Ending(s.order(), s.terms(), s.startedAt(), s.checkpoints(), e.reason(), e.endAt(),
-            e.billedSeconds(), e.at()));
+        .onEvent(
+            Ended.class,
+            (s, e) ->
+                new Ending(
+                    s.order(),
+                    s.terms(),
+                    s.startedAt(),
+                    s.checkpoints(),
+                    e.reason(),
+                    e.endAt(),
+                    e.billedSeconds(),
+                    e.at()));
     b.forStateType(Ending.class)
         .onEvent(Settled.class, (s, e) -> s.settled(e.checkpoint()))
         .onEvent(EndProven.class, (s, e) -> s.proven(e.billedSeconds()))
@@ -1184,9 +1585,10 @@ public final class Rental extends EventSourcedBehaviorWithEnforcedReplies<Rental
   }
 
   /**
-   * The state keeps the latest {@value #CHECKPOINTS_KEPT} checkpoints: a month-long rental settles ~260 000
-   * times, and state (and its snapshots) must not grow with its age. Nothing is lost: every checkpoint is
-   * in the journal, and each second's charge follows from the frozen price (cumulative metering).
+   * The state keeps the latest {@value #CHECKPOINTS_KEPT} checkpoints: a month-long rental settles
+   * ~260 000 times, and state (and its snapshots) must not grow with its age. Nothing is lost:
+   * every checkpoint is in the journal, and each second's charge follows from the frozen price
+   * (cumulative metering).
    */
   static final int CHECKPOINTS_KEPT = 100;
 

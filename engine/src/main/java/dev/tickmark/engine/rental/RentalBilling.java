@@ -11,9 +11,10 @@ import java.time.Duration;
 import java.time.Instant;
 
 /**
- * The billing rules of a rental, pure: what the first hold is, how far a running rental may go and why it stops,
- * how many seconds its hold pays for, what a checkpoint holds, when a settlement is due and how far it goes, what an
- * end bills, and what the hold grows to. No actor, no clock of its own: every instant is passed in.
+ * The billing rules of a rental, pure: what the first hold is, how far a running rental may go and
+ * why it stops, how many seconds its hold pays for, what a checkpoint holds, when a settlement is
+ * due and how far it goes, what an end bills, and what the hold grows to. No actor, no clock of its
+ * own: every instant is passed in.
  */
 final class RentalBilling {
   /** Ten years: the bound of every "how many seconds" question, so none overflows. */
@@ -39,21 +40,35 @@ final class RentalBilling {
     return new RentalBilling(settings.holdSeconds(), settings.feeBps(), settings.settleInterval());
   }
 
-  /** {@code hold-seconds} at the renter's ceiling, capped by the rental's own {@code max_total}; at least 1 µ€. */
+  /**
+   * {@code hold-seconds} at the renter's ceiling, capped by the rental's own {@code max_total}; at
+   * least 1 µ€.
+   */
   long initialHold(Spec spec) {
     long hold = Metering.cost(spec.maxPricePerGpuHour(), spec.count(), holdSeconds);
     if (spec.maxTotal() != null) hold = Math.min(hold, spec.maxTotal());
     return Math.max(hold, 1);
   }
 
-  /** The rental's cap and, once the hold could not grow, what is held; the earlier wins (the cap on a tie). */
+  /**
+   * The rental's cap and, once the hold could not grow, what is held; the earlier wins (the cap on
+   * a tie).
+   */
   static Limit limit(Order order, Terms terms, EndReason extensionRefused) {
     int cards = terms.cards().size();
     long price = terms.pricePerGpuHour();
     Long maxTotal = order.spec().maxTotal();
-    long byCap = maxTotal == null ? BOUND_SECONDS : Metering.maxSecondsWithin(price, cards, maxTotal, BOUND_SECONDS);
-    long byHold = extensionRefused == null ? BOUND_SECONDS : Metering.maxSecondsWithin(price, cards, order.holdAmount(), BOUND_SECONDS);
-    return byCap <= byHold ? new Limit(byCap, EndReason.RENTAL_CAP_REACHED) : new Limit(byHold, extensionRefused);
+    long byCap =
+        maxTotal == null
+            ? BOUND_SECONDS
+            : Metering.maxSecondsWithin(price, cards, maxTotal, BOUND_SECONDS);
+    long byHold =
+        extensionRefused == null
+            ? BOUND_SECONDS
+            : Metering.maxSecondsWithin(price, cards, order.holdAmount(), BOUND_SECONDS);
+    return byCap <= byHold
+        ? new Limit(byCap, EndReason.RENTAL_CAP_REACHED)
+        : new Limit(byHold, extensionRefused);
   }
 
   static Limit limit(Running state) {
@@ -62,7 +77,10 @@ final class RentalBilling {
 
   /** The seconds the current hold pays for at the agreed price: no capture may go beyond them. */
   static long heldSeconds(Running state) {
-    return Metering.maxSecondsWithin(state.terms().pricePerGpuHour(), state.terms().cards().size(), state.order().holdAmount(),
+    return Metering.maxSecondsWithin(
+        state.terms().pricePerGpuHour(),
+        state.terms().cards().size(),
+        state.order().holdAmount(),
         BOUND_SECONDS);
   }
 
@@ -73,16 +91,20 @@ final class RentalBilling {
     return new Checkpoint(second, cost, provider, cost - provider, at);
   }
 
-  /** A settle interval has passed since the last checkpoint: time to ask the host how far it has run. */
+  /**
+   * A settle interval has passed since the last checkpoint: time to ask the host how far it has
+   * run.
+   */
   boolean settlementDue(Running state, long second) {
     return second - settledThrough(state.last()) >= settleIntervalSeconds;
   }
 
   /**
-   * How far a running rental settles now, given the host's last heartbeat: never past it, nor past the preemption
-   * deadline, the limit or what the hold covers. Checkpoints stay a settle interval apart (the last heartbeat lags the
-   * clock by a few seconds, and settling whatever it covers would checkpoint more often than configured); only a hold
-   * or cap that stops the rental short of that settles less. {@link #NONE} when nothing is to be settled.
+   * How far a running rental settles now, given the host's last heartbeat: never past it, nor past
+   * the preemption deadline, the limit or what the hold covers. Checkpoints stay a settle interval
+   * apart (the last heartbeat lags the clock by a few seconds, and settling whatever it covers
+   * would checkpoint more often than configured); only a hold or cap that stops the rental short of
+   * that settles less. {@link #NONE} when nothing is to be settled.
    */
   long settleThrough(Running state, Instant lastHeartbeat, Instant now) {
     Instant upTo = earlier(now, lastHeartbeat);
@@ -91,36 +113,44 @@ final class RentalBilling {
     long second = Math.min(covered, Math.min(limit(state).seconds(), heldSeconds(state)));
     long settled = settledThrough(state.last());
     boolean stoppedShort = second < covered;
-    if (second <= settled || (second - settled < settleIntervalSeconds && !stoppedShort)) return NONE;
+    if (second <= settled || (second - settled < settleIntervalSeconds && !stoppedShort))
+      return NONE;
     return second;
   }
 
   /**
-   * What a running rental ending at {@code end} bills: the seconds to the end, within the limit and the hold, and
-   * never fewer than were settled (cumulative totals never go down).
+   * What a running rental ending at {@code end} bills: the seconds to the end, within the limit and
+   * the hold, and never fewer than were settled (cumulative totals never go down).
    */
   static long billedAtEnd(Running state, Instant end) {
-    long billed = Math.min(secondsBetween(state.startedAt(), end), Math.min(limit(state).seconds(), heldSeconds(state)));
+    long billed =
+        Math.min(
+            secondsBetween(state.startedAt(), end),
+            Math.min(limit(state).seconds(), heldSeconds(state)));
     return Math.max(billed, settledThrough(state.last()));
   }
 
   /**
-   * The amount the hold should grow to: when less than half a hold window is left, spent plus a window (within the
-   * rental's cap). 0 when it need not or cannot grow.
+   * The amount the hold should grow to: when less than half a hold window is left, spent plus a
+   * window (within the rental's cap). 0 when it need not or cannot grow.
    */
   long extensionTarget(Running state) {
     long spent = state.last() == null ? 0 : state.last().cost();
-    long window = Metering.cost(state.terms().pricePerGpuHour(), state.terms().cards().size(), holdSeconds);
+    long window =
+        Metering.cost(state.terms().pricePerGpuHour(), state.terms().cards().size(), holdSeconds);
     long held = state.order().holdAmount();
     if (held - spent >= window / 2) return 0;
     long target = spent + window;
-    if (state.order().spec().maxTotal() != null) target = Math.min(target, state.order().spec().maxTotal());
+    if (state.order().spec().maxTotal() != null)
+      target = Math.min(target, state.order().spec().maxTotal());
     return target <= held ? 0 : target;
   }
 
   /** The cost of {@code seconds} at the rental's frozen price. */
   static long cost(Terms terms, long seconds) {
-    return terms == null ? 0 : Metering.cost(terms.pricePerGpuHour(), terms.cards().size(), seconds);
+    return terms == null
+        ? 0
+        : Metering.cost(terms.pricePerGpuHour(), terms.cards().size(), seconds);
   }
 
   static long settledThrough(Checkpoint last) {

@@ -21,11 +21,12 @@ import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
 
 /**
- * Delivers a rental's settlements and closes it: each checkpoint goes to the renter's account (a capture) and the
- * provider's (an earnings credit) under one key ({@code rentalId:second}), cumulative, retried with a growing wait
- * until acknowledged; once metering is over, the final settlement, the hold release (only after the final capture
- * landed) and the card release, and the agent's report that the workload stopped (or its deadline) decide when the
- * rental may close. Actor-local: it lives on the rental's thread and is rebuilt from the journal after a restart,
+ * Delivers a rental's settlements and closes it: each checkpoint goes to the renter's account (a
+ * capture) and the provider's (an earnings credit) under one key ({@code rentalId:second}),
+ * cumulative, retried with a growing wait until acknowledged; once metering is over, the final
+ * settlement, the hold release (only after the final capture landed) and the card release, and the
+ * agent's report that the workload stopped (or its deadline) decide when the rental may close.
+ * Actor-local: it lives on the rental's thread and is rebuilt from the journal after a restart,
  * where every step is idempotent.
  */
 final class SettlementDelivery {
@@ -45,9 +46,17 @@ final class SettlementDelivery {
   private boolean holdReleased;
   private boolean cardsReleased;
   private boolean workloadStopped;
-  private int failedDeliveries; // in a row, since the last acknowledgement: each waits longer before it is retried
+  private int
+      failedDeliveries; // in a row, since the last acknowledgement: each waits longer before it is
 
-  SettlementDelivery(String rentalId, Rental.Settings settings, Rental.Ports ports, Clock clock, ActorContext<Command> context,
+  // retried
+
+  SettlementDelivery(
+      String rentalId,
+      Rental.Settings settings,
+      Rental.Ports ports,
+      Clock clock,
+      ActorContext<Command> context,
       TimerScheduler<Command> timers) {
     this.rentalId = rentalId;
     this.settings = settings;
@@ -57,33 +66,48 @@ final class SettlementDelivery {
     this.timers = timers;
   }
 
-  /** Renter capture and provider credit of {@code c}, each unless already acknowledged ({@code last}: the final credit). */
+  /**
+   * Renter capture and provider credit of {@code c}, each unless already acknowledged ({@code
+   * last}: the final credit).
+   */
   void deliver(Order order, Terms terms, Checkpoint c, boolean last) {
     if (c.throughSecond() > capturedThrough) capture(order, c);
     if (c.throughSecond() > creditedThrough || last) credit(terms, c, last);
   }
 
   private void capture(Order order, Checkpoint c) {
-    context.askWithStatus(Account.Posting.class, ports.account(order.renterId()), settings.askTimeout(),
+    context.askWithStatus(
+        Account.Posting.class,
+        ports.account(order.renterId()),
+        settings.askTimeout(),
         reply -> new Account.Capture(rentalId, c.throughSecond(), c.cost(), reply),
-        (posting, failure) -> new Delivered(Delivered.Side.CAPTURE, c.throughSecond(), Rejection.codeOf(failure)));
+        (posting, failure) ->
+            new Delivered(Delivered.Side.CAPTURE, c.throughSecond(), Rejection.codeOf(failure)));
   }
 
   private void credit(Terms terms, Checkpoint c, boolean last) {
     Delivered.Side side = last ? Delivered.Side.FINAL_CREDIT : Delivered.Side.CREDIT;
-    context.askWithStatus(Account.Posting.class, ports.account(terms.providerId()), settings.askTimeout(),
-        reply -> new Account.CreditEarnings(rentalId, c.throughSecond(), c.provider(), c.platform(), last, reply),
+    context.askWithStatus(
+        Account.Posting.class,
+        ports.account(terms.providerId()),
+        settings.askTimeout(),
+        reply ->
+            new Account.CreditEarnings(
+                rentalId, c.throughSecond(), c.provider(), c.platform(), last, reply),
         (posting, failure) -> new Delivered(side, c.throughSecond(), Rejection.codeOf(failure)));
   }
 
-  /** Notes an acknowledgement; false (and a redelivery scheduled) when the delivery must be retried. */
+  /**
+   * Notes an acknowledgement; false (and a redelivery scheduled) when the delivery must be retried.
+   */
   boolean acknowledged(Delivered d) {
     if (d.refusal() != null && d.refusal() != Rejection.IDEMPOTENCY_CONFLICT) {
       redeliverLater();
       return false;
     }
     failedDeliveries = 0;
-    if (d.side() == Delivered.Side.CAPTURE) capturedThrough = Math.max(capturedThrough, d.throughSecond());
+    if (d.side() == Delivered.Side.CAPTURE)
+      capturedThrough = Math.max(capturedThrough, d.throughSecond());
     else creditedThrough = Math.max(creditedThrough, d.throughSecond());
     if (d.side() == Delivered.Side.FINAL_CREDIT) finalCredited = true;
     return true;
@@ -91,14 +115,18 @@ final class SettlementDelivery {
 
   private void redeliverLater() {
     int spread = ThreadLocalRandom.current().nextInt(REDELIVERY_SPREAD_PERMILLE + 1);
-    timers.startSingleTimer(Timer.REDELIVER, Timer.REDELIVER, redeliveryDelay(settings.retryInterval(), failedDeliveries++, spread));
+    timers.startSingleTimer(
+        Timer.REDELIVER,
+        Timer.REDELIVER,
+        redeliveryDelay(settings.retryInterval(), failedDeliveries++, spread));
   }
 
   /**
-   * The wait before a failed capture, credit or release is sent again: the retry interval, doubled with each failure
-   * in a row up to eight times it, then spread over 80–120 % ({@code spreadPermille} in [0, 400]). Thousands of rentals
-   * whose deliveries failed together (a slow account, a node lost) then neither retry in step nor keep a struggling
-   * account busy with retries every second; the first retry still comes after about one interval.
+   * The wait before a failed capture, credit or release is sent again: the retry interval, doubled
+   * with each failure in a row up to eight times it, then spread over 80–120 % ({@code
+   * spreadPermille} in [0, 400]). Thousands of rentals whose deliveries failed together (a slow
+   * account, a node lost) then neither retry in step nor keep a struggling account busy with
+   * retries every second; the first retry still comes after about one interval.
    */
   static Duration redeliveryDelay(Duration retryInterval, int failuresInARow, int spreadPermille) {
     long factor = 1L << Math.min(Math.max(failuresInARow, 0), 3);
@@ -107,12 +135,16 @@ final class SettlementDelivery {
 
   // ---- ending
 
-  /** Final settlement (with {@code last}), hold release and card release; each retried until acknowledged. */
+  /**
+   * Final settlement (with {@code last}), hold release and card release; each retried until
+   * acknowledged.
+   */
   void finish(Ending state) {
     if (state.finalSettled()) finalSettlement(state);
     if (state.terms() != null && !cardsReleased) releaseCards(state.terms());
     if (state.terms() == null || state.startedAt() == null) workloadStopped = true;
-    else if (!workloadStopped && !timers.isTimerActive(Timer.STOP_EXPIRED)) agentSilenceDeadline(state);
+    else if (!workloadStopped && !timers.isTimerActive(Timer.STOP_EXPIRED))
+      agentSilenceDeadline(state);
   }
 
   private void finalSettlement(Ending state) {
@@ -121,33 +153,49 @@ final class SettlementDelivery {
     releaseHoldOnceCaptured(state);
   }
 
-
   /**
-   * The rest of the hold goes back only once the final capture landed: a released hold refuses every later
-   * capture, so a lost final capture would never be charged. A hold the account never placed (the rental was
-   * cancelled before it answered) has nothing to release.
+   * The rest of the hold goes back only once the final capture landed: a released hold refuses
+   * every later capture, so a lost final capture would never be charged. A hold the account never
+   * placed (the rental was cancelled before it answered) has nothing to release.
    */
   void releaseHoldOnceCaptured(Ending state) {
-    if (holdReleased || !state.finalSettled() || (state.last() != null && capturedThrough < state.last().throughSecond())) return;
-    context.askWithStatus(Account.HoldView.class, ports.account(state.order().renterId()), settings.askTimeout(),
+    if (holdReleased
+        || !state.finalSettled()
+        || (state.last() != null && capturedThrough < state.last().throughSecond())) return;
+    context.askWithStatus(
+        Account.HoldView.class,
+        ports.account(state.order().renterId()),
+        settings.askTimeout(),
         reply -> new Account.ReleaseHold(rentalId, reply),
-        (v, failure) -> new Released(Released.What.HOLD, failure == null || Rejection.codeOf(failure) == Rejection.HOLD_NOT_FOUND));
+        (v, failure) ->
+            new Released(
+                Released.What.HOLD,
+                failure == null || Rejection.codeOf(failure) == Rejection.HOLD_NOT_FOUND));
   }
 
   private void releaseCards(Terms terms) {
-    context.askWithStatus(Done.class, ports.host(terms.hostId()), settings.askTimeout(),
-        reply -> new Host.ReleaseCards(rentalId, reply), (v, failure) -> new Released(Released.What.CARDS, failure == null));
+    context.askWithStatus(
+        Done.class,
+        ports.host(terms.hostId()),
+        settings.askTimeout(),
+        reply -> new Host.ReleaseCards(rentalId, reply),
+        (v, failure) -> new Released(Released.What.CARDS, failure == null));
   }
 
   /**
-   * The agent has {@code stop-timeout} from the recorded end to report the workload stopped; after that the money does
-   * not wait for it. Fixed from the end (kept in the journal), so neither redeliveries nor restarts postpone it.
+   * The agent has {@code stop-timeout} from the recorded end to report the workload stopped; after
+   * that the money does not wait for it. Fixed from the end (kept in the journal), so neither
+   * redeliveries nor restarts postpone it.
    */
   private void agentSilenceDeadline(Ending state) {
     Instant now = clock.instant();
-    Instant recorded = state.recordedAt() == null ? now : state.recordedAt(); // snapshots written before it was kept
+    Instant recorded =
+        state.recordedAt() == null
+            ? now
+            : state.recordedAt(); // snapshots written before it was kept
     Duration left = Duration.between(now, recorded.plus(settings.stopTimeout()));
-    timers.startSingleTimer(Timer.STOP_EXPIRED, Timer.STOP_EXPIRED, left.isNegative() ? Duration.ZERO : left);
+    timers.startSingleTimer(
+        Timer.STOP_EXPIRED, Timer.STOP_EXPIRED, left.isNegative() ? Duration.ZERO : left);
   }
 
   /** A capture or credit acknowledged while ending; a capture may free the hold. */
@@ -165,12 +213,18 @@ final class SettlementDelivery {
     else cardsReleased = true;
   }
 
-  /** The agent reported the workload stopped, or was silent past its deadline: the money does not wait for it. */
+  /**
+   * The agent reported the workload stopped, or was silent past its deadline: the money does not
+   * wait for it.
+   */
   void workloadStopped() {
     workloadStopped = true;
   }
 
-  /** Every posting acknowledged, the hold and the cards released, the workload stopped: the rental may close. */
+  /**
+   * Every posting acknowledged, the hold and the cards released, the workload stopped: the rental
+   * may close.
+   */
   boolean readyToClose(Ending state) {
     long through = RentalBilling.settledThrough(state.last());
     boolean money = state.last() == null || (capturedThrough >= through && finalCredited);
@@ -184,8 +238,9 @@ final class SettlementDelivery {
   }
 
   /**
-   * Closed: every posting of this rental is acknowledged and it sends no more, so the accounts may drop the closed
-   * hold and source they keep for its duplicates. Told once; if that is lost, the accounts just keep them.
+   * Closed: every posting of this rental is acknowledged and it sends no more, so the accounts may
+   * drop the closed hold and source they keep for its duplicates. Told once; if that is lost, the
+   * accounts just keep them.
    */
   void forgetInAccounts(Ending state) {
     ActorRef<Done> ignore = context.getSystem().ignoreRef();

@@ -23,8 +23,8 @@ import dev.tickmark.engine.account.Account.HoldView;
 import dev.tickmark.engine.account.Account.Holds;
 import dev.tickmark.engine.account.Account.Marks;
 import dev.tickmark.engine.account.Account.OpenAccount;
-import dev.tickmark.engine.account.Account.PayoutDetails;
 import dev.tickmark.engine.account.Account.Payout;
+import dev.tickmark.engine.account.Account.PayoutDetails;
 import dev.tickmark.engine.account.Account.PlaceHold;
 import dev.tickmark.engine.account.Account.Posting;
 import dev.tickmark.engine.account.Account.Profile;
@@ -64,37 +64,62 @@ import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * A snapshot written before the state was grouped ({@link OpenAccount}, one flat record) recovers to the same account:
- * the same money, holds, sources and deduplication marks, and the same answers. The bytes in
- * {@code snapshots/account-OpenAccount-fbae5a9.cbor.hex} were written by Account.java as of commit fbae5a9 through the
- * node's jackson-cbor serializer (its classes compiled alone and run with the values of {@link #legacy()}).
+ * A snapshot written before the state was grouped ({@link OpenAccount}, one flat record) recovers
+ * to the same account: the same money, holds, sources and deduplication marks, and the same
+ * answers. The bytes in {@code snapshots/account-OpenAccount-fbae5a9.cbor.hex} were written by
+ * Account.java as of commit fbae5a9 through the node's jackson-cbor serializer (its classes
+ * compiled alone and run with the values of {@link #legacy()}).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
 class AccountLegacySnapshotTest {
-  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+  static final Config CONFIG =
+      EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
 
   @JUnit5TestKit
-  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("AccountLegacySnapshotTest").withCustomConfig(CONFIG).build();
+  final ActorTestKit testKit =
+      new JUnit5TestKitBuilder()
+          .withName("AccountLegacySnapshotTest")
+          .withCustomConfig(CONFIG)
+          .build();
 
   private static final Instant START = Instant.parse("2025-03-14T10:00:00Z");
   private static final String LEGACY_MANIFEST = "dev.tickmark.engine.account.Account$OpenAccount";
-  private static final PayoutDetails DETAILS = new PayoutDetails("Ada Lovelace", "DE89370400440532013000", "COBADEFFXXX");
-  private static final Suspension SUSPENSION = new Suspension("chargeback review", Instant.parse("2025-03-10T08:00:00Z"));
+  private static final PayoutDetails DETAILS =
+      new PayoutDetails("Ada Lovelace", "DE89370400440532013000", "COBADEFFXXX");
+  private static final Suspension SUSPENSION =
+      new Suspension("chargeback review", Instant.parse("2025-03-10T08:00:00Z"));
   private static final Instant FORGOTTEN_RECENTLY = Instant.parse("2025-03-13T09:00:00Z");
   private static final Instant FORGOTTEN_EARLIER = Instant.parse("2025-03-12T08:00:00Z");
 
-  /** The values the stored snapshot was written with, every total distinct so that two swapped ones would show. */
+  /**
+   * The values the stored snapshot was written with, every total distinct so that two swapped ones
+   * would show.
+   */
   static OpenAccount legacy() {
     return new OpenAccount(
-        "Ada", 100_003, 20_011, 5_021, 7_039, 1_249, 2_063, 90_001L, 202503, 3_001,
-        Map.of("pay-1", 60_001L, "pay-2", 40_002L), Map.of("po-1", 2_063L),
+        "Ada",
+        100_003,
+        20_011,
+        5_021,
+        7_039,
+        1_249,
+        2_063,
+        90_001L,
+        202503,
+        3_001,
+        Map.of("pay-1", 60_001L, "pay-2", 40_002L),
+        Map.of("po-1", 2_063L),
         Map.of("r1", new Hold(8_000, 2_979, 60, 2_979, 979, 0)),
         Map.of("r0", new Hold(20_000, 17_032, 90, 17_032, 32, 2_968)),
         Map.of("rent-1", new SourceMark(30, 4_000, 700, 400, 70)),
         Map.of("rent-0", new SourceMark(45, 3_039, 549, 39, 9)),
-        DETAILS, SUSPENSION,
-        new Forgotten(Map.of("r-old", FORGOTTEN_RECENTLY), Map.of("r-older", FORGOTTEN_EARLIER), FORGOTTEN_RECENTLY));
+        DETAILS,
+        SUSPENSION,
+        new Forgotten(
+            Map.of("r-old", FORGOTTEN_RECENTLY),
+            Map.of("r-older", FORGOTTEN_EARLIER),
+            FORGOTTEN_RECENTLY));
   }
 
   /** The same account written out by hand in today's shape. */
@@ -103,10 +128,19 @@ class AccountLegacySnapshotTest {
         new Profile("Ada", 90_001L, DETAILS, SUSPENSION),
         new Totals(100_003, 20_011, 5_021, 7_039, 1_249, 2_063),
         new Spending(202503, 3_001),
-        new Marks(Map.of("pay-1", 60_001L, "pay-2", 40_002L), Map.of("po-1", 2_063L),
-            new Holds(Map.of("r1", new Hold(8_000, 2_979, 60, 2_979, 979, 0)), Map.of("r0", new Hold(20_000, 17_032, 90, 17_032, 32, 2_968))),
-            new Sources(Map.of("rent-1", new SourceMark(30, 4_000, 700, 400, 70)), Map.of("rent-0", new SourceMark(45, 3_039, 549, 39, 9))),
-            new Forgotten(Map.of("r-old", FORGOTTEN_RECENTLY), Map.of("r-older", FORGOTTEN_EARLIER), FORGOTTEN_RECENTLY)));
+        new Marks(
+            Map.of("pay-1", 60_001L, "pay-2", 40_002L),
+            Map.of("po-1", 2_063L),
+            new Holds(
+                Map.of("r1", new Hold(8_000, 2_979, 60, 2_979, 979, 0)),
+                Map.of("r0", new Hold(20_000, 17_032, 90, 17_032, 32, 2_968))),
+            new Sources(
+                Map.of("rent-1", new SourceMark(30, 4_000, 700, 400, 70)),
+                Map.of("rent-0", new SourceMark(45, 3_039, 549, 39, 9))),
+            new Forgotten(
+                Map.of("r-old", FORGOTTEN_RECENTLY),
+                Map.of("r-older", FORGOTTEN_EARLIER),
+                FORGOTTEN_RECENTLY)));
   }
 
   private EventSourcedBehaviorTestKit<Command, Event, State> kit;
@@ -117,8 +151,12 @@ class AccountLegacySnapshotTest {
     Serializer serializer = serialization.findSerializerFor(legacy());
     assertInstanceOf(JacksonCborSerializer.class, serializer);
     assertEquals(LEGACY_MANIFEST, Serializers.manifestFor(serializer, legacy()));
-    String current = Serializers.manifestFor(serialization.findSerializerFor(expected()), expected());
-    assertNotEquals(LEGACY_MANIFEST, current, "a snapshot in today's shape must not be read as the old one, nor the reverse");
+    String current =
+        Serializers.manifestFor(serialization.findSerializerFor(expected()), expected());
+    assertNotEquals(
+        LEGACY_MANIFEST,
+        current,
+        "a snapshot in today's shape must not be read as the old one, nor the reverse");
   }
 
   @Test
@@ -129,16 +167,38 @@ class AccountLegacySnapshotTest {
   @Test
   void recoversAnOldSnapshotToTheSameStateAndAnswers() throws IOException {
     String accountId = "acc-legacy";
-    kit = EventSourcedBehaviorTestKit.create(testKit.system(), Account.create(accountId, new TestClock(START)));
+    kit =
+        EventSourcedBehaviorTestKit.create(
+            testKit.system(), Account.create(accountId, new TestClock(START)));
     String persistenceId = PersistenceId.of(Account.ENTITY_KEY.name(), accountId).id();
-    kit.snapshotTestKit().orElseThrow().persistForRecovery(persistenceId, List.of(Pair.create(SnapshotMeta.create(400), oldSnapshot())));
+    kit.snapshotTestKit()
+        .orElseThrow()
+        .persistForRecovery(
+            persistenceId, List.of(Pair.create(SnapshotMeta.create(400), oldSnapshot())));
 
     State recovered = kit.restart().state();
     assertEquals(expected(), recovered);
 
     Summary summary = kit.<Summary>runCommand(GetSummary::new).reply();
-    assertEquals(new Summary(accountId, true, "Ada", 79_992, 5_021, 74_971, 4_976, 90_001L, 3_001, 100_003, 20_011, 7_039, 1_249,
-        2_063, DETAILS, SUSPENSION), summary);
+    assertEquals(
+        new Summary(
+            accountId,
+            true,
+            "Ada",
+            79_992,
+            5_021,
+            74_971,
+            4_976,
+            90_001L,
+            3_001,
+            100_003,
+            20_011,
+            7_039,
+            1_249,
+            2_063,
+            DETAILS,
+            SUSPENSION),
+        summary);
 
     // Deduplication marks: retries answer as the first time, different content is a conflict.
     assertEquals(new Posting("deposit:pay-2", 40_002, true), ok(deposit("pay-2", 40_002)));
@@ -154,7 +214,10 @@ class AccountLegacySnapshotTest {
     assertRejected(Rejection.HOLD_CLOSED, placeHold("r-old", 100));
     assertRejected(Rejection.HOLD_CLOSED, placeHold("r-older", 100));
     assertRejected(Rejection.ACCOUNT_SUSPENDED, placeHold("r9", 100));
-    assertEquals(summary, kit.<Summary>runCommand(GetSummary::new).reply(), "answering retries moved no money");
+    assertEquals(
+        summary,
+        kit.<Summary>runCommand(GetSummary::new).reply(),
+        "answering retries moved no money");
 
     // Money moves on from the recovered totals, and this month's spending from the recovered month.
     assertEquals(new Posting("r1:61", 1_000, false), ok(capture("r1", 61, 3_979)));
@@ -163,8 +226,11 @@ class AccountLegacySnapshotTest {
     ok(placeHold("r9", 74_971));
     assertRejected(Rejection.INSUFFICIENT_FUNDS, placeHold("r10", 1));
     Summary after = kit.<Summary>runCommand(GetSummary::new).reply();
-    assertEquals(new Summary(accountId, true, "Ada", 78_992, 78_992, 0, 5_076, 90_001L, 4_001, 100_003, 21_011, 7_139, 1_269,
-        2_063, DETAILS, null), after);
+    assertEquals(
+        new Summary(
+            accountId, true, "Ada", 78_992, 78_992, 0, 5_076, 90_001L, 4_001, 100_003, 21_011,
+            7_139, 1_269, 2_063, DETAILS, null),
+        after);
 
     // The old snapshot and the events after it recover to the same state again.
     State before = kit.getState();
@@ -176,7 +242,9 @@ class AccountLegacySnapshotTest {
     return SerializationExtension.get(Adapter.toClassic(testKit.system()));
   }
 
-  /** The stored bytes, read the way the snapshot store reads them: by serializer id and manifest. */
+  /**
+   * The stored bytes, read the way the snapshot store reads them: by serializer id and manifest.
+   */
   private Object oldSnapshot() throws IOException {
     byte[] bytes = hex("/snapshots/account-OpenAccount-fbae5a9.cbor.hex");
     Serialization serialization = serialization();
@@ -193,19 +261,23 @@ class AccountLegacySnapshotTest {
     }
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> deposit(String reference, long amount) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> deposit(
+      String reference, long amount) {
     return kit.runCommand(r -> new Deposit(reference, amount, r));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> payout(String payoutId, long amount) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> payout(
+      String payoutId, long amount) {
     return kit.runCommand(r -> new Payout(payoutId, amount, r));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> placeHold(String holdId, long amount) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> placeHold(
+      String holdId, long amount) {
     return kit.runCommand(r -> new PlaceHold(holdId, amount, r));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> getHold(String holdId) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> getHold(
+      String holdId) {
     return kit.runCommand(r -> new GetHold(holdId, r));
   }
 
@@ -213,7 +285,8 @@ class AccountLegacySnapshotTest {
     return kit.runCommand(Resume::new);
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> capture(String holdId, long second, long cumulative) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> capture(
+      String holdId, long second, long cumulative) {
     return kit.runCommand(r -> new Capture(holdId, second, cumulative, r));
   }
 
@@ -224,14 +297,21 @@ class AccountLegacySnapshotTest {
 
   private static <T> T ok(CommandResultWithReply<Command, Event, State, StatusReply<T>> result) {
     StatusReply<T> reply = result.reply();
-    assertTrue(reply.isSuccess(), () -> result.command() + " was refused: " + reply.getError().getMessage());
+    assertTrue(
+        reply.isSuccess(),
+        () -> result.command() + " was refused: " + reply.getError().getMessage());
     return reply.getValue();
   }
 
-  private static void assertRejected(Rejection code, CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
+  private static void assertRejected(
+      Rejection code,
+      CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
     StatusReply<?> reply = result.reply();
-    assertTrue(reply.isError(), () -> result.command() + " should be refused with " + code + ", got " + reply.getValue());
-    assertEquals(code, Rejection.codeOf(reply.getError().getMessage()), () -> reply.getError().getMessage());
+    assertTrue(
+        reply.isError(),
+        () -> result.command() + " should be refused with " + code + ", got " + reply.getValue());
+    assertEquals(
+        code, Rejection.codeOf(reply.getError().getMessage()), () -> reply.getError().getMessage());
     assertTrue(result.hasNoEvents(), () -> "a refusal persists nothing, got " + result.events());
   }
 }

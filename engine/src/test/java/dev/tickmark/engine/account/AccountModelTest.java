@@ -7,11 +7,11 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.TestClock;
+import dev.tickmark.engine.account.Account.Active;
 import dev.tickmark.engine.account.Account.Command;
 import dev.tickmark.engine.account.Account.Event;
 import dev.tickmark.engine.account.Account.Hold;
 import dev.tickmark.engine.account.Account.HoldView;
-import dev.tickmark.engine.account.Account.Active;
 import dev.tickmark.engine.account.Account.Posting;
 import dev.tickmark.engine.account.Account.SourceMark;
 import dev.tickmark.engine.account.Account.State;
@@ -49,8 +49,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * Model-based test of {@link Account}: random operation sequences, with duplicated and conflicting
  * deliveries, restarts and month changes, run against the entity and against a plain reference
- * model (TigerBeetle auditor style). After every step the reply, the number of persisted events
- * and the summary must agree with the model, and the ledger must be conserved.
+ * model (TigerBeetle auditor style). After every step the reply, the number of persisted events and
+ * the summary must agree with the model, and the ledger must be conserved.
  *
  * <p>To reproduce a failure, run with {@code -Daccount.model.seed=<seed from the message>
  * -Daccount.model.sequences=1}: the seed printed is the seed of the failing sequence itself.
@@ -58,10 +58,12 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
 class AccountModelTest {
-  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+  static final Config CONFIG =
+      EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
 
   @JUnit5TestKit
-  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("AccountModelTest").withCustomConfig(CONFIG).build();
+  final ActorTestKit testKit =
+      new JUnit5TestKitBuilder().withName("AccountModelTest").withCustomConfig(CONFIG).build();
 
   /** When set, the single sequence with this seed runs instead of the seeded batch. */
   private static final Long SEQUENCE_SEED = Long.getLong("account.model.seed");
@@ -77,7 +79,11 @@ class AccountModelTest {
   @Test
   void randomSequencesAgreeWithTheReferenceModel() {
     if (SEQUENCE_SEED != null) {
-      System.out.println("one sequence, seed " + SEQUENCE_SEED + ": " + new Run(SEQUENCE_SEED, OPS_PER_SEQUENCE).execute().report());
+      System.out.println(
+          "one sequence, seed "
+              + SEQUENCE_SEED
+              + ": "
+              + new Run(SEQUENCE_SEED, OPS_PER_SEQUENCE).execute().report());
       return;
     }
     Random master = new Random(MASTER_SEED);
@@ -89,13 +95,18 @@ class AccountModelTest {
     System.out.println(totals.report());
   }
 
-  /** Long enough to cross {@code snapshotEvery(200)} several times, so restarts recover from snapshots. */
+  /**
+   * Long enough to cross {@code snapshotEvery(200)} several times, so restarts recover from
+   * snapshots.
+   */
   @Test
   void longSequencesAcrossSnapshotsAgreeWithTheReferenceModel() {
     Random master = new Random(MASTER_SEED ^ 0x5A5A_5A5AL);
     for (int i = 0; i < LONG_SEQUENCES; i++) {
       Totals totals = new Run(master.nextLong(), OPS_PER_LONG_SEQUENCE).execute();
-      assertTrue(totals.events > 400, "a long sequence must cross two snapshots, persisted " + totals.events);
+      assertTrue(
+          totals.events > 400,
+          "a long sequence must cross two snapshots, persisted " + totals.events);
       System.out.println("long: " + totals.report());
     }
   }
@@ -103,7 +114,10 @@ class AccountModelTest {
   // ---------------------------------------------------------------------------------------------
   // The reference model: plain fields and maps, the Money rules written out once more.
 
-  /** What the model expects of one command: an error code, or a success value; and whether an event is written. */
+  /**
+   * What the model expects of one command: an error code, or a success value; and whether an event
+   * is written.
+   */
   record Outcome(Rejection code, Object value, boolean persists) {
     static Outcome ok(Object value, boolean persists) {
       return new Outcome(null, value, persists);
@@ -160,8 +174,10 @@ class AccountModelTest {
     Account.PayoutDetails payoutDetails;
     final Map<String, ModelHold> holds = new HashMap<>();
     final Map<String, ModelSource> sources = new HashMap<>();
-    // Closed rentals forgotten: what their holds captured and their sources credited (no longer in the entity's
-    // maps), the tombstones in two generations of a day, and the ids whose tombstone has been dropped.
+    // Closed rentals forgotten: what their holds captured and their sources credited (no longer in
+    // the entity's
+    // maps), the tombstones in two generations of a day, and the ids whose tombstone has been
+    // dropped.
     long forgottenCaptured;
     long forgottenProvider;
     long forgottenPlatform;
@@ -195,13 +211,32 @@ class AccountModelTest {
     }
 
     Summary summary(Instant now) {
-      if (!open) return new Summary(id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null);
-      return new Summary(id, true, name, balance(), held, available(), earnings(), cap, spentIn(month(now)),
-          deposited, captured, credited, platformCredited, paidOut, payoutDetails, suspension);
+      if (!open)
+        return new Summary(id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null);
+      return new Summary(
+          id,
+          true,
+          name,
+          balance(),
+          held,
+          available(),
+          earnings(),
+          cap,
+          spentIn(month(now)),
+          deposited,
+          captured,
+          credited,
+          platformCredited,
+          paidOut,
+          payoutDetails,
+          suspension);
     }
 
     Outcome open(String newName) {
-      if (open) return newName != null && newName.equals(name) ? Outcome.ok(null, false) : Outcome.error(Rejection.ALREADY_EXISTS);
+      if (open)
+        return newName != null && newName.equals(name)
+            ? Outcome.ok(null, false)
+            : Outcome.error(Rejection.ALREADY_EXISTS);
       if (newName == null || newName.isBlank()) return Outcome.error(Rejection.INVALID_NAME);
       open = true;
       name = newName;
@@ -213,7 +248,9 @@ class AccountModelTest {
       String key = "deposit:" + reference;
       Long earlier = deposits.get(reference);
       if (earlier != null) {
-        return earlier == amount ? Outcome.ok(new Posting(key, amount, true), false) : Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
+        return earlier == amount
+            ? Outcome.ok(new Posting(key, amount, true), false)
+            : Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
       }
       if (amount <= 0) return Outcome.error(Rejection.INVALID_AMOUNT);
       if (deposited + amount > Money.MAX_AMOUNT) return Outcome.error(Rejection.AMOUNT_TOO_LARGE);
@@ -225,7 +262,8 @@ class AccountModelTest {
     /** Null when {@code additional} may be reserved now, else the refusal. */
     private Rejection refuseGrowth(long additional, Instant now) {
       if (additional > available()) return Rejection.INSUFFICIENT_FUNDS;
-      if (cap != null && spentIn(month(now)) + held + additional > cap) return Rejection.SPEND_CAP_REACHED;
+      if (cap != null && spentIn(month(now)) + held + additional > cap)
+        return Rejection.SPEND_CAP_REACHED;
       return null;
     }
 
@@ -233,7 +271,8 @@ class AccountModelTest {
       if (!open) return Outcome.error(Rejection.NOT_FOUND);
       ModelHold existing = holds.get(holdId);
       if (existing != null) {
-        // a retry answers the open hold as it stands (it may have grown since); otherwise the id is taken
+        // a retry answers the open hold as it stands (it may have grown since); otherwise the id is
+        // taken
         return existing.open && existing.amount >= amount
             ? Outcome.ok(existing.view(holdId), false)
             : Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
@@ -314,7 +353,8 @@ class AccountModelTest {
     Outcome credit(String sourceId, long second, long provider, long platform, boolean last) {
       if (!open) return Outcome.error(Rejection.NOT_FOUND);
       String key = sourceId + ":" + second;
-      if (second <= 0 || provider < 0 || platform < 0) return Outcome.error(Rejection.INVALID_AMOUNT);
+      if (second <= 0 || provider < 0 || platform < 0)
+        return Outcome.error(Rejection.INVALID_AMOUNT);
       ModelSource source = sources.get(sourceId);
       if (source == null && forgotten(sourceId)) return Outcome.error(Rejection.HOLD_CLOSED);
       if (source != null && second == source.mark) {
@@ -330,8 +370,10 @@ class AccountModelTest {
       if (source != null && source.closed) return Outcome.error(Rejection.HOLD_CLOSED);
       long providerDelta = provider - (source == null ? 0 : source.provider);
       long platformDelta = platform - (source == null ? 0 : source.platform);
-      if (providerDelta < 0 || platformDelta < 0) return Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
-      if (credited + providerDelta > Money.MAX_AMOUNT || platformCredited + platformDelta > Money.MAX_AMOUNT) {
+      if (providerDelta < 0 || platformDelta < 0)
+        return Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
+      if (credited + providerDelta > Money.MAX_AMOUNT
+          || platformCredited + platformDelta > Money.MAX_AMOUNT) {
         return Outcome.error(Rejection.AMOUNT_TOO_LARGE);
       }
       if (source == null) {
@@ -387,7 +429,9 @@ class AccountModelTest {
       String key = "payout:" + payoutId;
       Long earlier = payouts.get(payoutId);
       if (earlier != null) {
-        return earlier == amount ? Outcome.ok(new Posting(key, amount, true), false) : Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
+        return earlier == amount
+            ? Outcome.ok(new Posting(key, amount, true), false)
+            : Outcome.error(Rejection.IDEMPOTENCY_CONFLICT);
       }
       if (amount <= 0) return Outcome.error(Rejection.INVALID_AMOUNT);
       if (suspension != null) return Outcome.error(Rejection.ACCOUNT_SUSPENDED);
@@ -424,7 +468,8 @@ class AccountModelTest {
 
     Outcome setCap(Long newCap) {
       if (!open) return Outcome.error(Rejection.NOT_FOUND);
-      if (newCap != null && (newCap < 0 || newCap > Money.MAX_AMOUNT)) return Outcome.error(Rejection.INVALID_AMOUNT);
+      if (newCap != null && (newCap < 0 || newCap > Money.MAX_AMOUNT))
+        return Outcome.error(Rejection.INVALID_AMOUNT);
       boolean changed = !Objects.equals(cap, newCap);
       cap = newCap;
       return Outcome.ok(null, changed);
@@ -532,7 +577,8 @@ class AccountModelTest {
     }
   }
 
-  record CreditOp(String sourceId, long second, long provider, long platform, boolean last) implements Op {
+  record CreditOp(String sourceId, long second, long provider, long platform, boolean last)
+      implements Op {
     public Command command(ActorRef<StatusReply<Object>> replyTo) {
       return new Account.CreditEarnings(sourceId, second, provider, platform, last, typed(replyTo));
     }
@@ -544,7 +590,8 @@ class AccountModelTest {
     public Op withOtherContent(Random random) {
       return random.nextBoolean()
           ? new CreditOp(sourceId, second, Math.max(0, otherThan(provider, random)), platform, last)
-          : new CreditOp(sourceId, second, provider, Math.max(0, otherThan(platform, random)), last);
+          : new CreditOp(
+              sourceId, second, provider, Math.max(0, otherThan(platform, random)), last);
     }
   }
 
@@ -621,7 +668,10 @@ class AccountModelTest {
     }
   }
 
-  /** Sent by a rental once it closed; its reply is {@code Done}, not a status (see {@code Run.send}). */
+  /**
+   * Sent by a rental once it closed; its reply is {@code Done}, not a status (see {@code
+   * Run.send}).
+   */
   record ForgetOp(String id) implements Op {
     public Command command(ActorRef<StatusReply<Object>> replyTo) {
       throw new UnsupportedOperationException("sent with a Done reply");
@@ -631,7 +681,10 @@ class AccountModelTest {
       return model.forget(id, now);
     }
 
-    /** Re-sent after its hold or source closed, it is a new decision (the model still checks what it writes). */
+    /**
+     * Re-sent after its hold or source closed, it is a new decision (the model still checks what it
+     * writes).
+     */
     public boolean deduplicated() {
       return false;
     }
@@ -639,7 +692,10 @@ class AccountModelTest {
 
   record Sent(Op op, boolean succeeded) {}
 
-  /** What a batch of runs exercised, so that a generator change that stops reaching a rule fails loudly. */
+  /**
+   * What a batch of runs exercised, so that a generator change that stops reaching a rule fails
+   * loudly.
+   */
   static final class Totals {
     final Map<String, Integer> outcomes = new HashMap<>();
     int events;
@@ -656,21 +712,57 @@ class AccountModelTest {
     }
 
     String report() {
-      return "coverage " + new java.util.TreeMap<>(outcomes) + ", events " + events + ", restarts " + restarts
-          + ", month changes " + monthChanges + ", duplicate deliveries " + duplicates;
+      return "coverage "
+          + new java.util.TreeMap<>(outcomes)
+          + ", events "
+          + events
+          + ", restarts "
+          + restarts
+          + ", month changes "
+          + monthChanges
+          + ", duplicate deliveries "
+          + duplicates;
     }
 
     void assertCoverage(int steps) {
       String report = report();
-      for (Rejection code : List.of(Rejection.NOT_FOUND, Rejection.ALREADY_EXISTS, Rejection.INVALID_AMOUNT,
-          Rejection.INSUFFICIENT_FUNDS, Rejection.INSUFFICIENT_EARNINGS, Rejection.SPEND_CAP_REACHED,
-          Rejection.HOLD_NOT_FOUND, Rejection.HOLD_CLOSED, Rejection.HOLD_EXCEEDED, Rejection.IDEMPOTENCY_CONFLICT,
-          Rejection.AMOUNT_TOO_LARGE, Rejection.ACCOUNT_SUSPENDED, Rejection.INVALID_IBAN)) {
-        assertTrue(outcomes.getOrDefault(code.wire(), 0) > 0, "no step ended in " + code.wire() + "; " + report);
+      for (Rejection code :
+          List.of(
+              Rejection.NOT_FOUND,
+              Rejection.ALREADY_EXISTS,
+              Rejection.INVALID_AMOUNT,
+              Rejection.INSUFFICIENT_FUNDS,
+              Rejection.INSUFFICIENT_EARNINGS,
+              Rejection.SPEND_CAP_REACHED,
+              Rejection.HOLD_NOT_FOUND,
+              Rejection.HOLD_CLOSED,
+              Rejection.HOLD_EXCEEDED,
+              Rejection.IDEMPOTENCY_CONFLICT,
+              Rejection.AMOUNT_TOO_LARGE,
+              Rejection.ACCOUNT_SUSPENDED,
+              Rejection.INVALID_IBAN)) {
+        assertTrue(
+            outcomes.getOrDefault(code.wire(), 0) > 0,
+            "no step ended in " + code.wire() + "; " + report);
       }
-      for (String kind : List.of("DepositOp", "PlaceHoldOp", "ExtendHoldOp", "CaptureOp", "ReleaseOp", "CreditOp",
-          "PayoutOp", "SetCapOp", "OpenOp", "SuspendOp", "ResumeOp", "PayoutDetailsOp", "ForgetOp")) {
-        assertTrue(outcomes.getOrDefault(kind + ":persisted", 0) > steps / 500, "too few persisted " + kind + "; " + report);
+      for (String kind :
+          List.of(
+              "DepositOp",
+              "PlaceHoldOp",
+              "ExtendHoldOp",
+              "CaptureOp",
+              "ReleaseOp",
+              "CreditOp",
+              "PayoutOp",
+              "SetCapOp",
+              "OpenOp",
+              "SuspendOp",
+              "ResumeOp",
+              "PayoutDetailsOp",
+              "ForgetOp")) {
+        assertTrue(
+            outcomes.getOrDefault(kind + ":persisted", 0) > steps / 500,
+            "too few persisted " + kind + "; " + report);
       }
       assertTrue(duplicates > steps / 20, report);
       assertTrue(restarts > steps / 50, report);
@@ -698,16 +790,24 @@ class AccountModelTest {
       this.seed = seed;
       this.steps = steps;
       this.random = new Random(seed);
-      Instant start = Instant.parse("2024-01-01T00:00:00Z").plusSeconds(random.nextInt(3 * 365) * 86_400L);
+      Instant start =
+          Instant.parse("2024-01-01T00:00:00Z").plusSeconds(random.nextInt(3 * 365) * 86_400L);
       if (random.nextBoolean()) {
         // start within the last hour of a month, so that some sequences straddle a boundary early
         YearMonth month = Model.month(start);
-        start = month.plusMonths(1).atDay(1).atStartOfDay().toInstant(ZoneOffset.UTC).minusSeconds(random.nextInt(3_600) + 1);
+        start =
+            month
+                .plusMonths(1)
+                .atDay(1)
+                .atStartOfDay()
+                .toInstant(ZoneOffset.UTC)
+                .minusSeconds(random.nextInt(3_600) + 1);
       }
       this.clock = new TestClock(start);
       String accountId = "model-" + IDS.incrementAndGet();
       this.model = new Model(accountId);
-      this.kit = EventSourcedBehaviorTestKit.create(testKit.system(), Account.create(accountId, clock));
+      this.kit =
+          EventSourcedBehaviorTestKit.create(testKit.system(), Account.create(accountId, clock));
     }
 
     Totals execute() {
@@ -735,8 +835,18 @@ class AccountModelTest {
     }
 
     private String where() {
-      return "seed " + seed + " (rerun with -Daccount.model.seed=" + seed + " -Daccount.model.ops=" + steps + "), step "
-          + step + ", clock " + clock.instant() + ", last steps:\n  " + String.join("\n  ", trace);
+      return "seed "
+          + seed
+          + " (rerun with -Daccount.model.seed="
+          + seed
+          + " -Daccount.model.ops="
+          + steps
+          + "), step "
+          + step
+          + ", clock "
+          + clock.instant()
+          + ", last steps:\n  "
+          + String.join("\n  ", trace);
     }
 
     private void note(String line) {
@@ -748,31 +858,48 @@ class AccountModelTest {
       send(op, null);
     }
 
-    /** Delivers one command to both sides; {@code replayOf} is the earlier delivery this one repeats exactly. */
+    /**
+     * Delivers one command to both sides; {@code replayOf} is the earlier delivery this one repeats
+     * exactly.
+     */
     private void send(Op op, Sent replayOf) {
       Instant now = clock.instant();
       Summary before = model.summary(now);
-      // A duplicate of a placement or credit whose tombstone has been dropped (a day or more after its rental
-      // closed) opens a new hold or source, as designed; the model knows, and such a replay is no duplicate.
+      // A duplicate of a placement or credit whose tombstone has been dropped (a day or more after
+      // its rental
+      // closed) opens a new hold or source, as designed; the model knows, and such a replay is no
+      // duplicate.
       boolean reopens = reopensAfterTombstone(op);
       Outcome expected = op.apply(model, now);
       Delivery result = deliver(op);
       StatusReply<Object> reply = result.reply();
-      note(op + " -> " + (reply.isSuccess() ? "ok " + reply.getValue() : reply.getError().getMessage())
-          + (replayOf != null ? " (exact replay)" : ""));
+      note(
+          op
+              + " -> "
+              + (reply.isSuccess() ? "ok " + reply.getValue() : reply.getError().getMessage())
+              + (replayOf != null ? " (exact replay)" : ""));
       String kind = op.getClass().getSimpleName();
 
       if (expected.success()) {
-        assertTrue(reply.isSuccess(), () -> "expected success, got " + reply.getError().getMessage() + "\n" + where());
+        assertTrue(
+            reply.isSuccess(),
+            () -> "expected success, got " + reply.getError().getMessage() + "\n" + where());
         if (expected.value() != null) assertEquals(expected.value(), reply.getValue(), this::where);
-        if (reply.getValue() instanceof Summary summary) assertEquals(model.summary(now), summary, this::where);
+        if (reply.getValue() instanceof Summary summary)
+          assertEquals(model.summary(now), summary, this::where);
       } else {
-        assertTrue(reply.isError(), () -> "expected " + expected.code() + ", got " + reply.getValue() + "\n" + where());
+        assertTrue(
+            reply.isError(),
+            () -> "expected " + expected.code() + ", got " + reply.getValue() + "\n" + where());
         assertEquals(expected.code(), Rejection.codeOf(reply.getError().getMessage()), this::where);
         totals.outcomes.merge(expected.code().wire(), 1, Integer::sum);
       }
-      assertEquals(expected.persists() ? 1 : 0, result.events().size(), () -> "events " + result.events() + "\n" + where());
-      if (reopens && expected.persists()) totals.outcomes.merge("reopened_after_tombstone", 1, Integer::sum);
+      assertEquals(
+          expected.persists() ? 1 : 0,
+          result.events().size(),
+          () -> "events " + result.events() + "\n" + where());
+      if (reopens && expected.persists())
+        totals.outcomes.merge("reopened_after_tombstone", 1, Integer::sum);
       if (expected.persists()) {
         totals.events++;
         totals.outcomes.merge(kind + ":persisted", 1, Integer::sum);
@@ -781,19 +908,24 @@ class AccountModelTest {
         assertTrue(result.hasNoEvents(), this::where);
       }
 
-      // Every fifth step asks the entity (GetSummary); the others read the same summary function off the
+      // Every fifth step asks the entity (GetSummary); the others read the same summary function
+      // off the
       // state the testkit returned with the reply, which halves the round trips of a step.
       Summary after = step % 5 == 0 ? summary() : summaryOf(result.state(), now);
       assertEquals(model.summary(now), after, this::where);
       assertConserved(after, result.state());
-      if (expected.persists() && (op instanceof PlaceHoldOp || op instanceof ExtendHoldOp) && after.spendCapMonthly() != null) {
-        assertTrue(after.spentThisMonth() + after.held() <= after.spendCapMonthly(),
+      if (expected.persists()
+          && (op instanceof PlaceHoldOp || op instanceof ExtendHoldOp)
+          && after.spendCapMonthly() != null) {
+        assertTrue(
+            after.spentThisMonth() + after.held() <= after.spendCapMonthly(),
             () -> "a hold grew past the monthly spend cap\n" + where());
       }
 
       if (replayOf != null && replayOf.succeeded() && op.deduplicated() && !reopens) {
         totals.duplicates++;
-        assertTrue(result.hasNoEvents(), () -> "a duplicate wrote " + result.events() + "\n" + where());
+        assertTrue(
+            result.hasNoEvents(), () -> "a duplicate wrote " + result.events() + "\n" + where());
         assertEquals(before, after, () -> "a duplicate changed the account\n" + where());
       }
       if (replayOf == null) history.add(new Sent(op, reply.isSuccess()));
@@ -803,7 +935,10 @@ class AccountModelTest {
       return kit.<Summary>runCommand(Account.GetSummary::new).reply();
     }
 
-    /** What the entity did with one command: its reply as a status (a {@code ForgetClosed}'s {@code Done} as success). */
+    /**
+     * What the entity did with one command: its reply as a status (a {@code ForgetClosed}'s {@code
+     * Done} as success).
+     */
     record Delivery(StatusReply<Object> reply, List<Event> events, State state) {
       boolean hasNoEvents() {
         return events.isEmpty();
@@ -812,16 +947,22 @@ class AccountModelTest {
 
     private Delivery deliver(Op op) {
       if (op instanceof ForgetOp forget) {
-        var result = kit.<Done>runCommand(replyTo -> new Account.ForgetClosed(forget.id(), replyTo));
+        var result =
+            kit.<Done>runCommand(replyTo -> new Account.ForgetClosed(forget.id(), replyTo));
         return new Delivery(StatusReply.success(result.reply()), result.events(), result.state());
       }
-      CommandResultWithReply<Command, Event, State, StatusReply<Object>> result = kit.runCommand(op::command);
+      CommandResultWithReply<Command, Event, State, StatusReply<Object>> result =
+          kit.runCommand(op::command);
       return new Delivery(result.reply(), result.events(), result.state());
     }
 
     private boolean reopensAfterTombstone(Op op) {
-      String id = op instanceof PlaceHoldOp p ? p.holdId() : op instanceof CreditOp c ? c.sourceId() : null;
-      return id != null && model.tombstoneDropped.contains(id) && !model.holds.containsKey(id) && !model.sources.containsKey(id);
+      String id =
+          op instanceof PlaceHoldOp p ? p.holdId() : op instanceof CreditOp c ? c.sourceId() : null;
+      return id != null
+          && model.tombstoneDropped.contains(id)
+          && !model.holds.containsKey(id)
+          && !model.sources.containsKey(id);
     }
 
     private Summary summaryOf(State state, Instant now) {
@@ -845,7 +986,8 @@ class AccountModelTest {
         clock.advance(Duration.ofSeconds(1 + random.nextInt(3 * 3_600)));
       } else {
         Instant nextMonth = month.plusMonths(1).atDay(1).atStartOfDay().toInstant(ZoneOffset.UTC);
-        clock.set(random.nextBoolean() ? nextMonth : nextMonth.plusSeconds(random.nextInt(27 * 86_400)));
+        clock.set(
+            random.nextBoolean() ? nextMonth : nextMonth.plusSeconds(random.nextInt(27 * 86_400)));
       }
       if (!Model.month(clock.instant()).equals(month)) totals.monthChanges++;
       note("clock -> " + clock.instant());
@@ -865,7 +1007,9 @@ class AccountModelTest {
       assertTrue(summary.captured() >= 0, this::where);
       assertEquals(summary.earnings(), summary.credited() - summary.paidOut(), this::where);
       assertTrue(summary.earnings() >= 0, this::where);
-      assertTrue(summary.spentThisMonth() >= 0 && summary.spentThisMonth() <= summary.captured(), this::where);
+      assertTrue(
+          summary.spentThisMonth() >= 0 && summary.spentThisMonth() <= summary.captured(),
+          this::where);
 
       Active account = (Active) state;
       long openRemaining = 0;
@@ -879,32 +1023,57 @@ class AccountModelTest {
         assertEquals(hold.amount(), hold.captured() + hold.released(), this::where);
         capturedByHolds += hold.captured();
       }
-      assertEquals(summary.held(), openRemaining, () -> "open holds do not add up to held\n" + where());
-      assertEquals(summary.captured(), capturedByHolds + model.forgottenCaptured, () -> "holds do not add up to captured\n" + where());
-      assertEquals(summary.deposited(), account.marks().deposits().values().stream().mapToLong(Long::longValue).sum(), this::where);
-      assertEquals(summary.paidOut(), account.marks().payouts().values().stream().mapToLong(Long::longValue).sum(), this::where);
+      assertEquals(
+          summary.held(), openRemaining, () -> "open holds do not add up to held\n" + where());
+      assertEquals(
+          summary.captured(),
+          capturedByHolds + model.forgottenCaptured,
+          () -> "holds do not add up to captured\n" + where());
+      assertEquals(
+          summary.deposited(),
+          account.marks().deposits().values().stream().mapToLong(Long::longValue).sum(),
+          this::where);
+      assertEquals(
+          summary.paidOut(),
+          account.marks().payouts().values().stream().mapToLong(Long::longValue).sum(),
+          this::where);
       long provider = 0;
       long platform = 0;
-      for (Map<String, SourceMark> marks : List.of(account.marks().sources().open(), account.marks().sources().closed())) {
+      for (Map<String, SourceMark> marks :
+          List.of(account.marks().sources().open(), account.marks().sources().closed())) {
         for (SourceMark mark : marks.values()) {
           provider += mark.cumulativeProvider();
           platform += mark.cumulativePlatform();
         }
       }
-      assertEquals(summary.credited(), provider + model.forgottenProvider, () -> "sources do not add up to credited\n" + where());
-      assertEquals(summary.platformCredited(), platform + model.forgottenPlatform,
+      assertEquals(
+          summary.credited(),
+          provider + model.forgottenProvider,
+          () -> "sources do not add up to credited\n" + where());
+      assertEquals(
+          summary.platformCredited(),
+          platform + model.forgottenPlatform,
           () -> "sources do not add up to platform credits\n" + where());
-      assertEquals(model.sources.keySet(), union(account.marks().sources().open().keySet(), account.marks().sources().closed().keySet()), this::where);
+      assertEquals(
+          model.sources.keySet(),
+          union(
+              account.marks().sources().open().keySet(),
+              account.marks().sources().closed().keySet()),
+          this::where);
       assertEquals(model.recentlyForgotten, account.marks().forgotten().recent(), this::where);
       assertEquals(model.earlierForgotten, account.marks().forgotten().older(), this::where);
-      assertEquals(model.holds.keySet(), union(account.marks().holds().open().keySet(), account.marks().holds().closed().keySet()), this::where);
+      assertEquals(
+          model.holds.keySet(),
+          union(account.marks().holds().open().keySet(), account.marks().holds().closed().keySet()),
+          this::where);
     }
 
     // -------------------------------------------------------------------------------------------
     // Generators: mostly plausible traffic, with a fair share of bad, late and hostile requests.
 
     private Op randomCommand() {
-      if (model.suspension != null && random.nextInt(6) == 0) return new ResumeOp(); // suspensions are short
+      if (model.suspension != null && random.nextInt(6) == 0)
+        return new ResumeOp(); // suspensions are short
       int dice = random.nextInt(100);
       if (dice < 14) return deposit();
       if (dice < 28) return placeHold();
@@ -914,7 +1083,9 @@ class AccountModelTest {
       if (dice < 76) return credit();
       if (dice < 84) return payout();
       if (dice < 90) return setCap();
-      if (dice < 92) return new OpenOp(random.nextBoolean() ? "Holder " + seed : random.nextBoolean() ? "Other" : " ");
+      if (dice < 92)
+        return new OpenOp(
+            random.nextBoolean() ? "Holder " + seed : random.nextBoolean() ? "Other" : " ");
       if (dice < 94) return suspension();
       if (dice < 95) return payoutDetails();
       if (dice < 98) return forget();
@@ -924,22 +1095,29 @@ class AccountModelTest {
     /** Mostly a closed hold or source (its rental closed), sometimes an open or unknown one. */
     private Op forget() {
       List<String> closed = new ArrayList<>();
-      model.holds.forEach((id, hold) -> {
-        if (!hold.open) closed.add(id);
-      });
-      model.sources.forEach((id, source) -> {
-        if (source.closed) closed.add(id);
-      });
+      model.holds.forEach(
+          (id, hold) -> {
+            if (!hold.open) closed.add(id);
+          });
+      model.sources.forEach(
+          (id, source) -> {
+            if (source.closed) closed.add(id);
+          });
       closed.sort(null);
       int dice = random.nextInt(10);
-      if (dice < 7 && !closed.isEmpty()) return new ForgetOp(closed.get(random.nextInt(closed.size())));
-      if (dice < 9) return new ForgetOp(random.nextBoolean() ? someHold(true) : "rent-" + random.nextInt(1 + nextId / 6));
+      if (dice < 7 && !closed.isEmpty())
+        return new ForgetOp(closed.get(random.nextInt(closed.size())));
+      if (dice < 9)
+        return new ForgetOp(
+            random.nextBoolean() ? someHold(true) : "rent-" + random.nextInt(1 + nextId / 6));
       return new ForgetOp("never-" + random.nextInt(3));
     }
 
     private Op suspension() {
       if (model.suspension != null) return new ResumeOp();
-      return random.nextInt(4) == 0 ? new ResumeOp() : new SuspendOp(random.nextBoolean() ? "review" : null);
+      return random.nextInt(4) == 0
+          ? new ResumeOp()
+          : new SuspendOp(random.nextBoolean() ? "review" : null);
     }
 
     private Op payoutDetails() {
@@ -956,7 +1134,8 @@ class AccountModelTest {
       String reference = "pay-" + nextId++;
       int dice = random.nextInt(100);
       if (dice < 3) return new DepositOp(reference, -random.nextInt(2));
-      // one micro-euro past the largest balance kept (reaching it exactly is a unit test: it would make every later hold fit)
+      // one micro-euro past the largest balance kept (reaching it exactly is a unit test: it would
+      // make every later hold fit)
       if (dice < 5) return new DepositOp(reference, Money.MAX_AMOUNT - model.deposited + 1);
       return new DepositOp(reference, 1 + random.nextInt(2_000));
     }
@@ -965,7 +1144,8 @@ class AccountModelTest {
       if (random.nextInt(10) == 0 && !model.holds.isEmpty()) {
         String existing = someHold(true);
         ModelHold hold = model.holds.get(existing);
-        return new PlaceHoldOp(existing, hold == null ? 1 : Math.max(1, hold.amount - random.nextInt(3)));
+        return new PlaceHoldOp(
+            existing, hold == null ? 1 : Math.max(1, hold.amount - random.nextInt(3)));
       }
       String holdId = "hold-" + nextId++;
       if (random.nextInt(30) == 0) return new PlaceHoldOp(holdId, -random.nextInt(2));
@@ -982,16 +1162,26 @@ class AccountModelTest {
     }
 
     private Op capture() {
-      // captures follow a running rental: without an open hold, most of the time the rental places one first
-      if (model.holds.values().stream().noneMatch(h -> h.open) && random.nextInt(4) > 0) return placeHold();
+      // captures follow a running rental: without an open hold, most of the time the rental places
+      // one first
+      if (model.holds.values().stream().noneMatch(h -> h.open) && random.nextInt(4) > 0)
+        return placeHold();
       String holdId = someHold(true);
       ModelHold hold = model.holds.get(holdId);
       if (hold == null) return new CaptureOp(holdId, 1 + random.nextInt(100), random.nextInt(100));
       int dice = random.nextInt(100);
-      if (dice < 2) return new CaptureOp(holdId, random.nextBoolean() ? 0 : hold.mark + 1, random.nextBoolean() ? 10 : -1);
+      if (dice < 2)
+        return new CaptureOp(
+            holdId, random.nextBoolean() ? 0 : hold.mark + 1, random.nextBoolean() ? 10 : -1);
       long second = hold.mark + 1 + random.nextInt(60);
-      if (dice < 6 && hold.captured > 0) return new CaptureOp(holdId, second, hold.captured - 1 - random.nextInt((int) Math.min(hold.captured, 100)));
-      if (dice < 10 && hold.mark > 1) return new CaptureOp(holdId, 1 + random.nextInt((int) Math.min(hold.mark - 1, 1_000)), hold.captured + random.nextInt(3) - 1);
+      if (dice < 6 && hold.captured > 0)
+        return new CaptureOp(
+            holdId, second, hold.captured - 1 - random.nextInt((int) Math.min(hold.captured, 100)));
+      if (dice < 10 && hold.mark > 1)
+        return new CaptureOp(
+            holdId,
+            1 + random.nextInt((int) Math.min(hold.mark - 1, 1_000)),
+            hold.captured + random.nextInt(3) - 1);
       long remaining = hold.amount - hold.captured;
       long step = (long) (random.nextDouble() * (remaining * 1.25 + 3));
       return new CaptureOp(holdId, second, hold.captured + step);
@@ -1004,19 +1194,29 @@ class AccountModelTest {
       long provider = source == null ? 0 : source.provider;
       long platform = source == null ? 0 : source.platform;
       int dice = random.nextInt(100);
-      if (dice < 2) return new CreditOp(sourceId, random.nextBoolean() ? 0 : mark + 1, provider - 1, platform, false);
-      if (dice < 4 && source != null) return new CreditOp(sourceId, mark + 5, Math.max(0, provider - 1), platform + 1, false);
-      if (dice < 5) return new CreditOp(sourceId, mark + 1, Money.MAX_AMOUNT - model.credited + provider + 1, platform, false);
+      if (dice < 2)
+        return new CreditOp(
+            sourceId, random.nextBoolean() ? 0 : mark + 1, provider - 1, platform, false);
+      if (dice < 4 && source != null)
+        return new CreditOp(sourceId, mark + 5, Math.max(0, provider - 1), platform + 1, false);
+      if (dice < 5)
+        return new CreditOp(
+            sourceId, mark + 1, Money.MAX_AMOUNT - model.credited + provider + 1, platform, false);
       long providerStep = random.nextInt(1_500);
       long platformStep = providerStep * 15 / 85 + random.nextInt(2);
-      return new CreditOp(sourceId, mark + 1 + random.nextInt(120), provider + providerStep, platform + platformStep,
+      return new CreditOp(
+          sourceId,
+          mark + 1 + random.nextInt(120),
+          provider + providerStep,
+          platform + platformStep,
           random.nextInt(7) == 0);
     }
 
     private Op payout() {
       String payoutId = "po-" + nextId++;
       if (random.nextInt(25) == 0) return new PayoutOp(payoutId, -random.nextInt(2));
-      return new PayoutOp(payoutId, 1 + (long) (random.nextDouble() * (model.earnings() * 1.2 + 10)));
+      return new PayoutOp(
+          payoutId, 1 + (long) (random.nextDouble() * (model.earnings() * 1.2 + 10)));
     }
 
     private Op setCap() {
@@ -1027,9 +1227,12 @@ class AccountModelTest {
       return new SetCapOp((long) random.nextInt(6_000));
     }
 
-    /** An existing hold id (open ones preferred when asked), or now and then one that never existed. */
+    /**
+     * An existing hold id (open ones preferred when asked), or now and then one that never existed.
+     */
     private String someHold(boolean preferOpen) {
-      if (model.holds.isEmpty() || random.nextInt(20) == 0) return "hold-missing-" + random.nextInt(3);
+      if (model.holds.isEmpty() || random.nextInt(20) == 0)
+        return "hold-missing-" + random.nextInt(3);
       List<String> ids = new ArrayList<>(model.holds.keySet());
       ids.sort(null);
       if (preferOpen && random.nextInt(5) > 0) {

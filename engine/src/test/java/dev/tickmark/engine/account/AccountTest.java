@@ -11,6 +11,7 @@ import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.TestClock;
+import dev.tickmark.engine.account.Account.Active;
 import dev.tickmark.engine.account.Account.Capture;
 import dev.tickmark.engine.account.Account.Captured;
 import dev.tickmark.engine.account.Account.Command;
@@ -28,7 +29,6 @@ import dev.tickmark.engine.account.Account.HoldPlaced;
 import dev.tickmark.engine.account.Account.HoldReleased;
 import dev.tickmark.engine.account.Account.HoldView;
 import dev.tickmark.engine.account.Account.Open;
-import dev.tickmark.engine.account.Account.Active;
 import dev.tickmark.engine.account.Account.Opened;
 import dev.tickmark.engine.account.Account.PaidOut;
 import dev.tickmark.engine.account.Account.Payout;
@@ -81,10 +81,12 @@ class AccountTest {
    * pekko-persistence's reference.conf, so they come first; application.conf (test resources)
    * supplies the serialization bindings.
    */
-  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+  static final Config CONFIG =
+      EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
 
   @JUnit5TestKit
-  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("AccountTest").withCustomConfig(CONFIG).build();
+  final ActorTestKit testKit =
+      new JUnit5TestKitBuilder().withName("AccountTest").withCustomConfig(CONFIG).build();
 
   private static final AtomicInteger IDS = new AtomicInteger();
   private static final Instant START = Instant.parse("2025-03-14T10:00:00Z");
@@ -107,7 +109,9 @@ class AccountTest {
   void opensOnceAndRejectsSecondOpenWithOtherName() {
     var opened = open("Ada");
     Summary summary = ok(opened);
-    assertEquals(new Summary(accountId, true, "Ada", 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null), summary);
+    assertEquals(
+        new Summary(accountId, true, "Ada", 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null),
+        summary);
     assertEquals(new Opened("Ada", START), opened.event());
     assertRecovers();
 
@@ -139,7 +143,9 @@ class AccountTest {
     assertRejected(Rejection.NOT_FOUND, payout("po1", 1));
     assertRejected(Rejection.NOT_FOUND, setCap(100L));
     assertRejected(Rejection.NOT_FOUND, getHold("h1"));
-    assertEquals(new Summary(accountId, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null), summary());
+    assertEquals(
+        new Summary(accountId, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null),
+        summary());
     assertSame(Unopened.INSTANCE, kit.restart().state());
   }
 
@@ -466,7 +472,10 @@ class AccountTest {
 
     var first = credit("rent-1", 60, provider60, platform60, false);
     assertEquals(new Posting("rent-1:60", provider60, false), ok(first));
-    assertEquals(new EarningsCredited("rent-1", 60, provider60, platform60, provider60, platform60, false, START), first.event());
+    assertEquals(
+        new EarningsCredited(
+            "rent-1", 60, provider60, platform60, provider60, platform60, false, START),
+        first.event());
     assertRecovers();
 
     long cost120 = Metering.cost(price, cards, 120);
@@ -520,7 +529,8 @@ class AccountTest {
     assertRecovers();
     Active state = (Active) kit.getState();
     assertFalse(state.marks().sources().open().containsKey("rent-1"));
-    assertEquals(new SourceMark(90, 1_275, 225, 425, 75), state.marks().sources().closed().get("rent-1"));
+    assertEquals(
+        new SourceMark(90, 1_275, 225, 425, 75), state.marks().sources().closed().get("rent-1"));
 
     assertRejected(Rejection.HOLD_CLOSED, credit("rent-1", 120, 1_700, 300, false));
     assertEquals(new Posting("rent-1:90", 425, true), ok(credit("rent-1", 90, 1_275, 225, true)));
@@ -554,7 +564,8 @@ class AccountTest {
     assertTrue(forget("r1").hasNoEvents(), "forgotten already");
     assertTrue(forget("never-seen").hasNoEvents());
 
-    // A late duplicate of the placement is refused rather than opening a new hold; the rest answer not found.
+    // A late duplicate of the placement is refused rather than opening a new hold; the rest answer
+    // not found.
     assertRejected(Rejection.HOLD_CLOSED, placeHold("r1", 100));
     assertRejected(Rejection.HOLD_NOT_FOUND, getHold("r1"));
     assertRejected(Rejection.HOLD_NOT_FOUND, release("r1"));
@@ -598,12 +609,16 @@ class AccountTest {
 
     ok(credit("d", 10, 10, 2, true));
     clock.advance(Duration.ofDays(1));
-    forget("d"); // another day: the generation of "a" and "b" is dropped, so the state stays bounded
+    forget(
+        "d"); // another day: the generation of "a" and "b" is dropped, so the state stays bounded
     forgotten = ((Active) kit.getState()).marks().forgotten();
     assertEquals(java.util.Set.of("d"), forgotten.recent().keySet());
     assertEquals(java.util.Set.of("c"), forgotten.older().keySet());
     assertRejected(Rejection.HOLD_CLOSED, credit("c", 10, 10, 2, true));
-    assertEquals(new Posting("a:10", 10, false), ok(credit("a", 10, 10, 2, true)), "two days on, \"a\" is unknown again");
+    assertEquals(
+        new Posting("a:10", 10, false),
+        ok(credit("a", 10, 10, 2, true)),
+        "two days on, \"a\" is unknown again");
   }
 
   @Test
@@ -816,11 +831,22 @@ class AccountTest {
     seen.add(setCap(5_000L).event().getClass());
     assertRecovers();
     assertEquals(
-        List.of(Opened.class, Deposited.class, HoldPlaced.class, HoldExtended.class, Captured.class,
-            HoldReleased.class, EarningsCredited.class, EarningsCredited.class, PaidOut.class, SpendCapSet.class),
+        List.of(
+            Opened.class,
+            Deposited.class,
+            HoldPlaced.class,
+            HoldExtended.class,
+            Captured.class,
+            HoldReleased.class,
+            EarningsCredited.class,
+            EarningsCredited.class,
+            PaidOut.class,
+            SpendCapSet.class),
         seen);
     assertEquals(
-        new Summary(accountId, true, "Ada", 9_300, 0, 9_300, 100, 5_000L, 700, 10_000, 700, 600, 106, 500, null, null),
+        new Summary(
+            accountId, true, "Ada", 9_300, 0, 9_300, 100, 5_000L, 700, 10_000, 700, 600, 106, 500,
+            null, null),
         summary());
   }
 
@@ -871,34 +897,38 @@ class AccountTest {
     TestProbe<StatusReply<Posting>> postings = testKit.createTestProbe();
     TestProbe<Summary> summaries = testKit.createTestProbe();
     Instant at = Instant.parse("2025-03-14T10:15:30.123456789Z");
-    List<Object> messages = List.of(
-        new Opened("Ada", at),
-        new Deposited("pay-1", 10_000, at),
-        new HoldPlaced("r1", 1_000, at),
-        new HoldExtended("r1", 1_500, 500, at),
-        new Captured("r1", 60, 300, 300, at),
-        new HoldReleased("r1", 1_200, at),
-        new EarningsCredited("rent-1", 60, 850, 150, 850, 150, true, at),
-        new PaidOut("po-1", 1_000, at),
-        new SpendCapSet(9_000L, at),
-        new SpendCapSet(null, at),
-        state,
-        Active.opened("Bob"),
-        Unopened.INSTANCE,
-        new Hold(1_000, 300, 60, 300, 300, 0),
-        new SourceMark(90, 1_700, 300, 1_700, 300),
-        summary(),
-        new Posting("deposit:pay-1", 10_000, true),
-        new HoldView("r1", 1_000, 300, 0, true),
-        new Deposit("pay-1", 10_000, postings.ref()),
-        new Capture("r1", 60, 300, postings.ref()),
-        new CreditEarnings("rent-1", 60, 850, 150, false, postings.ref()),
-        new GetSummary(summaries.ref()));
+    List<Object> messages =
+        List.of(
+            new Opened("Ada", at),
+            new Deposited("pay-1", 10_000, at),
+            new HoldPlaced("r1", 1_000, at),
+            new HoldExtended("r1", 1_500, 500, at),
+            new Captured("r1", 60, 300, 300, at),
+            new HoldReleased("r1", 1_200, at),
+            new EarningsCredited("rent-1", 60, 850, 150, 850, 150, true, at),
+            new PaidOut("po-1", 1_000, at),
+            new SpendCapSet(9_000L, at),
+            new SpendCapSet(null, at),
+            state,
+            Active.opened("Bob"),
+            Unopened.INSTANCE,
+            new Hold(1_000, 300, 60, 300, 300, 0),
+            new SourceMark(90, 1_700, 300, 1_700, 300),
+            summary(),
+            new Posting("deposit:pay-1", 10_000, true),
+            new HoldView("r1", 1_000, 300, 0, true),
+            new Deposit("pay-1", 10_000, postings.ref()),
+            new Capture("r1", 60, 300, postings.ref()),
+            new CreditEarnings("rent-1", 60, 850, 150, false, postings.ref()),
+            new GetSummary(summaries.ref()));
 
     Serialization serialization = SerializationExtension.get(Adapter.toClassic(testKit.system()));
     SerializationTestKit serializationTestKit = new SerializationTestKit(testKit.system());
     for (Object message : messages) {
-      assertInstanceOf(JacksonCborSerializer.class, serialization.findSerializerFor(message), message.getClass().getName());
+      assertInstanceOf(
+          JacksonCborSerializer.class,
+          serialization.findSerializerFor(message),
+          message.getClass().getName());
       Object copy = serializationTestKit.verifySerialization(message, true);
       assertEquals(message, copy);
     }
@@ -912,7 +942,8 @@ class AccountTest {
     assertTrue(reply.isError());
     String message = reply.getError().getMessage();
     assertEquals(Rejection.INSUFFICIENT_FUNDS, Rejection.codeOf(message));
-    assertEquals("available 0.001000 EUR, the hold needs 0.002000 EUR", Rejection.detailOf(message));
+    assertEquals(
+        "available 0.001000 EUR, the hold needs 0.002000 EUR", Rejection.detailOf(message));
     assertEquals(Rejection.INTERNAL, Rejection.codeOf("Boom"));
     assertEquals(Rejection.INTERNAL, Rejection.codeOf((String) null));
   }
@@ -941,7 +972,8 @@ class AccountTest {
     assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", null, null));
     assertRejected(Rejection.INVALID_BIC, setDetails("Ada", "DE89370400440532013000", "DEUT"));
     assertRejected(Rejection.INVALID_HOLDER_NAME, setDetails(" ", "DE89370400440532013000", null));
-    assertRejected(Rejection.INVALID_HOLDER_NAME, setDetails("x".repeat(71), "DE89370400440532013000", null));
+    assertRejected(
+        Rejection.INVALID_HOLDER_NAME, setDetails("x".repeat(71), "DE89370400440532013000", null));
     assertEquals(null, summary().payoutDetails());
   }
 
@@ -957,7 +989,8 @@ class AccountTest {
 
     assertRejected(Rejection.ACCOUNT_SUSPENDED, placeHold("rental-2", 1_000));
     assertRejected(Rejection.ACCOUNT_SUSPENDED, payout("run-1:acc", 1_000));
-    // What runs goes on: a retried PlaceHold of the open hold is answered, the hold grows, is captured
+    // What runs goes on: a retried PlaceHold of the open hold is answered, the hold grows, is
+    // captured
     // and released; earnings still accrue.
     assertTrue(placeHold("rental-1", 1_000).hasNoEvents());
     assertEquals(1_000, ok(placeHold("rental-1", 1_000)).amount());
@@ -998,15 +1031,18 @@ class AccountTest {
     return kit.runCommand(replyTo -> new Open(name, replyTo));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> deposit(String reference, long amount) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> deposit(
+      String reference, long amount) {
     return kit.runCommand(replyTo -> new Deposit(reference, amount, replyTo));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> placeHold(String holdId, long amount) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> placeHold(
+      String holdId, long amount) {
     return kit.runCommand(replyTo -> new PlaceHold(holdId, amount, replyTo));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> extendHold(String holdId, long newAmount) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> extendHold(
+      String holdId, long newAmount) {
     return kit.runCommand(replyTo -> new ExtendHold(holdId, newAmount, replyTo));
   }
 
@@ -1015,24 +1051,28 @@ class AccountTest {
     return kit.runCommand(replyTo -> new Capture(holdId, throughSecond, cumulative, replyTo));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> release(String holdId) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> release(
+      String holdId) {
     return kit.runCommand(replyTo -> new ReleaseHold(holdId, replyTo));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> getHold(String holdId) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<HoldView>> getHold(
+      String holdId) {
     return kit.runCommand(replyTo -> new GetHold(holdId, replyTo));
   }
 
   private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> credit(
       String sourceId, long throughSecond, long provider, long platform, boolean last) {
-    return kit.runCommand(replyTo -> new CreditEarnings(sourceId, throughSecond, provider, platform, last, replyTo));
+    return kit.runCommand(
+        replyTo -> new CreditEarnings(sourceId, throughSecond, provider, platform, last, replyTo));
   }
 
   private CommandResultWithReply<Command, Event, State, Done> forget(String id) {
     return kit.runCommand(replyTo -> new Account.ForgetClosed(id, replyTo));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> payout(String payoutId, long amount) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> payout(
+      String payoutId, long amount) {
     return kit.runCommand(replyTo -> new Payout(payoutId, amount, replyTo));
   }
 
@@ -1040,11 +1080,13 @@ class AccountTest {
     return kit.runCommand(replyTo -> new SetSpendCap(cap, replyTo));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> setDetails(String holder, String iban, String bic) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> setDetails(
+      String holder, String iban, String bic) {
     return kit.runCommand(replyTo -> new Account.SetPayoutDetails(holder, iban, bic, replyTo));
   }
 
-  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> suspend(String reason) {
+  private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> suspend(
+      String reason) {
     return kit.runCommand(replyTo -> new Account.Suspend(reason, replyTo));
   }
 
@@ -1058,14 +1100,21 @@ class AccountTest {
 
   private static <T> T ok(CommandResultWithReply<Command, Event, State, StatusReply<T>> result) {
     StatusReply<T> reply = result.reply();
-    assertTrue(reply.isSuccess(), () -> result.command() + " was refused: " + reply.getError().getMessage());
+    assertTrue(
+        reply.isSuccess(),
+        () -> result.command() + " was refused: " + reply.getError().getMessage());
     return reply.getValue();
   }
 
-  private static void assertRejected(Rejection code, CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
+  private static void assertRejected(
+      Rejection code,
+      CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
     StatusReply<?> reply = result.reply();
-    assertTrue(reply.isError(), () -> result.command() + " should be refused with " + code + ", got " + reply.getValue());
-    assertEquals(code, Rejection.codeOf(reply.getError().getMessage()), () -> reply.getError().getMessage());
+    assertTrue(
+        reply.isError(),
+        () -> result.command() + " should be refused with " + code + ", got " + reply.getValue());
+    assertEquals(
+        code, Rejection.codeOf(reply.getError().getMessage()), () -> reply.getError().getMessage());
     assertTrue(result.hasNoEvents(), () -> "a refusal persists nothing, got " + result.events());
   }
 

@@ -10,9 +10,18 @@ class IbanTest {
   @Test
   void acceptsRegistryExamplesOfSepaCountriesWithOrWithoutSpaces() {
     // Examples from the SWIFT IBAN registry.
-    for (String iban : new String[] {"DE89370400440532013000", "NL91ABNA0417164300", "FR1420041010050500013M02606",
-        "BE68539007547034", "GB29NWBK60161331926819", "CH9300762011623852957", "NO9386011117947", "MT84MALT011000012345MTLCAST001S",
-        "de89 3704 0044 0532 0130 00"}) {
+    for (String iban :
+        new String[] {
+          "DE89370400440532013000",
+          "NL91ABNA0417164300",
+          "FR1420041010050500013M02606",
+          "BE68539007547034",
+          "GB29NWBK60161331926819",
+          "CH9300762011623852957",
+          "NO9386011117947",
+          "MT84MALT011000012345MTLCAST001S",
+          "de89 3704 0044 0532 0130 00"
+        }) {
       assertTrue(Iban.isValid(iban), iban + ": " + Iban.problem(iban));
     }
     assertEquals("DE89370400440532013000", Iban.normalize("de89 3704 0044 0532 0130 00"));
@@ -23,7 +32,8 @@ class IbanTest {
     assertTrue(Iban.problem("DE89370400440532013001").orElseThrow().contains("check digits"));
     assertTrue(Iban.problem("DE8937040044053201300").orElseThrow().contains("22 characters"));
     assertTrue(Iban.problem("US12345678901234567890").orElseThrow().contains("not a SEPA country"));
-    assertTrue(Iban.problem("BR1800360305000010009795493C1").orElseThrow().contains("not a SEPA country"));
+    assertTrue(
+        Iban.problem("BR1800360305000010009795493C1").orElseThrow().contains("not a SEPA country"));
     assertFalse(Iban.isValid("DE89-3704-0044-0532-0130-00"));
     assertFalse(Iban.isValid("DEAB370400440532013000"));
     assertFalse(Iban.isValid(""));

@@ -12,7 +12,10 @@ import java.util.Map;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
-/** The account state's map: behaves as an immutable java.util.Map, and updates leave the original untouched. */
+/**
+ * The account state's map: behaves as an immutable java.util.Map, and updates leave the original
+ * untouched.
+ */
 class PersistentMapTest {
 
   @Test
@@ -52,7 +55,8 @@ class PersistentMapTest {
     assertSame(map, PersistentMap.of(map));
     assertEquals(map, PersistentMap.of(Map.of("a", "1", "b", "2")));
     assertThrows(UnsupportedOperationException.class, () -> map.put("c", "3"));
-    assertThrows(UnsupportedOperationException.class, () -> map.entrySet().iterator().next().setValue("x"));
+    assertThrows(
+        UnsupportedOperationException.class, () -> map.entrySet().iterator().next().setValue("x"));
     assertTrue(PersistentMap.empty().isEmpty());
   }
 }

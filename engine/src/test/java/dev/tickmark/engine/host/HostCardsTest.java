@@ -60,10 +60,12 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
 class HostCardsTest {
-  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+  static final Config CONFIG =
+      EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
 
   @JUnit5TestKit
-  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("HostCardsTest").withCustomConfig(CONFIG).build();
+  final ActorTestKit testKit =
+      new JUnit5TestKitBuilder().withName("HostCardsTest").withCustomConfig(CONFIG).build();
 
   private static final int CARDS = 8;
 
@@ -72,7 +74,8 @@ class HostCardsTest {
 
   @Test
   void aRandomSequenceOfReservationsNeverGivesACardTwice() {
-    HostDriver host = new HostDriver(testKit, HostDriver.settings(NEVER, false), new TestClock(START), CARDS);
+    HostDriver host =
+        new HostDriver(testKit, HostDriver.settings(NEVER, false), new TestClock(START), CARDS);
     host.onMarket();
     Random random = new Random(20250314L);
     Map<String, Held> model = new LinkedHashMap<>();
@@ -81,12 +84,17 @@ class HostCardsTest {
 
     for (int step = 1; step <= 300; step++) {
       int op = random.nextInt(10);
-      // Proposals name any rental (new ones and repeats); ends and confirmations mostly name a live one.
-      String rental = op >= 4 && !model.isEmpty() && random.nextInt(5) > 0
-          ? new ArrayList<>(model.keySet()).get(random.nextInt(model.size()))
-          : "r" + random.nextInt(14);
+      // Proposals name any rental (new ones and repeats); ends and confirmations mostly name a live
+      // one.
+      String rental =
+          op >= 4 && !model.isEmpty() && random.nextInt(5) > 0
+              ? new ArrayList<>(model.keySet()).get(random.nextInt(model.size()))
+              : "r" + random.nextInt(14);
       if (op < 4) {
-        int count = random.nextInt(20) == 0 ? random.nextInt(3) * 9 - 9 : 1 + random.nextInt(4); // now and then -9, 0 or 9
+        int count =
+            random.nextInt(20) == 0
+                ? random.nextInt(3) * 9 - 9
+                : 1 + random.nextInt(4); // now and then -9, 0 or 9
         var result = host.reserve(rental, count);
         Held before = model.get(rental);
         int free = CARDS - model.values().stream().mapToInt(h -> h.cards().size()).sum();
@@ -101,7 +109,9 @@ class HostCardsTest {
           Set<Integer> taken = new HashSet<>();
           model.values().forEach(h -> taken.addAll(h.cards()));
           for (int card : r.cards()) {
-            assertFalse(taken.contains(card), "step " + step + ": card " + card + " given to " + rental + " is already taken");
+            assertFalse(
+                taken.contains(card),
+                "step " + step + ": card " + card + " given to " + rental + " is already taken");
             assertTrue(card >= 0 && card < CARDS);
           }
           model.put(rental, new Held(r.cards(), false));
@@ -110,7 +120,8 @@ class HostCardsTest {
           assertRejected(Rejection.INSUFFICIENT_CARDS, result);
           refused++;
         }
-      } else if (op < 8) { // ends are as frequent as proposals, so the host is often but not always full
+      } else if (op
+          < 8) { // ends are as frequent as proposals, so the host is often but not always full
         var result = host.release(rental);
         assertTrue(result.reply().isSuccess());
         Held before = model.remove(rental);
@@ -129,26 +140,45 @@ class HostCardsTest {
         }
       }
       assertConsistent(host, model, step);
-      if (step % 75 == 0) host.assertRecovers(); // later ones from a snapshot (every 100 events) and the events after it
+      if (step % 75 == 0)
+        host.assertRecovers(); // later ones from a snapshot (every 100 events) and the events after
+      // it
     }
     int r = reserved, f = refused;
-    assertTrue(reserved > 40 && refused > 15, () -> "the sequence should exercise both outcomes: " + r + " reserved, " + f + " refused");
+    assertTrue(
+        reserved > 40 && refused > 15,
+        () -> "the sequence should exercise both outcomes: " + r + " reserved, " + f + " refused");
   }
 
-  /** After every step: the host's reservations are the model's, pairwise disjoint, within its cards, and its view agrees. */
+  /**
+   * After every step: the host's reservations are the model's, pairwise disjoint, within its cards,
+   * and its view agrees.
+   */
   private static void assertConsistent(HostDriver host, Map<String, Held> model, int step) {
     Host.Active state = host.enrolled();
     Set<Integer> hostCards = new HashSet<>();
     state.inventory().cards().forEach(c -> hostCards.add(c.index()));
     Set<Integer> seen = new HashSet<>();
     Map<String, Held> actual = new HashMap<>();
-    state.reservations().forEach((rental, held) -> {
-      for (int card : held.cards()) {
-        assertTrue(hostCards.contains(card), "step " + step + ": card " + card + " is not one of the host's");
-        assertTrue(seen.add(card), "step " + step + ": card " + card + " is reserved twice: " + state.reservations());
-      }
-      actual.put(rental, new Held(held.cards(), held.confirmed()));
-    });
+    state
+        .reservations()
+        .forEach(
+            (rental, held) -> {
+              for (int card : held.cards()) {
+                assertTrue(
+                    hostCards.contains(card),
+                    "step " + step + ": card " + card + " is not one of the host's");
+                assertTrue(
+                    seen.add(card),
+                    "step "
+                        + step
+                        + ": card "
+                        + card
+                        + " is reserved twice: "
+                        + state.reservations());
+              }
+              actual.put(rental, new Held(held.cards(), held.confirmed()));
+            });
     assertEquals(model, actual, "step " + step);
     assertEquals(CARDS - seen.size(), state.freeCards().size());
 
@@ -159,7 +189,8 @@ class HostCardsTest {
       for (var e : model.entrySet()) {
         if (e.getValue().cards().contains(card.index())) owner = e.getKey();
       }
-      String expected = owner == null ? "free" : model.get(owner).confirmed() ? "rented" : "reserved";
+      String expected =
+          owner == null ? "free" : model.get(owner).confirmed() ? "rented" : "reserved";
       assertEquals(expected, card.state(), "step " + step + ": card " + card.index());
       assertEquals(owner, card.rentalId(), "step " + step + ": card " + card.index());
     }
@@ -172,15 +203,19 @@ class HostCardsTest {
   void concurrentProposalsFromManyMatchersNeverShareACard() throws Exception {
     String hostId = HostDriver.nextHostId();
     TestClock clock = new TestClock(START);
-    ActorRef<Host.Command> host = testKit.spawn(Host.create(hostId, HostDriver.settings(NEVER, false), clock), hostId);
+    ActorRef<Host.Command> host =
+        testKit.spawn(Host.create(hostId, HostDriver.settings(NEVER, false), clock), hostId);
     KeyPair key = Ed25519.generate();
     String tokenHash = Host.sha256("tmkreg-concurrent");
 
     TestProbe<StatusReply<Done>> done = testKit.createTestProbe();
-    host.tell(new Host.Invite(OWNER, REGION, null, tokenHash, START.plus(Duration.ofHours(24)), done.getRef()));
+    host.tell(
+        new Host.Invite(
+            OWNER, REGION, null, tokenHash, START.plus(Duration.ofHours(24)), done.getRef()));
     assertTrue(done.receiveMessage().isSuccess());
     TestProbe<StatusReply<Host.Registration>> registration = testKit.createTestProbe();
-    host.tell(new Host.Register(tokenHash, Ed25519.encodePublic(key.getPublic()), registration.getRef()));
+    host.tell(
+        new Host.Register(tokenHash, Ed25519.encodePublic(key.getPublic()), registration.getRef()));
     assertTrue(registration.receiveMessage().isSuccess());
     TestProbe<ToSession> session = testKit.createTestProbe();
     TestProbe<StatusReply<Host.Attached>> attached = testKit.createTestProbe();
@@ -188,7 +223,13 @@ class HostCardsTest {
     assertTrue(attached.receiveMessage().isSuccess());
     Signed report = HostDriver.sign(HostDriver.report(CARDS, false), key.getPrivate());
     TestProbe<StatusReply<Verification.Outcome>> outcome = testKit.createTestProbe();
-    host.tell(new Host.VerifyReport(session.getRef(), report.report(), report.canonical(), report.signature(), outcome.getRef()));
+    host.tell(
+        new Host.VerifyReport(
+            session.getRef(),
+            report.report(),
+            report.canonical(),
+            report.signature(),
+            outcome.getRef()));
     assertTrue(outcome.receiveMessage().getValue().passed());
     TestProbe<StatusReply<HostView>> views = testKit.createTestProbe();
     host.tell(new Host.UpdateListing(OWNER, HostDriver.listed(), views.getRef()));
@@ -202,28 +243,47 @@ class HostCardsTest {
     int[][] counts = new int[matchers][perMatcher];
     for (int[] row : counts) for (int i = 0; i < perMatcher; i++) row[i] = 1 + random.nextInt(3);
 
-    // Round 1: every matcher proposes at once; some proposals name the same rental (a matcher retry racing another).
-    fire(matchers, m -> {
-      for (int i = 0; i < perMatcher; i++) {
-        String rental = i % 5 == 0 ? "shared-" + i : "m" + m + "-" + i;
-        host.tell(new Host.ReserveCards(rental, H100, counts[m][i], Listing.Tier.ON_DEMAND, ON_DEMAND, probes.get(m).getRef()));
-      }
-    });
+    // Round 1: every matcher proposes at once; some proposals name the same rental (a matcher retry
+    // racing another).
+    fire(
+        matchers,
+        m -> {
+          for (int i = 0; i < perMatcher; i++) {
+            String rental = i % 5 == 0 ? "shared-" + i : "m" + m + "-" + i;
+            host.tell(
+                new Host.ReserveCards(
+                    rental,
+                    H100,
+                    counts[m][i],
+                    Listing.Tier.ON_DEMAND,
+                    ON_DEMAND,
+                    probes.get(m).getRef()));
+          }
+        });
     Map<String, List<Integer>> live = new HashMap<>();
     collect(probes, perMatcher, live);
     assertDisjoint(live);
     assertFalse(live.isEmpty());
 
     // Round 2: half the rentals end while new proposals race in.
-    List<String> ending = live.keySet().stream().sorted().filter(r -> r.hashCode() % 2 == 0).toList();
+    List<String> ending =
+        live.keySet().stream().sorted().filter(r -> r.hashCode() % 2 == 0).toList();
     TestProbe<StatusReply<Done>> releases = testKit.createTestProbe();
-    fire(matchers, m -> {
-      if (m == 0) ending.forEach(r -> host.tell(new Host.ReleaseCards(r, releases.getRef())));
-      for (int i = 0; i < perMatcher; i++) {
-        host.tell(new Host.ReserveCards("late-m" + m + "-" + i, H100, counts[m][i], Listing.Tier.ON_DEMAND, ON_DEMAND,
-            probes.get(m).getRef()));
-      }
-    });
+    fire(
+        matchers,
+        m -> {
+          if (m == 0) ending.forEach(r -> host.tell(new Host.ReleaseCards(r, releases.getRef())));
+          for (int i = 0; i < perMatcher; i++) {
+            host.tell(
+                new Host.ReserveCards(
+                    "late-m" + m + "-" + i,
+                    H100,
+                    counts[m][i],
+                    Listing.Tier.ON_DEMAND,
+                    ON_DEMAND,
+                    probes.get(m).getRef()));
+          }
+        });
     for (int i = 0; i < ending.size(); i++) assertTrue(releases.receiveMessage().isSuccess());
     ending.forEach(live::remove);
     collect(probes, perMatcher, live);
@@ -234,7 +294,8 @@ class HostCardsTest {
     HostView view = views.receiveMessage().getValue();
     Map<String, Set<Integer>> byRental = new HashMap<>();
     for (CardView card : view.cards()) {
-      if (card.rentalId() != null) byRental.computeIfAbsent(card.rentalId(), r -> new TreeSet<>()).add(card.index());
+      if (card.rentalId() != null)
+        byRental.computeIfAbsent(card.rentalId(), r -> new TreeSet<>()).add(card.index());
     }
     Map<String, Set<Integer>> expected = new HashMap<>();
     live.forEach((rental, cards) -> expected.put(rental, new TreeSet<>(cards)));
@@ -253,24 +314,33 @@ class HostCardsTest {
     List<java.util.concurrent.Future<?>> futures = new ArrayList<>();
     for (int m = 0; m < matchers; m++) {
       int matcher = m;
-      futures.add(pool.submit(() -> {
-        go.await();
-        body.run(matcher);
-        return null;
-      }));
+      futures.add(
+          pool.submit(
+              () -> {
+                go.await();
+                body.run(matcher);
+                return null;
+              }));
     }
     go.countDown();
     for (var f : futures) f.get(10, TimeUnit.SECONDS);
     pool.shutdown();
   }
 
-  /** Takes every answer; a rental answered twice (a shared proposal) must get the same cards both times. */
-  private static void collect(List<TestProbe<StatusReply<Reservation>>> probes, int each, Map<String, List<Integer>> live) {
+  /**
+   * Takes every answer; a rental answered twice (a shared proposal) must get the same cards both
+   * times.
+   */
+  private static void collect(
+      List<TestProbe<StatusReply<Reservation>>> probes, int each, Map<String, List<Integer>> live) {
     for (TestProbe<StatusReply<Reservation>> probe : probes) {
       for (int i = 0; i < each; i++) {
         StatusReply<Reservation> reply = probe.receiveMessage(Duration.ofSeconds(10));
         if (reply.isError()) {
-          assertEquals(Rejection.INSUFFICIENT_CARDS, Rejection.codeOf(reply.getError().getMessage()), reply.getError().getMessage());
+          assertEquals(
+              Rejection.INSUFFICIENT_CARDS,
+              Rejection.codeOf(reply.getError().getMessage()),
+              reply.getError().getMessage());
           continue;
         }
         Reservation r = reply.getValue();
@@ -284,10 +354,16 @@ class HostCardsTest {
 
   private static void assertDisjoint(Map<String, List<Integer>> live) {
     Map<Integer, String> owner = new HashMap<>();
-    live.forEach((rental, cards) -> cards.forEach(card -> {
-      assertTrue(card >= 0 && card < CARDS, "card " + card);
-      String other = owner.putIfAbsent(card, rental);
-      assertTrue(other == null, () -> "card " + card + " is in two reservations: " + other + " and " + rental);
-    }));
+    live.forEach(
+        (rental, cards) ->
+            cards.forEach(
+                card -> {
+                  assertTrue(card >= 0 && card < CARDS, "card " + card);
+                  String other = owner.putIfAbsent(card, rental);
+                  assertTrue(
+                      other == null,
+                      () ->
+                          "card " + card + " is in two reservations: " + other + " and " + rental);
+                }));
   }
 }

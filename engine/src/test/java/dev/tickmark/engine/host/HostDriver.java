@@ -63,21 +63,26 @@ import org.apache.pekko.persistence.typed.PersistenceId;
  */
 final class HostDriver {
   static final Catalog CATALOG = Catalog.load();
+
   /** A Friday. */
   static final Instant START = Instant.parse("2025-03-14T10:00:00Z");
+
   static final String OWNER = "prov-1";
   static final String REGION = "eu-nl";
   static final String H100 = "h100-80gb";
   static final String H100_SMI = "NVIDIA H100 80GB HBM3";
+
   /** A timeout no test lives long enough to reach in real time: heartbeat checks never fire. */
   static final Duration NEVER = Duration.ofHours(1);
+
   static final long ON_DEMAND = 2_000_000L;
   static final long SPOT = 1_200_000L;
 
   private static final AtomicInteger IDS = new AtomicInteger();
 
   static Host.Settings settings(Duration heartbeatTimeout, boolean allowSimulated) {
-    return new Host.Settings(heartbeatTimeout, 5, CATALOG, Verification.Policy.defaults(allowSimulated));
+    return new Host.Settings(
+        heartbeatTimeout, 5, CATALOG, Verification.Policy.defaults(allowSimulated));
   }
 
   static String nextHostId() {
@@ -93,27 +98,60 @@ final class HostDriver {
   record Signed(HardwareReport report, String canonical, String signature) {}
 
   static Gpu h100(int index) {
-    return new Gpu(index, "GPU-6f1e5a3c-0000-4000-8000-0000000000" + (10 + index), H100_SMI, "nvidia", 81559L, "550.54.15", "12.4",
-        34, 0L, 5, 16);
+    return new Gpu(
+        index,
+        "GPU-6f1e5a3c-0000-4000-8000-0000000000" + (10 + index),
+        H100_SMI,
+        "nvidia",
+        81559L,
+        "550.54.15",
+        "12.4",
+        34,
+        0L,
+        5,
+        16);
   }
 
   /** {@code cards} × H100 80GB HBM3 on a big server: passes every check. */
   static HardwareReport report(int cards, boolean simulated) {
     List<Gpu> gpus = new ArrayList<>();
     for (int i = 0; i < cards; i++) gpus.add(h100(i));
-    return new HardwareReport("0.1.0", simulated, "2026-11-29T18:00:00Z", gpus,
-        new HardwareReport.Cpu("AMD EPYC 9454 48-Core Processor", 96), 1_031_000L,
-        new HardwareReport.Disk("/var/lib/tickmark", 1_800_000_000_000L, 1450.2), null);
+    return new HardwareReport(
+        "0.1.0",
+        simulated,
+        "2026-11-29T18:00:00Z",
+        gpus,
+        new HardwareReport.Cpu("AMD EPYC 9454 48-Core Processor", 96),
+        1_031_000L,
+        new HardwareReport.Disk("/var/lib/tickmark", 1_800_000_000_000L, 1450.2),
+        null);
   }
 
   static HardwareReport eachGpu(HardwareReport r, UnaryOperator<Gpu> change) {
-    return new HardwareReport(r.agentVersion(), r.simulated(), r.collectedAt(), r.gpus().stream().map(change).toList(), r.cpu(),
-        r.memoryTotalMib(), r.disk(), r.benchmark());
+    return new HardwareReport(
+        r.agentVersion(),
+        r.simulated(),
+        r.collectedAt(),
+        r.gpus().stream().map(change).toList(),
+        r.cpu(),
+        r.memoryTotalMib(),
+        r.disk(),
+        r.benchmark());
   }
 
   static Gpu temperature(Gpu g, int celsius) {
-    return new Gpu(g.index(), g.uuid(), g.name(), g.vendor(), g.memoryTotalMib(), g.driverVersion(), g.runtimeVersion(), celsius,
-        g.eccErrorsUncorrected(), g.pcieLinkGen(), g.pcieLinkWidth());
+    return new Gpu(
+        g.index(),
+        g.uuid(),
+        g.name(),
+        g.vendor(),
+        g.memoryTotalMib(),
+        g.driverVersion(),
+        g.runtimeVersion(),
+        celsius,
+        g.eccErrorsUncorrected(),
+        g.pcieLinkGen(),
+        g.pcieLinkWidth());
   }
 
   static String canonical(HardwareReport report) {
@@ -125,9 +163,13 @@ final class HostDriver {
     return new Signed(report, canonical, Ed25519.sign(key, canonical.getBytes(UTF_8)));
   }
 
-  /** The report altered in transit (one GPU a degree warmer, still healthy) under the original signature. */
+  /**
+   * The report altered in transit (one GPU a degree warmer, still healthy) under the original
+   * signature.
+   */
   static Signed tampered(Signed original) {
-    HardwareReport altered = eachGpu(original.report(), g -> g.index() == 0 ? temperature(g, g.temperatureC() + 1) : g);
+    HardwareReport altered =
+        eachGpu(original.report(), g -> g.index() == 0 ? temperature(g, g.temperatureC() + 1) : g);
     return new Signed(altered, canonical(altered), original.signature());
   }
 
@@ -143,7 +185,8 @@ final class HostDriver {
 
   static List<GpuHealth> faulty(int cards, int faultyIndex) {
     List<GpuHealth> gpus = new ArrayList<>();
-    for (int i = 0; i < cards; i++) gpus.add(new GpuHealth(i, 90, 60, i == faultyIndex ? "Xid 79: fallen off the bus" : null));
+    for (int i = 0; i < cards; i++)
+      gpus.add(new GpuHealth(i, 90, 60, i == faultyIndex ? "Xid 79: fallen off the bus" : null));
     return gpus;
   }
 
@@ -157,6 +200,7 @@ final class HostDriver {
   final String publicKey = Ed25519.encodePublic(key.getPublic());
   final String tokenSecret = "tmkreg-secret-" + IDS.incrementAndGet();
   final EventSourcedBehaviorTestKit<Command, Event, State> kit;
+
   /** The host credential answered at registration. */
   String credential;
 
@@ -165,7 +209,8 @@ final class HostDriver {
     this.hostId = nextHostId();
     this.clock = clock;
     this.cards = cards;
-    this.kit = EventSourcedBehaviorTestKit.create(testKit.system(), Host.create(hostId, settings, clock));
+    this.kit =
+        EventSourcedBehaviorTestKit.create(testKit.system(), Host.create(hostId, settings, clock));
   }
 
   String tokenHash() {
@@ -188,7 +233,8 @@ final class HostDriver {
     return kit.runCommand(r -> new CheckToken(tokenHash, r));
   }
 
-  CommandResultWithReply<Command, Event, State, StatusReply<Registration>> register(String tokenHash, String publicKey) {
+  CommandResultWithReply<Command, Event, State, StatusReply<Registration>> register(
+      String tokenHash, String publicKey) {
     return kit.runCommand(r -> new Register(tokenHash, publicKey, r));
   }
 
@@ -196,23 +242,30 @@ final class HostDriver {
     return register(tokenHash(), publicKey);
   }
 
-  CommandResultWithReply<Command, Event, State, StatusReply<Identity>> authenticate(String credentialHash) {
+  CommandResultWithReply<Command, Event, State, StatusReply<Identity>> authenticate(
+      String credentialHash) {
     return kit.runCommand(r -> new Host.Authenticate(credentialHash, r));
   }
 
-  CommandResultWithReply<Command, Event, State, StatusReply<Attached>> attach(ActorRef<ToSession> session) {
+  CommandResultWithReply<Command, Event, State, StatusReply<Attached>> attach(
+      ActorRef<ToSession> session) {
     return kit.runCommand(r -> new Attach(session, r));
   }
 
-  CommandResultWithReply<Command, Event, State, StatusReply<Verification.Outcome>> verify(ActorRef<ToSession> session, Signed signed) {
-    return kit.runCommand(r -> new VerifyReport(session, signed.report(), signed.canonical(), signed.signature(), r));
+  CommandResultWithReply<Command, Event, State, StatusReply<Verification.Outcome>> verify(
+      ActorRef<ToSession> session, Signed signed) {
+    return kit.runCommand(
+        r -> new VerifyReport(session, signed.report(), signed.canonical(), signed.signature(), r));
   }
 
-  CommandResult<Command, Event, State> heartbeat(ActorRef<ToSession> session, long seq, List<GpuHealth> gpus) {
-    return kit.runCommand(new Heartbeat(session, seq, gpus, List.of(), Host.micros(java.time.Instant.now())));
+  CommandResult<Command, Event, State> heartbeat(
+      ActorRef<ToSession> session, long seq, List<GpuHealth> gpus) {
+    return kit.runCommand(
+        new Heartbeat(session, seq, gpus, List.of(), Host.micros(java.time.Instant.now())));
   }
 
-  CommandResultWithReply<Command, Event, State, StatusReply<HostView>> updateListing(String owner, Listing listing) {
+  CommandResultWithReply<Command, Event, State, StatusReply<HostView>> updateListing(
+      String owner, Listing listing) {
     return kit.runCommand(r -> new UpdateListing(owner, listing, r));
   }
 
@@ -246,7 +299,8 @@ final class HostDriver {
     return kit.runCommand(r -> new ReserveCards(rentalId, gpu, count, tier, maxPrice, r));
   }
 
-  CommandResultWithReply<Command, Event, State, StatusReply<Reservation>> reserve(String rentalId, int count) {
+  CommandResultWithReply<Command, Event, State, StatusReply<Reservation>> reserve(
+      String rentalId, int count) {
     return reserve(rentalId, H100, count, Listing.Tier.ON_DEMAND, ON_DEMAND);
   }
 
@@ -310,20 +364,32 @@ final class HostDriver {
     assertEquals(before, recovered, "state after recovery");
     StatusReply<HostView> viewAfter = get(null).reply();
     assertEquals(viewBefore.isSuccess(), viewAfter.isSuccess(), "view after recovery");
-    if (viewBefore.isSuccess()) assertEquals(viewBefore.getValue(), viewAfter.getValue(), "view after recovery");
-    else assertEquals(viewBefore.getError().getMessage(), viewAfter.getError().getMessage(), "view after recovery");
+    if (viewBefore.isSuccess())
+      assertEquals(viewBefore.getValue(), viewAfter.getValue(), "view after recovery");
+    else
+      assertEquals(
+          viewBefore.getError().getMessage(),
+          viewAfter.getError().getMessage(),
+          "view after recovery");
   }
 
   static <T> T ok(CommandResultWithReply<Command, Event, State, StatusReply<T>> result) {
     StatusReply<T> reply = result.reply();
-    assertTrue(reply.isSuccess(), () -> result.command() + " was refused: " + reply.getError().getMessage());
+    assertTrue(
+        reply.isSuccess(),
+        () -> result.command() + " was refused: " + reply.getError().getMessage());
     return reply.getValue();
   }
 
-  static void assertRejected(Rejection code, CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
+  static void assertRejected(
+      Rejection code,
+      CommandResultWithReply<Command, Event, State, ? extends StatusReply<?>> result) {
     StatusReply<?> reply = result.reply();
-    assertTrue(reply.isError(), () -> result.command() + " should be refused with " + code + ", got " + reply.getValue());
-    assertEquals(code, Rejection.codeOf(reply.getError().getMessage()), () -> reply.getError().getMessage());
+    assertTrue(
+        reply.isError(),
+        () -> result.command() + " should be refused with " + code + ", got " + reply.getValue());
+    assertEquals(
+        code, Rejection.codeOf(reply.getError().getMessage()), () -> reply.getError().getMessage());
     assertTrue(result.hasNoEvents(), () -> "a refusal persists nothing, got " + result.events());
   }
 }

@@ -56,11 +56,16 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
 class HostTest {
-  /** The testkit's in-memory journal first; application.conf (test resources) supplies the serialization bindings. */
-  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+  /**
+   * The testkit's in-memory journal first; application.conf (test resources) supplies the
+   * serialization bindings.
+   */
+  static final Config CONFIG =
+      EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
 
   @JUnit5TestKit
-  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("HostTest").withCustomConfig(CONFIG).build();
+  final ActorTestKit testKit =
+      new JUnit5TestKitBuilder().withName("HostTest").withCustomConfig(CONFIG).build();
 
   private TestClock clock;
   private HostDriver host;
@@ -82,7 +87,15 @@ class HostTest {
   void registersWithTheTokenPinsTheKeyAndAnswersACredentialThatAuthenticates() {
     var invited = host.invite();
     ok(invited);
-    assertEquals(List.of(new Host.Invited(OWNER, REGION, "rack-1", host.tokenHash(), START.plus(Duration.ofHours(24)), START)),
+    assertEquals(
+        List.of(
+            new Host.Invited(
+                OWNER,
+                REGION,
+                "rack-1",
+                host.tokenHash(),
+                START.plus(Duration.ofHours(24)),
+                START)),
         invited.events());
     HostView invitation = ok(host.get(OWNER));
     assertEquals("invited", invitation.status());
@@ -98,10 +111,14 @@ class HostTest {
     assertTrue(secret.matches("[0-9a-f]{48}"), secret);
     assertFalse(registration.toString().contains(secret), "the credential is never logged");
 
-    assertEquals(List.of(new Host.Registered(host.publicKey, Host.sha256(secret), START)), registered.events());
+    assertEquals(
+        List.of(new Host.Registered(host.publicKey, Host.sha256(secret), START)),
+        registered.events());
     assertEquals(host.publicKey, host.enrolled().enrollment().publicKey());
     assertEquals(Host.Status.REGISTERED, host.enrolled().status());
-    assertEquals(new Identity(host.hostId, host.publicKey, OWNER), ok(host.authenticate(Host.sha256(secret))));
+    assertEquals(
+        new Identity(host.hostId, host.publicKey, OWNER),
+        ok(host.authenticate(Host.sha256(secret))));
 
     HostView view = ok(host.get(OWNER));
     assertEquals("registered", view.status());
@@ -115,12 +132,17 @@ class HostTest {
   void refusesASecondRegistrationWithTokenUsed() {
     host.registered();
     assertRejected(Rejection.TOKEN_USED, host.register());
-    assertRejected(Rejection.TOKEN_USED, host.register(host.tokenHash(), Ed25519.encodePublic(Ed25519.generate().getPublic())));
+    assertRejected(
+        Rejection.TOKEN_USED,
+        host.register(host.tokenHash(), Ed25519.encodePublic(Ed25519.generate().getPublic())));
     assertRejected(Rejection.TOKEN_USED, host.checkToken(host.tokenHash()));
     // only the token's holder learns it was spent; a guess at the host id learns nothing
     assertRejected(Rejection.UNAUTHORIZED, host.checkToken(Host.sha256("guess")));
-    assertRejected(Rejection.UNAUTHORIZED, host.register(Host.sha256("guess"), Ed25519.encodePublic(Ed25519.generate().getPublic())));
-    assertEquals(host.publicKey, host.enrolled().enrollment().publicKey(), "the first key stays pinned");
+    assertRejected(
+        Rejection.UNAUTHORIZED,
+        host.register(Host.sha256("guess"), Ed25519.encodePublic(Ed25519.generate().getPublic())));
+    assertEquals(
+        host.publicKey, host.enrolled().enrollment().publicKey(), "the first key stays pinned");
   }
 
   @Test
@@ -138,7 +160,8 @@ class HostTest {
   @Test
   void refusesAWrongTokenAsUnauthorized() {
     ok(host.invite());
-    assertRejected(Rejection.UNAUTHORIZED, host.register(Host.sha256("tmkreg-guess"), host.publicKey));
+    assertRejected(
+        Rejection.UNAUTHORIZED, host.register(Host.sha256("tmkreg-guess"), host.publicKey));
     assertRejected(Rejection.UNAUTHORIZED, host.register(null, host.publicKey));
     assertRejected(Rejection.UNAUTHORIZED, host.checkToken(Host.sha256("tmkreg-guess")));
     // Nothing was spent: the right token still registers.
@@ -168,7 +191,8 @@ class HostTest {
     ok(host.invite());
     var rsa = KeyPairGenerator.getInstance("RSA");
     rsa.initialize(1024);
-    String rsaKey = Base64.getEncoder().encodeToString(rsa.generateKeyPair().getPublic().getEncoded());
+    String rsaKey =
+        Base64.getEncoder().encodeToString(rsa.generateKeyPair().getPublic().getEncoded());
     assertRejected(Rejection.BAD_PUBLIC_KEY, host.register(host.tokenHash(), rsaKey));
     assertRejected(Rejection.BAD_PUBLIC_KEY, host.register(host.tokenHash(), "not base64 at all!"));
     assertRejected(Rejection.BAD_PUBLIC_KEY, host.register(host.tokenHash(), null));
@@ -243,9 +267,11 @@ class HostTest {
     Verification.Outcome outcome = ok(verified);
     assertTrue(outcome.passed(), () -> outcome.checks().toString());
     assertEquals(Verification.Status.PASS, outcome.check("signature").orElseThrow().status());
-    assertEquals(Verification.Status.NOT_MEASURED, outcome.check("benchmark").orElseThrow().status());
+    assertEquals(
+        Verification.Status.NOT_MEASURED, outcome.check("benchmark").orElseThrow().status());
     assertEquals(1, verified.events().size());
-    Host.ReportVerified event = assertInstanceOf(Host.ReportVerified.class, verified.events().get(0));
+    Host.ReportVerified event =
+        assertInstanceOf(Host.ReportVerified.class, verified.events().get(0));
     assertEquals(outcome, event.outcome());
 
     HostView view = host.view();
@@ -255,7 +281,8 @@ class HostTest {
     assertEquals(outcome.checks(), view.checks());
     assertEquals(4, view.cards().size());
     for (int i = 0; i < 4; i++) {
-      assertEquals(new CardView(i, HostDriver.h100(i).uuid(), H100, "free", null), view.cards().get(i));
+      assertEquals(
+          new CardView(i, HostDriver.h100(i).uuid(), H100, "free", null), view.cards().get(i));
     }
   }
 
@@ -286,7 +313,8 @@ class HostTest {
     assertFalse(outcome.passed());
     assertEquals(Verification.Status.FAIL, outcome.check("signature").orElseThrow().status());
     // Everything else in the altered report would pass: only the signature fails it.
-    assertEquals(1, outcome.checks().stream().filter(c -> c.status() == Verification.Status.FAIL).count());
+    assertEquals(
+        1, outcome.checks().stream().filter(c -> c.status() == Verification.Status.FAIL).count());
     Host.ReportRejected event = assertInstanceOf(Host.ReportRejected.class, result.events().get(0));
     assertFalse(event.evict());
 
@@ -297,7 +325,9 @@ class HostTest {
 
     // A report signed with another key fails the same way.
     Signed foreign = HostDriver.sign(HostDriver.report(4, false), Ed25519.generate().getPrivate());
-    assertEquals(Verification.Status.FAIL, ok(host.verify(session.getRef(), foreign)).check("signature").orElseThrow().status());
+    assertEquals(
+        Verification.Status.FAIL,
+        ok(host.verify(session.getRef(), foreign)).check("signature").orElseThrow().status());
 
     // Retries are unlimited: the genuine report verifies the host.
     assertTrue(ok(host.verify(session.getRef(), host.signedReport())).passed());
@@ -315,7 +345,11 @@ class HostTest {
 
     HostDriver dev = new HostDriver(testKit, HostDriver.settings(NEVER, true), clock, 4);
     TestProbe<ToSession> devSession = dev.attached();
-    Verification.Outcome accepted = ok(dev.verify(devSession.getRef(), HostDriver.sign(HostDriver.report(4, true), dev.key.getPrivate())));
+    Verification.Outcome accepted =
+        ok(
+            dev.verify(
+                devSession.getRef(),
+                HostDriver.sign(HostDriver.report(4, true), dev.key.getPrivate())));
     assertTrue(accepted.passed(), () -> accepted.checks().toString());
     assertTrue(accepted.simulated());
     ok(dev.updateListing(OWNER, HostDriver.listed()));
@@ -329,11 +363,15 @@ class HostTest {
   @Test
   void aVerifiedHostThatFailsReverificationIsEvicted() {
     TestProbe<ToSession> session = host.onMarket();
-    Signed hot = HostDriver.sign(HostDriver.eachGpu(HostDriver.report(4, false), g -> HostDriver.temperature(g, 95)), host.key.getPrivate());
+    Signed hot =
+        HostDriver.sign(
+            HostDriver.eachGpu(HostDriver.report(4, false), g -> HostDriver.temperature(g, 95)),
+            host.key.getPrivate());
     var result = host.verify(session.getRef(), hot);
     Verification.Outcome outcome = ok(result);
     assertFalse(outcome.passed());
-    assertEquals(Verification.Status.FAIL, outcome.check("gpu[0].temperature").orElseThrow().status());
+    assertEquals(
+        Verification.Status.FAIL, outcome.check("gpu[0].temperature").orElseThrow().status());
     Host.ReportRejected event = assertInstanceOf(Host.ReportRejected.class, result.events().get(0));
     assertTrue(event.evict());
     HostView view = host.view();
@@ -380,8 +418,12 @@ class HostTest {
     Instant beat = clock.instant();
 
     clock.advance(Duration.ofSeconds(5));
-    assertTrue(host.heartbeat(session.getRef(), 5, HostDriver.faulty(4, 0)).hasNoEvents(), "a duplicate is ignored");
-    assertTrue(host.heartbeat(session.getRef(), 3, HostDriver.faulty(4, 0)).hasNoEvents(), "an old one too");
+    assertTrue(
+        host.heartbeat(session.getRef(), 5, HostDriver.faulty(4, 0)).hasNoEvents(),
+        "a duplicate is ignored");
+    assertTrue(
+        host.heartbeat(session.getRef(), 3, HostDriver.faulty(4, 0)).hasNoEvents(),
+        "an old one too");
     HostView view = host.view();
     assertEquals("verified", view.status());
     assertEquals(beat, view.lastHeartbeatAt());
@@ -396,9 +438,14 @@ class HostTest {
     host.kit.restart(); // e.g. the shard moved to another node; the agent's websocket lives on
     assertTrue(host.view().online(), "the host keeps its market place for a full timeout");
     clock.advance(Duration.ofSeconds(5));
-    assertTrue(host.heartbeat(session.getRef(), 1, HostDriver.faulty(4, 0)).hasNoEvents(), "an unknown session is not believed");
+    assertTrue(
+        host.heartbeat(session.getRef(), 1, HostDriver.faulty(4, 0)).hasNoEvents(),
+        "an unknown session is not believed");
     assertEquals("verified", host.view().status());
-    assertEquals(Rejection.RECONNECT, session.expectMessageClass(CloseSession.class).code(), "but told to reconnect");
+    assertEquals(
+        Rejection.RECONNECT,
+        session.expectMessageClass(CloseSession.class).code(),
+        "but told to reconnect");
 
     TestProbe<ToSession> reconnected = session();
     assertTrue(host.attach(reconnected.getRef()).hasNoEvents());
@@ -418,42 +465,70 @@ class HostTest {
     host.kit.restart(); // the node died; whether the agent is still alive is unknown
     clock.advance(Duration.ofSeconds(20));
     Host.Liveness liveness = host.kit.<Host.Liveness>runCommand(Host.GetLiveness::new).reply();
-    assertEquals(recorded, liveness.lastHeartbeatAt(), "rentals are not billed for the outage unless the agent returns");
+    assertEquals(
+        recorded,
+        liveness.lastHeartbeatAt(),
+        "rentals are not billed for the outage unless the agent returns");
     TestProbe<ToSession> back = session();
     ok(host.attach(back.getRef()));
-    assertEquals(clock.instant(), host.kit.<Host.Liveness>runCommand(Host.GetLiveness::new).reply().lastHeartbeatAt());
+    assertEquals(
+        clock.instant(),
+        host.kit.<Host.Liveness>runCommand(Host.GetLiveness::new).reply().lastHeartbeatAt());
   }
 
   @Test
   void spotRentalsAreNoticedWhenTheAvailabilityWindowClosesWithinTheNotice() {
     List<String> preempted = new java.util.concurrent.CopyOnWriteArrayList<>();
-    Host.RentalLink link = new Host.RentalLink() {
-      @Override
-      public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {}
+    Host.RentalLink link =
+        new Host.RentalLink() {
+          @Override
+          public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {}
 
-      @Override
-      public void preempt(String rentalId, String hostId, Instant deadline) {
-        preempted.add(rentalId + "@" + deadline);
-      }
-    };
+          @Override
+          public void preempt(String rentalId, String hostId, Instant deadline) {
+            preempted.add(rentalId + "@" + deadline);
+          }
+        };
     Host.Settings base = HostDriver.settings(NEVER, false);
-    HostDriver windowed = new HostDriver(testKit, new Host.Settings(base.heartbeatTimeout(), base.heartbeatIntervalSeconds(),
-        base.catalog(), base.policy(), link), clock, 4);
+    HostDriver windowed =
+        new HostDriver(
+            testKit,
+            new Host.Settings(
+                base.heartbeatTimeout(),
+                base.heartbeatIntervalSeconds(),
+                base.catalog(),
+                base.policy(),
+                link),
+            clock,
+            4);
     TestProbe<ToSession> session = windowed.verified();
-    // Friday 09:00–10:04 UTC; the clock reads Friday 10:00, so the window closes in 4 minutes, within the 5-minute notice.
-    ok(windowed.updateListing(HostDriver.OWNER, new Listing(ON_DEMAND, SPOT, 300,
-        List.of(new Listing.Window(java.time.DayOfWeek.FRIDAY, 9 * 60, 10 * 60 + 4)), true)));
+    // Friday 09:00–10:04 UTC; the clock reads Friday 10:00, so the window closes in 4 minutes,
+    // within the 5-minute notice.
+    ok(
+        windowed.updateListing(
+            HostDriver.OWNER,
+            new Listing(
+                ON_DEMAND,
+                SPOT,
+                300,
+                List.of(new Listing.Window(java.time.DayOfWeek.FRIDAY, 9 * 60, 10 * 60 + 4)),
+                true)));
     ok(windowed.reserve("spot-1", H100, 1, Listing.Tier.SPOT, SPOT));
     ok(windowed.reserve("ondemand-1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
     windowed.heartbeat(session.getRef(), 1, HostDriver.healthy(4));
     Instant closes = Instant.parse("2025-03-14T10:04:00Z");
-    assertEquals(List.of("spot-1@" + closes), preempted, "only the spot rental, once, with the window's end as deadline");
+    assertEquals(
+        List.of("spot-1@" + closes),
+        preempted,
+        "only the spot rental, once, with the window's end as deadline");
     Host.PreemptWorkload notice = session.expectMessageClass(Host.PreemptWorkload.class);
     assertEquals(new Host.PreemptWorkload("spot-1", closes), notice);
-    // Until the rental runs (confirms its cards) it is told again with every heartbeat, since a rental still being
+    // Until the rental runs (confirms its cards) it is told again with every heartbeat, since a
+    // rental still being
     // created can miss a message; then once more, and never again. The agent is told once.
     windowed.heartbeat(session.getRef(), 2, HostDriver.healthy(4));
-    assertEquals(List.of("spot-1@" + closes, "spot-1@" + closes), preempted, "told again: not running yet");
+    assertEquals(
+        List.of("spot-1@" + closes, "spot-1@" + closes), preempted, "told again: not running yet");
     ok(windowed.confirm("spot-1"));
     windowed.heartbeat(session.getRef(), 3, HostDriver.healthy(4));
     windowed.heartbeat(session.getRef(), 4, HostDriver.healthy(4));
@@ -466,7 +541,10 @@ class HostTest {
     TestProbe<ToSession> session = host.onMarket();
     clock.advance(Duration.ofSeconds(5));
     var result = host.heartbeat(session.getRef(), 1, HostDriver.faulty(4, 2));
-    assertEquals(2, result.events().size(), "the heartbeat that reported the fault is kept with the eviction");
+    assertEquals(
+        2,
+        result.events().size(),
+        "the heartbeat that reported the fault is kept with the eviction");
     assertEquals(new Host.HeartbeatRecorded(clock.instant()), result.events().get(0));
     Host.Evicted evicted = assertInstanceOf(Host.Evicted.class, result.events().get(1));
     assertTrue(evicted.reason().contains("GPU 2"), evicted.reason());
@@ -483,7 +561,8 @@ class HostTest {
 
   @Test
   void aSilentHostGoesOfflineAtItsLastHeartbeatAndItsSessionIsClosed() {
-    HostDriver fast = new HostDriver(testKit, HostDriver.settings(Duration.ofMillis(300), false), clock, 4);
+    HostDriver fast =
+        new HostDriver(testKit, HostDriver.settings(Duration.ofMillis(300), false), clock, 4);
     TestProbe<ToSession> session = fast.onMarket();
     clock.advance(Duration.ofMillis(100));
     assertTrue(fast.heartbeat(session.getRef(), 1, HostDriver.healthy(4)).hasNoEvents());
@@ -500,10 +579,13 @@ class HostTest {
     HostView view = fast.view();
     assertFalse(view.online());
     assertEquals(lastBeat, view.lastHeartbeatAt());
-    assertEquals(new Host.WentOffline(lastBeat, clock.instant()), fast.journal().get(fast.journal().size() - 1));
+    assertEquals(
+        new Host.WentOffline(lastBeat, clock.instant()),
+        fast.journal().get(fast.journal().size() - 1));
     assertRejected(Rejection.HOST_NOT_AVAILABLE, fast.reserve("r1", 1));
 
-    // The dropped session's heartbeats are not believed any more (it is told again to go); a new session brings it back.
+    // The dropped session's heartbeats are not believed any more (it is told again to go); a new
+    // session brings it back.
     assertTrue(fast.heartbeat(session.getRef(), 2, HostDriver.healthy(4)).hasNoEvents());
     assertEquals(Rejection.RECONNECT, session.expectMessageClass(CloseSession.class).code());
     assertFalse(fast.view().online());
@@ -511,7 +593,8 @@ class HostTest {
     TestProbe<ToSession> again = session();
     var attached = fast.attach(again.getRef());
     assertEquals(List.of(new Host.WentOnline(clock.instant())), attached.events());
-    assertEquals("verified", fast.view().status(), "going offline and back does not re-open verification");
+    assertEquals(
+        "verified", fast.view().status(), "going offline and back does not re-open verification");
     ok(fast.reserve("r1", 1));
   }
 
@@ -521,20 +604,46 @@ class HostTest {
   @Test
   void refusesAListingWithASpotNoticeOutsideItsBounds() {
     host.verified();
-    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 119, List.of(), true)));
-    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 3601, List.of(), true)));
-    assertEquals(120, ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 120, List.of(), true))).listing().spotNoticeSeconds());
-    assertEquals(3600, ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 3600, List.of(), true))).listing().spotNoticeSeconds());
+    assertRejected(
+        Rejection.INVALID_LISTING,
+        host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 119, List.of(), true)));
+    assertRejected(
+        Rejection.INVALID_LISTING,
+        host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 3601, List.of(), true)));
+    assertEquals(
+        120,
+        ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 120, List.of(), true)))
+            .listing()
+            .spotNoticeSeconds());
+    assertEquals(
+        3600,
+        ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 3600, List.of(), true)))
+            .listing()
+            .spotNoticeSeconds());
   }
 
   @Test
   void refusesAZeroPriceWhileListed() {
     host.verified();
-    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(0, null, 300, List.of(), true)));
-    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(ON_DEMAND, 0L, 300, List.of(), true)));
-    assertRejected(Rejection.INVALID_LISTING, host.updateListing(OWNER, new Listing(-1, null, 300, List.of(), false)));
-    assertRejected(Rejection.INVALID_LISTING,
-        host.updateListing(OWNER, new Listing(ON_DEMAND, null, 300, List.of(new Listing.Window(DayOfWeek.MONDAY, 600, 600)), true)));
+    assertRejected(
+        Rejection.INVALID_LISTING,
+        host.updateListing(OWNER, new Listing(0, null, 300, List.of(), true)));
+    assertRejected(
+        Rejection.INVALID_LISTING,
+        host.updateListing(OWNER, new Listing(ON_DEMAND, 0L, 300, List.of(), true)));
+    assertRejected(
+        Rejection.INVALID_LISTING,
+        host.updateListing(OWNER, new Listing(-1, null, 300, List.of(), false)));
+    assertRejected(
+        Rejection.INVALID_LISTING,
+        host.updateListing(
+            OWNER,
+            new Listing(
+                ON_DEMAND,
+                null,
+                300,
+                List.of(new Listing.Window(DayOfWeek.MONDAY, 600, 600)),
+                true)));
     // Unlisted, a zero price is fine.
     HostView unlisted = ok(host.updateListing(OWNER, new Listing(0, null, 600, List.of(), false)));
     assertFalse(unlisted.listed());
@@ -549,7 +658,9 @@ class HostTest {
     assertTrue(view.listed());
     assertEquals(HostDriver.listed(), view.listing());
     assertEquals(List.of(new Host.ListingUpdated(HostDriver.listed(), START)), updated.events());
-    assertTrue(host.updateListing(OWNER, HostDriver.listed()).hasNoEvents(), "the same terms again change nothing");
+    assertTrue(
+        host.updateListing(OWNER, HostDriver.listed()).hasNoEvents(),
+        "the same terms again change nothing");
 
     assertRejected(Rejection.NOT_FOUND, host.get("prov-2"));
     assertRejected(Rejection.NOT_FOUND, host.drain("prov-2"));
@@ -566,7 +677,9 @@ class HostTest {
     ok(host.updateListing(OWNER, new Listing(ON_DEMAND * 2, SPOT, 300, List.of(), true)));
     assertEquals(ON_DEMAND, ok(host.confirm("r1")).pricePerGpuHour());
     assertRejected(Rejection.PRICE_ABOVE_CEILING, host.reserve("r2", 1));
-    assertEquals(ON_DEMAND * 2, ok(host.reserve("r2", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND * 2)).pricePerGpuHour());
+    assertEquals(
+        ON_DEMAND * 2,
+        ok(host.reserve("r2", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND * 2)).pricePerGpuHour());
   }
 
   @Test
@@ -636,7 +749,8 @@ class HostTest {
     assertEquals("verified", back.status());
     assertNull(back.evictionReason());
     assertEquals(List.of(new Host.Reinstated(START)), reinstated.events());
-    assertTrue(host.reinstate().hasNoEvents(), "reinstating a host that is not evicted changes nothing");
+    assertTrue(
+        host.reinstate().hasNoEvents(), "reinstating a host that is not evicted changes nothing");
     ok(host.reserve("r1", 1));
 
     assertEquals("evicted by an operator", ok(host.evict(" ")).evictionReason());
@@ -658,9 +772,22 @@ class HostTest {
     host.onMarket();
     var reserved = host.reserve("r1", H100, 2, Listing.Tier.ON_DEMAND, ON_DEMAND * 3);
     Reservation reservation = ok(reserved);
-    assertEquals(new Reservation(host.hostId, HostDriver.OWNER, "r1", List.of(0, 1), ON_DEMAND, Listing.Tier.ON_DEMAND, false, false,
-        HostDriver.REGION), reservation);
-    assertEquals(List.of(new Host.CardsReserved("r1", List.of(0, 1), ON_DEMAND, Listing.Tier.ON_DEMAND, START)), reserved.events());
+    assertEquals(
+        new Reservation(
+            host.hostId,
+            HostDriver.OWNER,
+            "r1",
+            List.of(0, 1),
+            ON_DEMAND,
+            Listing.Tier.ON_DEMAND,
+            false,
+            false,
+            HostDriver.REGION),
+        reservation);
+    assertEquals(
+        List.of(
+            new Host.CardsReserved("r1", List.of(0, 1), ON_DEMAND, Listing.Tier.ON_DEMAND, START)),
+        reserved.events());
 
     Reservation spot = ok(host.reserve("r2", H100, 1, Listing.Tier.SPOT, SPOT));
     assertEquals(SPOT, spot.pricePerGpuHour());
@@ -720,8 +847,10 @@ class HostTest {
   void refusesToReserveOutsideTheAvailabilityWindows() {
     host.verified();
     // START is Friday 10:00 UTC; the host offers Fridays 09:00-11:00 and Mondays all day.
-    List<Listing.Window> windows = List.of(new Listing.Window(DayOfWeek.FRIDAY, 9 * 60, 11 * 60),
-        new Listing.Window(DayOfWeek.MONDAY, 0, 1440));
+    List<Listing.Window> windows =
+        List.of(
+            new Listing.Window(DayOfWeek.FRIDAY, 9 * 60, 11 * 60),
+            new Listing.Window(DayOfWeek.MONDAY, 0, 1440));
     ok(host.updateListing(OWNER, new Listing(ON_DEMAND, SPOT, 300, windows, true)));
     ok(host.reserve("r1", 1));
     clock.set(Instant.parse("2025-03-14T11:00:00Z"));
@@ -735,23 +864,34 @@ class HostTest {
   @Test
   void refusesAPriceCeilingBelowTheFloor() {
     host.onMarket();
-    assertRejected(Rejection.PRICE_ABOVE_CEILING, host.reserve("r1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND - 1));
-    assertRejected(Rejection.PRICE_ABOVE_CEILING, host.reserve("r1", H100, 1, Listing.Tier.SPOT, SPOT - 1));
-    assertEquals(ON_DEMAND, ok(host.reserve("r1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND)).pricePerGpuHour());
+    assertRejected(
+        Rejection.PRICE_ABOVE_CEILING,
+        host.reserve("r1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND - 1));
+    assertRejected(
+        Rejection.PRICE_ABOVE_CEILING, host.reserve("r1", H100, 1, Listing.Tier.SPOT, SPOT - 1));
+    assertEquals(
+        ON_DEMAND,
+        ok(host.reserve("r1", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND)).pricePerGpuHour());
   }
 
   @Test
   void refusesATierTheHostDoesNotOffer() {
     host.verified();
     ok(host.updateListing(OWNER, new Listing(ON_DEMAND, null, 300, List.of(), true)));
-    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", H100, 1, Listing.Tier.SPOT, Long.MAX_VALUE));
+    assertRejected(
+        Rejection.HOST_NOT_AVAILABLE,
+        host.reserve("r1", H100, 1, Listing.Tier.SPOT, Long.MAX_VALUE));
   }
 
   @Test
   void refusesAnotherGpuModelAndMoreCardsThanAreFree() {
     host.onMarket();
-    assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", "a100-80gb", 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
-    assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", null, 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
+    assertRejected(
+        Rejection.INSUFFICIENT_CARDS,
+        host.reserve("r1", "a100-80gb", 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
+    assertRejected(
+        Rejection.INSUFFICIENT_CARDS,
+        host.reserve("r1", null, 1, Listing.Tier.ON_DEMAND, ON_DEMAND));
     assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", 5));
     assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", 0));
     assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r1", -1));

@@ -23,9 +23,9 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.pattern.StatusReply;
 
 /**
- * A REAL {@link Host} entity spawned on the in-memory journal and brought onto the market the way an
- * agent does it: invited, registered with its Ed25519 key, attached, verified from a signed report of
- * {@code cards} H100s, and listed at an on-demand floor.
+ * A REAL {@link Host} entity spawned on the in-memory journal and brought onto the market the way
+ * an agent does it: invited, registered with its Ed25519 key, attached, verified from a signed
+ * report of {@code cards} H100s, and listed at an on-demand floor.
  */
 final class MarketHost {
   static final String GPU = "h100-80gb";
@@ -44,38 +44,77 @@ final class MarketHost {
     this.hostId = hostId;
     this.ownerId = "owner-" + hostId;
     this.floor = floor;
-    Host.Settings settings = new Host.Settings(Duration.ofHours(1), 5, CATALOG, Verification.Policy.defaults(false));
-    this.ref = testKit.spawn(Host.create(hostId, settings, java.time.Clock.systemUTC()), "host-" + hostId);
+    Host.Settings settings =
+        new Host.Settings(Duration.ofHours(1), 5, CATALOG, Verification.Policy.defaults(false));
+    this.ref =
+        testKit.spawn(Host.create(hostId, settings, java.time.Clock.systemUTC()), "host-" + hostId);
 
     KeyPair key = Ed25519.generate();
     String token = "tmkreg-" + hostId;
-    ok(this.<Done>ask(r -> new Host.Invite(ownerId, REGION, "rack", Host.sha256(token), Instant.now().plusSeconds(3_600), r)));
-    ok(this.<Host.Registration>ask(r -> new Host.Register(Host.sha256(token), Ed25519.encodePublic(key.getPublic()), r)));
+    ok(
+        this.<Done>ask(
+            r ->
+                new Host.Invite(
+                    ownerId,
+                    REGION,
+                    "rack",
+                    Host.sha256(token),
+                    Instant.now().plusSeconds(3_600),
+                    r)));
+    ok(
+        this.<Host.Registration>ask(
+            r -> new Host.Register(Host.sha256(token), Ed25519.encodePublic(key.getPublic()), r)));
     TestProbe<Host.ToSession> session = testKit.createTestProbe();
     ok(this.<Host.Attached>ask(r -> new Host.Attach(session.getRef(), r)));
     HardwareReport report = report(cards);
     String canonical = new String(CanonicalJson.bytes(Frames.reportTree(report)), UTF_8);
     String signature = Ed25519.sign(key.getPrivate(), canonical.getBytes(UTF_8));
-    Verification.Outcome outcome = ok(this.<Verification.Outcome>ask(r -> new Host.VerifyReport(session.getRef(), report, canonical, signature, r)));
+    Verification.Outcome outcome =
+        ok(
+            this.<Verification.Outcome>ask(
+                r -> new Host.VerifyReport(session.getRef(), report, canonical, signature, r)));
     assertTrue(outcome.passed(), () -> "verification: " + outcome.checks());
-    ok(this.<Host.HostView>ask(r -> new Host.UpdateListing(ownerId, new Listing(floor, null, 300, List.of(), true), r)));
+    ok(
+        this.<Host.HostView>ask(
+            r ->
+                new Host.UpdateListing(
+                    ownerId, new Listing(floor, null, 300, List.of(), true), r)));
   }
 
   private static HardwareReport report(int cards) {
     List<HardwareReport.Gpu> gpus = new ArrayList<>();
     for (int i = 0; i < cards; i++) {
-      gpus.add(new HardwareReport.Gpu(i, "GPU-6f1e5a3c-0000-4000-8000-0000000000" + (10 + i), "NVIDIA H100 80GB HBM3", "nvidia", 81559L,
-          "550.54.15", "12.4", 34, 0L, 5, 16));
+      gpus.add(
+          new HardwareReport.Gpu(
+              i,
+              "GPU-6f1e5a3c-0000-4000-8000-0000000000" + (10 + i),
+              "NVIDIA H100 80GB HBM3",
+              "nvidia",
+              81559L,
+              "550.54.15",
+              "12.4",
+              34,
+              0L,
+              5,
+              16));
     }
-    return new HardwareReport("0.1.0", false, "2026-11-29T18:00:00Z", gpus, new HardwareReport.Cpu("AMD EPYC 9454 48-Core Processor", 96),
-        1_031_000L, new HardwareReport.Disk("/var/lib/tickmark", 1_800_000_000_000L, 1450.2), null);
+    return new HardwareReport(
+        "0.1.0",
+        false,
+        "2026-11-29T18:00:00Z",
+        gpus,
+        new HardwareReport.Cpu("AMD EPYC 9454 48-Core Processor", 96),
+        1_031_000L,
+        new HardwareReport.Disk("/var/lib/tickmark", 1_800_000_000_000L, 1450.2),
+        null);
   }
 
   Host.HostView view() {
     return ok(this.<Host.HostView>ask(r -> new Host.Get(ownerId, r)));
   }
 
-  private <T> StatusReply<T> ask(java.util.function.Function<ActorRef<StatusReply<T>>, Host.Command> command) {
+  private <T> StatusReply<T> ask(
+      java.util.function.Function<ActorRef<StatusReply<T>>, Host.Command> command) {
     TestProbe<StatusReply<T>> probe = testKit.createTestProbe();
     ref.tell(command.apply(probe.getRef()));
     return probe.receiveMessage(WAIT);

@@ -39,16 +39,19 @@ import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * The {@link Matcher}: candidate order, moving on after a refusal, several requests at once, and — with
- * REAL {@link Host} entities, the one authority on their cards — no card ever given to two rentals.
+ * The {@link Matcher}: candidate order, moving on after a refusal, several requests at once, and —
+ * with REAL {@link Host} entities, the one authority on their cards — no card ever given to two
+ * rentals.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
 class MatcherTest {
-  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+  static final Config CONFIG =
+      EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
 
   @JUnit5TestKit
-  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("MatcherTest").withCustomConfig(CONFIG).build();
+  final ActorTestKit testKit =
+      new JUnit5TestKitBuilder().withName("MatcherTest").withCustomConfig(CONFIG).build();
 
   private static final Duration WAIT = Duration.ofSeconds(5);
   private static final long CEILING = 3_000_000;
@@ -76,13 +79,27 @@ class MatcherTest {
     }
   }
 
-  private ActorRef<Matcher.Command> matcher(List<Candidate> candidates, Hosts hosts, Duration askTimeout) {
-    return testKit.spawn(Matcher.create((gpu, region, tier, max, count) -> CompletableFuture.completedFuture(candidates), hosts::ref,
-        askTimeout));
+  private ActorRef<Matcher.Command> matcher(
+      List<Candidate> candidates, Hosts hosts, Duration askTimeout) {
+    return testKit.spawn(
+        Matcher.create(
+            (gpu, region, tier, max, count) -> CompletableFuture.completedFuture(candidates),
+            hosts::ref,
+            askTimeout));
   }
 
-  private static Host.Reservation reservation(String hostId, String rentalId, List<Integer> cards, long floor) {
-    return new Host.Reservation(hostId, "provider-" + hostId, rentalId, cards, floor, Listing.Tier.ON_DEMAND, false, false, REGION);
+  private static Host.Reservation reservation(
+      String hostId, String rentalId, List<Integer> cards, long floor) {
+    return new Host.Reservation(
+        hostId,
+        "provider-" + hostId,
+        rentalId,
+        cards,
+        floor,
+        Listing.Tier.ON_DEMAND,
+        false,
+        false,
+        REGION);
   }
 
   private static <T> StatusReply<T> refused(Rejection code) {
@@ -97,31 +114,42 @@ class MatcherTest {
 
   @Test
   void ordersCandidatesByFloorThenMostFreeCardsThenId() {
-    List<Candidate> candidates = List.of(
-        new Candidate("h-c", 2_000_000, 2),
-        new Candidate("h-b", 1_500_000, 8),
-        new Candidate("h-a", 2_000_000, 2),
-        new Candidate("h-d", 2_000_000, 4),
-        new Candidate("h-e", 2_500_000, 8),
-        new Candidate("h-f", 1_500_000, 1));
-    assertEquals(List.of("h-b", "h-f", "h-d", "h-a", "h-c", "h-e"), Matcher.ordered(candidates).stream().map(Candidate::hostId).toList());
+    List<Candidate> candidates =
+        List.of(
+            new Candidate("h-c", 2_000_000, 2),
+            new Candidate("h-b", 1_500_000, 8),
+            new Candidate("h-a", 2_000_000, 2),
+            new Candidate("h-d", 2_000_000, 4),
+            new Candidate("h-e", 2_500_000, 8),
+            new Candidate("h-f", 1_500_000, 1));
+    assertEquals(
+        List.of("h-b", "h-f", "h-d", "h-a", "h-c", "h-e"),
+        Matcher.ordered(candidates).stream().map(Candidate::hostId).toList());
     assertEquals(List.of(), Matcher.ordered(List.of()));
   }
 
   @Test
   void proposesInCandidateOrderAndMovesOnAfterEachRefusal() {
     Hosts hosts = new Hosts("h-a", "h-b", "h-c", "h-d");
-    ActorRef<Matcher.Command> matcher = matcher(List.of(
-        new Candidate("h-c", 2_500_000, 8),
-        new Candidate("h-a", 2_000_000, 2),
-        new Candidate("h-b", 2_000_000, 4),
-        new Candidate("h-d", 2_000_000, 4)), hosts, WAIT);
+    ActorRef<Matcher.Command> matcher =
+        matcher(
+            List.of(
+                new Candidate("h-c", 2_500_000, 8),
+                new Candidate("h-a", 2_000_000, 2),
+                new Candidate("h-b", 2_000_000, 4),
+                new Candidate("h-d", 2_000_000, 4)),
+            hosts,
+            WAIT);
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     String rentalId = rentalId();
-    matcher.tell(new Match(rentalId, GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
+    matcher.tell(
+        new Match(
+            rentalId, GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
 
     Host.ReserveCards first = hosts.expectProposal("h-b");
-    assertEquals(new Host.ReserveCards(rentalId, GPU, 2, Listing.Tier.ON_DEMAND, CEILING, first.replyTo()), first);
+    assertEquals(
+        new Host.ReserveCards(rentalId, GPU, 2, Listing.Tier.ON_DEMAND, CEILING, first.replyTo()),
+        first);
     first.replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
     hosts.expectProposal("h-d").replyTo().tell(refused(Rejection.HOST_NOT_AVAILABLE));
     Host.Reservation atFloor = reservation("h-a", rentalId, List.of(0, 1), 2_000_000);
@@ -134,10 +162,12 @@ class MatcherTest {
   @Test
   void answersNoMatchWhenEveryCandidateRefuses() {
     Hosts hosts = new Hosts("h-a", "h-b");
-    ActorRef<Matcher.Command> matcher = matcher(List.of(new Candidate("h-a", 1, 1), new Candidate("h-b", 2, 1)), hosts, WAIT);
+    ActorRef<Matcher.Command> matcher =
+        matcher(List.of(new Candidate("h-a", 1, 1), new Candidate("h-b", 2, 1)), hosts, WAIT);
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     String rentalId = rentalId();
-    matcher.tell(new Match(rentalId, GPU, 1, Listing.Tier.SPOT, null, CEILING, null, replyTo.getRef()));
+    matcher.tell(
+        new Match(rentalId, GPU, 1, Listing.Tier.SPOT, null, CEILING, null, replyTo.getRef()));
     hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.PRICE_ABOVE_CEILING));
     hosts.expectProposal("h-b").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
     Matcher.NoMatch noMatch = assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT));
@@ -149,20 +179,42 @@ class MatcherTest {
     Hosts hosts = new Hosts();
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     ActorRef<Matcher.Command> empty = matcher(List.of(), hosts, WAIT);
-    empty.tell(new Match("r-empty", GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
-    assertEquals("r-empty", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
+    empty.tell(
+        new Match(
+            "r-empty", GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
+    assertEquals(
+        "r-empty",
+        assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
   }
 
   @Test
-  void aFailedCandidateQueryIsAnsweredUnavailableNotNoMatchAndTheRequestMatchesOnceTheReadSideRecovers() {
+  void
+      aFailedCandidateQueryIsAnsweredUnavailableNotNoMatchAndTheRequestMatchesOnceTheReadSideRecovers() {
     Hosts hosts = new Hosts("h-a");
     AtomicBoolean readSideDown = new AtomicBoolean(true);
-    ActorRef<Matcher.Command> matcher = testKit.spawn(Matcher.create((gpu, region, tier, max, count) -> readSideDown.get()
-        ? CompletableFuture.failedFuture(new SQLTransientConnectionException("the database was unreachable moments ago"))
-        : CompletableFuture.completedFuture(List.of(new Candidate("h-a", 1, 4))), hosts::ref, WAIT));
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(
+            Matcher.create(
+                (gpu, region, tier, max, count) ->
+                    readSideDown.get()
+                        ? CompletableFuture.failedFuture(
+                            new SQLTransientConnectionException(
+                                "the database was unreachable moments ago"))
+                        : CompletableFuture.completedFuture(List.of(new Candidate("h-a", 1, 4))),
+                hosts::ref,
+                WAIT));
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     String rentalId = rentalId();
-    Match match = new Match(rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, Instant.now().plusSeconds(30), replyTo.getRef());
+    Match match =
+        new Match(
+            rentalId,
+            GPU,
+            1,
+            Listing.Tier.ON_DEMAND,
+            REGION,
+            CEILING,
+            Instant.now().plusSeconds(30),
+            replyTo.getRef());
 
     // An outage says nothing about capacity: the rental must not hear "no candidates".
     matcher.tell(match);
@@ -184,14 +236,21 @@ class MatcherTest {
   @Test
   void silentHostIsSkippedAfterTheAskTimeout() {
     Hosts hosts = new Hosts("h-slow", "h-ok");
-    ActorRef<Matcher.Command> matcher = matcher(List.of(new Candidate("h-slow", 1, 4), new Candidate("h-ok", 2, 4)), hosts,
-        Duration.ofMillis(300));
+    ActorRef<Matcher.Command> matcher =
+        matcher(
+            List.of(new Candidate("h-slow", 1, 4), new Candidate("h-ok", 2, 4)),
+            hosts,
+            Duration.ofMillis(300));
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     String rentalId = rentalId();
-    matcher.tell(new Match(rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
+    matcher.tell(
+        new Match(
+            rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
     hosts.expectProposal("h-slow"); // never answered
     // It may still reserve late: the matcher takes that back, after the proposal, so nothing leaks.
-    assertEquals(rentalId, hosts.probes.get("h-slow").expectMessageClass(Host.ReleaseCards.class, WAIT).rentalId());
+    assertEquals(
+        rentalId,
+        hosts.probes.get("h-slow").expectMessageClass(Host.ReleaseCards.class, WAIT).rentalId());
     Host.Reservation ok = reservation("h-ok", rentalId, List.of(3), 2);
     hosts.expectProposal("h-ok").replyTo().tell(StatusReply.success(ok));
     assertEquals(new Matcher.Matched(rentalId, ok), replyTo.receiveMessage(WAIT));
@@ -200,29 +259,40 @@ class MatcherTest {
   @Test
   void matchesConcurrentRequestsAtOnceAndSteersThemToHostsThatStillLookFree() {
     Hosts hosts = new Hosts("h-a", "h-b", "h-c");
-    ActorRef<Matcher.Command> matcher = matcher(List.of(
-        new Candidate("h-a", 1, 2), new Candidate("h-b", 2, 2), new Candidate("h-c", 3, 2)), hosts, WAIT);
+    ActorRef<Matcher.Command> matcher =
+        matcher(
+            List.of(
+                new Candidate("h-a", 1, 2), new Candidate("h-b", 2, 2), new Candidate("h-c", 3, 2)),
+            hosts,
+            WAIT);
     TestProbe<Matcher.Result> first = testKit.createTestProbe();
     TestProbe<Matcher.Result> second = testKit.createTestProbe();
     TestProbe<Matcher.Result> third = testKit.createTestProbe();
-    matcher.tell(new Match("r-1", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, null, first.getRef()));
-    matcher.tell(new Match("r-2", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, null, second.getRef()));
+    matcher.tell(
+        new Match("r-1", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, null, first.getRef()));
+    matcher.tell(
+        new Match("r-2", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, null, second.getRef()));
 
-    // r-2 does not wait for r-1's answer, and does not queue behind r-1's proposal for h-a's two cards.
+    // r-2 does not wait for r-1's answer, and does not queue behind r-1's proposal for h-a's two
+    // cards.
     Host.ReserveCards p1 = hosts.expectProposal("h-a");
     Host.ReserveCards p2 = hosts.expectProposal("h-b");
     assertEquals("r-1", p1.rentalId());
     assertEquals("r-2", p2.rentalId());
     p2.replyTo().tell(StatusReply.success(reservation("h-b", "r-2", List.of(0, 1), 2)));
-    assertEquals("r-2", assertInstanceOf(Matcher.Matched.class, second.receiveMessage(WAIT)).rentalId());
+    assertEquals(
+        "r-2", assertInstanceOf(Matcher.Matched.class, second.receiveMessage(WAIT)).rentalId());
     p1.replyTo().tell(StatusReply.success(reservation("h-a", "r-1", List.of(0, 1), 1)));
-    assertEquals("r-1", assertInstanceOf(Matcher.Matched.class, first.receiveMessage(WAIT)).rentalId());
+    assertEquals(
+        "r-1", assertInstanceOf(Matcher.Matched.class, first.receiveMessage(WAIT)).rentalId());
 
     // The read side still shows h-a and h-b free; the matcher knows better and goes to h-c first.
-    matcher.tell(new Match("r-3", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, null, third.getRef()));
+    matcher.tell(
+        new Match("r-3", GPU, 2, Listing.Tier.ON_DEMAND, REGION, CEILING, null, third.getRef()));
     Host.ReserveCards p3 = hosts.expectProposal("h-c");
     p3.replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
-    // A guess never turns a request away: the hosts that look taken are still asked, cheapest first.
+    // A guess never turns a request away: the hosts that look taken are still asked, cheapest
+    // first.
     hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
     hosts.expectProposal("h-b").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
     assertInstanceOf(Matcher.NoMatch.class, third.receiveMessage(WAIT));
@@ -234,9 +304,13 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher = matcher(List.of(new Candidate("h-a", 1, 8)), hosts, WAIT);
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     String rentalId = rentalId();
-    matcher.tell(new Match(rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
+    matcher.tell(
+        new Match(
+            rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
     Host.ReserveCards proposal = hosts.expectProposal("h-a");
-    matcher.tell(new Match(rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
+    matcher.tell(
+        new Match(
+            rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
     hosts.expectNoProposal(Duration.ofMillis(200));
     proposal.replyTo().tell(StatusReply.success(reservation("h-a", rentalId, List.of(0), 1)));
     assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT));
@@ -248,29 +322,43 @@ class MatcherTest {
     Hosts hosts = new Hosts("h-a");
     ActorRef<Matcher.Command> matcher = matcher(List.of(new Candidate("h-a", 1, 8)), hosts, WAIT);
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
-    matcher.tell(new Match("r-late", GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, java.time.Instant.now().minusSeconds(1),
-        replyTo.getRef()));
-    assertEquals("r-late", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
+    matcher.tell(
+        new Match(
+            "r-late",
+            GPU,
+            1,
+            Listing.Tier.ON_DEMAND,
+            REGION,
+            CEILING,
+            java.time.Instant.now().minusSeconds(1),
+            replyTo.getRef()));
+    assertEquals(
+        "r-late", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
     hosts.expectNoProposal(Duration.ofMillis(200));
   }
 
   @Test
   void concurrentRequestsNeverGetTheSameCardFromRealHosts() {
     int n = IDS.incrementAndGet();
-    List<MarketHost> market = List.of(
-        new MarketHost(testKit, "cheap-" + n, 2, 1_800_000),
-        new MarketHost(testKit, "mid-" + n, 4, 2_000_000),
-        new MarketHost(testKit, "dear-" + n, 2, 2_900_000),
-        new MarketHost(testKit, "over-" + n, 8, 3_500_000)); // above every ceiling: the host refuses it
+    List<MarketHost> market =
+        List.of(
+            new MarketHost(testKit, "cheap-" + n, 2, 1_800_000),
+            new MarketHost(testKit, "mid-" + n, 4, 2_000_000),
+            new MarketHost(testKit, "dear-" + n, 2, 2_900_000),
+            new MarketHost(
+                testKit, "over-" + n, 8, 3_500_000)); // above every ceiling: the host refuses it
     Map<String, MarketHost> byId = new HashMap<>();
     market.forEach(h -> byId.put(h.hostId, h));
     // The read side lags: it still offers every card of every host, whatever was taken since.
     List<Candidate> stale = market.stream().map(h -> new Candidate(h.hostId, h.floor, 8)).toList();
-    Matcher.Candidates candidates = (gpu, region, tier, max, count) -> CompletableFuture.completedFuture(stale);
-    // Two matchers propose at once (a shard moving between nodes): the hosts still hand each card out once.
-    List<ActorRef<Matcher.Command>> matchers = List.of(
-        testKit.spawn(Matcher.create(candidates, id -> byId.get(id).ref, WAIT)),
-        testKit.spawn(Matcher.create(candidates, id -> byId.get(id).ref, WAIT)));
+    Matcher.Candidates candidates =
+        (gpu, region, tier, max, count) -> CompletableFuture.completedFuture(stale);
+    // Two matchers propose at once (a shard moving between nodes): the hosts still hand each card
+    // out once.
+    List<ActorRef<Matcher.Command>> matchers =
+        List.of(
+            testKit.spawn(Matcher.create(candidates, id -> byId.get(id).ref, WAIT)),
+            testKit.spawn(Matcher.create(candidates, id -> byId.get(id).ref, WAIT)));
 
     Random random = new Random(n);
     TestProbe<Matcher.Result> results = testKit.createTestProbe();
@@ -279,7 +367,18 @@ class MatcherTest {
       String rentalId = "rental-c" + n + "-" + i;
       int count = 1 + random.nextInt(2);
       asked.put(rentalId, count);
-      matchers.get(i % 2).tell(new Match(rentalId, GPU, count, Listing.Tier.ON_DEMAND, REGION, CEILING, null, results.getRef()));
+      matchers
+          .get(i % 2)
+          .tell(
+              new Match(
+                  rentalId,
+                  GPU,
+                  count,
+                  Listing.Tier.ON_DEMAND,
+                  REGION,
+                  CEILING,
+                  null,
+                  results.getRef()));
     }
 
     Map<String, String> cardHolder = new HashMap<>(); // "host/card" -> rental
@@ -291,11 +390,22 @@ class MatcherTest {
         Host.Reservation r = m.reservation();
         assertEquals(m.rentalId(), r.rentalId());
         assertEquals(asked.get(m.rentalId()), r.cards().size(), "as many cards as asked");
-        assertEquals(byId.get(r.hostId()).floor, r.pricePerGpuHour(), "the host's floor, not the ceiling");
+        assertEquals(
+            byId.get(r.hostId()).floor, r.pricePerGpuHour(), "the host's floor, not the ceiling");
         assertTrue(r.pricePerGpuHour() <= CEILING);
         for (int card : r.cards()) {
           String previous = cardHolder.put(r.hostId() + "/" + card, m.rentalId());
-          assertNull(previous, () -> "card " + r.hostId() + "/" + card + " given to " + previous + " and " + m.rentalId());
+          assertNull(
+              previous,
+              () ->
+                  "card "
+                      + r.hostId()
+                      + "/"
+                      + card
+                      + " given to "
+                      + previous
+                      + " and "
+                      + m.rentalId());
         }
         matchedCards += r.cards().size();
       } else {
@@ -304,7 +414,8 @@ class MatcherTest {
     }
     int requested = asked.values().stream().mapToInt(Integer::intValue).sum();
     assertTrue(matchedCards <= 8, "only 8 cards are under the ceiling, " + matchedCards + " given");
-    assertTrue(!unmatched.isEmpty() || requested <= 8, "more was asked (" + requested + ") than there is");
+    assertTrue(
+        !unmatched.isEmpty() || requested <= 8, "more was asked (" + requested + ") than there is");
 
     // The hosts agree card by card.
     Map<String, String> reservedOnHosts = new HashMap<>();
@@ -312,17 +423,29 @@ class MatcherTest {
     for (MarketHost h : market) {
       int freeCards = 0;
       for (Host.CardView card : h.view().cards()) {
-        if (card.rentalId() != null) reservedOnHosts.put(h.hostId + "/" + card.index(), card.rentalId());
+        if (card.rentalId() != null)
+          reservedOnHosts.put(h.hostId + "/" + card.index(), card.rentalId());
         else freeCards++;
       }
       if (h.floor <= CEILING) free.put(h.hostId, freeCards);
     }
     assertEquals(cardHolder, reservedOnHosts);
-    // Cards are only ever taken here, so a request turned away found no host with enough free cards, and still would not.
+    // Cards are only ever taken here, so a request turned away found no host with enough free
+    // cards, and still would not.
     for (String rentalId : unmatched) {
       int count = asked.get(rentalId);
-      free.forEach((host, cards) -> assertTrue(cards < count, rentalId + " asked " + count + " and was turned away, but " + host
-          + " has " + cards + " free"));
+      free.forEach(
+          (host, cards) ->
+              assertTrue(
+                  cards < count,
+                  rentalId
+                      + " asked "
+                      + count
+                      + " and was turned away, but "
+                      + host
+                      + " has "
+                      + cards
+                      + " free"));
     }
     List<String> overCards = new ArrayList<>(reservedOnHosts.keySet());
     overCards.removeIf(k -> !k.startsWith("over-"));

@@ -13,7 +13,10 @@ class LatencyHistogramTest {
     for (long v = 0; v < 1_000_000; v += 7) {
       int i = LatencyHistogram.indexOf(v);
       assertTrue(LatencyHistogram.upperBound(i) >= v, "bucket of " + v + " ends below it");
-      if (i > 0) assertTrue(LatencyHistogram.upperBound(i - 1) < v, "bucket of " + v + " is not the first that holds it");
+      if (i > 0)
+        assertTrue(
+            LatencyHistogram.upperBound(i - 1) < v,
+            "bucket of " + v + " is not the first that holds it");
     }
   }
 
@@ -30,7 +33,9 @@ class LatencyHistogramTest {
     for (double q : new double[] {0.5, 0.9, 0.99, 0.999}) {
       long exact = values[(int) Math.ceil(q * values.length) - 1];
       long estimate = h.quantileMicros(q);
-      assertTrue(estimate >= exact && estimate <= exact * 1.07 + 1, "q" + q + ": exact " + exact + ", estimate " + estimate);
+      assertTrue(
+          estimate >= exact && estimate <= exact * 1.07 + 1,
+          "q" + q + ": exact " + exact + ", estimate " + estimate);
     }
     assertEquals(values.length, h.count());
     assertEquals(Arrays.stream(values).sum(), h.sumMicros());
@@ -57,9 +62,12 @@ class LatencyHistogramTest {
     for (int b = 0; b < bounds.length; b++) {
       long bound = bounds[b];
       long exact = Arrays.stream(values).filter(v -> v <= bound).count();
-      long within = Arrays.stream(values).filter(v -> v <= bound * 0.93).count(); // one bucket is ~6 % wide
+      long within =
+          Arrays.stream(values).filter(v -> v <= bound * 0.93).count(); // one bucket is ~6 % wide
       assertTrue(cumulative[b] <= exact, "never above the exact count at " + bound);
-      assertTrue(cumulative[b] >= within, "at most one bucket short at " + bound + ": " + cumulative[b] + " < " + within);
+      assertTrue(
+          cumulative[b] >= within,
+          "at most one bucket short at " + bound + ": " + cumulative[b] + " < " + within);
       if (b > 0) assertTrue(cumulative[b] >= cumulative[b - 1], "cumulative");
     }
   }

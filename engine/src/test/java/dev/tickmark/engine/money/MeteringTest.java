@@ -16,12 +16,17 @@ class MeteringTest {
 
   /** floor(a·b/d) in exact arithmetic, or null where it does not fit a long. */
   private static Long reference(long a, long b, long d) {
-    BigInteger q = BigInteger.valueOf(a).multiply(BigInteger.valueOf(b)).divide(BigInteger.valueOf(d));
+    BigInteger q =
+        BigInteger.valueOf(a).multiply(BigInteger.valueOf(b)).divide(BigInteger.valueOf(d));
     return q.compareTo(LONG_MAX) > 0 ? null : q.longValueExact();
   }
 
   private static Long referenceCost(long price, int cards, long seconds) {
-    BigInteger q = BigInteger.valueOf(price).multiply(BigInteger.valueOf(cards)).multiply(BigInteger.valueOf(seconds)).divide(HOUR);
+    BigInteger q =
+        BigInteger.valueOf(price)
+            .multiply(BigInteger.valueOf(cards))
+            .multiply(BigInteger.valueOf(seconds))
+            .divide(HOUR);
     return q.compareTo(LONG_MAX) > 0 ? null : q.longValueExact();
   }
 
@@ -55,24 +60,38 @@ class MeteringTest {
       int cards = random.nextInt(4) == 0 ? random.nextInt(Integer.MAX_VALUE) : random.nextInt(65);
       long seconds = anyMagnitude(random);
       BigInteger perSecond = BigInteger.valueOf(price).multiply(BigInteger.valueOf(cards));
-      String context = "seed " + seed + " iteration " + i + ": cost(" + price + ", " + cards + ", " + seconds + ")";
+      String context =
+          "seed "
+              + seed
+              + " iteration "
+              + i
+              + ": cost("
+              + price
+              + ", "
+              + cards
+              + ", "
+              + seconds
+              + ")";
       if (perSecond.compareTo(LONG_MAX) > 0) {
         // p·c itself does not fit: multiplyExact refuses it.
-        assertThrows(ArithmeticException.class, () -> Metering.cost(price, cards, seconds), context);
+        assertThrows(
+            ArithmeticException.class, () -> Metering.cost(price, cards, seconds), context);
         overflows++;
         continue;
       }
       if (perSecond.multiply(BigInteger.valueOf(seconds)).compareTo(LONG_MAX) > 0) wideProducts++;
       Long expected = referenceCost(price, cards, seconds);
       if (expected == null) {
-        assertThrows(ArithmeticException.class, () -> Metering.cost(price, cards, seconds), context);
+        assertThrows(
+            ArithmeticException.class, () -> Metering.cost(price, cards, seconds), context);
         overflows++;
       } else {
         assertEquals(expected.longValue(), Metering.cost(price, cards, seconds), context);
       }
     }
     assertTrue(overflows > 500, "the generator must reach the overflow path, got " + overflows);
-    assertTrue(wideProducts > 5_000, "the generator must reach the 128-bit path, got " + wideProducts);
+    assertTrue(
+        wideProducts > 5_000, "the generator must reach the 128-bit path, got " + wideProducts);
   }
 
   @Test
@@ -81,7 +100,12 @@ class MeteringTest {
     long price = 1_000_000_000_000_000L; // a wildly high 1e12 EUR per GPU-hour
     int cards = 9;
     long perSecond = price * cards; // 9e18 < Long.MAX_VALUE
-    BigInteger maxSeconds = LONG_MAX.add(BigInteger.ONE).multiply(HOUR).subtract(BigInteger.ONE).divide(BigInteger.valueOf(perSecond));
+    BigInteger maxSeconds =
+        LONG_MAX
+            .add(BigInteger.ONE)
+            .multiply(HOUR)
+            .subtract(BigInteger.ONE)
+            .divide(BigInteger.valueOf(perSecond));
     long fits = maxSeconds.longValueExact();
     assertEquals(referenceCost(price, cards, fits).longValue(), Metering.cost(price, cards, fits));
     assertThrows(ArithmeticException.class, () -> Metering.cost(price, cards, fits + 1));
@@ -100,10 +124,12 @@ class MeteringTest {
     for (int i = 0; i < 200_000; i++) {
       long a = anyMagnitude(random);
       long b = anyMagnitude(random);
-      long d = Math.max(1, random.nextInt(3) == 0 ? anyMagnitude(random) : random.nextInt(20_000) + 1);
+      long d =
+          Math.max(1, random.nextInt(3) == 0 ? anyMagnitude(random) : random.nextInt(20_000) + 1);
       if (Math.multiplyHigh(a, b) != 0 || a * b < 0) wide++;
       Long expected = reference(a, b, d);
-      Supplier<String> context = () -> "seed " + seed + ": floorMulDiv(" + a + ", " + b + ", " + d + ")";
+      Supplier<String> context =
+          () -> "seed " + seed + ": floorMulDiv(" + a + ", " + b + ", " + d + ")";
       if (expected == null) {
         assertThrows(ArithmeticException.class, () -> Metering.floorMulDiv(a, b, d), context);
       } else {
@@ -137,7 +163,8 @@ class MeteringTest {
       Long expected = reference(c[0], c[1], c[2]);
       String context = "floorMulDiv(" + c[0] + ", " + c[1] + ", " + c[2] + ")";
       if (expected == null) {
-        assertThrows(ArithmeticException.class, () -> Metering.floorMulDiv(c[0], c[1], c[2]), context);
+        assertThrows(
+            ArithmeticException.class, () -> Metering.floorMulDiv(c[0], c[1], c[2]), context);
       } else {
         assertEquals(expected.longValue(), Metering.floorMulDiv(c[0], c[1], c[2]), context);
       }
@@ -149,7 +176,10 @@ class MeteringTest {
     long seed = 0x71C5L;
     Random random = new Random(seed);
     for (int run = 0; run < 200; run++) {
-      long price = random.nextInt(5) == 0 ? anyMagnitude(random) % 100_000_000_000L : random.nextInt(50_000_000);
+      long price =
+          random.nextInt(5) == 0
+              ? anyMagnitude(random) % 100_000_000_000L
+              : random.nextInt(50_000_000);
       int cards = 1 + random.nextInt(16);
       long start = random.nextInt(4) == 0 ? anyMagnitude(random) % 1_000_000_000L : 0;
       int length = 1 + random.nextInt(4_000);
@@ -157,11 +187,17 @@ class MeteringTest {
       for (long s = start + 1; s <= start + length; s++) {
         long charge = Metering.chargeForSecond(price, cards, s);
         assertTrue(charge >= 0, "seed " + seed + ": negative charge");
-        assertTrue(charge <= price * cards / 3_600 + 1, "seed " + seed + ": a second never costs more than ceil(p·c/3600)");
+        assertTrue(
+            charge <= price * cards / 3_600 + 1,
+            "seed " + seed + ": a second never costs more than ceil(p·c/3600)");
         sum += charge;
       }
       long total = Metering.cost(price, cards, start + length) - Metering.cost(price, cards, start);
-      assertEquals(total, sum, "seed " + seed + " run " + run + ": p=" + price + " c=" + cards + " from " + start + " for " + length);
+      assertEquals(
+          total,
+          sum,
+          "seed " + seed + " run " + run + ": p=" + price + " c=" + cards + " from " + start
+              + " for " + length);
     }
   }
 
@@ -176,7 +212,8 @@ class MeteringTest {
       long provider = Metering.providerShare(cost, fee);
       long platform = Metering.platformShare(cost, fee);
       String context = "seed " + seed + ": cost " + cost + " fee " + fee;
-      BigInteger expected = BigInteger.valueOf(cost).multiply(BigInteger.valueOf(10_000 - fee)).divide(BPS);
+      BigInteger expected =
+          BigInteger.valueOf(cost).multiply(BigInteger.valueOf(10_000 - fee)).divide(BPS);
       assertEquals(expected.longValueExact(), provider, context);
       assertEquals(cost, provider + platform, context);
       assertTrue(provider >= 0 && platform >= 0, context);

@@ -62,7 +62,10 @@ class MoneyTest {
     };
     for (String text : invalid) {
       Money.InvalidAmount e =
-          assertThrows(Money.InvalidAmount.class, () -> Money.parse(text), () -> "parse(\"" + text + "\") must fail");
+          assertThrows(
+              Money.InvalidAmount.class,
+              () -> Money.parse(text),
+              () -> "parse(\"" + text + "\") must fail");
       assertTrue(e instanceof IllegalArgumentException);
     }
     assertThrows(Money.InvalidAmount.class, () -> Money.parse(null));
@@ -97,7 +100,8 @@ class MoneyTest {
       String text = Money.format(amount);
       final long expected = amount;
       assertEquals(expected, Money.parse(text), () -> "seed " + seed + ": " + text);
-      // The wire also accepts the short form: strip trailing zeros (and the dot if nothing is left).
+      // The wire also accepts the short form: strip trailing zeros (and the dot if nothing is
+      // left).
       String shortForm = text.replaceAll("0+$", "").replaceAll("\\.$", "");
       assertEquals(expected, Money.parse(shortForm), () -> "seed " + seed + ": " + shortForm);
     }

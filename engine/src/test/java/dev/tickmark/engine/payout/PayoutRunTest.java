@@ -43,22 +43,25 @@ import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * The {@link PayoutRun} in an {@link EventSourcedBehaviorTestKit} (every message round-trips through
- * jackson-cbor; {@code restart()} is a crash and recovery) against REAL {@link Account}s on the same
- * in-memory journal, each behind a port that can hold back payouts, swallow the accounts' answers or
- * deliver a payout twice. The read side is a list the test sets.
+ * The {@link PayoutRun} in an {@link EventSourcedBehaviorTestKit} (every message round-trips
+ * through jackson-cbor; {@code restart()} is a crash and recovery) against REAL {@link Account}s on
+ * the same in-memory journal, each behind a port that can hold back payouts, swallow the accounts'
+ * answers or deliver a payout twice. The read side is a list the test sets.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
 class PayoutRunTest {
-  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+  static final Config CONFIG =
+      EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
   static final Duration WAIT = Duration.ofSeconds(5);
   static final long EUR = 1_000_000;
-  static final Account.PayoutDetails NL = new Account.PayoutDetails("Grace Hopper", "NL91ABNA0417164300", "ABNANL2A");
+  static final Account.PayoutDetails NL =
+      new Account.PayoutDetails("Grace Hopper", "NL91ABNA0417164300", "ABNANL2A");
   private static final AtomicInteger IDS = new AtomicInteger();
 
   @JUnit5TestKit
-  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("PayoutRunTest").withCustomConfig(CONFIG).build();
+  final ActorTestKit testKit =
+      new JUnit5TestKitBuilder().withName("PayoutRunTest").withCustomConfig(CONFIG).build();
 
   private String runId;
   private EventSourcedBehaviorTestKit<Command, Event, State> kit;
@@ -70,21 +73,24 @@ class PayoutRunTest {
   void freshRun() {
     runId = "run-" + IDS.incrementAndGet();
     accounts.clear();
-    PayoutRun.Ports ports = new PayoutRun.Ports() {
-      @Override
-      public CompletionStage<List<String>> providersOwed(long minimum) {
-        return readSide.get().get();
-      }
+    PayoutRun.Ports ports =
+        new PayoutRun.Ports() {
+          @Override
+          public CompletionStage<List<String>> providersOwed(long minimum) {
+            return readSide.get().get();
+          }
 
-      @Override
-      public RecipientRef<Account.Command> account(String accountId) {
-        AccountPort port = accounts.get(accountId);
-        return port == null ? testKit.system().deadLetters() : port.ref;
-      }
-    };
+          @Override
+          public RecipientRef<Account.Command> account(String accountId) {
+            AccountPort port = accounts.get(accountId);
+            return port == null ? testKit.system().deadLetters() : port.ref;
+          }
+        };
     var settings = new PayoutRun.Settings(Duration.ofMillis(500), Duration.ofMillis(100), 2);
     // Created before the accounts post anything: creating the testkit clears the in-memory journal.
-    kit = EventSourcedBehaviorTestKit.create(testKit.system(), PayoutRun.create(runId, settings, ports, Clock.systemUTC()));
+    kit =
+        EventSourcedBehaviorTestKit.create(
+            testKit.system(), PayoutRun.create(runId, settings, ports, Clock.systemUTC()));
   }
 
   @Test
@@ -99,10 +105,14 @@ class PayoutRunTest {
     RunView run = start(10 * EUR);
 
     assertEquals("completed", run.status());
-    assertEquals(List.of(new PaymentView(ada.id, runId + ":" + ada.id, 12_340_000, "paid", null, NL)), run.payouts());
-    assertEquals(List.of(
-        new PayoutRun.Skip(frozen.id, 30 * EUR, Rejection.ACCOUNT_SUSPENDED.wire()),
-        new PayoutRun.Skip(nodetails.id, 20 * EUR, PayoutRun.NO_PAYOUT_DETAILS)), run.skipped());
+    assertEquals(
+        List.of(new PaymentView(ada.id, runId + ":" + ada.id, 12_340_000, "paid", null, NL)),
+        run.payouts());
+    assertEquals(
+        List.of(
+            new PayoutRun.Skip(frozen.id, 30 * EUR, Rejection.ACCOUNT_SUSPENDED.wire()),
+            new PayoutRun.Skip(nodetails.id, 20 * EUR, PayoutRun.NO_PAYOUT_DETAILS)),
+        run.skipped());
     assertEquals(12_340_000, run.total());
     assertEquals(1, run.count());
     // The sub-cent rest stays owed; the others keep everything.
@@ -218,12 +228,14 @@ class PayoutRunTest {
     TestProbe<StatusReply<RunView>> client = testKit.createTestProbe();
     kit.runCommand(new PayoutRun.Start(10 * EUR, client.getRef()));
     awaitAssert(() -> assertEquals(1, bob.events(Account.PaidOut.class).size()));
-    // Meanwhile another run paid ada (say, a concurrent run with another key); then the first run's payout arrives.
+    // Meanwhile another run paid ada (say, a concurrent run with another key); then the first run's
+    // payout arrives.
     ada.payout("other-run:ada", 20 * EUR);
     ada.drop.set(c -> false);
 
     RunView run = client.receiveMessage(WAIT.multipliedBy(2)).getValue();
-    PaymentView refused = run.payouts().stream().filter(p -> p.accountId().equals(ada.id)).findFirst().orElseThrow();
+    PaymentView refused =
+        run.payouts().stream().filter(p -> p.accountId().equals(ada.id)).findFirst().orElseThrow();
     assertEquals("refused", refused.status());
     assertEquals(Rejection.INSUFFICIENT_EARNINGS.wire(), refused.reason());
     assertEquals(40 * EUR, run.total(), "a refused payout is not counted");
@@ -261,16 +273,20 @@ class PayoutRunTest {
     kit.runCommand(new PayoutRun.Start(5 * EUR, other.getRef()));
     StatusReply<RunView> conflict = other.receiveMessage(WAIT);
     assertTrue(conflict.isError());
-    assertEquals(Rejection.IDEMPOTENCY_CONFLICT, Rejection.codeOf(conflict.getError().getMessage()));
+    assertEquals(
+        Rejection.IDEMPOTENCY_CONFLICT, Rejection.codeOf(conflict.getError().getMessage()));
   }
 
   @Test
   void refusesANonPositiveMinimumAndAnswersNotFoundForAnUnknownRun() {
     TestProbe<StatusReply<RunView>> client = testKit.createTestProbe();
     kit.runCommand(new PayoutRun.Get(client.getRef()));
-    assertEquals(Rejection.NOT_FOUND, Rejection.codeOf(client.receiveMessage(WAIT).getError().getMessage()));
+    assertEquals(
+        Rejection.NOT_FOUND, Rejection.codeOf(client.receiveMessage(WAIT).getError().getMessage()));
     kit.runCommand(new PayoutRun.Start(0, client.getRef()));
-    assertEquals(Rejection.INVALID_AMOUNT, Rejection.codeOf(client.receiveMessage(WAIT).getError().getMessage()));
+    assertEquals(
+        Rejection.INVALID_AMOUNT,
+        Rejection.codeOf(client.receiveMessage(WAIT).getError().getMessage()));
     assertEquals(PayoutRun.Empty.INSTANCE, kit.getState());
   }
 
@@ -292,13 +308,14 @@ class PayoutRunTest {
   }
 
   private RunView awaitCompleted() {
-    return awaitAssert(() -> {
-      TestProbe<StatusReply<RunView>> probe = testKit.createTestProbe();
-      kit.runCommand(new PayoutRun.Get(probe.getRef()));
-      RunView view = probe.receiveMessage(WAIT).getValue();
-      assertEquals("completed", view.status());
-      return view;
-    });
+    return awaitAssert(
+        () -> {
+          TestProbe<StatusReply<RunView>> probe = testKit.createTestProbe();
+          kit.runCommand(new PayoutRun.Get(probe.getRef()));
+          RunView view = probe.receiveMessage(WAIT).getValue();
+          assertEquals("completed", view.status());
+          return view;
+        });
   }
 
   private void readSideSays(AccountPort... owed) {
@@ -310,15 +327,20 @@ class PayoutRunTest {
     AccountPort port = new AccountPort(runId + "-" + name);
     accounts.put(port.id, port);
     port.open(name);
-    port.<Account.Posting>ok(r -> new Account.CreditEarnings("rental-" + port.id, 60, earnings, earnings / 5, true, r));
-    if (details != null) port.<Account.Summary>ok(r -> new Account.SetPayoutDetails(details.holderName(), details.iban(), details.bic(), r));
+    port.<Account.Posting>ok(
+        r -> new Account.CreditEarnings("rental-" + port.id, 60, earnings, earnings / 5, true, r));
+    if (details != null)
+      port.<Account.Summary>ok(
+          r ->
+              new Account.SetPayoutDetails(details.holderName(), details.iban(), details.bic(), r));
     return port;
   }
 
   private <E extends Event> List<E> events(Class<E> type) {
     List<E> found = new ArrayList<>();
     String pid = PersistenceId.of(PayoutRun.ENTITY_KEY.name(), runId).id();
-    for (Object o : PersistenceTestKit.create(testKit.system()).persistedInStorage(pid)) if (type.isInstance(o)) found.add(type.cast(o));
+    for (Object o : PersistenceTestKit.create(testKit.system()).persistedInStorage(pid))
+      if (type.isInstance(o)) found.add(type.cast(o));
     return found;
   }
 
@@ -327,10 +349,14 @@ class PayoutRunTest {
   }
 
   private void awaitAssert(Runnable check) {
-    testKit.createTestProbe().awaitAssert(WAIT, () -> {
-      check.run();
-      return null;
-    });
+    testKit
+        .createTestProbe()
+        .awaitAssert(
+            WAIT,
+            () -> {
+              check.run();
+              return null;
+            });
   }
 
   /** A real account behind a port that can drop, duplicate or silence payouts. */
@@ -340,29 +366,38 @@ class PayoutRunTest {
     final ActorRef<Account.Command> ref;
     final AtomicReference<Predicate<Account.Command>> drop = new AtomicReference<>(c -> false);
     final AtomicReference<Predicate<Account.Command>> duplicate = new AtomicReference<>(c -> false);
-    final java.util.concurrent.atomic.AtomicBoolean swallowAnswers = new java.util.concurrent.atomic.AtomicBoolean();
+    final java.util.concurrent.atomic.AtomicBoolean swallowAnswers =
+        new java.util.concurrent.atomic.AtomicBoolean();
     final AtomicInteger payoutsSeen = new AtomicInteger();
 
     AccountPort(String id) {
       this.id = id;
       this.account = testKit.spawn(Account.create(id, Clock.systemUTC()), "account-" + id);
       ActorRef<Account.Command> target = account;
-      ActorRef<StatusReply<Account.Posting>> blackHole = testKit.<StatusReply<Account.Posting>>createTestProbe().getRef();
-      this.ref = testKit.spawn(Behaviors.receive(Account.Command.class).onAnyMessage(c -> {
-        Account.Command delivered = c;
-        if (c instanceof Account.Payout p) {
-          payoutsSeen.incrementAndGet();
-          if (swallowAnswers.get()) delivered = new Account.Payout(p.payoutId(), p.amount(), blackHole);
-        }
-        if (!drop.get().test(c)) {
-          target.tell(delivered);
-          if (duplicate.get().test(c)) {
-            payoutsSeen.incrementAndGet();
-            target.tell(delivered);
-          }
-        }
-        return Behaviors.same();
-      }).build(), "port-" + id);
+      ActorRef<StatusReply<Account.Posting>> blackHole =
+          testKit.<StatusReply<Account.Posting>>createTestProbe().getRef();
+      this.ref =
+          testKit.spawn(
+              Behaviors.receive(Account.Command.class)
+                  .onAnyMessage(
+                      c -> {
+                        Account.Command delivered = c;
+                        if (c instanceof Account.Payout p) {
+                          payoutsSeen.incrementAndGet();
+                          if (swallowAnswers.get())
+                            delivered = new Account.Payout(p.payoutId(), p.amount(), blackHole);
+                        }
+                        if (!drop.get().test(c)) {
+                          target.tell(delivered);
+                          if (duplicate.get().test(c)) {
+                            payoutsSeen.incrementAndGet();
+                            target.tell(delivered);
+                          }
+                        }
+                        return Behaviors.same();
+                      })
+                  .build(),
+              "port-" + id);
     }
 
     void open(String name) {
@@ -394,7 +429,8 @@ class PayoutRunTest {
     <E extends Account.Event> List<E> events(Class<E> type) {
       List<E> found = new ArrayList<>();
       String pid = PersistenceId.of(Account.ENTITY_KEY.name(), id).id();
-      for (Object o : PersistenceTestKit.create(testKit.system()).persistedInStorage(pid)) if (type.isInstance(o)) found.add(type.cast(o));
+      for (Object o : PersistenceTestKit.create(testKit.system()).persistedInStorage(pid))
+        if (type.isInstance(o)) found.add(type.cast(o));
       return found;
     }
   }

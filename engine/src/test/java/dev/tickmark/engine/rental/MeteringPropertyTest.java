@@ -35,25 +35,28 @@ import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * Money properties of metering, checked two ways: the pure {@link Metering} functions against exact
- * {@link BigInteger} arithmetic over random rentals (prices up to absurd, 1–8 cards, up to days, settle
- * intervals of 1–60 s, crashes that settle missed seconds late), and the REAL {@link Rental} with the
- * REAL {@link Account}s over random rentals with random crashes and lost messages, audited from the
- * accounts' journals.
- * Each random run names its seed, so a failure replays.
+ * {@link BigInteger} arithmetic over random rentals (prices up to absurd, 1–8 cards, up to days,
+ * settle intervals of 1–60 s, crashes that settle missed seconds late), and the REAL {@link Rental}
+ * with the REAL {@link Account}s over random rentals with random crashes and lost messages, audited
+ * from the accounts' journals. Each random run names its seed, so a failure replays.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
 class MeteringPropertyTest {
-  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+  static final Config CONFIG =
+      EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
 
   @JUnit5TestKit
-  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("MeteringPropertyTest").withCustomConfig(CONFIG).build();
+  final ActorTestKit testKit =
+      new JUnit5TestKitBuilder().withName("MeteringPropertyTest").withCustomConfig(CONFIG).build();
 
   private static final BigInteger HOUR = BigInteger.valueOf(3_600);
   private static final BigInteger BPS = BigInteger.valueOf(Metering.BPS_DENOMINATOR);
   private static final long SEED = 0x71C4_3A2BL;
 
-  /** µ€ per GPU-hour: cents, typical, expensive, and far beyond anything real (the 128-bit path). */
+  /**
+   * µ€ per GPU-hour: cents, typical, expensive, and far beyond anything real (the 128-bit path).
+   */
   private static long anyPrice(Random random) {
     return switch (random.nextInt(4)) {
       case 0 -> 1 + random.nextInt(10_000);
@@ -69,7 +72,9 @@ class MeteringPropertyTest {
   }
 
   private static int anyFee(Random random) {
-    return random.nextInt(3) == 0 ? random.nextInt(Metering.BPS_DENOMINATOR + 1) : Metering.DEFAULT_FEE_BPS;
+    return random.nextInt(3) == 0
+        ? random.nextInt(Metering.BPS_DENOMINATOR + 1)
+        : Metering.DEFAULT_FEE_BPS;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -85,8 +90,22 @@ class MeteringPropertyTest {
       long duration = run < 2 ? 2 * 86_400 + random.nextInt(86_400) : anyDuration(random);
       int interval = 1 + random.nextInt(60);
       int fee = anyFee(random);
-      String context = "seed " + SEED + " run " + run + ": price " + price + ", cards " + cards + ", " + duration + " s, every "
-          + interval + " s, fee " + fee + " bps";
+      String context =
+          "seed "
+              + SEED
+              + " run "
+              + run
+              + ": price "
+              + price
+              + ", cards "
+              + cards
+              + ", "
+              + duration
+              + " s, every "
+              + interval
+              + " s, fee "
+              + fee
+              + " bps";
       if (duration >= 86_400) daysLong++;
 
       long settled = 0;
@@ -119,8 +138,11 @@ class MeteringPropertyTest {
         long providerDelta = nextProvider - provider;
         long platformDelta = nextPlatform - platform;
         assertEquals(delta, ticks, at + ": the seconds' charges make up the settlement");
-        assertTrue(delta >= 0 && providerDelta >= 0 && platformDelta >= 0, at + ": cumulative totals never go down");
-        assertEquals(delta, providerDelta + platformDelta, at + ": renter charge = provider + platform");
+        assertTrue(
+            delta >= 0 && providerDelta >= 0 && platformDelta >= 0,
+            at + ": cumulative totals never go down");
+        assertEquals(
+            delta, providerDelta + platformDelta, at + ": renter charge = provider + platform");
 
         charged += delta;
         credited += providerDelta;
@@ -138,18 +160,29 @@ class MeteringPropertyTest {
     assertTrue(daysLong >= 2, "some rentals run for days");
   }
 
-  private static void assertCostIsExact(long price, int cards, long seconds, long cost, String context) {
-    BigInteger exact = BigInteger.valueOf(price).multiply(BigInteger.valueOf(cards)).multiply(BigInteger.valueOf(seconds));
+  private static void assertCostIsExact(
+      long price, int cards, long seconds, long cost, String context) {
+    BigInteger exact =
+        BigInteger.valueOf(price)
+            .multiply(BigInteger.valueOf(cards))
+            .multiply(BigInteger.valueOf(seconds));
     BigInteger charged = BigInteger.valueOf(cost).multiply(HOUR);
     // floor: cost·3600 ≤ p·c·s < (cost+1)·3600
-    assertTrue(charged.compareTo(exact) <= 0 && charged.add(HOUR).compareTo(exact) > 0, context + ": cost " + cost);
+    assertTrue(
+        charged.compareTo(exact) <= 0 && charged.add(HOUR).compareTo(exact) > 0,
+        context + ": cost " + cost);
   }
 
-  /** The provider's share is the exact rational share of the charge, rounded down: within 1 µ€, never above. */
+  /**
+   * The provider's share is the exact rational share of the charge, rounded down: within 1 µ€,
+   * never above.
+   */
   private static void assertShareIsExact(long cost, int fee, long provider, String context) {
-    BigInteger exact = BigInteger.valueOf(cost).multiply(BigInteger.valueOf(Metering.BPS_DENOMINATOR - fee));
+    BigInteger exact =
+        BigInteger.valueOf(cost).multiply(BigInteger.valueOf(Metering.BPS_DENOMINATOR - fee));
     BigInteger share = BigInteger.valueOf(provider).multiply(BPS);
-    assertTrue(share.compareTo(exact) <= 0 && share.add(BPS).compareTo(exact) > 0,
+    assertTrue(
+        share.compareTo(exact) <= 0 && share.add(BPS).compareTo(exact) > 0,
         context + ": provider " + provider + " of " + cost);
   }
 
@@ -159,21 +192,42 @@ class MeteringPropertyTest {
     for (int run = 0; run < 10_000; run++) {
       long price = random.nextInt(50) == 0 ? 0 : anyPrice(random);
       int cards = 1 + random.nextInt(8);
-      long budget = random.nextBoolean() ? random.nextLong(1_000_000_000L) : random.nextLong(Long.MAX_VALUE / 4);
+      long budget =
+          random.nextBoolean()
+              ? random.nextLong(1_000_000_000L)
+              : random.nextLong(Long.MAX_VALUE / 4);
       long limit = random.nextInt(3) == 0 ? Long.MAX_VALUE : random.nextLong(10L * 365 * 86_400);
-      String context = "seed " + (SEED + 1) + " run " + run + ": price " + price + ", cards " + cards + ", budget " + budget
-          + ", limit " + limit;
+      String context =
+          "seed "
+              + (SEED + 1)
+              + " run "
+              + run
+              + ": price "
+              + price
+              + ", cards "
+              + cards
+              + ", budget "
+              + budget
+              + ", limit "
+              + limit;
       long seconds = Metering.maxSecondsWithin(price, cards, budget, limit);
       assertTrue(seconds >= 0 && seconds <= limit, context + ": " + seconds);
       if (price == 0) {
         assertEquals(limit, seconds, context);
         continue;
       }
-      assertTrue(Metering.cost(price, cards, seconds) <= budget, context + ": " + seconds + " s cost more than the budget");
+      assertTrue(
+          Metering.cost(price, cards, seconds) <= budget,
+          context + ": " + seconds + " s cost more than the budget");
       if (seconds < limit) {
-        BigInteger next = BigInteger.valueOf(price).multiply(BigInteger.valueOf(cards)).multiply(BigInteger.valueOf(seconds + 1))
-            .divide(HOUR);
-        assertTrue(next.compareTo(BigInteger.valueOf(budget)) > 0, context + ": " + (seconds + 1) + " s fit too");
+        BigInteger next =
+            BigInteger.valueOf(price)
+                .multiply(BigInteger.valueOf(cards))
+                .multiply(BigInteger.valueOf(seconds + 1))
+                .divide(HOUR);
+        assertTrue(
+            next.compareTo(BigInteger.valueOf(budget)) > 0,
+            context + ": " + (seconds + 1) + " s fit too");
       }
     }
   }
@@ -191,10 +245,12 @@ class MeteringPropertyTest {
       List<Future<?>> runs = new ArrayList<>();
       for (int run = 0; run < RUNS; run++) {
         long seed = SEED + 100 + run;
-        runs.add(pool.submit(() -> {
-          rentWithCrashes(seed);
-          return null;
-        }));
+        runs.add(
+            pool.submit(
+                () -> {
+                  rentWithCrashes(seed);
+                  return null;
+                }));
       }
       for (Future<?> run : runs) {
         try {
@@ -210,10 +266,10 @@ class MeteringPropertyTest {
   }
 
   /**
-   * One random rental, with one in eight messages to the accounts lost: settle interval 1–60 s, 1–8 cards,
-   * a random price and fee, then a few steps of
-   * clock time, each maybe waiting for the settlement, maybe crashing the rental (stop and respawn on the
-   * same persistence id), then a stop, maybe another crash while it finishes the money, and an audit.
+   * One random rental, with one in eight messages to the accounts lost: settle interval 1–60 s, 1–8
+   * cards, a random price and fee, then a few steps of clock time, each maybe waiting for the
+   * settlement, maybe crashing the rental (stop and respawn on the same persistence id), then a
+   * stop, maybe another crash while it finishes the money, and an audit.
    */
   private void rentWithCrashes(long seed) {
     Random random = new Random(seed);
@@ -223,14 +279,31 @@ class MeteringPropertyTest {
     long floor = 1 + random.nextLong(random.nextBoolean() ? 10_000_000L : 10_000_000_000L);
     long ceiling = floor + random.nextLong(floor);
     long deposit = Metering.cost(ceiling, cards, 100_000) + 1_000_000;
-    Settings settings = RentalFixture.withAskTimeout(
-        RentalFixture.withFeeBps(RentalFixture.withSettleInterval(RentalFixture.settings(), Duration.ofSeconds(interval)), fee),
-        Duration.ofMillis(300));
-    String context = "seed " + seed + ": every " + interval + " s, " + cards + " cards at " + floor + " (ceiling " + ceiling + "), fee "
-        + fee + " bps";
+    Settings settings =
+        RentalFixture.withAskTimeout(
+            RentalFixture.withFeeBps(
+                RentalFixture.withSettleInterval(
+                    RentalFixture.settings(), Duration.ofSeconds(interval)),
+                fee),
+            Duration.ofMillis(300));
+    String context =
+        "seed "
+            + seed
+            + ": every "
+            + interval
+            + " s, "
+            + cards
+            + " cards at "
+            + floor
+            + " (ceiling "
+            + ceiling
+            + "), fee "
+            + fee
+            + " bps";
 
     RentalFixture f = new RentalFixture(testKit, settings, deposit, new TestClock(START), true);
-    // One in eight messages from the rental to an account is lost on the way (the rental must retry).
+    // One in eight messages from the rental to an account is lost on the way (the rental must
+    // retry).
     Random loss = new Random(seed ^ 0x5EEDL);
     f.renter.drop.set(c -> loss.nextInt(8) == 0);
     f.provider.drop.set(c -> loss.nextInt(8) == 0);
@@ -243,7 +316,8 @@ class MeteringPropertyTest {
       f.clock.set(START.plusMillis(elapsedMillis));
       long second = elapsedMillis / 1_000;
       story.append(" +").append(second).append("s");
-      // Keep what is unsettled well inside what the hold covers (it is extended at half), as running ticks would.
+      // Keep what is unsettled well inside what the hold covers (it is extended at half), as
+      // running ticks would.
       if (second - settledThrough(f) >= 30 || random.nextBoolean()) {
         awaitCaughtUp(f, second, interval, context + story);
         story.append(" settled");
@@ -273,40 +347,55 @@ class MeteringPropertyTest {
     return last == null ? 0 : last.throughSecond();
   }
 
-  /** A tick found a whole settle interval unsettled and settled it: less than an interval is left. */
+  /**
+   * A tick found a whole settle interval unsettled and settled it: less than an interval is left.
+   */
   private static void awaitCaughtUp(RentalFixture f, long second, int interval, String context) {
-    f.awaitAssert(() -> assertTrue(second - settledThrough(f) < interval, context + ": settled through " + settledThrough(f)));
+    f.awaitAssert(
+        () ->
+            assertTrue(
+                second - settledThrough(f) < interval,
+                context + ": settled through " + settledThrough(f)));
   }
 
-  /** Every second from 1 to {@code billed} charged exactly once, and every µ€ charged credited to someone. */
-  private static void audit(RentalFixture f, long price, int cards, int fee, long deposit, long billed, String context) {
+  /**
+   * Every second from 1 to {@code billed} charged exactly once, and every µ€ charged credited to
+   * someone.
+   */
+  private static void audit(
+      RentalFixture f, long price, int cards, int fee, long deposit, long billed, String context) {
     long total = Metering.cost(price, cards, billed);
     Account.Summary renter = f.renter.summary();
     Account.Summary provider = f.provider.summary();
     assertEquals(total, renter.captured(), context + ": captured");
     assertEquals(0, renter.held(), context + ": held");
     assertEquals(deposit - total, renter.balance(), context + ": balance");
-    assertEquals(Metering.providerShare(total, fee), provider.credited(), context + ": provider credited");
+    assertEquals(
+        Metering.providerShare(total, fee), provider.credited(), context + ": provider credited");
     assertEquals(total, provider.credited() + provider.platformCredited(), context + ": conserved");
 
     // The rental's checkpoints: strictly increasing, each exactly the formula.
-    List<Checkpoint> checkpoints = f.events(Rental.Settled.class).stream().map(Rental.Settled::checkpoint).toList();
+    List<Checkpoint> checkpoints =
+        f.events(Rental.Settled.class).stream().map(Rental.Settled::checkpoint).toList();
     long previous = 0;
     for (Checkpoint c : checkpoints) {
       assertTrue(c.throughSecond() > previous, context + ": checkpoints " + checkpoints);
       long cost = Metering.cost(price, cards, c.throughSecond());
       long share = Metering.providerShare(cost, fee);
-      assertEquals(new Checkpoint(c.throughSecond(), cost, share, cost - share, c.at()), c, context);
+      assertEquals(
+          new Checkpoint(c.throughSecond(), cost, share, cost - share, c.at()), c, context);
       previous = c.throughSecond();
     }
     assertEquals(billed, previous, context + ": the last checkpoint is the bill");
 
-    // The renter's ledger: captures at increasing seconds, each the difference of cumulative totals.
+    // The renter's ledger: captures at increasing seconds, each the difference of cumulative
+    // totals.
     long through = 0;
     long cumulative = 0;
     for (Account.Captured c : f.renter.events(Account.Captured.class)) {
       assertTrue(c.throughSecond() > through, context + ": a second captured twice at " + c);
-      assertEquals(Metering.cost(price, cards, c.throughSecond()), c.cumulativeAmount(), context + ": " + c);
+      assertEquals(
+          Metering.cost(price, cards, c.throughSecond()), c.cumulativeAmount(), context + ": " + c);
       assertEquals(c.cumulativeAmount() - cumulative, c.amount(), context + ": " + c);
       through = c.throughSecond();
       cumulative = c.cumulativeAmount();
@@ -321,12 +410,22 @@ class MeteringPropertyTest {
     List<Account.EarningsCredited> credits = f.provider.events(Account.EarningsCredited.class);
     for (int i = 0; i < credits.size(); i++) {
       Account.EarningsCredited c = credits.get(i);
-      boolean closingOnly = c.last() && c.throughSecond() == through && c.providerAmount() == 0 && c.platformAmount() == 0;
-      if (!closingOnly) assertTrue(c.throughSecond() > through, context + ": a second credited twice at " + c);
+      boolean closingOnly =
+          c.last()
+              && c.throughSecond() == through
+              && c.providerAmount() == 0
+              && c.platformAmount() == 0;
+      if (!closingOnly)
+        assertTrue(c.throughSecond() > through, context + ": a second credited twice at " + c);
       long cost = Metering.cost(price, cards, c.throughSecond());
-      assertEquals(Metering.providerShare(cost, fee), c.cumulativeProviderAmount(), context + ": " + c);
-      assertEquals(cost - c.cumulativeProviderAmount(), c.cumulativePlatformAmount(), context + ": " + c);
-      assertEquals(c.last(), i == credits.size() - 1, context + ": only the final credit is last: " + credits);
+      assertEquals(
+          Metering.providerShare(cost, fee), c.cumulativeProviderAmount(), context + ": " + c);
+      assertEquals(
+          cost - c.cumulativeProviderAmount(), c.cumulativePlatformAmount(), context + ": " + c);
+      assertEquals(
+          c.last(),
+          i == credits.size() - 1,
+          context + ": only the final credit is last: " + credits);
       providerSum += c.providerAmount();
       platformSum += c.platformAmount();
       through = c.throughSecond();

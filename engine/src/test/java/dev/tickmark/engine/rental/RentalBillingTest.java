@@ -15,29 +15,57 @@ import java.time.Instant;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
-/** The billing rules alone, without an actor: every instant is given, every figure computed by hand. */
+/**
+ * The billing rules alone, without an actor: every instant is given, every figure computed by hand.
+ */
 class RentalBillingTest {
   private static final Instant START = Instant.parse("2025-03-14T10:00:00Z");
+
   /** 1 µ€ per GPU-second. */
   private static final long ONE_PER_SECOND = 3_600;
+
   private final RentalBilling billing = new RentalBilling(300, 1_500, Duration.ofSeconds(10));
 
   private static Spec spec(int count, long maxPrice, Long maxTotal) {
-    return new Spec("h100-80gb", count, Listing.Tier.ON_DEMAND, "eu-nl", maxPrice, "img", List.of(), null, maxTotal, 30, false);
+    return new Spec(
+        "h100-80gb",
+        count,
+        Listing.Tier.ON_DEMAND,
+        "eu-nl",
+        maxPrice,
+        "img",
+        List.of(),
+        null,
+        maxTotal,
+        30,
+        false);
   }
 
   private static Terms terms(int cards, long price) {
-    return new Terms("host-1", "provider-1", java.util.stream.IntStream.range(0, cards).boxed().toList(), price, false, START,
+    return new Terms(
+        "host-1",
+        "provider-1",
+        java.util.stream.IntStream.range(0, cards).boxed().toList(),
+        price,
+        false,
+        START,
         "eu-nl");
   }
 
-  private static Running running(Spec spec, long hold, Terms terms, List<Checkpoint> checkpoints, EndReason refused,
+  private static Running running(
+      Spec spec,
+      long hold,
+      Terms terms,
+      List<Checkpoint> checkpoints,
+      EndReason refused,
       Instant preemption) {
-    return new Running(new Order("renter-1", spec, hold, START), terms, START, checkpoints, refused, preemption);
+    return new Running(
+        new Order("renter-1", spec, hold, START), terms, START, checkpoints, refused, preemption);
   }
 
   private static Running running(long hold, List<Checkpoint> checkpoints) {
-    return running(spec(2, ONE_PER_SECOND, null), hold, terms(2, ONE_PER_SECOND), checkpoints, null, null);
+    return running(
+        spec(2, ONE_PER_SECOND, null), hold, terms(2, ONE_PER_SECOND), checkpoints, null, null);
   }
 
   private Checkpoint at(long second) {
@@ -48,37 +76,67 @@ class RentalBillingTest {
   void theFirstHoldIsHoldSecondsAtTheCeilingCappedByMaxTotalAndAtLeastOneMicroEuro() {
     assertEquals(600, billing.initialHold(spec(2, ONE_PER_SECOND, null)), "300 s x 2 cards x 1 µ€");
     assertEquals(250, billing.initialHold(spec(2, ONE_PER_SECOND, 250L)));
-    assertEquals(1, billing.initialHold(spec(1, 1, null)), "300 s at 1 µ€ per GPU-hour rounds down to 0: held 1");
+    assertEquals(
+        1,
+        billing.initialHold(spec(1, 1, null)),
+        "300 s at 1 µ€ per GPU-hour rounds down to 0: held 1");
   }
 
   @Test
   void aRunningRentalIsLimitedByItsCapAndOnceItsHoldCannotGrowByTheHold() {
     Terms terms = terms(2, ONE_PER_SECOND);
     Running unbounded = running(spec(2, ONE_PER_SECOND, null), 600, terms, List.of(), null, null);
-    assertEquals(new RentalBilling.Limit(RentalBilling.BOUND_SECONDS, EndReason.RENTAL_CAP_REACHED), RentalBilling.limit(unbounded));
+    assertEquals(
+        new RentalBilling.Limit(RentalBilling.BOUND_SECONDS, EndReason.RENTAL_CAP_REACHED),
+        RentalBilling.limit(unbounded));
 
     Running capped = running(spec(2, ONE_PER_SECOND, 1_001L), 600, terms, List.of(), null, null);
-    assertEquals(new RentalBilling.Limit(500, EndReason.RENTAL_CAP_REACHED), RentalBilling.limit(capped), "1,001 µ€ pays 500 s on 2 cards");
+    assertEquals(
+        new RentalBilling.Limit(500, EndReason.RENTAL_CAP_REACHED),
+        RentalBilling.limit(capped),
+        "1,001 µ€ pays 500 s on 2 cards");
 
-    Running exhausted = running(spec(2, ONE_PER_SECOND, 1_001L), 600, terms, List.of(), EndReason.BALANCE_EXHAUSTED, null);
-    assertEquals(new RentalBilling.Limit(300, EndReason.BALANCE_EXHAUSTED), RentalBilling.limit(exhausted));
+    Running exhausted =
+        running(
+            spec(2, ONE_PER_SECOND, 1_001L),
+            600,
+            terms,
+            List.of(),
+            EndReason.BALANCE_EXHAUSTED,
+            null);
+    assertEquals(
+        new RentalBilling.Limit(300, EndReason.BALANCE_EXHAUSTED), RentalBilling.limit(exhausted));
 
-    Running tie = running(spec(2, ONE_PER_SECOND, 600L), 600, terms, List.of(), EndReason.SPEND_CAP_REACHED, null);
-    assertEquals(new RentalBilling.Limit(300, EndReason.RENTAL_CAP_REACHED), RentalBilling.limit(tie), "the cap wins a tie");
+    Running tie =
+        running(
+            spec(2, ONE_PER_SECOND, 600L),
+            600,
+            terms,
+            List.of(),
+            EndReason.SPEND_CAP_REACHED,
+            null);
+    assertEquals(
+        new RentalBilling.Limit(300, EndReason.RENTAL_CAP_REACHED),
+        RentalBilling.limit(tie),
+        "the cap wins a tie");
   }
 
   @Test
   void heldSecondsAreWhatTheHoldPaysForAtTheAgreedPrice() {
     assertEquals(300, RentalBilling.heldSeconds(running(600, List.of())));
-    assertEquals(300, RentalBilling.heldSeconds(running(601, List.of())), "a half second is not paid for");
+    assertEquals(
+        300, RentalBilling.heldSeconds(running(601, List.of())), "a half second is not paid for");
   }
 
   @Test
   void aCheckpointIsCumulativeCostAndSplit() {
-    Checkpoint c = new RentalBilling(300, 1_500, Duration.ofSeconds(10)).checkpoint(terms(2, 2_890_000), 23, START);
+    Checkpoint c =
+        new RentalBilling(300, 1_500, Duration.ofSeconds(10))
+            .checkpoint(terms(2, 2_890_000), 23, START);
     long cost = Metering.cost(2_890_000, 2, 23);
     assertEquals(36_927, cost, "2.89 EUR/GPU-h x 2 x 23 s, floored");
-    assertEquals(new Checkpoint(23, cost, cost * 8_500 / 10_000, cost - cost * 8_500 / 10_000, START), c);
+    assertEquals(
+        new Checkpoint(23, cost, cost * 8_500 / 10_000, cost - cost * 8_500 / 10_000, START), c);
     assertEquals(c.cost(), c.provider() + c.platform());
   }
 
@@ -93,41 +151,90 @@ class RentalBillingTest {
   @Test
   void settlesUpToTheLastHeartbeatASettleIntervalApart() {
     Running r = running(10_000, List.of());
-    assertEquals(17, billing.settleThrough(r, START.plusMillis(17_900), START.plusSeconds(25)), "whole seconds to the heartbeat");
-    assertEquals(RentalBilling.NONE, billing.settleThrough(r, START.plusSeconds(7), START.plusSeconds(25)), "7 s: under an interval");
-    assertEquals(25, billing.settleThrough(r, START.plusSeconds(40), START.plusSeconds(25)), "a heartbeat ahead of the clock: now");
+    assertEquals(
+        17,
+        billing.settleThrough(r, START.plusMillis(17_900), START.plusSeconds(25)),
+        "whole seconds to the heartbeat");
+    assertEquals(
+        RentalBilling.NONE,
+        billing.settleThrough(r, START.plusSeconds(7), START.plusSeconds(25)),
+        "7 s: under an interval");
+    assertEquals(
+        25,
+        billing.settleThrough(r, START.plusSeconds(40), START.plusSeconds(25)),
+        "a heartbeat ahead of the clock: now");
     Running settled = running(10_000, List.of(at(17)));
-    assertEquals(RentalBilling.NONE, billing.settleThrough(settled, START.plusSeconds(26), START.plusSeconds(30)));
+    assertEquals(
+        RentalBilling.NONE,
+        billing.settleThrough(settled, START.plusSeconds(26), START.plusSeconds(30)));
     assertEquals(27, billing.settleThrough(settled, START.plusSeconds(27), START.plusSeconds(30)));
-    assertEquals(RentalBilling.NONE, billing.settleThrough(settled, START.plusSeconds(12), START.plusSeconds(30)), "never backwards");
+    assertEquals(
+        RentalBilling.NONE,
+        billing.settleThrough(settled, START.plusSeconds(12), START.plusSeconds(30)),
+        "never backwards");
   }
 
   @Test
   void settlementStopsAtThePreemptionDeadlineAndAtWhatTheHoldCovers() {
-    Running spot = running(spec(2, ONE_PER_SECOND, null), 10_000, terms(2, ONE_PER_SECOND), List.of(), null, START.plusSeconds(14));
+    Running spot =
+        running(
+            spec(2, ONE_PER_SECOND, null),
+            10_000,
+            terms(2, ONE_PER_SECOND),
+            List.of(),
+            null,
+            START.plusSeconds(14));
     assertEquals(14, billing.settleThrough(spot, START.plusSeconds(30), START.plusSeconds(30)));
-    // Held for 300 s, a cap far away: 8 s past the last checkpoint at 292 s is less than an interval, but all there is.
+    // Held for 300 s, a cap far away: 8 s past the last checkpoint at 292 s is less than an
+    // interval, but all there is.
     Running nearlyUsed = running(600, List.of(at(292)));
-    assertEquals(300, billing.settleThrough(nearlyUsed, START.plusSeconds(400), START.plusSeconds(400)));
+    assertEquals(
+        300, billing.settleThrough(nearlyUsed, START.plusSeconds(400), START.plusSeconds(400)));
     Running used = running(600, List.of(at(300)));
-    assertEquals(RentalBilling.NONE, billing.settleThrough(used, START.plusSeconds(400), START.plusSeconds(400)));
+    assertEquals(
+        RentalBilling.NONE,
+        billing.settleThrough(used, START.plusSeconds(400), START.plusSeconds(400)));
   }
 
   @Test
   void anEndBillsToTheEndWithinTheHoldAndNeverLessThanWasSettled() {
-    assertEquals(23, RentalBilling.billedAtEnd(running(10_000, List.of(at(10))), START.plusMillis(23_999)));
-    assertEquals(300, RentalBilling.billedAtEnd(running(600, List.of(at(10))), START.plusSeconds(1_000)), "the hold pays 300 s");
-    assertEquals(20, RentalBilling.billedAtEnd(running(10_000, List.of(at(20))), START.plusSeconds(12)), "totals never go down");
+    assertEquals(
+        23, RentalBilling.billedAtEnd(running(10_000, List.of(at(10))), START.plusMillis(23_999)));
+    assertEquals(
+        300,
+        RentalBilling.billedAtEnd(running(600, List.of(at(10))), START.plusSeconds(1_000)),
+        "the hold pays 300 s");
+    assertEquals(
+        20,
+        RentalBilling.billedAtEnd(running(10_000, List.of(at(20))), START.plusSeconds(12)),
+        "totals never go down");
   }
 
   @Test
   void theHoldGrowsBySpentPlusAWindowWhenLessThanHalfAWindowIsLeft() {
     // A window is 300 s x 2 cards x 1 µ€ = 600 µ€.
-    assertEquals(0, billing.extensionTarget(running(600, List.of(at(150)))), "300 of 600 left: half a window");
+    assertEquals(
+        0,
+        billing.extensionTarget(running(600, List.of(at(150)))),
+        "300 of 600 left: half a window");
     assertEquals(902, billing.extensionTarget(running(600, List.of(at(151)))), "302 spent + 600");
-    Running capped = running(spec(2, ONE_PER_SECOND, 700L), 600, terms(2, ONE_PER_SECOND), List.of(at(151)), null, null);
+    Running capped =
+        running(
+            spec(2, ONE_PER_SECOND, 700L),
+            600,
+            terms(2, ONE_PER_SECOND),
+            List.of(at(151)),
+            null,
+            null);
     assertEquals(700, billing.extensionTarget(capped), "up to the rental's cap");
-    Running atCap = running(spec(2, ONE_PER_SECOND, 600L), 600, terms(2, ONE_PER_SECOND), List.of(at(151)), null, null);
+    Running atCap =
+        running(
+            spec(2, ONE_PER_SECOND, 600L),
+            600,
+            terms(2, ONE_PER_SECOND),
+            List.of(at(151)),
+            null,
+            null);
     assertEquals(0, billing.extensionTarget(atCap), "the cap is already held");
   }
 }

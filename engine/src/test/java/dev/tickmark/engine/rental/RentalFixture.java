@@ -44,12 +44,13 @@ import org.apache.pekko.persistence.testkit.javadsl.PersistenceTestKit;
 import org.apache.pekko.persistence.typed.PersistenceId;
 
 /**
- * One rental under test: the {@link Rental} in an {@link EventSourcedBehaviorTestKit} (every command,
- * event and state round-trips through jackson-cbor; {@code restart()} recovers it from the in-memory
- * journal) or, where several rentals run at once, spawned on its own (the testkit wipes the whole
- * in-memory journal whenever one is created) and restarted by stopping and respawning it; the REAL renter and provider {@link Account}s on the same journal so money is checked end
- * to end, a scripted host that answers like {@link Host} and reports what it was told, a matcher probe
- * the test answers, and a {@link TestClock} the test moves. The rental's TICK timer is real (1 s), so
+ * One rental under test: the {@link Rental} in an {@link EventSourcedBehaviorTestKit} (every
+ * command, event and state round-trips through jackson-cbor; {@code restart()} recovers it from the
+ * in-memory journal) or, where several rentals run at once, spawned on its own (the testkit wipes
+ * the whole in-memory journal whenever one is created) and restarted by stopping and respawning it;
+ * the REAL renter and provider {@link Account}s on the same journal so money is checked end to end,
+ * a scripted host that answers like {@link Host} and reports what it was told, a matcher probe the
+ * test answers, and a {@link TestClock} the test moves. The rental's TICK timer is real (1 s), so
  * tests advance the clock and then wait for the effect.
  */
 final class RentalFixture {
@@ -60,8 +61,14 @@ final class RentalFixture {
   private static final AtomicInteger IDS = new AtomicInteger();
 
   static Settings settings() {
-    return new Settings(Duration.ofSeconds(10), 300, 1_500, Duration.ofSeconds(30), Duration.ofSeconds(30),
-        Duration.ofMillis(200), Duration.ofSeconds(2));
+    return new Settings(
+        Duration.ofSeconds(10),
+        300,
+        1_500,
+        Duration.ofSeconds(30),
+        Duration.ofSeconds(30),
+        Duration.ofMillis(200),
+        Duration.ofSeconds(2));
   }
 
   static Settings settings(Function<Settings, Settings> change) {
@@ -69,32 +76,73 @@ final class RentalFixture {
   }
 
   static Settings withSettleInterval(Settings s, Duration settleInterval) {
-    return new Settings(settleInterval, s.holdSeconds(), s.feeBps(), s.provisioningTimeout(), s.stopTimeout(), s.retryInterval(),
+    return new Settings(
+        settleInterval,
+        s.holdSeconds(),
+        s.feeBps(),
+        s.provisioningTimeout(),
+        s.stopTimeout(),
+        s.retryInterval(),
         s.askTimeout());
   }
 
   static Settings withHoldSeconds(Settings s, long holdSeconds) {
-    return new Settings(s.settleInterval(), holdSeconds, s.feeBps(), s.provisioningTimeout(), s.stopTimeout(), s.retryInterval(),
+    return new Settings(
+        s.settleInterval(),
+        holdSeconds,
+        s.feeBps(),
+        s.provisioningTimeout(),
+        s.stopTimeout(),
+        s.retryInterval(),
         s.askTimeout());
   }
 
   static Settings withProvisioningTimeout(Settings s, Duration timeout) {
-    return new Settings(s.settleInterval(), s.holdSeconds(), s.feeBps(), timeout, s.stopTimeout(), s.retryInterval(), s.askTimeout());
+    return new Settings(
+        s.settleInterval(),
+        s.holdSeconds(),
+        s.feeBps(),
+        timeout,
+        s.stopTimeout(),
+        s.retryInterval(),
+        s.askTimeout());
   }
 
   static Settings withAskTimeout(Settings s, Duration timeout) {
-    return new Settings(s.settleInterval(), s.holdSeconds(), s.feeBps(), s.provisioningTimeout(), s.stopTimeout(), s.retryInterval(),
+    return new Settings(
+        s.settleInterval(),
+        s.holdSeconds(),
+        s.feeBps(),
+        s.provisioningTimeout(),
+        s.stopTimeout(),
+        s.retryInterval(),
         timeout);
   }
 
   static Settings withFeeBps(Settings s, int feeBps) {
-    return new Settings(s.settleInterval(), s.holdSeconds(), feeBps, s.provisioningTimeout(), s.stopTimeout(), s.retryInterval(),
+    return new Settings(
+        s.settleInterval(),
+        s.holdSeconds(),
+        feeBps,
+        s.provisioningTimeout(),
+        s.stopTimeout(),
+        s.retryInterval(),
         s.askTimeout());
   }
 
   static Spec spec(Listing.Tier tier, int count, long maxPrice, Long maxTotal, int waitSeconds) {
-    return new Spec(GPU, count, tier, REGION, maxPrice, "ghcr.io/acme/train:1", List.of("python", "train.py"), "ssh-ed25519 AAAA",
-        maxTotal, waitSeconds, false);
+    return new Spec(
+        GPU,
+        count,
+        tier,
+        REGION,
+        maxPrice,
+        "ghcr.io/acme/train:1",
+        List.of("python", "train.py"),
+        "ssh-ed25519 AAAA",
+        maxTotal,
+        waitSeconds,
+        false);
   }
 
   static Spec onDemand(int count, long maxPrice) {
@@ -115,8 +163,10 @@ final class RentalFixture {
   final FakeHost host;
   final TestProbe<Matcher.Command> matcher;
   final TestProbe<StatusReply<View>> creator;
+
   /** The rental in the testkit; {@code null} when it is spawned on its own. */
   final EventSourcedBehaviorTestKit<Command, Event, State> kit;
+
   private final Behavior<Command> behavior;
   private volatile ActorRef<Command> spawned;
   private final TestProbe<Object> awaiter;
@@ -131,7 +181,8 @@ final class RentalFixture {
     this(testKit, settings, deposit, clock, false);
   }
 
-  RentalFixture(ActorTestKit testKit, Settings settings, long deposit, TestClock clock, boolean spawn) {
+  RentalFixture(
+      ActorTestKit testKit, Settings settings, long deposit, TestClock clock, boolean spawn) {
     int n = IDS.incrementAndGet();
     this.testKit = testKit;
     this.clock = clock;
@@ -149,22 +200,23 @@ final class RentalFixture {
     hosts.put(hostId, host.ref);
     this.matcher = testKit.createTestProbe();
     this.creator = testKit.createTestProbe();
-    Rental.Ports ports = new Rental.Ports() {
-      @Override
-      public RecipientRef<Account.Command> account(String accountId) {
-        return accounts.getOrDefault(accountId, testKit.system().deadLetters());
-      }
+    Rental.Ports ports =
+        new Rental.Ports() {
+          @Override
+          public RecipientRef<Account.Command> account(String accountId) {
+            return accounts.getOrDefault(accountId, testKit.system().deadLetters());
+          }
 
-      @Override
-      public RecipientRef<Host.Command> host(String id) {
-        return hosts.getOrDefault(id, testKit.system().deadLetters());
-      }
+          @Override
+          public RecipientRef<Host.Command> host(String id) {
+            return hosts.getOrDefault(id, testKit.system().deadLetters());
+          }
 
-      @Override
-      public RecipientRef<Matcher.Command> matcher(String gpu) {
-        return GPU.equals(gpu) ? matcher.getRef() : testKit.system().deadLetters();
-      }
-    };
+          @Override
+          public RecipientRef<Matcher.Command> matcher(String gpu) {
+            return GPU.equals(gpu) ? matcher.getRef() : testKit.system().deadLetters();
+          }
+        };
     this.behavior = Rental.create(rentalId, settings, ports, clock);
     // Created before the accounts post anything: creating the testkit clears the in-memory journal.
     this.kit = spawn ? null : EventSourcedBehaviorTestKit.create(testKit.system(), behavior);
@@ -187,7 +239,10 @@ final class RentalFixture {
     return probe.receiveMessage(WAIT);
   }
 
-  /** A crash: the rental stops wherever it is (in-flight asks are lost) and recovers from its journal. */
+  /**
+   * A crash: the rental stops wherever it is (in-flight asks are lost) and recovers from its
+   * journal.
+   */
   void restart() {
     if (kit != null) {
       kit.restart();
@@ -215,10 +270,14 @@ final class RentalFixture {
 
   Host.Reservation reservation(Spec spec, long floor) {
     List<Integer> cards = IntStream.range(0, spec.count()).boxed().toList();
-    return new Host.Reservation(hostId, providerId, rentalId, cards, floor, spec.tier(), false, false, REGION);
+    return new Host.Reservation(
+        hostId, providerId, rentalId, cards, floor, spec.tier(), false, false, REGION);
   }
 
-  /** Creates the rental, answers its match at {@code floor}, and lets the agent report the workload running. */
+  /**
+   * Creates the rental, answers its match at {@code floor}, and lets the agent report the workload
+   * running.
+   */
   View running(Spec spec, long floor) {
     create(spec);
     Matcher.Match match = expectMatch();
@@ -263,7 +322,8 @@ final class RentalFixture {
 
   List<Event> events() {
     List<Event> events = new ArrayList<>();
-    for (Object o : PersistenceTestKit.create(testKit.system()).persistedInStorage(persistenceId())) events.add((Event) o);
+    for (Object o : PersistenceTestKit.create(testKit.system()).persistedInStorage(persistenceId()))
+      events.add((Event) o);
     return events;
   }
 
@@ -286,11 +346,12 @@ final class RentalFixture {
   }
 
   <E extends Event> E awaitEvent(Class<E> type) {
-    return awaitAssert(() -> {
-      List<E> found = events(type);
-      assertEquals(1, found.size(), () -> "one " + type.getSimpleName() + " in " + events());
-      return found.get(0);
-    });
+    return awaitAssert(
+        () -> {
+          List<E> found = events(type);
+          assertEquals(1, found.size(), () -> "one " + type.getSimpleName() + " in " + events());
+          return found.get(0);
+        });
   }
 
   <S extends State> S awaitState(Class<S> type) {
@@ -302,10 +363,12 @@ final class RentalFixture {
   }
 
   void awaitAssert(Runnable check) {
-    awaiter.awaitAssert(WAIT, () -> {
-      check.run();
-      return null;
-    });
+    awaiter.awaitAssert(
+        WAIT,
+        () -> {
+          check.run();
+          return null;
+        });
   }
 
   static <T> T ok(StatusReply<T> reply) {
@@ -315,14 +378,15 @@ final class RentalFixture {
 
   static void assertRejected(Rejection code, StatusReply<?> reply) {
     assertTrue(reply.isError(), () -> "expected " + code + ", got " + reply);
-    assertEquals(code, Rejection.codeOf(reply.getError().getMessage()), reply.getError().getMessage());
+    assertEquals(
+        code, Rejection.codeOf(reply.getError().getMessage()), reply.getError().getMessage());
   }
 
   // ---------------------------------------------------------------------------------------------
 
   /**
-   * A real {@link Account} behind a forwarder that shows every command to a probe and can lose chosen
-   * commands on the way in (a crashed node, a dropped message).
+   * A real {@link Account} behind a forwarder that shows every command to a probe and can lose
+   * chosen commands on the way in (a crashed node, a dropped message).
    */
   static final class AccountPort {
     final String id;
@@ -338,11 +402,17 @@ final class RentalFixture {
       this.seen = testKit.createTestProbe();
       this.account = testKit.spawn(Account.create(id, clock), "account-" + id);
       ActorRef<Account.Command> target = account;
-      this.ref = testKit.spawn(Behaviors.receive(Account.Command.class).onAnyMessage(c -> {
-        seen.getRef().tell(c);
-        if (!drop.get().test(c)) target.tell(c);
-        return Behaviors.same();
-      }).build(), "port-" + id);
+      this.ref =
+          testKit.spawn(
+              Behaviors.receive(Account.Command.class)
+                  .onAnyMessage(
+                      c -> {
+                        seen.getRef().tell(c);
+                        if (!drop.get().test(c)) target.tell(c);
+                        return Behaviors.same();
+                      })
+                  .build(),
+              "port-" + id);
     }
 
     String persistenceId() {
@@ -391,15 +461,18 @@ final class RentalFixture {
       return probe.receiveMessage(WAIT);
     }
 
-    StatusReply<Account.Posting> credit(String sourceId, long through, long provider, long platform, boolean last) {
+    StatusReply<Account.Posting> credit(
+        String sourceId, long through, long provider, long platform, boolean last) {
       TestProbe<StatusReply<Account.Posting>> probe = testKit.createTestProbe();
-      account.tell(new Account.CreditEarnings(sourceId, through, provider, platform, last, probe.getRef()));
+      account.tell(
+          new Account.CreditEarnings(sourceId, through, provider, platform, last, probe.getRef()));
       return probe.receiveMessage(WAIT);
     }
 
     List<Account.Event> events() {
       List<Account.Event> events = new ArrayList<>();
-      for (Object o : PersistenceTestKit.create(testKit.system()).persistedInStorage(persistenceId())) {
+      for (Object o :
+          PersistenceTestKit.create(testKit.system()).persistedInStorage(persistenceId())) {
         events.add((Account.Event) o);
       }
       return events;
@@ -411,23 +484,29 @@ final class RentalFixture {
 
     /** The next command of {@code type} the account is shown, skipping others. */
     <T extends Account.Command> T expect(Class<T> type, Predicate<T> which) {
-      List<Account.Command> fished = seen.fishForMessage(WAIT, c -> type.isInstance(c) && which.test(type.cast(c))
-          ? FishingOutcomes.complete() : FishingOutcomes.continueAndIgnore());
+      List<Account.Command> fished =
+          seen.fishForMessage(
+              WAIT,
+              c ->
+                  type.isInstance(c) && which.test(type.cast(c))
+                      ? FishingOutcomes.complete()
+                      : FishingOutcomes.continueAndIgnore());
       return type.cast(fished.get(fished.size() - 1));
     }
   }
 
   /**
    * Answers like a {@link Host} entity would for a reserved rental and shows every command but the
-   * liveness asks to a probe. Liveness is "online, last heartbeat now" unless a test freezes it; a test
-   * may also hold liveness asks back and let them through later.
+   * liveness asks to a probe. Liveness is "online, last heartbeat now" unless a test freezes it; a
+   * test may also hold liveness asks back and let them through later.
    */
   static final class FakeHost {
     final String id;
     final TestProbe<Host.Command> seen;
     final ActorRef<Host.Command> ref;
     final AtomicInteger livenessAsks = new AtomicInteger();
-    final AtomicReference<Function<Instant, Host.Liveness>> liveness = new AtomicReference<>(now -> new Host.Liveness(true, now));
+    final AtomicReference<Function<Instant, Host.Liveness>> liveness =
+        new AtomicReference<>(now -> new Host.Liveness(true, now));
     final AtomicReference<Rejection> startRefusal = new AtomicReference<>();
     final AtomicBoolean holdLiveness = new AtomicBoolean();
     private final ConcurrentLinkedQueue<Host.GetLiveness> held = new ConcurrentLinkedQueue<>();
@@ -445,31 +524,46 @@ final class RentalFixture {
 
     private Behavior<Host.Command> behavior() {
       return Behaviors.receive(Host.Command.class)
-          .onMessage(Host.GetLiveness.class, ask -> {
-            livenessAsks.incrementAndGet();
-            if (holdLiveness.get()) held.add(ask);
-            else ask.replyTo().tell(liveness.get().apply(clock.instant()));
-            return Behaviors.same();
-          })
-          .onMessage(LetLivenessThrough.class, m -> {
-            for (Host.GetLiveness ask; (ask = held.poll()) != null; ) ask.replyTo().tell(liveness.get().apply(clock.instant()));
-            return Behaviors.same();
-          })
-          .onMessage(Host.StartWorkload.class, c -> {
-            Rejection refusal = startRefusal.get(); // read before the test can see the command and change it
-            seen.getRef().tell(c);
-            c.replyTo().tell(refusal == null ? StatusReply.ack() : Rejection.reply(refusal, "refused by the test"));
-            return Behaviors.same();
-          })
-          .onMessage(Host.ReleaseCards.class, c -> {
-            seen.getRef().tell(c);
-            c.replyTo().tell(StatusReply.<Done>ack());
-            return Behaviors.same();
-          })
-          .onAnyMessage(c -> {
-            seen.getRef().tell(c);
-            return Behaviors.same();
-          })
+          .onMessage(
+              Host.GetLiveness.class,
+              ask -> {
+                livenessAsks.incrementAndGet();
+                if (holdLiveness.get()) held.add(ask);
+                else ask.replyTo().tell(liveness.get().apply(clock.instant()));
+                return Behaviors.same();
+              })
+          .onMessage(
+              LetLivenessThrough.class,
+              m -> {
+                for (Host.GetLiveness ask; (ask = held.poll()) != null; )
+                  ask.replyTo().tell(liveness.get().apply(clock.instant()));
+                return Behaviors.same();
+              })
+          .onMessage(
+              Host.StartWorkload.class,
+              c -> {
+                Rejection refusal =
+                    startRefusal.get(); // read before the test can see the command and change it
+                seen.getRef().tell(c);
+                c.replyTo()
+                    .tell(
+                        refusal == null
+                            ? StatusReply.ack()
+                            : Rejection.reply(refusal, "refused by the test"));
+                return Behaviors.same();
+              })
+          .onMessage(
+              Host.ReleaseCards.class,
+              c -> {
+                seen.getRef().tell(c);
+                c.replyTo().tell(StatusReply.<Done>ack());
+                return Behaviors.same();
+              })
+          .onAnyMessage(
+              c -> {
+                seen.getRef().tell(c);
+                return Behaviors.same();
+              })
           .build();
     }
 
@@ -484,8 +578,13 @@ final class RentalFixture {
 
     /** The next command of {@code type} the host is told, skipping others. */
     <T extends Host.Command> T expect(Class<T> type) {
-      List<Host.Command> fished = seen.fishForMessage(WAIT, c -> type.isInstance(c)
-          ? FishingOutcomes.complete() : FishingOutcomes.continueAndIgnore());
+      List<Host.Command> fished =
+          seen.fishForMessage(
+              WAIT,
+              c ->
+                  type.isInstance(c)
+                      ? FishingOutcomes.complete()
+                      : FishingOutcomes.continueAndIgnore());
       return type.cast(fished.get(fished.size() - 1));
     }
   }

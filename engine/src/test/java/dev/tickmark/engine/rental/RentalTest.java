@@ -46,27 +46,35 @@ import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * One behaviour of the {@link Rental} entity per test, each through {@link RentalFixture}: the rental in
- * an {@link EventSourcedBehaviorTestKit}, the real renter and provider {@link Account}s on the in-memory
- * journal (so every amount is checked where the money lands), a scripted host, a matcher probe and a
- * test clock.
+ * One behaviour of the {@link Rental} entity per test, each through {@link RentalFixture}: the
+ * rental in an {@link EventSourcedBehaviorTestKit}, the real renter and provider {@link Account}s
+ * on the in-memory journal (so every amount is checked where the money lands), a scripted host, a
+ * matcher probe and a test clock.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @ExtendWith(TestKitJUnit5Extension.class)
 class RentalTest {
-  /** The testkit's in-memory journal first, then application.conf (test resources) for the serialization bindings. */
-  static final Config CONFIG = EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
+  /**
+   * The testkit's in-memory journal first, then application.conf (test resources) for the
+   * serialization bindings.
+   */
+  static final Config CONFIG =
+      EventSourcedBehaviorTestKit.config().withFallback(ConfigFactory.load());
 
   @JUnit5TestKit
-  final ActorTestKit testKit = new JUnit5TestKitBuilder().withName("RentalTest").withCustomConfig(CONFIG).build();
+  final ActorTestKit testKit =
+      new JUnit5TestKitBuilder().withName("RentalTest").withCustomConfig(CONFIG).build();
 
   /** µ€ per GPU-hour: the renter's ceiling and the host's (lower) floor. */
   private static final long CEILING = 3_000_000;
+
   private static final long FLOOR = 2_890_000;
   private static final int CARDS = 2;
   private static final long DEPOSIT = 100_000_000;
+
   /** 1 µ€ per GPU-second, so hold arithmetic reads plainly. */
   private static final long ONE_PER_SECOND = 3_600;
+
   private static final int FEE = Metering.DEFAULT_FEE_BPS;
 
   private RentalFixture fixture() {
@@ -91,12 +99,18 @@ class RentalTest {
     return START.plusSeconds(seconds);
   }
 
-  /** Conservation: the renter's captures equal the provider's credits plus the platform's, and both equal {@code total}. */
+  /**
+   * Conservation: the renter's captures equal the provider's credits plus the platform's, and both
+   * equal {@code total}.
+   */
   private static void assertConserved(RentalFixture f, long total) {
     Account.Summary renter = f.renter.summary();
     Account.Summary provider = f.provider.summary();
     assertEquals(total, renter.captured(), "captured from the renter");
-    assertEquals(total, provider.credited() + provider.platformCredited(), "credited to the provider and the platform");
+    assertEquals(
+        total,
+        provider.credited() + provider.platformCredited(),
+        "credited to the provider and the platform");
     assertEquals(Metering.providerShare(total, FEE), provider.credited(), "the provider's share");
   }
 
@@ -105,12 +119,27 @@ class RentalTest {
     assertEquals(0, renter.held(), "nothing stays held");
     assertEquals(deposit - charged, renter.balance());
     assertEquals(deposit - charged, renter.available());
-    // The hold's story from the account's journal: once the rental closes, the account forgets the closed hold.
+    // The hold's story from the account's journal: once the rental closes, the account forgets the
+    // closed hold.
     String id = f.rentalId;
-    long placed = f.renter.events(Account.HoldPlaced.class).stream().filter(e -> e.holdId().equals(id)).mapToLong(Account.HoldPlaced::amount).sum()
-        + f.renter.events(Account.HoldExtended.class).stream().filter(e -> e.holdId().equals(id)).mapToLong(Account.HoldExtended::added).sum();
-    long captured = f.renter.events(Account.Captured.class).stream().filter(e -> e.holdId().equals(id)).mapToLong(Account.Captured::amount).sum();
-    List<Account.HoldReleased> released = f.renter.events(Account.HoldReleased.class).stream().filter(e -> e.holdId().equals(id)).toList();
+    long placed =
+        f.renter.events(Account.HoldPlaced.class).stream()
+                .filter(e -> e.holdId().equals(id))
+                .mapToLong(Account.HoldPlaced::amount)
+                .sum()
+            + f.renter.events(Account.HoldExtended.class).stream()
+                .filter(e -> e.holdId().equals(id))
+                .mapToLong(Account.HoldExtended::added)
+                .sum();
+    long captured =
+        f.renter.events(Account.Captured.class).stream()
+            .filter(e -> e.holdId().equals(id))
+            .mapToLong(Account.Captured::amount)
+            .sum();
+    List<Account.HoldReleased> released =
+        f.renter.events(Account.HoldReleased.class).stream()
+            .filter(e -> e.holdId().equals(id))
+            .toList();
     assertEquals(charged, captured, "captured from the hold");
     assertEquals(1, released.size(), "released once");
     assertEquals(placed - charged, released.get(0).released(), "the rest released");
@@ -130,8 +159,19 @@ class RentalTest {
     assertEquals(List.of(new Rental.Requested(f.renterId, spec, hold, START)), f.events());
 
     Matcher.Match match = f.expectMatch();
-    assertEquals(new Matcher.Match(f.rentalId, GPU, CARDS, Listing.Tier.ON_DEMAND, REGION, CEILING, match.deadline(), match.replyTo()), match);
-    org.junit.jupiter.api.Assertions.assertNotNull(match.deadline(), "the matcher knows when the rental stops waiting");
+    assertEquals(
+        new Matcher.Match(
+            f.rentalId,
+            GPU,
+            CARDS,
+            Listing.Tier.ON_DEMAND,
+            REGION,
+            CEILING,
+            match.deadline(),
+            match.replyTo()),
+        match);
+    org.junit.jupiter.api.Assertions.assertNotNull(
+        match.deadline(), "the matcher knows when the rental stops waiting");
     // The matcher is asked only once the account placed the hold.
     Account.PlaceHold placed = f.renter.expect(Account.PlaceHold.class, c -> true);
     assertEquals(new Account.PlaceHold(f.rentalId, hold, placed.replyTo()), placed);
@@ -161,7 +201,9 @@ class RentalTest {
     assertRejected(Rejection.INSUFFICIENT_FUNDS, f.creator.receiveMessage(RentalFixture.WAIT));
     Rental.RefusedRental refused = f.awaitState(Rental.RefusedRental.class);
     assertEquals(Rejection.INSUFFICIENT_FUNDS, refused.code());
-    assertEquals(List.of(Rental.Requested.class, Rental.Refused.class), f.events().stream().map(Object::getClass).toList());
+    assertEquals(
+        List.of(Rental.Requested.class, Rental.Refused.class),
+        f.events().stream().map(Object::getClass).toList());
     View view = f.get();
     assertEquals(Rental.Status.REFUSED, view.status());
     assertEquals(0, view.cost());
@@ -229,9 +271,10 @@ class RentalTest {
   }
 
   /**
-   * A 1 s wait; the first attempt finds no capacity (the launch answers pending), then the read side goes away:
-   * the clock passes the deadline and the real wait timer fires (1 s, while ten attempts 200 ms apart are answered
-   * unavailable). The rental is still pending, still asking, and holds what it held.
+   * A 1 s wait; the first attempt finds no capacity (the launch answers pending), then the read
+   * side goes away: the clock passes the deadline and the real wait timer fires (1 s, while ten
+   * attempts 200 ms apart are answered unavailable). The rental is still pending, still asking, and
+   * holds what it held.
    */
   private Matcher.Match waitThroughAnOutagePastTheDeadline(RentalFixture f) {
     f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 1));
@@ -240,7 +283,10 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(2));
     for (int i = 0; i < 10; i++) f.expectMatch().replyTo().tell(unavailable(f));
     Matcher.Match next = f.expectMatch();
-    assertEquals(List.of(Rental.Requested.class), f.events().stream().map(Object::getClass).toList(), "not ended: " + f.events());
+    assertEquals(
+        List.of(Rental.Requested.class),
+        f.events().stream().map(Object::getClass).toList(),
+        "not ended: " + f.events());
     assertEquals(Rental.Status.PENDING, f.get().status());
     assertEquals(Metering.cost(CEILING, CARDS, 300), f.renter.summary().held());
     return next;
@@ -265,7 +311,8 @@ class RentalTest {
     RentalFixture f = fixture();
     Spec spec = spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 1);
     Matcher.Match match = waitThroughAnOutagePastTheDeadline(f);
-    // Past its wait, the rental still asks for what it asked (no deadline the matcher would drop it on).
+    // Past its wait, the rental still asks for what it asked (no deadline the matcher would drop it
+    // on).
     assertNull(match.deadline(), "past the wait, the request must not be dropped as expired");
     match.replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
     f.awaitState(Rental.Provisioning.class);
@@ -281,9 +328,11 @@ class RentalTest {
     f.create(onDemand(CARDS, CEILING));
     f.expectMatch().replyTo().tell(unavailable(f));
 
-    // Not a 201 for a rental that would wait on a read side it cannot reach: the launch is refused (HTTP 503) ...
+    // Not a 201 for a rental that would wait on a read side it cannot reach: the launch is refused
+    // (HTTP 503) ...
     assertRejected(Rejection.UNAVAILABLE, f.creator.receiveMessage(RentalFixture.WAIT));
-    // ... and by the time it hears so, the rental has ended cancelled, charged nothing, and its hold is released,
+    // ... and by the time it hears so, the rental has ended cancelled, charged nothing, and its
+    // hold is released,
     // so a retry with the same Idempotency-Key (a new rental) never finds a second hold beside it.
     assertInstanceOf(Rental.Finished.class, f.kit.getState());
     Ended ended = f.awaitEvent(Ended.class);
@@ -322,14 +371,22 @@ class RentalTest {
 
     View created = ok(f.creator.receiveMessage(RentalFixture.WAIT));
     assertEquals(Rental.Status.PROVISIONING, created.status());
-    Rental.Terms terms = new Rental.Terms(f.hostId, f.providerId, List.of(0, 1), FLOOR, false, START, REGION);
+    Rental.Terms terms =
+        new Rental.Terms(f.hostId, f.providerId, List.of(0, 1), FLOOR, false, START, REGION);
     assertEquals(terms, created.terms());
     assertEquals(new Rental.Matched(terms, START), f.events().get(1));
-    assertEquals(new Rental.Provisioning(new Rental.Order(f.renterId, spec, Metering.cost(CEILING, CARDS, 300), START), terms, null),
+    assertEquals(
+        new Rental.Provisioning(
+            new Rental.Order(f.renterId, spec, Metering.cost(CEILING, CARDS, 300), START),
+            terms,
+            null),
         f.kit.getState());
 
     Host.StartWorkload start = f.host.expect(Host.StartWorkload.class);
-    assertEquals(new Host.StartWorkload(f.rentalId, spec.image(), spec.command(), spec.sshPublicKey(), false, start.replyTo()), start);
+    assertEquals(
+        new Host.StartWorkload(
+            f.rentalId, spec.image(), spec.command(), spec.sshPublicKey(), false, start.replyTo()),
+        start);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -343,11 +400,15 @@ class RentalTest {
     f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
     f.host.expect(Host.StartWorkload.class);
 
-    assertTrue(f.kit.runCommand(new Rental.WorkloadFailed("some-other-host", "image pull failed")).hasNoEvents());
+    assertTrue(
+        f.kit
+            .runCommand(new Rental.WorkloadFailed("some-other-host", "image pull failed"))
+            .hasNoEvents());
     f.clock.advance(Duration.ofSeconds(4));
     var failed = f.kit.runCommand(new Rental.WorkloadFailed(f.hostId, "image pull failed"));
     // The fixture's accounts and host answer at once, so Closed may already follow.
-    assertEquals(new Ended(Rental.EndReason.PROVISIONING_FAILED, at(4), 0, at(4)), failed.events().get(0));
+    assertEquals(
+        new Ended(Rental.EndReason.PROVISIONING_FAILED, at(4), 0, at(4)), failed.events().get(0));
 
     assertEquals(f.rentalId, f.host.expect(Host.StopWorkload.class).rentalId());
     assertEquals(f.rentalId, f.host.expect(Host.ReleaseCards.class).rentalId());
@@ -362,7 +423,8 @@ class RentalTest {
 
   @Test
   void provisioningTimeoutEndsProvisioningFailedAndStopsALateWorkload() {
-    RentalFixture f = fixture(RentalFixture.withProvisioningTimeout(settings(), Duration.ofMillis(500)), DEPOSIT);
+    RentalFixture f =
+        fixture(RentalFixture.withProvisioningTimeout(settings(), Duration.ofMillis(500)), DEPOSIT);
     Spec spec = onDemand(CARDS, CEILING);
     f.create(spec);
     f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
@@ -420,18 +482,46 @@ class RentalTest {
 
     // Both accounts posted each checkpoint once, cumulatively, under the key rentalId:second.
     List<Account.Captured> captures = f.renter.events(Account.Captured.class);
-    assertEquals(List.of(
-        new Account.Captured(f.rentalId, 10, first.cost(), first.cost(), at(10)),
-        new Account.Captured(f.rentalId, 22, second.cost(), second.cost() - first.cost(), at(22).plusMillis(900))), captures);
+    assertEquals(
+        List.of(
+            new Account.Captured(f.rentalId, 10, first.cost(), first.cost(), at(10)),
+            new Account.Captured(
+                f.rentalId,
+                22,
+                second.cost(),
+                second.cost() - first.cost(),
+                at(22).plusMillis(900))),
+        captures);
     List<Account.EarningsCredited> credits = f.provider.events(Account.EarningsCredited.class);
-    assertEquals(List.of(
-        new Account.EarningsCredited(f.rentalId, 10, first.provider(), first.platform(), first.provider(), first.platform(), false, at(10)),
-        new Account.EarningsCredited(f.rentalId, 22, second.provider(), second.platform(), second.provider() - first.provider(),
-            second.platform() - first.platform(), false, at(22).plusMillis(900))), credits);
+    assertEquals(
+        List.of(
+            new Account.EarningsCredited(
+                f.rentalId,
+                10,
+                first.provider(),
+                first.platform(),
+                first.provider(),
+                first.platform(),
+                false,
+                at(10)),
+            new Account.EarningsCredited(
+                f.rentalId,
+                22,
+                second.provider(),
+                second.platform(),
+                second.provider() - first.provider(),
+                second.platform() - first.platform(),
+                false,
+                at(22).plusMillis(900))),
+        credits);
     Account.Posting captureAgain = ok(f.renter.capture(f.rentalId, 22, second.cost()));
-    assertEquals(new Account.Posting(f.rentalId + ":22", second.cost() - first.cost(), true), captureAgain);
-    Account.Posting creditAgain = ok(f.provider.credit(f.rentalId, 22, second.provider(), second.platform(), false));
-    assertEquals(new Account.Posting(f.rentalId + ":22", second.provider() - first.provider(), true), creditAgain);
+    assertEquals(
+        new Account.Posting(f.rentalId + ":22", second.cost() - first.cost(), true), captureAgain);
+    Account.Posting creditAgain =
+        ok(f.provider.credit(f.rentalId, 22, second.provider(), second.platform(), false));
+    assertEquals(
+        new Account.Posting(f.rentalId + ":22", second.provider() - first.provider(), true),
+        creditAgain);
 
     View view = f.get();
     assertEquals(22, view.billedSeconds());
@@ -455,14 +545,17 @@ class RentalTest {
     Instant stopAt = at(23).plusMillis(700);
     // The final checkpoint follows the host's next word (the fake host's heartbeat is always now).
     f.awaitAssert(() -> assertEquals(List.of(10L, 23L), f.checkpointSeconds()));
-    assertEquals(new Ended(Rental.EndReason.STOPPED_BY_RENTER, stopAt, 23, stopAt), f.awaitEvent(Ended.class));
+    assertEquals(
+        new Ended(Rental.EndReason.STOPPED_BY_RENTER, stopAt, 23, stopAt),
+        f.awaitEvent(Ended.class));
 
     assertEquals(f.rentalId, f.host.expect(Host.StopWorkload.class).rentalId());
     f.host.expect(Host.ReleaseCards.class);
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(23)));
     f.awaitAssert(() -> assertConserved(f, cost(23)));
     List<Account.EarningsCredited> credits = f.provider.events(Account.EarningsCredited.class);
-    assertTrue(credits.get(credits.size() - 1).last(), "the final credit closes the source: " + credits);
+    assertTrue(
+        credits.get(credits.size() - 1).last(), "the final credit closes the source: " + credits);
     assertEquals(1, credits.stream().filter(Account.EarningsCredited::last).count());
 
     // Metering is over, the rental waits for the agent to confirm the stop.
@@ -495,18 +588,24 @@ class RentalTest {
 
   @Test
   void aHostThatNeverAnswersIsNotSettledPastItsLastHeartbeat() {
-    RentalFixture f = fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(300)), DEPOSIT);
+    RentalFixture f =
+        fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(300)), DEPOSIT);
     f.running(onDemand(CARDS, CEILING), FLOOR);
-    // The host's entity does not answer (its shard is moving after a node loss): every liveness ask times out.
+    // The host's entity does not answer (its shard is moving after a node loss): every liveness ask
+    // times out.
     f.host.holdLiveness.set(true);
     f.clock.advance(Duration.ofSeconds(40));
     int asks = f.host.livenessAsks.get();
-    f.awaitAssert(() -> assertTrue(f.host.livenessAsks.get() >= asks + 2 || !f.checkpointSeconds().isEmpty(),
-        "asked again (so a timed-out ask was handled), or settled"));
+    f.awaitAssert(
+        () ->
+            assertTrue(
+                f.host.livenessAsks.get() >= asks + 2 || !f.checkpointSeconds().isEmpty(),
+                "asked again (so a timed-out ask was handled), or settled"));
     assertEquals(List.of(), f.checkpointSeconds(), "no answer, no settlement");
     assertEquals(0, f.renter.summary().captured());
 
-    // The host answers again, with a heartbeat 25 s in: the settlement goes that far and no further.
+    // The host answers again, with a heartbeat 25 s in: the settlement goes that far and no
+    // further.
     Instant lastHeartbeat = at(25);
     f.host.liveness.set(now -> new Host.Liveness(true, lastHeartbeat));
     f.host.letLivenessThrough();
@@ -521,8 +620,11 @@ class RentalTest {
     f.host.liveness.set(now -> new Host.Liveness(false, null));
     f.clock.advance(Duration.ofSeconds(40));
     int asks = f.host.livenessAsks.get();
-    f.awaitAssert(() -> assertTrue(f.host.livenessAsks.get() >= asks + 2 || !f.checkpointSeconds().isEmpty(),
-        "asked twice (so the first answer was handled), or settled"));
+    f.awaitAssert(
+        () ->
+            assertTrue(
+                f.host.livenessAsks.get() >= asks + 2 || !f.checkpointSeconds().isEmpty(),
+                "asked twice (so the first answer was handled), or settled"));
     assertEquals(List.of(), f.checkpointSeconds(), "an answer with no heartbeat proves no second");
     assertEquals(0, f.renter.summary().captured());
     assertEquals(0, f.provider.summary().credited());
@@ -537,7 +639,8 @@ class RentalTest {
     f.awaitAssert(() -> assertEquals(1, f.host.heldLivenessAsks(), "a liveness ask is on its way"));
     View stopping = f.stop();
     assertEquals(12, stopping.billedSeconds());
-    // The answer (a heartbeat that claims the host is still going, 30 s later) reaches the rental after the stop.
+    // The answer (a heartbeat that claims the host is still going, 30 s later) reaches the rental
+    // after the stop.
     f.clock.advance(Duration.ofSeconds(30));
     f.host.letLivenessThrough();
     f.agentStopped();
@@ -553,13 +656,19 @@ class RentalTest {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
     // Heartbeats every 5 s, at 2, 7, 12, 17 ... seconds into the rental.
-    f.host.liveness.set(now -> {
-      long second = RentalBilling.secondsBetween(at(0), now);
-      return new Host.Liveness(true, second < 2 ? at(0) : at(second - (second - 2) % 5));
-    });
-    f.clock.advance(Duration.ofSeconds(10)); // heard up to 7: too little since the start to checkpoint
+    f.host.liveness.set(
+        now -> {
+          long second = RentalBilling.secondsBetween(at(0), now);
+          return new Host.Liveness(true, second < 2 ? at(0) : at(second - (second - 2) % 5));
+        });
+    f.clock.advance(
+        Duration.ofSeconds(10)); // heard up to 7: too little since the start to checkpoint
     int asks = f.host.livenessAsks.get();
-    f.awaitAssert(() -> assertTrue(f.host.livenessAsks.get() >= asks + 2, "asked twice, so the first answer was handled"));
+    f.awaitAssert(
+        () ->
+            assertTrue(
+                f.host.livenessAsks.get() >= asks + 2,
+                "asked twice, so the first answer was handled"));
     assertEquals(List.of(), f.checkpointSeconds());
     f.clock.advance(Duration.ofSeconds(2)); // heard up to 12
     f.awaitCheckpoints(12L);
@@ -570,19 +679,28 @@ class RentalTest {
 
   @Test
   void aStopAfterTheHostFellSilentBillsOnlyToItsLastHeartbeat() {
-    Settings settings = new Settings(Duration.ofSeconds(10), 300, FEE, Duration.ofSeconds(30), Duration.ofSeconds(2),
-        Duration.ofMillis(200), Duration.ofSeconds(2));
+    Settings settings =
+        new Settings(
+            Duration.ofSeconds(10),
+            300,
+            FEE,
+            Duration.ofSeconds(30),
+            Duration.ofSeconds(2),
+            Duration.ofMillis(200),
+            Duration.ofSeconds(2));
     RentalFixture f = fixture(settings, DEPOSIT);
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.clock.advance(Duration.ofSeconds(10));
     f.awaitCheckpoints(10L);
-    // The host dies 15 s in; before its heartbeat timeout notices, the renter stops the rental at 22 s.
+    // The host dies 15 s in; before its heartbeat timeout notices, the renter stops the rental at
+    // 22 s.
     f.host.liveness.set(now -> new Host.Liveness(true, at(15)));
     f.clock.advance(Duration.ofSeconds(12));
     View stopping = f.stop();
     assertEquals(Rental.Status.STOPPING, stopping.status());
 
-    // No heartbeat at or after the stop, no report from the agent: after its stop timeout, billed to the last heartbeat.
+    // No heartbeat at or after the stop, no report from the agent: after its stop timeout, billed
+    // to the last heartbeat.
     Rental.Finished finished = (Rental.Finished) f.awaitState(Rental.Finished.class);
     assertEquals(15, finished.billedSeconds());
     assertEquals(List.of(10L, 15L), f.checkpointSeconds());
@@ -602,8 +720,12 @@ class RentalTest {
     f.awaitCheckpoints(15L);
     f.stop();
     int asks = f.host.livenessAsks.get();
-    f.awaitAssert(() -> assertTrue(f.host.livenessAsks.get() >= asks + 2, "the end waits for a heartbeat after it"));
-    assertEquals(List.of(15L), f.checkpointSeconds(), "nothing settled past the last heartbeat yet");
+    f.awaitAssert(
+        () ->
+            assertTrue(
+                f.host.livenessAsks.get() >= asks + 2, "the end waits for a heartbeat after it"));
+    assertEquals(
+        List.of(15L), f.checkpointSeconds(), "nothing settled past the last heartbeat yet");
 
     f.host.liveness.set(now -> new Host.Liveness(true, now)); // the next heartbeat comes
     f.awaitCheckpoints(15L, 22L);
@@ -618,11 +740,13 @@ class RentalTest {
   void theAgentReportingTheStopProvesTheEnd() {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
-    f.host.liveness.set(now -> new Host.Liveness(true, at(0))); // no heartbeat since the start reached the host yet
+    f.host.liveness.set(
+        now -> new Host.Liveness(true, at(0))); // no heartbeat since the start reached the host yet
     f.clock.advance(Duration.ofSeconds(22));
     f.stop();
     f.clock.advance(Duration.ofSeconds(1));
-    f.agentStopped(); // rental_stopped, at 23 s by the agent's clock: it ran until it was told to stop
+    f.agentStopped(); // rental_stopped, at 23 s by the agent's clock: it ran until it was told
+    // to stop
     f.awaitState(Rental.Finished.class);
     assertEquals(List.of(22L), f.checkpointSeconds());
     assertHoldReleased(f, DEPOSIT, cost(22));
@@ -634,7 +758,8 @@ class RentalTest {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
     Instant lastHeartbeat = at(12).plusMillis(500);
-    assertTrue(f.kit.runCommand(new Rental.HostLost("some-other-host", lastHeartbeat)).hasNoEvents());
+    assertTrue(
+        f.kit.runCommand(new Rental.HostLost("some-other-host", lastHeartbeat)).hasNoEvents());
     f.host.liveness.set(now -> new Host.Liveness(false, lastHeartbeat));
     f.clock.advance(Duration.ofSeconds(45)); // the heartbeat timeout noticed it 32.5 s later
     f.kit.runCommand(new Rental.HostLost(f.hostId, lastHeartbeat));
@@ -659,13 +784,16 @@ class RentalTest {
     var scheduled = f.kit.runCommand(new Rental.Preempt(f.hostId, deadline));
     assertEquals(List.of(new Rental.PreemptionScheduled(deadline, at(5))), scheduled.events());
     assertEquals(deadline, f.get().preemptionDeadline());
-    assertTrue(f.kit.runCommand(new Rental.Preempt(f.hostId, at(90))).hasNoEvents(), "a later deadline changes nothing");
+    assertTrue(
+        f.kit.runCommand(new Rental.Preempt(f.hostId, at(90))).hasNoEvents(),
+        "a later deadline changes nothing");
     assertTrue(f.kit.runCommand(new Rental.Preempt("some-other-host", at(10))).hasNoEvents());
 
     f.clock.advance(Duration.ofSeconds(40)); // 45 s, 15 s past the deadline
     Ended ended = f.awaitEvent(Ended.class);
     assertEquals(new Ended(Rental.EndReason.PREEMPTED, deadline, 30, at(45)), ended);
-    // Settled once a heartbeat at or after the deadline proves the seconds up to it (the fake host's is always now).
+    // Settled once a heartbeat at or after the deadline proves the seconds up to it (the fake
+    // host's is always now).
     f.awaitAssert(() -> assertEquals(List.of(30L), f.checkpointSeconds()));
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(30)));
     f.awaitAssert(() -> assertConserved(f, cost(30)));
@@ -691,7 +819,9 @@ class RentalTest {
     assertEquals(List.of(new Rental.PreemptionScheduled(deadline, at(0))), noticed.events());
     assertEquals(Rental.Status.PROVISIONING, f.get().status());
     assertEquals(deadline, f.get().preemptionDeadline());
-    assertTrue(f.kit.runCommand(new Rental.Preempt(f.hostId, deadline)).hasNoEvents(), "told again: changes nothing");
+    assertTrue(
+        f.kit.runCommand(new Rental.Preempt(f.hostId, deadline)).hasNoEvents(),
+        "told again: changes nothing");
     assertTrue(f.kit.runCommand(new Rental.Preempt("some-other-host", at(5))).hasNoEvents());
 
     f.clock.advance(Duration.ofSeconds(10));
@@ -699,11 +829,17 @@ class RentalTest {
     View running = f.get();
     assertEquals(Rental.Status.RUNNING, running.status());
     assertEquals(deadline, running.preemptionDeadline(), "carried into the running rental");
-    assertEquals(deadline, f.kit.restart().state() instanceof Rental.Running r ? r.preemptionDeadline() : null, "and recovered");
+    assertEquals(
+        deadline,
+        f.kit.restart().state() instanceof Rental.Running r ? r.preemptionDeadline() : null,
+        "and recovered");
 
     f.clock.advance(Duration.ofSeconds(35)); // 45 s, 5 s past the deadline
     Ended ended = f.awaitEvent(Ended.class);
-    assertEquals(new Ended(Rental.EndReason.PREEMPTED, deadline, 30, at(45)), ended, "billed from the start (10 s) to the deadline (40 s)");
+    assertEquals(
+        new Ended(Rental.EndReason.PREEMPTED, deadline, 30, at(45)),
+        ended,
+        "billed from the start (10 s) to the deadline (40 s)");
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(30)));
     f.awaitAssert(() -> assertConserved(f, cost(30)));
   }
@@ -733,7 +869,8 @@ class RentalTest {
     // and reports it before this rental's own tick notices the deadline.
     f.clock.advance(Duration.ofMillis(15_200));
     var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(19).plusMillis(800)));
-    assertEquals(new Ended(Rental.EndReason.PREEMPTED, at(19).plusMillis(800), 19, at(20).plusMillis(200)),
+    assertEquals(
+        new Ended(Rental.EndReason.PREEMPTED, at(19).plusMillis(800), 19, at(20).plusMillis(200)),
         stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
     f.awaitAssert(() -> assertConserved(f, cost(19)));
   }
@@ -746,7 +883,8 @@ class RentalTest {
     f.kit.runCommand(new Rental.Preempt(f.hostId, at(200)));
     f.clock.advance(Duration.ofSeconds(3));
     var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8)));
-    assertEquals(new Ended(Rental.EndReason.HOST_LOST, at(8), 8, at(8)),
+    assertEquals(
+        new Ended(Rental.EndReason.HOST_LOST, at(8), 8, at(8)),
         stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
   }
 
@@ -816,15 +954,20 @@ class RentalTest {
     long covered = Metering.maxSecondsWithin(2_500, 1, 300, Long.MAX_VALUE);
     assertEquals(433, covered);
 
-    f.clock.advance(Duration.ofSeconds(290)); // cost 201 of 300: the extension asks for 109 more, 50 are available
+    f.clock.advance(
+        Duration.ofSeconds(
+            290)); // cost 201 of 300: the extension asks for 109 more, 50 are available
     f.awaitCheckpoints(290L);
-    assertEquals(new Rental.ExtensionRefused(Rental.EndReason.BALANCE_EXHAUSTED, at(290)), f.awaitEvent(Rental.ExtensionRefused.class));
+    assertEquals(
+        new Rental.ExtensionRefused(Rental.EndReason.BALANCE_EXHAUSTED, at(290)),
+        f.awaitEvent(Rental.ExtensionRefused.class));
     assertInstanceOf(Rental.Running.class, f.kit.getState());
 
     f.clock.advance(Duration.ofSeconds(210)); // 500 s
     Ended ended = f.awaitEvent(Ended.class);
     assertEquals(new Ended(Rental.EndReason.BALANCE_EXHAUSTED, at(433), 433, at(500)), ended);
-    f.awaitAssert(() -> assertEquals(300, f.lastCheckpoint().cost(), "exactly what the hold covers"));
+    f.awaitAssert(
+        () -> assertEquals(300, f.lastCheckpoint().cost(), "exactly what the hold covers"));
     f.awaitAssert(() -> assertHoldReleased(f, 350, 300));
     f.awaitAssert(() -> assertConserved(f, 300));
   }
@@ -838,7 +981,8 @@ class RentalTest {
 
     f.clock.advance(Duration.ofSeconds(290));
     f.awaitCheckpoints(290L);
-    assertEquals(Rental.EndReason.SPEND_CAP_REACHED, f.awaitEvent(Rental.ExtensionRefused.class).reason());
+    assertEquals(
+        Rental.EndReason.SPEND_CAP_REACHED, f.awaitEvent(Rental.ExtensionRefused.class).reason());
     f.clock.advance(Duration.ofSeconds(210));
     Ended ended = f.awaitEvent(Ended.class);
     assertEquals(new Ended(Rental.EndReason.SPEND_CAP_REACHED, at(433), 433, at(500)), ended);
@@ -859,7 +1003,8 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(200));
     Ended ended = f.awaitEvent(Ended.class);
     assertEquals(new Ended(Rental.EndReason.RENTAL_CAP_REACHED, at(361), 361, at(500)), ended);
-    assertTrue(f.events(Rental.HoldExtended.class).isEmpty(), "the hold never grows past max_total");
+    assertTrue(
+        f.events(Rental.HoldExtended.class).isEmpty(), "the hold never grows past max_total");
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, 250));
     f.awaitAssert(() -> assertConserved(f, 250));
   }
@@ -889,19 +1034,26 @@ class RentalTest {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.clock.advance(Duration.ofSeconds(3));
-    assertTrue(f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant())).hasNoEvents());
+    assertTrue(
+        f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant())).hasNoEvents());
     assertEquals(START, f.get().startedAt(), "a repeated start does not restart metering");
 
     f.clock.advance(Duration.ofSeconds(8));
     f.stop();
-    f.awaitAssert(() -> assertEquals(List.of(11L), f.checkpointSeconds(), "the final settlement, once the host proved it"));
+    f.awaitAssert(
+        () ->
+            assertEquals(
+                List.of(11L),
+                f.checkpointSeconds(),
+                "the final settlement, once the host proved it"));
     int events = f.events().size();
     f.agentStopped();
     f.agentStopped();
     f.awaitState(Rental.Finished.class);
     assertEquals(events + 1, f.events().size(), "one Closed: " + f.events());
     f.agentStopped();
-    assertTrue(f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant())).hasNoEvents());
+    assertTrue(
+        f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant())).hasNoEvents());
     assertEquals(events + 1, f.events().size());
     f.awaitAssert(() -> assertConserved(f, cost(11)));
   }
@@ -914,8 +1066,13 @@ class RentalTest {
     var first = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6)));
     var again = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6)));
     assertEquals(1, first.events().stream().filter(Ended.class::isInstance).count());
-    assertEquals(6, f.events(Ended.class).get(0).billedSeconds(), "billed to the instant the agent saw it stop");
-    assertTrue(again.events().stream().noneMatch(e -> e instanceof Ended || e instanceof Rental.Settled), "" + again.events());
+    assertEquals(
+        6,
+        f.events(Ended.class).get(0).billedSeconds(),
+        "billed to the instant the agent saw it stop");
+    assertTrue(
+        again.events().stream().noneMatch(e -> e instanceof Ended || e instanceof Rental.Settled),
+        "" + again.events());
     f.awaitState(Rental.Finished.class);
     assertEquals(1, f.events(Ended.class).size());
     assertEquals(1, f.events(Rental.Closed.class).size());
@@ -946,7 +1103,8 @@ class RentalTest {
     f.awaitState(Rental.Finished.class);
     assertRejected(Rejection.NOT_FOUND, f.get("renter-someone-else"));
     assertRejected(Rejection.NOT_FOUND, f.stop("renter-someone-else"));
-    var otherCreate = f.kit.<StatusReply<View>>runCommand(r -> new Rental.Create("renter-someone-else", spec, r));
+    var otherCreate =
+        f.kit.<StatusReply<View>>runCommand(r -> new Rental.Create("renter-someone-else", spec, r));
     assertRejected(Rejection.ALREADY_EXISTS, otherCreate.reply());
   }
 
@@ -963,14 +1121,19 @@ class RentalTest {
 
   @Test
   void lostFinalCaptureIsRetriedBeforeTheHoldIsReleased() {
-    RentalFixture f = fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(500)), DEPOSIT);
+    RentalFixture f =
+        fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(500)), DEPOSIT);
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.clock.advance(Duration.ofSeconds(10));
     f.awaitCheckpoints(10L);
     f.awaitAssert(() -> assertConserved(f, cost(10)));
     // The final capture is lost once on its way to the account (a node crash, a rebalance).
     AtomicBoolean lost = new AtomicBoolean();
-    f.renter.drop.set(c -> c instanceof Account.Capture capture && capture.throughSecond() == 23 && lost.compareAndSet(false, true));
+    f.renter.drop.set(
+        c ->
+            c instanceof Account.Capture capture
+                && capture.throughSecond() == 23
+                && lost.compareAndSet(false, true));
 
     f.clock.advance(Duration.ofSeconds(13));
     f.stopUntilClosed();
@@ -982,15 +1145,19 @@ class RentalTest {
   @Test
   void aCreditThatKeepsFailingIsRetriedLessAndLessOftenUntilItLands() {
     Duration askTimeout = Duration.ofMillis(300);
-    RentalFixture f = fixture(RentalFixture.withAskTimeout(settings(), askTimeout), DEPOSIT); // retry interval 200 ms
+    RentalFixture f =
+        fixture(
+            RentalFixture.withAskTimeout(settings(), askTimeout), DEPOSIT); // retry interval 200 ms
     f.running(onDemand(CARDS, CEILING), FLOOR);
-    // The provider's account does not answer the first four credit attempts (it is overloaded, or its node is gone).
+    // The provider's account does not answer the first four credit attempts (it is overloaded, or
+    // its node is gone).
     List<Long> attempts = new CopyOnWriteArrayList<>();
-    f.provider.drop.set(c -> {
-      if (!(c instanceof Account.CreditEarnings)) return false;
-      attempts.add(System.nanoTime());
-      return attempts.size() <= 4;
-    });
+    f.provider.drop.set(
+        c -> {
+          if (!(c instanceof Account.CreditEarnings)) return false;
+          attempts.add(System.nanoTime());
+          return attempts.size() <= 4;
+        });
     f.clock.advance(Duration.ofSeconds(10));
     f.awaitCheckpoints(10L);
     f.awaitAssert(() -> assertConserved(f, cost(10)));
@@ -999,8 +1166,16 @@ class RentalTest {
     // Each retry waits the ask timeout plus at least 0.8 x (200 ms doubled per failure in a row).
     for (int failure = 0; failure < 4; failure++) {
       long gapMillis = (attempts.get(failure + 1) - attempts.get(failure)) / 1_000_000;
-      long atLeast = askTimeout.toMillis() + 160L * (1 << Math.min(failure, 3)); // 80 % of 200 ms, doubled
-      assertTrue(gapMillis >= atLeast, "retry " + (failure + 1) + " came after " + gapMillis + " ms, expected at least " + atLeast);
+      long atLeast =
+          askTimeout.toMillis() + 160L * (1 << Math.min(failure, 3)); // 80 % of 200 ms, doubled
+      assertTrue(
+          gapMillis >= atLeast,
+          "retry "
+              + (failure + 1)
+              + " came after "
+              + gapMillis
+              + " ms, expected at least "
+              + atLeast);
     }
     assertEquals(1, f.provider.events(Account.EarningsCredited.class).size());
   }
@@ -1009,30 +1184,47 @@ class RentalTest {
   void theAgentSilenceDeadlineCountsFromTheStopNotFromTheLastRedelivery() {
     Duration stopTimeout = Duration.ofSeconds(4);
     // Redeliveries come at most 0.2 s + 8 x 0.12 s apart, well inside the stop timeout.
-    Settings settings = new Settings(Duration.ofSeconds(10), 300, FEE, Duration.ofSeconds(30), stopTimeout, Duration.ofMillis(100),
-        Duration.ofMillis(200));
+    Settings settings =
+        new Settings(
+            Duration.ofSeconds(10),
+            300,
+            FEE,
+            Duration.ofSeconds(30),
+            stopTimeout,
+            Duration.ofMillis(100),
+            Duration.ofMillis(200));
     RentalFixture f = fixture(settings, DEPOSIT);
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.clock.advance(Duration.ofSeconds(13));
-    // The provider's account refuses the final credit for 6 s after the stop; the agent never reports the workload stopped.
+    // The provider's account refuses the final credit for 6 s after the stop; the agent never
+    // reports the workload stopped.
     long[] stoppedAt = {Long.MAX_VALUE};
     AtomicLong landedAt = new AtomicLong();
-    f.provider.drop.set(c -> {
-      if (!(c instanceof Account.CreditEarnings credit) || !credit.last()) return false;
-      if (System.nanoTime() - stoppedAt[0] < Duration.ofSeconds(6).toNanos()) return true;
-      landedAt.compareAndSet(0, System.nanoTime());
-      return false;
-    });
+    f.provider.drop.set(
+        c -> {
+          if (!(c instanceof Account.CreditEarnings credit) || !credit.last()) return false;
+          if (System.nanoTime() - stoppedAt[0] < Duration.ofSeconds(6).toNanos()) return true;
+          landedAt.compareAndSet(0, System.nanoTime());
+          return false;
+        });
     stoppedAt[0] = System.nanoTime();
     assertEquals(13, f.stop().billedSeconds());
 
-    testKit.createTestProbe().awaitAssert(Duration.ofSeconds(15), () -> assertInstanceOf(Rental.Finished.class, f.kit.getState()));
+    testKit
+        .createTestProbe()
+        .awaitAssert(
+            Duration.ofSeconds(15),
+            () -> assertInstanceOf(Rental.Finished.class, f.kit.getState()));
     long closedAt = System.nanoTime();
     assertTrue(landedAt.get() > 0, "the final credit landed");
-    // The agent's silence passed its deadline (4 s after the stop) while the credit was still refused, so the rental
-    // closes as soon as the credit lands; a deadline restarted by each redelivery would still be 2.8 s or more away.
+    // The agent's silence passed its deadline (4 s after the stop) while the credit was still
+    // refused, so the rental
+    // closes as soon as the credit lands; a deadline restarted by each redelivery would still be
+    // 2.8 s or more away.
     long afterCreditMillis = (closedAt - landedAt.get()) / 1_000_000;
-    assertTrue(afterCreditMillis < 2_000, "closed " + afterCreditMillis + " ms after the final credit landed");
+    assertTrue(
+        afterCreditMillis < 2_000,
+        "closed " + afterCreditMillis + " ms after the final credit landed");
     assertHoldReleased(f, DEPOSIT, cost(13));
     assertConserved(f, cost(13));
   }
@@ -1042,18 +1234,29 @@ class RentalTest {
     Duration interval = Duration.ofSeconds(1);
     assertEquals(Duration.ofMillis(800), SettlementDelivery.redeliveryDelay(interval, 0, 0));
     assertEquals(Duration.ofMillis(1_000), SettlementDelivery.redeliveryDelay(interval, 0, 200));
-    assertEquals(Duration.ofMillis(1_200), SettlementDelivery.redeliveryDelay(interval, 0, SettlementDelivery.REDELIVERY_SPREAD_PERMILLE));
+    assertEquals(
+        Duration.ofMillis(1_200),
+        SettlementDelivery.redeliveryDelay(
+            interval, 0, SettlementDelivery.REDELIVERY_SPREAD_PERMILLE));
     assertEquals(Duration.ofMillis(2_000), SettlementDelivery.redeliveryDelay(interval, 1, 200));
     assertEquals(Duration.ofMillis(4_000), SettlementDelivery.redeliveryDelay(interval, 2, 200));
     assertEquals(Duration.ofMillis(8_000), SettlementDelivery.redeliveryDelay(interval, 3, 200));
-    assertEquals(Duration.ofMillis(8_000), SettlementDelivery.redeliveryDelay(interval, 30, 200), "capped at eight intervals");
-    assertEquals(Duration.ofMillis(9_600), SettlementDelivery.redeliveryDelay(interval, Integer.MAX_VALUE, SettlementDelivery.REDELIVERY_SPREAD_PERMILLE));
-    assertEquals(Duration.ofMillis(160), SettlementDelivery.redeliveryDelay(Duration.ofMillis(200), 0, 0));
+    assertEquals(
+        Duration.ofMillis(8_000),
+        SettlementDelivery.redeliveryDelay(interval, 30, 200),
+        "capped at eight intervals");
+    assertEquals(
+        Duration.ofMillis(9_600),
+        SettlementDelivery.redeliveryDelay(
+            interval, Integer.MAX_VALUE, SettlementDelivery.REDELIVERY_SPREAD_PERMILLE));
+    assertEquals(
+        Duration.ofMillis(160), SettlementDelivery.redeliveryDelay(Duration.ofMillis(200), 0, 0));
   }
 
   @Test
   void cancelWhileTheHoldIsUnansweredCloses() {
-    RentalFixture f = fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(300)), DEPOSIT);
+    RentalFixture f =
+        fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(300)), DEPOSIT);
     // The renter's account does not answer yet: the hold is retried, then the renter cancels.
     f.renter.drop.set(c -> c instanceof Account.PlaceHold);
     f.create(onDemand(CARDS, CEILING));
@@ -1094,7 +1297,9 @@ class RentalTest {
     Spec spec = onDemand(CARDS, CEILING);
     f.create(spec);
     f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
-    f.host.expect(Host.StartWorkload.class); // accepted, but lost on its way to the agent (its node shut down)
+    f.host.expect(
+        Host.StartWorkload
+            .class); // accepted, but lost on its way to the agent (its node shut down)
     assertEquals(f.rentalId, f.host.expect(Host.StartWorkload.class).rentalId(), "sent again");
     f.kit.runCommand(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
     assertEquals(Rental.Status.RUNNING, f.get().status());
@@ -1102,8 +1307,13 @@ class RentalTest {
 
   @Test
   void provisioningTimeoutCountsFromTheMatchAcrossRestarts() {
-    RentalFixture f = fixture(settings(s -> withProvisioningTimeout(withAskTimeout(s, Duration.ofMillis(500)), Duration.ofSeconds(60))),
-        DEPOSIT);
+    RentalFixture f =
+        fixture(
+            settings(
+                s ->
+                    withProvisioningTimeout(
+                        withAskTimeout(s, Duration.ofMillis(500)), Duration.ofSeconds(60))),
+            DEPOSIT);
     Spec spec = onDemand(CARDS, CEILING);
     f.create(spec);
     f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
@@ -1180,7 +1390,10 @@ class RentalTest {
     assertEquals(2, credits.size(), credits.toString());
     assertEquals(10, credits.get(1).throughSecond());
     assertTrue(credits.get(1).last());
-    assertEquals(0, credits.get(1).providerAmount() + credits.get(1).platformAmount(), "the close moves no money");
+    assertEquals(
+        0,
+        credits.get(1).providerAmount() + credits.get(1).platformAmount(),
+        "the close moves no money");
     assertConserved(f, cost(10));
   }
 
@@ -1190,15 +1403,27 @@ class RentalTest {
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.clock.advance(Duration.ofSeconds(12));
     f.stopUntilClosed();
-    f.awaitAssert(() -> {
-      assertEquals(List.of(f.rentalId), f.renter.events(Account.ClosedForgotten.class).stream().map(Account.ClosedForgotten::id).toList());
-      assertEquals(List.of(f.rentalId), f.provider.events(Account.ClosedForgotten.class).stream().map(Account.ClosedForgotten::id).toList());
-    });
+    f.awaitAssert(
+        () -> {
+          assertEquals(
+              List.of(f.rentalId),
+              f.renter.events(Account.ClosedForgotten.class).stream()
+                  .map(Account.ClosedForgotten::id)
+                  .toList());
+          assertEquals(
+              List.of(f.rentalId),
+              f.provider.events(Account.ClosedForgotten.class).stream()
+                  .map(Account.ClosedForgotten::id)
+                  .toList());
+        });
     assertRejected(Rejection.HOLD_NOT_FOUND, f.renter.hold(f.rentalId));
     // Late duplicates cannot open them again, and the money stands.
     assertRejected(Rejection.HOLD_CLOSED, f.renter.placeHold(f.rentalId, 1_000));
     Checkpoint last = f.lastCheckpoint();
-    assertRejected(Rejection.HOLD_CLOSED, f.provider.credit(f.rentalId, last.throughSecond(), last.provider(), last.platform(), true));
+    assertRejected(
+        Rejection.HOLD_CLOSED,
+        f.provider.credit(
+            f.rentalId, last.throughSecond(), last.provider(), last.platform(), true));
     assertHoldReleased(f, DEPOSIT, cost(12));
     assertConserved(f, cost(12));
   }
@@ -1226,8 +1451,10 @@ class RentalTest {
 
   /** The events of the two accounts other than their forgetting the closed rental. */
   private static int postings(RentalFixture f) {
-    return (int) java.util.stream.Stream.concat(f.renter.events().stream(), f.provider.events().stream())
-        .filter(e -> !(e instanceof Account.ClosedForgotten)).count();
+    return (int)
+        java.util.stream.Stream.concat(f.renter.events().stream(), f.provider.events().stream())
+            .filter(e -> !(e instanceof Account.ClosedForgotten))
+            .count();
   }
 
   @Test

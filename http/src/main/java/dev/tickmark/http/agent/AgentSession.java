@@ -34,22 +34,40 @@ import org.apache.pekko.pattern.StatusReply;
  */
 public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
-  /** How the upgrade request authenticated: a registration token, or a host credential with its pinned key. */
+  /**
+   * How the upgrade request authenticated: a registration token, or a host credential with its
+   * pinned key.
+   */
   public sealed interface Credentials permits RegistrationToken, HostCredential, Refused {}
 
   public record RegistrationToken(String hostId, String tokenHash) implements Credentials {}
 
   public record HostCredential(String hostId, String pinnedPublicKey) implements Credentials {}
 
-  /** A real secret whose use is over (spent, expired, removed): the session only explains why, then closes. */
+  /**
+   * A real secret whose use is over (spent, expired, removed): the session only explains why, then
+   * closes.
+   */
   public record Refused(String code, String message) implements Credentials {}
 
-  public record Limits(int maxFrameChars, int framesPerSecond, int burst, Duration helloTimeout, Duration askTimeout) {
-    /** From the node's config: {@code tickmark.agent-socket.*} and {@code tickmark.http.ask-timeout}. */
+  public record Limits(
+      int maxFrameChars,
+      int framesPerSecond,
+      int burst,
+      Duration helloTimeout,
+      Duration askTimeout) {
+    /**
+     * From the node's config: {@code tickmark.agent-socket.*} and {@code
+     * tickmark.http.ask-timeout}.
+     */
     public static Limits fromConfig(Config config) {
       Config socket = config.getConfig("tickmark.agent-socket");
-      return new Limits(socket.getInt("max-frame-chars"), socket.getInt("frames-per-second"), socket.getInt("burst"),
-          socket.getDuration("hello-timeout"), config.getDuration("tickmark.http.ask-timeout"));
+      return new Limits(
+          socket.getInt("max-frame-chars"),
+          socket.getInt("frames-per-second"),
+          socket.getInt("burst"),
+          socket.getDuration("hello-timeout"),
+          config.getDuration("tickmark.http.ask-timeout"));
     }
   }
 
@@ -81,7 +99,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private record Registered(String hostId, String credential) implements Msg {}
 
-  private record AttachedToHost(String hostId, String credential, int heartbeatIntervalSeconds) implements Msg {}
+  private record AttachedToHost(String hostId, String credential, int heartbeatIntervalSeconds)
+      implements Msg {}
 
   private record Verified(Verification.Outcome outcome) implements Msg {}
 
@@ -110,11 +129,19 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private double tokens;
   private long lastRefillNanos;
 
-  public static Behavior<Msg> create(ActorRef<Outgoing> out, Credentials credentials, Limits limits) {
-    return Behaviors.setup(ctx -> Behaviors.withTimers(timers -> new AgentSession(ctx, timers, out, credentials, limits)));
+  public static Behavior<Msg> create(
+      ActorRef<Outgoing> out, Credentials credentials, Limits limits) {
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withTimers(
+                timers -> new AgentSession(ctx, timers, out, credentials, limits)));
   }
 
-  private AgentSession(ActorContext<Msg> context, TimerScheduler<Msg> timers, ActorRef<Outgoing> out, Credentials credentials,
+  private AgentSession(
+      ActorContext<Msg> context,
+      TimerScheduler<Msg> timers,
+      ActorRef<Outgoing> out,
+      Credentials credentials,
       Limits limits) {
     super(context);
     this.out = out;
@@ -148,7 +175,14 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
         .onMessage(AttachedToHost.class, this::onAttached)
         .onMessage(Verified.class, this::onVerified)
         .onMessage(Failed.class, m -> fail(m.code(), m.message()))
-        .onMessage(HelloTimeout.class, m -> active || hostId != null ? this : fail("unauthorized", "no hello within " + limits.helloTimeout().toSeconds() + " s"))
+        .onMessage(
+            HelloTimeout.class,
+            m ->
+                active || hostId != null
+                    ? this
+                    : fail(
+                        "unauthorized",
+                        "no hello within " + limits.helloTimeout().toSeconds() + " s"))
         .onMessageEquals(StreamCompleted.INSTANCE, this::stop)
         .onMessage(StreamFailed.class, m -> stop())
         .build();
@@ -156,8 +190,11 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private Behavior<Msg> onInbound(Inbound in) {
     if (closed) return this;
-    if (!takeToken()) return fail("rate_limited", "more than " + limits.framesPerSecond() + " frames per second");
-    if (in.text().length() > limits.maxFrameChars()) return fail("frame_too_large", "frames are at most " + limits.maxFrameChars() + " characters");
+    if (!takeToken())
+      return fail("rate_limited", "more than " + limits.framesPerSecond() + " frames per second");
+    if (in.text().length() > limits.maxFrameChars())
+      return fail(
+          "frame_too_large", "frames are at most " + limits.maxFrameChars() + " characters");
     AgentFrame frame;
     try {
       frame = Frames.read(in.text());
@@ -167,11 +204,15 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     if (frame instanceof AgentFrame.Hello hello) return onHello(hello);
     if (!active) return fail("unexpected_frame", "the first frame must be hello");
     if (frame instanceof AgentFrame.HardwareReportFrame report) return onReport(report);
-    if (frame instanceof AgentFrame.Heartbeat heartbeat) return onHeartbeat(heartbeat, in.receivedAtMicros());
-    if (frame instanceof AgentFrame.RentalStarted m) return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStarted(hostId, at));
-    if (frame instanceof AgentFrame.RentalStopped m) return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStopped(hostId, at));
+    if (frame instanceof AgentFrame.Heartbeat heartbeat)
+      return onHeartbeat(heartbeat, in.receivedAtMicros());
+    if (frame instanceof AgentFrame.RentalStarted m)
+      return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStarted(hostId, at));
+    if (frame instanceof AgentFrame.RentalStopped m)
+      return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStopped(hostId, at));
     if (frame instanceof AgentFrame.RentalFailed m) {
-      String reason = m.reason() == null ? "" : m.reason().substring(0, Math.min(500, m.reason().length()));
+      String reason =
+          m.reason() == null ? "" : m.reason().substring(0, Math.min(500, m.reason().length()));
       return toRental(m.rentalId(), null, at -> new Rental.WorkloadFailed(hostId, reason));
     }
     return fail("unexpected_frame", "an agent does not send " + frame.getClass().getSimpleName());
@@ -179,22 +220,29 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private Behavior<Msg> onHello(AgentFrame.Hello hello) {
     if (active || hostId != null) return fail("unexpected_frame", "hello was already received");
-    if (hello.publicKey() == null || hello.signature() == null) return fail("malformed_frame", "hello needs public_key and signature");
+    if (hello.publicKey() == null || hello.signature() == null)
+      return fail("malformed_frame", "hello needs public_key and signature");
     if (!Ed25519.verify(hello.publicKey(), Ed25519.helloMessage(nonce), hello.signature())) {
       return fail("bad_signature", "the hello signature does not match the challenge");
     }
     if (credentials instanceof HostCredential c) {
-      if (!c.pinnedPublicKey().equals(hello.publicKey())) return fail("key_mismatch", "this is not the key pinned for the host");
+      if (!c.pinnedPublicKey().equals(hello.publicKey()))
+        return fail("key_mismatch", "this is not the key pinned for the host");
       hostId = c.hostId();
       attach(null);
     } else if (credentials instanceof RegistrationToken t) {
       hostId = t.hostId();
       EntityRef<Host.Command> host = host();
-      getContext().askWithStatus(Host.Registration.class, host,
-          limits.askTimeout(), reply -> new Host.Register(t.tokenHash(), hello.publicKey(), reply),
-          (registration, failure) -> registration != null
-              ? new Registered(registration.hostId(), registration.hostCredential())
-              : failed(failure));
+      getContext()
+          .askWithStatus(
+              Host.Registration.class,
+              host,
+              limits.askTimeout(),
+              reply -> new Host.Register(t.tokenHash(), hello.publicKey(), reply),
+              (registration, failure) ->
+                  registration != null
+                      ? new Registered(registration.hostId(), registration.hostCredential())
+                      : failed(failure));
     }
     return this;
   }
@@ -205,10 +253,17 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   }
 
   private void attach(String credential) {
-    getContext().askWithStatus(Host.Attached.class, host(), limits.askTimeout(), reply -> new Host.Attach(hostInbox, reply),
-        (attached, failure) -> attached != null
-            ? new AttachedToHost(attached.hostId(), credential, attached.heartbeatIntervalSeconds())
-            : failed(failure));
+    getContext()
+        .askWithStatus(
+            Host.Attached.class,
+            host(),
+            limits.askTimeout(),
+            reply -> new Host.Attach(hostInbox, reply),
+            (attached, failure) ->
+                attached != null
+                    ? new AttachedToHost(
+                        attached.hostId(), credential, attached.heartbeatIntervalSeconds())
+                    : failed(failure));
   }
 
   private Behavior<Msg> onAttached(AttachedToHost a) {
@@ -229,41 +284,73 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
       return fail("malformed_frame", e.getMessage());
     }
     String canonical = new String(CanonicalJson.bytes(frame.report()), StandardCharsets.UTF_8);
-    getContext().askWithStatus(Verification.Outcome.class, host(), limits.askTimeout(),
-        reply -> new Host.VerifyReport(hostInbox, report, canonical, frame.signature(), reply),
-        (outcome, failure) -> outcome != null ? new Verified(outcome) : failed(failure));
+    getContext()
+        .askWithStatus(
+            Verification.Outcome.class,
+            host(),
+            limits.askTimeout(),
+            reply -> new Host.VerifyReport(hostInbox, report, canonical, frame.signature(), reply),
+            (outcome, failure) -> outcome != null ? new Verified(outcome) : failed(failure));
     return this;
   }
 
   private Behavior<Msg> onVerified(Verified v) {
-    List<AgentFrame.Check> checks = v.outcome().checks().stream()
-        .map(c -> new AgentFrame.Check(c.check(), c.status().wire(), c.observed(), c.expected())).toList();
+    List<AgentFrame.Check> checks =
+        v.outcome().checks().stream()
+            .map(
+                c -> new AgentFrame.Check(c.check(), c.status().wire(), c.observed(), c.expected()))
+            .toList();
     send(new AgentFrame.VerificationResult(v.outcome().passed() ? "verified" : "failed", checks));
     return this;
   }
 
   private Behavior<Msg> onHeartbeat(AgentFrame.Heartbeat hb, long receivedAtMicros) {
     recordLag(hb.at(), receivedAtMicros);
-    List<Host.GpuHealth> gpus = hb.gpus() == null ? List.of() : hb.gpus().stream()
-        .map(g -> new Host.GpuHealth(g.index(), g.utilizationPercent(), g.temperatureC(), g.fault())).toList();
-    host().tell(new Host.Heartbeat(hostInbox, hb.seq(), gpus, hb.rentals() == null ? List.of() : hb.rentals(), receivedAtMicros));
+    List<Host.GpuHealth> gpus =
+        hb.gpus() == null
+            ? List.of()
+            : hb.gpus().stream()
+                .map(
+                    g ->
+                        new Host.GpuHealth(
+                            g.index(), g.utilizationPercent(), g.temperatureC(), g.fault()))
+                .toList();
+    host()
+        .tell(
+            new Host.Heartbeat(
+                hostInbox,
+                hb.seq(),
+                gpus,
+                hb.rentals() == null ? List.of() : hb.rentals(),
+                receivedAtMicros));
     return this;
   }
 
-  /** Receipt minus the agent's own {@code at}: an unparseable {@code at} is not a lag, and does not end the session. */
+  /**
+   * Receipt minus the agent's own {@code at}: an unparseable {@code at} is not a lag, and does not
+   * end the session.
+   */
   private void recordLag(String at, long receivedAtMicros) {
     if (at == null) return;
     try {
       java.time.Instant sent = java.time.Instant.parse(at);
-      metrics.heartbeatLag.recordMicros(receivedAtMicros - (sent.getEpochSecond() * 1_000_000 + sent.getNano() / 1_000));
+      metrics.heartbeatLag.recordMicros(
+          receivedAtMicros - (sent.getEpochSecond() * 1_000_000 + sent.getNano() / 1_000));
     } catch (java.time.format.DateTimeParseException e) {
       // the heartbeat still counts; its lag is unknown
     }
   }
 
-  /** Rental frames go straight to the rental, which checks they come from its host; any malformed one ends the session. */
-  private Behavior<Msg> toRental(String rentalId, String at, java.util.function.Function<java.time.Instant, Rental.Command> command) {
-    if (rentalId == null || rentalId.isEmpty() || rentalId.length() > 128) return fail("malformed_frame", "rental_id is missing or too long");
+  /**
+   * Rental frames go straight to the rental, which checks they come from its host; any malformed
+   * one ends the session.
+   */
+  private Behavior<Msg> toRental(
+      String rentalId,
+      String at,
+      java.util.function.Function<java.time.Instant, Rental.Command> command) {
+    if (rentalId == null || rentalId.isEmpty() || rentalId.length() > 128)
+      return fail("malformed_frame", "rental_id is missing or too long");
     java.time.Instant instant = null;
     if (at != null) {
       try {
@@ -278,10 +365,19 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private Behavior<Msg> onFromHost(FromHost m) {
     Host.ToSession message = m.message();
-    if (message instanceof Host.CloseSession close) return fail(close.code().wire(), close.message());
+    if (message instanceof Host.CloseSession close)
+      return fail(close.code().wire(), close.message());
     if (closed) return this;
     if (message instanceof Host.RunWorkload w) {
-      send(new AgentFrame.StartRental(w.rentalId(), w.cards(), w.image(), w.command(), w.sshPublicKey(), w.network(), null));
+      send(
+          new AgentFrame.StartRental(
+              w.rentalId(),
+              w.cards(),
+              w.image(),
+              w.command(),
+              w.sshPublicKey(),
+              w.network(),
+              null));
     } else if (message instanceof Host.StopWorkloadOnAgent w) {
       send(new AgentFrame.StopRental(w.rentalId(), false));
     } else if (message instanceof Host.PreemptWorkload w) {
@@ -298,7 +394,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private static Msg failed(Throwable failure) {
     if (failure instanceof StatusReply.ErrorMessage e) {
-      return new Failed(Rejection.codeOf(e.getMessage()).wire(), Rejection.detailOf(e.getMessage()));
+      return new Failed(
+          Rejection.codeOf(e.getMessage()).wire(), Rejection.detailOf(e.getMessage()));
     }
     return new Failed(Rejection.UNAVAILABLE.wire(), "the engine did not answer in time; reconnect");
   }
@@ -325,7 +422,9 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private boolean takeToken() {
     long nowNanos = System.nanoTime();
-    tokens = Math.min(limits.burst(), tokens + (nowNanos - lastRefillNanos) / 1e9 * limits.framesPerSecond());
+    tokens =
+        Math.min(
+            limits.burst(), tokens + (nowNanos - lastRefillNanos) / 1e9 * limits.framesPerSecond());
     lastRefillNanos = nowNanos;
     if (tokens < 1) return false;
     tokens -= 1;

@@ -29,9 +29,9 @@ import org.apache.pekko.stream.typed.javadsl.ActorSink;
 import org.apache.pekko.stream.typed.javadsl.ActorSource;
 
 /**
- * {@code GET /v1/agent/connect}: authenticates the upgrade, then hands the socket to an
- * {@link AgentSession}. An unknown token or credential gets no socket (401). A real secret whose use
- * is over (a spent or expired token, a removed host) gets a socket that says why in an error frame.
+ * {@code GET /v1/agent/connect}: authenticates the upgrade, then hands the socket to an {@link
+ * AgentSession}. An unknown token or credential gets no socket (401). A real secret whose use is
+ * over (a spent or expired token, a removed host) gets a socket that says why in an error frame.
  */
 public final class AgentSocket {
   public static final String TOKEN_PREFIX = "tmkreg_";
@@ -50,27 +50,48 @@ public final class AgentSocket {
   }
 
   public Route route() {
-    return path(segment("agent").slash("connect"), () -> get(() -> optionalHeaderValueByName("Authorization", header -> {
-      Optional<String[]> parsed = header.flatMap(AgentSocket::parse);
-      if (parsed.isEmpty()) {
-        return complete(Problem.unauthorized("send Authorization: Bearer <registration token or host credential>").toResponse());
-      }
-      return onSuccess(authenticate(parsed.get()), credentials -> {
-        if (credentials == null) return complete(Problem.unauthorized("the token or credential is not valid").toResponse());
-        return handleWebSocketMessages(flow(credentials));
-      });
-    })));
+    return path(
+        segment("agent").slash("connect"),
+        () ->
+            get(
+                () ->
+                    optionalHeaderValueByName(
+                        "Authorization",
+                        header -> {
+                          Optional<String[]> parsed = header.flatMap(AgentSocket::parse);
+                          if (parsed.isEmpty()) {
+                            return complete(
+                                Problem.unauthorized(
+                                        "send Authorization: Bearer <registration token or host credential>")
+                                    .toResponse());
+                          }
+                          return onSuccess(
+                              authenticate(parsed.get()),
+                              credentials -> {
+                                if (credentials == null)
+                                  return complete(
+                                      Problem.unauthorized("the token or credential is not valid")
+                                          .toResponse());
+                                return handleWebSocketMessages(flow(credentials));
+                              });
+                        })));
   }
 
   private static org.apache.pekko.http.javadsl.server.PathMatcher0 segment(String s) {
     return org.apache.pekko.http.javadsl.server.PathMatchers.segment(s);
   }
 
-  /** {@code [kind, hostId, secret]} from {@code Bearer tmkreg_<host>_<secret>} or {@code Bearer tmkhost_<host>_<secret>}. */
+  /**
+   * {@code [kind, hostId, secret]} from {@code Bearer tmkreg_<host>_<secret>} or {@code Bearer
+   * tmkhost_<host>_<secret>}.
+   */
   static Optional<String[]> parse(String header) {
     if (!header.regionMatches(true, 0, "Bearer ", 0, 7)) return Optional.empty();
     String token = header.substring(7).trim();
-    String kind = token.startsWith(TOKEN_PREFIX) ? TOKEN_PREFIX : token.startsWith(CREDENTIAL_PREFIX) ? CREDENTIAL_PREFIX : null;
+    String kind =
+        token.startsWith(TOKEN_PREFIX)
+            ? TOKEN_PREFIX
+            : token.startsWith(CREDENTIAL_PREFIX) ? CREDENTIAL_PREFIX : null;
     if (kind == null || token.length() > 200) return Optional.empty();
     String rest = token.substring(kind.length());
     int split = rest.lastIndexOf('_');
@@ -84,21 +105,33 @@ public final class AgentSocket {
     var host = sharding.entityRefFor(Host.ENTITY_KEY, hostId);
     Duration timeout = limits.askTimeout();
     if (token[0].equals(TOKEN_PREFIX)) {
-      return host.<org.apache.pekko.Done>askWithStatus(reply -> new Host.CheckToken(secretHash, reply), timeout)
-          .<AgentSession.Credentials>thenApply(done -> new AgentSession.RegistrationToken(hostId, secretHash))
+      return host.<org.apache.pekko.Done>askWithStatus(
+              reply -> new Host.CheckToken(secretHash, reply), timeout)
+          .<AgentSession.Credentials>thenApply(
+              done -> new AgentSession.RegistrationToken(hostId, secretHash))
           .exceptionally(AgentSocket::refusalOrNull);
     }
-    return host.<Host.Identity>askWithStatus(reply -> new Host.Authenticate(secretHash, reply), timeout)
-        .<AgentSession.Credentials>thenApply(identity -> new AgentSession.HostCredential(hostId, identity.publicKey()))
+    return host.<Host.Identity>askWithStatus(
+            reply -> new Host.Authenticate(secretHash, reply), timeout)
+        .<AgentSession.Credentials>thenApply(
+            identity -> new AgentSession.HostCredential(hostId, identity.publicKey()))
         .exceptionally(AgentSocket::refusalOrNull);
   }
 
-  /** Unknown secrets get no socket ({@code null}); spent ones get a socket that explains. Timeouts fail the request (503). */
+  /**
+   * Unknown secrets get no socket ({@code null}); spent ones get a socket that explains. Timeouts
+   * fail the request (503).
+   */
   private static AgentSession.Credentials refusalOrNull(Throwable failure) {
-    Throwable t = failure instanceof java.util.concurrent.CompletionException && failure.getCause() != null ? failure.getCause() : failure;
+    Throwable t =
+        failure instanceof java.util.concurrent.CompletionException && failure.getCause() != null
+            ? failure.getCause()
+            : failure;
     if (t instanceof StatusReply.ErrorMessage e) {
       Rejection code = Rejection.codeOf(e.getMessage());
-      if (code == Rejection.TOKEN_USED || code == Rejection.TOKEN_EXPIRED || code == Rejection.HOST_REMOVED) {
+      if (code == Rejection.TOKEN_USED
+          || code == Rejection.TOKEN_EXPIRED
+          || code == Rejection.HOST_REMOVED) {
         return new AgentSession.Refused(code.wire(), Rejection.detailOf(e.getMessage()));
       }
       return null;
@@ -114,15 +147,25 @@ public final class AgentSocket {
                 64,
                 OverflowStrategy.fail())
             .preMaterialize(materializer);
-    ActorRef<AgentSession.Msg> session = system.systemActorOf(
-        AgentSession.create(outgoing.first(), credentials, limits), "agent-session-" + UUID.randomUUID(), Props.empty());
+    ActorRef<AgentSession.Msg> session =
+        system.systemActorOf(
+            AgentSession.create(outgoing.first(), credentials, limits),
+            "agent-session-" + UUID.randomUUID(),
+            Props.empty());
 
-    Sink<Message, NotUsed> in = Flow.<Message>create()
-        .mapAsync(1, this::toSessionMessage)
-        .to(ActorSink.actorRef(session, AgentSession.StreamCompleted.INSTANCE, AgentSession.StreamFailed::new));
-    Source<Message, NotUsed> out = outgoing.second()
-        .filter(m -> m instanceof AgentSession.Text)
-        .map(m -> (Message) TextMessage.create(((AgentSession.Text) m).text()));
+    Sink<Message, NotUsed> in =
+        Flow.<Message>create()
+            .mapAsync(1, this::toSessionMessage)
+            .to(
+                ActorSink.actorRef(
+                    session,
+                    AgentSession.StreamCompleted.INSTANCE,
+                    AgentSession.StreamFailed::new));
+    Source<Message, NotUsed> out =
+        outgoing
+            .second()
+            .filter(m -> m instanceof AgentSession.Text)
+            .map(m -> (Message) TextMessage.create(((AgentSession.Text) m).text()));
     return Flow.fromSinkAndSourceCoupled(in, out);
   }
 
@@ -133,34 +176,50 @@ public final class AgentSocket {
   private CompletionStage<AgentSession.Msg> toSessionMessage(Message message) {
     if (!message.isText()) {
       message.asBinaryMessage().getStreamedData().runWith(Sink.ignore(), materializer);
-      return CompletableFuture.completedFuture(new AgentSession.InboundRejected("malformed_frame", "frames are JSON text, not binary"));
+      return CompletableFuture.completedFuture(
+          new AgentSession.InboundRejected("malformed_frame", "frames are JSON text, not binary"));
     }
     TextMessage text = message.asTextMessage();
     int max = limits.maxFrameChars();
     if (text.isStrict()) {
       String s = text.getStrictText();
-      return CompletableFuture.completedFuture(s.length() > max
-          ? new AgentSession.InboundRejected("frame_too_large", "frames are at most " + max + " characters")
-          : new AgentSession.Inbound(s, nowMicros()));
+      return CompletableFuture.completedFuture(
+          s.length() > max
+              ? new AgentSession.InboundRejected(
+                  "frame_too_large", "frames are at most " + max + " characters")
+              : new AgentSession.Inbound(s, nowMicros()));
     }
-    // A streamed (fragmented or large) message is read to its end, but kept only up to the limit; past
-    // it the session hears at once and closes the socket. Cancelling the message's stream instead would
-    // end the websocket's whole inbound side (Pekko HTTP's splitAfter propagates a substream cancel), and
-    // failing it (limitWeighted) fails the socket with 1011: either way the agent never got its error frame.
+    // A streamed (fragmented or large) message is read to its end, but kept only up to the limit;
+    // past
+    // it the session hears at once and closes the socket. Cancelling the message's stream instead
+    // would
+    // end the websocket's whole inbound side (Pekko HTTP's splitAfter propagates a substream
+    // cancel), and
+    // failing it (limitWeighted) fails the socket with 1011: either way the agent never got its
+    // error frame.
     CompletableFuture<AgentSession.Msg> result = new CompletableFuture<>();
     StringBuilder sb = new StringBuilder();
     text.getStreamedText()
-        .runWith(Sink.foreach(chunk -> {
-          if (result.isDone()) return; // over the limit: drain the rest of the frame
-          if (sb.length() + chunk.length() > max) {
-            result.complete(new AgentSession.InboundRejected("frame_too_large", "frames are at most " + max + " characters"));
-          } else {
-            sb.append(chunk);
-          }
-        }), materializer)
-        .whenComplete((done, failure) -> result.complete(failure == null
-            ? new AgentSession.Inbound(sb.toString(), nowMicros())
-            : new AgentSession.InboundRejected("malformed_frame", "the frame could not be read")));
+        .runWith(
+            Sink.foreach(
+                chunk -> {
+                  if (result.isDone()) return; // over the limit: drain the rest of the frame
+                  if (sb.length() + chunk.length() > max) {
+                    result.complete(
+                        new AgentSession.InboundRejected(
+                            "frame_too_large", "frames are at most " + max + " characters"));
+                  } else {
+                    sb.append(chunk);
+                  }
+                }),
+            materializer)
+        .whenComplete(
+            (done, failure) ->
+                result.complete(
+                    failure == null
+                        ? new AgentSession.Inbound(sb.toString(), nowMicros())
+                        : new AgentSession.InboundRejected(
+                            "malformed_frame", "the frame could not be read")));
     return result;
   }
 }

@@ -25,25 +25,32 @@ import org.apache.pekko.http.javadsl.server.Route;
 /**
  * {@code GET /metrics}: this node's figures in the Prometheus text format, without authentication,
  * so they are aggregates only (no ids, no tenant data). The engine records ({@link EngineMetrics}),
- * this class only formats. Rentals by status and the ledger projection's lag come from the read side
- * (the whole cluster's, eventually consistent), cached for {@link #READ_SIDE_MAX_AGE} so a scrape
- * never waits long on the database and an outage never hangs it: the last figures are served with their age.
+ * this class only formats. Rentals by status and the ledger projection's lag come from the read
+ * side (the whole cluster's, eventually consistent), cached for {@link #READ_SIDE_MAX_AGE} so a
+ * scrape never waits long on the database and an outage never hangs it: the last figures are served
+ * with their age.
  */
 public final class MetricsRoutes {
   static final Duration READ_SIDE_MAX_AGE = Duration.ofSeconds(10);
   private static final Duration READ_SIDE_WAIT = Duration.ofMillis(500);
+
   /** Bucket bounds shared by every latency histogram, in seconds (100 µs .. 30 s). */
-  static final double[] BOUNDS_SECONDS = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-      2.5, 5, 10, 30};
+  static final double[] BOUNDS_SECONDS = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+    30
+  };
+
   private static final long[] BOUNDS_MICROS = new long[BOUNDS_SECONDS.length];
   private static final ContentType CONTENT_TYPE = ContentTypes.parse(PrometheusText.CONTENT_TYPE);
 
   static {
-    for (int i = 0; i < BOUNDS_SECONDS.length; i++) BOUNDS_MICROS[i] = Math.round(BOUNDS_SECONDS[i] * 1_000_000);
+    for (int i = 0; i < BOUNDS_SECONDS.length; i++)
+      BOUNDS_MICROS[i] = Math.round(BOUNDS_SECONDS[i] * 1_000_000);
   }
 
   /** What the read side tells, fetched together and cached together. */
-  private record ReadSide(Map<String, Long> rentalsByStatus, long ledgerLagMillis, long fetchedAtNanos) {}
+  private record ReadSide(
+      Map<String, Long> rentalsByStatus, long ledgerLagMillis, long fetchedAtNanos) {}
 
   private final EngineMetrics metrics;
   private final RentalReadModel rentals;
@@ -59,8 +66,21 @@ public final class MetricsRoutes {
   }
 
   public Route route() {
-    return path("metrics", () -> get(() -> onSuccess(scrape(),
-        text -> complete(HttpResponse.create().withEntity(HttpEntities.create(CONTENT_TYPE, text.getBytes(java.nio.charset.StandardCharsets.UTF_8)))))));
+    return path(
+        "metrics",
+        () ->
+            get(
+                () ->
+                    onSuccess(
+                        scrape(),
+                        text ->
+                            complete(
+                                HttpResponse.create()
+                                    .withEntity(
+                                        HttpEntities.create(
+                                            CONTENT_TYPE,
+                                            text.getBytes(
+                                                java.nio.charset.StandardCharsets.UTF_8)))))));
   }
 
   /** The exposition text; completes within {@link #READ_SIDE_WAIT} whatever the database does. */
@@ -74,38 +94,74 @@ public final class MetricsRoutes {
       return CompletableFuture.completedFuture(last);
     }
     if (refreshing.compareAndSet(false, true)) {
-      refresh = rentals.countByStatus().toCompletableFuture()
-          .thenCombine(ledger.projectionLagMillis(), (counts, lag) -> {
-            ReadSide fresh = new ReadSide(counts, lag, System.nanoTime());
-            readSide.set(fresh);
-            return fresh;
-          })
-          .whenComplete((counts, failure) -> refreshing.set(false));
+      refresh =
+          rentals
+              .countByStatus()
+              .toCompletableFuture()
+              .thenCombine(
+                  ledger.projectionLagMillis(),
+                  (counts, lag) -> {
+                    ReadSide fresh = new ReadSide(counts, lag, System.nanoTime());
+                    readSide.set(fresh);
+                    return fresh;
+                  })
+              .whenComplete((counts, failure) -> refreshing.set(false));
     }
-    return refresh.exceptionally(failure -> null)
+    return refresh
+        .exceptionally(failure -> null)
         .completeOnTimeout(null, READ_SIDE_WAIT.toMillis(), TimeUnit.MILLISECONDS)
-        .thenApply(fresh -> readSide.get()); // fresh when it came in time, else the last good one (or none)
+        .thenApply(
+            fresh ->
+                readSide.get()); // fresh when it came in time, else the last good one (or none)
   }
 
   private String render(ReadSide read) {
     PrometheusText out = new PrometheusText();
-    out.family("tickmark_rentals", "gauge", "Rentals by status, from the rentals read side (cluster-wide, cached up to 10 s).");
-    if (read != null) read.rentalsByStatus().forEach((status, n) -> out.sample("tickmark_rentals", "status", status, n));
-    out.family("tickmark_ledger_projection_lag_seconds", "gauge",
+    out.family(
+        "tickmark_rentals",
+        "gauge",
+        "Rentals by status, from the rentals read side (cluster-wide, cached up to 10 s).");
+    if (read != null)
+      read.rentalsByStatus()
+          .forEach((status, n) -> out.sample("tickmark_rentals", "status", status, n));
+    out.family(
+        "tickmark_ledger_projection_lag_seconds",
+        "gauge",
         "Age of the oldest account event the ledger projection has not written yet (0 when caught up; cached up to 10 s).");
-    if (read != null) out.sample("tickmark_ledger_projection_lag_seconds", read.ledgerLagMillis() / 1e3);
-    out.family("tickmark_read_side_age_seconds", "gauge",
+    if (read != null)
+      out.sample("tickmark_ledger_projection_lag_seconds", read.ledgerLagMillis() / 1e3);
+    out.family(
+        "tickmark_read_side_age_seconds",
+        "gauge",
         "Age of the read-side figures above; grows while the database is unreachable (absent before the first read).");
-    if (read != null) out.sample("tickmark_read_side_age_seconds", (System.nanoTime() - read.fetchedAtNanos()) / 1e9);
+    if (read != null)
+      out.sample(
+          "tickmark_read_side_age_seconds", (System.nanoTime() - read.fetchedAtNanos()) / 1e9);
 
-    out.counter("tickmark_metered_seconds_total", "Rental seconds settled by the rentals on this node.", metrics.secondsMetered.sum());
-    out.counter("tickmark_metered_micro_euros_total", "Cost of those seconds in micro-euros (what renters are debited).",
+    out.counter(
+        "tickmark_metered_seconds_total",
+        "Rental seconds settled by the rentals on this node.",
+        metrics.secondsMetered.sum());
+    out.counter(
+        "tickmark_metered_micro_euros_total",
+        "Cost of those seconds in micro-euros (what renters are debited).",
         metrics.microEurosMetered.sum());
-    out.counter("tickmark_metered_euros_total", "The same cost in euros (a float, for dashboards; the ledger is exact).",
+    out.counter(
+        "tickmark_metered_euros_total",
+        "The same cost in euros (a float, for dashboards; the ledger is exact).",
         metrics.microEurosMetered.sum() / 1e6);
-    out.counter("tickmark_settlements_total", "Settlement checkpoints persisted by the rentals on this node.", metrics.settlements.sum());
-    histogram(out, "tickmark_match_latency_seconds", "A match request's arrival at its matcher to the answer.", metrics.matchLatency);
-    out.family("tickmark_launch_step_seconds", "histogram",
+    out.counter(
+        "tickmark_settlements_total",
+        "Settlement checkpoints persisted by the rentals on this node.",
+        metrics.settlements.sum());
+    histogram(
+        out,
+        "tickmark_match_latency_seconds",
+        "A match request's arrival at its matcher to the answer.",
+        metrics.matchLatency);
+    out.family(
+        "tickmark_launch_step_seconds",
+        "histogram",
         "The steps of a launch on the rental's node: recorded (the request's write), hold (the renter's hold placed), "
             + "match (request to the matcher's answer), matched_recorded (the match's write before the answer).");
     launchStep(out, "recorded", metrics.launchRecorded);
@@ -113,28 +169,57 @@ public final class MetricsRoutes {
     launchStep(out, "match", metrics.launchMatch);
     launchStep(out, "matched_recorded", metrics.launchMatchedRecorded);
 
-    out.gauge("tickmark_agent_sessions_open", "Host agent websocket sessions open on this node.", metrics.agentSessionsOpen());
-    out.counter("tickmark_heartbeats_total", "Agent heartbeats handled by the host entities on this node.", metrics.heartbeats.sum());
-    histogram(out, "tickmark_heartbeat_lag_seconds", "Receipt of a heartbeat minus its agent's \"at\" (network delay and clock skew).",
+    out.gauge(
+        "tickmark_agent_sessions_open",
+        "Host agent websocket sessions open on this node.",
+        metrics.agentSessionsOpen());
+    out.counter(
+        "tickmark_heartbeats_total",
+        "Agent heartbeats handled by the host entities on this node.",
+        metrics.heartbeats.sum());
+    histogram(
+        out,
+        "tickmark_heartbeat_lag_seconds",
+        "Receipt of a heartbeat minus its agent's \"at\" (network delay and clock skew).",
         metrics.heartbeatLag);
-    histogram(out, "tickmark_heartbeat_handling_seconds", "Receipt of a heartbeat at the websocket to its handling by the host entity.",
+    histogram(
+        out,
+        "tickmark_heartbeat_handling_seconds",
+        "Receipt of a heartbeat at the websocket to its handling by the host entity.",
         metrics.heartbeatHandling);
 
-    histogram(out, "tickmark_journal_write_seconds", "Write latency of this node's journal probe (one small event every few seconds).",
+    histogram(
+        out,
+        "tickmark_journal_write_seconds",
+        "Write latency of this node's journal probe (one small event every few seconds).",
         metrics.journalWrites);
-    out.counter("tickmark_journal_failures_total", "Journal probe writes or recoveries that failed.", metrics.journalFailures.sum());
+    out.counter(
+        "tickmark_journal_failures_total",
+        "Journal probe writes or recoveries that failed.",
+        metrics.journalFailures.sum());
 
     jvm(out);
     return out.toString();
   }
 
   private static void launchStep(PrometheusText out, String step, LatencyHistogram histogram) {
-    out.histogramSeries("tickmark_launch_step_seconds", "step", step, BOUNDS_SECONDS, histogram.cumulativeCounts(BOUNDS_MICROS),
+    out.histogramSeries(
+        "tickmark_launch_step_seconds",
+        "step",
+        step,
+        BOUNDS_SECONDS,
+        histogram.cumulativeCounts(BOUNDS_MICROS),
         histogram.sumMicros() / 1e6);
   }
 
-  private static void histogram(PrometheusText out, String name, String help, LatencyHistogram histogram) {
-    out.histogram(name, help, BOUNDS_SECONDS, histogram.cumulativeCounts(BOUNDS_MICROS), histogram.sumMicros() / 1e6);
+  private static void histogram(
+      PrometheusText out, String name, String help, LatencyHistogram histogram) {
+    out.histogram(
+        name,
+        help,
+        BOUNDS_SECONDS,
+        histogram.cumulativeCounts(BOUNDS_MICROS),
+        histogram.sumMicros() / 1e6);
   }
 
   private static void jvm(PrometheusText out) {
@@ -142,21 +227,55 @@ public final class MetricsRoutes {
     out.gauge("tickmark_jvm_heap_used_bytes", "JVM heap in use.", heap.getUsed());
     out.gauge("tickmark_jvm_heap_committed_bytes", "JVM heap committed.", heap.getCommitted());
     out.gauge("tickmark_jvm_heap_max_bytes", "JVM heap maximum (-1 if undefined).", heap.getMax());
-    out.gauge("tickmark_jvm_threads", "Live JVM threads.", ManagementFactory.getThreadMXBean().getThreadCount());
+    out.gauge(
+        "tickmark_jvm_threads",
+        "Live JVM threads.",
+        ManagementFactory.getThreadMXBean().getThreadCount());
     var collectors = ManagementFactory.getGarbageCollectorMXBeans();
-    out.family("tickmark_jvm_gc_collections_total", "counter", "Garbage collections, by collector.");
-    for (GarbageCollectorMXBean gc : collectors) out.sample("tickmark_jvm_gc_collections_total", "gc", gc.getName(), Math.max(0, gc.getCollectionCount()));
-    out.family("tickmark_jvm_gc_seconds_total", "counter", "Time spent in garbage collection, by collector.");
-    for (GarbageCollectorMXBean gc : collectors) out.sample("tickmark_jvm_gc_seconds_total", "gc", gc.getName(), Math.max(0, gc.getCollectionTime()) / 1e3);
+    out.family(
+        "tickmark_jvm_gc_collections_total", "counter", "Garbage collections, by collector.");
+    for (GarbageCollectorMXBean gc : collectors)
+      out.sample(
+          "tickmark_jvm_gc_collections_total",
+          "gc",
+          gc.getName(),
+          Math.max(0, gc.getCollectionCount()));
+    out.family(
+        "tickmark_jvm_gc_seconds_total",
+        "counter",
+        "Time spent in garbage collection, by collector.");
+    for (GarbageCollectorMXBean gc : collectors)
+      out.sample(
+          "tickmark_jvm_gc_seconds_total",
+          "gc",
+          gc.getName(),
+          Math.max(0, gc.getCollectionTime()) / 1e3);
     var runtime = ManagementFactory.getRuntimeMXBean();
-    out.gauge("tickmark_process_uptime_seconds", "Time since the JVM started.", runtime.getUptime() / 1e3);
-    out.gauge("tickmark_process_start_time_seconds", "Start of the JVM, in Unix seconds.", runtime.getStartTime() / 1e3);
-    if (ManagementFactory.getOperatingSystemMXBean() instanceof com.sun.management.OperatingSystemMXBean os) {
-      out.counter("tickmark_process_cpu_seconds_total", "CPU time used by the process.", Math.max(0, os.getProcessCpuTime()) / 1e9);
+    out.gauge(
+        "tickmark_process_uptime_seconds",
+        "Time since the JVM started.",
+        runtime.getUptime() / 1e3);
+    out.gauge(
+        "tickmark_process_start_time_seconds",
+        "Start of the JVM, in Unix seconds.",
+        runtime.getStartTime() / 1e3);
+    if (ManagementFactory.getOperatingSystemMXBean()
+        instanceof com.sun.management.OperatingSystemMXBean os) {
+      out.counter(
+          "tickmark_process_cpu_seconds_total",
+          "CPU time used by the process.",
+          Math.max(0, os.getProcessCpuTime()) / 1e9);
     }
-    if (ManagementFactory.getOperatingSystemMXBean() instanceof com.sun.management.UnixOperatingSystemMXBean unix) {
-      out.gauge("tickmark_process_open_fds", "Open file descriptors (sockets included).", unix.getOpenFileDescriptorCount());
-      out.gauge("tickmark_process_max_fds", "The file descriptor limit.", unix.getMaxFileDescriptorCount());
+    if (ManagementFactory.getOperatingSystemMXBean()
+        instanceof com.sun.management.UnixOperatingSystemMXBean unix) {
+      out.gauge(
+          "tickmark_process_open_fds",
+          "Open file descriptors (sockets included).",
+          unix.getOpenFileDescriptorCount());
+      out.gauge(
+          "tickmark_process_max_fds",
+          "The file descriptor limit.",
+          unix.getMaxFileDescriptorCount());
     }
   }
 }

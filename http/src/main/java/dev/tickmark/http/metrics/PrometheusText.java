@@ -1,16 +1,19 @@
 package dev.tickmark.http.metrics;
 
 /**
- * A writer of the Prometheus text exposition format 0.0.4: {@code # HELP} and {@code # TYPE} once per
- * family, then its samples. One {@link StringBuilder} per scrape and no intermediate objects per
- * sample; label values are escaped as the format requires.
+ * A writer of the Prometheus text exposition format 0.0.4: {@code # HELP} and {@code # TYPE} once
+ * per family, then its samples. One {@link StringBuilder} per scrape and no intermediate objects
+ * per sample; label values are escaped as the format requires.
  */
 public final class PrometheusText {
   public static final String CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
   private final StringBuilder out = new StringBuilder(16 * 1024);
 
-  /** Starts a family: {@code type} is {@code counter}, {@code gauge}, {@code histogram} or {@code untyped}. */
+  /**
+   * Starts a family: {@code type} is {@code counter}, {@code gauge}, {@code histogram} or {@code
+   * untyped}.
+   */
   public PrometheusText family(String name, String type, String help) {
     out.append("# HELP ").append(name).append(' ');
     escape(help, false);
@@ -43,21 +46,28 @@ public final class PrometheusText {
   }
 
   /**
-   * A histogram family: {@code cumulative} holds one count per bound in {@code boundsSeconds} plus the
-   * {@code +Inf} count last, which is also the {@code _count}.
+   * A histogram family: {@code cumulative} holds one count per bound in {@code boundsSeconds} plus
+   * the {@code +Inf} count last, which is also the {@code _count}.
    */
-  public PrometheusText histogram(String name, String help, double[] boundsSeconds, long[] cumulative, double sumSeconds) {
+  public PrometheusText histogram(
+      String name, String help, double[] boundsSeconds, long[] cumulative, double sumSeconds) {
     family(name, "histogram", help);
     return histogramSeries(name, null, null, boundsSeconds, cumulative, sumSeconds);
   }
 
   /**
-   * One series of a histogram family announced with {@link #family}, told apart by one label ({@code label}
-   * null: no label).
+   * One series of a histogram family announced with {@link #family}, told apart by one label
+   * ({@code label} null: no label).
    */
-  public PrometheusText histogramSeries(String name, String label, String labelValue, double[] boundsSeconds, long[] cumulative,
+  public PrometheusText histogramSeries(
+      String name,
+      String label,
+      String labelValue,
+      double[] boundsSeconds,
+      long[] cumulative,
       double sumSeconds) {
-    if (cumulative.length != boundsSeconds.length + 1) throw new IllegalArgumentException("one count per bound, plus +Inf");
+    if (cumulative.length != boundsSeconds.length + 1)
+      throw new IllegalArgumentException("one count per bound, plus +Inf");
     for (int i = 0; i < boundsSeconds.length; i++) {
       out.append(name).append("_bucket{");
       label(label, labelValue);

@@ -32,7 +32,8 @@ public final class ApiKeys {
     }
   }
 
-  public record KeyInfo(String keyId, String prefix, String label, Instant createdAt, Instant revokedAt) {}
+  public record KeyInfo(
+      String keyId, String prefix, String label, Instant createdAt, Instant revokedAt) {}
 
   private static final SecureRandom RANDOM = new SecureRandom();
   private static final HexFormat HEX = HexFormat.of();
@@ -49,77 +50,97 @@ public final class ApiKeys {
     String keyId = random(6);
     String secret = random(24);
     Instant now = clock.instant();
-    return jdbc.run(connection -> {
-      try (PreparedStatement st = connection.prepareStatement(
-          "INSERT INTO api_keys(key_id, account_id, secret_hash, label, created_at) VALUES (?, ?, ?, ?, ?)")) {
-        st.setString(1, keyId);
-        st.setString(2, accountId);
-        st.setBytes(3, sha256(secret));
-        st.setString(4, label);
-        st.setTimestamp(5, Timestamp.from(now));
-        st.executeUpdate();
-      }
-      return new CreatedKey(keyId, PREFIX + keyId + "_" + secret, accountId, now);
-    });
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+              connection.prepareStatement(
+                  "INSERT INTO api_keys(key_id, account_id, secret_hash, label, created_at) VALUES (?, ?, ?, ?, ?)")) {
+            st.setString(1, keyId);
+            st.setString(2, accountId);
+            st.setBytes(3, sha256(secret));
+            st.setString(4, label);
+            st.setTimestamp(5, Timestamp.from(now));
+            st.executeUpdate();
+          }
+          return new CreatedKey(keyId, PREFIX + keyId + "_" + secret, accountId, now);
+        });
   }
 
-  /** The account a presented key belongs to, if the key is well-formed, known, unrevoked and its secret matches. */
+  /**
+   * The account a presented key belongs to, if the key is well-formed, known, unrevoked and its
+   * secret matches.
+   */
   public CompletionStage<Optional<String>> authenticate(String presented) {
     Optional<String[]> parts = parse(presented);
-    if (parts.isEmpty()) return java.util.concurrent.CompletableFuture.completedFuture(Optional.empty());
+    if (parts.isEmpty())
+      return java.util.concurrent.CompletableFuture.completedFuture(Optional.empty());
     String keyId = parts.get()[0];
     byte[] hash = sha256(parts.get()[1]);
-    return jdbc.run(connection -> {
-      try (PreparedStatement st = connection.prepareStatement(
-          "SELECT account_id, secret_hash FROM api_keys WHERE key_id = ? AND revoked_at IS NULL")) {
-        st.setString(1, keyId);
-        try (ResultSet rs = st.executeQuery()) {
-          if (rs.next() && MessageDigest.isEqual(hash, rs.getBytes(2))) return Optional.of(rs.getString(1));
-          return Optional.empty();
-        }
-      }
-    });
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+              connection.prepareStatement(
+                  "SELECT account_id, secret_hash FROM api_keys WHERE key_id = ? AND revoked_at IS NULL")) {
+            st.setString(1, keyId);
+            try (ResultSet rs = st.executeQuery()) {
+              if (rs.next() && MessageDigest.isEqual(hash, rs.getBytes(2)))
+                return Optional.of(rs.getString(1));
+              return Optional.empty();
+            }
+          }
+        });
   }
 
   public CompletionStage<List<KeyInfo>> list(String accountId) {
-    return jdbc.run(connection -> {
-      try (PreparedStatement st = connection.prepareStatement(
-          "SELECT key_id, label, created_at, revoked_at FROM api_keys WHERE account_id = ? ORDER BY created_at, key_id")) {
-        st.setString(1, accountId);
-        try (ResultSet rs = st.executeQuery()) {
-          List<KeyInfo> keys = new ArrayList<>();
-          while (rs.next()) {
-            Timestamp revoked = rs.getTimestamp(4);
-            keys.add(new KeyInfo(rs.getString(1), PREFIX + rs.getString(1), rs.getString(2), rs.getTimestamp(3).toInstant(),
-                revoked == null ? null : revoked.toInstant()));
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+              connection.prepareStatement(
+                  "SELECT key_id, label, created_at, revoked_at FROM api_keys WHERE account_id = ? ORDER BY created_at, key_id")) {
+            st.setString(1, accountId);
+            try (ResultSet rs = st.executeQuery()) {
+              List<KeyInfo> keys = new ArrayList<>();
+              while (rs.next()) {
+                Timestamp revoked = rs.getTimestamp(4);
+                keys.add(
+                    new KeyInfo(
+                        rs.getString(1),
+                        PREFIX + rs.getString(1),
+                        rs.getString(2),
+                        rs.getTimestamp(3).toInstant(),
+                        revoked == null ? null : revoked.toInstant()));
+              }
+              return keys;
+            }
           }
-          return keys;
-        }
-      }
-    });
+        });
   }
 
   /** Revokes a key of {@code accountId}; false if that account has no such live key. */
   public CompletionStage<Boolean> revoke(String accountId, String keyId) {
     Instant now = clock.instant();
-    return jdbc.run(connection -> {
-      try (PreparedStatement st = connection.prepareStatement(
-          "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND account_id = ? AND revoked_at IS NULL")) {
-        st.setTimestamp(1, Timestamp.from(now));
-        st.setString(2, keyId);
-        st.setString(3, accountId);
-        return st.executeUpdate() == 1;
-      }
-    });
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+              connection.prepareStatement(
+                  "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND account_id = ? AND revoked_at IS NULL")) {
+            st.setTimestamp(1, Timestamp.from(now));
+            st.setString(2, keyId);
+            st.setString(3, accountId);
+            return st.executeUpdate() == 1;
+          }
+        });
   }
 
   static Optional<String[]> parse(String presented) {
-    if (presented == null || !presented.startsWith(PREFIX) || presented.length() > 200) return Optional.empty();
+    if (presented == null || !presented.startsWith(PREFIX) || presented.length() > 200)
+      return Optional.empty();
     int split = presented.indexOf('_', PREFIX.length());
     if (split < 0) return Optional.empty();
     String keyId = presented.substring(PREFIX.length(), split);
     String secret = presented.substring(split + 1);
-    if (keyId.isEmpty() || secret.isEmpty() || !isHex(keyId) || !isHex(secret)) return Optional.empty();
+    if (keyId.isEmpty() || secret.isEmpty() || !isHex(keyId) || !isHex(secret))
+      return Optional.empty();
     return Optional.of(new String[] {keyId, secret});
   }
 
@@ -138,7 +159,8 @@ public final class ApiKeys {
 
   private static byte[] sha256(String secret) {
     try {
-      return MessageDigest.getInstance("SHA-256").digest(secret.getBytes(StandardCharsets.US_ASCII));
+      return MessageDigest.getInstance("SHA-256")
+          .digest(secret.getBytes(StandardCharsets.US_ASCII));
     } catch (NoSuchAlgorithmException e) {
       throw new IllegalStateException(e);
     }

@@ -17,7 +17,10 @@ import org.apache.pekko.persistence.query.Offset;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
 import org.apache.pekko.projection.javadsl.GroupedProjection;
 
-/** Keeps the {@code hosts} table in step with host events (exactly-once, one projection per tag slice). */
+/**
+ * Keeps the {@code hosts} table in step with host events (exactly-once, one projection per tag
+ * slice).
+ */
 public final class HostProjection {
   public static final String NAME = "hosts";
   static final ObjectMapper JSON = new ObjectMapper();
@@ -25,18 +28,22 @@ public final class HostProjection {
   private HostProjection() {}
 
   public static void init(ActorSystem<?> system, Jdbc jdbc) {
-    SlicedProjections.init(system, "hosts-writer", Host.allTags(), tag -> projection(system, jdbc, tag));
+    SlicedProjections.init(
+        system, "hosts-writer", Host.allTags(), tag -> projection(system, jdbc, tag));
   }
 
-  static GroupedProjection<Offset, EventEnvelope<Host.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
+  static GroupedProjection<Offset, EventEnvelope<Host.Event>> projection(
+      ActorSystem<?> system, Jdbc jdbc, String tag) {
     return SlicedProjections.exactlyOnceInGroups(system, jdbc, NAME, tag, HostProjection::apply);
   }
 
   static void apply(Connection c, String hostId, Host.Event event) throws SQLException {
     Timestamp at = Timestamp.from(event.at());
     if (event instanceof Host.Invited e) {
-      try (PreparedStatement st = c.prepareStatement("INSERT INTO hosts(host_id, owner_id, region, label, status, created_at, updated_at)"
-          + " VALUES (?, ?, ?, ?, 'invited', ?, ?) ON CONFLICT (host_id) DO NOTHING")) {
+      try (PreparedStatement st =
+          c.prepareStatement(
+              "INSERT INTO hosts(host_id, owner_id, region, label, status, created_at, updated_at)"
+                  + " VALUES (?, ?, ?, ?, 'invited', ?, ?) ON CONFLICT (host_id) DO NOTHING")) {
         st.setString(1, hostId);
         st.setString(2, e.ownerId());
         st.setString(3, e.region());
@@ -48,8 +55,10 @@ public final class HostProjection {
     } else if (event instanceof Host.Registered) {
       update(c, hostId, at, "status = 'registered'");
     } else if (event instanceof Host.ReportVerified e) {
-      try (PreparedStatement st = c.prepareStatement("UPDATE hosts SET status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'verified' END,"
-          + " gpu = ?, cards_total = ?, simulated = ?, updated_at = ? WHERE host_id = ?")) {
+      try (PreparedStatement st =
+          c.prepareStatement(
+              "UPDATE hosts SET status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'verified' END,"
+                  + " gpu = ?, cards_total = ?, simulated = ?, updated_at = ? WHERE host_id = ?")) {
         st.setString(1, e.outcome().cards().isEmpty() ? null : e.outcome().cards().get(0).gpu());
         st.setInt(2, e.outcome().cards().size());
         st.setBoolean(3, e.outcome().simulated());
@@ -58,18 +67,31 @@ public final class HostProjection {
         st.executeUpdate();
       }
     } else if (event instanceof Host.ReportRejected e) {
-      // A failed report leaves no verified cards: cards_total > 0 is what Reinstated reads as "the last
+      // A failed report leaves no verified cards: cards_total > 0 is what Reinstated reads as "the
+      // last
       // report passed" (the entity reinstates to verified only then, else to failed).
-      update(c, hostId, at, (e.evict() ? "status = 'evicted'" : "status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'failed' END")
-          + ", cards_total = 0");
+      update(
+          c,
+          hostId,
+          at,
+          (e.evict()
+                  ? "status = 'evicted'"
+                  : "status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'failed' END")
+              + ", cards_total = 0");
     } else if (event instanceof Host.WentOnline) {
-      update(c, hostId, at, "online = TRUE, status = CASE WHEN status = 'registered' THEN 'verifying' ELSE status END");
+      update(
+          c,
+          hostId,
+          at,
+          "online = TRUE, status = CASE WHEN status = 'registered' THEN 'verifying' ELSE status END");
     } else if (event instanceof Host.WentOffline) {
       update(c, hostId, at, "online = FALSE");
     } else if (event instanceof Host.ListingUpdated e) {
       Listing l = e.listing();
-      try (PreparedStatement st = c.prepareStatement("UPDATE hosts SET listed = ?, on_demand_price = ?, spot_price = ?,"
-          + " spot_notice_seconds = ?, availability = ?, updated_at = ? WHERE host_id = ?")) {
+      try (PreparedStatement st =
+          c.prepareStatement(
+              "UPDATE hosts SET listed = ?, on_demand_price = ?, spot_price = ?,"
+                  + " spot_notice_seconds = ?, availability = ?, updated_at = ? WHERE host_id = ?")) {
         st.setBoolean(1, l.listed());
         st.setLong(2, l.onDemandPrice());
         if (l.spotPrice() == null) st.setNull(3, Types.BIGINT);
@@ -96,8 +118,10 @@ public final class HostProjection {
     // CardsRented: a reserved card is already taken; nothing changes here.
   }
 
-  private static void update(Connection c, String hostId, Timestamp at, String set) throws SQLException {
-    try (PreparedStatement st = c.prepareStatement("UPDATE hosts SET " + set + ", updated_at = ? WHERE host_id = ?")) {
+  private static void update(Connection c, String hostId, Timestamp at, String set)
+      throws SQLException {
+    try (PreparedStatement st =
+        c.prepareStatement("UPDATE hosts SET " + set + ", updated_at = ? WHERE host_id = ?")) {
       st.setTimestamp(1, at);
       st.setString(2, hostId);
       st.executeUpdate();
@@ -108,7 +132,10 @@ public final class HostProjection {
 
   static String windowsJson(List<Listing.Window> windows) {
     try {
-      return JSON.writeValueAsString(windows.stream().map(w -> new WindowRow(w.day().name(), w.startMinute(), w.endMinute())).toList());
+      return JSON.writeValueAsString(
+          windows.stream()
+              .map(w -> new WindowRow(w.day().name(), w.startMinute(), w.endMinute()))
+              .toList());
     } catch (JsonProcessingException e) {
       throw new IllegalStateException(e);
     }
@@ -118,7 +145,11 @@ public final class HostProjection {
     try {
       WindowRow[] rows = JSON.readValue(json, WindowRow[].class);
       return java.util.Arrays.stream(rows)
-          .map(r -> new Listing.Window(java.time.DayOfWeek.valueOf(r.day()), r.startMinute(), r.endMinute())).toList();
+          .map(
+              r ->
+                  new Listing.Window(
+                      java.time.DayOfWeek.valueOf(r.day()), r.startMinute(), r.endMinute()))
+          .toList();
     } catch (JsonProcessingException e) {
       throw new IllegalStateException("bad availability in hosts table", e);
     }

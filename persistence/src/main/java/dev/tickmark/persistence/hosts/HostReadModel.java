@@ -19,9 +19,23 @@ import java.util.concurrent.CompletionStage;
 /** Host lists and live market capacity, from the {@code hosts} table. */
 public final class HostReadModel {
   public record HostRow(
-      String hostId, String ownerId, String region, String label, String status, boolean online, boolean listed,
-      boolean draining, boolean simulated, String gpu, int cardsTotal, int cardsTaken, Long onDemandPrice, Long spotPrice,
-      List<Listing.Window> availability, Instant createdAt, Instant updatedAt) {
+      String hostId,
+      String ownerId,
+      String region,
+      String label,
+      String status,
+      boolean online,
+      boolean listed,
+      boolean draining,
+      boolean simulated,
+      String gpu,
+      int cardsTotal,
+      int cardsTaken,
+      Long onDemandPrice,
+      Long spotPrice,
+      List<Listing.Window> availability,
+      Instant createdAt,
+      Instant updatedAt) {
 
     public int cardsFree() {
       return Math.max(0, cardsTotal - cardsTaken);
@@ -29,13 +43,20 @@ public final class HostReadModel {
   }
 
   /** Capacity for one (gpu, region, tier, simulated), without any host identity. */
-  public record Offer(String gpu, String region, Listing.Tier tier, int availableCards, long lowestPricePerGpuHour, int hosts,
+  public record Offer(
+      String gpu,
+      String region,
+      Listing.Tier tier,
+      int availableCards,
+      long lowestPricePerGpuHour,
+      int hosts,
       boolean simulated) {}
 
   public record OfferFilter(String gpu, String region, Listing.Tier tier, Long maxPrice) {}
 
-  private static final String COLUMNS = "host_id, owner_id, region, label, status, online, listed, draining, simulated, gpu,"
-      + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at";
+  private static final String COLUMNS =
+      "host_id, owner_id, region, label, status, online, listed, draining, simulated, gpu,"
+          + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at";
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -45,109 +66,169 @@ public final class HostReadModel {
     this.progress = new ProjectionProgress(jdbc);
   }
 
-  /** Until the table holds every host event in the journal now, or {@code within} has passed ({@code false}). */
+  /**
+   * Until the table holds every host event in the journal now, or {@code within} has passed ({@code
+   * false}).
+   */
   public CompletionStage<Boolean> awaitWritten(Duration within) {
     return progress.awaitAll(HostProjection.NAME, Host.allTags(), within);
   }
 
   public CompletionStage<List<HostRow>> byOwner(String ownerId) {
-    return query("SELECT " + COLUMNS + " FROM hosts WHERE owner_id = ? AND status <> 'removed' ORDER BY created_at, host_id", ownerId);
+    return query(
+        "SELECT "
+            + COLUMNS
+            + " FROM hosts WHERE owner_id = ? AND status <> 'removed' ORDER BY created_at, host_id",
+        ownerId);
   }
 
   /** All hosts, or those with {@code status}, for operators. */
   public CompletionStage<List<HostRow>> byStatus(String status) {
-    if (status == null) return query("SELECT " + COLUMNS + " FROM hosts ORDER BY created_at, host_id LIMIT 1000");
-    return query("SELECT " + COLUMNS + " FROM hosts WHERE status = ? ORDER BY created_at, host_id LIMIT 1000", status);
+    if (status == null)
+      return query("SELECT " + COLUMNS + " FROM hosts ORDER BY created_at, host_id LIMIT 1000");
+    return query(
+        "SELECT "
+            + COLUMNS
+            + " FROM hosts WHERE status = ? ORDER BY created_at, host_id LIMIT 1000",
+        status);
   }
 
-  /** Live capacity at {@code now}: verified, online, listed, not draining hosts inside an availability window with free cards. */
+  /**
+   * Live capacity at {@code now}: verified, online, listed, not draining hosts inside an
+   * availability window with free cards.
+   */
   public CompletionStage<List<Offer>> offers(OfferFilter filter, Instant now) {
-    return query("SELECT " + COLUMNS + " FROM hosts WHERE status = 'verified' AND online AND listed AND NOT draining"
-        + " AND cards_total > cards_taken").thenApply(rows -> aggregate(rows, filter, now));
+    return query(
+            "SELECT "
+                + COLUMNS
+                + " FROM hosts WHERE status = 'verified' AND online AND listed AND NOT draining"
+                + " AND cards_total > cards_taken")
+        .thenApply(rows -> aggregate(rows, filter, now));
   }
 
-  /** Candidates are read a page at a time, cheapest first, until this many are inside their availability windows. */
+  /**
+   * Candidates are read a page at a time, cheapest first, until this many are inside their
+   * availability windows.
+   */
   static final int CANDIDATE_PAGE = 32;
+
   static final int ENOUGH_CANDIDATES = 8;
 
   /**
-   * Hosts that may have {@code count} free cards of {@code gpu} at or below {@code maxPrice} now, as the
-   * read side sees them, cheapest first, and only as many as a match can use (about {@value #ENOUGH_CANDIDATES}):
-   * the cost of a match does not grow with the size of the market. The matcher's proposal to each host is
-   * what decides.
+   * Hosts that may have {@code count} free cards of {@code gpu} at or below {@code maxPrice} now,
+   * as the read side sees them, cheapest first, and only as many as a match can use (about {@value
+   * #ENOUGH_CANDIDATES}): the cost of a match does not grow with the size of the market. The
+   * matcher's proposal to each host is what decides.
    */
-  public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(String gpu, String region,
-      Listing.Tier tier, long maxPrice, int count, Instant now) {
+  public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(
+      String gpu, String region, Listing.Tier tier, long maxPrice, int count, Instant now) {
     String price = tier == Listing.Tier.SPOT ? "spot_price" : "on_demand_price";
-    String sql = "SELECT host_id, " + price + ", cards_total - cards_taken, availability FROM hosts"
-        + " WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
-        + " AND cards_total - cards_taken >= ? AND " + price + " <= ?" + (region == null ? "" : " AND region = ?")
-        + " ORDER BY " + price + ", cards_total - cards_taken DESC, host_id LIMIT " + CANDIDATE_PAGE + " OFFSET ?";
-    return jdbc.run(connection -> {
-      List<dev.tickmark.engine.market.Matcher.Candidate> out = new ArrayList<>();
-      try (PreparedStatement st = connection.prepareStatement(sql)) {
-        int i = 1;
-        st.setString(i++, gpu);
-        st.setInt(i++, Math.max(1, count));
-        st.setLong(i++, maxPrice);
-        if (region != null) st.setString(i++, region);
-        int offsetIndex = i;
-        for (int offset = 0; out.size() < ENOUGH_CANDIDATES; offset += CANDIDATE_PAGE) {
-          st.setInt(offsetIndex, offset);
-          int rows = 0;
-          try (ResultSet rs = st.executeQuery()) {
-            while (rs.next()) {
-              rows++;
-              String availability = rs.getString(4);
-              // Windows are rare and checked here; a host without any is always available.
-              if (availability != null && !availability.equals("[]") && !new Listing(0, null, Listing.DEFAULT_SPOT_NOTICE_SECONDS,
-                  HostProjection.windowsFrom(availability), true).availableAt(now)) continue;
-              out.add(new dev.tickmark.engine.market.Matcher.Candidate(rs.getString(1), rs.getLong(2), rs.getInt(3)));
+    String sql =
+        "SELECT host_id, "
+            + price
+            + ", cards_total - cards_taken, availability FROM hosts"
+            + " WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
+            + " AND cards_total - cards_taken >= ? AND "
+            + price
+            + " <= ?"
+            + (region == null ? "" : " AND region = ?")
+            + " ORDER BY "
+            + price
+            + ", cards_total - cards_taken DESC, host_id LIMIT "
+            + CANDIDATE_PAGE
+            + " OFFSET ?";
+    return jdbc.run(
+        connection -> {
+          List<dev.tickmark.engine.market.Matcher.Candidate> out = new ArrayList<>();
+          try (PreparedStatement st = connection.prepareStatement(sql)) {
+            int i = 1;
+            st.setString(i++, gpu);
+            st.setInt(i++, Math.max(1, count));
+            st.setLong(i++, maxPrice);
+            if (region != null) st.setString(i++, region);
+            int offsetIndex = i;
+            for (int offset = 0; out.size() < ENOUGH_CANDIDATES; offset += CANDIDATE_PAGE) {
+              st.setInt(offsetIndex, offset);
+              int rows = 0;
+              try (ResultSet rs = st.executeQuery()) {
+                while (rs.next()) {
+                  rows++;
+                  String availability = rs.getString(4);
+                  // Windows are rare and checked here; a host without any is always available.
+                  if (availability != null
+                      && !availability.equals("[]")
+                      && !new Listing(
+                              0,
+                              null,
+                              Listing.DEFAULT_SPOT_NOTICE_SECONDS,
+                              HostProjection.windowsFrom(availability),
+                              true)
+                          .availableAt(now)) continue;
+                  out.add(
+                      new dev.tickmark.engine.market.Matcher.Candidate(
+                          rs.getString(1), rs.getLong(2), rs.getInt(3)));
+                }
+              }
+              if (rows < CANDIDATE_PAGE) break;
             }
           }
-          if (rows < CANDIDATE_PAGE) break;
-        }
-      }
-      return out;
-    });
+          return out;
+        });
   }
 
   static List<Offer> aggregate(List<HostRow> rows, OfferFilter filter, Instant now) {
     record Key(String gpu, String region, Listing.Tier tier, boolean simulated) {}
-    Map<Key, long[]> acc = new TreeMap<>(Comparator.comparing(Key::gpu).thenComparing(Key::region)
-        .thenComparing(Key::tier).thenComparing(Key::simulated));
+    Map<Key, long[]> acc =
+        new TreeMap<>(
+            Comparator.comparing(Key::gpu)
+                .thenComparing(Key::region)
+                .thenComparing(Key::tier)
+                .thenComparing(Key::simulated));
     for (HostRow row : rows) {
       if (filter.gpu() != null && !filter.gpu().equals(row.gpu())) continue;
       if (filter.region() != null && !filter.region().equals(row.region())) continue;
-      Listing listing = new Listing(row.onDemandPrice() == null ? 0 : row.onDemandPrice(), row.spotPrice(),
-          Listing.DEFAULT_SPOT_NOTICE_SECONDS, row.availability(), true);
+      Listing listing =
+          new Listing(
+              row.onDemandPrice() == null ? 0 : row.onDemandPrice(),
+              row.spotPrice(),
+              Listing.DEFAULT_SPOT_NOTICE_SECONDS,
+              row.availability(),
+              true);
       if (!listing.availableAt(now)) continue;
       for (Listing.Tier tier : Listing.Tier.values()) {
         if (filter.tier() != null && filter.tier() != tier) continue;
         Long floor = listing.floorFor(tier);
         if (floor == null || (filter.maxPrice() != null && floor > filter.maxPrice())) continue;
-        long[] a = acc.computeIfAbsent(new Key(row.gpu(), row.region(), tier, row.simulated()), k -> new long[] {0, Long.MAX_VALUE, 0});
+        long[] a =
+            acc.computeIfAbsent(
+                new Key(row.gpu(), row.region(), tier, row.simulated()),
+                k -> new long[] {0, Long.MAX_VALUE, 0});
         a[0] += row.cardsFree();
         a[1] = Math.min(a[1], floor);
         a[2] += 1;
       }
     }
     List<Offer> offers = new ArrayList<>(acc.size());
-    acc.forEach((k, a) -> offers.add(new Offer(k.gpu(), k.region(), k.tier(), (int) a[0], a[1], (int) a[2], k.simulated())));
+    acc.forEach(
+        (k, a) ->
+            offers.add(
+                new Offer(
+                    k.gpu(), k.region(), k.tier(), (int) a[0], a[1], (int) a[2], k.simulated())));
     return offers;
   }
 
   private CompletionStage<List<HostRow>> query(String sql, String... params) {
-    return jdbc.run(connection -> {
-      try (PreparedStatement st = connection.prepareStatement(sql)) {
-        for (int i = 0; i < params.length; i++) st.setString(i + 1, params[i]);
-        try (ResultSet rs = st.executeQuery()) {
-          List<HostRow> rows = new ArrayList<>();
-          while (rs.next()) rows.add(row(rs));
-          return rows;
-        }
-      }
-    });
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st = connection.prepareStatement(sql)) {
+            for (int i = 0; i < params.length; i++) st.setString(i + 1, params[i]);
+            try (ResultSet rs = st.executeQuery()) {
+              List<HostRow> rows = new ArrayList<>();
+              while (rs.next()) rows.add(row(rs));
+              return rows;
+            }
+          }
+        });
   }
 
   private static HostRow row(ResultSet rs) throws SQLException {
@@ -155,8 +236,23 @@ public final class HostReadModel {
     Long onDemandPrice = rs.wasNull() ? null : onDemand;
     long spot = rs.getLong(14);
     Long spotPrice = rs.wasNull() ? null : spot;
-    return new HostRow(rs.getString(1), rs.getString(2), rs.getString(3), rs.getString(4), rs.getString(5), rs.getBoolean(6),
-        rs.getBoolean(7), rs.getBoolean(8), rs.getBoolean(9), rs.getString(10), rs.getInt(11), rs.getInt(12), onDemandPrice,
-        spotPrice, HostProjection.windowsFrom(rs.getString(15)), rs.getTimestamp(16).toInstant(), rs.getTimestamp(17).toInstant());
+    return new HostRow(
+        rs.getString(1),
+        rs.getString(2),
+        rs.getString(3),
+        rs.getString(4),
+        rs.getString(5),
+        rs.getBoolean(6),
+        rs.getBoolean(7),
+        rs.getBoolean(8),
+        rs.getBoolean(9),
+        rs.getString(10),
+        rs.getInt(11),
+        rs.getInt(12),
+        onDemandPrice,
+        spotPrice,
+        HostProjection.windowsFrom(rs.getString(15)),
+        rs.getTimestamp(16).toInstant(),
+        rs.getTimestamp(17).toInstant());
   }
 }

@@ -5,10 +5,11 @@ import java.time.Instant;
 import java.util.List;
 
 /**
- * How each account event becomes ledger rows. Amounts are signed as the account sees them: a deposit
- * adds to the balance, a hold takes from what is available, a capture takes from the balance, an
- * earning adds to the provider side, a payout takes from it. The platform's share is booked on the
- * {@value #PLATFORM_ACCOUNT} account by the provider's own event, so no single actor collects it.
+ * How each account event becomes ledger rows. Amounts are signed as the account sees them: a
+ * deposit adds to the balance, a hold takes from what is available, a capture takes from the
+ * balance, an earning adds to the provider side, a payout takes from it. The platform's share is
+ * booked on the {@value #PLATFORM_ACCOUNT} account by the provider's own event, so no single actor
+ * collects it.
  */
 public final class LedgerLegs {
   public static final String PLATFORM_ACCOUNT = "platform";
@@ -21,23 +22,43 @@ public final class LedgerLegs {
   public static final String PLATFORM_FEE = "platform_fee";
   public static final String PAYOUT = "payout";
 
-  public record Leg(String accountId, String kind, long amount, String key, String rentalId, Instant at) {}
+  public record Leg(
+      String accountId, String kind, long amount, String key, String rentalId, Instant at) {}
 
   private LedgerLegs() {}
 
   public static List<Leg> of(String accountId, Account.Event event) {
     if (event instanceof Account.Deposited e) {
-      return List.of(new Leg(accountId, DEPOSIT, e.amount(), "deposit:" + e.reference(), null, e.at()));
+      return List.of(
+          new Leg(accountId, DEPOSIT, e.amount(), "deposit:" + e.reference(), null, e.at()));
     } else if (event instanceof Account.HoldPlaced e) {
-      return List.of(new Leg(accountId, HOLD, -e.amount(), "hold:" + e.holdId(), e.holdId(), e.at()));
+      return List.of(
+          new Leg(accountId, HOLD, -e.amount(), "hold:" + e.holdId(), e.holdId(), e.at()));
     } else if (event instanceof Account.HoldExtended e) {
-      return List.of(new Leg(accountId, HOLD, -e.added(), "hold:" + e.holdId() + ":" + e.newAmount(), e.holdId(), e.at()));
+      return List.of(
+          new Leg(
+              accountId,
+              HOLD,
+              -e.added(),
+              "hold:" + e.holdId() + ":" + e.newAmount(),
+              e.holdId(),
+              e.at()));
     } else if (event instanceof Account.Captured e) {
-      return List.of(new Leg(accountId, CAPTURE, -e.amount(), e.holdId() + ":" + e.throughSecond(), e.holdId(), e.at()));
+      return List.of(
+          new Leg(
+              accountId,
+              CAPTURE,
+              -e.amount(),
+              e.holdId() + ":" + e.throughSecond(),
+              e.holdId(),
+              e.at()));
     } else if (event instanceof Account.HoldReleased e) {
-      return List.of(new Leg(accountId, HOLD_RELEASED, e.released(), "release:" + e.holdId(), e.holdId(), e.at()));
+      return List.of(
+          new Leg(
+              accountId, HOLD_RELEASED, e.released(), "release:" + e.holdId(), e.holdId(), e.at()));
     } else if (event instanceof Account.EarningsCredited e) {
-      // A source that ends on a second it already settled is closed by a credit of nothing under that second's key:
+      // A source that ends on a second it already settled is closed by a credit of nothing under
+      // that second's key:
       // no money moves, and a second row under the same key would read as the key applied twice.
       if (e.providerAmount() == 0 && e.platformAmount() == 0) return List.of();
       String key = e.sourceId() + ":" + e.throughSecond();
@@ -45,7 +66,8 @@ public final class LedgerLegs {
           new Leg(accountId, EARNING, e.providerAmount(), key, e.sourceId(), e.at()),
           new Leg(PLATFORM_ACCOUNT, PLATFORM_FEE, e.platformAmount(), key, e.sourceId(), e.at()));
     } else if (event instanceof Account.PaidOut e) {
-      return List.of(new Leg(accountId, PAYOUT, -e.amount(), "payout:" + e.payoutId(), null, e.at()));
+      return List.of(
+          new Leg(accountId, PAYOUT, -e.amount(), "payout:" + e.payoutId(), null, e.at()));
     }
     return List.of(); // Opened, SpendCapSet: no money moves
   }

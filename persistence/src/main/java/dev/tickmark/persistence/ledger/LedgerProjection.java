@@ -20,9 +20,10 @@ import org.apache.pekko.projection.jdbc.javadsl.JdbcHandler;
 import org.apache.pekko.projection.jdbc.javadsl.JdbcProjection;
 
 /**
- * Writes the ledger table from account events, one projection instance per tag slice. Rows and offsets
- * commit in one transaction (exactly-once); events are written in groups to batch the inserts.
- * (The {@link org.apache.pekko.cluster.sharding.typed.javadsl.ShardedDaemonProcess} runs each slice once in the cluster.)
+ * Writes the ledger table from account events, one projection instance per tag slice. Rows and
+ * offsets commit in one transaction (exactly-once); events are written in groups to batch the
+ * inserts. (The {@link org.apache.pekko.cluster.sharding.typed.javadsl.ShardedDaemonProcess} runs
+ * each slice once in the cluster.)
  */
 public final class LedgerProjection {
   public static final String NAME = "ledger";
@@ -30,49 +31,59 @@ public final class LedgerProjection {
   private LedgerProjection() {}
 
   public static void init(ActorSystem<?> system, Jdbc jdbc) {
-    SlicedProjections.init(system, "ledger-writer", Account.allTags(), tag -> projection(system, jdbc, tag));
+    SlicedProjections.init(
+        system, "ledger-writer", Account.allTags(), tag -> projection(system, jdbc, tag));
   }
 
-  static GroupedProjection<Offset, EventEnvelope<Account.Event>> projection(ActorSystem<?> system, Jdbc jdbc, String tag) {
+  static GroupedProjection<Offset, EventEnvelope<Account.Event>> projection(
+      ActorSystem<?> system, Jdbc jdbc, String tag) {
     SourceProvider<Offset, EventEnvelope<Account.Event>> source =
         EventSourcedProvider.eventsByTag(system, JdbcReadJournal.Identifier(), tag);
     return JdbcProjection.groupedWithin(
-            ProjectionId.of(NAME, tag), source, () -> new PooledJdbcSession(jdbc.dataSource()), Writer::new, system)
+            ProjectionId.of(NAME, tag),
+            source,
+            () -> new PooledJdbcSession(jdbc.dataSource()),
+            Writer::new,
+            system)
         .withGroup(SlicedProjections.GROUP_SIZE, SlicedProjections.GROUP_WITHIN);
   }
 
-  static final class Writer extends JdbcHandler<List<EventEnvelope<Account.Event>>, PooledJdbcSession> {
-    private static final String INSERT = "INSERT INTO ledger_entries"
-        + " (account_id, kind, amount, entry_key, rental_id, at, persistence_id, sequence_number, leg)"
-        + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (persistence_id, sequence_number, leg) DO NOTHING";
+  static final class Writer
+      extends JdbcHandler<List<EventEnvelope<Account.Event>>, PooledJdbcSession> {
+    private static final String INSERT =
+        "INSERT INTO ledger_entries"
+            + " (account_id, kind, amount, entry_key, rental_id, at, persistence_id, sequence_number, leg)"
+            + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (persistence_id, sequence_number, leg) DO NOTHING";
 
     @Override
-    public void process(PooledJdbcSession session, List<EventEnvelope<Account.Event>> envelopes) throws Exception {
-      session.withConnection(connection -> {
-        try (PreparedStatement insert = connection.prepareStatement(INSERT)) {
-          int rows = 0;
-          for (EventEnvelope<Account.Event> envelope : envelopes) {
-            String accountId = PersistenceId.extractEntityId(envelope.persistenceId());
-            List<LedgerLegs.Leg> legs = LedgerLegs.of(accountId, envelope.event());
-            for (int leg = 0; leg < legs.size(); leg++) {
-              LedgerLegs.Leg l = legs.get(leg);
-              insert.setString(1, l.accountId());
-              insert.setString(2, l.kind());
-              insert.setLong(3, l.amount());
-              insert.setString(4, l.key());
-              insert.setString(5, l.rentalId());
-              insert.setTimestamp(6, Timestamp.from(l.at()));
-              insert.setString(7, envelope.persistenceId());
-              insert.setLong(8, envelope.sequenceNr());
-              insert.setShort(9, (short) leg);
-              insert.addBatch();
-              rows++;
+    public void process(PooledJdbcSession session, List<EventEnvelope<Account.Event>> envelopes)
+        throws Exception {
+      session.withConnection(
+          connection -> {
+            try (PreparedStatement insert = connection.prepareStatement(INSERT)) {
+              int rows = 0;
+              for (EventEnvelope<Account.Event> envelope : envelopes) {
+                String accountId = PersistenceId.extractEntityId(envelope.persistenceId());
+                List<LedgerLegs.Leg> legs = LedgerLegs.of(accountId, envelope.event());
+                for (int leg = 0; leg < legs.size(); leg++) {
+                  LedgerLegs.Leg l = legs.get(leg);
+                  insert.setString(1, l.accountId());
+                  insert.setString(2, l.kind());
+                  insert.setLong(3, l.amount());
+                  insert.setString(4, l.key());
+                  insert.setString(5, l.rentalId());
+                  insert.setTimestamp(6, Timestamp.from(l.at()));
+                  insert.setString(7, envelope.persistenceId());
+                  insert.setLong(8, envelope.sequenceNr());
+                  insert.setShort(9, (short) leg);
+                  insert.addBatch();
+                  rows++;
+                }
+              }
+              if (rows > 0) insert.executeBatch();
             }
-          }
-          if (rows > 0) insert.executeBatch();
-        }
-        return null;
-      });
+            return null;
+          });
     }
   }
 }

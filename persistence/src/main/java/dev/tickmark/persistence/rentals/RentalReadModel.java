@@ -15,9 +15,25 @@ import java.util.concurrent.CompletionStage;
 
 /** The renter's rentals, newest first, with cursor paging. Refused requests are not listed. */
 public final class RentalReadModel {
-  public record RentalRow(long rowId, String rentalId, String status, String gpu, int count, String tier, String region,
-      long maxPricePerGpuHour, Long pricePerGpuHour, boolean simulated, Instant createdAt, Instant matchedAt, Instant startedAt,
-      Instant endedAt, String endReason, long billedSeconds, long cost, Instant preemptionDeadline) {}
+  public record RentalRow(
+      long rowId,
+      String rentalId,
+      String status,
+      String gpu,
+      int count,
+      String tier,
+      String region,
+      long maxPricePerGpuHour,
+      Long pricePerGpuHour,
+      boolean simulated,
+      Instant createdAt,
+      Instant matchedAt,
+      Instant startedAt,
+      Instant endedAt,
+      String endReason,
+      long billedSeconds,
+      long cost,
+      Instant preemptionDeadline) {}
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -28,67 +44,97 @@ public final class RentalReadModel {
   }
 
   /**
-   * Until the table holds every rental event in the journal now, or {@code within} has passed ({@code false}). All
-   * slices: a rental just launched is a new entity, which the renter's id does not lead to; see {@link ProjectionProgress}.
+   * Until the table holds every rental event in the journal now, or {@code within} has passed
+   * ({@code false}). All slices: a rental just launched is a new entity, which the renter's id does
+   * not lead to; see {@link ProjectionProgress}.
    */
   public CompletionStage<Boolean> awaitWritten(Duration within) {
     return progress.awaitAll(RentalProjection.NAME, Rental.allTags(), within);
   }
 
-  /** {@code after}: the {@code rowId} of the last row of the previous page (0 for the first page). */
-  public CompletionStage<List<RentalRow>> byRenter(String renterId, String status, long after, int limit) {
-    String sql = "SELECT row_id, rental_id, status, gpu, card_count, tier, region, max_price_per_gpu_hour, price_per_gpu_hour,"
-        + " simulated, created_at, matched_at, started_at, ended_at, end_reason, billed_seconds, cost, preemption_deadline"
-        + " FROM rentals WHERE renter_id = ? AND status <> 'refused'" + (status == null ? "" : " AND status = ?")
-        + (after > 0 ? " AND row_id < ?" : "") + " ORDER BY row_id DESC LIMIT ?";
-    return jdbc.run(connection -> {
-      try (PreparedStatement st = connection.prepareStatement(sql)) {
-        int i = 1;
-        st.setString(i++, renterId);
-        if (status != null) st.setString(i++, status);
-        if (after > 0) st.setLong(i++, after);
-        st.setInt(i, limit);
-        try (ResultSet rs = st.executeQuery()) {
-          List<RentalRow> rows = new ArrayList<>();
-          while (rs.next()) rows.add(row(rs));
-          return rows;
-        }
-      }
-    });
+  /**
+   * {@code after}: the {@code rowId} of the last row of the previous page (0 for the first page).
+   */
+  public CompletionStage<List<RentalRow>> byRenter(
+      String renterId, String status, long after, int limit) {
+    String sql =
+        "SELECT row_id, rental_id, status, gpu, card_count, tier, region, max_price_per_gpu_hour, price_per_gpu_hour,"
+            + " simulated, created_at, matched_at, started_at, ended_at, end_reason, billed_seconds, cost, preemption_deadline"
+            + " FROM rentals WHERE renter_id = ? AND status <> 'refused'"
+            + (status == null ? "" : " AND status = ?")
+            + (after > 0 ? " AND row_id < ?" : "")
+            + " ORDER BY row_id DESC LIMIT ?";
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st = connection.prepareStatement(sql)) {
+            int i = 1;
+            st.setString(i++, renterId);
+            if (status != null) st.setString(i++, status);
+            if (after > 0) st.setLong(i++, after);
+            st.setInt(i, limit);
+            try (ResultSet rs = st.executeQuery()) {
+              List<RentalRow> rows = new ArrayList<>();
+              while (rs.next()) rows.add(row(rs));
+              return rows;
+            }
+          }
+        });
   }
 
   /** Ids of rentals that have not finished, for waking them after a node was lost. */
   public CompletionStage<List<String>> unfinished() {
-    return jdbc.run(connection -> {
-      try (PreparedStatement st = connection.prepareStatement(
-          "SELECT rental_id FROM rentals WHERE status IN ('pending', 'provisioning', 'running', 'stopping')");
-          ResultSet rs = st.executeQuery()) {
-        List<String> ids = new ArrayList<>();
-        while (rs.next()) ids.add(rs.getString(1));
-        return ids;
-      }
-    });
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+                  connection.prepareStatement(
+                      "SELECT rental_id FROM rentals WHERE status IN ('pending', 'provisioning', 'running', 'stopping')");
+              ResultSet rs = st.executeQuery()) {
+            List<String> ids = new ArrayList<>();
+            while (rs.next()) ids.add(rs.getString(1));
+            return ids;
+          }
+        });
   }
 
-  /** How many rentals the read side holds in each status (the whole cluster's, as projected so far). */
+  /**
+   * How many rentals the read side holds in each status (the whole cluster's, as projected so far).
+   */
   public CompletionStage<java.util.Map<String, Long>> countByStatus() {
-    return jdbc.run(connection -> {
-      try (PreparedStatement st = connection.prepareStatement("SELECT status, count(*) FROM rentals GROUP BY status");
-          ResultSet rs = st.executeQuery()) {
-        java.util.Map<String, Long> counts = new java.util.TreeMap<>();
-        while (rs.next()) counts.put(rs.getString(1), rs.getLong(2));
-        return counts;
-      }
-    });
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+                  connection.prepareStatement(
+                      "SELECT status, count(*) FROM rentals GROUP BY status");
+              ResultSet rs = st.executeQuery()) {
+            java.util.Map<String, Long> counts = new java.util.TreeMap<>();
+            while (rs.next()) counts.put(rs.getString(1), rs.getLong(2));
+            return counts;
+          }
+        });
   }
 
   private static RentalRow row(ResultSet rs) throws SQLException {
     long price = rs.getLong(9);
     Long pricePerGpuHour = rs.wasNull() ? null : price;
-    return new RentalRow(rs.getLong(1), rs.getString(2), rs.getString(3), rs.getString(4), rs.getInt(5), rs.getString(6),
-        rs.getString(7), rs.getLong(8), pricePerGpuHour, rs.getBoolean(10), instant(rs.getTimestamp(11)),
-        instant(rs.getTimestamp(12)), instant(rs.getTimestamp(13)), instant(rs.getTimestamp(14)), rs.getString(15), rs.getLong(16),
-        rs.getLong(17), instant(rs.getTimestamp(18)));
+    return new RentalRow(
+        rs.getLong(1),
+        rs.getString(2),
+        rs.getString(3),
+        rs.getString(4),
+        rs.getInt(5),
+        rs.getString(6),
+        rs.getString(7),
+        rs.getLong(8),
+        pricePerGpuHour,
+        rs.getBoolean(10),
+        instant(rs.getTimestamp(11)),
+        instant(rs.getTimestamp(12)),
+        instant(rs.getTimestamp(13)),
+        instant(rs.getTimestamp(14)),
+        rs.getString(15),
+        rs.getLong(16),
+        rs.getLong(17),
+        instant(rs.getTimestamp(18)));
   }
 
   private static Instant instant(Timestamp t) {

@@ -15,7 +15,9 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-/** API keys on a real PostgreSQL: authentication by the secret's hash, revocation by the owner only. */
+/**
+ * API keys on a real PostgreSQL: authentication by the secret's hash, revocation by the owner only.
+ */
 class ApiKeysIntegrationTest {
   static DatabaseSettings db;
   static Jdbc jdbc;
@@ -41,8 +43,9 @@ class ApiKeysIntegrationTest {
     ApiKeys keys = new ApiKeys(jdbc, Clock.systemUTC());
     ApiKeys.CreatedKey created = keys.create("acc-1", "laptop").toCompletableFuture().join();
     assertEquals(Optional.of("acc-1"), auth(keys, created.apiKey()));
-    String wrongSecret = created.apiKey().substring(0, created.apiKey().length() - 1)
-        + (created.apiKey().endsWith("0") ? "1" : "0");
+    String wrongSecret =
+        created.apiKey().substring(0, created.apiKey().length() - 1)
+            + (created.apiKey().endsWith("0") ? "1" : "0");
     assertEquals(Optional.empty(), auth(keys, wrongSecret), "the key id with another secret");
     assertEquals(Optional.empty(), auth(keys, "tmk_ffffff_00"));
     assertEquals(Optional.empty(), auth(keys, "not a key"));
@@ -55,11 +58,18 @@ class ApiKeysIntegrationTest {
     ApiKeys keys = new ApiKeys(jdbc, Clock.systemUTC());
     ApiKeys.CreatedKey created = keys.create("acc-2", null).toCompletableFuture().join();
     assertEquals(Optional.of("acc-2"), auth(keys, created.apiKey()));
-    assertFalse(keys.revoke("acc-other", created.keyId()).toCompletableFuture().join(), "another account's key");
+    assertFalse(
+        keys.revoke("acc-other", created.keyId()).toCompletableFuture().join(),
+        "another account's key");
     assertEquals(Optional.of("acc-2"), auth(keys, created.apiKey()));
     assertTrue(keys.revoke("acc-2", created.keyId()).toCompletableFuture().join());
     assertEquals(Optional.empty(), auth(keys, created.apiKey()));
-    assertFalse(keys.revoke("acc-2", created.keyId()).toCompletableFuture().join(), "already revoked");
-    assertEquals(1, keys.list("acc-2").toCompletableFuture().join().stream().filter(k -> k.revokedAt() != null).count());
+    assertFalse(
+        keys.revoke("acc-2", created.keyId()).toCompletableFuture().join(), "already revoked");
+    assertEquals(
+        1,
+        keys.list("acc-2").toCompletableFuture().join().stream()
+            .filter(k -> k.revokedAt() != null)
+            .count());
   }
 }

@@ -22,7 +22,10 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-/** The matcher's candidate query on a real PostgreSQL: market rules, cheapest first, bounded, availability windows. */
+/**
+ * The matcher's candidate query on a real PostgreSQL: market rules, cheapest first, bounded,
+ * availability windows.
+ */
 class HostCandidatesIntegrationTest {
   static DatabaseSettings db;
   static Jdbc jdbc;
@@ -35,19 +38,54 @@ class HostCandidatesIntegrationTest {
     Migrations.migrate(db);
     jdbc = Jdbc.create(db, "candidates-test", Executors.newFixedThreadPool(2));
     hosts = new HostReadModel(jdbc);
-    // 300 on-market H100 hosts, prices 1.000000 + i µ€ descending with i, so the cheapest are the last inserted.
-    for (int i = 0; i < 300; i++) insert("h-" + i, "h100-80gb", i % 2 == 0 ? "eu-nl" : "eu-de", "verified", true, true, false, 8, i % 8,
-        2_000_000L - i * 1_000, i % 3 == 0 ? 1_000_000L - i * 1_000 : null, "[]");
+    // 300 on-market H100 hosts, prices 1.000000 + i µ€ descending with i, so the cheapest are the
+    // last inserted.
+    for (int i = 0; i < 300; i++)
+      insert(
+          "h-" + i,
+          "h100-80gb",
+          i % 2 == 0 ? "eu-nl" : "eu-de",
+          "verified",
+          true,
+          true,
+          false,
+          8,
+          i % 8,
+          2_000_000L - i * 1_000,
+          i % 3 == 0 ? 1_000_000L - i * 1_000 : null,
+          "[]");
     insert("h-offline", "h100-80gb", "eu-nl", "verified", false, true, false, 8, 0, 1, 1L, "[]");
     insert("h-unlisted", "h100-80gb", "eu-nl", "verified", true, false, false, 8, 0, 1, 1L, "[]");
     insert("h-draining", "h100-80gb", "eu-nl", "verified", true, true, true, 8, 0, 1, 1L, "[]");
     insert("h-unverified", "h100-80gb", "eu-nl", "verifying", true, true, false, 8, 0, 1, 1L, "[]");
     insert("h-other-gpu", "a100-80gb", "eu-nl", "verified", true, true, false, 8, 0, 1, 1L, "[]");
     // Cheapest of all, but only available on Mondays: never a candidate on a Wednesday.
-    insert("h-mondays", "h100-80gb", "eu-nl", "verified", true, true, false, 8, 0, 2, 2L,
+    insert(
+        "h-mondays",
+        "h100-80gb",
+        "eu-nl",
+        "verified",
+        true,
+        true,
+        false,
+        8,
+        0,
+        2,
+        2L,
         "[{\"day\":\"MONDAY\",\"startMinute\":0,\"endMinute\":1440}]");
     // Cheap and available now (Wednesday 11:00-13:00).
-    insert("h-noon", "h100-80gb", "eu-nl", "verified", true, true, false, 8, 0, 3, 3L,
+    insert(
+        "h-noon",
+        "h100-80gb",
+        "eu-nl",
+        "verified",
+        true,
+        true,
+        false,
+        8,
+        0,
+        3,
+        3L,
         "[{\"day\":\"WEDNESDAY\",\"startMinute\":660,\"endMinute\":780}]");
   }
 
@@ -56,12 +94,26 @@ class HostCandidatesIntegrationTest {
     if (jdbc != null) jdbc.close();
   }
 
-  static void insert(String id, String gpu, String region, String status, boolean online, boolean listed, boolean draining, int total,
-      int taken, long onDemand, Long spot, String availability) throws Exception {
+  static void insert(
+      String id,
+      String gpu,
+      String region,
+      String status,
+      boolean online,
+      boolean listed,
+      boolean draining,
+      int total,
+      int taken,
+      long onDemand,
+      Long spot,
+      String availability)
+      throws Exception {
     try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
-        PreparedStatement st = c.prepareStatement("INSERT INTO hosts (host_id, owner_id, region, status, online, listed, draining, gpu,"
-            + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at)"
-            + " VALUES (?, 'acc_p', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) {
+        PreparedStatement st =
+            c.prepareStatement(
+                "INSERT INTO hosts (host_id, owner_id, region, status, online, listed, draining, gpu,"
+                    + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at)"
+                    + " VALUES (?, 'acc_p', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")) {
       Timestamp at = Timestamp.from(NOW.atZone(ZoneOffset.UTC).toInstant());
       st.setString(1, id);
       st.setString(2, region);
@@ -82,8 +134,12 @@ class HostCandidatesIntegrationTest {
     }
   }
 
-  static List<Candidate> candidates(String region, Listing.Tier tier, long max, int count) throws Exception {
-    return hosts.candidates("h100-80gb", region, tier, max, count, NOW).toCompletableFuture().get(10, TimeUnit.SECONDS);
+  static List<Candidate> candidates(String region, Listing.Tier tier, long max, int count)
+      throws Exception {
+    return hosts
+        .candidates("h100-80gb", region, tier, max, count, NOW)
+        .toCompletableFuture()
+        .get(10, TimeUnit.SECONDS);
   }
 
   @Test
@@ -94,11 +150,24 @@ class HostCandidatesIntegrationTest {
     assertEquals("h-noon", found.get(0).hostId(), "the cheapest host available now");
     assertEquals(3, found.get(0).floorPricePerGpuHour());
     for (int i = 1; i < found.size(); i++) {
-      assertTrue(found.get(i - 1).floorPricePerGpuHour() <= found.get(i).floorPricePerGpuHour(), found.toString());
+      assertTrue(
+          found.get(i - 1).floorPricePerGpuHour() <= found.get(i).floorPricePerGpuHour(),
+          found.toString());
     }
     assertEquals("h-299", found.get(1).hostId());
-    assertTrue(found.stream().noneMatch(c -> List.of("h-offline", "h-unlisted", "h-draining", "h-unverified", "h-other-gpu", "h-mondays")
-        .contains(c.hostId())), found.toString());
+    assertTrue(
+        found.stream()
+            .noneMatch(
+                c ->
+                    List.of(
+                            "h-offline",
+                            "h-unlisted",
+                            "h-draining",
+                            "h-unverified",
+                            "h-other-gpu",
+                            "h-mondays")
+                        .contains(c.hostId())),
+        found.toString());
   }
 
   @Test
@@ -119,6 +188,7 @@ class HostCandidatesIntegrationTest {
       assertEquals(0, i % 3, "only hosts with a spot price: " + c);
       assertEquals(1_000_000L - i * 1_000, c.floorPricePerGpuHour());
     }
-    assertEquals(List.of(), candidates(null, Listing.Tier.ON_DEMAND, 2, 1), "nothing at or below 0.000002");
+    assertEquals(
+        List.of(), candidates(null, Listing.Tier.ON_DEMAND, 2, 1), "nothing at or below 0.000002");
   }
 }

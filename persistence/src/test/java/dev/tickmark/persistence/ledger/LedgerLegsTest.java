@@ -7,32 +7,43 @@ import java.time.Instant;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
-/** Each account event becomes the ledger rows the audit sums, with the signs the statement shows. */
+/**
+ * Each account event becomes the ledger rows the audit sums, with the signs the statement shows.
+ */
 class LedgerLegsTest {
   static final Instant AT = Instant.parse("2026-11-29T12:00:00Z");
 
   @Test
   void depositsHoldsCapturesReleasesAndPayoutsAreSignedAsTheAccountSeesThem() {
-    assertEquals(List.of(new LedgerLegs.Leg("a", "deposit", 500, "deposit:payment:p1", null, AT)),
+    assertEquals(
+        List.of(new LedgerLegs.Leg("a", "deposit", 500, "deposit:payment:p1", null, AT)),
         LedgerLegs.of("a", new Account.Deposited("payment:p1", 500, AT)));
-    assertEquals(List.of(new LedgerLegs.Leg("a", "hold", -300, "hold:r1", "r1", AT)),
+    assertEquals(
+        List.of(new LedgerLegs.Leg("a", "hold", -300, "hold:r1", "r1", AT)),
         LedgerLegs.of("a", new Account.HoldPlaced("r1", 300, AT)));
-    assertEquals(List.of(new LedgerLegs.Leg("a", "hold", -100, "hold:r1:400", "r1", AT)),
+    assertEquals(
+        List.of(new LedgerLegs.Leg("a", "hold", -100, "hold:r1:400", "r1", AT)),
         LedgerLegs.of("a", new Account.HoldExtended("r1", 400, 100, AT)));
-    assertEquals(List.of(new LedgerLegs.Leg("a", "capture", -42, "r1:10", "r1", AT)),
+    assertEquals(
+        List.of(new LedgerLegs.Leg("a", "capture", -42, "r1:10", "r1", AT)),
         LedgerLegs.of("a", new Account.Captured("r1", 10, 42, 42, AT)));
-    assertEquals(List.of(new LedgerLegs.Leg("a", "hold_released", 358, "release:r1", "r1", AT)),
+    assertEquals(
+        List.of(new LedgerLegs.Leg("a", "hold_released", 358, "release:r1", "r1", AT)),
         LedgerLegs.of("a", new Account.HoldReleased("r1", 358, AT)));
-    assertEquals(List.of(new LedgerLegs.Leg("a", "payout", -20, "payout:po1", null, AT)),
+    assertEquals(
+        List.of(new LedgerLegs.Leg("a", "payout", -20, "payout:po1", null, AT)),
         LedgerLegs.of("a", new Account.PaidOut("po1", 20, AT)));
   }
 
   @Test
   void anEarningsCreditBooksTheProviderAndThePlatformUnderTheSettlementKey() {
-    List<LedgerLegs.Leg> legs = LedgerLegs.of("prov", new Account.EarningsCredited("r1", 10, 35, 7, 35, 7, false, AT));
-    assertEquals(List.of(
-        new LedgerLegs.Leg("prov", "earning", 35, "r1:10", "r1", AT),
-        new LedgerLegs.Leg(LedgerLegs.PLATFORM_ACCOUNT, "platform_fee", 7, "r1:10", "r1", AT)), legs);
+    List<LedgerLegs.Leg> legs =
+        LedgerLegs.of("prov", new Account.EarningsCredited("r1", 10, 35, 7, 35, 7, false, AT));
+    assertEquals(
+        List.of(
+            new LedgerLegs.Leg("prov", "earning", 35, "r1:10", "r1", AT),
+            new LedgerLegs.Leg(LedgerLegs.PLATFORM_ACCOUNT, "platform_fee", 7, "r1:10", "r1", AT)),
+        legs);
   }
 
   @Test
@@ -40,7 +51,10 @@ class LedgerLegsTest {
     assertEquals(List.of(), LedgerLegs.of("a", new Account.Opened("Ada", AT)));
     assertEquals(List.of(), LedgerLegs.of("a", new Account.SpendCapSet(100L, AT)));
     assertEquals(List.of(), LedgerLegs.of("a", new Account.ClosedForgotten("r1", AT)));
-    // The source closed on the second it had already been credited for: same key, nothing moved, no second row.
-    assertEquals(List.of(), LedgerLegs.of("prov", new Account.EarningsCredited("r1", 10, 35, 7, 0, 0, true, AT)));
+    // The source closed on the second it had already been credited for: same key, nothing moved, no
+    // second row.
+    assertEquals(
+        List.of(),
+        LedgerLegs.of("prov", new Account.EarningsCredited("r1", 10, 35, 7, 0, 0, true, AT)));
   }
 }

@@ -20,16 +20,16 @@ import java.util.regex.Pattern;
 /**
  * The market's hardware rules, as a pure function from a host's signed hardware report to a
  * per-check verdict. No I/O, no clock, no randomness: the same report, signature verdict, catalog
- * and policy always give the same outcome, so an identical report re-sent by an agent gets the
- * same answer.
+ * and policy always give the same outcome, so an identical report re-sent by an agent gets the same
+ * answer.
  *
  * <p>Every check has a stable name, a {@link Status}, and {@code observed} / {@code expected}
  * strings written for the provider. The checks, in order:
  *
  * <ul>
  *   <li>{@code signature}: the report's Ed25519 signature verified against the host's pinned key
- *       (the caller checks it; see {@code CanonicalJson}). A bad signature fails the outcome whatever
- *       else the report says: its content cannot be trusted.
+ *       (the caller checks it; see {@code CanonicalJson}). A bad signature fails the outcome
+ *       whatever else the report says: its content cannot be trusted.
  *   <li>{@code simulated}: real GPUs pass; simulated GPUs pass only when the policy allows them.
  *   <li>{@code gpus_present}: at least one GPU, and no empty entries.
  *   <li>{@code gpus_unique}: card indexes are distinct and non-negative, reported UUIDs distinct
@@ -68,16 +68,21 @@ public final class Verification {
   }
 
   /** One rule's verdict. {@code observed} and {@code expected} are for people, not for parsing. */
-  public record Check(String check, Status status, String observed, String expected) implements CborSerializable {}
+  public record Check(String check, Status status, String observed, String expected)
+      implements CborSerializable {}
 
-  /** One card of the host: its reported index and UUID, and its catalog model code ({@code null} when unknown). */
+  /**
+   * One card of the host: its reported index and UUID, and its catalog model code ({@code null}
+   * when unknown).
+   */
   public record Card(int index, String uuid, String gpu) implements CborSerializable {}
 
   /**
    * The verdict. {@code cards} lists every GPU the report names, but a card may be listed on the
    * market only if {@code passed} (see {@link #usableCards()}).
    */
-  public record Outcome(boolean passed, List<Check> checks, List<Card> cards, boolean simulated) implements CborSerializable {
+  public record Outcome(boolean passed, List<Check> checks, List<Card> cards, boolean simulated)
+      implements CborSerializable {
     public Outcome {
       checks = List.copyOf(checks);
       cards = List.copyOf(cards);
@@ -119,29 +124,50 @@ public final class Verification {
 
     public Policy {
       if (parseVersion(minNvidiaDriver) == null) {
-        throw new IllegalArgumentException("minNvidiaDriver must be a dotted version like \"535.0\", got " + minNvidiaDriver);
+        throw new IllegalArgumentException(
+            "minNvidiaDriver must be a dotted version like \"535.0\", got " + minNvidiaDriver);
       }
       if (parseVersion(minRocm) == null) {
-        throw new IllegalArgumentException("minRocm must be a dotted version like \"6.0\", got " + minRocm);
+        throw new IllegalArgumentException(
+            "minRocm must be a dotted version like \"6.0\", got " + minRocm);
       }
       if (vramTolerancePermille < 0 || vramTolerancePermille > 1000) {
-        throw new IllegalArgumentException("vramTolerancePermille must be within 0..1000, got " + vramTolerancePermille);
+        throw new IllegalArgumentException(
+            "vramTolerancePermille must be within 0..1000, got " + vramTolerancePermille);
       }
-      if (minFreeDiskBytes < 0) throw new IllegalArgumentException("minFreeDiskBytes must not be negative");
-      if (minDiskWriteMibPerS < 0) throw new IllegalArgumentException("minDiskWriteMibPerS must not be negative");
+      if (minFreeDiskBytes < 0)
+        throw new IllegalArgumentException("minFreeDiskBytes must not be negative");
+      if (minDiskWriteMibPerS < 0)
+        throw new IllegalArgumentException("minDiskWriteMibPerS must not be negative");
     }
 
-    /** Driver ≥ 535.0, ROCm ≥ 6.0, ≤ 85 °C, VRAM ±3%, ≥ 50 GiB free disk, ≥ 200 MiB/s disk writes. */
+    /**
+     * Driver ≥ 535.0, ROCm ≥ 6.0, ≤ 85 °C, VRAM ±3%, ≥ 50 GiB free disk, ≥ 200 MiB/s disk writes.
+     */
     public static Policy defaults(boolean allowSimulated) {
-      return new Policy(allowSimulated, DEFAULT_MIN_NVIDIA_DRIVER, DEFAULT_MIN_ROCM, DEFAULT_MAX_TEMPERATURE_C,
-          DEFAULT_VRAM_TOLERANCE_PERMILLE, DEFAULT_MIN_FREE_DISK_BYTES, DEFAULT_MIN_DISK_WRITE_MIB_PER_S);
+      return new Policy(
+          allowSimulated,
+          DEFAULT_MIN_NVIDIA_DRIVER,
+          DEFAULT_MIN_ROCM,
+          DEFAULT_MAX_TEMPERATURE_C,
+          DEFAULT_VRAM_TOLERANCE_PERMILLE,
+          DEFAULT_MIN_FREE_DISK_BYTES,
+          DEFAULT_MIN_DISK_WRITE_MIB_PER_S);
     }
 
-    /** From the node's config: {@code tickmark.verification.*} and {@code tickmark.market.allow-simulated-hosts}. */
+    /**
+     * From the node's config: {@code tickmark.verification.*} and {@code
+     * tickmark.market.allow-simulated-hosts}.
+     */
     public static Policy fromConfig(Config config) {
       Config v = config.getConfig("tickmark.verification");
-      return new Policy(config.getBoolean("tickmark.market.allow-simulated-hosts"), v.getString("min-nvidia-driver"),
-          v.getString("min-rocm"), v.getInt("max-temperature-c"), v.getInt("vram-tolerance-permille"), v.getBytes("min-free-disk"),
+      return new Policy(
+          config.getBoolean("tickmark.market.allow-simulated-hosts"),
+          v.getString("min-nvidia-driver"),
+          v.getString("min-rocm"),
+          v.getInt("max-temperature-c"),
+          v.getInt("vram-tolerance-permille"),
+          v.getBytes("min-free-disk"),
           v.getLong("min-disk-write-mib-per-s"));
     }
   }
@@ -151,16 +177,23 @@ public final class Verification {
    *
    * @param signatureValid whether the report's signature verified against the host's pinned key
    */
-  public static Outcome verify(HardwareReport report, boolean signatureValid, Catalog catalog, Policy policy) {
+  public static Outcome verify(
+      HardwareReport report, boolean signatureValid, Catalog catalog, Policy policy) {
     Objects.requireNonNull(report, "report");
     Objects.requireNonNull(catalog, "catalog");
     Objects.requireNonNull(policy, "policy");
     List<Check> checks = new ArrayList<>();
 
-    checks.add(signatureValid
-        ? pass("signature", "valid Ed25519 signature over the canonical report", "a valid signature by the host's pinned key")
-        : fail("signature", "the signature does not verify (report altered, or signed with another key)",
-            "a valid signature by the host's pinned key"));
+    checks.add(
+        signatureValid
+            ? pass(
+                "signature",
+                "valid Ed25519 signature over the canonical report",
+                "a valid signature by the host's pinned key")
+            : fail(
+                "signature",
+                "the signature does not verify (report altered, or signed with another key)",
+                "a valid signature by the host's pinned key"));
 
     checks.add(simulatedCheck(report.simulated(), policy.allowSimulatedHosts()));
 
@@ -173,10 +206,17 @@ public final class Verification {
     if (gpus.isEmpty()) {
       checks.add(fail("gpus_present", "no GPUs reported", "at least 1 GPU"));
     } else if (empty > 0) {
-      checks.add(fail("gpus_present", gpus.size() + " GPU(s) and " + empty + " empty entr" + (empty == 1 ? "y" : "ies"),
-          "at least 1 GPU, every entry filled in"));
+      checks.add(
+          fail(
+              "gpus_present",
+              gpus.size() + " GPU(s) and " + empty + " empty entr" + (empty == 1 ? "y" : "ies"),
+              "at least 1 GPU, every entry filled in"));
     } else {
-      checks.add(pass("gpus_present", gpus.size() + " GPU" + (gpus.size() == 1 ? "" : "s"), "at least 1 GPU"));
+      checks.add(
+          pass(
+              "gpus_present",
+              gpus.size() + " GPU" + (gpus.size() == 1 ? "" : "s"),
+              "at least 1 GPU"));
     }
 
     List<Optional<GpuModel>> models = new ArrayList<>();
@@ -200,7 +240,8 @@ public final class Verification {
       checks.add(eccCheck(prefix + "ecc", g));
       cards.add(new Card(g.index(), g.uuid(), model.map(GpuModel::code).orElse(null)));
       Long reported = g.memoryTotalMib();
-      long vram = reported != null && reported > 0 ? reported : model.map(GpuModel::vramMib).orElse(0L);
+      long vram =
+          reported != null && reported > 0 ? reported : model.map(GpuModel::vramMib).orElse(0L);
       totalVramMib = saturatingAdd(totalVramMib, vram);
     }
 
@@ -220,12 +261,21 @@ public final class Verification {
 
   private static Check simulatedCheck(boolean simulated, boolean allowed) {
     if (!simulated) {
-      return pass("simulated", "real GPUs", allowed ? "real GPUs (simulated hosts are also allowed here)" : "real GPUs");
+      return pass(
+          "simulated",
+          "real GPUs",
+          allowed ? "real GPUs (simulated hosts are also allowed here)" : "real GPUs");
     }
     if (allowed) {
-      return pass("simulated", "simulated GPUs", "real GPUs, or simulated GPUs where tickmark.market.allow-simulated-hosts is on (it is)");
+      return pass(
+          "simulated",
+          "simulated GPUs",
+          "real GPUs, or simulated GPUs where tickmark.market.allow-simulated-hosts is on (it is)");
     }
-    return fail("simulated", "simulated GPUs", "real GPUs (simulated hosts are off: tickmark.market.allow-simulated-hosts)");
+    return fail(
+        "simulated",
+        "simulated GPUs",
+        "real GPUs (simulated hosts are off: tickmark.market.allow-simulated-hosts)");
   }
 
   private static Check uniqueCheck(List<HardwareReport.Gpu> gpus) {
@@ -234,12 +284,14 @@ public final class Verification {
     Set<String> uuids = new HashSet<>();
     for (HardwareReport.Gpu g : gpus) {
       if (g.index() < 0) return fail("gpus_unique", "negative card index " + g.index(), expected);
-      if (!indexes.add(g.index())) return fail("gpus_unique", "card index " + g.index() + " is listed twice", expected);
+      if (!indexes.add(g.index()))
+        return fail("gpus_unique", "card index " + g.index() + " is listed twice", expected);
       if (g.uuid() != null && !uuids.add(g.uuid().trim().toLowerCase(Locale.ROOT))) {
         return fail("gpus_unique", "UUID " + g.uuid() + " is listed twice", expected);
       }
     }
-    return pass("gpus_unique", gpus.size() + " distinct card" + (gpus.size() == 1 ? "" : "s"), expected);
+    return pass(
+        "gpus_unique", gpus.size() + " distinct card" + (gpus.size() == 1 ? "" : "s"), expected);
   }
 
   /*
@@ -251,7 +303,8 @@ public final class Verification {
    */
   private static Check uniformCheck(List<Optional<GpuModel>> models) {
     Map<String, Integer> counts = new LinkedHashMap<>();
-    for (Optional<GpuModel> m : models) counts.merge(m.map(GpuModel::code).orElse("unknown"), 1, Integer::sum);
+    for (Optional<GpuModel> m : models)
+      counts.merge(m.map(GpuModel::code).orElse("unknown"), 1, Integer::sum);
     StringBuilder observed = new StringBuilder();
     for (Map.Entry<String, Integer> e : counts.entrySet()) {
       if (observed.length() > 0) observed.append(", ");
@@ -259,45 +312,61 @@ public final class Verification {
     }
     String expected = "every GPU on the host the same catalog model";
     boolean uniform = counts.size() == 1 && models.get(0).isPresent();
-    return uniform ? pass("gpus_uniform", observed.toString(), expected) : fail("gpus_uniform", observed.toString(), expected);
+    return uniform
+        ? pass("gpus_uniform", observed.toString(), expected)
+        : fail("gpus_uniform", observed.toString(), expected);
   }
 
   private static Check modelCheck(String name, HardwareReport.Gpu g, Optional<GpuModel> model) {
-    String expected = "a GPU model in the catalog (matched by the name nvidia-smi or rocm-smi reports)";
+    String expected =
+        "a GPU model in the catalog (matched by the name nvidia-smi or rocm-smi reports)";
     if (g.name() == null || g.name().isBlank()) return fail(name, "no name reported", expected);
     if (model.isEmpty()) return fail(name, "\"" + g.name() + "\" is not in the catalog", expected);
     GpuModel m = model.get();
     if (g.vendor() != null && !g.vendor().trim().equalsIgnoreCase(m.vendor())) {
-      return fail(name, "\"" + g.name() + "\" reported with vendor \"" + g.vendor() + "\"",
+      return fail(
+          name,
+          "\"" + g.name() + "\" reported with vendor \"" + g.vendor() + "\"",
           m.code() + " is made by " + m.vendor());
     }
     return pass(name, "\"" + g.name() + "\" = " + m.code() + " (" + m.name() + ")", expected);
   }
 
-  private static Check vramCheck(String name, HardwareReport.Gpu g, Optional<GpuModel> model, Policy policy) {
+  private static Check vramCheck(
+      String name, HardwareReport.Gpu g, Optional<GpuModel> model, Policy policy) {
     String tolerance = "+/-" + permilleAsPercent(policy.vramTolerancePermille());
     Long observed = g.memoryTotalMib();
     String seen = observed == null ? "not reported" : observed + " MiB";
-    if (model.isEmpty()) return fail(name, seen, "within " + tolerance + " of the catalog's VRAM for a known model");
+    if (model.isEmpty())
+      return fail(name, seen, "within " + tolerance + " of the catalog's VRAM for a known model");
     GpuModel m = model.get();
     long target = m.vramMib();
     long low;
     long high;
     try {
       // |observed - target| * 1000 <= target * permille, as exact integer bounds on observed.
-      low = -Math.floorDiv(-Math.multiplyExact(target, 1000L - policy.vramTolerancePermille()), 1000L);
-      high = Math.floorDiv(Math.multiplyExact(target, 1000L + policy.vramTolerancePermille()), 1000L);
+      low =
+          -Math.floorDiv(
+              -Math.multiplyExact(target, 1000L - policy.vramTolerancePermille()), 1000L);
+      high =
+          Math.floorDiv(Math.multiplyExact(target, 1000L + policy.vramTolerancePermille()), 1000L);
     } catch (ArithmeticException e) {
       return fail(name, seen, "catalog VRAM of " + m.code() + " is out of range");
     }
-    String expected = target + " MiB " + tolerance + " for " + m.code() + " (" + low + ".." + high + " MiB)";
+    String expected =
+        target + " MiB " + tolerance + " for " + m.code() + " (" + low + ".." + high + " MiB)";
     if (observed == null) return fail(name, seen, expected);
-    return observed >= low && observed <= high ? pass(name, seen, expected) : fail(name, seen, expected);
+    return observed >= low && observed <= high
+        ? pass(name, seen, expected)
+        : fail(name, seen, expected);
   }
 
-  private static Check driverCheck(String name, HardwareReport.Gpu g, Optional<GpuModel> model, Policy policy) {
-    String vendor = model.map(GpuModel::vendor)
-        .orElse(g.vendor() == null ? "" : g.vendor().trim().toLowerCase(Locale.ROOT));
+  private static Check driverCheck(
+      String name, HardwareReport.Gpu g, Optional<GpuModel> model, Policy policy) {
+    String vendor =
+        model
+            .map(GpuModel::vendor)
+            .orElse(g.vendor() == null ? "" : g.vendor().trim().toLowerCase(Locale.ROOT));
     String label;
     String reported;
     String minimum;
@@ -310,15 +379,25 @@ public final class Verification {
       reported = g.runtimeVersion();
       minimum = policy.minRocm();
     } else {
-      return fail(name, g.vendor() == null ? "vendor not reported" : "vendor \"" + g.vendor() + "\"",
-          "an nvidia GPU (driver >= " + policy.minNvidiaDriver() + ") or an amd GPU (ROCm >= " + policy.minRocm() + ")");
+      return fail(
+          name,
+          g.vendor() == null ? "vendor not reported" : "vendor \"" + g.vendor() + "\"",
+          "an nvidia GPU (driver >= "
+              + policy.minNvidiaDriver()
+              + ") or an amd GPU (ROCm >= "
+              + policy.minRocm()
+              + ")");
     }
     String expected = label + " >= " + minimum;
-    if (reported == null || reported.isBlank()) return fail(name, label + " version not reported", expected);
+    if (reported == null || reported.isBlank())
+      return fail(name, label + " version not reported", expected);
     long[] version = parseVersion(reported);
-    if (version == null) return fail(name, label + " \"" + reported + "\" (not a dotted version number)", expected);
+    if (version == null)
+      return fail(name, label + " \"" + reported + "\" (not a dotted version number)", expected);
     String observed = label + " " + reported.trim();
-    return compareVersions(version, parseVersion(minimum)) >= 0 ? pass(name, observed, expected) : fail(name, observed, expected);
+    return compareVersions(version, parseVersion(minimum)) >= 0
+        ? pass(name, observed, expected)
+        : fail(name, observed, expected);
   }
 
   private static Check temperatureCheck(String name, HardwareReport.Gpu g, Policy policy) {
@@ -326,13 +405,16 @@ public final class Verification {
     Integer t = g.temperatureC();
     if (t == null) return notMeasured(name, "not reported", expected);
     String observed = t + " C";
-    return t <= policy.maxTemperatureC() ? pass(name, observed, expected) : fail(name, observed, expected);
+    return t <= policy.maxTemperatureC()
+        ? pass(name, observed, expected)
+        : fail(name, observed, expected);
   }
 
   private static Check eccCheck(String name, HardwareReport.Gpu g) {
     String expected = "0 uncorrected ECC errors";
     Long errors = g.eccErrorsUncorrected();
-    if (errors == null) return notMeasured(name, "not reported (ECC off or not supported by this card)", expected);
+    if (errors == null)
+      return notMeasured(name, "not reported (ECC off or not supported by this card)", expected);
     if (errors < 0) return fail(name, errors + " (not a valid count)", expected);
     String observed = errors + " uncorrected ECC error" + (errors == 1 ? "" : "s");
     return errors == 0 ? pass(name, observed, expected) : fail(name, observed, expected);
@@ -344,7 +426,10 @@ public final class Verification {
     try {
       required = -Math.floorDiv(-Math.multiplyExact(totalVramMib, 95L), 100L);
     } catch (ArithmeticException e) {
-      return fail("ram", ramMib == null ? "not reported" : ramMib + " MiB", "total VRAM reported is implausibly large");
+      return fail(
+          "ram",
+          ramMib == null ? "not reported" : ramMib + " MiB",
+          "total VRAM reported is implausibly large");
     }
     String expected = ">= " + required + " MiB (95% of " + totalVramMib + " MiB total VRAM)";
     if (ramMib == null) return fail("ram", "not reported", expected);
@@ -357,16 +442,20 @@ public final class Verification {
     Long free = disk == null ? null : disk.freeBytes();
     if (free == null) return fail("disk_free", "not reported", expected);
     String observed = bytes(free) + (disk.path() == null ? "" : " at " + disk.path());
-    return free >= policy.minFreeDiskBytes() ? pass("disk_free", observed, expected) : fail("disk_free", observed, expected);
+    return free >= policy.minFreeDiskBytes()
+        ? pass("disk_free", observed, expected)
+        : fail("disk_free", observed, expected);
   }
 
   private static Check diskWriteCheck(HardwareReport.Disk disk, Policy policy) {
     String expected = ">= " + policy.minDiskWriteMibPerS() + " MiB/s sequential write";
     var rate = disk == null ? null : disk.writeMibPerS();
     if (rate == null) return notMeasured("disk_write", "not measured", expected);
-    if (rate.isNaN() || rate.isInfinite() || rate < 0) return fail("disk_write", rate + " MiB/s (not a valid rate)", expected);
+    if (rate.isNaN() || rate.isInfinite() || rate < 0)
+      return fail("disk_write", rate + " MiB/s (not a valid rate)", expected);
     String observed = rate + " MiB/s";
-    // The minimum is a whole number, so comparing the rate's whole part is exact: r >= m <=> floor(r) >= m.
+    // The minimum is a whole number, so comparing the rate's whole part is exact: r >= m <=>
+    // floor(r) >= m.
     return rate.longValue() >= policy.minDiskWriteMibPerS()
         ? pass("disk_write", observed, expected)
         : fail("disk_write", observed, expected);
@@ -378,7 +467,8 @@ public final class Verification {
    * (the catalog figure is the vendor's peak, which real runs never reach; pricing and reliability
    * are where a slow card shows).
    */
-  private static Check benchmarkCheck(HardwareReport.Benchmark benchmark, List<Optional<GpuModel>> models) {
+  private static Check benchmarkCheck(
+      HardwareReport.Benchmark benchmark, List<Optional<GpuModel>> models) {
     String expected = "a measured FP16 result";
     if (!models.isEmpty() && models.get(0).isPresent()) {
       GpuModel m = models.get(0).get();
@@ -386,7 +476,8 @@ public final class Verification {
     }
     if (benchmark == null) return notMeasured("benchmark", "no benchmark ran", expected);
     var tflops = benchmark.fp16Tflops();
-    String label = benchmark.name() == null || benchmark.name().isBlank() ? "benchmark" : benchmark.name();
+    String label =
+        benchmark.name() == null || benchmark.name().isBlank() ? "benchmark" : benchmark.name();
     if (tflops == null) return notMeasured("benchmark", label + " reported no figure", expected);
     if (tflops.isNaN() || tflops.isInfinite() || tflops < 0) {
       return fail("benchmark", label + ": " + tflops + " TFLOPS (not a valid figure)", expected);
@@ -400,8 +491,8 @@ public final class Verification {
   private static final Pattern VERSION = Pattern.compile("^(\\d++(?:\\.\\d++)*+)");
 
   /**
-   * The leading dotted number of a version string ({@code "550.54.15"}, {@code "6.1.40091-a8dbc0c19"}
-   * → 6.1.40091), or {@code null} if it does not start with one.
+   * The leading dotted number of a version string ({@code "550.54.15"}, {@code
+   * "6.1.40091-a8dbc0c19"} → 6.1.40091), or {@code null} if it does not start with one.
    */
   static long[] parseVersion(String text) {
     if (text == null) return null;
@@ -410,7 +501,8 @@ public final class Verification {
     String[] parts = m.group(1).split("\\.");
     long[] out = new long[parts.length];
     for (int i = 0; i < parts.length; i++) {
-      if (parts[i].length() > 18) return null; // no real version has such a component; refuse rather than overflow
+      if (parts[i].length() > 18)
+        return null; // no real version has such a component; refuse rather than overflow
       out[i] = Long.parseLong(parts[i]);
     }
     return out;

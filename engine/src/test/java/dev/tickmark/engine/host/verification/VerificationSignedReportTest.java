@@ -19,16 +19,16 @@ import java.security.KeyPair;
 import java.util.List;
 import java.util.function.Consumer;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
-import org.junit.jupiter.api.Test;
 
 /**
  * End to end over the wire model: the agent signs its report's canonical JSON with its Ed25519 key,
- * the node checks that signature against the pinned key and hands the verdict to
- * {@link Verification#verify}. Any change to the report in transit breaks the signature, and the
- * host is rejected.
+ * the node checks that signature against the pinned key and hands the verdict to {@link
+ * Verification#verify}. Any change to the report in transit breaks the signature, and the host is
+ * rejected.
  */
 class VerificationSignedReportTest {
   private static final Catalog CATALOG = Catalog.load();
@@ -44,7 +44,8 @@ class VerificationSignedReportTest {
   }
 
   /** What the node does with a received report. */
-  private static Outcome receive(JsonNode tree, String signature, Policy policy) throws Frames.MalformedFrame {
+  private static Outcome receive(JsonNode tree, String signature, Policy policy)
+      throws Frames.MalformedFrame {
     boolean signatureValid = Ed25519.verify(PINNED, CanonicalJson.bytes(tree), signature);
     return Verification.verify(Frames.readReport(tree), signatureValid, CATALOG, policy);
   }
@@ -56,11 +57,11 @@ class VerificationSignedReportTest {
   }
 
   /**
-   * The report the real agent printed ({@code --print-report}) on a lent machine with one real NVIDIA H200
-   * (driver 580.159.04, CUDA 13.0, 128 GiB of RAM; captured 2026-11-29), signed and received like any other.
-   * The card, its driver and the disk pass; the machine does not: DESIGN's rule asks for RAM of at least 95 %
-   * of the total VRAM (136 583 MiB for 143 771), and it has 128 887 MiB. The benchmark that was not measured
-   * says so.
+   * The report the real agent printed ({@code --print-report}) on a lent machine with one real
+   * NVIDIA H200 (driver 580.159.04, CUDA 13.0, 128 GiB of RAM; captured 2026-11-29), signed and
+   * received like any other. The card, its driver and the disk pass; the machine does not: DESIGN's
+   * rule asks for RAM of at least 95 % of the total VRAM (136 583 MiB for 143 771), and it has 128
+   * 887 MiB. The benchmark that was not measured says so.
    */
   @Test
   void aReportFromARealH200PassesEveryCardCheckAndFailsTheRamRule() throws Exception {
@@ -75,23 +76,29 @@ class VerificationSignedReportTest {
     Outcome outcome = receive(transit(signed.report()), signed.signature(), Policy.defaults(false));
     assertFalse(outcome.passed(), outcome.toString());
     for (Check check : outcome.checks()) {
-      Status expected = switch (check.check()) {
-        case "ram" -> Status.FAIL;
-        case "benchmark" -> Status.NOT_MEASURED;
-        default -> Status.PASS;
-      };
+      Status expected =
+          switch (check.check()) {
+            case "ram" -> Status.FAIL;
+            case "benchmark" -> Status.NOT_MEASURED;
+            default -> Status.PASS;
+          };
       assertEquals(expected, check.status(), check.toString());
     }
-    Check ram = outcome.checks().stream().filter(c -> c.check().equals("ram")).findFirst().orElseThrow();
+    Check ram =
+        outcome.checks().stream().filter(c -> c.check().equals("ram")).findFirst().orElseThrow();
     assertEquals("128887 MiB", ram.observed());
-    assertEquals(List.of(new Verification.Card(0, report.gpus().get(0).uuid(), "h200-141gb")), outcome.cards());
+    assertEquals(
+        List.of(new Verification.Card(0, report.gpus().get(0).uuid(), "h200-141gb")),
+        outcome.cards());
   }
 
   @Test
   void anUntouchedSignedReportVerifiesAndPasses() throws Exception {
     Signed signed = sign(Reports.healthy(), AGENT);
     JsonNode received = transit(signed.report());
-    assertTrue(Ed25519.verify(PINNED, CanonicalJson.bytes(received), signed.signature()), "re-formatting keeps the signature valid");
+    assertTrue(
+        Ed25519.verify(PINNED, CanonicalJson.bytes(received), signed.signature()),
+        "re-formatting keeps the signature valid");
     Outcome outcome = receive(received, signed.signature(), Policy.defaults(false));
     assertTrue(outcome.passed(), () -> outcome.checks().toString());
     assertEquals(Status.PASS, outcome.check("signature").orElseThrow().status());
@@ -99,14 +106,31 @@ class VerificationSignedReportTest {
 
   static Stream<Arguments> tampering() {
     return Stream.<Arguments>of(
-        Arguments.of("claims more VRAM", (Consumer<JsonNode>) t -> gpu0(t).put("memory_total_mib", 163_000L)),
-        Arguments.of("passes an A10 off as an H100", (Consumer<JsonNode>) t -> gpu0(t).put("name", "NVIDIA H100 80GB HBM3")),
-        Arguments.of("hides ECC errors", (Consumer<JsonNode>) t -> gpu0(t).put("ecc_errors_uncorrected", 0)),
-        Arguments.of("hides that the GPUs are simulated", (Consumer<JsonNode>) t -> ((ObjectNode) t).put("simulated", false)),
-        Arguments.of("adds a benchmark that never ran",
-            (Consumer<JsonNode>) t -> ((ObjectNode) t).putObject("benchmark").put("name", "matmul-fp16").put("fp16_tflops", 900.0)),
-        Arguments.of("raises the free disk by one byte",
-            (Consumer<JsonNode>) t -> ((ObjectNode) t.get("disk")).put("free_bytes", t.get("disk").get("free_bytes").asLong() + 1)));
+        Arguments.of(
+            "claims more VRAM",
+            (Consumer<JsonNode>) t -> gpu0(t).put("memory_total_mib", 163_000L)),
+        Arguments.of(
+            "passes an A10 off as an H100",
+            (Consumer<JsonNode>) t -> gpu0(t).put("name", "NVIDIA H100 80GB HBM3")),
+        Arguments.of(
+            "hides ECC errors", (Consumer<JsonNode>) t -> gpu0(t).put("ecc_errors_uncorrected", 0)),
+        Arguments.of(
+            "hides that the GPUs are simulated",
+            (Consumer<JsonNode>) t -> ((ObjectNode) t).put("simulated", false)),
+        Arguments.of(
+            "adds a benchmark that never ran",
+            (Consumer<JsonNode>)
+                t ->
+                    ((ObjectNode) t)
+                        .putObject("benchmark")
+                        .put("name", "matmul-fp16")
+                        .put("fp16_tflops", 900.0)),
+        Arguments.of(
+            "raises the free disk by one byte",
+            (Consumer<JsonNode>)
+                t ->
+                    ((ObjectNode) t.get("disk"))
+                        .put("free_bytes", t.get("disk").get("free_bytes").asLong() + 1)));
   }
 
   private static ObjectNode gpu0(JsonNode tree) {
@@ -115,15 +139,20 @@ class VerificationSignedReportTest {
 
   @ParameterizedTest(name = "tampered: {0}")
   @MethodSource("tampering")
-  void aTamperedReportNoLongerVerifiesAndIsRejected(String what, Consumer<JsonNode> tamper) throws Exception {
+  void aTamperedReportNoLongerVerifiesAndIsRejected(String what, Consumer<JsonNode> tamper)
+      throws Exception {
     // An honest agent with one A10 that has ECC errors, running simulated in a dev cluster.
-    HardwareReport honest = Reports.simulated(Reports.withGpus(Reports.healthy(), List.of(Reports.ecc(Reports.a10(0), 2L))), true);
+    HardwareReport honest =
+        Reports.simulated(
+            Reports.withGpus(Reports.healthy(), List.of(Reports.ecc(Reports.a10(0), 2L))), true);
     Signed signed = sign(honest, AGENT);
     assertTrue(Ed25519.verify(PINNED, CanonicalJson.bytes(signed.report()), signed.signature()));
 
     JsonNode tampered = signed.report().deepCopy();
     tamper.accept(tampered);
-    assertFalse(Ed25519.verify(PINNED, CanonicalJson.bytes(tampered), signed.signature()), "the signature must no longer verify");
+    assertFalse(
+        Ed25519.verify(PINNED, CanonicalJson.bytes(tampered), signed.signature()),
+        "the signature must no longer verify");
 
     Outcome outcome = receive(transit(tampered), signed.signature(), Policy.defaults(true));
     assertFalse(outcome.passed());
