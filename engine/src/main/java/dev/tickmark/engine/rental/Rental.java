@@ -704,6 +704,7 @@ public final class Rental
     return newCommandHandlerWithReplyBuilder()
         .forStateType(Ending.class)
         .onCommand(LivenessAnswer.class, this::onEndLiveness)
+        .onCommand(HostLost.class, this::onHostLostEnding)
         .onCommand(Delivered.class, this::onDeliveredEnding)
         .onCommand(Released.class, this::onReleased)
         .onCommand(WorkloadStopped.class, this::onWorkloadStoppedEnding)
@@ -1273,10 +1274,18 @@ public final class Rental
       lastHeartbeatSeen = heartbeat;
     if (heartbeat != null && !heartbeat.isBefore(state.endAt()))
       return proveEnd(state, state.endAt());
+    // An offline host sends no more heartbeats: what it proved is all there will be.
+    if (answer.liveness() != null && !answer.liveness().online()) return proveEnd(state, heartbeat);
     // Not yet: the agent heartbeats every few seconds while it runs, and reports the stop; ask
     // again soon.
     timers.startSingleTimer(Timer.PROVE_END, Timer.PROVE_END, settings.retryInterval());
     return Effect().noReply();
+  }
+
+  /** The host went offline while the end waited for its word: billed to its last heartbeat. */
+  private ReplyEffect<Event, State> onHostLostEnding(Ending state, HostLost cmd) {
+    if (state.finalSettled() || !fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
+    return proveEnd(state, cmd.lastHeartbeatAt());
   }
 
   /**

@@ -712,6 +712,24 @@ class RentalTest {
   }
 
   @Test
+  void aHostLostWhileTheStopAwaitsItsProofBillsToTheLastHeartbeatAtOnce() {
+    RentalFixture f = fixture(); // stop timeout 30 s: the proof must not wait for it
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(true, at(15)));
+    f.clock.advance(Duration.ofSeconds(22));
+    f.awaitCheckpoints(15L);
+    f.stop();
+    f.kit.runCommand(
+        new Rental.HostLost(f.hostId, at(17))); // the heartbeat timeout noticed the host was gone
+    f.awaitAssert(() -> assertEquals(17, f.awaitEvent(Rental.EndProven.class).billedSeconds()));
+    assertEquals(List.of(15L, 17L), f.checkpointSeconds());
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, DEPOSIT, cost(17));
+    assertConserved(f, cost(17));
+  }
+
+  @Test
   void aStopIsSettledOnceAHeartbeatAfterItProvesIt() {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
