@@ -144,6 +144,13 @@ class DockerRuntimeTest {
   }
 
   @Test
+  void theLogsInvocationFollowsTheContainersOutputFromItsStart() {
+    assertEquals(
+        List.of("docker", "logs", "--follow", "tickmark-rnt_1"),
+        DockerRuntime.logsInvocation("docker", "rnt_1"));
+  }
+
+  @Test
   void theStopInvocation() {
     assertEquals(
         List.of("docker", "stop", "-t", "10", "tickmark-rnt_1"),
