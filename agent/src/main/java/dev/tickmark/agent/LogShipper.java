@@ -58,6 +58,17 @@ final class LogShipper {
     if (log.finished()) logs.remove(log.rentalId());
   }
 
+  /**
+   * The rental is over (ended, or never started): its log takes no more lines, and is forgotten
+   * once everything in it is acknowledged.
+   */
+  void ended(String rentalId) {
+    RentalLog log = logs.get(rentalId);
+    if (log == null) return;
+    log.close();
+    if (log.finished()) logs.remove(rentalId);
+  }
+
   /** A new session: what was sent on the last one and not acknowledged is sent again. */
   void resendAll() {
     logs.values().forEach(RentalLog::resend);

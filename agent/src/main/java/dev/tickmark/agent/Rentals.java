@@ -421,6 +421,7 @@ final class Rentals {
   // ---- helpers
 
   private void reportEnd(Rental r) {
+    logs.ended(r.id);
     logs.flush(r.id, outbox); // its last lines go before its end
     AgentFrame frame =
         r.state == State.FAILED ? new AgentFrame.RentalFailed(r.id, r.failure) : stopped(r);

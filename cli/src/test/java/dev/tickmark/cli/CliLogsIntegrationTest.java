@@ -49,7 +49,9 @@ class CliLogsIntegrationTest {
             .withEnv("TICKMARK_API_KEY", renter.apiKey());
     Path go = temp.resolve("go");
     String script =
-        "echo hello; sleep 0.2; echo oops >&2; while [ ! -f " + go + " ]; do sleep 0.05; done; echo bye";
+        "echo hello; sleep 0.2; echo oops >&2; while [ ! -f "
+            + go
+            + " ]; do sleep 0.05; done; echo bye";
     JsonNode launched =
         Http.JSON.readTree(
             cli.run(
