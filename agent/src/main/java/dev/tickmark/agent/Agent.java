@@ -241,7 +241,10 @@ public final class Agent implements AutoCloseable {
             this::post,
             this::schedule,
             this::sendRentalFrame,
-            new LogShipper(RentalLog.Limits.DEFAULT, Clock.systemUTC()));
+            new LogShipper(
+                RentalLog.Limits.DEFAULT,
+                Clock.systemUTC(),
+                id -> LogShipper.seqFile(new RentalDirs(state.path()).rental(id))));
     log.info(
         "tickmark-agent {}: state folder {}, engines {}, {}, {} runtime",
         VERSION,

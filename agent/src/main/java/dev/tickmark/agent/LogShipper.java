@@ -1,12 +1,20 @@
 package dev.tickmark.agent;
 
 import dev.tickmark.wire.AgentFrame;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Sends the rentals' {@link RentalLog}s to the engine as {@code logs {rental_id, lines}} frames,
@@ -31,19 +39,65 @@ final class LogShipper {
   /** At a rental's end, at most this many frames are sent at once before its end is reported. */
   static final int MAX_FLUSH_FRAMES = 16;
 
+  private static final Logger log = LoggerFactory.getLogger(LogShipper.class);
+
   private final RentalLog.Limits limits;
   private final Clock clock;
+  private final Function<String, RentalLog.SeqStore> seqStores;
   private final Map<String, RentalLog> logs = new LinkedHashMap<>();
   private int turn;
 
+  /** Seqs are not kept across restarts (tests). */
   LogShipper(RentalLog.Limits limits, Clock clock) {
-    this.limits = limits;
-    this.clock = clock;
+    this(limits, clock, id -> RentalLog.SeqStore.NONE);
   }
 
-  /** The log of {@code rentalId}, created empty (seq from 1) on first use. */
+  /** {@code seqStores}: where each rental's highest seq is kept (see {@link #seqFile}). */
+  LogShipper(RentalLog.Limits limits, Clock clock, Function<String, RentalLog.SeqStore> seqStores) {
+    this.limits = limits;
+    this.clock = clock;
+    this.seqStores = seqStores;
+  }
+
+  /**
+   * The log of {@code rentalId}, created empty on first use: seq from 1, or above what an earlier
+   * run of the agent reserved for it.
+   */
   RentalLog open(String rentalId) {
-    return logs.computeIfAbsent(rentalId, id -> new RentalLog(id, limits, clock));
+    return logs.computeIfAbsent(
+        rentalId, id -> new RentalLog(id, limits, clock, seqStores.apply(id)));
+  }
+
+  /**
+   * {@code <rental folder>/log-seq}: the highest seq reserved, written atomically (a temporary file
+   * moved over it). Unreadable counts as none; unwritable is logged (a restart may then reuse seqs,
+   * whose lines the engine would ignore as duplicates).
+   */
+  static RentalLog.SeqStore seqFile(Path rentalFolder) {
+    Path file = rentalFolder.resolve("log-seq");
+    return new RentalLog.SeqStore() {
+      @Override
+      public long load() {
+        try {
+          return Long.parseLong(Files.readString(file, StandardCharsets.US_ASCII).trim());
+        } catch (IOException | NumberFormatException e) {
+          return 0;
+        }
+      }
+
+      @Override
+      public void save(long reservedThrough) {
+        try {
+          Files.createDirectories(rentalFolder);
+          Path tmp = rentalFolder.resolve("log-seq.tmp");
+          Files.writeString(tmp, Long.toString(reservedThrough), StandardCharsets.US_ASCII);
+          Files.move(
+              tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException e) {
+          log.warn("cannot keep the log seq in {}: {}", file, e.toString());
+        }
+      }
+    };
   }
 
   /** The log of a rental, if this agent still holds one (tests). */

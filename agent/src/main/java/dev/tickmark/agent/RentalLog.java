@@ -44,6 +44,31 @@ final class RentalLog {
     }
   }
 
+  /**
+   * Where the highest {@code seq} handed out is kept across agent restarts (blocks of {@link
+   * #SEQ_BLOCK} are reserved ahead, so it is written once per block): a log opened again for the
+   * same rental continues above it, never reusing a seq the engine may have stored.
+   */
+  interface SeqStore {
+    /** The highest seq reserved so far, 0 if none. */
+    long load();
+
+    void save(long reservedThrough);
+
+    SeqStore NONE =
+        new SeqStore() {
+          @Override
+          public long load() {
+            return 0;
+          }
+
+          @Override
+          public void save(long reservedThrough) {}
+        };
+  }
+
+  static final long SEQ_BLOCK = 1000;
+
   /** What a cut line ends with. */
   static final String CUT_MARKER = " [… line cut at 16 KiB by tickmark]";
 
@@ -60,11 +85,22 @@ final class RentalLog {
   private double tokens;
   private long lastRefillNanos;
   private boolean closed;
+  private final SeqStore seqStore;
+  private long reservedThrough;
 
   RentalLog(String rentalId, Limits limits, Clock clock) {
+    this(rentalId, limits, clock, SeqStore.NONE);
+  }
+
+  RentalLog(String rentalId, Limits limits, Clock clock, SeqStore seqStore) {
     this.rentalId = rentalId;
     this.limits = limits;
     this.clock = clock;
+    this.seqStore = seqStore;
+    this.reservedThrough = seqStore.load();
+    this.nextSeq = reservedThrough + 1;
+    this.ackedThrough = reservedThrough; // nothing below it is ours to send
+    this.sentThrough = reservedThrough;
     this.tokens = limits.bytesPerSecond();
     this.lastRefillNanos = System.nanoTime();
   }
@@ -203,6 +239,10 @@ final class RentalLog {
 
   private void add(Stream stream, String text) {
     if (jsonLength(text) > MAX_LINE_JSON) text = shorten(text);
+    if (nextSeq > reservedThrough && seqStore != SeqStore.NONE) {
+      reservedThrough = nextSeq - 1 + SEQ_BLOCK;
+      seqStore.save(reservedThrough);
+    }
     Instant at = clock.instant().truncatedTo(ChronoUnit.MICROS);
     AgentFrame.LogLine line = new AgentFrame.LogLine(nextSeq++, at.toString(), stream.wire(), text);
     unacked.addLast(line);

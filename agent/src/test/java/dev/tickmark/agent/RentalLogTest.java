@@ -99,6 +99,26 @@ class RentalLogTest {
   }
 
   @Test
+  void aLogOpenedAgainAfterARestartContinuesAboveTheSeqsTheEarlierRunReserved(
+      @org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) {
+    java.nio.file.Path rental = dir.resolve("rentals/rnt_1");
+    RentalLog first =
+        new RentalLog(
+            "rnt_1", RentalLog.Limits.DEFAULT, Clock.systemUTC(), LogShipper.seqFile(rental));
+    first.append(RentalLog.Stream.STDOUT, "before", 6);
+    assertEquals(1, first.batch(1 << 20).get(0).seq());
+
+    RentalLog again = // the agent restarted
+        new RentalLog(
+            "rnt_1", RentalLog.Limits.DEFAULT, Clock.systemUTC(), LogShipper.seqFile(rental));
+    again.append(RentalLog.Stream.SYSTEM, "after", 5);
+
+    List<AgentFrame.LogLine> lines = again.batch(1 << 20);
+    assertEquals(1, lines.size(), "the earlier run's lines are not the new run's to send");
+    assertEquals(RentalLog.SEQ_BLOCK + 1, lines.get(0).seq(), "never a seq the engine may hold");
+  }
+
+  @Test
   void aFullBufferDropsTheOldestUnacknowledgedLinesAndSaysSo() {
     RentalLog log = log(new RentalLog.Limits(1 << 20, 16 * 1024, 3, 1 << 22));
     for (int i = 1; i <= 5; i++) log.append(RentalLog.Stream.STDOUT, "l" + i, 2);
