@@ -17,9 +17,11 @@ import java.util.List;
  * {@link Limits#maxBytes()}; beyond it the oldest lines are dropped).
  *
  * <ul>
- *   <li>Output over the rate is dropped; the first line let through after such an episode (or the
- *       end of the output) is preceded by one {@code system} line saying how many bytes were
- *       dropped.
+ *   <li>Output over the rate is dropped, and keeps being dropped until the bucket is half full
+ *       again (one episode); the first line let through after it (or the end of the output) is
+ *       preceded by one {@code system} line saying how many bytes were dropped. Every byte read
+ *       (but the rest of a cut line) is either in a line kept (its text plus its line end) or
+ *       counted in such a note.
  *   <li>Lines dropped from a full buffer (the engine has not acknowledged them) are counted, and
  *       one {@code system} line says how many, with the next batch.
  *   <li>{@link #batch} gives the next lines to send after {@link #sentThrough}; {@link #resend}
@@ -121,7 +123,10 @@ final class RentalLog {
     if (closed) return;
     refill();
     int cost = bytes + 1;
-    if (tokens < cost) {
+    // an episode of overflow lasts until the bucket is half full again, so that a workload writing
+    // ever faster than the rate gets a note every half second or so, not one per line let through
+    double needed = droppedBytes > 0 ? Math.max(cost, limits.bytesPerSecond() / 2.0) : cost;
+    if (tokens < needed) {
       droppedBytes += cost;
       return;
     }

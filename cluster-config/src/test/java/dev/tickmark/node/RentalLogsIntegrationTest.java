@@ -183,6 +183,60 @@ class RentalLogsIntegrationTest {
         .expectProblem(400, "invalid_parameter");
   }
 
+  @Test
+  void outputOverTheRateIsDroppedAndSystemLinesCountEveryByteThatWasNot() {
+    ApiClient.Customer renter = RentingSupport.renter(api, "Loud renter", "50.00");
+    // 1 MiB of x as fast as the pipe takes it, folded into 1025 lines of 1023 (fold adds their line
+    // ends; the last x shares its line with the marker)
+    String script = "head -c 1048576 /dev/zero | tr '\\0' x | fold -w 1023; echo done-marker";
+    String id =
+        api.post(
+                "/v1/rentals",
+                renter.apiKey(),
+                "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"eu-de\","
+                    + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
+                    + "\"wait_seconds\":60,\"command\":[\"sh\",\"-c\","
+                    + ApiClient.quote(script)
+                    + "]}")
+            .expect(201)
+            .json()
+            .get("rental")
+            .get("id")
+            .asText();
+    RentingSupport.awaitStatus(api, renter, id, "ended");
+
+    List<JsonNode> all = new ArrayList<>();
+    for (long after = 0; ; ) {
+      List<JsonNode> page = lines(renter, id, "?after=" + after + "&limit=1000");
+      if (page.isEmpty()) break;
+      all.addAll(page);
+      after = page.get(page.size() - 1).get("seq").asLong();
+    }
+    long kept = 0;
+    long dropped = 0;
+    int notes = 0;
+    java.util.regex.Pattern note =
+        java.util.regex.Pattern.compile(
+            "tickmark: (\\d+) bytes of output dropped \\(more than 256 KiB/s\\)");
+    for (JsonNode l : all) {
+      String text = l.get("text").asText();
+      if (l.get("stream").asText().equals("system")) {
+        java.util.regex.Matcher m = note.matcher(text);
+        assertTrue(m.matches(), text);
+        dropped += Long.parseLong(m.group(1));
+        notes++;
+      } else {
+        kept += text.getBytes(StandardCharsets.UTF_8).length + 1;
+      }
+    }
+    assertTrue(notes >= 1, "a system line says what was dropped");
+    // a full bucket (256 KiB) plus 256 KiB/s while the workload writes (well under 2 s for 1 MiB)
+    assertTrue(kept < 768 * 1024, "no more than the rate left the host: " + kept);
+    assertTrue(kept >= 200 * 1024, "a full bucket's worth passed: " + kept);
+    long written = 1048576 + 1048576 / 1023 + "done-marker\n".length();
+    assertEquals(written, kept + dropped, "every byte written was kept or counted as dropped");
+  }
+
   private static List<JsonNode> lines(ApiClient.Customer renter, String id, String query) {
     JsonNode page =
         api.get("/v1/rentals/" + id + "/logs" + query, renter.apiKey()).expect(200).json();

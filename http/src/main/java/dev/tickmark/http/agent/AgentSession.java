@@ -132,7 +132,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private record ForwardToRental(String rentalId, Rental.Command command) implements Msg {}
 
   /** At most this many {@code logs} frames wait to be stored; more closes the session. */
-  static final int MAX_PENDING_LOG_WRITES = 16;
+  static final int MAX_PENDING_LOG_WRITES = 32;
 
   /** At most this many lines in one {@code logs} frame, each at most this many characters. */
   static final int MAX_LINES_PER_FRAME = 4096;
