@@ -2,6 +2,7 @@ package dev.tickmark.agent;
 
 import java.io.File;
 import java.io.IOException;
+import java.io.InputStream;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Duration;
@@ -74,7 +75,7 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
    * is the reason) and returns its launch: run on a worker thread, it starts the workload and
    * returns it, or throws {@link Failure} having cleaned up after itself.
    */
-  protected abstract Supplier<W> plan(Spec spec);
+  protected abstract Supplier<W> plan(Spec spec, RentalLog log);
 
   /** Arranges for {@link #end} to be called when the workload ends by itself. */
   protected abstract void watch(W workload);
@@ -91,11 +92,17 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
   /** How long {@link #close()} waits for the workloads to stop. */
   protected abstract Duration closeTimeout();
 
+  /** Without a log: the output goes to the rental's {@code output.log} file. */
   @Override
   public CompletableFuture<Handle> start(Spec spec) {
+    return start(spec, null);
+  }
+
+  @Override
+  public CompletableFuture<Handle> start(Spec spec, RentalLog log) {
     Supplier<W> launch;
     try {
-      launch = plan(spec);
+      launch = plan(spec, log);
     } catch (Failure e) {
       return CompletableFuture.failedFuture(e);
     } catch (IllegalArgumentException e) {
@@ -158,6 +165,7 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
     String id = workload.rentalId();
     try {
       release(workload);
+      workload.closeOutput();
       Instant at = clock.instant();
       boolean wiped = dirs.wipe(id);
       log.info("rental {}: {}{}", id, why, wiped ? "; scratch folder wiped" : "");
@@ -165,6 +173,7 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
       workload.ended.complete(at);
     } catch (RuntimeException e) {
       log.error("rental {}: ending it failed", id, e);
+      if (workload.output != null) workload.output.close();
       running.remove(id, workload);
       workload.ended.complete(clock.instant());
     }
@@ -198,11 +207,45 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
         .redirectErrorStream(true);
   }
 
+  /**
+   * Reads {@code in} into {@code log} on a worker thread; the returned future completes when the
+   * stream has ended.
+   */
+  protected CompletableFuture<Void> capture(
+      InputStream in, RentalLog.Stream stream, RentalLog log) {
+    return CompletableFuture.runAsync(() -> LineReader.pump(in, stream, log), workers);
+  }
+
+  /** How long {@link #end} waits for the output readers to reach the end of the output. */
+  static final Duration OUTPUT_DRAIN = Duration.ofSeconds(5);
+
   /** A workload that started: what every runtime keeps of it. */
   abstract static class Workload implements Handle {
     final Spec spec;
     final Instant startedAt;
     final CompletableFuture<Instant> ended = new CompletableFuture<>();
+
+    /** Where its output goes (null: a file), and the readers filling it. */
+    RentalLog output;
+
+    final List<CompletableFuture<Void>> readers = new ArrayList<>();
+
+    /**
+     * Once nothing of the workload runs: waits (bounded) for the readers to read what is left in
+     * the pipes, then closes the log.
+     */
+    void closeOutput() {
+      if (output == null) return;
+      try {
+        CompletableFuture.allOf(readers.toArray(CompletableFuture[]::new))
+            .get(OUTPUT_DRAIN.toMillis(), TimeUnit.MILLISECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      } catch (ExecutionException | TimeoutException e) {
+        // a pipe still held open by something we could not end: the log ends here
+      }
+      output.close();
+    }
 
     /** Set by the first stop: the workload is being stopped on purpose. */
     final AtomicBoolean stopping = new AtomicBoolean();

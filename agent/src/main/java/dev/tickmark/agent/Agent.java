@@ -204,6 +204,11 @@ public final class Agent implements AutoCloseable {
       throw e;
     }
     agent.post(agent::connect);
+    agent.loop.scheduleWithFixedDelay(
+        guard(agent::shipLogs),
+        LogShipper.TICK.toMillis(),
+        LogShipper.TICK.toMillis(),
+        TimeUnit.MILLISECONDS);
     return agent;
   }
 
@@ -235,7 +240,11 @@ public final class Agent implements AutoCloseable {
             Clock.systemUTC(),
             this::post,
             this::schedule,
-            this::sendRentalFrame);
+            this::sendRentalFrame,
+            new LogShipper(
+                RentalLog.Limits.DEFAULT,
+                Clock.systemUTC(),
+                id -> LogShipper.seqFile(new RentalDirs(state.path()).rental(id))));
     log.info(
         "tickmark-agent {}: state folder {}, engines {}, {}, {} runtime",
         VERSION,
@@ -449,6 +458,7 @@ public final class Agent implements AutoCloseable {
       else if (action instanceof Session.Established e) established(c, e);
       else if (action instanceof Session.Verified v) verificationResult(v.result());
       else if (action instanceof Session.RentalFrame r) rentals.onFrame(r.frame());
+      else if (action instanceof Session.LogsAcked a) rentals.logs().onAck(a.ack());
       else if (action instanceof Session.Rejected r) reject(r.code(), r.message());
       else if (action instanceof Session.Ended e) {
         boolean replaced = "replaced".equals(e.code());
@@ -489,6 +499,7 @@ public final class Agent implements AutoCloseable {
         c.engine,
         e.hostId(),
         e.heartbeatInterval().toSeconds());
+    rentals.logs().resendAll(); // what the last session did not see stored
     rentals.resync(); // what runs, and what ended while no session could hear it
     probe.execute(
         () -> {
@@ -604,6 +615,20 @@ public final class Agent implements AutoCloseable {
     }
     send(c, frame);
     return true;
+  }
+
+  /** The log shipper's pacing step: sends on the established session, if any (quietly). */
+  private void shipLogs() {
+    if (closed) return;
+    rentals
+        .logs()
+        .tick(
+            frame -> {
+              Connection c = current;
+              if (c == null || c.session.phase() != Session.Phase.ESTABLISHED) return false;
+              send(c, frame);
+              return true;
+            });
   }
 
   /** {@link Rentals}' timers: run on the loop. */

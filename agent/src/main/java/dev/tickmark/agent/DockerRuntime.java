@@ -30,8 +30,10 @@ import org.slf4j.LoggerFactory;
  *       missing {@code docker}, or one that exits non-zero, fails the rental with docker's message
  *       as the reason.
  *   <li>While it runs: {@code docker wait tickmark-<id>} tells when the container exits, and {@code
- *       docker logs --follow tickmark-<id>} copies its output to {@code <rental
- *       folder>/output.log}.
+ *       docker logs --follow tickmark-<id>} ({@link #logsInvocation}) reads its stdout and stderr
+ *       line by line into the rental's {@link RentalLog} (without one: to {@code <rental
+ *       folder>/output.log}). A container that ends (and is removed) before that command attaches
+ *       may leave no output.
  *   <li>Stop: {@code docker stop -t <grace> tickmark-<id>} (SIGTERM, then SIGKILL after the grace
  *       period); if that fails, {@code docker rm --force}. The container is removed when it exits
  *       ({@code --rm}).
@@ -168,13 +170,21 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
         containerName(rentalId));
   }
 
-  @Override
-  protected Supplier<Running> plan(Spec spec) {
-    List<String> invocation = runInvocation(docker, spec, dirs.scratch(spec.rentalId()));
-    return () -> launch(spec, invocation);
+  /**
+   * {@code docker logs --follow tickmark-<id>}: the container's output from its start, stdout on
+   * stdout and stderr on stderr; it returns once the container has ended and all was written.
+   */
+  static List<String> logsInvocation(String docker, String rentalId) {
+    return List.of(docker, "logs", "--follow", containerName(rentalId));
   }
 
-  private Running launch(Spec spec, List<String> invocation) {
+  @Override
+  protected Supplier<Running> plan(Spec spec, RentalLog output) {
+    List<String> invocation = runInvocation(docker, spec, dirs.scratch(spec.rentalId()));
+    return () -> launch(spec, invocation, output);
+  }
+
+  private Running launch(Spec spec, List<String> invocation, RentalLog output) {
     String id = spec.rentalId();
     prepareScratch(id);
     log.info("rental {}: docker run {} on cards {}", id, spec.image(), spec.cards());
@@ -214,14 +224,22 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     }
     Process logs = null;
     try {
-      logs =
-          withoutInput(List.of(docker, "logs", "--follow", containerName(id)))
-              .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
-              .start();
+      ProcessBuilder pb = withoutInput(logsInvocation(docker, id));
+      if (output == null)
+        pb.redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()));
+      else pb.redirectErrorStream(false);
+      logs = pb.start();
     } catch (IOException e) {
       log.warn("rental {}: cannot follow the container's log: {}", id, e.toString());
     }
     Running r = new Running(spec, startedAt, waiter, logs);
+    if (output != null) {
+      r.output = output;
+      if (logs != null) {
+        r.readers.add(capture(logs.getInputStream(), RentalLog.Stream.STDOUT, output));
+        r.readers.add(capture(logs.getErrorStream(), RentalLog.Stream.STDERR, output));
+      }
+    }
     log.info("rental {}: container {} running", id, containerName(id));
     return r;
   }
@@ -287,7 +305,15 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
   @Override
   protected void release(Running r) {
     if (r.waiter.isAlive()) r.waiter.destroy();
-    if (r.logs != null && r.logs.isAlive()) r.logs.destroy();
+    if (r.logs != null && r.logs.isAlive()) {
+      // docker logs --follow ends by itself once it has written the ended container's last output
+      try {
+        r.logs.waitFor(OUTPUT_DRAIN.toMillis(), TimeUnit.MILLISECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      if (r.logs.isAlive()) r.logs.destroy();
+    }
   }
 
   @Override

@@ -30,7 +30,8 @@ import org.slf4j.LoggerFactory;
  *       HOME} and {@code TMPDIR} (the scratch folder), {@code CUDA_VISIBLE_DEVICES} (the rented
  *       card indexes, comma-separated) and {@code TICKMARK_RENTAL_ID}. Nothing else of the agent's
  *       environment (it may hold the registration token).
- *   <li>stdin is empty; stdout and stderr go to {@code <rental folder>/output.log} (outside the
+ *   <li>stdin is empty; stdout and stderr are two pipes read line by line into the rental's {@link
+ *       RentalLog} (started without one: both go to {@code <rental folder>/output.log}, outside the
  *       scratch folder).
  *   <li>Where {@code setsid} exists the workload gets its own session and process group, so that
  *       processes it leaves behind (children in the background) are found and ended with it.
@@ -83,15 +84,15 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   }
 
   @Override
-  protected Supplier<Running> plan(Spec spec) {
+  protected Supplier<Running> plan(Spec spec, RentalLog log) {
     String why = Runtime.checkRentalId(spec.rentalId());
     if (why == null) why = Runtime.checkCards(spec.cards(), null);
     if (why == null) why = Runtime.checkCommand(spec.command());
     if (why != null) throw new Failure(why);
-    return () -> launch(spec);
+    return () -> launch(spec, log);
   }
 
-  private Running launch(Spec spec) {
+  private Running launch(Spec spec, RentalLog output) {
     String id = spec.rentalId();
     Path scratch = prepareScratch(id);
     List<String> command = spec.command().isEmpty() ? DEFAULT_COMMAND : spec.command();
@@ -104,10 +105,9 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     if (setsid != null) argv.add(setsid);
     argv.add(executable);
     argv.addAll(command.subList(1, command.size()));
-    ProcessBuilder pb =
-        withoutInput(argv)
-            .directory(scratch.toFile())
-            .redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
+    ProcessBuilder pb = withoutInput(argv).directory(scratch.toFile());
+    if (output == null) pb.redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
+    else pb.redirectErrorStream(false); // two pipes, read line by line into the log
     Map<String, String> env = pb.environment();
     env.clear();
     env.putAll(baseEnv);
@@ -132,6 +132,11 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     }
     Instant startedAt = clock.instant();
     Running r = new Running(spec, process, setsid != null, startedAt);
+    if (output != null) {
+      r.output = output;
+      r.readers.add(capture(process.getInputStream(), RentalLog.Stream.STDOUT, output));
+      r.readers.add(capture(process.getErrorStream(), RentalLog.Stream.STDERR, output));
+    }
     log.info(
         "rental {}: started pid {} on cards {}: {}{}",
         id,

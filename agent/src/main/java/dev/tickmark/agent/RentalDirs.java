@@ -22,8 +22,9 @@ import org.slf4j.LoggerFactory;
  * <pre>
  *   &lt;state-dir&gt;/rentals/                     mode 0700
  *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/         mode 0700
- *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/output.log   the workload's stdout and stderr (process runtime), or the
- *                                                 container's log and docker's messages (docker runtime)
+ *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/output.log   the workload's output when started without a log,
+ *                                                 and docker's messages (docker runtime)
+ *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/log-seq    the highest log seq reserved ({@link LogShipper#seqFile})
  *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/scratch/     the workload's working folder, mode 0700, created empty at the
  *                                                 start and deleted when the rental ends
  * </pre>

@@ -111,6 +111,7 @@ final class Rentals {
   private final Executor loop;
   private final Scheduler scheduler;
   private final Outbox outbox;
+  private final LogShipper logs;
   private final Map<String, Rental> rentals = new LinkedHashMap<>();
   private boolean closing;
   private CompletableFuture<Void> drained;
@@ -126,6 +127,26 @@ final class Rentals {
       Executor loop,
       Scheduler scheduler,
       Outbox outbox) {
+    this(
+        runtime,
+        cards,
+        clock,
+        loop,
+        scheduler,
+        outbox,
+        new LogShipper(RentalLog.Limits.DEFAULT, clock));
+  }
+
+  /** {@code logs}: where the workloads' output goes, and is flushed before a rental's end. */
+  Rentals(
+      Runtime runtime,
+      Supplier<Set<Integer>> cards,
+      Clock clock,
+      Executor loop,
+      Scheduler scheduler,
+      Outbox outbox,
+      LogShipper logs) {
+    this.logs = logs;
     this.runtime = runtime;
     this.cards = cards;
     this.clock = clock;
@@ -136,6 +157,10 @@ final class Rentals {
 
   Runtime runtime() {
     return runtime;
+  }
+
+  LogShipper logs() {
+    return logs;
   }
 
   /**
@@ -255,7 +280,7 @@ final class Rentals {
     }
     Runtime.Spec spec = Runtime.Spec.of(s);
     CompletableFuture.allOf(waitFor.toArray(CompletableFuture[]::new))
-        .thenCompose(x -> runtime.start(spec))
+        .thenCompose(x -> runtime.start(spec, logs.open(id)))
         .whenComplete((handle, error) -> loop.execute(() -> started(r, handle, error)));
   }
 
@@ -396,6 +421,8 @@ final class Rentals {
   // ---- helpers
 
   private void reportEnd(Rental r) {
+    logs.ended(r.id);
+    logs.flush(r.id, outbox); // its last lines go before its end
     AgentFrame frame =
         r.state == State.FAILED ? new AgentFrame.RentalFailed(r.id, r.failure) : stopped(r);
     if (outbox.send(frame)) r.endReported = true;

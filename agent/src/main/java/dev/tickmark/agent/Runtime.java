@@ -82,6 +82,15 @@ interface Runtime extends AutoCloseable {
   CompletableFuture<Handle> start(Spec spec);
 
   /**
+   * Starts a workload whose stdout and stderr go, line by line, to {@code log} (closed once the
+   * output has ended, before {@link Handle#ended()} completes). A runtime that cannot capture
+   * output ignores it.
+   */
+  default CompletableFuture<Handle> start(Spec spec, RentalLog log) {
+    return start(spec);
+  }
+
+  /**
    * Stops a workload: asks it to end (SIGTERM), waits up to the grace period, then kills it; its
    * scratch folder is wiped. Completes with the instant it stopped, or with null at once when no
    * workload of that id is running.

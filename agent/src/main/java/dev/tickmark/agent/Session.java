@@ -20,6 +20,7 @@ import java.util.Set;
  * <pre>
  *   AWAITING_CHALLENGE --challenge/hello--> AWAITING_WELCOME --welcome--> ESTABLISHED
  *   ESTABLISHED --start_rental / stop_rental / preempt--> RentalFrame (handled by {@link Rentals}, which outlives the session)
+ *   ESTABLISHED --logs_ack--> LogsAcked (handled by {@link LogShipper}, which outlives the session)
  *   any --error--> CLOSED   (Rejected when retrying cannot help, else Ended)
  * </pre>
  */
@@ -57,6 +58,9 @@ final class Session {
    */
   record RentalFrame(AgentFrame frame) implements Action {}
 
+  /** The engine stored a rental's log lines through a seq ({@link LogShipper}). */
+  record LogsAcked(AgentFrame.LogsAck ack) implements Action {}
+
   /** The node refused the agent for good (one of {@link #FATAL_CODES}). */
   record Rejected(String code, String message) implements Action {}
 
@@ -86,6 +90,7 @@ final class Session {
       return onWelcome(w);
     if (phase == Phase.ESTABLISHED) {
       if (frame instanceof AgentFrame.VerificationResult v) return List.of(new Verified(v));
+      if (frame instanceof AgentFrame.LogsAck a) return List.of(new LogsAcked(a));
       if (frame instanceof AgentFrame.StartRental
           || frame instanceof AgentFrame.StopRental
           || frame instanceof AgentFrame.Preempt) {

@@ -288,4 +288,54 @@ class AgentSocketTest {
         Files.exists(dir.resolve("rentals/rnt_long/scratch")),
         "closing the agent stops and wipes its workloads");
   }
+
+  @Test
+  void sendsTheWorkloadsOutputAndAfterAReconnectResendsWhatWasNotAcknowledged() throws Exception {
+    node = new ScriptedNode();
+    Path dir = tmp.resolve("l");
+    agent = start(List.of(node.uri()), node.newToken("host_l"), dir);
+    agent.verified().get(WAIT_S, TimeUnit.SECONDS);
+    node.send(
+        new AgentFrame.StartRental(
+            "rnt_log",
+            List.of(0),
+            "pytorch/pytorch",
+            List.of("sh", "-c", "echo one; echo two >&2; sleep 0.2; echo three; sleep 300"),
+            null,
+            false,
+            null));
+    List<AgentFrame.LogLine> first = linesThrough(node, "rnt_log", 3);
+    assertEquals(List.of(1L, 2L, 3L), first.stream().map(AgentFrame.LogLine::seq).toList());
+    assertEquals(
+        java.util.Set.of("one", "two"), java.util.Set.of(first.get(0).text(), first.get(1).text()));
+    assertEquals("three", first.get(2).text());
+    node.send(new AgentFrame.LogsAck("rnt_log", 1)); // only the first is stored
+
+    node.dropConnections();
+
+    List<AgentFrame.LogLine> again = linesThrough(node, "rnt_log", 3);
+    assertEquals(
+        first.subList(1, 3), again, "what was not acknowledged, the same lines with the same seq");
+    node.send(new AgentFrame.LogsAck("rnt_log", 3));
+    var reverified = agent.nextVerification();
+    node.dropConnections();
+    reverified.get(WAIT_S, TimeUnit.SECONDS);
+    node.send(new AgentFrame.StopRental("rnt_log", false));
+    next(node, AgentFrame.RentalStopped.class);
+    for (ScriptedNode.Received r : node.received)
+      assertFalse(
+          r.frame() instanceof AgentFrame.Logs, "acknowledged lines are not sent again: " + r);
+  }
+
+  /** The lines the node receives for {@code rentalId}, in order, until one has seq {@code last}. */
+  private List<AgentFrame.LogLine> linesThrough(ScriptedNode n, String rentalId, long last)
+      throws InterruptedException {
+    List<AgentFrame.LogLine> lines = new java.util.ArrayList<>();
+    while (lines.isEmpty() || lines.get(lines.size() - 1).seq() < last) {
+      AgentFrame.Logs logs = (AgentFrame.Logs) next(n, AgentFrame.Logs.class).frame();
+      assertEquals(rentalId, logs.rentalId());
+      lines.addAll(logs.lines());
+    }
+    return lines;
+  }
 }

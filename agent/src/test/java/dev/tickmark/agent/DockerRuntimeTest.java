@@ -144,6 +144,13 @@ class DockerRuntimeTest {
   }
 
   @Test
+  void theLogsInvocationFollowsTheContainersOutputFromItsStart() {
+    assertEquals(
+        List.of("docker", "logs", "--follow", "tickmark-rnt_1"),
+        DockerRuntime.logsInvocation("docker", "rnt_1"));
+  }
+
+  @Test
   void theStopInvocation() {
     assertEquals(
         List.of("docker", "stop", "-t", "10", "tickmark-rnt_1"),
@@ -331,7 +338,7 @@ class DockerRuntimeTest {
         case "$1" in
           run) echo 4f3c2b1a; exit 0 ;;
           wait) while [ ! -f "$d/exited" ]; do sleep 0.05; done; echo 0; exit 0 ;;
-          logs) echo "hello from the container"; exit 0 ;;
+          logs) echo "hello from the container"; echo "warning from the container" >&2; exit 0 ;;
           stop) touch "$d/exited"; exit 0 ;;
           rm) exit 0 ;;
         esac
@@ -401,6 +408,27 @@ class DockerRuntimeTest {
     assertFalse(Files.exists(scratch));
     assertEquals(Set.of(), rt.running());
     assertTrue(handle.ended().isDone());
+  }
+
+  @Test
+  void theContainersStdoutAndStderrGoLineByLineToTheRentalsLogBeforeItEnds() throws Exception {
+    DockerRuntime rt = runtime(fakeDocker(tmp).toString());
+    RentalLog log = new RentalLog("rnt_3", RentalLog.Limits.DEFAULT, java.time.Clock.systemUTC());
+    Runtime.Handle handle =
+        rt.start(spec("rnt_3", List.of(0), "ubuntu", false), log).get(WAIT_S, TimeUnit.SECONDS);
+
+    Files.writeString(tmp.resolve("exited"), ""); // the workload exits
+    handle.ended().get(WAIT_S, TimeUnit.SECONDS);
+
+    assertTrue(log.closed());
+    List<dev.tickmark.wire.AgentFrame.LogLine> lines = log.batch(1 << 20);
+    assertEquals(
+        Set.of("stdout:hello from the container", "stderr:warning from the container"),
+        lines.stream()
+            .map(l -> l.stream() + ":" + l.text())
+            .collect(java.util.stream.Collectors.toSet()));
+    assertEquals(
+        List.of(1L, 2L), lines.stream().map(dev.tickmark.wire.AgentFrame.LogLine::seq).toList());
   }
 
   @Test

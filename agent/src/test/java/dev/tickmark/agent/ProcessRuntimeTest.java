@@ -74,6 +74,43 @@ class ProcessRuntimeTest {
   }
 
   @Test
+  void capturesStdoutAndStderrLineByLineInOrderAndClosesTheLogBeforeTheEnd() throws Exception {
+    ProcessRuntime rt = runtime(Duration.ofSeconds(10));
+    RentalLog log = new RentalLog("rnt_log", RentalLog.Limits.DEFAULT, Clock.systemUTC());
+
+    Runtime.Handle handle =
+        rt.start(
+                spec(
+                    "rnt_log",
+                    List.of(0),
+                    "sh",
+                    "-c",
+                    "echo out-1; echo err-1 >&2; echo out-2; sleep 0.2; echo err-2 >&2; sleep 0.2;"
+                        + " printf 'out-3 no newline'"),
+                log)
+            .get(WAIT_S, TimeUnit.SECONDS);
+    handle.ended().get(WAIT_S, TimeUnit.SECONDS);
+
+    assertTrue(log.closed(), "the output has ended when the workload has");
+    List<dev.tickmark.wire.AgentFrame.LogLine> lines = log.batch(1 << 20);
+    assertEquals(
+        List.of(1L, 2L, 3L, 4L, 5L),
+        lines.stream().map(dev.tickmark.wire.AgentFrame.LogLine::seq).toList());
+    List<String> out =
+        lines.stream().filter(l -> l.stream().equals("stdout")).map(l -> l.text()).toList();
+    List<String> err =
+        lines.stream().filter(l -> l.stream().equals("stderr")).map(l -> l.text()).toList();
+    assertEquals(List.of("out-1", "out-2", "out-3 no newline"), out, "stdout, in order");
+    assertEquals(List.of("err-1", "err-2"), err, "stderr, in order");
+    assertEquals(
+        "err-2", lines.get(3).text(), "lines apart in time keep their order across streams");
+    assertEquals("out-3 no newline", lines.get(4).text());
+    assertFalse(
+        Files.exists(state.resolve("rentals/rnt_log/output.log")),
+        "with a log, nothing goes to a file");
+  }
+
+  @Test
   void runsTheCommandInAFreshScratchFolderWithTheRentedCardsAndNothingOfTheAgentsEnvironment()
       throws Exception {
     ProcessRuntime rt = runtime(Duration.ofSeconds(10));

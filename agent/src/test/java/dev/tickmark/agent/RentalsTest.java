@@ -182,6 +182,23 @@ class RentalsTest {
   }
 
   @Test
+  void aRentalsLastLinesAreSentBeforeItsEnd() {
+    running("rnt_1", 0);
+    RentalLog log = rentals.logs().open("rnt_1"); // the runtime's log of it
+    log.append(RentalLog.Stream.STDOUT, "last words", 10);
+
+    runtime.ended("rnt_1", T2);
+
+    List<AgentFrame> frames = drain();
+    assertEquals(2, frames.size(), frames.toString());
+    AgentFrame.Logs logs = (AgentFrame.Logs) frames.get(0);
+    assertEquals("rnt_1", logs.rentalId());
+    assertEquals(List.of("last words"), logs.lines().stream().map(l -> l.text()).toList());
+    assertEquals(stopped("rnt_1", T2), frames.get(1));
+    assertTrue(log.closed(), "an ended rental's log takes no more lines");
+  }
+
+  @Test
   void startRunsTheWorkloadAndAnswersStartedWithItsStartInstant() {
     rentals.onFrame(start("rnt_1", 0, 2));
 

@@ -55,7 +55,12 @@ final class Http {
   }
 
   /** One Server-Sent Event: its type ({@code message} if unnamed) and its data. */
-  record Event(String type, String data) {
+  /** {@code id}: the event's {@code id:} field, null when it had none. */
+  record Event(String type, String data, String id) {
+    Event(String type, String data) {
+      this(type, data, null);
+    }
+
     JsonNode json() {
       try {
         return JSON.readTree(data);
@@ -158,8 +163,15 @@ final class Http {
    * connection rather than waited on forever.
    */
   void events(String path, Predicate<Event> handler) {
-    HttpRequest request =
-        request("GET", path, null, null).header("Accept", "text/event-stream").build();
+    events(path, null, handler);
+  }
+
+  /** As {@link #events(String, Predicate)}, resuming after {@code lastEventId} when not null. */
+  void events(String path, String lastEventId, Predicate<Event> handler) {
+    HttpRequest.Builder builder =
+        request("GET", path, null, null).header("Accept", "text/event-stream");
+    if (lastEventId != null) builder.header("Last-Event-ID", lastEventId);
+    HttpRequest request = builder.build();
     HttpResponse<InputStream> response = call(request, HttpResponse.BodyHandlers.ofInputStream());
     AtomicLong lastRead = new AtomicLong(System.nanoTime());
     AtomicBoolean silent = new AtomicBoolean();
@@ -187,22 +199,27 @@ final class Http {
           200,
           TimeUnit.MILLISECONDS);
       String type = null;
+      String id = null;
       StringBuilder data = new StringBuilder();
       String line;
       while ((line = reader.readLine()) != null) {
         lastRead.set(System.nanoTime());
         if (line.isEmpty()) {
           if (data.length() > 0
-              && !handler.test(new Event(type == null ? "message" : type, data.toString()))) return;
+              && !handler.test(new Event(type == null ? "message" : type, data.toString(), id)))
+            return;
           type = null;
+          id = null;
           data.setLength(0);
         } else if (line.startsWith("event:")) {
           type = field(line, 6);
+        } else if (line.startsWith("id:")) {
+          id = field(line, 3);
         } else if (line.startsWith("data:")) {
           if (data.length() > 0) data.append('\n');
           data.append(field(line, 5));
         }
-        // ":" comments are keep-alives; "id:" and "retry:" are not used by the engine
+        // ":" comments are keep-alives; "retry:" is not used by the engine
       }
       if (silent.get()) throw silence();
     } catch (IOException e) {

@@ -26,12 +26,19 @@ import picocli.CommandLine.Spec;
       "Environment: TICKMARK_URL, TICKMARK_API_KEY, TICKMARK_OPERATOR_TOKEN, TICKMARK_CONFIG (see docs/cli.md)."
     },
     subcommands = {
-      AccountCommands.Login.class, AccountCommands.Show.class, MarketCommands.Catalog.class,
-          MarketCommands.Offers.class,
-      LaunchCommand.class, RentalCommands.Ps.class, RentalCommands.Show.class,
-          RentalCommands.Stop.class,
-      RentalCommands.Usage.class, AccountCommands.Ledger.class, HostCommands.class,
-          OpsCommands.class
+      AccountCommands.Login.class,
+      AccountCommands.Show.class,
+      MarketCommands.Catalog.class,
+      MarketCommands.Offers.class,
+      LaunchCommand.class,
+      RentalCommands.Ps.class,
+      RentalCommands.Show.class,
+      RentalCommands.Stop.class,
+      RentalCommands.Usage.class,
+      LogsCommand.class,
+      AccountCommands.Ledger.class,
+      HostCommands.class,
+      OpsCommands.class
     })
 final class TickmarkCommand implements Runnable {
   static final String DEFAULT_URL = "http://127.0.0.1:8080";

@@ -22,6 +22,7 @@ import dev.tickmark.persistence.hosts.HostProjection;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerProjection;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
+import dev.tickmark.persistence.logs.RentalLogs;
 import dev.tickmark.persistence.payouts.PayoutRunProjection;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.persistence.rentals.RentalProjection;
@@ -187,6 +188,12 @@ public final class Node implements AutoCloseable {
         system, PayoutRun.Settings.fromConfig(config), payoutPorts(ledgerReadModel, links), clock);
     PayoutRunProjection.init(system, jdbc);
 
+    RentalLogs rentalLogs =
+        new RentalLogs(
+            jdbc,
+            new RentalLogs.Retention(
+                config.getInt("tickmark.logs.max-lines"),
+                config.getBytes("tickmark.logs.max-bytes")));
     ApiKeys apiKeys = new ApiKeys(jdbc, clock);
     PayoutRunReadModel payoutRuns = new PayoutRunReadModel(jdbc);
     HttpApi httpApi =
@@ -198,6 +205,7 @@ public final class Node implements AutoCloseable {
             ledgerReadModel,
             hostReadModel,
             new RentalReadModel(jdbc),
+            rentalLogs,
             payoutRuns,
             catalog,
             clock);
@@ -212,6 +220,12 @@ public final class Node implements AutoCloseable {
         system, new RentalReadModel(jdbc), config.getDuration("tickmark.rentals.wake-interval"));
     wakeUnfinishedPayoutRuns(
         system, payoutRuns, config.getDuration("tickmark.payouts.wake-interval"));
+    deleteOldLogs(
+        system,
+        rentalLogs,
+        clock,
+        config.getDuration("tickmark.logs.keep-after-end"),
+        config.getDuration("tickmark.logs.cleanup-interval"));
     log.info(
         "Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
     return new Node(system, binding, settings, apiKeys, database, managementUrl);
@@ -288,6 +302,32 @@ public final class Node implements AutoCloseable {
                                     sharding
                                         .entityRefFor(PayoutRun.ENTITY_KEY, id)
                                         .tell(PayoutRun.Wake.INSTANCE))),
+            system.executionContext());
+  }
+
+  /**
+   * Every {@code every}, deletes the logs of rentals that ended more than {@code keep} ago. Each
+   * node runs it (the deletes are idempotent; the first to run does the work).
+   */
+  private static void deleteOldLogs(
+      ActorSystem<Void> system, RentalLogs logs, Clock clock, Duration keep, Duration every) {
+    system
+        .scheduler()
+        .scheduleWithFixedDelay(
+            Duration.ofSeconds(30),
+            every,
+            () ->
+                logs.deleteEndedBefore(clock.instant().minus(keep))
+                    .whenComplete(
+                        (deleted, failure) -> {
+                          if (failure != null)
+                            log.warn("Deleting old rental logs failed: {}", failure.toString());
+                          else if (deleted > 0)
+                            log.info(
+                                "Deleted {} log lines of rentals that ended over {} ago",
+                                deleted,
+                                keep);
+                        }),
             system.executionContext());
   }
 

@@ -18,6 +18,7 @@ import java.nio.charset.StandardCharsets;
 import java.security.KeyPair;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -248,6 +249,37 @@ class AgentSocketAbuseIntegrationTest {
     }
     try (AgentTestClient agent = welcomedTargetSession()) {
       agent.send(new AgentFrame.Welcome(target.hostId(), null, 1));
+      agent.expectErrorAndClose("unexpected_frame");
+    }
+  }
+
+  @Test
+  void malformedLogsAndLogsOfARentalNotOnThisHostCloseThatSessionOnly() {
+    String at = Instant.now().toString();
+    List<List<AgentFrame.LogLine>> malformed =
+        List.of(
+            List.of(), // no lines
+            List.of(
+                new AgentFrame.LogLine(2, at, "stdout", "b"),
+                new AgentFrame.LogLine(1, at, "stdout", "a")), // seq not increasing
+            List.of(new AgentFrame.LogLine(0, at, "stdout", "a")), // seq not positive
+            List.of(new AgentFrame.LogLine(1, at, "video", "a")), // no such stream
+            List.of(new AgentFrame.LogLine(1, "yesterday", "stdout", "a")), // not an instant
+            List.of(new AgentFrame.LogLine(1, at, "stdout", "x".repeat(40_001)))); // too long
+    for (List<AgentFrame.LogLine> lines : malformed) {
+      try (AgentTestClient agent = welcomedTargetSession()) {
+        agent.send(new AgentFrame.Logs("rnt_whatever", lines));
+        agent.expectErrorAndClose("malformed_frame");
+      }
+    }
+    try (AgentTestClient agent = welcomedTargetSession()) {
+      agent.send(
+          new AgentFrame.Logs(
+              "rnt_notonthishost", List.of(new AgentFrame.LogLine(1, at, "stdout", "a"))));
+      agent.expectErrorAndClose("not_found");
+    }
+    try (AgentTestClient agent = welcomedTargetSession()) {
+      agent.send(new AgentFrame.LogsAck("rnt_whatever", 1)); // an engine frame
       agent.expectErrorAndClose("unexpected_frame");
     }
   }

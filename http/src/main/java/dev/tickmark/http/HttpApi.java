@@ -10,6 +10,7 @@ import dev.tickmark.persistence.auth.ApiKeys;
 import dev.tickmark.persistence.auth.IdempotencyKeys;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
+import dev.tickmark.persistence.logs.RentalLogs;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Clock;
@@ -40,6 +41,7 @@ public final class HttpApi {
       LedgerReadModel ledger,
       HostReadModel hosts,
       RentalReadModel rentals,
+      RentalLogs rentalLogs,
       PayoutRunReadModel payoutRuns,
       Catalog catalog,
       Clock clock) {
@@ -75,12 +77,13 @@ public final class HttpApi {
             settings.registrationTokenValidity(),
             settings.readYourWritesWait());
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
-    AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());
+    AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits(), rentalLogs);
     RentalRoutes rentalRoutes =
         new RentalRoutes(
             system,
             settings.askTimeout(),
             rentals,
+            rentalLogs,
             catalog,
             auth,
             idempotency,

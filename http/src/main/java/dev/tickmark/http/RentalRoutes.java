@@ -7,6 +7,7 @@ import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.persistence.logs.RentalLogs;
 import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Duration;
 import java.time.Instant;
@@ -33,7 +34,10 @@ import org.apache.pekko.stream.javadsl.Source;
 import org.apache.pekko.stream.typed.javadsl.ActorSource;
 import org.apache.pekko.util.ByteString;
 
-/** The renter's rentals: launch, list, inspect, stop, usage, and the live event stream. */
+/**
+ * The renter's rentals: launch, list, inspect, stop, usage, the live event stream, and the logs
+ * ({@link RentalLogRoutes}).
+ */
 public final class RentalRoutes {
   static final int MAX_PAGE = 200;
   static final Set<String> STATUSES =
@@ -103,15 +107,18 @@ public final class RentalRoutes {
   private final Idempotency idempotency;
   private final Materializer materializer;
   private final Duration readYourWritesWait;
+  private final RentalLogRoutes logRoutes;
 
   public RentalRoutes(
       ActorSystem<?> system,
       Duration timeout,
       RentalReadModel rentals,
+      RentalLogs logs,
       Catalog catalog,
       Auth auth,
       Idempotency idempotency,
       Duration readYourWritesWait) {
+    this.logRoutes = new RentalLogRoutes(system, timeout, logs);
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.launchTimeout = timeout.multipliedBy(3);
@@ -221,7 +228,10 @@ public final class RentalRoutes {
                                                                 complete(
                                                                     Responses.json(
                                                                         200, usage(v)))))),
-                                        path("events", () -> get(() -> events(renter, id))))))));
+                                        path("events", () -> get(() -> events(renter, id))),
+                                        path(
+                                            "logs",
+                                            () -> get(() -> logRoutes.route(renter, id))))))));
   }
 
   private CompletionStage<HttpResponse> launch(String renter, ByteString body) {

@@ -17,6 +17,7 @@ import java.util.List;
   @JsonSubTypes.Type(value = AgentFrame.StartRental.class, name = "start_rental"),
   @JsonSubTypes.Type(value = AgentFrame.StopRental.class, name = "stop_rental"),
   @JsonSubTypes.Type(value = AgentFrame.Preempt.class, name = "preempt"),
+  @JsonSubTypes.Type(value = AgentFrame.LogsAck.class, name = "logs_ack"),
   @JsonSubTypes.Type(value = AgentFrame.Error.class, name = "error"),
   @JsonSubTypes.Type(value = AgentFrame.Hello.class, name = "hello"),
   @JsonSubTypes.Type(value = AgentFrame.HardwareReportFrame.class, name = "hardware_report"),
@@ -24,6 +25,7 @@ import java.util.List;
   @JsonSubTypes.Type(value = AgentFrame.RentalStarted.class, name = "rental_started"),
   @JsonSubTypes.Type(value = AgentFrame.RentalFailed.class, name = "rental_failed"),
   @JsonSubTypes.Type(value = AgentFrame.RentalStopped.class, name = "rental_stopped"),
+  @JsonSubTypes.Type(value = AgentFrame.Logs.class, name = "logs"),
 })
 public sealed interface AgentFrame {
 
@@ -55,6 +57,12 @@ public sealed interface AgentFrame {
 
   record Preempt(String rentalId, String deadline) implements AgentFrame {}
 
+  /**
+   * The lines of {@code rentalId} through {@code throughSeq} sent on this session are stored
+   * durably: the agent may forget them. Acknowledgements on one session are cumulative.
+   */
+  record LogsAck(String rentalId, long throughSeq) implements AgentFrame {}
+
   record Error(String code, String message) implements AgentFrame {}
 
   // ---- agent → engine
@@ -78,4 +86,13 @@ public sealed interface AgentFrame {
   record RentalFailed(String rentalId, String reason) implements AgentFrame {}
 
   record RentalStopped(String rentalId, String at) implements AgentFrame {}
+
+  /**
+   * One line of a workload's output: {@code seq} per rental from 1, {@code at} when the agent read
+   * it, {@code stream} {@code stdout}, {@code stderr} or {@code system} (the agent's own notes).
+   */
+  record LogLine(long seq, String at, String stream, String text) {}
+
+  /** Lines of one rental, in increasing {@code seq}; safe to send twice. */
+  record Logs(String rentalId, List<LogLine> lines) implements AgentFrame {}
 }

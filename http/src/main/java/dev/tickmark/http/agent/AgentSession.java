@@ -6,6 +6,7 @@ import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.metrics.EngineMetrics;
 import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.persistence.logs.RentalLogs;
 import dev.tickmark.wire.AgentFrame;
 import dev.tickmark.wire.CanonicalJson;
 import dev.tickmark.wire.Ed25519;
@@ -14,8 +15,14 @@ import dev.tickmark.wire.HardwareReport;
 import java.nio.charset.StandardCharsets;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
@@ -31,6 +38,15 @@ import org.apache.pekko.pattern.StatusReply;
  * One agent websocket: the challenge–response, then the bridge between frames and the host entity.
  * Lives on the node that holds the socket; dies with it. Anything wrong with what the agent sends
  * ends this session with an {@code error} frame and touches nothing else.
+ *
+ * <p>Logs: a {@code logs} frame is checked (rental id, increasing positive seqs, known streams,
+ * instants, bounded text), its rental vouched for once per session by the Rental entity (its terms
+ * name this host; a rental that is not this host's closes the session with {@code not_found}), then
+ * stored ({@link RentalLogs}); {@code logs_ack} goes back once the insert committed. The stores run
+ * one after another, so acks on a session are cumulative; a failed store closes the session (the
+ * agent resends on its next one), as does a backlog of more than {@link #MAX_PENDING_LOG_WRITES}. A
+ * {@code rental_stopped} / {@code rental_failed} reaches the rental only after the lines sent
+ * before it are stored, so a rental that has ended has its last lines stored.
  */
 public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
@@ -110,6 +126,21 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     INSTANCE
   }
 
+  /** {@code vouched}: the rental is this host's ({@code false}: it is not; nothing was stored). */
+  private record LogsStored(String rentalId, long throughSeq, boolean vouched) implements Msg {}
+
+  private record ForwardToRental(String rentalId, Rental.Command command) implements Msg {}
+
+  /** At most this many {@code logs} frames wait to be stored; more closes the session. */
+  static final int MAX_PENDING_LOG_WRITES = 32;
+
+  /** At most this many lines in one {@code logs} frame, each at most this many characters. */
+  static final int MAX_LINES_PER_FRAME = 4096;
+
+  static final int MAX_LINE_CHARS = 40_000;
+
+  static final Set<String> STREAMS = Set.of("stdout", "stderr", "system");
+
   // ---- behaviour
 
   private static final SecureRandom RANDOM = new SecureRandom();
@@ -117,6 +148,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private final ActorRef<Outgoing> out;
   private final Credentials credentials;
   private final Limits limits;
+  private final RentalLogs logs;
   private final ClusterSharding sharding;
   private final ActorRef<Host.ToSession> hostInbox;
   private final TimerScheduler<Msg> timers;
@@ -128,13 +160,17 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   // token bucket for the frame rate limit
   private double tokens;
   private long lastRefillNanos;
+  // logs: the rentals the Rental entity vouched for, and the stores in flight (one after another)
+  private final Set<String> vouched = new HashSet<>();
+  private CompletionStage<Void> logWrites = CompletableFuture.completedFuture(null);
+  private int pendingLogWrites;
 
   public static Behavior<Msg> create(
-      ActorRef<Outgoing> out, Credentials credentials, Limits limits) {
+      ActorRef<Outgoing> out, Credentials credentials, Limits limits, RentalLogs logs) {
     return Behaviors.setup(
         ctx ->
             Behaviors.withTimers(
-                timers -> new AgentSession(ctx, timers, out, credentials, limits)));
+                timers -> new AgentSession(ctx, timers, out, credentials, limits, logs)));
   }
 
   private AgentSession(
@@ -142,9 +178,11 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
       TimerScheduler<Msg> timers,
       ActorRef<Outgoing> out,
       Credentials credentials,
-      Limits limits) {
+      Limits limits,
+      RentalLogs logs) {
     super(context);
     this.out = out;
+    this.logs = logs;
     this.credentials = credentials;
     this.limits = limits;
     this.timers = timers;
@@ -174,6 +212,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
         .onMessage(Registered.class, this::onRegistered)
         .onMessage(AttachedToHost.class, this::onAttached)
         .onMessage(Verified.class, this::onVerified)
+        .onMessage(LogsStored.class, this::onLogsStored)
+        .onMessage(ForwardToRental.class, this::onForwardToRental)
         .onMessage(Failed.class, m -> fail(m.code(), m.message()))
         .onMessage(
             HelloTimeout.class,
@@ -207,14 +247,17 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     if (frame instanceof AgentFrame.Heartbeat heartbeat)
       return onHeartbeat(heartbeat, in.receivedAtMicros());
     if (frame instanceof AgentFrame.RentalStarted m)
-      return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStarted(hostId, at));
+      return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStarted(hostId, at), false);
     if (frame instanceof AgentFrame.RentalStopped m)
-      return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStopped(hostId, at));
+      return toRental(
+          m.rentalId(), m.at(), at -> new Rental.WorkloadStopped(hostId, at), afterLogs());
     if (frame instanceof AgentFrame.RentalFailed m) {
       String reason =
           m.reason() == null ? "" : m.reason().substring(0, Math.min(500, m.reason().length()));
-      return toRental(m.rentalId(), null, at -> new Rental.WorkloadFailed(hostId, reason));
+      return toRental(
+          m.rentalId(), null, at -> new Rental.WorkloadFailed(hostId, reason), afterLogs());
     }
+    if (frame instanceof AgentFrame.Logs m) return onLogs(m);
     return fail("unexpected_frame", "an agent does not send " + frame.getClass().getSimpleName());
   }
 
@@ -348,8 +391,9 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private Behavior<Msg> toRental(
       String rentalId,
       String at,
-      java.util.function.Function<java.time.Instant, Rental.Command> command) {
-    if (rentalId == null || rentalId.isEmpty() || rentalId.length() > 128)
+      java.util.function.Function<java.time.Instant, Rental.Command> command,
+      boolean afterLogs) {
+    if (!wellFormedRentalId(rentalId))
       return fail("malformed_frame", "rental_id is missing or too long");
     java.time.Instant instant = null;
     if (at != null) {
@@ -359,8 +403,122 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
         return fail("malformed_frame", "\"at\" must be an ISO-8601 instant");
       }
     }
-    sharding.entityRefFor(Rental.ENTITY_KEY, rentalId).tell(command.apply(instant));
+    Rental.Command c = command.apply(instant);
+    if (afterLogs) {
+      getContext().pipeToSelf(logWrites, (x, failure) -> new ForwardToRental(rentalId, c));
+    } else {
+      sharding.entityRefFor(Rental.ENTITY_KEY, rentalId).tell(c);
+    }
     return this;
+  }
+
+  /** Whether an end must wait for log lines still being stored. */
+  private boolean afterLogs() {
+    return pendingLogWrites > 0;
+  }
+
+  private Behavior<Msg> onForwardToRental(ForwardToRental f) {
+    sharding.entityRefFor(Rental.ENTITY_KEY, f.rentalId()).tell(f.command());
+    return this;
+  }
+
+  private static boolean wellFormedRentalId(String rentalId) {
+    return rentalId != null && !rentalId.isEmpty() && rentalId.length() <= 128;
+  }
+
+  // ---- logs
+
+  private Behavior<Msg> onLogs(AgentFrame.Logs frame) {
+    String rentalId = frame.rentalId();
+    if (!wellFormedRentalId(rentalId))
+      return fail("malformed_frame", "rental_id is missing or too long");
+    List<RentalLogs.Line> lines;
+    try {
+      lines = lines(frame.lines());
+    } catch (IllegalArgumentException e) {
+      return fail("malformed_frame", "logs: " + e.getMessage());
+    }
+    if (pendingLogWrites >= MAX_PENDING_LOG_WRITES)
+      return fail(
+          Rejection.UNAVAILABLE.wire(),
+          "log lines come faster than they can be stored; reconnect and send them again");
+    boolean known = vouched.contains(rentalId);
+    long through = lines.get(lines.size() - 1).seq();
+    CompletionStage<Boolean> stored =
+        logWrites
+            .thenCompose(x -> known ? CompletableFuture.completedFuture(true) : vouch(rentalId))
+            .thenCompose(
+                ours ->
+                    ours
+                        ? logs.append(rentalId, lines).thenApply(done -> true)
+                        : CompletableFuture.completedFuture(false));
+    pendingLogWrites++;
+    logWrites = stored.handle((x, failure) -> null);
+    getContext()
+        .pipeToSelf(
+            stored,
+            (ours, failure) ->
+                failure != null
+                    ? new Failed(
+                        Rejection.UNAVAILABLE.wire(),
+                        "the log lines could not be stored; reconnect and send them again")
+                    : new LogsStored(rentalId, through, ours));
+    return this;
+  }
+
+  /** Whether the Rental entity says the rental runs (or ran) on this host. */
+  private CompletionStage<Boolean> vouch(String rentalId) {
+    return sharding
+        .entityRefFor(Rental.ENTITY_KEY, rentalId)
+        .<Rental.View>askWithStatus(reply -> new Rental.Get(null, reply), limits.askTimeout())
+        .thenApply(v -> v.terms() != null && hostId.equals(v.terms().hostId()))
+        .exceptionally(
+            failure -> {
+              Throwable t =
+                  failure instanceof CompletionException && failure.getCause() != null
+                      ? failure.getCause()
+                      : failure;
+              if (t instanceof StatusReply.ErrorMessage) return false; // no such rental
+              throw new CompletionException(t);
+            });
+  }
+
+  private Behavior<Msg> onLogsStored(LogsStored m) {
+    pendingLogWrites--;
+    if (closed) return this;
+    if (!m.vouched())
+      return fail(Rejection.NOT_FOUND.wire(), "rental " + m.rentalId() + " is not on this host");
+    vouched.add(m.rentalId());
+    send(new AgentFrame.LogsAck(m.rentalId(), m.throughSeq()));
+    return this;
+  }
+
+  /** The frame's lines, checked; throws {@link IllegalArgumentException} saying what is wrong. */
+  static List<RentalLogs.Line> lines(List<AgentFrame.LogLine> lines) {
+    if (lines == null || lines.isEmpty()) throw new IllegalArgumentException("no lines");
+    if (lines.size() > MAX_LINES_PER_FRAME)
+      throw new IllegalArgumentException("more than " + MAX_LINES_PER_FRAME + " lines");
+    List<RentalLogs.Line> out = new ArrayList<>(lines.size());
+    long previous = 0;
+    for (AgentFrame.LogLine line : lines) {
+      if (line == null) throw new IllegalArgumentException("a null line");
+      if (line.seq() <= previous)
+        throw new IllegalArgumentException("seq must be positive and increasing");
+      previous = line.seq();
+      if (line.stream() == null || !STREAMS.contains(line.stream()))
+        throw new IllegalArgumentException("stream must be one of stdout, stderr, system");
+      if (line.text() == null || line.text().length() > MAX_LINE_CHARS)
+        throw new IllegalArgumentException(
+            "text is missing or longer than " + MAX_LINE_CHARS + " characters");
+      java.time.Instant at;
+      try {
+        at = java.time.Instant.parse(line.at());
+      } catch (java.time.format.DateTimeParseException | NullPointerException e) {
+        throw new IllegalArgumentException("\"at\" must be an ISO-8601 instant");
+      }
+      out.add(new RentalLogs.Line(line.seq(), at, line.stream(), line.text()));
+    }
+    return out;
   }
 
   private Behavior<Msg> onFromHost(FromHost m) {

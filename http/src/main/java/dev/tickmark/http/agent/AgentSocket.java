@@ -5,6 +5,7 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.http.Problem;
+import dev.tickmark.persistence.logs.RentalLogs;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.UUID;
@@ -41,9 +42,11 @@ public final class AgentSocket {
   private final ClusterSharding sharding;
   private final AgentSession.Limits limits;
   private final Materializer materializer;
+  private final RentalLogs logs;
 
-  public AgentSocket(ActorSystem<?> system, AgentSession.Limits limits) {
+  public AgentSocket(ActorSystem<?> system, AgentSession.Limits limits, RentalLogs logs) {
     this.system = system;
+    this.logs = logs;
     this.sharding = ClusterSharding.get(system);
     this.limits = limits;
     this.materializer = Materializer.matFromSystem(system);
@@ -149,7 +152,7 @@ public final class AgentSocket {
             .preMaterialize(materializer);
     ActorRef<AgentSession.Msg> session =
         system.systemActorOf(
-            AgentSession.create(outgoing.first(), credentials, limits),
+            AgentSession.create(outgoing.first(), credentials, limits, logs),
             "agent-session-" + UUID.randomUUID(),
             Props.empty());
 
