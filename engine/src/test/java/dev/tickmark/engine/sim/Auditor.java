@@ -96,13 +96,21 @@ final class Auditor {
     Listing listing = Listing.unlisted();
     int cards;
     final Map<String, List<Integer>> reservations = new TreeMap<>();
+    /** While offline: the last heartbeat it went offline with, and when. */
+    Instant offlineLastHeartbeat;
+    Instant offlineAt;
   }
 
   final Map<String, AccountBook> accounts = new TreeMap<>();
   final Map<String, RentalBook> rentals = new TreeMap<>();
   final Map<String, HostBook> hosts = new TreeMap<>();
   final List<Violation> violations = new ArrayList<>();
+  /** Rentals not closed (or refused) when last audited: the others' books no longer change. */
+  private final Set<String> unaudited = new java.util.TreeSet<>();
+  private long capturedClosed;
+  private long creditedClosed;
   private final int feeBps;
+  private final Duration inFlight;
   private final Function<String, Instant> lastProofOfLife;
   private final Function<String, List<Instant>> reportedStops;
   private final java.util.function.LongSupplier step;
@@ -110,9 +118,10 @@ final class Auditor {
   long checks;
   long events;
 
-  Auditor(int feeBps, Function<String, Instant> lastProofOfLife, Function<String, List<Instant>> reportedStops,
+  Auditor(int feeBps, Duration inFlight, Function<String, Instant> lastProofOfLife, Function<String, List<Instant>> reportedStops,
       java.util.function.LongSupplier step, Set<String> switchedOff) {
     this.feeBps = feeBps;
+    this.inFlight = inFlight;
     this.lastProofOfLife = lastProofOfLife;
     this.reportedStops = reportedStops;
     this.step = step;
@@ -205,6 +214,7 @@ final class Auditor {
 
   private void onRental(String id, List<Object> batch) {
     RentalBook r = rentals.computeIfAbsent(id, RentalBook::new);
+    if (r.closedAt == null) unaudited.add(id);
     boolean ending = batch.stream().anyMatch(e -> e instanceof Rental.Ended);
     for (Object o : batch) {
       Rental.Event event = (Rental.Event) o;
@@ -245,7 +255,7 @@ final class Auditor {
     if (!ending) {
       // Settled while running: only what the host is known to have run, and never past a preemption deadline.
       Instant proof = lastProofOfLife.apply(r.terms.hostId());
-      check(proof != null && !through.isAfter(proof), "settled-within-heartbeats",
+      check(c.throughSecond() == 0 || (proof != null && !through.isAfter(proof)), "settled-within-heartbeats",
           () -> where + " settles to " + through + ", past the last heartbeat host " + r.terms.hostId() + " received (" + proof + ")");
       check(r.deadline == null || !through.isAfter(r.deadline), "settled-within-deadline",
           () -> where + " settles to " + through + ", past the preemption deadline " + r.deadline);
@@ -283,8 +293,17 @@ final class Auditor {
       List<Instant> stops = reportedStops.apply(r.id);
       boolean reported = stops.contains(e.endAt());
       Instant billedTo = r.startedAt.plusSeconds(e.billedSeconds());
-      check(reported || (proof != null && !billedTo.isAfter(proof)), "host-lost-within-heartbeats",
+      check(reported || e.billedSeconds() == 0 || (proof != null && !billedTo.isAfter(proof)), "host-lost-within-heartbeats",
           () -> where + ": billed to " + billedTo + ", past the last heartbeat host " + r.terms.hostId() + " received (" + proof + ")");
+    }
+    HostBook host = hosts.get(r.terms.hostId());
+    if (host != null && host.offlineAt != null && !e.reason().equals(Rental.HOST_LOST) && host.offlineLastHeartbeat != null
+        && e.at().isAfter(host.offlineAt.plus(inFlight))) {
+      // The host went offline (its rentals were told) well before this end: nothing after its last heartbeat is billed.
+      Instant billedTo = r.startedAt.plusSeconds(e.billedSeconds());
+      check(!billedTo.isAfter(host.offlineLastHeartbeat.plusSeconds(1)) || e.billedSeconds() == 0, "billed-while-host-offline",
+          () -> where + ": billed to " + billedTo + ", but host " + r.terms.hostId() + " went offline at " + host.offlineAt
+              + " with its last heartbeat at " + host.offlineLastHeartbeat);
     }
     if (e.reason().equals(Rental.PREEMPTED)) {
       Instant billedTo = r.startedAt.plusSeconds(e.billedSeconds());
@@ -306,8 +325,12 @@ final class Auditor {
       h.gpu = e.outcome().cards().isEmpty() ? null : e.outcome().cards().get(0).gpu();
     } else if (event instanceof Host.WentOnline) {
       h.online = true;
-    } else if (event instanceof Host.WentOffline) {
+      h.offlineAt = null;
+      h.offlineLastHeartbeat = null;
+    } else if (event instanceof Host.WentOffline e) {
       h.online = false;
+      h.offlineAt = e.at();
+      h.offlineLastHeartbeat = e.lastHeartbeatAt();
     } else if (event instanceof Host.HeartbeatRecorded) {
       h.online = true;
     } else if (event instanceof Host.ListingUpdated e) {
@@ -361,8 +384,8 @@ final class Auditor {
 
     // Per rental: what the renter paid and the provider and platform got, against the rental's own checkpoints.
     Map<String, List<Integer>> liveCards = new TreeMap<>();
-    long capturedClosed = 0, creditedClosed = 0;
-    for (RentalBook r : rentals.values()) {
+    for (java.util.Iterator<String> it = unaudited.iterator(); it.hasNext(); ) {
+      RentalBook r = rentals.get(it.next());
       HoldBook hold = r.renterId == null ? null : book(r.renterId).holds.get(r.id);
       SourceBook source = r.terms == null ? null : book(r.terms.providerId()).sources.get(r.id);
       long paid = hold == null ? 0 : hold.captured;
@@ -382,7 +405,9 @@ final class Auditor {
             + r.terms.hostId() + " still reserves " + h.reservations.get(r.id));
         capturedClosed += paid;
         creditedClosed += earned;
+        it.remove(); // closed: its books do not change any more
       }
+      if (r.refused) it.remove();
       if (r.live()) {
         String hostId = r.terms.hostId();
         for (Map.Entry<String, List<Integer>> other : liveCards.entrySet()) {
@@ -399,7 +424,7 @@ final class Auditor {
             () -> r.id + " has been stopping for " + stopping.toSeconds() + " s (stop timeout " + stopTimeout.toSeconds() + " s)");
       }
     }
-    long cc = capturedClosed, ec = creditedClosed;
+    long cc = this.capturedClosed, ec = this.creditedClosed;
     check(cc == ec, "closed-captured-is-credited", () -> "closed rentals captured " + cc + " but credited " + ec);
   }
 
@@ -419,8 +444,14 @@ final class Auditor {
     long c = captured, p = credited;
     check(c == p, "captured-is-credited-at-rest", () -> "captured " + c + " but credited (provider + platform) " + p);
     for (Map.Entry<String, HostBook> e : hosts.entrySet()) {
-      check(e.getValue().reservations.isEmpty(), "no-reservations-at-rest",
-          () -> e.getKey() + " still reserves " + e.getValue().reservations + " at rest");
+      for (Map.Entry<String, List<Integer>> held : e.getValue().reservations.entrySet()) {
+        RentalBook r = rentals.get(held.getKey());
+        boolean own = r != null && r.terms != null && r.terms.hostId().equals(e.getKey());
+        // An orphan: cards reserved for a rental that never learned of it (its match answer was lost) or matched elsewhere.
+        check(false, own ? "no-reservations-at-rest" : "no-orphan-reservations-at-rest",
+            () -> e.getKey() + " still reserves cards " + held.getValue() + " for " + held.getKey() + " at rest"
+                + (own ? "" : " (the rental " + (r == null || r.terms == null ? "never matched" : "matched " + r.terms.hostId()) + ")"));
+      }
     }
   }
 

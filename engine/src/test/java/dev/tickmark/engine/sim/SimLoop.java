@@ -43,6 +43,10 @@ public final class SimLoop {
   /** Runnables handed to the loop by a thread other than the simulation's: each is a source of nondeterminism. */
   final AtomicLong foreignSubmissions = new AtomicLong();
   long tasksRun;
+  /** Shown every journal write (persistence id, events), on the loop's thread, as it happens. */
+  volatile java.util.function.BiConsumer<String, List<Object>> journalListener;
+  long waits;
+  long waitNanos;
 
   private SimLoop(String id) {
     this.id = id;
@@ -152,7 +156,13 @@ public final class SimLoop {
    * threads happened to reach it.
    */
   private void settle() {
-    if (!COMMON.isQuiescent()) COMMON.awaitQuiescence(60, TimeUnit.SECONDS);
+    // Not awaitQuiescence: it parks for a while between looks, and the callbacks take microseconds.
+    if (!COMMON.isQuiescent()) {
+      long t0 = System.nanoTime();
+      waits++;
+      while (!COMMON.isQuiescent()) Thread.yield();
+      waitNanos += System.nanoTime() - t0;
+    }
     if (owner == null) return;
     List<Runnable> arrived;
     synchronized (foreign) {
@@ -167,7 +177,6 @@ public final class SimLoop {
   }
 
   private static final java.util.concurrent.ForkJoinPool COMMON = java.util.concurrent.ForkJoinPool.commonPool();
-
   private static String orderKey(Runnable r) {
     if (r instanceof org.apache.pekko.dispatch.Mailbox m && m.actor() != null) return m.actor().self().path().toString();
     return "~"; // not a mailbox: keeps its place among the others (never seen in practice)
@@ -192,6 +201,21 @@ public final class SimLoop {
     }
   }
 
+  private final List<Runnable> endOfTask = new java.util.ArrayList<>();
+
+  /** Runs {@code r} once the task now running returns (on this thread). */
+  void atEndOfTask(Runnable r) {
+    endOfTask.add(r);
+  }
+
+  private void endOfTask() {
+    while (!endOfTask.isEmpty()) {
+      List<Runnable> now = new java.util.ArrayList<>(endOfTask);
+      endOfTask.clear();
+      now.forEach(Runnable::run);
+    }
+  }
+
   /** Runs ready runnables and tasks due now until there are none: the system is quiescent at this instant. */
   void runUntilQuiet() {
     while (true) {
@@ -202,6 +226,7 @@ public final class SimLoop {
       if (r != null) {
         tasksRun++;
         r.run();
+        endOfTask();
         settle();
         continue;
       }
@@ -212,6 +237,7 @@ public final class SimLoop {
       Task due = pollDue(nowMillis);
       if (due == null) return;
       due.fire(this);
+      endOfTask();
       settle();
     }
   }

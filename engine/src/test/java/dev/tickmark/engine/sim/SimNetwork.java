@@ -26,9 +26,20 @@ public final class SimNetwork {
     RENTAL_TO_ACCOUNT, RENTAL_TO_HOST, RENTAL_TO_MATCHER, MATCHER_TO_HOST, HOST_TO_RENTAL, AGENT_TO_HOST, AGENT_TO_RENTAL, LIVENESS, REPLY
   }
 
-  /** Fault rates: per message, {@code drop} then {@code duplicate}; {@code replyFaults}: share of asks whose reply is routed too. */
-  public record Faults(double drop, double duplicate, long maxDelayMillis, double replyFaults, boolean livenessFaults) {
-    public static final Faults NONE = new Faults(0, 0, 0, 0, false);
+  /**
+   * Fault rates: per message, {@code drop} then {@code duplicate}; {@code replyFaults}: share of asks whose reply is routed
+   * too; {@code reorder}: messages from one sender to one receiver may overtake each other (off: each such pair is FIFO,
+   * as Pekko guarantees between two actors, and only messages of different senders interleave); {@code livenessFaults}:
+   * the host liveness asks of rentals (and their replies) may be lost or late too.
+   */
+  public record Faults(double drop, double duplicate, long maxDelayMillis, double replyFaults, boolean reorder, boolean livenessFaults,
+      boolean lossyTells, boolean lateAgentReports, boolean lateHostNotices) {
+    public static final Faults NONE = new Faults(0, 0, 0, 0, false, false, false, false, false);
+
+    /** Known-bug fault kinds off: liveness asks reliable, per-pair FIFO, tells never lost, agent and host notices not delayed. */
+    public Faults withoutKnownBugs() {
+      return new Faults(drop, duplicate, maxDelayMillis, replyFaults, false, false, false, false, false);
+    }
   }
 
   private final SimLoop loop;
@@ -71,30 +82,66 @@ public final class SimNetwork {
   }
 
   /** Sends {@code message} to {@code endpoint}; {@code deliver} hands it to the entity (spawning it if need be). */
+  private final Map<String, Long> lastDue = new java.util.HashMap<>();
+
   <M> void send(Link link, String endpoint, M message, Consumer<M> deliver) {
+    send(link, null, endpoint, message, deliver);
+  }
+
+  /** {@code from}: the sending entity, for per-pair ordering when {@code reorder} is off (null: an anonymous sender). */
+  <M> void send(Link link, String from, String endpoint, M message, Consumer<M> deliver) {
     sent++;
     boolean faulty = link != Link.LIVENESS || faults.livenessFaults();
-    if (faulty && faults.drop() > 0 && random.nextDouble() < faults.drop()) {
+    if (faulty && faults.drop() > 0 && random.nextDouble() < faults.drop() && (faults.lossyTells() || retried(message))) {
       dropped++;
       return;
     }
+    if (!faults.lateAgentReports() && (link == Link.AGENT_TO_HOST || link == Link.AGENT_TO_RENTAL)) faulty = false;
+    if (!faults.lateHostNotices() && link == Link.HOST_TO_RENTAL) faulty = false;
     M routed = faulty ? routeReply(message) : message;
-    schedule(endpoint, faulty, () -> deliver.accept(routed));
+    String pair = from == null || faults.reorder() ? null : from + ">" + endpoint;
+    schedule(endpoint, pair, faulty, () -> deliver.accept(routed));
     if (faulty && faults.duplicate() > 0 && random.nextDouble() < faults.duplicate()) {
       duplicated++;
-      schedule(endpoint, true, () -> deliver.accept(routed));
+      schedule(endpoint, pair, true, () -> deliver.accept(routed));
     }
   }
 
-  private void schedule(String endpoint, boolean faulty, Runnable delivery) {
+  private void schedule(String endpoint, String pair, boolean faulty, Runnable delivery) {
     long delay = faulty && faults.maxDelayMillis() > 0 ? random.nextLong(faults.maxDelayMillis() + 1) : 0;
-    loop.after(delay, () -> {
+    long due = loop.nowMillis() + delay;
+    if (pair != null) {
+      due = Math.max(due, lastDue.getOrDefault(pair, 0L));
+      lastDue.put(pair, due);
+    }
+    loop.at(due, () -> {
       if (faulty && endpoint != null && partitioned(endpoint)) {
         dropped++;
         return;
       }
       delivery.run();
     });
+  }
+
+  /** Whether losing {@code message} is made good by its sender: an ask (it times out and asks again) or a periodic message. */
+  private boolean retried(Object message) {
+    if (message instanceof dev.tickmark.engine.host.Host.Heartbeat || message instanceof dev.tickmark.engine.market.Matcher.Match
+        || message instanceof dev.tickmark.engine.rental.Rental.WorkloadStarted || message instanceof dev.tickmark.engine.rental.Rental.WorkloadFailed
+        || message instanceof dev.tickmark.engine.rental.Rental.Wake || message instanceof dev.tickmark.engine.host.Host.StartWorkload) {
+      return true;
+    }
+    if (!(message instanceof Record r)) return false;
+    for (RecordComponent c : r.getClass().getRecordComponents()) {
+      if (!c.getName().equals("replyTo") || c.getType() != ActorRef.class) continue;
+      try {
+        c.getAccessor().setAccessible(true);
+        Object to = c.getAccessor().invoke(r);
+        return to != null && !to.equals(system.ignoreRef()) && !to.equals(system.deadLetters());
+      } catch (ReflectiveOperationException e) {
+        return false;
+      }
+    }
+    return false;
   }
 
   // ---- replies
@@ -105,7 +152,9 @@ public final class SimNetwork {
   /** With probability {@code replyFaults}, a copy of the request whose {@code replyTo} answers through the network. */
   @SuppressWarnings({"unchecked", "rawtypes"})
   private <M> M routeReply(M message) {
-    if (faults.replyFaults() <= 0 || !(message instanceof Record r) || random.nextDouble() >= faults.replyFaults()) return message;
+    if (faults.replyFaults() <= 0 || !(message instanceof Record r) || random.nextDouble() >= faults.replyFaults() || !retried(message)) {
+      return message;
+    }
     RecordComponent[] components = r.getClass().getRecordComponents();
     int replyAt = -1;
     for (int i = 0; i < components.length; i++) {
