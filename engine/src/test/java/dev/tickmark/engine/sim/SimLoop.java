@@ -46,6 +46,8 @@ public final class SimLoop {
   /** Shown every journal write (persistence id, events), on the loop's thread, as it happens. */
   volatile java.util.function.BiConsumer<String, List<Object>> journalListener;
   long waits;
+  long foreignTies;
+  long foreignUnordered;
   long waitNanos;
 
   private SimLoop(String id) {
@@ -170,7 +172,11 @@ public final class SimLoop {
       arrived = new java.util.ArrayList<>(foreign);
       foreign.clear();
     }
-    if (arrived.size() > 1) arrived.sort(java.util.Comparator.comparing(SimLoop::orderKey));
+    if (arrived.size() > 1) {
+      arrived.sort(java.util.Comparator.comparing(SimLoop::orderKey));
+      for (int i = 1; i < arrived.size(); i++) if (orderKey(arrived.get(i)).equals(orderKey(arrived.get(i - 1)))) foreignTies++;
+    }
+    for (Runnable r : arrived) if (orderKey(r).equals("~")) foreignUnordered++;
     synchronized (ready) {
       ready.addAll(arrived);
     }
