@@ -12,12 +12,13 @@ import java.util.concurrent.Future;
 
 /**
  * Runs the deterministic market simulation (docs/simulation.md) over many seeds and prints, per seed and in total, the
- * steps (operations: a deposit, a launch, a stop, a fault, … each followed by virtual time passing), the entity messages
- * and journal events they caused, the invariant checks the auditor made, the wall time and the rates. Each seed runs on
- * one thread; {@code --threads} seeds run at once.
+ * steps (a deposit, a launch, a stop, a fault, … each followed by virtual time passing and an audit), the operations they
+ * caused (tasks the event loop ran: an entity's mailbox run, a timer, a network delivery, an agent's action), the journal
+ * events, the invariant checks the auditor made, the wall time and the rates. Each seed runs on one thread;
+ * {@code --threads} seeds run at once.
  *
  * <pre>
- * --ops=1000000        steps in all, split evenly over the seeds
+ * --steps=40000        steps in all, split evenly over the seeds (about 45 operations each)
  * --seeds=20           seeds 1..N (or --first-seed=S)
  * --threads=2
  * --faults=all|without-known-bugs|calm
@@ -31,7 +32,7 @@ public final class SimulationBenchmark {
       String[] kv = arg.replaceFirst("^--", "").split("=", 2);
       a.put(kv[0], kv.length > 1 ? kv[1] : "true");
     }
-    long ops = Long.parseLong(a.getOrDefault("ops", "1000000"));
+    long ops = Long.parseLong(a.getOrDefault("steps", "40000"));
     int seeds = Integer.parseInt(a.getOrDefault("seeds", "20"));
     long first = Long.parseLong(a.getOrDefault("first-seed", "1"));
     int threads = Integer.parseInt(a.getOrDefault("threads", "2"));
@@ -55,7 +56,7 @@ public final class SimulationBenchmark {
         MarketSimulation.Result r = MarketSimulation.run(config, perSeed);
         double seconds = (System.nanoTime() - t0) / 1e9;
         Map<String, Long> s = r.stats();
-        String line = String.format(Locale.ROOT, "seed %4d  %-5s steps %,9d  %8.0f steps/s  messages %,10d  events %,9d  checks %,12d  "
+        String line = String.format(Locale.ROOT, "seed %4d  %-5s steps %,7d  %5.0f steps/s  operations %,10d  events %,9d  checks %,12d  "
                 + "virtual %6.1f h  rentals %,6d  crashes %,6d  %6.1f s  trace %s",
             r.seed(), r.ok() ? "ok" : "FAIL", r.steps(), r.steps() / seconds, s.getOrDefault("loop tasks", 0L), s.getOrDefault("events", 0L),
             s.getOrDefault("checks", 0L), s.getOrDefault("virtual seconds", 0L) / 3600.0, s.getOrDefault("rentals", 0L),
@@ -79,7 +80,7 @@ public final class SimulationBenchmark {
     }
     pool.shutdown();
     double seconds = (System.nanoTime() - started) / 1e9;
-    System.out.printf(Locale.ROOT, "total: %,d steps in %.1f s = %,.0f steps/s (%,.0f per thread); %,d messages (%,.0f/s); %,d journal events; "
+    System.out.printf(Locale.ROOT, "total: %,d steps in %.1f s = %,.0f steps/s (%,.0f per thread); %,d operations (%,.0f/s); %,d journal events; "
         + "%,d invariant checks (%,.0f/s); %s%n", steps, seconds, steps / seconds, steps / seconds / threads, messages, messages / seconds, events,
         checks, checks / seconds, failures.length() == 0 ? "every seed ok" : "FAILURES below");
     System.out.print(failures);

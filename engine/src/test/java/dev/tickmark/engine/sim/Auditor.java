@@ -71,6 +71,8 @@ final class Auditor {
     Instant endedAt;
     Instant closedAt;
     boolean refused;
+    /** The latest event that finishes its money or cards (capture, credit, hold release, card release). */
+    Instant lastFinishingEvent;
 
     RentalBook(String id) {
       this.id = id;
@@ -155,8 +157,16 @@ final class Auditor {
     }
   }
 
+  private void finishing(String rentalId, Instant at) {
+    RentalBook r = rentals.get(rentalId);
+    if (r != null && (r.lastFinishingEvent == null || at.isAfter(r.lastFinishingEvent))) r.lastFinishingEvent = at;
+  }
+
   private void onAccount(String id, Account.Event event) {
     AccountBook a = accounts.computeIfAbsent(id, k -> new AccountBook());
+    if (event instanceof Account.Captured e) finishing(e.holdId(), e.at());
+    if (event instanceof Account.HoldReleased e) finishing(e.holdId(), e.at());
+    if (event instanceof Account.EarningsCredited e) finishing(e.sourceId(), e.at());
     if (event instanceof Account.Deposited e) {
       a.deposited += e.amount();
     } else if (event instanceof Account.HoldPlaced e) {
@@ -238,6 +248,7 @@ final class Auditor {
         onEnded(r, e);
       } else if (event instanceof Rental.Closed e) {
         r.closedAt = e.at();
+        onClosed(r);
       }
     }
   }
@@ -314,8 +325,32 @@ final class Auditor {
     }
   }
 
+  /**
+   * A stopping rental whose agent never reports the workload stopped closes once its money and cards are done and its
+   * stop timeout has passed since it ended — not a stop timeout after its last redelivery.
+   */
+  private void onClosed(RentalBook r) {
+    if (r.startedAt == null || r.terms == null || r.endedAt == null) return;
+    boolean reported = reportedStops.apply(r.id).stream().anyMatch(at -> !at.isBefore(r.endedAt.minusSeconds(1)));
+    if (reported) return;
+    Instant done = r.lastFinishingEvent == null ? r.endedAt : r.lastFinishingEvent;
+    Instant due = max(r.endedAt.plus(stopTimeout), done).plus(CLOSE_SLACK);
+    check(!r.closedAt.isAfter(due), "closes-when-agent-silent", () -> r.id + " ended at " + r.endedAt + ", its money and cards were done at "
+        + done + ", its agent never reported the stop, yet it closed only at " + r.closedAt + " (due by " + due + ": stop timeout "
+        + stopTimeout.toSeconds() + " s after the end, or the last of those, + " + CLOSE_SLACK.toSeconds() + " s)");
+  }
+
+  /** What a closing may take beyond its due time: an ask timeout, the longest redelivery backoff, the network's delay. */
+  static final Duration CLOSE_SLACK = Duration.ofSeconds(20);
+  Duration stopTimeout = Duration.ofSeconds(30);
+
+  private static Instant max(Instant a, Instant b) {
+    return a.isAfter(b) ? a : b;
+  }
+
   private void onHost(String id, Host.Event event) {
     HostBook h = hosts.computeIfAbsent(id, k -> new HostBook());
+    if (event instanceof Host.CardsReleased e) finishing(e.rentalId(), e.at());
     if (event instanceof Host.Invited e) {
       h.ownerId = e.ownerId();
       h.region = e.region();
