@@ -75,7 +75,8 @@ public final class MarketSimulation implements AutoCloseable {
 
     /** Every fault on. */
     public static Config of(long seed) {
-      return new Config(seed, 6, 3, 6, new SimNetwork.Faults(0.02, 0.03, 1500, 0.2, true, true, true, true, true), true, true, true, true, true, true, Set.of(), 40);
+      SimNetwork.Faults network = new SimNetwork.Faults(0.02, 0.03, 1500, 0.2, true, true, true, true, true);
+      return new Config(seed, 6, 3, 6, network, true, true, true, true, true, true, Set.of(), 40);
     }
 
     /** No faults at all: the market as it runs on a good day. */
@@ -104,7 +105,8 @@ public final class MarketSimulation implements AutoCloseable {
     public String faults() {
       return "network(drop=" + network.drop() + " dup=" + network.duplicate() + " delay≤" + network.maxDelayMillis() + "ms replies="
           + network.replyFaults() + " reorder=" + network.reorder() + " liveness=" + network.livenessFaults() + " lossyTells="
-          + network.lossyTells() + " lateAgentReports=" + network.lateAgentReports() + " lateHostNotices=" + network.lateHostNotices() + ") crashes=" + crashes + " nodeLoss=" + nodeLoss
+          + network.lossyTells() + " lateAgentReports=" + network.lateAgentReports() + " lateHostNotices=" + network.lateHostNotices()
+          + ") crashes=" + crashes + " nodeLoss=" + nodeLoss
           + " agent=" + agentFaults + " clockJumps=" + clockJumps + " partitions=" + partitions;
     }
   }
@@ -177,7 +179,8 @@ public final class MarketSimulation implements AutoCloseable {
     loop.ownedBy(Thread.currentThread());
     SimLoop.seedThreadLocalRandom(config.seed()); // again: start-up ran on two threads and drew from it in no fixed order
     this.network = new SimNetwork(loop, random.split(), system, config.network());
-    this.auditor = new Auditor(FEE_BPS, Duration.ofMillis(config.network().maxDelayMillis() + 1000), lastProof::get, id -> reportedStops.getOrDefault(id, List.of()), () -> step, config.switchedOff());
+    this.auditor = new Auditor(FEE_BPS, Duration.ofMillis(config.network().maxDelayMillis() + 1000), lastProof::get,
+        id -> reportedStops.getOrDefault(id, List.of()), () -> step, config.switchedOff());
     this.sink = system.systemActorOf(Behaviors.<Object>receiveMessage(m -> Behaviors.same()), "sink", Props.empty());
     this.summaryCollector = system.systemActorOf(Behaviors.<Account.Summary>receiveMessage(s -> {
       summaries.put(s.id(), s);
@@ -200,7 +203,8 @@ public final class MarketSimulation implements AutoCloseable {
   static String hocon(String loopId) {
     String executor = "type = Dispatcher\n executor = \"dev.tickmark.engine.sim.SimLoop$Executor\"\n sim-loop-id = \"" + loopId + "\"\n";
     return "tickmark.sim.loop-id = \"" + loopId + "\"\n"
-        + "tickmark-sim-journal { class = \"dev.tickmark.engine.sim.SimJournal\"\n plugin-dispatcher = \"pekko.actor.default-dispatcher\" }\n"
+        + "tickmark-sim-journal { class = \"dev.tickmark.engine.sim.SimJournal\"\n"
+        + " plugin-dispatcher = \"pekko.actor.default-dispatcher\" }\n"
         + "tickmark-sim-logging { type = Dispatcher\n executor = \"thread-pool-executor\"\n thread-pool-executor.fixed-pool-size = 1 }\n"
         + "pekko {\n loglevel = WARNING\n log-dead-letters = off\n log-dead-letters-during-shutdown = off\n"
         + " loggers-dispatcher = \"tickmark-sim-logging\"\n jvm-shutdown-hooks = off\n"
@@ -269,7 +273,8 @@ public final class MarketSimulation implements AutoCloseable {
 
   Slot<Matcher.Command> matcher(String gpu) {
     return matchers.computeIfAbsent(gpu, k -> new Slot<>("matcher", k, () -> Matcher.create(this::candidates,
-        hostId -> port(Link.MATCHER_TO_HOST, "matcher:" + k, host(hostId)), new Matcher.Settings(RENTAL.askTimeout(), 16, 10_000, Duration.ofSeconds(-1)),
+        hostId -> port(Link.MATCHER_TO_HOST, "matcher:" + k, host(hostId)),
+        new Matcher.Settings(RENTAL.askTimeout(), 16, 10_000, Duration.ofSeconds(-1)), // no read side lag: never steer by guess
         clock)));
   }
 
@@ -389,7 +394,9 @@ public final class MarketSimulation implements AutoCloseable {
       // A registration's credential and the agent's key are random by design; their hashes do not steer anything.
       String text = e instanceof Host.Registered ? "Registered" : e.toString();
       digest.update((pid + " " + text + "\n").getBytes(UTF_8));
-      if (e instanceof Rental.Ended ended) note("  " + pid + " ended " + ended.reason() + " at " + ended.endAt() + " billed " + ended.billedSeconds() + " s");
+      if (e instanceof Rental.Ended ended) {
+        note("  " + pid + " ended " + ended.reason() + " at " + ended.endAt() + " billed " + ended.billedSeconds() + " s");
+      }
       if (e instanceof Rental.Started s) note("  " + pid + " started at " + s.startedAt());
       if (e instanceof Host.WentOffline off) note("  " + pid + " offline, last heartbeat " + off.lastHeartbeatAt());
     }
@@ -540,7 +547,8 @@ public final class MarketSimulation implements AutoCloseable {
     void heartbeatLoop() {
       if (reachable()) {
         if (attached) {
-          send(Link.AGENT_TO_HOST, "agent:" + hostId, host(hostId), new Host.Heartbeat(session, ++seq, healthy(), List.copyOf(running()), Host.micros(Instant.now())));
+          Host.Heartbeat hb = new Host.Heartbeat(session, ++seq, healthy(), List.copyOf(running()), Host.micros(Instant.now()));
+          send(Link.AGENT_TO_HOST, "agent:" + hostId, host(hostId), hb);
         } else if (attachingSince < 0 || loop.nowMillis() - attachingSince > 6_000) {
           connect(false);
         }
@@ -664,7 +672,8 @@ public final class MarketSimulation implements AutoCloseable {
   private void audit() {
     for (Slot<Account.Command> a : accounts.values()) a.live().tell(new Account.GetSummary(summaryCollector));
     loop.runUntilQuiet();
-    auditor.afterStep(summaries, clock.instant(), RENTAL.stopTimeout(), CLOSE_SLACK.plus(Duration.ofMillis(Math.max(0, clock.jumpedMillis()))));
+    Duration slack = CLOSE_SLACK.plus(Duration.ofMillis(Math.max(0, clock.jumpedMillis())));
+    auditor.afterStep(summaries, clock.instant(), RENTAL.stopTimeout(), slack);
     // (closes-in-time allows for every wall clock jump so far: a coarse net for rentals that never close)
   }
 
