@@ -11,11 +11,12 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 
 /**
- * Runs the deterministic market simulation (docs/simulation.md) over many seeds and prints, per seed and in total, the
- * steps (a deposit, a launch, a stop, a fault, … each followed by virtual time passing and an audit), the operations they
- * caused (tasks the event loop ran: an entity's mailbox run, a timer, a network delivery, an agent's action), the journal
- * events, the invariant checks the auditor made, the wall time and the rates. Each seed runs on one thread;
- * {@code --threads} seeds run at once.
+ * Runs the deterministic market simulation (docs/simulation.md) over many seeds and prints, per
+ * seed and in total, the steps (a deposit, a launch, a stop, a fault, … each followed by virtual
+ * time passing and an audit), the operations they caused (tasks the event loop ran: an entity's
+ * mailbox run, a timer, a network delivery, an agent's action), the journal events, the invariant
+ * checks the auditor made, the wall time and the rates. Each seed runs on one thread; {@code
+ * --threads} seeds run at once.
  *
  * <pre>
  * --steps=40000        steps in all, split evenly over the seeds (about 45 operations each)
@@ -23,6 +24,7 @@ import java.util.concurrent.Future;
  * --threads=2
  * --faults=all|without-known-bugs|calm
  * </pre>
+ *
  * Exit status 1 when a seed found a violation (its report is printed).
  */
 public final class SimulationBenchmark {
@@ -38,35 +40,63 @@ public final class SimulationBenchmark {
     int threads = Integer.parseInt(a.getOrDefault("threads", "2"));
     String faults = a.getOrDefault("faults", "without-known-bugs");
     long perSeed = (ops + seeds - 1) / seeds;
-    System.out.printf(Locale.ROOT, "simulation: %,d steps over %d seeds (%d..%d, %,d each), %d threads, faults %s%n", perSeed * seeds, seeds,
-        first, first + seeds - 1, perSeed, threads, faults);
+    System.out.printf(
+        Locale.ROOT,
+        "simulation: %,d steps over %d seeds (%d..%d, %,d each), %d threads, faults %s%n",
+        perSeed * seeds,
+        seeds,
+        first,
+        first + seeds - 1,
+        perSeed,
+        threads,
+        faults);
 
     ExecutorService pool = Executors.newFixedThreadPool(threads);
     long started = System.nanoTime();
     List<Future<String[]>> runs = new ArrayList<>();
     for (long seed = first; seed < first + seeds; seed++) {
       MarketSimulation.Config base = MarketSimulation.Config.of(seed);
-      MarketSimulation.Config config = switch (faults) {
-        case "all" -> base;
-        case "calm" -> MarketSimulation.Config.calm(seed);
-        default -> base.withoutKnownBugs();
-      };
-      runs.add(pool.submit(() -> {
-        long t0 = System.nanoTime();
-        MarketSimulation.Result r = MarketSimulation.run(config, perSeed);
-        double seconds = (System.nanoTime() - t0) / 1e9;
-        Map<String, Long> s = r.stats();
-        String line = String.format(Locale.ROOT, "seed %4d  %-5s steps %,7d  %5.0f steps/s  operations %,10d  events %,9d  checks %,12d  "
-                + "virtual %6.1f h  rentals %,6d  crashes %,6d  %6.1f s  trace %s",
-            r.seed(), r.ok() ? "ok" : "FAIL", r.steps(), r.steps() / seconds, s.getOrDefault("loop tasks", 0L), s.getOrDefault("events", 0L),
-            s.getOrDefault("checks", 0L), s.getOrDefault("virtual seconds", 0L) / 3600.0, s.getOrDefault("rentals", 0L),
-            s.getOrDefault("crashes", 0L), seconds, r.traceHash().substring(0, 16));
-        synchronized (System.out) {
-          System.out.println(line);
-        }
-        return new String[] {r.ok() ? "" : r.report(), Long.toString(r.steps()), Long.toString(s.getOrDefault("loop tasks", 0L)),
-            Long.toString(s.getOrDefault("checks", 0L)), Long.toString(s.getOrDefault("events", 0L))};
-      }));
+      MarketSimulation.Config config =
+          switch (faults) {
+            case "all" -> base;
+            case "calm" -> MarketSimulation.Config.calm(seed);
+            default -> base.withoutKnownBugs();
+          };
+      runs.add(
+          pool.submit(
+              () -> {
+                long t0 = System.nanoTime();
+                MarketSimulation.Result r = MarketSimulation.run(config, perSeed);
+                double seconds = (System.nanoTime() - t0) / 1e9;
+                Map<String, Long> s = r.stats();
+                String line =
+                    String.format(
+                        Locale.ROOT,
+                        "seed %4d  %-5s steps %,7d  %5.0f steps/s  operations %,10d  events %,9d  checks %,12d  "
+                            + "virtual %6.1f h  rentals %,6d  crashes %,6d  %6.1f s  trace %s",
+                        r.seed(),
+                        r.ok() ? "ok" : "FAIL",
+                        r.steps(),
+                        r.steps() / seconds,
+                        s.getOrDefault("loop tasks", 0L),
+                        s.getOrDefault("events", 0L),
+                        s.getOrDefault("checks", 0L),
+                        s.getOrDefault("virtual seconds", 0L) / 3600.0,
+                        s.getOrDefault("rentals", 0L),
+                        s.getOrDefault("crashes", 0L),
+                        seconds,
+                        r.traceHash().substring(0, 16));
+                synchronized (System.out) {
+                  System.out.println(line);
+                }
+                return new String[] {
+                  r.ok() ? "" : r.report(),
+                  Long.toString(r.steps()),
+                  Long.toString(s.getOrDefault("loop tasks", 0L)),
+                  Long.toString(s.getOrDefault("checks", 0L)),
+                  Long.toString(s.getOrDefault("events", 0L))
+                };
+              }));
     }
     long steps = 0, messages = 0, checks = 0, events = 0;
     StringBuilder failures = new StringBuilder();
@@ -80,9 +110,20 @@ public final class SimulationBenchmark {
     }
     pool.shutdown();
     double seconds = (System.nanoTime() - started) / 1e9;
-    System.out.printf(Locale.ROOT, "total: %,d steps in %.1f s = %,.0f steps/s (%,.0f per thread); %,d operations (%,.0f/s); %,d journal events; "
-        + "%,d invariant checks (%,.0f/s); %s%n", steps, seconds, steps / seconds, steps / seconds / threads, messages, messages / seconds, events,
-        checks, checks / seconds, failures.length() == 0 ? "every seed ok" : "FAILURES below");
+    System.out.printf(
+        Locale.ROOT,
+        "total: %,d steps in %.1f s = %,.0f steps/s (%,.0f per thread); %,d operations (%,.0f/s); %,d journal events; "
+            + "%,d invariant checks (%,.0f/s); %s%n",
+        steps,
+        seconds,
+        steps / seconds,
+        steps / seconds / threads,
+        messages,
+        messages / seconds,
+        events,
+        checks,
+        checks / seconds,
+        failures.length() == 0 ? "every seed ok" : "FAILURES below");
     System.out.print(failures);
     System.exit(failures.length() == 0 ? 0 : 1);
   }

@@ -46,13 +46,15 @@ import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.persistence.testkit.PersistenceTestKitSnapshotPlugin;
 
 /**
- * A whole market in one JVM, run deterministically from a seed (after TigerBeetle's VOPR and FoundationDB's simulation
- * testing): the real {@link Account}, {@link Host}, {@link Matcher} and {@link Rental} entities on the in-memory journal,
- * spawned directly (no sharding) and respawned on demand after a crash; every dispatcher runs on one {@link SimLoop}
- * driven by this thread, on virtual time; messages between entities cross a {@link SimNetwork} that loses, delays,
- * reorders and duplicates them; simulated agents heartbeat, run workloads and fall silent; renters deposit, launch and
- * stop; providers re-price, reclaim and get paid; entities crash, the whole node is lost, the wall clock jumps. After
- * every step the {@link Auditor} checks the books. See {@code docs/simulation.md}.
+ * A whole market in one JVM, run deterministically from a seed (after TigerBeetle's VOPR and
+ * FoundationDB's simulation testing): the real {@link Account}, {@link Host}, {@link Matcher} and
+ * {@link Rental} entities on the in-memory journal, spawned directly (no sharding) and respawned on
+ * demand after a crash; every dispatcher runs on one {@link SimLoop} driven by this thread, on
+ * virtual time; messages between entities cross a {@link SimNetwork} that loses, delays, reorders
+ * and duplicates them; simulated agents heartbeat, run workloads and fall silent; renters deposit,
+ * launch and stop; providers re-price, reclaim and get paid; entities crash, the whole node is
+ * lost, the wall clock jumps. After every step the {@link Auditor} checks the books. See {@code
+ * docs/simulation.md}.
  */
 public final class MarketSimulation implements AutoCloseable {
   static final Instant EPOCH = Instant.parse("2026-03-02T08:00:00Z"); // a Monday
@@ -61,65 +63,169 @@ public final class MarketSimulation implements AutoCloseable {
   static final int FEE_BPS = 1_500;
   static final Duration HEARTBEAT_TIMEOUT = Duration.ofSeconds(30);
   static final int HEARTBEAT_SECONDS = 5;
-  static final Rental.Settings RENTAL = new Rental.Settings(Duration.ofSeconds(10), 300, FEE_BPS, Duration.ofSeconds(120),
-      Duration.ofSeconds(30), Duration.ofSeconds(1), Duration.ofSeconds(5));
-  /** What a stopping rental may take beyond its stop timeout to finish its money (redeliveries back off to ~10 s each). */
+  static final Rental.Settings RENTAL =
+      new Rental.Settings(
+          Duration.ofSeconds(10),
+          300,
+          FEE_BPS,
+          Duration.ofSeconds(120),
+          Duration.ofSeconds(30),
+          Duration.ofSeconds(1),
+          Duration.ofSeconds(5));
+
+  /**
+   * What a stopping rental may take beyond its stop timeout to finish its money (redeliveries back
+   * off to ~10 s each).
+   */
   static final Duration CLOSE_SLACK = Duration.ofSeconds(90);
 
   /**
-   * One run's world and faults. {@code switchedOff}: invariants not enforced (e.g. to look past a known bug).
-   * {@code livenessFaults} (in {@code network}) and {@code partitions} are the fault kinds behind the two known bugs.
+   * One run's world and faults. {@code switchedOff}: invariants not enforced (e.g. to look past a
+   * known bug). {@code livenessFaults} (in {@code network}) and {@code partitions} are the fault
+   * kinds behind the two known bugs.
    */
-  public record Config(long seed, int renters, int providers, int hosts, SimNetwork.Faults network, boolean crashes, boolean nodeLoss,
-      boolean agentFaults, boolean clockJumps, boolean partitions, boolean payouts, Set<String> switchedOff, int traceLines) {
+  public record Config(
+      long seed,
+      int renters,
+      int providers,
+      int hosts,
+      SimNetwork.Faults network,
+      boolean crashes,
+      boolean nodeLoss,
+      boolean agentFaults,
+      boolean clockJumps,
+      boolean partitions,
+      boolean payouts,
+      Set<String> switchedOff,
+      int traceLines) {
 
     /** Every fault on. */
     public static Config of(long seed) {
-      SimNetwork.Faults network = new SimNetwork.Faults(0.02, 0.03, 1500, 0.2, true, true, true, true, true);
+      SimNetwork.Faults network =
+          new SimNetwork.Faults(0.02, 0.03, 1500, 0.2, true, true, true, true, true);
       return new Config(seed, 6, 3, 6, network, true, true, true, true, true, true, Set.of(), 40);
     }
 
     /** No faults at all: the market as it runs on a good day. */
     public static Config calm(long seed) {
-      return new Config(seed, 6, 3, 6, SimNetwork.Faults.NONE, false, false, false, false, false, true, Set.of(), 40);
+      return new Config(
+          seed,
+          6,
+          3,
+          6,
+          SimNetwork.Faults.NONE,
+          false,
+          false,
+          false,
+          false,
+          false,
+          true,
+          Set.of(),
+          40);
     }
 
     /**
-     * Every fault but the kinds that expose the bugs found so far (docs/simulation.md): lost or late liveness asks,
-     * partitions of one endpoint, and messages overtaking others between the same two entities.
+     * Every fault but the kinds that expose the bugs found so far and not yet fixed
+     * (docs/simulation.md): messages overtaking others between the same two entities (C), lost
+     * one-way tells (D), late agent reports (E) and late host notices (F), and the invariants no
+     * fault kind isolates (G, H). Lost or late liveness asks and partitions (A) are fixed and on;
+     * the agent-silence invariant (B) stays off, see below.
      */
     public Config withoutKnownBugs() {
       Set<String> off = new java.util.TreeSet<>(switchedOff);
-      off.add("no-orphan-reservations-at-rest"); // a crash while matching leaks cards: no fault kind isolates it
-      off.add("host-lost-end-before-settled"); // a restarted host names an older heartbeat than was settled to
-      off.add("closes-when-agent-silent"); // STOP_EXPIRED restarts on every redelivery (and recovery): any failure delays it
-      return new Config(seed, renters, providers, hosts, network.withoutKnownBugs(), crashes, nodeLoss, agentFaults, clockJumps, false, payouts,
-          Set.copyOf(off), traceLines);
+      off.add("no-orphan-reservations-at-rest"); // G: a crash while matching leaks cards
+      off.add("host-lost-end-before-settled"); // H: a restarted host names an older heartbeat
+      // B is fixed (RentalTest proves the deadline no longer moves with redeliveries), but the
+      // invariant still sees late closes on seeds 1 and 3 where the wall clock jumped or the rental
+      // crashed while stopping: the auditor's allowance or a further cause, to be found.
+      off.add("closes-when-agent-silent");
+      return new Config(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network.withoutKnownBugs(),
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          Set.copyOf(off),
+          traceLines);
     }
 
     public Config withSeed(long s) {
-      return new Config(s, renters, providers, hosts, network, crashes, nodeLoss, agentFaults, clockJumps, partitions, payouts, switchedOff,
+      return new Config(
+          s,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          switchedOff,
           traceLines);
     }
 
     public String faults() {
-      return "network(drop=" + network.drop() + " dup=" + network.duplicate() + " delay≤" + network.maxDelayMillis() + "ms replies="
-          + network.replyFaults() + " reorder=" + network.reorder() + " liveness=" + network.livenessFaults() + " lossyTells="
-          + network.lossyTells() + " lateAgentReports=" + network.lateAgentReports() + " lateHostNotices=" + network.lateHostNotices()
-          + ") crashes=" + crashes + " nodeLoss=" + nodeLoss
-          + " agent=" + agentFaults + " clockJumps=" + clockJumps + " partitions=" + partitions;
+      return "network(drop="
+          + network.drop()
+          + " dup="
+          + network.duplicate()
+          + " delay≤"
+          + network.maxDelayMillis()
+          + "ms replies="
+          + network.replyFaults()
+          + " reorder="
+          + network.reorder()
+          + " liveness="
+          + network.livenessFaults()
+          + " lossyTells="
+          + network.lossyTells()
+          + " lateAgentReports="
+          + network.lateAgentReports()
+          + " lateHostNotices="
+          + network.lateHostNotices()
+          + ") crashes="
+          + crashes
+          + " nodeLoss="
+          + nodeLoss
+          + " agent="
+          + agentFaults
+          + " clockJumps="
+          + clockJumps
+          + " partitions="
+          + partitions;
     }
   }
 
-  public record Result(long seed, long steps, String traceHash, List<Auditor.Violation> violations, String trace, Map<String, Long> stats) {
+  public record Result(
+      long seed,
+      long steps,
+      String traceHash,
+      List<Auditor.Violation> violations,
+      String trace,
+      Map<String, Long> stats) {
     public boolean ok() {
       return violations.isEmpty();
     }
 
     public String report() {
       StringBuilder b = new StringBuilder();
-      b.append("seed ").append(seed).append(": ").append(ok() ? "ok" : violations.size() + " violation(s)").append(" after ").append(steps)
-          .append(" steps, trace ").append(traceHash, 0, 16).append('\n');
+      b.append("seed ")
+          .append(seed)
+          .append(": ")
+          .append(ok() ? "ok" : violations.size() + " violation(s)")
+          .append(" after ")
+          .append(steps)
+          .append(" steps, trace ")
+          .append(traceHash, 0, 16)
+          .append('\n');
       violations.stream().limit(5).forEach(v -> b.append("  ").append(v).append('\n'));
       if (!ok()) b.append("last steps (reproduce with the same seed and config):\n").append(trace);
       return b.toString();
@@ -172,37 +278,63 @@ public final class MarketSimulation implements AutoCloseable {
       throw new IllegalStateException(e);
     }
     loop.journalListener = this::onJournalWrite;
-    this.system = loop.pumpedWhile(() -> ActorSystem.create(Behaviors.<Void>empty(), "sim", ConfigFactory.parseString(hocon(loop.id))
-        .withFallback(PersistenceTestKitSnapshotPlugin.config())
-        .withFallback(ConfigFactory.defaultReference())));
+    this.system =
+        loop.pumpedWhile(
+            () ->
+                ActorSystem.create(
+                    Behaviors.<Void>empty(),
+                    "sim",
+                    ConfigFactory.parseString(hocon(loop.id))
+                        .withFallback(PersistenceTestKitSnapshotPlugin.config())
+                        .withFallback(ConfigFactory.defaultReference())));
     loop.runUntilQuiet();
     loop.ownedBy(Thread.currentThread());
-    SimLoop.seedThreadLocalRandom(config.seed()); // again: start-up ran on two threads and drew from it in no fixed order
+    SimLoop.seedThreadLocalRandom(
+        config.seed()); // again: start-up ran on two threads and drew from it in no fixed order
     this.network = new SimNetwork(loop, random.split(), system, config.network());
-    this.auditor = new Auditor(FEE_BPS, Duration.ofMillis(config.network().maxDelayMillis() + 1000), lastProof::get,
-        id -> reportedStops.getOrDefault(id, List.of()), () -> step, config.switchedOff());
-    this.sink = system.systemActorOf(Behaviors.<Object>receiveMessage(m -> Behaviors.same()), "sink", Props.empty());
-    this.summaryCollector = system.systemActorOf(Behaviors.<Account.Summary>receiveMessage(s -> {
-      summaries.put(s.id(), s);
-      return Behaviors.same();
-    }), "summaries", Props.empty());
-    this.rentalLink = new Host.RentalLink() {
-      @Override
-      public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
-        fromHost(hostId, rentalId, new Rental.HostLost(hostId, lastHeartbeatAt));
-      }
+    this.auditor =
+        new Auditor(
+            FEE_BPS,
+            Duration.ofMillis(config.network().maxDelayMillis() + 1000),
+            lastProof::get,
+            id -> reportedStops.getOrDefault(id, List.of()),
+            () -> step,
+            config.switchedOff());
+    this.sink =
+        system.systemActorOf(
+            Behaviors.<Object>receiveMessage(m -> Behaviors.same()), "sink", Props.empty());
+    this.summaryCollector =
+        system.systemActorOf(
+            Behaviors.<Account.Summary>receiveMessage(
+                s -> {
+                  summaries.put(s.id(), s);
+                  return Behaviors.same();
+                }),
+            "summaries",
+            Props.empty());
+    this.rentalLink =
+        new Host.RentalLink() {
+          @Override
+          public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
+            fromHost(hostId, rentalId, new Rental.HostLost(hostId, lastHeartbeatAt));
+          }
 
-      @Override
-      public void preempt(String rentalId, String hostId, Instant deadline) {
-        fromHost(hostId, rentalId, new Rental.Preempt(hostId, deadline));
-      }
-    };
+          @Override
+          public void preempt(String rentalId, String hostId, Instant deadline) {
+            fromHost(hostId, rentalId, new Rental.Preempt(hostId, deadline));
+          }
+        };
     setUp();
   }
 
   static String hocon(String loopId) {
-    String executor = "type = Dispatcher\n executor = \"dev.tickmark.engine.sim.SimLoop$Executor\"\n sim-loop-id = \"" + loopId + "\"\n";
-    return "tickmark.sim.loop-id = \"" + loopId + "\"\n"
+    String executor =
+        "type = Dispatcher\n executor = \"dev.tickmark.engine.sim.SimLoop$Executor\"\n sim-loop-id = \""
+            + loopId
+            + "\"\n";
+    return "tickmark.sim.loop-id = \""
+        + loopId
+        + "\"\n"
         + "tickmark-sim-journal { class = \"dev.tickmark.engine.sim.SimJournal\"\n"
         + " plugin-dispatcher = \"pekko.actor.default-dispatcher\" }\n"
         + "tickmark-sim-logging { type = Dispatcher\n executor = \"thread-pool-executor\"\n thread-pool-executor.fixed-pool-size = 1 }\n"
@@ -213,16 +345,29 @@ public final class MarketSimulation implements AutoCloseable {
         + " persistence.journal.plugin = \"tickmark-sim-journal\"\n"
         + " actor {\n provider = local\n allow-java-serialization = off\n"
         + "  serialization-bindings { \"dev.tickmark.engine.CborSerializable\" = jackson-cbor }\n"
-        + "  default-dispatcher { " + executor + " }\n"
-        + "  internal-dispatcher { " + executor + " }\n"
-        + "  default-blocking-io-dispatcher { " + executor + " }\n }\n"
-        + " persistence.dispatchers {\n default-plugin-dispatcher { " + executor + " }\n"
-        + "  default-replay-dispatcher { " + executor + " }\n  default-stream-dispatcher { " + executor + " }\n }\n"
+        + "  default-dispatcher { "
+        + executor
+        + " }\n"
+        + "  internal-dispatcher { "
+        + executor
+        + " }\n"
+        + "  default-blocking-io-dispatcher { "
+        + executor
+        + " }\n }\n"
+        + " persistence.dispatchers {\n default-plugin-dispatcher { "
+        + executor
+        + " }\n"
+        + "  default-replay-dispatcher { "
+        + executor
+        + " }\n  default-stream-dispatcher { "
+        + executor
+        + " }\n }\n"
         + "}\n";
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Entities: spawned directly, one slot per id, respawned on demand after a crash (as sharding would).
+  // Entities: spawned directly, one slot per id, respawned on demand after a crash (as sharding
+  // would).
 
   final class Slot<C> {
     final String kind;
@@ -240,7 +385,9 @@ public final class MarketSimulation implements AutoCloseable {
 
     ActorRef<C> live() {
       if (ref == null) {
-        ref = system.systemActorOf(factory.get(), kind + "-" + id + "-" + (++incarnation), Props.empty());
+        ref =
+            system.systemActorOf(
+                factory.get(), kind + "-" + id + "-" + (++incarnation), Props.empty());
         count("spawns");
       }
       return ref;
@@ -263,23 +410,47 @@ public final class MarketSimulation implements AutoCloseable {
   }
 
   Slot<Account.Command> account(String id) {
-    return accounts.computeIfAbsent(id, k -> new Slot<>("account", k, () -> Account.create(k, clock)));
+    return accounts.computeIfAbsent(
+        id, k -> new Slot<>("account", k, () -> Account.create(k, clock)));
   }
 
   Slot<Host.Command> host(String id) {
-    return hosts.computeIfAbsent(id, k -> new Slot<>("host", k, () -> Host.create(k,
-        new Host.Settings(HEARTBEAT_TIMEOUT, HEARTBEAT_SECONDS, catalog, policy, rentalLink), clock)));
+    return hosts.computeIfAbsent(
+        id,
+        k ->
+            new Slot<>(
+                "host",
+                k,
+                () ->
+                    Host.create(
+                        k,
+                        new Host.Settings(
+                            HEARTBEAT_TIMEOUT, HEARTBEAT_SECONDS, catalog, policy, rentalLink),
+                        clock)));
   }
 
   Slot<Matcher.Command> matcher(String gpu) {
-    return matchers.computeIfAbsent(gpu, k -> new Slot<>("matcher", k, () -> Matcher.create(this::candidates,
-        hostId -> port(Link.MATCHER_TO_HOST, "matcher:" + k, host(hostId)),
-        new Matcher.Settings(RENTAL.askTimeout(), 16, 10_000, Duration.ofSeconds(-1)), // no read side lag: never steer by guess
-        clock)));
+    return matchers.computeIfAbsent(
+        gpu,
+        k ->
+            new Slot<>(
+                "matcher",
+                k,
+                () ->
+                    Matcher.create(
+                        this::candidates,
+                        hostId -> port(Link.MATCHER_TO_HOST, "matcher:" + k, host(hostId)),
+                        new Matcher.Settings(
+                            RENTAL.askTimeout(),
+                            16,
+                            10_000,
+                            Duration.ofSeconds(-1)), // no read side lag: never steer by guess
+                        clock)));
   }
 
   Slot<Rental.Command> rental(String id) {
-    return rentals.computeIfAbsent(id, k -> new Slot<>("rental", k, () -> Rental.create(k, RENTAL, portsOf(k), clock)));
+    return rentals.computeIfAbsent(
+        id, k -> new Slot<>("rental", k, () -> Rental.create(k, RENTAL, portsOf(k), clock)));
   }
 
   /** A rental's own links to the others, so the network knows who sends (for per-pair ordering). */
@@ -303,12 +474,22 @@ public final class MarketSimulation implements AutoCloseable {
     };
   }
 
-  /** An actor standing for the network link to {@code slot}: what it is told crosses the {@link SimNetwork}. */
+  /**
+   * An actor standing for the network link to {@code slot}: what it is told crosses the {@link
+   * SimNetwork}.
+   */
   private <C> ActorRef<C> port(Link link, String from, Slot<C> slot) {
-    return slot.ports.computeIfAbsent(from + " " + link, l -> system.systemActorOf(Behaviors.<C>receiveMessage(m -> {
-      send(m instanceof Host.GetLiveness ? Link.LIVENESS : link, from, slot, m);
-      return Behaviors.same();
-    }), "port-" + (names++), Props.empty()));
+    return slot.ports.computeIfAbsent(
+        from + " " + link,
+        l ->
+            system.systemActorOf(
+                Behaviors.<C>receiveMessage(
+                    m -> {
+                      send(m instanceof Host.GetLiveness ? Link.LIVENESS : link, from, slot, m);
+                      return Behaviors.same();
+                    }),
+                "port-" + (names++),
+                Props.empty()));
   }
 
   private <C> void send(Link link, String from, Slot<C> slot, C message) {
@@ -316,25 +497,32 @@ public final class MarketSimulation implements AutoCloseable {
   }
 
   private <C> void deliver(Slot<C> slot, C message) {
-    if (message instanceof Host.Heartbeat || message instanceof Host.Attach) lastProof.put(slot.id, clock.instant());
-    if (message instanceof Rental.WorkloadStopped s) reportedStops.computeIfAbsent(slot.id, k -> new ArrayList<>()).add(s.at());
+    if (message instanceof Host.Heartbeat || message instanceof Host.Attach)
+      lastProof.put(slot.id, clock.instant());
+    if (message instanceof Rental.WorkloadStopped s)
+      reportedStops.computeIfAbsent(slot.id, k -> new ArrayList<>()).add(s.at());
     slot.live().tell(message);
   }
 
   /**
-   * A host tells its rentals in the order of its reservations map, an immutable {@code Map.copyOf} whose iteration order
-   * the JDK salts per JVM: what one command of a host tells its rentals is sent at the end of that command, by rental id.
+   * A host tells its rentals in the order of its reservations map, an immutable {@code Map.copyOf}
+   * whose iteration order the JDK salts per JVM: what one command of a host tells its rentals is
+   * sent at the end of that command, by rental id.
    */
   private final Map<String, List<Map.Entry<String, Rental.Command>>> hostNotices = new TreeMap<>();
 
   private void fromHost(String hostId, String rentalId, Rental.Command command) {
-    List<Map.Entry<String, Rental.Command>> pending = hostNotices.computeIfAbsent(hostId, k -> new ArrayList<>());
+    List<Map.Entry<String, Rental.Command>> pending =
+        hostNotices.computeIfAbsent(hostId, k -> new ArrayList<>());
     if (pending.isEmpty()) {
-      loop.atEndOfTask(() -> {
-        List<Map.Entry<String, Rental.Command>> all = new ArrayList<>(hostNotices.remove(hostId));
-        all.sort(Map.Entry.comparingByKey());
-        all.forEach(e -> toRental(Link.HOST_TO_RENTAL, "host:" + hostId, e.getKey(), e.getValue()));
-      });
+      loop.atEndOfTask(
+          () -> {
+            List<Map.Entry<String, Rental.Command>> all =
+                new ArrayList<>(hostNotices.remove(hostId));
+            all.sort(Map.Entry.comparingByKey());
+            all.forEach(
+                e -> toRental(Link.HOST_TO_RENTAL, "host:" + hostId, e.getKey(), e.getValue()));
+          });
     }
     pending.add(Map.entry(rentalId, command));
   }
@@ -344,13 +532,21 @@ public final class MarketSimulation implements AutoCloseable {
     send(link, from, rental(rentalId), command);
   }
 
-  /** The host read side, with no lag: the hosts' state as their journals say, as the matcher's query would find it. */
-  private CompletableFuture<List<Matcher.Candidate>> candidates(String gpu, String region, Listing.Tier tier, long maxPrice, int count) {
+  /**
+   * The host read side, with no lag: the hosts' state as their journals say, as the matcher's query
+   * would find it.
+   */
+  private CompletableFuture<List<Matcher.Candidate>> candidates(
+      String gpu, String region, Listing.Tier tier, long maxPrice, int count) {
     List<Matcher.Candidate> found = new ArrayList<>();
     Instant now = clock.instant();
     for (Map.Entry<String, Auditor.HostBook> e : auditor.hosts.entrySet()) {
       Auditor.HostBook h = e.getValue();
-      if (h.status != Host.Status.VERIFIED || !h.online || !h.listing.listed() || h.draining || !gpu.equals(h.gpu)) continue;
+      if (h.status != Host.Status.VERIFIED
+          || !h.online
+          || !h.listing.listed()
+          || h.draining
+          || !gpu.equals(h.gpu)) continue;
       if (region != null && !region.equals(h.region)) continue;
       Long floor = h.listing.floorFor(tier);
       if (floor == null || floor > maxPrice || !h.listing.availableAt(now)) continue;
@@ -367,10 +563,15 @@ public final class MarketSimulation implements AutoCloseable {
 
   @SuppressWarnings({"unchecked", "rawtypes"})
   private <T> ActorRef<T> once(Consumer<Object> then) {
-    return (ActorRef) system.systemActorOf(Behaviors.receiveMessage(m -> {
-      then.accept(m);
-      return Behaviors.stopped();
-    }), "once-" + (names++), Props.empty());
+    return (ActorRef)
+        system.systemActorOf(
+            Behaviors.receiveMessage(
+                m -> {
+                  then.accept(m);
+                  return Behaviors.stopped();
+                }),
+            "once-" + (names++),
+            Props.empty());
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -381,7 +582,9 @@ public final class MarketSimulation implements AutoCloseable {
   private static java.io.PrintStream dump() {
     String file = System.getProperty("sim.dump");
     try {
-      return file == null ? null : new java.io.PrintStream(new java.io.FileOutputStream(file), true, UTF_8);
+      return file == null
+          ? null
+          : new java.io.PrintStream(new java.io.FileOutputStream(file), true, UTF_8);
     } catch (java.io.IOException e) {
       throw new IllegalStateException(e);
     }
@@ -390,21 +593,37 @@ public final class MarketSimulation implements AutoCloseable {
   private void onJournalWrite(String pid, List<Object> batch) {
     count("journal writes");
     for (Object e : batch) {
-      if (DUMP != null) DUMP.println("    journal " + pid + " " + (e instanceof Host.Registered ? "Registered" : e));
-      // A registration's credential and the agent's key are random by design; their hashes do not steer anything.
+      if (DUMP != null)
+        DUMP.println(
+            "    journal " + pid + " " + (e instanceof Host.Registered ? "Registered" : e));
+      // A registration's credential and the agent's key are random by design; their hashes do not
+      // steer anything.
       String text = e instanceof Host.Registered ? "Registered" : e.toString();
       digest.update((pid + " " + text + "\n").getBytes(UTF_8));
       if (e instanceof Rental.Ended ended) {
-        note("  " + pid + " ended " + ended.reason() + " at " + ended.endAt() + " billed " + ended.billedSeconds() + " s");
+        note(
+            "  "
+                + pid
+                + " ended "
+                + ended.reason()
+                + " at "
+                + ended.endAt()
+                + " billed "
+                + ended.billedSeconds()
+                + " s");
       }
       if (e instanceof Rental.Started s) note("  " + pid + " started at " + s.startedAt());
-      if (e instanceof Host.WentOffline off) note("  " + pid + " offline, last heartbeat " + off.lastHeartbeatAt());
+      if (e instanceof Host.WentOffline off)
+        note("  " + pid + " offline, last heartbeat " + off.lastHeartbeatAt());
     }
     auditor.onWrite(pid, batch);
   }
 
   private void note(String line) {
-    String stamped = String.format("#%d %s %s", step, Duration.ofMillis(loop.nowMillis()).toString().substring(2).toLowerCase(), line);
+    String stamped =
+        String.format(
+            "#%d %s %s",
+            step, Duration.ofMillis(loop.nowMillis()).toString().substring(2).toLowerCase(), line);
     digest.update(stamped.getBytes(UTF_8));
     trace.add(stamped);
     if (trace.size() > config.traceLines()) trace.poll();
@@ -422,28 +641,57 @@ public final class MarketSimulation implements AutoCloseable {
     for (int i = 1; i <= config.renters(); i++) renterIds.add("renter-" + i);
     for (int i = 1; i <= config.providers(); i++) providerIds.add("prov-" + i);
     for (String id : renterIds) account(id).live().tell(new Account.Open("Renter " + id, sink()));
-    for (String id : providerIds) account(id).live().tell(new Account.Open("Provider " + id, sink()));
+    for (String id : providerIds)
+      account(id).live().tell(new Account.Open("Provider " + id, sink()));
     loop.runUntilQuiet();
     for (int i = 1; i <= config.hosts(); i++) {
       String id = "h" + i;
       String gpu = GPUS.get(i % GPUS.size());
-      Agent a = new Agent(id, providerIds.get(i % providerIds.size()), REGIONS.get((i / 2) % REGIONS.size()), gpu, 2 + random.nextInt(7));
+      Agent a =
+          new Agent(
+              id,
+              providerIds.get(i % providerIds.size()),
+              REGIONS.get((i / 2) % REGIONS.size()),
+              gpu,
+              2 + random.nextInt(7));
       agents.put(id, a);
       ActorRef<Host.Command> h = host(id).live();
-      h.tell(new Host.Invite(a.ownerId, a.region, "rack-" + i, Host.sha256("tok-" + id), EPOCH.plus(Duration.ofDays(1)), sink()));
-      h.tell(new Host.Register(Host.sha256("tok-" + id), Ed25519.encodePublic(a.key.getPublic()), sink()));
+      h.tell(
+          new Host.Invite(
+              a.ownerId,
+              a.region,
+              "rack-" + i,
+              Host.sha256("tok-" + id),
+              EPOCH.plus(Duration.ofDays(1)),
+              sink()));
+      h.tell(
+          new Host.Register(
+              Host.sha256("tok-" + id), Ed25519.encodePublic(a.key.getPublic()), sink()));
       loop.runUntilQuiet();
       a.connect(true);
       loop.runUntilQuiet();
       String canonical = new String(CanonicalJson.bytes(Frames.reportTree(a.report())), UTF_8);
-      h.tell(new Host.VerifyReport(a.session, a.report(), canonical, Ed25519.sign(a.key.getPrivate(), canonical.getBytes(UTF_8)), sink()));
+      h.tell(
+          new Host.VerifyReport(
+              a.session,
+              a.report(),
+              canonical,
+              Ed25519.sign(a.key.getPrivate(), canonical.getBytes(UTF_8)),
+              sink()));
       h.tell(new Host.UpdateListing(a.ownerId, randomListing(), sink()));
       loop.runUntilQuiet();
       loop.after(random.nextLong(HEARTBEAT_SECONDS * 1000L), a::heartbeatLoop);
     }
     wakeLoop();
-    note("set up: " + config.renters() + " renters, " + config.providers() + " providers, hosts "
-        + agents.values().stream().map(a -> a.hostId + "(" + a.gpu + "×" + a.cards + " " + a.region + ")").toList());
+    note(
+        "set up: "
+            + config.renters()
+            + " renters, "
+            + config.providers()
+            + " providers, hosts "
+            + agents.values().stream()
+                .map(a -> a.hostId + "(" + a.gpu + "×" + a.cards + " " + a.region + ")")
+                .toList());
   }
 
   private Listing randomListing() {
@@ -452,11 +700,15 @@ public final class MarketSimulation implements AutoCloseable {
     int notice = 120 + random.nextInt(181);
     List<Listing.Window> windows = List.of();
     if (random.nextInt(8) == 0) {
-      // A window that closes in a few minutes: spot rentals get their notice, then the host leaves the market.
+      // A window that closes in a few minutes: spot rentals get their notice, then the host leaves
+      // the market.
       ZonedDateTime now = clock.instant().atZone(ZoneOffset.UTC);
       int minute = now.getHour() * 60 + now.getMinute();
       DayOfWeek day = now.getDayOfWeek();
-      windows = List.of(new Listing.Window(day, Math.max(0, minute - 60), Math.min(1440, minute + 2 + random.nextInt(7))));
+      windows =
+          List.of(
+              new Listing.Window(
+                  day, Math.max(0, minute - 60), Math.min(1440, minute + 2 + random.nextInt(7))));
     }
     return new Listing(onDemand, spot, notice, windows, random.nextInt(20) != 0);
   }
@@ -467,12 +719,17 @@ public final class MarketSimulation implements AutoCloseable {
     return lo + random.nextLong(hi - lo + 1);
   }
 
-  /** Every minute, as the node's RentalWaker does: unfinished rentals are woken, so one that crashed resumes. */
+  /**
+   * Every minute, as the node's RentalWaker does: unfinished rentals are woken, so one that crashed
+   * resumes.
+   */
   private void wakeLoop() {
-    loop.after(60_000, () -> {
-      wakeUnfinished();
-      wakeLoop();
-    });
+    loop.after(
+        60_000,
+        () -> {
+          wakeUnfinished();
+          wakeLoop();
+        });
   }
 
   private void wakeUnfinished() {
@@ -483,7 +740,8 @@ public final class MarketSimulation implements AutoCloseable {
   }
 
   // ---------------------------------------------------------------------------------------------
-  // The agents: heartbeats, workloads, silences and machines lost, as an agent session would tell Host and Rental.
+  // The agents: heartbeats, workloads, silences and machines lost, as an agent session would tell
+  // Host and Rental.
 
   final class Agent {
     final String hostId;
@@ -513,32 +771,60 @@ public final class MarketSimulation implements AutoCloseable {
       List<HardwareReport.Gpu> gpus = new ArrayList<>();
       boolean h100 = gpu.equals("h100-80gb");
       for (int i = 0; i < cards; i++) {
-        gpus.add(new HardwareReport.Gpu(i, "GPU-" + hostId + "-" + i, h100 ? "NVIDIA H100 80GB HBM3" : "NVIDIA A100-SXM4-80GB", "nvidia",
-            h100 ? 81559L : 81920L, "550.54.15", "12.4", 34, 0L, 5, 16));
+        gpus.add(
+            new HardwareReport.Gpu(
+                i,
+                "GPU-" + hostId + "-" + i,
+                h100 ? "NVIDIA H100 80GB HBM3" : "NVIDIA A100-SXM4-80GB",
+                "nvidia",
+                h100 ? 81559L : 81920L,
+                "550.54.15",
+                "12.4",
+                34,
+                0L,
+                5,
+                16));
       }
-      return new HardwareReport("0.1.0", false, "2026-03-01T18:00:00Z", gpus, new HardwareReport.Cpu("AMD EPYC 9454 48-Core Processor", 96),
-          1_031_000L, new HardwareReport.Disk("/var/lib/tickmark", 1_800_000_000_000L, 1450.2), null);
+      return new HardwareReport(
+          "0.1.0",
+          false,
+          "2026-03-01T18:00:00Z",
+          gpus,
+          new HardwareReport.Cpu("AMD EPYC 9454 48-Core Processor", 96),
+          1_031_000L,
+          new HardwareReport.Disk("/var/lib/tickmark", 1_800_000_000_000L, 1450.2),
+          null);
     }
 
     boolean reachable() {
       return loop.nowMillis() >= silentUntil && loop.nowMillis() >= downUntil;
     }
 
-    /** A new session: the agent (re)connects and attaches; {@code direct} at set-up, else through the network. */
+    /**
+     * A new session: the agent (re)connects and attaches; {@code direct} at set-up, else through
+     * the network.
+     */
     void connect(boolean direct) {
       int no = ++sessionNo;
       attached = false;
       attachingSince = loop.nowMillis();
-      session = system.systemActorOf(Behaviors.<Host.ToSession>receiveMessage(m -> {
-        fromHost(no, m);
-        return Behaviors.same();
-      }), "session-" + hostId + "-" + no, Props.empty());
-      ActorRef<StatusReply<Host.Attached>> reply = once(m -> {
-        if (no == sessionNo && m instanceof StatusReply<?> r && r.isSuccess()) {
-          attached = true;
-          attachingSince = -1;
-        }
-      });
+      session =
+          system.systemActorOf(
+              Behaviors.<Host.ToSession>receiveMessage(
+                  m -> {
+                    fromHost(no, m);
+                    return Behaviors.same();
+                  }),
+              "session-" + hostId + "-" + no,
+              Props.empty());
+      ActorRef<StatusReply<Host.Attached>> reply =
+          once(
+              m -> {
+                if (no == sessionNo && m instanceof StatusReply<?> r && r.isSuccess()) {
+                  attached = true;
+                  attachingSince = -1;
+                }
+              });
       Host.Attach attach = new Host.Attach(session, reply);
       if (direct) deliver(host(hostId), attach);
       else send(Link.AGENT_TO_HOST, "agent:" + hostId, host(hostId), attach);
@@ -547,7 +833,9 @@ public final class MarketSimulation implements AutoCloseable {
     void heartbeatLoop() {
       if (reachable()) {
         if (attached) {
-          Host.Heartbeat hb = new Host.Heartbeat(session, ++seq, healthy(), List.copyOf(running()), Host.micros(Instant.now()));
+          Host.Heartbeat hb =
+              new Host.Heartbeat(
+                  session, ++seq, healthy(), List.copyOf(running()), Host.micros(Instant.now()));
           send(Link.AGENT_TO_HOST, "agent:" + hostId, host(hostId), hb);
         } else if (attachingSince < 0 || loop.nowMillis() - attachingSince > 6_000) {
           connect(false);
@@ -563,7 +851,10 @@ public final class MarketSimulation implements AutoCloseable {
     }
 
     List<String> running() {
-      return workloads.entrySet().stream().filter(Map.Entry::getValue).map(Map.Entry::getKey).toList();
+      return workloads.entrySet().stream()
+          .filter(Map.Entry::getValue)
+          .map(Map.Entry::getKey)
+          .toList();
     }
 
     void fromHost(int no, Host.ToSession m) {
@@ -580,13 +871,16 @@ public final class MarketSimulation implements AutoCloseable {
           loop.after(100 + random.nextLong(3000), () -> startWorkload(w.rentalId()));
         }
       } else if (m instanceof Host.StopWorkloadOnAgent w) {
-        loop.after(random.nextLong(2000), () -> {
-          if (!reachable()) return;
-          workloads.remove(w.rentalId());
-          report(new Rental.WorkloadStopped(hostId, clock.instant()), w.rentalId());
-        });
+        loop.after(
+            random.nextLong(2000),
+            () -> {
+              if (!reachable()) return;
+              workloads.remove(w.rentalId());
+              report(new Rental.WorkloadStopped(hostId, clock.instant()), w.rentalId());
+            });
       } else if (m instanceof Host.PreemptWorkload p) {
-        // Notices come in the host's (per-JVM) map order: kept by rental id, one check per deadline.
+        // Notices come in the host's (per-JVM) map order: kept by rental id, one check per
+        // deadline.
         if (preempts.containsValue(p.deadline())) {
           preempts.put(p.rentalId(), p.deadline());
           return;
@@ -627,7 +921,10 @@ public final class MarketSimulation implements AutoCloseable {
   // ---------------------------------------------------------------------------------------------
   // Steps
 
-  /** Runs {@code steps} steps (stopping at the first violation), then lets the market come to rest and audits it. */
+  /**
+   * Runs {@code steps} steps (stopping at the first violation), then lets the market come to rest
+   * and audits it.
+   */
   public Result run(long steps) {
     long actNanos = 0, auditNanos = 0;
     while (step < steps && auditor.violations.isEmpty()) {
@@ -657,9 +954,15 @@ public final class MarketSimulation implements AutoCloseable {
     stats.put("foreign submissions", loop.foreignSubmissions.get());
     stats.put("rentals", (long) rentals.size());
     stats.put("virtual seconds", loop.nowMillis() / 1000);
-    for (Auditor.RentalBook r : auditor.rentals.values()) if (r.reason != null) stats.merge("ended " + r.reason, 1L, Long::sum);
-    return new Result(config.seed(), step, HexFormat.of().formatHex(digest.digest()), List.copyOf(auditor.violations),
-        String.join("\n", trace) + "\n", Map.copyOf(stats));
+    for (Auditor.RentalBook r : auditor.rentals.values())
+      if (r.reason != null) stats.merge("ended " + r.reason, 1L, Long::sum);
+    return new Result(
+        config.seed(),
+        step,
+        HexFormat.of().formatHex(digest.digest()),
+        List.copyOf(auditor.violations),
+        String.join("\n", trace) + "\n",
+        Map.copyOf(stats));
   }
 
   private long pause() {
@@ -670,11 +973,13 @@ public final class MarketSimulation implements AutoCloseable {
   }
 
   private void audit() {
-    for (Slot<Account.Command> a : accounts.values()) a.live().tell(new Account.GetSummary(summaryCollector));
+    for (Slot<Account.Command> a : accounts.values())
+      a.live().tell(new Account.GetSummary(summaryCollector));
     loop.runUntilQuiet();
     Duration slack = CLOSE_SLACK.plus(Duration.ofMillis(Math.max(0, clock.jumpedMillis())));
     auditor.afterStep(summaries, clock.instant(), RENTAL.stopTimeout(), slack);
-    // (closes-in-time allows for every wall clock jump so far: a coarse net for rentals that never close)
+    // (closes-in-time allows for every wall clock jump so far: a coarse net for rentals that never
+    // close)
   }
 
   private void act() {
@@ -727,10 +1032,39 @@ public final class MarketSimulation implements AutoCloseable {
     long ceiling = micros(0.3, 5);
     Long maxTotal = random.nextInt(5) == 0 ? micros(0.01, 3) : null;
     int wait = random.nextInt(5) == 0 ? 0 : random.nextInt(61);
-    Rental.Spec spec = new Rental.Spec(gpu, count, tier, region, ceiling, "ghcr.io/acme/train:1", List.of("python", "train.py"), null, maxTotal,
-        wait, false);
-    note("launch " + id + " " + renter + " " + gpu + "×" + count + " " + tier.wire() + " " + (region == null ? "any" : region) + " ceiling "
-        + ceiling + " max_total " + maxTotal + " wait " + wait + " s");
+    Rental.Spec spec =
+        new Rental.Spec(
+            gpu,
+            count,
+            tier,
+            region,
+            ceiling,
+            "ghcr.io/acme/train:1",
+            List.of("python", "train.py"),
+            null,
+            maxTotal,
+            wait,
+            false);
+    note(
+        "launch "
+            + id
+            + " "
+            + renter
+            + " "
+            + gpu
+            + "×"
+            + count
+            + " "
+            + tier.wire()
+            + " "
+            + (region == null ? "any" : region)
+            + " ceiling "
+            + ceiling
+            + " max_total "
+            + maxTotal
+            + " wait "
+            + wait
+            + " s");
     rental(id).live().tell(new Rental.Create(renter, spec, sink()));
   }
 
@@ -748,7 +1082,8 @@ public final class MarketSimulation implements AutoCloseable {
     String renter = auditor.rentals.get(id).renterId;
     note("stop " + id);
     rental(id).live().tell(new Rental.Stop(renter, sink()));
-    if (random.nextInt(10) == 0) rental(id).live().tell(new Rental.Stop(renter, sink())); // a double click
+    if (random.nextInt(10) == 0)
+      rental(id).live().tell(new Rental.Stop(renter, sink())); // a double click
   }
 
   private void spendCap() {
@@ -779,7 +1114,9 @@ public final class MarketSimulation implements AutoCloseable {
     if (!payoutsMade.isEmpty() && random.nextInt(5) == 0) {
       String id = pick(new ArrayList<>(payoutsMade.keySet())); // a payout run retried
       note("payout again " + id);
-      account(id.substring(id.indexOf('/') + 1)).live().tell(new Account.Payout(id, payoutsMade.get(id), sink()));
+      account(id.substring(id.indexOf('/') + 1))
+          .live()
+          .tell(new Account.Payout(id, payoutsMade.get(id), sink()));
       return;
     }
     if (earnings <= 0) {
@@ -795,13 +1132,15 @@ public final class MarketSimulation implements AutoCloseable {
 
   private void silence() {
     Agent a = pick(new ArrayList<>(agents.values()));
-    long millis = random.nextInt(3) == 0 ? 31_000 + random.nextLong(60_000) : 1_000 + random.nextLong(25_000);
+    long millis =
+        random.nextInt(3) == 0 ? 31_000 + random.nextLong(60_000) : 1_000 + random.nextLong(25_000);
     a.silentUntil = Math.max(a.silentUntil, loop.nowMillis() + millis);
     note("agent " + a.hostId + " silent for " + millis + " ms");
   }
 
   private void workloadCrash() {
-    List<Agent> busy = agents.values().stream().filter(a -> a.reachable() && !a.running().isEmpty()).toList();
+    List<Agent> busy =
+        agents.values().stream().filter(a -> a.reachable() && !a.running().isEmpty()).toList();
     if (busy.isEmpty()) {
       note("workload crash: none runs");
       return;
@@ -861,7 +1200,10 @@ public final class MarketSimulation implements AutoCloseable {
     note("partition " + endpoint + " for " + millis + " ms");
   }
 
-  /** Faults off, every rental stopped, the market left alone for 20 minutes; then nothing may remain open. */
+  /**
+   * Faults off, every rental stopped, the market left alone for 20 minutes; then nothing may remain
+   * open.
+   */
   private void rest() {
     resting = true;
     note("rest: faults off, every rental stopped");
@@ -872,14 +1214,16 @@ public final class MarketSimulation implements AutoCloseable {
     }
     for (Slot<Rental.Command> r : rentals.values()) {
       Auditor.RentalBook b = auditor.rentals.get(r.id);
-      if (b != null && b.renterId != null && !b.finished()) r.live().tell(new Rental.Stop(b.renterId, sink()));
+      if (b != null && b.renterId != null && !b.finished())
+        r.live().tell(new Rental.Stop(b.renterId, sink()));
     }
     for (int i = 0; i < 120 && auditor.violations.isEmpty(); i++) {
       loop.advance(10_000);
       audit();
     }
     if (auditor.violations.isEmpty()) {
-      for (Slot<Account.Command> a : accounts.values()) a.live().tell(new Account.GetSummary(summaryCollector));
+      for (Slot<Account.Command> a : accounts.values())
+        a.live().tell(new Account.GetSummary(summaryCollector));
       loop.runUntilQuiet();
       auditor.atRest(summaries);
     }
@@ -900,7 +1244,8 @@ public final class MarketSimulation implements AutoCloseable {
   }
 
   public static void main(String[] args) {
-    if (args.length > 0 && args[0].contains(",")) { // several seeds, one after the other in this JVM
+    if (args.length > 0
+        && args[0].contains(",")) { // several seeds, one after the other in this JVM
       boolean ok = true;
       for (String s : args[0].split(",")) {
         String[] one = args.clone();
@@ -920,12 +1265,26 @@ public final class MarketSimulation implements AutoCloseable {
   private static Config config(String[] args) {
     long seed = args.length > 0 ? Long.parseLong(args[0]) : 1;
     String mode = args.length > 2 ? args[2] : "";
-    if (mode.startsWith("--off=")) { // every fault, these invariants not enforced: --off=settled-within-heartbeats,…
+    if (mode.startsWith("--off=")) { // every fault, these invariants not enforced:
+      // --off=settled-within-heartbeats,…
       Config c = Config.of(seed);
-      return new Config(seed, c.renters(), c.providers(), c.hosts(), c.network(), c.crashes(), c.nodeLoss(), c.agentFaults(), c.clockJumps(),
-          c.partitions(), c.payouts(), Set.of(mode.substring(6).split(",")), c.traceLines());
+      return new Config(
+          seed,
+          c.renters(),
+          c.providers(),
+          c.hosts(),
+          c.network(),
+          c.crashes(),
+          c.nodeLoss(),
+          c.agentFaults(),
+          c.clockJumps(),
+          c.partitions(),
+          c.payouts(),
+          Set.of(mode.substring(6).split(",")),
+          c.traceLines());
     }
-    return mode.equals("--without-known-bugs") ? Config.of(seed).withoutKnownBugs() : mode.equals("--calm") ? Config.calm(seed)
-        : Config.of(seed);
+    return mode.equals("--without-known-bugs")
+        ? Config.of(seed).withoutKnownBugs()
+        : mode.equals("--calm") ? Config.calm(seed) : Config.of(seed);
   }
 }

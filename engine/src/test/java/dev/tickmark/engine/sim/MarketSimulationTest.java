@@ -7,10 +7,11 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
- * The whole market under a seeded simulation (docs/simulation.md): every fault kind except those behind the bugs the
- * simulation has found and that are being fixed ({@link MarketSimulation.Config#withoutKnownBugs}), 50,000 steps over
- * five seeds, audited after every step. A failing seed prints its violations and its last steps; run it again with
- * {@code MarketSimulation.main} (same seed, same steps) to get the same run.
+ * The whole market under a seeded simulation (docs/simulation.md): every fault kind except those
+ * behind the bugs the simulation has found and that are being fixed ({@link
+ * MarketSimulation.Config#withoutKnownBugs}), 50,000 steps over five seeds, audited after every
+ * step. A failing seed prints its violations and its last steps; run it again with {@code
+ * MarketSimulation.main} (same seed, same steps) to get the same run.
  */
 class MarketSimulationTest {
   static final List<Long> SEEDS = List.of(1L, 2L, 3L, 4L, 5L);
@@ -21,7 +22,8 @@ class MarketSimulationTest {
     StringBuilder failures = new StringBuilder();
     long steps = 0;
     for (long seed : SEEDS) {
-      MarketSimulation.Result r = MarketSimulation.run(MarketSimulation.Config.of(seed).withoutKnownBugs(), STEPS);
+      MarketSimulation.Result r =
+          MarketSimulation.run(MarketSimulation.Config.of(seed).withoutKnownBugs(), STEPS);
       steps += r.steps();
       if (!r.ok()) failures.append(r.report());
     }
@@ -34,13 +36,19 @@ class MarketSimulationTest {
     MarketSimulation.Config config = MarketSimulation.Config.of(42).withoutKnownBugs();
     MarketSimulation.Result first = MarketSimulation.run(config, 2_000);
     MarketSimulation.Result second = MarketSimulation.run(config, 2_000);
-    assertEquals(first.traceHash(), second.traceHash(), () -> "same seed, different runs:\n" + first.trace() + "\n---\n" + second.trace());
+    assertEquals(
+        first.traceHash(),
+        second.traceHash(),
+        () -> "same seed, different runs:\n" + first.trace() + "\n---\n" + second.trace());
     assertEquals(first.violations(), second.violations());
     MarketSimulation.Result other = MarketSimulation.run(config.withSeed(43), 2_000);
     assertTrue(!other.traceHash().equals(first.traceHash()), "another seed gives another run");
   }
 
-  /** With every fault on, the known bugs show up; the run (violations and trace) is still the same twice. */
+  /**
+   * With every fault on, the known bugs show up; the run (violations and trace) is still the same
+   * twice.
+   */
   @Test
   void aFailingSeedReproducesExactly() {
     MarketSimulation.Config config = MarketSimulation.Config.of(1);

@@ -7,8 +7,9 @@ import java.time.ZoneId;
 import java.time.ZoneOffset;
 
 /**
- * The entities' wall clock: the loop's virtual monotonic time from a fixed epoch, plus the jumps the simulation makes
- * (a node's wall clock stepped by NTP). Pekko's timers run on the monotonic time only, as they do on a real node.
+ * The entities' wall clock: the loop's virtual monotonic time from a fixed epoch, plus the jumps
+ * the simulation makes (a node's wall clock stepped by NTP). Pekko's timers run on the monotonic
+ * time only, as they do on a real node.
  */
 public final class SimClock extends Clock {
   private final SimLoop loop;

@@ -21,13 +21,15 @@ import scala.concurrent.ExecutionContext;
 import scala.concurrent.duration.FiniteDuration;
 
 /**
- * The simulation's event loop: one queue of runnables (what every simulated dispatcher hands to its executor) and one
- * queue of timed tasks (Pekko's scheduler: timers, ask timeouts; the simulated network; the simulated agents), both run
- * by the one thread that drives the simulation, one task at a time. Virtual time only moves in {@link #advance}; tasks
- * due at the same millisecond run in the order they were scheduled, so a run is a pure function of its inputs.
+ * The simulation's event loop: one queue of runnables (what every simulated dispatcher hands to its
+ * executor) and one queue of timed tasks (Pekko's scheduler: timers, ask timeouts; the simulated
+ * network; the simulated agents), both run by the one thread that drives the simulation, one task
+ * at a time. Virtual time only moves in {@link #advance}; tasks due at the same millisecond run in
+ * the order they were scheduled, so a run is a pure function of its inputs.
  *
- * <p>Pekko finds the loop through configuration: dispatchers name {@link Executor} as their {@code executor} and carry
- * {@code sim-loop-id}; {@code pekko.scheduler.implementation} is {@link Scheduler}, which reads {@code tickmark.sim.loop-id}.
+ * <p>Pekko finds the loop through configuration: dispatchers name {@link Executor} as their {@code
+ * executor} and carry {@code sim-loop-id}; {@code pekko.scheduler.implementation} is {@link
+ * Scheduler}, which reads {@code tickmark.sim.loop-id}.
  */
 public final class SimLoop {
   private static final Map<String, SimLoop> LOOPS = new ConcurrentHashMap<>();
@@ -40,11 +42,18 @@ public final class SimLoop {
   private long nowMillis;
   private long seq;
   private volatile Thread owner;
-  /** Runnables handed to the loop by a thread other than the simulation's: each is a source of nondeterminism. */
+
+  /**
+   * Runnables handed to the loop by a thread other than the simulation's: each is a source of
+   * nondeterminism.
+   */
   final AtomicLong foreignSubmissions = new AtomicLong();
+
   long tasksRun;
+
   /** Shown every journal write (persistence id, events), on the loop's thread, as it happens. */
   volatile java.util.function.BiConsumer<String, List<Object>> journalListener;
+
   long waits;
   long foreignTies;
   long foreignUnordered;
@@ -56,8 +65,10 @@ public final class SimLoop {
 
   static SimLoop create() {
     if (java.util.concurrent.ForkJoinPool.getCommonPoolParallelism() < 2) {
-      // With fewer, the JDK runs async callbacks on a new thread each, which the loop cannot wait for.
-      throw new IllegalStateException("run the simulation with -Djava.util.concurrent.ForkJoinPool.common.parallelism=2 (or more)");
+      // With fewer, the JDK runs async callbacks on a new thread each, which the loop cannot wait
+      // for.
+      throw new IllegalStateException(
+          "run the simulation with -Djava.util.concurrent.ForkJoinPool.common.parallelism=2 (or more)");
     }
     SimLoop loop = new SimLoop("sim-loop-" + IDS.incrementAndGet());
     LOOPS.put(loop.id, loop);
@@ -71,10 +82,11 @@ public final class SimLoop {
   }
 
   /**
-   * Seeds this thread's {@link java.util.concurrent.ThreadLocalRandom}. The rental spreads its redeliveries with it
-   * ({@code Rental.redeliverLater}), and the JDK seeds it from the time of day; the entities run on this thread only, so
-   * seeding it here makes that spread part of the seed's run. Test-only, through {@code sun.misc.Unsafe} (the JDK offers
-   * no API for it), so that no engine code has to change for the simulation.
+   * Seeds this thread's {@link java.util.concurrent.ThreadLocalRandom}. The rental spreads its
+   * redeliveries with it ({@code Rental.redeliverLater}), and the JDK seeds it from the time of
+   * day; the entities run on this thread only, so seeding it here makes that spread part of the
+   * seed's run. Test-only, through {@code sun.misc.Unsafe} (the JDK offers no API for it), so that
+   * no engine code has to change for the simulation.
    */
   static void seedThreadLocalRandom(long seed) {
     try {
@@ -83,16 +95,20 @@ public final class SimLoop {
       sun.misc.Unsafe unsafe = (sun.misc.Unsafe) f.get(null);
       Thread t = Thread.currentThread();
       @SuppressWarnings("deprecation")
-      long seedAt = unsafe.objectFieldOffset(Thread.class.getDeclaredField("threadLocalRandomSeed"));
+      long seedAt =
+          unsafe.objectFieldOffset(Thread.class.getDeclaredField("threadLocalRandomSeed"));
       @SuppressWarnings("deprecation")
-      long probeAt = unsafe.objectFieldOffset(Thread.class.getDeclaredField("threadLocalRandomProbe"));
+      long probeAt =
+          unsafe.objectFieldOffset(Thread.class.getDeclaredField("threadLocalRandomProbe"));
       @SuppressWarnings("deprecation")
-      long secondaryAt = unsafe.objectFieldOffset(Thread.class.getDeclaredField("threadLocalRandomSecondarySeed"));
+      long secondaryAt =
+          unsafe.objectFieldOffset(Thread.class.getDeclaredField("threadLocalRandomSecondarySeed"));
       unsafe.putLong(t, seedAt, seed * 0x9E3779B97F4A7C15L);
       unsafe.putInt(t, probeAt, 0x9E3779B9);
       unsafe.putInt(t, secondaryAt, (int) seed | 1);
     } catch (ReflectiveOperationException | RuntimeException e) {
-      throw new IllegalStateException("cannot seed ThreadLocalRandom: runs of one seed will differ in redelivery timing", e);
+      throw new IllegalStateException(
+          "cannot seed ThreadLocalRandom: runs of one seed will differ in redelivery timing", e);
     }
   }
 
@@ -106,19 +122,24 @@ public final class SimLoop {
   }
 
   /**
-   * Runs {@code blocking} while a helper thread keeps the loop going: Pekko's start-up waits (blocking) for its logger
-   * actors, which only a running loop can start. Nothing of the market exists yet, so nothing depends on the order.
+   * Runs {@code blocking} while a helper thread keeps the loop going: Pekko's start-up waits
+   * (blocking) for its logger actors, which only a running loop can start. Nothing of the market
+   * exists yet, so nothing depends on the order.
    */
   <T> T pumpedWhile(java.util.function.Supplier<T> blocking) {
-    java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
-    Thread pump = new Thread(() -> {
-      while (!done.get()) {
-        synchronized (this) {
-          runUntilQuiet();
-        }
-        Thread.onSpinWait();
-      }
-    }, id + "-startup");
+    java.util.concurrent.atomic.AtomicBoolean done =
+        new java.util.concurrent.atomic.AtomicBoolean();
+    Thread pump =
+        new Thread(
+            () -> {
+              while (!done.get()) {
+                synchronized (this) {
+                  runUntilQuiet();
+                }
+                Thread.onSpinWait();
+              }
+            },
+            id + "-startup");
     pump.setDaemon(true);
     pump.start();
     try {
@@ -151,10 +172,11 @@ public final class SimLoop {
   }
 
   /**
-   * Pekko's Java {@code ask}/{@code pipeToSelf} complete through Scala's {@code CompletionStage} wrapper, which runs every
-   * callback asynchronously on the JDK's common pool: a reply's callback (which only tells the asker its answer) runs on
-   * another thread. The loop waits for the common pool to be idle after every task, so those callbacks have run before
-   * the next task, and hands the mailboxes they scheduled to the queue sorted by actor path, not in the order the pool's
+   * Pekko's Java {@code ask}/{@code pipeToSelf} complete through Scala's {@code CompletionStage}
+   * wrapper, which runs every callback asynchronously on the JDK's common pool: a reply's callback
+   * (which only tells the asker its answer) runs on another thread. The loop waits for the common
+   * pool to be idle after every task, so those callbacks have run before the next task, and hands
+   * the mailboxes they scheduled to the queue sorted by actor path, not in the order the pool's
    * threads happened to reach it.
    */
   private void settle() {
@@ -174,7 +196,8 @@ public final class SimLoop {
     }
     if (arrived.size() > 1) {
       arrived.sort(java.util.Comparator.comparing(SimLoop::orderKey));
-      for (int i = 1; i < arrived.size(); i++) if (orderKey(arrived.get(i)).equals(orderKey(arrived.get(i - 1)))) foreignTies++;
+      for (int i = 1; i < arrived.size(); i++)
+        if (orderKey(arrived.get(i)).equals(orderKey(arrived.get(i - 1)))) foreignTies++;
     }
     for (Runnable r : arrived) if (orderKey(r).equals("~")) foreignUnordered++;
     synchronized (ready) {
@@ -182,13 +205,19 @@ public final class SimLoop {
     }
   }
 
-  private static final java.util.concurrent.ForkJoinPool COMMON = java.util.concurrent.ForkJoinPool.commonPool();
+  private static final java.util.concurrent.ForkJoinPool COMMON =
+      java.util.concurrent.ForkJoinPool.commonPool();
+
   private static String orderKey(Runnable r) {
-    if (r instanceof org.apache.pekko.dispatch.Mailbox m && m.actor() != null) return m.actor().self().path().toString();
+    if (r instanceof org.apache.pekko.dispatch.Mailbox m && m.actor() != null)
+      return m.actor().self().path().toString();
     return "~"; // not a mailbox: keeps its place among the others (never seen in practice)
   }
 
-  /** Runs {@code r} at virtual time {@code atMillis} (now if earlier), after everything scheduled before it for then. */
+  /**
+   * Runs {@code r} at virtual time {@code atMillis} (now if earlier), after everything scheduled
+   * before it for then.
+   */
   Task at(long atMillis, Runnable r) {
     Task t = new Task(Math.max(atMillis, nowMillis), nextSeq(), r, 0, null);
     synchronized (timed) {
@@ -222,7 +251,10 @@ public final class SimLoop {
     }
   }
 
-  /** Runs ready runnables and tasks due now until there are none: the system is quiescent at this instant. */
+  /**
+   * Runs ready runnables and tasks due now until there are none: the system is quiescent at this
+   * instant.
+   */
   void runUntilQuiet() {
     while (true) {
       Runnable r;
@@ -248,7 +280,9 @@ public final class SimLoop {
     }
   }
 
-  /** Moves virtual time forward by {@code millis}, running every task on the way at its own instant. */
+  /**
+   * Moves virtual time forward by {@code millis}, running every task on the way at its own instant.
+   */
   void advance(long millis) {
     long target = nowMillis + millis;
     runUntilQuiet();
@@ -340,37 +374,41 @@ public final class SimLoop {
   // ---------------------------------------------------------------------------------------------
   // Pekko's side
 
-  private final ExecutorService executorService = new AbstractExecutorService() {
-    @Override
-    public void execute(Runnable command) {
-      SimLoop.this.execute(command);
-    }
+  private final ExecutorService executorService =
+      new AbstractExecutorService() {
+        @Override
+        public void execute(Runnable command) {
+          SimLoop.this.execute(command);
+        }
 
-    @Override
-    public void shutdown() {}
+        @Override
+        public void shutdown() {}
 
-    @Override
-    public List<Runnable> shutdownNow() {
-      return List.of();
-    }
+        @Override
+        public List<Runnable> shutdownNow() {
+          return List.of();
+        }
 
-    @Override
-    public boolean isShutdown() {
-      return false;
-    }
+        @Override
+        public boolean isShutdown() {
+          return false;
+        }
 
-    @Override
-    public boolean isTerminated() {
-      return false;
-    }
+        @Override
+        public boolean isTerminated() {
+          return false;
+        }
 
-    @Override
-    public boolean awaitTermination(long timeout, TimeUnit unit) {
-      return true;
-    }
-  };
+        @Override
+        public boolean awaitTermination(long timeout, TimeUnit unit) {
+          return true;
+        }
+      };
 
-  /** {@code executor = "dev.tickmark.engine.sim.SimLoop$Executor"} in a dispatcher's configuration, with {@code sim-loop-id}. */
+  /**
+   * {@code executor = "dev.tickmark.engine.sim.SimLoop$Executor"} in a dispatcher's configuration,
+   * with {@code sim-loop-id}.
+   */
   public static final class Executor extends ExecutorServiceConfigurator {
     private final SimLoop loop;
 
@@ -380,15 +418,17 @@ public final class SimLoop {
     }
 
     @Override
-    public ExecutorServiceFactory createExecutorServiceFactory(String id, ThreadFactory threadFactory) {
+    public ExecutorServiceFactory createExecutorServiceFactory(
+        String id, ThreadFactory threadFactory) {
       return () -> loop.executorService;
     }
   }
 
   /**
    * {@code pekko.scheduler.implementation}: Pekko's scheduler on virtual time. Unlike the testkit's
-   * {@code ExplicitlyTriggeredScheduler} (behind {@code ManualTime}) it does not sleep 100 ms on every advance and
-   * runs tasks due at the same instant in the order they were scheduled, not in a hash map's order.
+   * {@code ExplicitlyTriggeredScheduler} (behind {@code ManualTime}) it does not sleep 100 ms on
+   * every advance and runs tasks due at the same instant in the order they were scheduled, not in a
+   * hash map's order.
    */
   public static final class Scheduler extends AbstractSchedulerBase {
     private final SimLoop loop;
@@ -398,14 +438,25 @@ public final class SimLoop {
     }
 
     @Override
-    public Cancellable scheduleOnce(FiniteDuration delay, Runnable runnable, ExecutionContext executor) {
+    public Cancellable scheduleOnce(
+        FiniteDuration delay, Runnable runnable, ExecutionContext executor) {
       return loop.after(delay.toMillis(), () -> executor.execute(runnable));
     }
 
     @Override
-    public Cancellable schedule(FiniteDuration initialDelay, FiniteDuration interval, Runnable runnable, ExecutionContext executor) {
+    public Cancellable schedule(
+        FiniteDuration initialDelay,
+        FiniteDuration interval,
+        Runnable runnable,
+        ExecutionContext executor) {
       long every = Math.max(1, interval.toMillis());
-      Task t = new Task(loop.nowMillis + Math.max(0, initialDelay.toMillis()), loop.nextSeq(), () -> executor.execute(runnable), every, null);
+      Task t =
+          new Task(
+              loop.nowMillis + Math.max(0, initialDelay.toMillis()),
+              loop.nextSeq(),
+              () -> executor.execute(runnable),
+              every,
+              null);
       synchronized (loop.timed) {
         loop.timed.add(t);
       }
