@@ -75,7 +75,8 @@ public final class HttpApi {
             settings.registrationTokenValidity(),
             settings.readYourWritesWait());
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
-    AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits());
+    AgentSocket agentSocket =
+        new AgentSocket(system, settings.agentLimits(), settings.agentAuthThrottle());
     RentalRoutes rentalRoutes =
         new RentalRoutes(
             system,
