@@ -217,10 +217,14 @@ class AgentSocketAbuseIntegrationTest {
     Set<String> after = AgentAuthProbe.hostEntities(node);
     Set<String> woken = new HashSet<>(after);
     woken.removeAll(before);
-    assertEquals(Set.of(), woken, woken.size() + " Host entities started by malformed connects");
+    assertTrue(
+        woken.isEmpty(),
+        woken.size()
+            + " Host entities started by malformed connects, e.g. "
+            + woken.stream().limit(5).toList());
     Set<String> asked = new HashSet<>(named);
     asked.retainAll(after);
-    assertEquals(Set.of(), asked, "entities for the ids the malformed tokens name");
+    assertTrue(asked.isEmpty(), "entities for ids the malformed tokens name: " + asked.size());
     assertEquals(Map.of(401, attempts), statuses, "every malformed connect is refused 401");
     api.get("/v1/agent/connect", "tmkhost_" + hex(12) + "_x").expectProblem(401, "unauthorized");
     // and the real host still connects
