@@ -137,6 +137,32 @@ class AccountHttpIntegrationTest {
         });
   }
 
+  /**
+   * Payment ids are the provider's, unique across the platform: a payment credited to one account,
+   * replayed (correctly signed) for another account or another amount, credits nothing more.
+   */
+  @Test
+  void aPaymentIdCreditedToOneAccountIsRefusedForAnother() {
+    Customer payer = signUp("First payer");
+    Customer other = signUp("Replayer");
+    String paymentId = unique("pay");
+    api.webhook(ApiClient.paymentBody(paymentId, payer.id(), "40", "EUR", "succeeded")).expect(200);
+    assertEquals("40.000000", api.balance(payer.apiKey()));
+
+    api.webhook(ApiClient.paymentBody(paymentId, other.id(), "40", "EUR", "succeeded"))
+        .expectProblem(409, "payment_id_reused");
+    api.webhook(ApiClient.paymentBody(paymentId, payer.id(), "41", "EUR", "succeeded"))
+        .expectProblem(409, "payment_id_reused");
+    assertEquals("0.000000", api.balance(other.apiKey()), "the replay credited nothing");
+    assertEquals("40.000000", api.balance(payer.apiKey()));
+    // the provider's own retry of the real payment is still received, and still credits once
+    Reply retry =
+        api.webhook(ApiClient.paymentBody(paymentId, payer.id(), "40", "EUR", "succeeded"))
+            .expect(200);
+    assertFalse(retry.json().get("credited").asBoolean());
+    assertEquals("40.000000", api.balance(payer.apiKey()));
+  }
+
   @Test
   void webhookWithABadSignatureIsRefusedAndCreditsNothing() {
     Customer c = signUp("Forger");

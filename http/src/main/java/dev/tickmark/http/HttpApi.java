@@ -10,6 +10,7 @@ import dev.tickmark.persistence.auth.ApiKeys;
 import dev.tickmark.persistence.auth.IdempotencyKeys;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
+import dev.tickmark.persistence.payments.PaymentIds;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Clock;
@@ -37,6 +38,7 @@ public final class HttpApi {
       ApiSettings settings,
       ApiKeys apiKeys,
       IdempotencyKeys idempotencyKeys,
+      PaymentIds paymentIds,
       LedgerReadModel ledger,
       HostReadModel hosts,
       RentalReadModel rentals,
@@ -52,7 +54,7 @@ public final class HttpApi {
             : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
     AccountRoutes accountRoutes =
         new AccountRoutes(accounts, apiKeys, ledger, auth, settings.readYourWritesWait());
-    PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, signature, clock);
+    PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, paymentIds, signature, clock);
     OpsPayoutRoutes payoutRoutes =
         new OpsPayoutRoutes(
             system, settings.askTimeout(), payoutRuns, idempotency, settings.payoutDebtor());

@@ -63,7 +63,7 @@ public final class Responses {
   static int status(Rejection code) {
     return switch (code) {
       case NOT_FOUND, HOLD_NOT_FOUND -> 404;
-      case ACCOUNT_SUSPENDED -> 403;
+      case ACCOUNT_SUSPENDED, OWN_HOST -> 403;
       case INSUFFICIENT_FUNDS, SPEND_CAP_REACHED -> 402;
       case IDEMPOTENCY_CONFLICT,
           ALREADY_EXISTS,

@@ -36,7 +36,8 @@ public final class Migrations {
           "V4__hosts.sql",
           "V5__rentals.sql",
           "V6__payout_runs.sql",
-          "V7__market_index.sql");
+          "V7__market_index.sql",
+          "V9__payment_ids.sql");
 
   private Migrations() {}
 
