@@ -167,10 +167,6 @@ class AccountHttpIntegrationTest {
    * A launch whose hourly ceiling ({@code max_price_per_gpu_hour × count}) is over 1 000 000 EUR is
    * refused at the edge: it used to overflow the hold arithmetic inside the rental (503).
    */
-  /**
-   * A launch whose hourly ceiling ({@code max_price_per_gpu_hour × count}) is over 1 000 000 EUR is
-   * refused at the edge: it used to overflow the hold arithmetic inside the rental (503).
-   */
   /** Responses that carry an API key say no cache may keep them; others say nothing. */
   @Test
   void responsesCarryingAKeyAreNeverCached() {
