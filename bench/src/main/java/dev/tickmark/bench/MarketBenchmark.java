@@ -275,7 +275,7 @@ public final class MarketBenchmark {
           NodeSettings.fromEnvironment(
                   Map.of(
                       "TICKMARK_OPERATOR_TOKEN",
-                      "tmkop_bench",
+                      "tmkop_bench_operator_token_0123456789abcdef",
                       "TICKMARK_ALLOW_SIMULATED_HOSTS",
                       "true"))
               .withDatabase(db.url, db.user, db.password)

@@ -335,7 +335,8 @@ public final class SettlementBenchmark {
 
     private void runNodePhases() throws Exception {
       NodeSettings ns =
-          NodeSettings.fromEnvironment(Map.of("TICKMARK_OPERATOR_TOKEN", "tmkop_bench"))
+          NodeSettings.fromEnvironment(
+                  Map.of("TICKMARK_OPERATOR_TOKEN", "tmkop_bench_operator_token_0123456789abcdef"))
               .withDatabase(url, o.dbUser(), o.dbPassword())
               .withPorts(0, -1, 0)
               .withExitJvmOnShutdown(false);

@@ -21,6 +21,13 @@ public final class Main {
     Node node;
     try {
       settings = NodeSettings.fromEnvironment(System.getenv());
+    } catch (IllegalArgumentException e) {
+      // a setting the operator must fix: the one line says which and how, no stack trace
+      log.error("Tickmark node failed to start: {}", e.getMessage());
+      System.exit(1);
+      return;
+    }
+    try {
       log.info("Starting Tickmark node with {}", settings);
       node = Node.start(settings);
     } catch (Exception e) {

@@ -23,6 +23,7 @@ import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerProjection;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
 import dev.tickmark.persistence.logs.RentalLogs;
+import dev.tickmark.persistence.payments.PaymentIds;
 import dev.tickmark.persistence.payouts.PayoutRunProjection;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.persistence.rentals.RentalProjection;
@@ -173,8 +174,8 @@ public final class Node implements AutoCloseable {
     Host.init(system, Host.Settings.fromConfig(config, catalog, links), clock);
     Matcher.init(
         system,
-        (gpu, region, tier, maxPrice, count) ->
-            hostReadModel.candidates(gpu, region, tier, maxPrice, count, clock.instant()),
+        (gpu, region, tier, maxPrice, count, renterId) ->
+            hostReadModel.candidates(gpu, region, tier, maxPrice, count, renterId, clock.instant()),
         links::host,
         Matcher.Settings.fromConfig(config),
         clock);
@@ -202,6 +203,7 @@ public final class Node implements AutoCloseable {
             api,
             apiKeys,
             new IdempotencyKeys(jdbc, clock),
+            new PaymentIds(jdbc, clock),
             ledgerReadModel,
             hostReadModel,
             new RentalReadModel(jdbc),

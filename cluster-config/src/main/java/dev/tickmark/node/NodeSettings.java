@@ -75,8 +75,15 @@ public record NodeSettings(
     String operatorToken = blankToNull(env.get("TICKMARK_OPERATOR_TOKEN"));
     boolean generated = operatorToken == null;
     if (generated) operatorToken = "tmkop_" + random(24);
+    else requireStrongSecret("TICKMARK_OPERATOR_TOKEN", operatorToken);
     String webhookSecret = blankToNull(env.get("TICKMARK_PAYMENT_WEBHOOK_SECRET"));
-    if (webhookSecret == null && dev) webhookSecret = "whsec_dev_" + random(16);
+    if (webhookSecret != null)
+      requireStrongSecret("TICKMARK_PAYMENT_WEBHOOK_SECRET", webhookSecret);
+    else if (dev) webhookSecret = "whsec_dev_" + random(16);
+    String dbPassword = env.getOrDefault("TICKMARK_DB_PASSWORD", "");
+    if (placeholder(dbPassword))
+      throw new IllegalArgumentException(
+          "TICKMARK_DB_PASSWORD is the template's placeholder; set the database's real password");
     return new NodeSettings(
         profile,
         Discovery.of(
@@ -91,7 +98,7 @@ public record NodeSettings(
                 "TICKMARK_SEED_NODES", config.getString("tickmark.cluster.seed-nodes"))),
         blankToNull(env.get("TICKMARK_DB_URL")),
         env.getOrDefault("TICKMARK_DB_USER", "postgres"),
-        env.getOrDefault("TICKMARK_DB_PASSWORD", ""),
+        dbPassword,
         Path.of(env.getOrDefault("TICKMARK_DATA_DIR", "./data")),
         operatorToken,
         generated,
@@ -215,6 +222,43 @@ public record NodeSettings(
         ConfigFactory.parseResources(
             DEV_CONFIG, ConfigParseOptions.defaults().setAllowMissing(false));
     return ConfigFactory.load(devConfig.withFallback(application));
+  }
+
+  /** The shortest operator token or webhook secret a node accepts. */
+  static final int MIN_SECRET_LENGTH = 32;
+
+  /**
+   * What the shipped templates and docs put where a secret goes; a value containing one of these
+   * (in any case) was never replaced.
+   */
+  static final List<String> PLACEHOLDERS =
+      List.of("change-me", "changeme", "placeholder", "example");
+
+  /**
+   * Refuses a secret from the environment that is a placeholder or too short to resist guessing
+   * (the node then does not start: {@link Main} logs this one line). Generate one with {@code
+   * openssl rand -hex 32}.
+   */
+  static void requireStrongSecret(String name, String value) {
+    if (placeholder(value))
+      throw new IllegalArgumentException(
+          name
+              + " is a placeholder (it contains one of "
+              + PLACEHOLDERS
+              + "); generate a real one, e.g. openssl rand -hex 32");
+    if (value.strip().length() < MIN_SECRET_LENGTH)
+      throw new IllegalArgumentException(
+          name
+              + " is "
+              + value.strip().length()
+              + " characters, fewer than "
+              + MIN_SECRET_LENGTH
+              + "; generate a real one, e.g. openssl rand -hex 32");
+  }
+
+  static boolean placeholder(String value) {
+    String lower = value.toLowerCase(java.util.Locale.ROOT);
+    return PLACEHOLDERS.stream().anyMatch(lower::contains);
   }
 
   static List<String> seedNodes(String value) {

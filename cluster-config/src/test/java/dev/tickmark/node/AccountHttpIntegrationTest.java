@@ -137,6 +137,74 @@ class AccountHttpIntegrationTest {
         });
   }
 
+  /**
+   * Payment ids are the provider's, unique across the platform: a payment credited to one account,
+   * replayed (correctly signed) for another account or another amount, credits nothing more.
+   */
+  @Test
+  void aPaymentIdCreditedToOneAccountIsRefusedForAnother() {
+    Customer payer = signUp("First payer");
+    Customer other = signUp("Replayer");
+    String paymentId = unique("pay");
+    api.webhook(ApiClient.paymentBody(paymentId, payer.id(), "40", "EUR", "succeeded")).expect(200);
+    assertEquals("40.000000", api.balance(payer.apiKey()));
+
+    api.webhook(ApiClient.paymentBody(paymentId, other.id(), "40", "EUR", "succeeded"))
+        .expectProblem(409, "payment_id_reused");
+    api.webhook(ApiClient.paymentBody(paymentId, payer.id(), "41", "EUR", "succeeded"))
+        .expectProblem(409, "payment_id_reused");
+    assertEquals("0.000000", api.balance(other.apiKey()), "the replay credited nothing");
+    assertEquals("40.000000", api.balance(payer.apiKey()));
+    // the provider's own retry of the real payment is still received, and still credits once
+    Reply retry =
+        api.webhook(ApiClient.paymentBody(paymentId, payer.id(), "40", "EUR", "succeeded"))
+            .expect(200);
+    assertFalse(retry.json().get("credited").asBoolean());
+    assertEquals("40.000000", api.balance(payer.apiKey()));
+  }
+
+  /**
+   * A launch whose hourly ceiling ({@code max_price_per_gpu_hour × count}) is over 1 000 000 EUR is
+   * refused at the edge: it used to overflow the hold arithmetic inside the rental (503).
+   */
+  /** Responses that carry an API key say no cache may keep them; others say nothing. */
+  @Test
+  void responsesCarryingAKeyAreNeverCached() {
+    Reply signedUp = api.post("/v1/accounts", null, "{\"name\":\"Cautious\"}").expect(201);
+    assertEquals("no-store", signedUp.header("Cache-Control"));
+    String key = signedUp.text("api_key");
+    Reply created = api.post("/v1/account/api-keys", key, "{\"label\":\"ci\"}").expect(201);
+    assertEquals("no-store", created.header("Cache-Control"));
+    assertEquals(null, api.get("/v1/account", key).expect(200).header("Cache-Control"));
+  }
+
+  @Test
+  void aLaunchWhoseHourlyCeilingCouldOverflowIsRefused400() {
+    Customer renter = signUp("Overflowing renter");
+    api.opsDeposit(renter.id(), "10", unique("wire")).expect(201);
+    for (String[] priceAndCount :
+        new String[][] {
+          {"1000000000000", "10"}, // the largest amount there is, on 10 cards
+          {"1000000000000", "1"},
+          {"100000.000001", "10"}
+        }) {
+      api.post("/v1/rentals", renter.apiKey(), launch(priceAndCount[0], priceAndCount[1]))
+          .expectProblem(400, "invalid_amount");
+    }
+    // exactly at the bound the edge lets it through, and the account answers (no overflow)
+    api.post("/v1/rentals", renter.apiKey(), launch("100000", "10"))
+        .expectProblem(402, "insufficient_funds");
+    assertEquals("10.000000", api.balance(renter.apiKey()));
+  }
+
+  private static String launch(String maxPrice, String count) {
+    return "{\"gpu\":\"h100-80gb\",\"count\":"
+        + count
+        + ",\"max_price_per_gpu_hour\":\""
+        + maxPrice
+        + "\",\"image\":\"ubuntu:24.04\",\"wait_seconds\":0}";
+  }
+
   @Test
   void webhookWithABadSignatureIsRefusedAndCreditsNothing() {
     Customer c = signUp("Forger");

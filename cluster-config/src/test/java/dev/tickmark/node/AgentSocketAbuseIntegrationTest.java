@@ -18,7 +18,15 @@ import java.nio.charset.StandardCharsets;
 import java.security.KeyPair;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.HexFormat;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.ThreadLocalRandom;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -44,7 +52,15 @@ class AgentSocketAbuseIntegrationTest {
 
   @BeforeAll
   static void start() throws Exception {
-    node = HostTestSupport.startNode("agent_abuse");
+    // Every test here fails authentications on purpose, the flood below 10 000 of them: the
+    // per-address throttle (AgentAuthThrottleIntegrationTest) is opened wide so each attempt
+    // reaches the shape check.
+    node =
+        HostTestSupport.startNode(
+            "agent_abuse",
+            Map.of(
+                "tickmark.agent-socket.failed-auth.per-second", 1_000_000,
+                "tickmark.agent-socket.failed-auth.burst", 1_000_000));
     api = new ApiClient(node.baseUrl());
     provider = api.signUp("abuse-provider");
     good = HostTestSupport.verifiedHost(node, api, provider, "eu-nl");
@@ -151,6 +167,76 @@ class AgentSocketAbuseIntegrationTest {
       assertEquals(401, AgentTestClient.refusedUpgrade(node, header).status(), header);
     }
     api.get("/v1/agent/connect", "not-a-token").expectProblem(401, "unauthorized");
+  }
+
+  /**
+   * Tokens and credentials of a shape the engine never hands out (a host id without {@code host_}
+   * or with a non-hex digit, a secret too short, too long or upper-case), each naming a fresh id:
+   * 10 000 of them are all refused 401 and start no {@code Host} entity, neither for the ids they
+   * name nor any other; the real host still connects.
+   */
+  @Test
+  void tenThousandMalformedConnectsWakeNoHostEntity() throws Exception {
+    Set<String> before = AgentAuthProbe.hostEntities(node);
+    int attempts = 10_000;
+    List<String> named = new ArrayList<>(attempts);
+    List<CompletableFuture<java.net.http.HttpResponse<String>>> answers = new ArrayList<>();
+    java.net.http.HttpClient client =
+        java.net.http.HttpClient.newBuilder()
+            .version(java.net.http.HttpClient.Version.HTTP_1_1)
+            .build();
+    Semaphore inFlight = new Semaphore(32);
+    for (int i = 0; i < attempts; i++) {
+      String id = hex(12);
+      String bearer =
+          switch (i % 5) {
+            case 0 -> "tmkhost_" + id + "_x"; // the probe: any id, any secret
+            case 1 -> "tmkhost_host_" + id + "_" + hex(24).substring(1); // secret 47 digits
+            case 2 -> "tmkreg_host_" + id + "_" + hex(24).toUpperCase(); // secret not lower hex
+            case 3 -> "tmkhost_host_" + id.substring(1) + "z_" + hex(24); // id not hex
+            default -> "tmkreg_host_" + id + "_" + hex(24) + "0"; // secret 49 digits
+          };
+      // the entity id the old edge asked sharding for: everything between prefix and last '_'
+      String rest = bearer.substring(bearer.indexOf('_') + 1);
+      named.add(rest.substring(0, rest.lastIndexOf('_')));
+      inFlight.acquire();
+      answers.add(
+          client
+              .sendAsync(
+                  java.net.http.HttpRequest.newBuilder(
+                          java.net.URI.create(node.baseUrl() + "/v1/agent/connect"))
+                      .header("Authorization", "Bearer " + bearer)
+                      .timeout(Duration.ofSeconds(30))
+                      .GET()
+                      .build(),
+                  java.net.http.HttpResponse.BodyHandlers.ofString())
+              .whenComplete((r, t) -> inFlight.release()));
+    }
+    Map<Integer, Integer> statuses = new java.util.TreeMap<>();
+    for (var answer : answers) statuses.merge(answer.get().statusCode(), 1, Integer::sum);
+    Set<String> after = AgentAuthProbe.hostEntities(node);
+    Set<String> woken = new HashSet<>(after);
+    woken.removeAll(before);
+    assertTrue(
+        woken.isEmpty(),
+        woken.size()
+            + " Host entities started by malformed connects, e.g. "
+            + woken.stream().limit(5).toList());
+    Set<String> asked = new HashSet<>(named);
+    asked.retainAll(after);
+    assertTrue(asked.isEmpty(), "entities for ids the malformed tokens name: " + asked.size());
+    assertEquals(Map.of(401, attempts), statuses, "every malformed connect is refused 401");
+    api.get("/v1/agent/connect", "tmkhost_" + hex(12) + "_x").expectProblem(401, "unauthorized");
+    // and the real host still connects
+    try (AgentTestClient agent = welcomedTargetSession()) {
+      assertFalse(agent.isClosed());
+    }
+  }
+
+  private static String hex(int bytes) {
+    byte[] b = new byte[bytes];
+    ThreadLocalRandom.current().nextBytes(b);
+    return HexFormat.of().formatHex(b);
   }
 
   // ---- frames that end the session ------------------------------------------------------------

@@ -73,6 +73,16 @@ class HostRegistrationIntegrationTest {
   // ---- registration tokens --------------------------------------------------------------------
 
   @Test
+  void aRegistrationTokenIsNeverCached() {
+    Customer provider = api.signUp("no-store-provider");
+    ApiClient.Reply token =
+        api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"eu-nl\"}")
+            .expect(201);
+    assertTrue(token.text("token").startsWith("tmkreg_"), token.body());
+    assertEquals("no-store", token.header("Cache-Control"));
+  }
+
+  @Test
   void aRegistrationTokenNeedsAKnownRegion() {
     Customer provider = api.signUp("token-provider");
     api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"moon-1\"}")

@@ -35,6 +35,11 @@ final class HostTestSupport {
    * Starts a node on a fresh database with simulated hosts allowed and the short timeouts above.
    */
   static Node startNode(String purpose) throws Exception {
+    return startNode(purpose, Map.of());
+  }
+
+  /** The same, with these HOCON values overridden too. */
+  static Node startNode(String purpose, Map<String, Object> config) throws Exception {
     DatabaseSettings db = TestDatabase.fresh(purpose);
     NodeSettings settings =
         NodeSettings.fromEnvironment(
@@ -48,6 +53,8 @@ final class HostTestSupport {
             .withConfig(TIMEOUT_KEY, HEARTBEAT_TIMEOUT.toMillis() + "ms")
             .withConfig(INTERVAL_KEY, "1s")
             .withConfig(HELLO_KEY, HELLO_TIMEOUT.toMillis() + "ms");
+    for (Map.Entry<String, Object> e : config.entrySet())
+      settings = settings.withConfig(e.getKey(), e.getValue());
     Node node = Node.start(settings);
     try {
       assertEquals(HEARTBEAT_TIMEOUT, node.system().settings().config().getDuration(TIMEOUT_KEY));

@@ -258,6 +258,17 @@ class KubernetesManifestsTest {
     assertTrue(
         secret.getData() == null || secret.getData().isEmpty(),
         "no encoded values hide in the template");
+    // A node given the template's values as they stand refuses to start, naming the value.
+    for (String key :
+        List.of(
+            "TICKMARK_DB_PASSWORD", "TICKMARK_OPERATOR_TOKEN", "TICKMARK_PAYMENT_WEBHOOK_SECRET")) {
+      IllegalArgumentException refused =
+          org.junit.jupiter.api.Assertions.assertThrows(
+              IllegalArgumentException.class,
+              () -> NodeSettings.fromEnvironment(Map.of(key, values.get(key))),
+              key);
+      assertTrue(refused.getMessage().startsWith(key), refused.getMessage());
+    }
     // The database URL names the Service that stands for PostgreSQL.
     Service postgres = one(Service.class, "tickmark-postgres");
     assertEquals("ExternalName", postgres.getSpec().getType());
@@ -281,8 +292,15 @@ class KubernetesManifestsTest {
     for (EnvFromSource from : container.getEnvFrom()) {
       if (from.getConfigMapRef() != null)
         environment.putAll(one(ConfigMap.class, from.getConfigMapRef().getName()).getData());
-      if (from.getSecretRef() != null)
-        environment.putAll(one(Secret.class, from.getSecretRef().getName()).getStringData());
+      if (from.getSecretRef() != null) {
+        // The template's placeholders, replaced as its header says (a node refuses them as such).
+        one(Secret.class, from.getSecretRef().getName())
+            .getStringData()
+            .forEach(
+                (k, v) ->
+                    environment.put(
+                        k, NodeSettings.placeholder(v) ? "tmkop_" + NodeSettings.random(32) : v));
+      }
     }
     for (EnvVar v : container.getEnv()) {
       // A field reference is filled in by the kubelet: the pod IP stands in as an address.

@@ -6,7 +6,7 @@ import java.util.Map;
 /** Starts in-JVM nodes for integration tests: free ports, no management, never exits the JVM. */
 final class TestNodes {
   static final String OPERATOR_TOKEN = "tmkop_test_operator_token_0123456789";
-  static final String WEBHOOK_SECRET = "whsec_test_0123456789abcdef";
+  static final String WEBHOOK_SECRET = "whsec_test_0123456789abcdef0123456789abcdef";
 
   private TestNodes() {}
 

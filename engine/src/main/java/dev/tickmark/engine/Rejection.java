@@ -45,6 +45,8 @@ public enum Rejection {
   NOT_RECLAIMABLE,
   HOST_BUSY,
   BAD_PUBLIC_KEY,
+  /** A renter proposed to a host it owns: nobody rents their own host (self-dealing). */
+  OWN_HOST,
   // why the engine closes an agent's session (its error frame's code)
   /** A newer session for the host connected. */
   REPLACED,

@@ -67,10 +67,13 @@ public final class AccountRoutes {
             () ->
                 post(
                     () ->
-                        entity(
-                            Unmarshaller.entityToByteString(),
-                            body ->
-                                completeWithFuture(signUp(Json.read(body, SignUpRequest.class)))))),
+                        Responses.noStore(
+                            () ->
+                                entity(
+                                    Unmarshaller.entityToByteString(),
+                                    body ->
+                                        completeWithFuture(
+                                            signUp(Json.read(body, SignUpRequest.class))))))),
         // "/v1/account" and "/v1/account/..." only: a bare prefix would also match "/v1/accounts".
         pathPrefix(
             "account",
@@ -137,12 +140,16 @@ public final class AccountRoutes {
                             concat(
                                 post(
                                     () ->
-                                        entity(
-                                            Unmarshaller.entityToByteString(),
-                                            body ->
-                                                onSuccess(
-                                                    createKey(accountId, body),
-                                                    key -> complete(Responses.json(201, key))))),
+                                        Responses.noStore(
+                                            () ->
+                                                entity(
+                                                    Unmarshaller.entityToByteString(),
+                                                    body ->
+                                                        onSuccess(
+                                                            createKey(accountId, body),
+                                                            key ->
+                                                                complete(
+                                                                    Responses.json(201, key)))))),
                                 get(
                                     () ->
                                         onSuccess(

@@ -3,6 +3,7 @@ package dev.tickmark.http;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.account.Iban;
 import dev.tickmark.http.agent.AgentSession;
+import dev.tickmark.http.agent.FailedAuthThrottle;
 import java.time.Duration;
 import java.util.Locale;
 
@@ -21,6 +22,7 @@ public record ApiSettings(
     String webhookSecret,
     Duration webhookTolerance,
     AgentSession.Limits agentLimits,
+    FailedAuthThrottle.Settings agentAuthThrottle,
     Duration registrationTokenValidity,
     PayoutDebtor payoutDebtor,
     Duration readYourWritesWait) {
@@ -41,6 +43,7 @@ public record ApiSettings(
         webhookSecret,
         config.getDuration("tickmark.payments.tolerance"),
         AgentSession.Limits.fromConfig(config),
+        FailedAuthThrottle.Settings.fromConfig(config),
         config.getDuration("tickmark.hosts.registration-token-validity"),
         PayoutDebtor.fromConfig(config.getConfig("tickmark.payouts.debtor")),
         http.getDuration("read-your-writes-wait"));

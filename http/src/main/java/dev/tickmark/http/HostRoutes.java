@@ -111,13 +111,17 @@ public final class HostRoutes {
                             () ->
                                 post(
                                     () ->
-                                        entity(
-                                            Unmarshaller.entityToByteString(),
-                                            body ->
-                                                onSuccess(
-                                                    createToken(owner, body),
-                                                    token ->
-                                                        complete(Responses.json(201, token)))))),
+                                        Responses.noStore(
+                                            () ->
+                                                entity(
+                                                    Unmarshaller.entityToByteString(),
+                                                    body ->
+                                                        onSuccess(
+                                                            createToken(owner, body),
+                                                            token ->
+                                                                complete(
+                                                                    Responses.json(
+                                                                        201, token))))))),
                         pathEnd(
                             () ->
                                 get(

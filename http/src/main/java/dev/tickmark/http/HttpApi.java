@@ -11,6 +11,7 @@ import dev.tickmark.persistence.auth.IdempotencyKeys;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
 import dev.tickmark.persistence.logs.RentalLogs;
+import dev.tickmark.persistence.payments.PaymentIds;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Clock;
@@ -38,6 +39,7 @@ public final class HttpApi {
       ApiSettings settings,
       ApiKeys apiKeys,
       IdempotencyKeys idempotencyKeys,
+      PaymentIds paymentIds,
       LedgerReadModel ledger,
       HostReadModel hosts,
       RentalReadModel rentals,
@@ -54,7 +56,7 @@ public final class HttpApi {
             : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
     AccountRoutes accountRoutes =
         new AccountRoutes(accounts, apiKeys, ledger, auth, settings.readYourWritesWait());
-    PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, signature, clock);
+    PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, paymentIds, signature, clock);
     OpsPayoutRoutes payoutRoutes =
         new OpsPayoutRoutes(
             system, settings.askTimeout(), payoutRuns, idempotency, settings.payoutDebtor());
@@ -77,7 +79,8 @@ public final class HttpApi {
             settings.registrationTokenValidity(),
             settings.readYourWritesWait());
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
-    AgentSocket agentSocket = new AgentSocket(system, settings.agentLimits(), rentalLogs);
+    AgentSocket agentSocket =
+        new AgentSocket(system, settings.agentLimits(), settings.agentAuthThrottle(), rentalLogs);
     RentalRoutes rentalRoutes =
         new RentalRoutes(
             system,

@@ -4,6 +4,7 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.money.Money;
+import dev.tickmark.persistence.payments.PaymentIds;
 import java.time.Clock;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
@@ -13,7 +14,9 @@ import org.apache.pekko.util.ByteString;
 
 /**
  * The payment provider's top-up webhook. The signature covers the raw body; a payment is credited
- * at most once, on its {@code payment_id}, however often the provider retries.
+ * at most once, on its {@code payment_id}, however often the provider retries. Payment ids are
+ * unique across the platform ({@link PaymentIds}): an id already received for another account or
+ * amount is refused 409 {@code payment_id_reused} before any account is asked.
  */
 public final class PaymentRoutes {
   record PaymentEvent(
@@ -23,11 +26,14 @@ public final class PaymentRoutes {
       boolean received, boolean credited, String paymentId, String accountId, String amount) {}
 
   private final Accounts accounts;
+  private final PaymentIds paymentIds;
   private final WebhookSignature signature; // null when no secret is configured
   private final Clock clock;
 
-  public PaymentRoutes(Accounts accounts, WebhookSignature signature, Clock clock) {
+  public PaymentRoutes(
+      Accounts accounts, PaymentIds paymentIds, WebhookSignature signature, Clock clock) {
     this.accounts = accounts;
+    this.paymentIds = paymentIds;
     this.signature = signature;
     this.clock = clock;
   }
@@ -77,10 +83,21 @@ public final class PaymentRoutes {
               new Receipt(
                   true, false, event.paymentId(), event.accountId(), Money.format(amount))));
     }
-    return accounts
-        .<Account.Posting>ask(
-            event.accountId(),
-            reply -> new Account.Deposit("payment:" + event.paymentId(), amount, reply))
+    return paymentIds
+        .claim(event.paymentId(), event.accountId(), amount)
+        .thenCompose(
+            claim -> {
+              if (claim instanceof PaymentIds.Reused)
+                throw new Problem(
+                    409,
+                    "payment_id_reused",
+                    "payment_id "
+                        + event.paymentId()
+                        + " was already received for another account or amount");
+              return accounts.<Account.Posting>ask(
+                  event.accountId(),
+                  reply -> new Account.Deposit("payment:" + event.paymentId(), amount, reply));
+            })
         .thenApply(
             posting ->
                 Responses.json(

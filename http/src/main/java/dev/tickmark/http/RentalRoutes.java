@@ -243,6 +243,13 @@ public final class RentalRoutes {
         .thenApply(v -> Responses.json(201, new LaunchResponse(view(v))));
   }
 
+  /**
+   * The most a rental may cost an hour ({@code max_price_per_gpu_hour × count}): 1 000 000 EUR, so
+   * that the hold arithmetic never overflows. Price × cards × seconds stays below 2^63 / 100 for
+   * holds up to a day, and a year of it costs under 10^10 EUR, far inside {@link Money#MAX_AMOUNT}.
+   */
+  static final long MAX_SPEND_PER_HOUR = 1_000_000L * Money.MICROS_PER_EURO;
+
   Rental.Spec spec(LaunchRequest r) {
     if (r.gpu() == null || catalog.gpu(r.gpu()).isEmpty())
       throw Problem.badRequest("unknown_gpu", "no GPU model \"" + r.gpu() + "\" in the catalog");
@@ -256,6 +263,12 @@ public final class RentalRoutes {
     if (r.maxPricePerGpuHour() == null)
       throw Problem.badRequest("missing_field", "\"max_price_per_gpu_hour\" is required");
     long maxPrice = Amounts.parsePositive("max_price_per_gpu_hour", r.maxPricePerGpuHour());
+    if (maxPrice > MAX_SPEND_PER_HOUR / count)
+      throw Problem.badRequest(
+          "invalid_amount",
+          "max_price_per_gpu_hour × count is at most "
+              + Money.format(MAX_SPEND_PER_HOUR)
+              + " EUR an hour");
     if (r.image() == null
         || r.image().isBlank()
         || r.image().length() > 300

@@ -5,10 +5,15 @@ import java.sql.SQLException;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Supplier;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpEntities;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.model.headers.CacheControl;
+import org.apache.pekko.http.javadsl.model.headers.CacheDirectives;
+import org.apache.pekko.http.javadsl.server.Directives;
+import org.apache.pekko.http.javadsl.server.Route;
 import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
 import org.apache.pekko.pattern.StatusReply;
 import org.slf4j.Logger;
@@ -24,6 +29,14 @@ public final class Responses {
     return HttpResponse.create()
         .withStatus(StatusCodes.get(status))
         .withEntity(HttpEntities.create(ContentTypes.APPLICATION_JSON, Json.write(body)));
+  }
+
+  /**
+   * {@code Cache-Control: no-store} on whatever {@code inner} answers: for responses that carry a
+   * secret (an API key, a registration token), which no browser, proxy or CDN may keep.
+   */
+  public static Route noStore(Supplier<Route> inner) {
+    return Directives.respondWithHeader(CacheControl.create(CacheDirectives.NO_STORE), inner);
   }
 
   public static HttpResponse noContent() {
@@ -63,7 +76,7 @@ public final class Responses {
   static int status(Rejection code) {
     return switch (code) {
       case NOT_FOUND, HOLD_NOT_FOUND -> 404;
-      case ACCOUNT_SUSPENDED -> 403;
+      case ACCOUNT_SUSPENDED, OWN_HOST -> 403;
       case INSUFFICIENT_FUNDS, SPEND_CAP_REACHED -> 402;
       case IDEMPOTENCY_CONFLICT,
           ALREADY_EXISTS,

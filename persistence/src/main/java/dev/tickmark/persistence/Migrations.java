@@ -37,7 +37,8 @@ public final class Migrations {
           "V5__rentals.sql",
           "V6__payout_runs.sql",
           "V7__market_index.sql",
-          "V8__rental_logs.sql");
+          "V8__rental_logs.sql",
+          "V9__payment_ids.sql");
 
   private Migrations() {}
 

@@ -2,6 +2,7 @@ package dev.tickmark.engine.host;
 
 import static dev.tickmark.engine.Rejection.reply;
 
+import com.fasterxml.jackson.annotation.JsonCreator;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
@@ -226,17 +227,33 @@ public final class Host
       implements Replying<HostView> {}
 
   /**
-   * The matcher's proposal: reserve {@code count} free cards of {@code gpu} for a rental at this
-   * host's floor.
+   * The matcher's proposal: reserve {@code count} free cards of {@code gpu} for a rental of {@code
+   * renterId} at this host's floor. The host refuses its own owner ({@code own_host}); {@code
+   * renterId == null} is a proposal from a node that predates the renter, which cannot be checked.
    */
   public record ReserveCards(
       String rentalId,
+      String renterId,
       String gpu,
       int count,
       Listing.Tier tier,
       long maxPricePerGpuHour,
       ActorRef<StatusReply<Reservation>> replyTo)
-      implements Replying<Reservation> {}
+      implements Replying<Reservation> {
+    @JsonCreator
+    public ReserveCards {}
+
+    /** A proposal that does not say whose rental it is (tests of card bookkeeping). */
+    public ReserveCards(
+        String rentalId,
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        long maxPricePerGpuHour,
+        ActorRef<StatusReply<Reservation>> replyTo) {
+      this(rentalId, null, gpu, count, tier, maxPricePerGpuHour, replyTo);
+    }
+  }
 
   public record ConfirmCards(String rentalId, ActorRef<StatusReply<Reservation>> replyTo)
       implements Replying<Reservation> {}
@@ -1259,6 +1276,9 @@ public final class Host
     if (existing != null)
       return Effect()
           .reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), existing)));
+    if (cmd.renterId() != null && state.ownedBy(cmd.renterId()))
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.OWN_HOST, "a host is never rented to its owner"));
     if (!state.onMarket())
       return Effect()
           .reply(

@@ -1,5 +1,6 @@
 package dev.tickmark.engine.market;
 
+import com.fasterxml.jackson.annotation.JsonCreator;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.host.Host;
@@ -57,8 +58,14 @@ public final class Matcher {
   /** Where candidates come from (the host read side), kept out of the engine's knowledge of SQL. */
   @FunctionalInterface
   public interface Candidates {
+    /** Hosts that may have the cards, none of them owned by {@code renterId} (when not null). */
     CompletionStage<List<Candidate>> find(
-        String gpu, String region, Listing.Tier tier, long maxPricePerGpuHour, int count);
+        String gpu,
+        String region,
+        Listing.Tier tier,
+        long maxPricePerGpuHour,
+        int count,
+        String renterId);
   }
 
   /**
@@ -85,9 +92,14 @@ public final class Matcher {
 
   public interface Command extends CborSerializable {}
 
-  /** {@code deadline}: when the rental stops waiting for a match (null: no deadline). */
+  /**
+   * {@code renterId}: whose rental it is, never matched to a host it owns (null: a request from a
+   * node that predates it); {@code deadline}: when the rental stops waiting for a match (null: no
+   * deadline).
+   */
   public record Match(
       String rentalId,
+      String renterId,
       String gpu,
       int count,
       Listing.Tier tier,
@@ -95,7 +107,23 @@ public final class Matcher {
       long maxPricePerGpuHour,
       Instant deadline,
       ActorRef<Result> replyTo)
-      implements Command {}
+      implements Command {
+    @JsonCreator
+    public Match {}
+
+    /** A request that does not say whose rental it is (tests of matching alone). */
+    public Match(
+        String rentalId,
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        String region,
+        long maxPricePerGpuHour,
+        Instant deadline,
+        ActorRef<Result> replyTo) {
+      this(rentalId, null, gpu, count, tier, region, maxPricePerGpuHour, deadline, replyTo);
+    }
+  }
 
   public sealed interface Result extends CborSerializable permits Matched, NoMatch, Unavailable {}
 
@@ -221,7 +249,8 @@ public final class Matcher {
       inFlight++;
       Match m = request.match;
       context.pipeToSelf(
-          candidates.find(m.gpu(), m.region(), m.tier(), m.maxPricePerGpuHour(), m.count()),
+          candidates.find(
+              m.gpu(), m.region(), m.tier(), m.maxPricePerGpuHour(), m.count(), m.renterId()),
           (found, failure) ->
               failure == null
                   ? new CandidatesFound(request, found)
@@ -288,7 +317,13 @@ public final class Matcher {
         settings.askTimeout(),
         reply ->
             new Host.ReserveCards(
-                m.rentalId(), m.gpu(), m.count(), m.tier(), m.maxPricePerGpuHour(), reply),
+                m.rentalId(),
+                m.renterId(),
+                m.gpu(),
+                m.count(),
+                m.tier(),
+                m.maxPricePerGpuHour(),
+                reply),
         (reservation, failure) -> new Proposed(request, next, reservation, failure));
   }
 

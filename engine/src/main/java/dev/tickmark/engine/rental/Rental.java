@@ -809,6 +809,7 @@ public final class Rental
         .tell(
             new Matcher.Match(
                 rentalId,
+                order.renterId(),
                 s.gpu(),
                 s.count(),
                 s.tier(),

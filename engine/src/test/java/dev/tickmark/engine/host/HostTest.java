@@ -683,6 +683,26 @@ class HostTest {
   }
 
   @Test
+  void refusesToReserveCardsForItsOwnOwner() {
+    host.onMarket();
+    var own =
+        host.kit.<org.apache.pekko.pattern.StatusReply<Reservation>>runCommand(
+            r ->
+                new Host.ReserveCards(
+                    "r-own", OWNER, H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND, r));
+    assertRejected(Rejection.OWN_HOST, own);
+    assertTrue(own.hasNoEvents(), "nothing reserved");
+    assertEquals("free", host.view().cards().get(0).state());
+    // another renter gets the cards
+    var other =
+        host.kit.<org.apache.pekko.pattern.StatusReply<Reservation>>runCommand(
+            r ->
+                new Host.ReserveCards(
+                    "r-other", "renter-2", H100, 1, Listing.Tier.ON_DEMAND, ON_DEMAND, r));
+    assertEquals("r-other", ok(other).rentalId());
+  }
+
+  @Test
   void drainingStopsNewReservationsButKeepsRunningOnes() {
     host.onMarket();
     ok(host.reserve("r1", 2));

@@ -83,7 +83,8 @@ class MatcherTest {
       List<Candidate> candidates, Hosts hosts, Duration askTimeout) {
     return testKit.spawn(
         Matcher.create(
-            (gpu, region, tier, max, count) -> CompletableFuture.completedFuture(candidates),
+            (gpu, region, tier, max, count, renter) ->
+                CompletableFuture.completedFuture(candidates),
             hosts::ref,
             askTimeout));
   }
@@ -195,7 +196,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count) ->
+                (gpu, region, tier, max, count, renter) ->
                     readSideDown.get()
                         ? CompletableFuture.failedFuture(
                             new SQLTransientConnectionException(
@@ -337,6 +338,109 @@ class MatcherTest {
     hosts.expectNoProposal(Duration.ofMillis(200));
   }
 
+  /**
+   * With REAL hosts and a read side that does not filter by owner: the host entity refuses its own
+   * owner, so a renter is matched to another provider's host, or to none.
+   */
+  @Test
+  void neverMatchesARenterWithItsOwnHost() {
+    int n = IDS.incrementAndGet();
+    MarketHost own = new MarketHost(testKit, "own-" + n, 4, 1_000_000); // the cheapest
+    MarketHost other = new MarketHost(testKit, "other-" + n, 4, 2_000_000);
+    Map<String, MarketHost> byId = Map.of(own.hostId, own, other.hostId, other);
+    List<String> askedFor = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Matcher.Candidates unfiltered =
+        (gpu, region, tier, max, count, renter) -> {
+          askedFor.add(renter);
+          return CompletableFuture.completedFuture(
+              List.of(
+                  new Candidate(own.hostId, own.floor, 4),
+                  new Candidate(other.hostId, other.floor, 4)));
+        };
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(Matcher.create(unfiltered, id -> byId.get(id).ref, WAIT));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String renter = own.ownerId;
+
+    matcher.tell(
+        new Match(
+            "rental-own-" + n,
+            renter,
+            GPU,
+            1,
+            Listing.Tier.ON_DEMAND,
+            REGION,
+            CEILING,
+            null,
+            replyTo.getRef()));
+    Matcher.Matched matched = assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT));
+    assertEquals(
+        other.hostId, matched.reservation().hostId(), "not the renter's own, cheaper host");
+    assertEquals(List.of(renter), askedFor, "the candidate query hears whose rental it is");
+    assertEquals(
+        List.of(), own.view().cards().stream().filter(c -> !c.state().equals("free")).toList());
+
+    // with only its own host on the market, the renter gets no match
+    Matcher.Candidates onlyOwn =
+        (gpu, region, tier, max, count, r) ->
+            CompletableFuture.completedFuture(List.of(new Candidate(own.hostId, own.floor, 4)));
+    ActorRef<Matcher.Command> second =
+        testKit.spawn(Matcher.create(onlyOwn, id -> byId.get(id).ref, WAIT));
+    second.tell(
+        new Match(
+            "rental-own2-" + n,
+            renter,
+            GPU,
+            1,
+            Listing.Tier.ON_DEMAND,
+            REGION,
+            CEILING,
+            null,
+            replyTo.getRef()));
+    assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT));
+    // while another renter gets that host
+    second.tell(
+        new Match(
+            "rental-else-" + n,
+            "someone-else",
+            GPU,
+            1,
+            Listing.Tier.ON_DEMAND,
+            REGION,
+            CEILING,
+            null,
+            replyTo.getRef()));
+    assertEquals(
+        own.hostId,
+        assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT))
+            .reservation()
+            .hostId());
+  }
+
+  @Test
+  void aMatchRequestAndItsProposalCarryTheRenterAcrossNodes() {
+    var serialization =
+        new org.apache.pekko.actor.testkit.typed.javadsl.SerializationTestKit(testKit.system());
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    TestProbe<StatusReply<Host.Reservation>> reserved = testKit.createTestProbe();
+    serialization.verifySerialization(
+        new Match(
+            "r-1",
+            "acc-1",
+            GPU,
+            2,
+            Listing.Tier.ON_DEMAND,
+            REGION,
+            CEILING,
+            null,
+            replyTo.getRef()),
+        true);
+    serialization.verifySerialization(
+        new Host.ReserveCards(
+            "r-1", "acc-1", GPU, 2, Listing.Tier.ON_DEMAND, CEILING, reserved.getRef()),
+        true);
+  }
+
   @Test
   void concurrentRequestsNeverGetTheSameCardFromRealHosts() {
     int n = IDS.incrementAndGet();
@@ -352,7 +456,7 @@ class MatcherTest {
     // The read side lags: it still offers every card of every host, whatever was taken since.
     List<Candidate> stale = market.stream().map(h -> new Candidate(h.hostId, h.floor, 8)).toList();
     Matcher.Candidates candidates =
-        (gpu, region, tier, max, count) -> CompletableFuture.completedFuture(stale);
+        (gpu, region, tier, max, count, renter) -> CompletableFuture.completedFuture(stale);
     // Two matchers propose at once (a shard moving between nodes): the hosts still hand each card
     // out once.
     List<ActorRef<Matcher.Command>> matchers =

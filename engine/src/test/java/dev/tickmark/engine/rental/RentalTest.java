@@ -162,6 +162,7 @@ class RentalTest {
     assertEquals(
         new Matcher.Match(
             f.rentalId,
+            f.renterId,
             GPU,
             CARDS,
             Listing.Tier.ON_DEMAND,

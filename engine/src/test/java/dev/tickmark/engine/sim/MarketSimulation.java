@@ -537,7 +537,7 @@ public final class MarketSimulation implements AutoCloseable {
    * would find it.
    */
   private CompletableFuture<List<Matcher.Candidate>> candidates(
-      String gpu, String region, Listing.Tier tier, long maxPrice, int count) {
+      String gpu, String region, Listing.Tier tier, long maxPrice, int count, String renterId) {
     List<Matcher.Candidate> found = new ArrayList<>();
     Instant now = clock.instant();
     for (Map.Entry<String, Auditor.HostBook> e : auditor.hosts.entrySet()) {
@@ -548,6 +548,7 @@ public final class MarketSimulation implements AutoCloseable {
           || h.draining
           || !gpu.equals(h.gpu)) continue;
       if (region != null && !region.equals(h.region)) continue;
+      if (renterId != null && renterId.equals(h.ownerId)) continue; // never the renter's own host
       Long floor = h.listing.floorFor(tier);
       if (floor == null || floor > maxPrice || !h.listing.availableAt(now)) continue;
       int free = h.cards - h.reservations.values().stream().mapToInt(List::size).sum();

@@ -4,8 +4,10 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.host.Host;
+import dev.tickmark.http.Ids;
 import dev.tickmark.http.Problem;
 import dev.tickmark.persistence.logs.RentalLogs;
+import java.net.InetAddress;
 import java.time.Duration;
 import java.util.Optional;
 import java.util.UUID;
@@ -16,6 +18,10 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.http.javadsl.model.AttributeKeys;
+import org.apache.pekko.http.javadsl.model.HttpRequest;
+import org.apache.pekko.http.javadsl.model.RemoteAddress;
+import org.apache.pekko.http.javadsl.model.headers.RetryAfter;
 import org.apache.pekko.http.javadsl.model.ws.Message;
 import org.apache.pekko.http.javadsl.model.ws.TextMessage;
 import org.apache.pekko.http.javadsl.server.Route;
@@ -31,22 +37,34 @@ import org.apache.pekko.stream.typed.javadsl.ActorSource;
 
 /**
  * {@code GET /v1/agent/connect}: authenticates the upgrade, then hands the socket to an {@link
- * AgentSession}. An unknown token or credential gets no socket (401). A real secret whose use is
- * over (a spent or expired token, a removed host) gets a socket that says why in an error frame.
+ * AgentSession}. A token or credential of the wrong shape is refused (401) without asking any
+ * entity; an unknown one gets no socket either (401). A real secret whose use is over (a spent or
+ * expired token, a removed host) gets a socket that says why in an error frame. Failed attempts are
+ * throttled per client address ({@link FailedAuthThrottle}: 429 {@code rate_limited}).
  */
 public final class AgentSocket {
   public static final String TOKEN_PREFIX = "tmkreg_";
   public static final String CREDENTIAL_PREFIX = "tmkhost_";
+  static final String HOST_ID_PREFIX = "host_";
+
+  /** A token's or credential's secret: 24 random bytes in lower-case hex. */
+  static final int SECRET_HEX_DIGITS = 48;
 
   private final ActorSystem<?> system;
   private final ClusterSharding sharding;
   private final AgentSession.Limits limits;
   private final Materializer materializer;
   private final RentalLogs logs;
+  private final FailedAuthThrottle throttle;
 
-  public AgentSocket(ActorSystem<?> system, AgentSession.Limits limits, RentalLogs logs) {
+  public AgentSocket(
+      ActorSystem<?> system,
+      AgentSession.Limits limits,
+      FailedAuthThrottle.Settings failedAuthThrottle,
+      RentalLogs logs) {
     this.system = system;
     this.logs = logs;
+    this.throttle = new FailedAuthThrottle(failedAuthThrottle);
     this.sharding = ClusterSharding.get(system);
     this.limits = limits;
     this.materializer = Materializer.matFromSystem(system);
@@ -58,27 +76,64 @@ public final class AgentSocket {
         () ->
             get(
                 () ->
-                    optionalHeaderValueByName(
-                        "Authorization",
-                        header -> {
-                          Optional<String[]> parsed = header.flatMap(AgentSocket::parse);
-                          if (parsed.isEmpty()) {
-                            return complete(
-                                Problem.unauthorized(
-                                        "send Authorization: Bearer <registration token or host credential>")
-                                    .toResponse());
-                          }
-                          return onSuccess(
-                              authenticate(parsed.get()),
-                              credentials -> {
-                                if (credentials == null)
-                                  return complete(
-                                      Problem.unauthorized("the token or credential is not valid")
-                                          .toResponse());
-                                return handleWebSocketMessages(flow(credentials));
-                              });
-                        })));
+                    extractRequest(
+                        request -> connect(request, throttle.tryAcquire(client(request))))));
   }
+
+  /**
+   * Refuses an address that failed too often (429), then a token or credential of the wrong shape
+   * (401, no entity asked), then asks the host's entity. Only an attempt that authenticates (or
+   * that the engine could not answer) gives its token back to the address's bucket.
+   */
+  private Route connect(HttpRequest request, FailedAuthThrottle.Attempt attempt) {
+    if (!attempt.allowed()) {
+      return complete(
+          new Problem(
+                  429,
+                  "rate_limited",
+                  "too many failed agent authentications from this address; retry in "
+                      + attempt.retryAfterSeconds()
+                      + " s")
+              .toResponse()
+              .addHeader(RetryAfter.create(attempt.retryAfterSeconds())));
+    }
+    Optional<String[]> parsed =
+        request.getHeader("Authorization").map(h -> h.value()).flatMap(AgentSocket::parse);
+    if (parsed.isEmpty()) {
+      return complete(
+          Problem.unauthorized("send Authorization: Bearer <registration token or host credential>")
+              .toResponse());
+    }
+    CompletionStage<AgentSession.Credentials> authenticated =
+        authenticate(parsed.get())
+            .whenComplete(
+                (credentials, failure) -> {
+                  if (failure != null
+                      || credentials instanceof AgentSession.RegistrationToken
+                      || credentials instanceof AgentSession.HostCredential) attempt.refund();
+                });
+    return onSuccess(
+        authenticated,
+        credentials -> {
+          if (credentials == null)
+            return complete(
+                Problem.unauthorized("the token or credential is not valid").toResponse());
+          return handleWebSocketMessages(flow(credentials));
+        });
+  }
+
+  /**
+   * The TCP peer's address (the {@code remote-address-attribute}), never a header a client could
+   * forge; behind a proxy that is the proxy's.
+   */
+  private static InetAddress client(HttpRequest request) {
+    return request
+        .getAttribute(AttributeKeys.remoteAddress)
+        .flatMap(RemoteAddress::getAddress)
+        .orElse(UNKNOWN_CLIENT);
+  }
+
+  private static final InetAddress UNKNOWN_CLIENT = InetAddress.getLoopbackAddress();
 
   private static org.apache.pekko.http.javadsl.server.PathMatcher0 segment(String s) {
     return org.apache.pekko.http.javadsl.server.PathMatchers.segment(s);
@@ -99,7 +154,22 @@ public final class AgentSocket {
     String rest = token.substring(kind.length());
     int split = rest.lastIndexOf('_');
     if (split <= 0 || split == rest.length() - 1) return Optional.empty();
-    return Optional.of(new String[] {kind, rest.substring(0, split), rest.substring(split + 1)});
+    String hostId = rest.substring(0, split);
+    String secret = rest.substring(split + 1);
+    // The shapes the engine hands out (HostRoutes' token, Host's credential): anything else is
+    // no secret of ours, and must not wake an entity.
+    if (!Ids.wellFormed(HOST_ID_PREFIX, hostId) || !lowerHex(secret, SECRET_HEX_DIGITS))
+      return Optional.empty();
+    return Optional.of(new String[] {kind, hostId, secret});
+  }
+
+  private static boolean lowerHex(String s, int length) {
+    if (s.length() != length) return false;
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    }
+    return true;
   }
 
   private CompletionStage<AgentSession.Credentials> authenticate(String[] token) {

@@ -122,6 +122,22 @@ public final class HostReadModel {
    */
   public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(
       String gpu, String region, Listing.Tier tier, long maxPrice, int count, Instant now) {
+    return candidates(gpu, region, tier, maxPrice, count, null, now);
+  }
+
+  /**
+   * The same, leaving out the hosts {@code renterId} owns (when not null): nobody is matched to
+   * their own host. The host entity refuses such a proposal anyway; this keeps the matcher from
+   * spending a proposal, and a renter's own cheap host from hiding the others.
+   */
+  public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(
+      String gpu,
+      String region,
+      Listing.Tier tier,
+      long maxPrice,
+      int count,
+      String renterId,
+      Instant now) {
     String price = tier == Listing.Tier.SPOT ? "spot_price" : "on_demand_price";
     String sql =
         "SELECT host_id, "
@@ -132,6 +148,7 @@ public final class HostReadModel {
             + price
             + " <= ?"
             + (region == null ? "" : " AND region = ?")
+            + (renterId == null ? "" : " AND owner_id <> ?")
             + " ORDER BY "
             + price
             + ", cards_total - cards_taken DESC, host_id LIMIT "
@@ -146,6 +163,7 @@ public final class HostReadModel {
             st.setInt(i++, Math.max(1, count));
             st.setLong(i++, maxPrice);
             if (region != null) st.setString(i++, region);
+            if (renterId != null) st.setString(i++, renterId);
             int offsetIndex = i;
             for (int offset = 0; out.size() < ENOUGH_CANDIDATES; offset += CANDIDATE_PAGE) {
               st.setInt(offsetIndex, offset);

@@ -191,4 +191,23 @@ class HostCandidatesIntegrationTest {
     assertEquals(
         List.of(), candidates(null, Listing.Tier.ON_DEMAND, 2, 1), "nothing at or below 0.000002");
   }
+
+  @Test
+  void neverOffersARenterItsOwnHosts() throws Exception {
+    // every host here is acc_p's
+    List<Candidate> anyone = candidates(null, Listing.Tier.ON_DEMAND, 3_000_000, 1);
+    assertEquals(
+        anyone,
+        hosts
+            .candidates("h100-80gb", null, Listing.Tier.ON_DEMAND, 3_000_000, 1, "acc_r", NOW)
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS));
+    assertEquals(
+        List.of(),
+        hosts
+            .candidates("h100-80gb", null, Listing.Tier.ON_DEMAND, 3_000_000, 1, "acc_p", NOW)
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS),
+        "the owner is offered none of its hosts");
+  }
 }
