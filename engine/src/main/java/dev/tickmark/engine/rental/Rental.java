@@ -22,6 +22,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Set;
 import java.util.stream.IntStream;
 import org.apache.pekko.Done;
@@ -82,21 +83,18 @@ public final class Rental
    * carry.
    */
   public enum EndReason {
-    STOPPED_BY_RENTER("stopped_by_renter"),
-    BALANCE_EXHAUSTED("balance_exhausted"),
-    SPEND_CAP_REACHED("spend_cap_reached"),
-    RENTAL_CAP_REACHED("rental_cap_reached"),
-    HOST_LOST("host_lost"),
-    PREEMPTED("preempted"),
-    PROVISIONING_FAILED("provisioning_failed"),
-    NO_CAPACITY("no_capacity"),
-    CANCELLED("cancelled");
+    STOPPED_BY_RENTER,
+    BALANCE_EXHAUSTED,
+    SPEND_CAP_REACHED,
+    RENTAL_CAP_REACHED,
+    HOST_LOST,
+    PREEMPTED,
+    PROVISIONING_FAILED,
+    NO_CAPACITY,
+    CANCELLED;
 
-    private final String wire;
-
-    EndReason(String wire) {
-      this.wire = wire;
-    }
+    /** The lower-case name, as every code of ours (see {@link Rejection}). */
+    private final String wire = name().toLowerCase(Locale.ROOT);
 
     @JsonValue
     public String wire() {
@@ -125,19 +123,15 @@ public final class Rental
    * ever ran).
    */
   public enum Status {
-    PENDING("pending"),
-    PROVISIONING("provisioning"),
-    RUNNING("running"),
-    STOPPING("stopping"),
-    ENDED("ended"),
-    REFUSED("refused"),
-    UNKNOWN("unknown");
+    PENDING,
+    PROVISIONING,
+    RUNNING,
+    STOPPING,
+    ENDED,
+    REFUSED,
+    UNKNOWN;
 
-    private final String wire;
-
-    Status(String wire) {
-      this.wire = wire;
-    }
+    private final String wire = name().toLowerCase(Locale.ROOT);
 
     @JsonValue
     public String wire() {
