@@ -18,6 +18,8 @@ import java.util.List;
   @JsonSubTypes.Type(value = AgentFrame.StopRental.class, name = "stop_rental"),
   @JsonSubTypes.Type(value = AgentFrame.Preempt.class, name = "preempt"),
   @JsonSubTypes.Type(value = AgentFrame.LogsAck.class, name = "logs_ack"),
+  @JsonSubTypes.Type(value = AgentFrame.OpenStream.class, name = "open_stream"),
+  @JsonSubTypes.Type(value = AgentFrame.CloseStream.class, name = "close_stream"),
   @JsonSubTypes.Type(value = AgentFrame.Error.class, name = "error"),
   @JsonSubTypes.Type(value = AgentFrame.Hello.class, name = "hello"),
   @JsonSubTypes.Type(value = AgentFrame.HardwareReportFrame.class, name = "hardware_report"),
@@ -65,10 +67,34 @@ public sealed interface AgentFrame {
 
   record Error(String code, String message) implements AgentFrame {}
 
+  /**
+   * A renter connected to the rental's SSH server ({@code GET /v1/rentals/{id}/connect}): the agent
+   * opens the websocket {@code /v1/agent/streams/{stream_id}} (host credential as bearer) and joins
+   * its binary frames to its SSH server, or answers {@link CloseStream} when it cannot (the rental
+   * is not running here, too many streams). {@code stream_id} is random and used once.
+   */
+  record OpenStream(String streamId, String rentalId) implements AgentFrame {}
+
+  /**
+   * Either way: the stream is over, or will not be opened ({@code reason} says why, for logs). Safe
+   * to send for a stream that is already closed.
+   */
+  record CloseStream(String streamId, String reason) implements AgentFrame {}
+
   // ---- agent → engine
 
-  /** Answers the challenge: {@code signature} = Ed25519(key, "tickmark-agent-hello:" + nonce). */
-  record Hello(String signature, String agentVersion, String publicKey) implements AgentFrame {}
+  /**
+   * Answers the challenge: {@code signature} = Ed25519(key, "tickmark-agent-hello:" + nonce).
+   * {@code sshHostKey}: the public half of the agent's SSH host key, one OpenSSH public key line
+   * ({@code ssh-ed25519 AAAA…}), shown on its rentals so that renters pin it; absent from agents
+   * that run no SSH server.
+   */
+  record Hello(String signature, String agentVersion, String publicKey, String sshHostKey)
+      implements AgentFrame {
+    public Hello(String signature, String agentVersion, String publicKey) {
+      this(signature, agentVersion, publicKey, null);
+    }
+  }
 
   /**
    * {@code report} is kept as the JSON tree it arrived as: the signature covers its canonical form
