@@ -23,6 +23,9 @@ final class Cli {
   final PrintWriter out;
   final PrintWriter err;
 
+  /** stdout as bytes, for {@code connect}'s SSH stream. */
+  final java.io.OutputStream bytesOut;
+
   /**
    * Whether stdout is a terminal: a live line is then rewritten in place; into a pipe or a file it
    * is one line per update.
@@ -40,6 +43,18 @@ final class Cli {
       PrintWriter out,
       PrintWriter err,
       boolean terminal) {
+    this(env, in, console, out, err, terminal, System.out);
+  }
+
+  Cli(
+      Map<String, String> env,
+      InputStream in,
+      Console console,
+      PrintWriter out,
+      PrintWriter err,
+      boolean terminal,
+      java.io.OutputStream bytesOut) {
+    this.bytesOut = bytesOut;
     this.env = Map.copyOf(env);
     this.in = in;
     this.console = console;

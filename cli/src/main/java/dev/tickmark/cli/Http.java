@@ -112,12 +112,37 @@ final class Http {
     return baseUrl;
   }
 
+  String bearer() {
+    return bearer;
+  }
+
+  /** {@code ws://} or {@code wss://} for {@code path} on the node. */
+  URI websocketUri(String path) {
+    return URI.create(baseUrl.replaceFirst("^http", "ws") + path);
+  }
+
+  /** A websocket builder on this client (HTTP/1.1, the connect timeout). */
+  java.net.http.WebSocket.Builder websocket() {
+    return client.newWebSocketBuilder();
+  }
+
+  /** Why a websocket could not be opened, for one readable line. */
+  UnreachableException unreachable(Throwable cause) {
+    return cause instanceof IOException io
+        ? unreachable(io)
+        : new UnreachableException("cannot reach the engine at " + baseUrl + ": " + cause, cause);
+  }
+
   Reply get(String path) {
     return send("GET", path, null, null);
   }
 
   Reply post(String path, JsonNode body) {
     return send("POST", path, body, null);
+  }
+
+  Reply delete(String path) {
+    return send("DELETE", path, null, null);
   }
 
   Reply put(String path, JsonNode body) {

@@ -85,6 +85,18 @@ final class LaunchCommand extends ApiCommand {
   Path sshKey;
 
   @Option(
+      names = "--ssh",
+      description =
+          "Once the workload runs, open a shell on it (tickmark ssh); implies waiting until it runs.")
+  boolean ssh;
+
+  @Option(
+      names = "-i",
+      paramLabel = "KEY",
+      description = "With --ssh: the private key file ssh uses (as ssh -i).")
+  Path identity;
+
+  @Option(
       names = "--network",
       description = "Allow the workload outbound network (off by default).")
   boolean network;
@@ -109,6 +121,9 @@ final class LaunchCommand extends ApiCommand {
 
   @Override
   int execute() {
+    if (ssh && detach)
+      throw new ParameterException(
+          spec.commandLine(), "--ssh waits until the rental runs: drop --detach");
     Http http = withApiKey();
     String key = idempotencyKey != null ? idempotencyKey : "cli-launch-" + UUID.randomUUID();
     JsonNode rental = http.postIdempotent("/v1/rentals", request(), key).json().path("rental");
@@ -163,6 +178,8 @@ final class LaunchCommand extends ApiCommand {
       }
     }
     out().flush();
+    if (ssh && status.equals("running"))
+      return SshCommand.run(this, http, id, identity, List.of(), false, List.of());
     return Cli.EXIT_OK;
   }
 

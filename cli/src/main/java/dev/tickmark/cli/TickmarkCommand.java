@@ -36,6 +36,9 @@ import picocli.CommandLine.Spec;
       RentalCommands.Stop.class,
       RentalCommands.Usage.class,
       LogsCommand.class,
+      ConnectCommand.class,
+      SshCommand.class,
+      SshKeyCommands.class,
       AccountCommands.Ledger.class,
       HostCommands.class,
       OpsCommands.class

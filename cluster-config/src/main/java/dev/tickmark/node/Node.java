@@ -18,6 +18,7 @@ import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.Migrations;
 import dev.tickmark.persistence.auth.ApiKeys;
 import dev.tickmark.persistence.auth.IdempotencyKeys;
+import dev.tickmark.persistence.auth.SshKeys;
 import dev.tickmark.persistence.hosts.HostProjection;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerProjection;
@@ -196,12 +197,14 @@ public final class Node implements AutoCloseable {
                 config.getInt("tickmark.logs.max-lines"),
                 config.getBytes("tickmark.logs.max-bytes")));
     ApiKeys apiKeys = new ApiKeys(jdbc, clock);
+    SshKeys sshKeys = new SshKeys(jdbc, clock);
     PayoutRunReadModel payoutRuns = new PayoutRunReadModel(jdbc);
     HttpApi httpApi =
         new HttpApi(
             system,
             api,
             apiKeys,
+            sshKeys,
             new IdempotencyKeys(jdbc, clock),
             new PaymentIds(jdbc, clock),
             ledgerReadModel,

@@ -47,6 +47,11 @@ public enum Rejection {
   BAD_PUBLIC_KEY,
   /** A renter proposed to a host it owns: nobody rents their own host (self-dealing). */
   OWN_HOST,
+  // reaching the workload
+  /** The rental is not running (yet, or any more): nothing to connect to. */
+  NOT_RUNNING,
+  /** A rental has at most 8 SSH streams open at once. */
+  TOO_MANY_STREAMS,
   // why the engine closes an agent's session (its error frame's code)
   /** A newer session for the host connected. */
   REPLACED,

@@ -7,7 +7,9 @@ import static org.apache.pekko.http.javadsl.server.PathMatchers.slash;
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.persistence.auth.ApiKeys;
+import dev.tickmark.persistence.auth.SshKeys;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
+import dev.tickmark.wire.SshPublicKeys;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -41,6 +43,7 @@ public final class AccountRoutes {
 
   private final Accounts accounts;
   private final ApiKeys apiKeys;
+  private final SshKeys sshKeys;
   private final LedgerReadModel ledger;
   private final Auth auth;
   private final SpendCaps spendCaps;
@@ -49,11 +52,13 @@ public final class AccountRoutes {
   public AccountRoutes(
       Accounts accounts,
       ApiKeys apiKeys,
+      SshKeys sshKeys,
       LedgerReadModel ledger,
       Auth auth,
       Duration readYourWritesWait) {
     this.accounts = accounts;
     this.apiKeys = apiKeys;
+    this.sshKeys = sshKeys;
     this.ledger = ledger;
     this.auth = auth;
     this.spendCaps = new SpendCaps(accounts);
@@ -131,6 +136,46 @@ public final class AccountRoutes {
                                         onSuccess(
                                             statement(accountId, limit, after),
                                             st -> complete(Responses.json(200, st))))))),
+        pathPrefix(
+            "ssh-keys",
+            () ->
+                concat(
+                    pathEnd(
+                        () ->
+                            concat(
+                                post(
+                                    () ->
+                                        entity(
+                                            Unmarshaller.entityToByteString(),
+                                            body ->
+                                                onSuccess(
+                                                    addSshKey(accountId, body),
+                                                    key -> complete(Responses.json(201, key))))),
+                                get(
+                                    () ->
+                                        onSuccess(
+                                            sshKeys.list(accountId),
+                                            keys ->
+                                                complete(
+                                                    Responses.json(
+                                                        200,
+                                                        new SshKeyList(
+                                                            keys.stream()
+                                                                .map(AccountRoutes::sshKeyView)
+                                                                .toList()))))))),
+                    path(
+                        segment(),
+                        keyId ->
+                            delete(
+                                () ->
+                                    onSuccess(
+                                        sshKeys.delete(accountId, keyId),
+                                        deleted ->
+                                            deleted
+                                                ? complete(Responses.noContent())
+                                                : complete(
+                                                    Problem.notFound("no such SSH key")
+                                                        .toResponse())))))),
         pathPrefix(
             "api-keys",
             () ->
@@ -253,6 +298,61 @@ public final class AccountRoutes {
                     k.apiKey(),
                     request.label(),
                     k.createdAt()));
+  }
+
+  record SshKeyRequest(String name, String publicKey) {}
+
+  record SshKeyView(
+      String id, String name, String publicKey, String fingerprint, java.time.Instant createdAt) {}
+
+  record SshKeyList(List<SshKeyView> sshKeys) {}
+
+  private static SshKeyView sshKeyView(SshKeys.SshKey k) {
+    return new SshKeyView(k.keyId(), k.name(), k.publicKey(), k.fingerprint(), k.createdAt());
+  }
+
+  /** A key is stored as {@code type base64 comment}, checked first; one key at most once. */
+  private CompletionStage<SshKeyView> addSshKey(
+      String accountId, org.apache.pekko.util.ByteString body) {
+    SshKeyRequest request = Json.read(body, SshKeyRequest.class);
+    String name = request.name() == null ? "" : request.name().strip();
+    if (name.isEmpty() || name.length() > 200)
+      throw Problem.badRequest("invalid_name", "name must be 1 to 200 characters");
+    if (request.publicKey() == null || request.publicKey().strip().contains("\n"))
+      throw Problem.badRequest("invalid_ssh_key", "public_key must be one OpenSSH public key line");
+    SshPublicKeys.Key key =
+        SshPublicKeys.parse(request.publicKey())
+            .orElseThrow(
+                () ->
+                    Problem.badRequest(
+                        "invalid_ssh_key",
+                        "public_key is not an OpenSSH public key line (type base64 [comment]; types: "
+                            + String.join(", ", new java.util.TreeSet<>(SshPublicKeys.TYPES))
+                            + ")"));
+    String line =
+        key.comment().isEmpty() ? key.withoutComment() : key.withoutComment() + " " + key.comment();
+    return sshKeys
+        .add(accountId, name, line, key.fingerprint())
+        .thenApply(
+            added ->
+                added
+                    .key()
+                    .map(AccountRoutes::sshKeyView)
+                    .orElseThrow(
+                        () ->
+                            added.refusal() == SshKeys.Refusal.DUPLICATE
+                                ? new Problem(
+                                    409,
+                                    "already_exists",
+                                    "this key ("
+                                        + key.fingerprint()
+                                        + ") is already on the account")
+                                : new Problem(
+                                    409,
+                                    "too_many_ssh_keys",
+                                    "an account has at most "
+                                        + SshKeys.MAX_PER_ACCOUNT
+                                        + " SSH keys; delete one first")));
   }
 
   private static KeyList keyList(List<ApiKeys.KeyInfo> keys) {

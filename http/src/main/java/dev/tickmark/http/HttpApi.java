@@ -8,6 +8,7 @@ import dev.tickmark.http.agent.AgentSocket;
 import dev.tickmark.http.metrics.MetricsRoutes;
 import dev.tickmark.persistence.auth.ApiKeys;
 import dev.tickmark.persistence.auth.IdempotencyKeys;
+import dev.tickmark.persistence.auth.SshKeys;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import dev.tickmark.persistence.ledger.LedgerReadModel;
 import dev.tickmark.persistence.logs.RentalLogs;
@@ -38,6 +39,7 @@ public final class HttpApi {
       ActorSystem<?> system,
       ApiSettings settings,
       ApiKeys apiKeys,
+      SshKeys sshKeys,
       IdempotencyKeys idempotencyKeys,
       PaymentIds paymentIds,
       LedgerReadModel ledger,
@@ -55,7 +57,7 @@ public final class HttpApi {
             ? null
             : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
     AccountRoutes accountRoutes =
-        new AccountRoutes(accounts, apiKeys, ledger, auth, settings.readYourWritesWait());
+        new AccountRoutes(accounts, apiKeys, sshKeys, ledger, auth, settings.readYourWritesWait());
     PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, paymentIds, signature, clock);
     OpsPayoutRoutes payoutRoutes =
         new OpsPayoutRoutes(
@@ -87,6 +89,7 @@ public final class HttpApi {
             settings.askTimeout(),
             rentals,
             rentalLogs,
+            sshKeys,
             catalog,
             auth,
             idempotency,

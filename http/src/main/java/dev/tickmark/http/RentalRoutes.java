@@ -7,8 +7,10 @@ import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.persistence.auth.SshKeys;
 import dev.tickmark.persistence.logs.RentalLogs;
 import dev.tickmark.persistence.rentals.RentalReadModel;
+import dev.tickmark.wire.SshPublicKeys;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -75,7 +77,30 @@ public final class RentalRoutes {
       long billedSeconds,
       String cost,
       Instant preemptionDeadline,
-      boolean simulated) {}
+      boolean simulated,
+      String sshHostKey) {
+    RentalView withSshHostKey(String key) {
+      return new RentalView(
+          id,
+          status,
+          gpu,
+          count,
+          tier,
+          region,
+          pricePerGpuHour,
+          maxPricePerGpuHour,
+          createdAt,
+          matchedAt,
+          startedAt,
+          endedAt,
+          endReason,
+          billedSeconds,
+          cost,
+          preemptionDeadline,
+          simulated,
+          key);
+    }
+  }
 
   record LaunchResponse(RentalView rental) {}
 
@@ -108,17 +133,22 @@ public final class RentalRoutes {
   private final Materializer materializer;
   private final Duration readYourWritesWait;
   private final RentalLogRoutes logRoutes;
+  private final ConnectRoutes connectRoutes;
+  private final SshKeys sshKeys;
 
   public RentalRoutes(
       ActorSystem<?> system,
       Duration timeout,
       RentalReadModel rentals,
       RentalLogs logs,
+      SshKeys sshKeys,
       Catalog catalog,
       Auth auth,
       Idempotency idempotency,
       Duration readYourWritesWait) {
     this.logRoutes = new RentalLogRoutes(system, timeout, logs);
+    this.connectRoutes = new ConnectRoutes(system, timeout);
+    this.sshKeys = sshKeys;
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.launchTimeout = timeout.multipliedBy(3);
@@ -184,13 +214,13 @@ public final class RentalRoutes {
                                                     () ->
                                                         onSuccess(
                                                             ask(
-                                                                id,
-                                                                reply ->
-                                                                    new Rental.Get(renter, reply)),
+                                                                    id,
+                                                                    reply ->
+                                                                        new Rental.Get(
+                                                                            renter, reply))
+                                                                .thenCompose(this::withHostKey),
                                                             v ->
-                                                                complete(
-                                                                    Responses.json(
-                                                                        200, view(v)))))),
+                                                                complete(Responses.json(200, v))))),
                                         path(
                                             "stop",
                                             () ->
@@ -230,6 +260,9 @@ public final class RentalRoutes {
                                                                         200, usage(v)))))),
                                         path("events", () -> get(() -> events(renter, id))),
                                         path(
+                                            "connect",
+                                            () -> get(() -> connectRoutes.route(renter, id))),
+                                        path(
                                             "logs",
                                             () -> get(() -> logRoutes.route(renter, id))))))));
   }
@@ -237,10 +270,40 @@ public final class RentalRoutes {
   private CompletionStage<HttpResponse> launch(String renter, ByteString body) {
     Rental.Spec spec = spec(Json.read(body, LaunchRequest.class));
     String rentalId = "rnt_" + Ids.random(12);
-    return sharding
-        .entityRefFor(Rental.ENTITY_KEY, rentalId)
-        .<Rental.View>askWithStatus(reply -> new Rental.Create(renter, spec, reply), launchTimeout)
+    return withAccountKeys(renter, spec)
+        .thenCompose(
+            withKeys ->
+                sharding
+                    .entityRefFor(Rental.ENTITY_KEY, rentalId)
+                    .<Rental.View>askWithStatus(
+                        reply -> new Rental.Create(renter, withKeys, reply), launchTimeout))
         .thenApply(v -> Responses.json(201, new LaunchResponse(view(v))));
+  }
+
+  /**
+   * A launch that names no {@code ssh_public_key} gets the account's SSH keys (as they are now),
+   * one per line, for its SSH server.
+   */
+  private CompletionStage<Rental.Spec> withAccountKeys(String renter, Rental.Spec s) {
+    if (s.sshPublicKey() != null) return CompletableFuture.completedFuture(s);
+    return sshKeys
+        .list(renter)
+        .thenApply(
+            keys ->
+                keys.isEmpty()
+                    ? s
+                    : new Rental.Spec(
+                        s.gpu(),
+                        s.count(),
+                        s.tier(),
+                        s.region(),
+                        s.maxPricePerGpuHour(),
+                        s.image(),
+                        s.command(),
+                        String.join("\n", keys.stream().map(SshKeys.SshKey::publicKey).toList()),
+                        s.maxTotal(),
+                        s.waitSeconds(),
+                        s.network()));
   }
 
   /**
@@ -282,8 +345,18 @@ public final class RentalRoutes {
       throw Problem.badRequest(
           "invalid_command", "command is at most 64 arguments of at most 4096 characters");
     }
-    if (r.sshPublicKey() != null && r.sshPublicKey().length() > 8192)
-      throw Problem.badRequest("invalid_ssh_key", "ssh_public_key is too long");
+    if (r.sshPublicKey() != null) {
+      if (r.sshPublicKey().length() > 8192)
+        throw Problem.badRequest("invalid_ssh_key", "ssh_public_key is too long");
+      try {
+        if (SshPublicKeys.parseAll(r.sshPublicKey()).isEmpty())
+          throw new IllegalArgumentException("no key");
+      } catch (IllegalArgumentException e) {
+        throw Problem.badRequest(
+            "invalid_ssh_key",
+            "ssh_public_key must be OpenSSH public keys, one per line (" + e.getMessage() + ")");
+      }
+    }
     Long maxTotal = r.maxTotal() == null ? null : Amounts.parsePositive("max_total", r.maxTotal());
     int wait = r.waitSeconds() == null ? 30 : r.waitSeconds();
     if (wait < 0 || wait > 600)
@@ -411,7 +484,8 @@ public final class RentalRoutes {
         v.billedSeconds(),
         Money.format(v.cost()),
         v.preemptionDeadline(),
-        v.terms() != null && v.terms().simulated());
+        v.terms() != null && v.terms().simulated(),
+        null);
   }
 
   static RentalView view(RentalReadModel.RentalRow r) {
@@ -432,7 +506,24 @@ public final class RentalRoutes {
         r.billedSeconds(),
         Money.format(r.cost()),
         r.preemptionDeadline(),
-        r.simulated());
+        r.simulated(),
+        null);
+  }
+
+  /**
+   * The view with its host's SSH host key, for a rental that is or may soon be reachable (clients
+   * pin it); without it when the host does not answer in time.
+   */
+  private CompletionStage<RentalView> withHostKey(Rental.View v) {
+    RentalView view = view(v);
+    if (v.terms() == null || v.status() == Rental.Status.ENDED)
+      return CompletableFuture.completedFuture(view);
+    return sharding
+        .entityRefFor(dev.tickmark.engine.host.Host.ENTITY_KEY, v.terms().hostId())
+        .<dev.tickmark.engine.host.Host.SshHostKey>askWithStatus(
+            dev.tickmark.engine.host.Host.GetSshHostKey::new, timeout)
+        .thenApply(key -> view.withSshHostKey(key.key()))
+        .exceptionally(failure -> view);
   }
 
   /**

@@ -83,8 +83,10 @@ public final class Responses {
           HOLD_CLOSED,
           NOT_RECLAIMABLE,
           HOST_BUSY,
-          HOST_NOT_AVAILABLE ->
+          HOST_NOT_AVAILABLE,
+          NOT_RUNNING ->
           409;
+      case TOO_MANY_STREAMS -> 429;
       case INSUFFICIENT_EARNINGS, AMOUNT_TOO_LARGE, HOLD_EXCEEDED -> 422;
       case UNAVAILABLE ->
           503; // temporary (the read side or an entity is away): retry, Retry-After says when

@@ -38,7 +38,8 @@ public final class Migrations {
           "V6__payout_runs.sql",
           "V7__market_index.sql",
           "V8__rental_logs.sql",
-          "V9__payment_ids.sql");
+          "V9__payment_ids.sql",
+          "V10__ssh_keys.sql");
 
   private Migrations() {}
 

@@ -48,6 +48,9 @@ import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforc
 import org.apache.pekko.persistence.typed.javadsl.ReplyEffect;
 import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
 import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
+import org.apache.pekko.stream.SinkRef;
+import org.apache.pekko.stream.SourceRef;
+import org.apache.pekko.util.ByteString;
 
 /**
  * A provider's machine. It is invited with a one-time token, pins its agent's Ed25519 key at
@@ -154,6 +157,36 @@ public final class Host
 
   public record PreemptWorkload(String rentalId, Instant deadline) implements ToSession {}
 
+  /**
+   * The two ends of one SSH byte stream between a renter's websocket and the agent, as stream refs
+   * materialized on the renter's node: the agent's stream socket (on whichever node it lands)
+   * consumes {@code toAgent} and feeds {@code fromAgent}. Each is used once; backpressure crosses
+   * nodes with them.
+   */
+  public record StreamEnds(SourceRef<ByteString> toAgent, SinkRef<ByteString> fromAgent)
+      implements CborSerializable {}
+
+  /**
+   * To the session: ask the agent to open {@code streamId}; the session answers {@code replyTo}.
+   */
+  public record OpenStreamOnAgent(
+      String rentalId, String streamId, StreamEnds ends, ActorRef<StatusReply<Done>> replyTo)
+      implements ToSession {}
+
+  /**
+   * To the session: the agent's stream socket arrived; hand it the ends. {@code handle} closes that
+   * socket when the rental ends.
+   */
+  public record ClaimStreamOnAgent(
+      String streamId, ActorRef<StreamControl> handle, ActorRef<StatusReply<StreamEnds>> replyTo)
+      implements ToSession {}
+
+  /** What a session tells the node-local handle of a stream socket. */
+  public interface StreamControl extends CborSerializable {}
+
+  /** Close the stream (its rental ended, or the agent said so). */
+  public record ShutDownStream(String reason) implements StreamControl {}
+
   public record Invite(
       String ownerId,
       String region,
@@ -178,9 +211,40 @@ public final class Host
   public record Authenticate(String credentialHash, ActorRef<StatusReply<Identity>> replyTo)
       implements Replying<Identity> {}
 
-  /** Makes {@code session} the host's one live session; a previous one is told to close. */
-  public record Attach(ActorRef<ToSession> session, ActorRef<StatusReply<Attached>> replyTo)
-      implements Replying<Attached> {}
+  /**
+   * Makes {@code session} the host's one live session; a previous one is told to close. {@code
+   * sshHostKey}: the agent's SSH host key (an OpenSSH public key line), kept and shown on its
+   * rentals; null from an agent without an SSH server.
+   */
+  public record Attach(
+      ActorRef<ToSession> session, String sshHostKey, ActorRef<StatusReply<Attached>> replyTo)
+      implements Replying<Attached> {
+    @JsonCreator
+    public Attach {}
+
+    public Attach(ActorRef<ToSession> session, ActorRef<StatusReply<Attached>> replyTo) {
+      this(session, null, replyTo);
+    }
+  }
+
+  /**
+   * A renter connected to a running rental's SSH server: relay {@code ends} to the agent. Refused
+   * ({@code unavailable}) while the host has no live session.
+   */
+  public record OpenStream(
+      String rentalId, String streamId, StreamEnds ends, ActorRef<StatusReply<Done>> replyTo)
+      implements Replying<Done> {}
+
+  /** The agent's stream socket for {@code streamId} arrived on some node: find its ends. */
+  public record ClaimStream(
+      String streamId, ActorRef<StreamControl> handle, ActorRef<StatusReply<StreamEnds>> replyTo)
+      implements Replying<StreamEnds> {}
+
+  /** The host's SSH host key, for a rental's view ({@code key} null when it has none). */
+  public record GetSshHostKey(ActorRef<StatusReply<SshHostKey>> replyTo)
+      implements Replying<SshHostKey> {}
+
+  public record SshHostKey(String key) implements CborSerializable {}
 
   public record Detach(ActorRef<ToSession> session) implements Command {}
 
@@ -385,6 +449,9 @@ public final class Host
 
   public record CardsReleased(String rentalId, List<Integer> cards, Instant at) implements Event {}
 
+  /** The agent attached with another SSH host key than the one kept (or the first one). */
+  public record SshHostKeyChanged(String sshHostKey, Instant at) implements Event {}
+
   // ---------------------------------------------------------------------------------------------
   // State
 
@@ -486,6 +553,10 @@ public final class Host
 
     // Applying events: each changes the parts it concerns and keeps the others.
 
+    Active withEnrollment(Enrollment newEnrollment) {
+      return new Active(newEnrollment, standing, presence, inventory, listing, draining);
+    }
+
     Active withStanding(Standing newStanding) {
       return new Active(enrollment, newStanding, presence, inventory, listing, draining);
     }
@@ -540,8 +611,28 @@ public final class Host
       String publicKey,
       String credentialHash,
       Instant registeredAt,
-      String tokenHash)
+      String tokenHash,
+      String sshHostKey)
       implements CborSerializable {
+    @JsonCreator
+    public Enrollment {}
+
+    public Enrollment(
+        String ownerId,
+        String region,
+        String label,
+        String publicKey,
+        String credentialHash,
+        Instant registeredAt,
+        String tokenHash) {
+      this(ownerId, region, label, publicKey, credentialHash, registeredAt, tokenHash, null);
+    }
+
+    Enrollment withSshHostKey(String key) {
+      return new Enrollment(
+          ownerId, region, label, publicKey, credentialHash, registeredAt, tokenHash, key);
+    }
+
     Gone removed() {
       return new Gone(ownerId, credentialHash, tokenHash);
     }
@@ -633,6 +724,12 @@ public final class Host
     Inventory renting(String rentalId) {
       Held h = reservations.get(rentalId);
       return withReservation(rentalId, new Held(h.cards(), h.price(), h.tier(), true));
+    }
+
+    /** Whether {@code rentalId}'s workload was started on its cards (not merely reserved). */
+    boolean isRented(String rentalId) {
+      Held h = reservations.get(rentalId);
+      return h != null && h.confirmed();
     }
 
     Inventory releasing(String rentalId) {
@@ -853,6 +950,15 @@ public final class Host
         .onCommand(Authenticate.class, this::onAuthenticate)
         .onCommand(Attach.class, this::onAttach)
         .onCommand(Detach.class, this::onDetach)
+        .onCommand(OpenStream.class, this::onOpenStream)
+        .onCommand(ClaimStream.class, this::onClaimStream)
+        .onCommand(
+            GetSshHostKey.class,
+            (s, c) ->
+                Effect()
+                    .reply(
+                        c.replyTo(),
+                        StatusReply.success(new SshHostKey(s.enrollment().sshHostKey()))))
         .onCommand(VerifyReport.class, this::onVerifyReport)
         .onCommand(Heartbeat.class, this::onHeartbeat)
         .onCommand(HeartbeatCheck.class, this::onHeartbeatCheck)
@@ -1016,10 +1122,38 @@ public final class Host
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
     Attached attached = new Attached(hostId, settings.heartbeatIntervalSeconds());
-    if (state.online()) return Effect().reply(cmd.replyTo(), StatusReply.success(attached));
-    return Effect()
-        .persist(new WentOnline(now()))
-        .thenReply(cmd.replyTo(), s -> StatusReply.success(attached));
+    List<Event> events = new ArrayList<>(2);
+    if (cmd.sshHostKey() != null
+        && !cmd.sshHostKey().equals(state.enrollment().sshHostKey())
+        && dev.tickmark.wire.SshPublicKeys.isPublicKeyLine(cmd.sshHostKey()))
+      events.add(new SshHostKeyChanged(cmd.sshHostKey(), now()));
+    if (!state.online()) events.add(new WentOnline(now()));
+    if (events.isEmpty()) return Effect().reply(cmd.replyTo(), StatusReply.success(attached));
+    return Effect().persist(events).thenReply(cmd.replyTo(), s -> StatusReply.success(attached));
+  }
+
+  // ---- streams to the workload (nothing persisted: they live as long as their sockets)
+
+  private ReplyEffect<Event, State> onOpenStream(Active state, OpenStream cmd) {
+    if (!state.inventory().isRented(cmd.rentalId()))
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.NOT_FOUND, "rental " + cmd.rentalId() + " is not running here"));
+    if (session == null)
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.UNAVAILABLE, "the host's agent is not connected now; retry shortly"));
+    session.tell(new OpenStreamOnAgent(cmd.rentalId(), cmd.streamId(), cmd.ends(), cmd.replyTo()));
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onClaimStream(Active state, ClaimStream cmd) {
+    if (session == null)
+      return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such stream"));
+    session.tell(new ClaimStreamOnAgent(cmd.streamId(), cmd.handle(), cmd.replyTo()));
+    return Effect().noReply();
   }
 
   private ReplyEffect<Event, State> onDetach(Active state, Detach cmd) {
@@ -1477,6 +1611,9 @@ public final class Host
             ReportRejected.class,
             (s, e) -> s.withStanding(s.standing().rejected(e.outcome(), e.reportHash(), e.evict())))
         .onEvent(WentOnline.class, (s, e) -> s.withOnline(e.at()))
+        .onEvent(
+            SshHostKeyChanged.class,
+            (s, e) -> s.withEnrollment(s.enrollment().withSshHostKey(e.sshHostKey())))
         .onEvent(
             WentOffline.class, (s, e) -> s.withPresence(new Presence(false, e.lastHeartbeatAt())))
         .onEvent(HeartbeatRecorded.class, (s, e) -> s.withPresence(new Presence(true, e.at())))

@@ -17,8 +17,10 @@ import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -33,6 +35,10 @@ import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityRef;
 import org.apache.pekko.pattern.StatusReply;
+import org.apache.pekko.stream.Materializer;
+import org.apache.pekko.stream.javadsl.Sink;
+import org.apache.pekko.stream.javadsl.Source;
+import org.apache.pekko.util.ByteString;
 
 /**
  * One agent websocket: the challenge–response, then the bridge between frames and the host entity.
@@ -131,6 +137,22 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private record ForwardToRental(String rentalId, Rental.Command command) implements Msg {}
 
+  /** The agent did not claim a stream in time. */
+  private record ClaimTimeout(String streamId) implements Msg {}
+
+  /** A stream socket's handle stopped: the stream is over. */
+  private record StreamGone(String streamId) implements Msg {}
+
+  /** At most this many SSH streams per rental, opening or open. */
+  static final int MAX_STREAMS_PER_RENTAL = 8;
+
+  /** How long the agent has to open its stream socket after {@code open_stream}. */
+  static final Duration STREAM_CLAIM_TIMEOUT = Duration.ofSeconds(20);
+
+  private record PendingStream(String rentalId, Host.StreamEnds ends) {}
+
+  private record OpenStream(String rentalId, ActorRef<Host.StreamControl> handle) {}
+
   /** At most this many {@code logs} frames wait to be stored; more closes the session. */
   static final int MAX_PENDING_LOG_WRITES = 32;
 
@@ -155,6 +177,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private final EngineMetrics metrics;
   private final String nonce;
   private String hostId;
+  private String sshHostKey;
   private boolean active;
   private boolean closed;
   // token bucket for the frame rate limit
@@ -164,6 +187,10 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private final Set<String> vouched = new HashSet<>();
   private CompletionStage<Void> logWrites = CompletableFuture.completedFuture(null);
   private int pendingLogWrites;
+  // SSH streams of this host's rentals: asked for and not yet claimed by the agent, and claimed
+  private final Map<String, PendingStream> pendingStreams = new HashMap<>();
+  private final Map<String, OpenStream> openStreams = new HashMap<>();
+  private final Materializer materializer;
 
   public static Behavior<Msg> create(
       ActorRef<Outgoing> out, Credentials credentials, Limits limits, RentalLogs logs) {
@@ -189,6 +216,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     this.sharding = ClusterSharding.get(context.getSystem());
     this.hostInbox = context.messageAdapter(Host.ToSession.class, FromHost::new);
     this.metrics = EngineMetrics.get(context.getSystem());
+    this.materializer = Materializer.matFromSystem(context.getSystem());
     metrics.agentSessionsOpened.increment();
     this.tokens = limits.burst();
     this.lastRefillNanos = System.nanoTime();
@@ -214,6 +242,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
         .onMessage(Verified.class, this::onVerified)
         .onMessage(LogsStored.class, this::onLogsStored)
         .onMessage(ForwardToRental.class, this::onForwardToRental)
+        .onMessage(ClaimTimeout.class, this::onClaimTimeout)
+        .onMessage(StreamGone.class, this::onStreamGone)
         .onMessage(Failed.class, m -> fail(m.code(), m.message()))
         .onMessage(
             HelloTimeout.class,
@@ -258,6 +288,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
           m.rentalId(), null, at -> new Rental.WorkloadFailed(hostId, reason), afterLogs());
     }
     if (frame instanceof AgentFrame.Logs m) return onLogs(m);
+    if (frame instanceof AgentFrame.CloseStream m) return onCloseStreamFrame(m);
     return fail("unexpected_frame", "an agent does not send " + frame.getClass().getSimpleName());
   }
 
@@ -272,9 +303,11 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
       if (!c.pinnedPublicKey().equals(hello.publicKey()))
         return fail("key_mismatch", "this is not the key pinned for the host");
       hostId = c.hostId();
+      sshHostKey = hello.sshHostKey();
       attach(null);
     } else if (credentials instanceof RegistrationToken t) {
       hostId = t.hostId();
+      sshHostKey = hello.sshHostKey();
       EntityRef<Host.Command> host = host();
       getContext()
           .askWithStatus(
@@ -301,7 +334,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
             Host.Attached.class,
             host(),
             limits.askTimeout(),
-            reply -> new Host.Attach(hostInbox, reply),
+            reply -> new Host.Attach(hostInbox, sshHostKey, reply),
             (attached, failure) ->
                 attached != null
                     ? new AttachedToHost(
@@ -538,10 +571,94 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
               null));
     } else if (message instanceof Host.StopWorkloadOnAgent w) {
       send(new AgentFrame.StopRental(w.rentalId(), false));
+      closeStreamsOf(w.rentalId(), "the rental ended");
+    } else if (message instanceof Host.OpenStreamOnAgent o) {
+      onOpenStream(o);
+    } else if (message instanceof Host.ClaimStreamOnAgent c) {
+      onClaimStream(c);
     } else if (message instanceof Host.PreemptWorkload w) {
       send(new AgentFrame.Preempt(w.rentalId(), w.deadline().toString()));
     }
     return this;
+  }
+
+  // ---- SSH streams: the session only introduces the two sockets; the bytes never pass here
+
+  private void onOpenStream(Host.OpenStreamOnAgent o) {
+    long streams =
+        pendingStreams.values().stream().filter(p -> p.rentalId().equals(o.rentalId())).count()
+            + openStreams.values().stream().filter(p -> p.rentalId().equals(o.rentalId())).count();
+    if (streams >= MAX_STREAMS_PER_RENTAL) {
+      o.replyTo()
+          .tell(
+              Rejection.TOO_MANY_STREAMS.reply(
+                  "a rental has at most "
+                      + MAX_STREAMS_PER_RENTAL
+                      + " SSH connections at once; close one"));
+      return;
+    }
+    pendingStreams.put(o.streamId(), new PendingStream(o.rentalId(), o.ends()));
+    timers.startSingleTimer(
+        "claim-" + o.streamId(), new ClaimTimeout(o.streamId()), STREAM_CLAIM_TIMEOUT);
+    send(new AgentFrame.OpenStream(o.streamId(), o.rentalId()));
+    o.replyTo().tell(StatusReply.ack());
+  }
+
+  private void onClaimStream(Host.ClaimStreamOnAgent c) {
+    PendingStream pending = pendingStreams.remove(c.streamId());
+    if (pending == null) {
+      c.replyTo().tell(Rejection.NOT_FOUND.reply("no such stream"));
+      return;
+    }
+    timers.cancel("claim-" + c.streamId());
+    openStreams.put(c.streamId(), new OpenStream(pending.rentalId(), c.handle()));
+    getContext().watchWith(c.handle(), new StreamGone(c.streamId()));
+    c.replyTo().tell(StatusReply.success(pending.ends()));
+  }
+
+  private Behavior<Msg> onCloseStreamFrame(AgentFrame.CloseStream m) {
+    if (m.streamId() == null || m.streamId().length() > 128)
+      return fail("malformed_frame", "close_stream needs a stream_id");
+    PendingStream pending = pendingStreams.remove(m.streamId());
+    if (pending != null) {
+      timers.cancel("claim-" + m.streamId());
+      end(pending.ends());
+    }
+    OpenStream open = openStreams.remove(m.streamId());
+    if (open != null) open.handle().tell(new Host.ShutDownStream("the agent closed the stream"));
+    return this;
+  }
+
+  private Behavior<Msg> onClaimTimeout(ClaimTimeout t) {
+    PendingStream pending = pendingStreams.remove(t.streamId());
+    if (pending != null) end(pending.ends());
+    return this;
+  }
+
+  private Behavior<Msg> onStreamGone(StreamGone g) {
+    openStreams.remove(g.streamId());
+    return this;
+  }
+
+  private void closeStreamsOf(String rentalId, String reason) {
+    pendingStreams
+        .entrySet()
+        .removeIf(
+            e -> {
+              if (!e.getValue().rentalId().equals(rentalId)) return false;
+              timers.cancel("claim-" + e.getKey());
+              end(e.getValue().ends());
+              return true;
+            });
+    openStreams.values().stream()
+        .filter(o -> o.rentalId().equals(rentalId))
+        .forEach(o -> o.handle().tell(new Host.ShutDownStream(reason)));
+  }
+
+  /** Ends both halves of a stream no agent socket will join: the renter's socket closes. */
+  private void end(Host.StreamEnds ends) {
+    Source.<ByteString>empty().runWith(ends.fromAgent().getSink(), materializer);
+    ends.toAgent().getSource().runWith(Sink.cancelled(), materializer);
   }
 
   // ---- plumbing
@@ -573,6 +690,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private Behavior<Msg> stop() {
     metrics.agentSessionsClosed.increment();
+    pendingStreams.values().forEach(p -> end(p.ends()));
     if (hostId != null && active) host().tell(new Host.Detach(hostInbox));
     if (!closed) out.tell(Complete.INSTANCE);
     return Behaviors.stopped();

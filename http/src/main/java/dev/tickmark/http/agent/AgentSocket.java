@@ -29,6 +29,7 @@ import org.apache.pekko.japi.Pair;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.stream.Materializer;
 import org.apache.pekko.stream.OverflowStrategy;
+import org.apache.pekko.stream.SharedKillSwitch;
 import org.apache.pekko.stream.javadsl.Flow;
 import org.apache.pekko.stream.javadsl.Sink;
 import org.apache.pekko.stream.javadsl.Source;
@@ -71,14 +72,92 @@ public final class AgentSocket {
   }
 
   public Route route() {
-    return path(
-        segment("agent").slash("connect"),
-        () ->
-            get(
-                () ->
-                    extractRequest(
-                        request -> connect(request, throttle.tryAcquire(client(request))))));
+    return concat(
+        path(
+            segment("agent").slash("connect"),
+            () ->
+                get(
+                    () ->
+                        extractRequest(
+                            request -> connect(request, throttle.tryAcquire(client(request)))))),
+        path(
+            segment("agent")
+                .slash("streams")
+                .slash(org.apache.pekko.http.javadsl.server.PathMatchers.segment()),
+            streamId ->
+                get(
+                    () ->
+                        extractRequest(
+                            request ->
+                                stream(request, streamId, throttle.tryAcquire(client(request)))))));
   }
+
+  /**
+   * {@code GET /v1/agent/streams/{stream_id}}: the agent's half of one SSH stream, asked for in an
+   * {@code open_stream} frame. Host credential only; the stream must be one its session is waiting
+   * for (404 otherwise). Binary frames both ways, relayed to the renter's socket ({@link
+   * StreamRelay}).
+   */
+  private Route stream(HttpRequest request, String streamId, FailedAuthThrottle.Attempt attempt) {
+    if (!attempt.allowed())
+      return complete(
+          new Problem(
+                  429,
+                  "rate_limited",
+                  "too many failed agent authentications from this address; retry in "
+                      + attempt.retryAfterSeconds()
+                      + " s")
+              .toResponse()
+              .addHeader(RetryAfter.create(attempt.retryAfterSeconds())));
+    Optional<String[]> parsed =
+        request
+            .getHeader("Authorization")
+            .map(h -> h.value())
+            .flatMap(AgentSocket::parse)
+            .filter(token -> token[0].equals(CREDENTIAL_PREFIX));
+    if (parsed.isEmpty())
+      return complete(
+          Problem.unauthorized("send Authorization: Bearer <host credential>").toResponse());
+    if (!Ids.wellFormed(STREAM_ID_PREFIX, streamId))
+      return complete(Problem.notFound("no such stream").toResponse());
+    if (request.getAttribute(AttributeKeys.webSocketUpgrade).isEmpty())
+      return complete(
+          Problem.badRequest("websocket_required", "this is a websocket: send an upgrade request")
+              .toResponse());
+    String hostId = parsed.get()[1];
+    SharedKillSwitch stop = StreamRelay.killSwitch(streamId);
+    CompletionStage<Route> route =
+        authenticate(parsed.get())
+            .thenCompose(
+                credentials -> {
+                  if (!(credentials instanceof AgentSession.HostCredential))
+                    return CompletableFuture.completedFuture(
+                        complete(
+                            Problem.unauthorized("the host credential is not valid").toResponse()));
+                  attempt.refund();
+                  ActorRef<Host.StreamControl> handle =
+                      system.systemActorOf(
+                          StreamRelay.handle(stop), "ssh-stream-" + streamId, Props.empty());
+                  return sharding
+                      .entityRefFor(Host.ENTITY_KEY, hostId)
+                      .<Host.StreamEnds>askWithStatus(
+                          reply -> new Host.ClaimStream(streamId, handle, reply),
+                          limits.askTimeout())
+                      .<Route>thenApply(
+                          ends ->
+                              handleWebSocketMessages(
+                                  StreamRelay.agentSide(
+                                      ends, stop, () -> StreamRelay.tellEnded(handle))))
+                      .whenComplete(
+                          (r, failure) -> {
+                            if (failure != null) StreamRelay.tellEnded(handle);
+                          });
+                });
+    return onSuccess(route, r -> r);
+  }
+
+  /** Stream ids: this prefix and 24 hex digits, made by the renter's node. */
+  public static final String STREAM_ID_PREFIX = "str_";
 
   /**
    * Refuses an address that failed too often (429), then a token or credential of the wrong shape
