@@ -179,6 +179,11 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
     }
   }
 
+  /** The running workload of a rental, or null. */
+  protected W workload(String rentalId) {
+    return rentalId == null ? null : running.get(rentalId);
+  }
+
   @Override
   public Set<String> running() {
     return Set.copyOf(running.keySet());

@@ -1,6 +1,9 @@
 package dev.tickmark.agent;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.tickmark.agent.ssh.AgentSshServer;
+import dev.tickmark.agent.ssh.RentalRegistry;
+import dev.tickmark.agent.ssh.SshStreams;
 import dev.tickmark.wire.AgentFrame;
 import dev.tickmark.wire.Frames;
 import dev.tickmark.wire.HardwareReport;
@@ -114,6 +117,11 @@ public final class Agent implements AutoCloseable {
   private final Backoff backoff = new Backoff();
   private final Runtime runtime;
   private final Rentals rentals; // confined to the loop thread
+
+  /** The SSH server and its streams; null when the server could not start. */
+  private final AgentSshServer ssh;
+
+  private final SshStreams streams;
 
   /**
    * The card indexes of this machine, from the latest hardware report (what a rental may ask for).
@@ -245,6 +253,24 @@ public final class Agent implements AutoCloseable {
                 RentalLog.Limits.DEFAULT,
                 Clock.systemUTC(),
                 id -> LogShipper.seqFile(new RentalDirs(state.path()).rental(id))));
+    this.ssh = startSsh(state.path(), config.sshIdleTimeout());
+    this.streams = ssh == null ? null : new SshStreams(ssh, http, this::sendCloseStream);
+    if (ssh != null) {
+      rentals.access(
+          new Rentals.Access() {
+            @Override
+            public void running(String rentalId, String authorizedKeys) {
+              runtime
+                  .workspace(rentalId)
+                  .ifPresent(w -> ssh.registry().running(rentalId, authorizedKeys, w));
+            }
+
+            @Override
+            public void ending(String rentalId) {
+              ssh.registry().ended(rentalId);
+            }
+          });
+    }
     log.info(
         "tickmark-agent {}: state folder {}, engines {}, {}, {} runtime",
         VERSION,
@@ -263,7 +289,40 @@ public final class Agent implements AutoCloseable {
     }
   }
 
+  /**
+   * The SSH server, or null when it cannot start (the agent then runs without one: its hello has no
+   * {@code ssh_host_key}, and every {@code open_stream} is refused).
+   */
+  private static AgentSshServer startSsh(Path stateDir, Duration idleTimeout) {
+    try {
+      return AgentSshServer.start(stateDir, new RentalRegistry(), idleTimeout);
+    } catch (IOException | RuntimeException | LinkageError e) {
+      log.warn("the ssh server cannot start, rentals cannot be reached with ssh: {}", e.toString());
+      return null;
+    }
+  }
+
   // ---- observation
+
+  /** The SSH host key's public half (an OpenSSH line), if the SSH server runs. */
+  public Optional<String> sshHostKey() {
+    return Optional.ofNullable(ssh).map(AgentSshServer::hostKey);
+  }
+
+  /** Where the SSH server listens (loopback), if it runs. */
+  Optional<java.net.InetSocketAddress> sshAddress() {
+    return Optional.ofNullable(ssh).map(AgentSshServer::address);
+  }
+
+  /** The SSH streams of a rental open now. */
+  int sshStreams(String rentalId) {
+    return streams == null ? 0 : streams.count(rentalId);
+  }
+
+  /** The SSH sessions open now. */
+  int sshSessions() {
+    return ssh == null ? 0 : ssh.sessionCount();
+  }
 
   /** The host id from the latest welcome, if any. */
   public Optional<String> hostId() {
@@ -384,7 +443,9 @@ public final class Agent implements AutoCloseable {
     if (closed) return;
     List<URI> engines = config.engines();
     URI engine = engines.get((int) (connections++ % engines.size()));
-    Connection c = new Connection(engine, new Session(state.key(), VERSION));
+    Connection c =
+        new Connection(
+            engine, new Session(state.key(), VERSION, ssh == null ? null : ssh.hostKey()));
     current = c;
     String bearer = credential != null ? credential : config.token();
     log.info(
@@ -459,6 +520,7 @@ public final class Agent implements AutoCloseable {
       else if (action instanceof Session.Verified v) verificationResult(v.result());
       else if (action instanceof Session.RentalFrame r) rentals.onFrame(r.frame());
       else if (action instanceof Session.LogsAcked a) rentals.logs().onAck(a.ack());
+      else if (action instanceof Session.StreamFrame f) onStreamFrame(c, f.frame());
       else if (action instanceof Session.Rejected r) reject(r.code(), r.message());
       else if (action instanceof Session.Ended e) {
         boolean replaced = "replaced".equals(e.code());
@@ -474,6 +536,34 @@ public final class Agent implements AutoCloseable {
             replaced ? backoff.longest() : null);
       }
     }
+  }
+
+  /**
+   * {@code open_stream}: joined to the SSH server by {@link SshStreams} (which answers {@code
+   * close_stream} when it cannot); {@code close_stream}: that stream ends.
+   */
+  private void onStreamFrame(Connection c, AgentFrame frame) {
+    if (frame instanceof AgentFrame.OpenStream o) {
+      if (streams == null) {
+        if (o.streamId() != null)
+          send(c, new AgentFrame.CloseStream(o.streamId(), "ssh_unavailable"));
+        return;
+      }
+      streams.open(
+          o.streamId(), o.rentalId(), c.engine, credential != null ? credential : config.token());
+    } else if (frame instanceof AgentFrame.CloseStream cs && streams != null) {
+      streams.close(cs.streamId(), cs.reason());
+    }
+  }
+
+  /** The streams' {@code close_stream}: sent on the established session, if any. */
+  private void sendCloseStream(String streamId, String reason) {
+    post(
+        () -> {
+          Connection c = current;
+          if (c != null && !closed && c.session.phase() == Session.Phase.ESTABLISHED)
+            send(c, new AgentFrame.CloseStream(streamId, reason));
+        });
   }
 
   private void established(Connection c, Session.Established e) {
@@ -669,6 +759,8 @@ public final class Agent implements AutoCloseable {
     current = null;
     connectedEngine = null;
     rentals.stopAll(); // no new workloads from here on
+    if (streams != null) streams.close();
+    if (ssh != null) ssh.close(); // every session, and the shells they run
     runtime
         .close(); // stops what still runs (after close() drained them, nothing), wipes the scratch
     // folders

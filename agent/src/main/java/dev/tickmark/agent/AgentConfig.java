@@ -22,6 +22,8 @@ import java.util.Locale;
  *     simulated GPUs and {@link RuntimeKind#DOCKER} otherwise
  * @param stopGrace how long a stopped workload gets between SIGTERM and SIGKILL; null means {@link
  *     #DEFAULT_STOP_GRACE}
+ * @param sshIdleTimeout how long an SSH session may stay idle before the agent's SSH server closes
+ *     it; null means {@link #DEFAULT_SSH_IDLE_TIMEOUT}
  */
 public record AgentConfig(
     List<URI> engines,
@@ -29,13 +31,15 @@ public record AgentConfig(
     Path stateDir,
     SimulatedGpus simulatedGpus,
     RuntimeKind runtime,
-    Duration stopGrace) {
+    Duration stopGrace,
+    Duration sshIdleTimeout) {
 
   /** The websocket path on a node. */
   public static final String CONNECT_PATH = "/v1/agent/connect";
 
   public static final Duration DEFAULT_STOP_GRACE = Duration.ofSeconds(10);
   public static final Duration MAX_STOP_GRACE = Duration.ofMinutes(10);
+  public static final Duration DEFAULT_SSH_IDLE_TIMEOUT = Duration.ofMinutes(30);
 
   /** How the agent runs rental workloads ({@code --runtime}). */
   public enum RuntimeKind {
@@ -67,6 +71,20 @@ public record AgentConfig(
       throw new IllegalArgumentException(
           "the stop grace period must be between 0 and " + MAX_STOP_GRACE.toSeconds() + " s");
     }
+    if (sshIdleTimeout == null) sshIdleTimeout = DEFAULT_SSH_IDLE_TIMEOUT;
+    if (sshIdleTimeout.isNegative() || sshIdleTimeout.isZero())
+      throw new IllegalArgumentException("the ssh idle timeout must be positive");
+  }
+
+  /** The default ssh idle timeout. */
+  public AgentConfig(
+      List<URI> engines,
+      String token,
+      Path stateDir,
+      SimulatedGpus simulatedGpus,
+      RuntimeKind runtime,
+      Duration stopGrace) {
+    this(engines, token, stateDir, simulatedGpus, runtime, stopGrace, null);
   }
 
   /**
@@ -79,12 +97,18 @@ public record AgentConfig(
 
   /** The same configuration with another runtime. */
   public AgentConfig withRuntime(RuntimeKind kind) {
-    return new AgentConfig(engines, token, stateDir, simulatedGpus, kind, stopGrace);
+    return new AgentConfig(
+        engines, token, stateDir, simulatedGpus, kind, stopGrace, sshIdleTimeout);
   }
 
   /** The same configuration with another stop grace period. */
   public AgentConfig withStopGrace(Duration grace) {
-    return new AgentConfig(engines, token, stateDir, simulatedGpus, runtime, grace);
+    return new AgentConfig(engines, token, stateDir, simulatedGpus, runtime, grace, sshIdleTimeout);
+  }
+
+  /** The same configuration with another ssh idle timeout. */
+  public AgentConfig withSshIdleTimeout(Duration timeout) {
+    return new AgentConfig(engines, token, stateDir, simulatedGpus, runtime, stopGrace, timeout);
   }
 
   /** One engine, the real hardware; rentals run in Docker. */

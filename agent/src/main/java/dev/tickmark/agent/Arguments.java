@@ -24,7 +24,7 @@ record Arguments(
       """
       Usage: java -jar tickmark-agent.jar --engine URL [--engine URL…] [--token TOKEN] [--state-dir DIR]
                                           [--simulate-gpus CODE:COUNT[,CODE:COUNT…]] [--runtime process|docker]
-                                          [--stop-grace SECONDS]
+                                          [--stop-grace SECONDS] [--ssh-idle-timeout MINUTES]
              java -jar tickmark-agent.jar --print-report [--state-dir DIR]
 
         --engine URL          a node, ws://host:port or wss://host:port (http/https accepted); repeat the flag or
@@ -41,6 +41,9 @@ record Arguments(
                               unless the renter enables it, no capabilities) or process (a plain child process, no
                               isolation: development only). Default: process with --simulate-gpus, else docker
         --stop-grace SECONDS  how long a stopped workload gets between SIGTERM and SIGKILL (default 10)
+        --ssh-idle-timeout MINUTES
+                              renters' SSH sessions with no traffic for this long are closed (default 30); the
+                              agent's SSH server listens on 127.0.0.1 only and is reached through the engine
         --print-report        probe this machine (nvidia-smi, rocm-smi, /proc, a disk write in the state folder),
                               print the hardware report the agent would send, as JSON, and exit: see what the node
                               will verify before registering
@@ -67,6 +70,7 @@ record Arguments(
     SimulatedGpus simulated = null;
     AgentConfig.RuntimeKind runtime = null;
     java.time.Duration stopGrace = null;
+    java.time.Duration sshIdleTimeout = null;
     for (int i = 0; i < args.size(); i++) {
       String arg = args.get(i);
       String name = arg;
@@ -134,6 +138,18 @@ record Arguments(
           }
           stopGrace = java.time.Duration.ofSeconds(seconds);
         }
+        case "--ssh-idle-timeout" -> {
+          String v = value != null ? value : next(args, ++i, name);
+          long minutes;
+          try {
+            minutes = Long.parseLong(v.trim());
+          } catch (NumberFormatException ex) {
+            throw new UsageException("bad --ssh-idle-timeout '" + v + "': a number of minutes");
+          }
+          if (minutes < 1 || minutes > 7 * 24 * 60)
+            throw new UsageException("--ssh-idle-timeout must be between 1 and 10080 minutes");
+          sshIdleTimeout = java.time.Duration.ofMinutes(minutes);
+        }
         default -> throw new UsageException("unknown argument '" + arg + "'");
       }
     }
@@ -154,7 +170,8 @@ record Arguments(
             stateDir != null ? stateDir : AgentConfig.defaultStateDir(),
             simulated,
             runtime,
-            stopGrace),
+            stopGrace,
+            sshIdleTimeout),
         false,
         false);
   }

@@ -87,6 +87,18 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     return CONTAINER_PREFIX + rentalId;
   }
 
+  /**
+   * Sessions are {@code docker exec} into the container; SFTP and SCP see its {@code /workspace}
+   * through the scratch folder mounted there.
+   */
+  @Override
+  public java.util.Optional<dev.tickmark.agent.ssh.Workspace> workspace(String rentalId) {
+    if (workload(rentalId) == null) return java.util.Optional.empty();
+    return java.util.Optional.of(
+        new dev.tickmark.agent.ssh.Workspace.Container(
+            docker, containerName(rentalId), dirs.scratch(rentalId)));
+  }
+
   /** Null when {@code image} is an acceptable image reference, else why not. */
   static String checkImage(String image) {
     if (image == null || image.isEmpty()) return "no image given";

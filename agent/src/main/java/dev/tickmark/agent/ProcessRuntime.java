@@ -108,15 +108,10 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     ProcessBuilder pb = withoutInput(argv).directory(scratch.toFile());
     if (output == null) pb.redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
     else pb.redirectErrorStream(false); // two pipes, read line by line into the log
+    Map<String, String> workloadEnv = environment(spec, scratch);
     Map<String, String> env = pb.environment();
     env.clear();
-    env.putAll(baseEnv);
-    env.put("HOME", scratch.toString());
-    env.put("TMPDIR", scratch.toString());
-    env.put(
-        "CUDA_VISIBLE_DEVICES",
-        spec.cards().stream().map(String::valueOf).collect(Collectors.joining(",")));
-    env.put("TICKMARK_RENTAL_ID", id);
+    env.putAll(workloadEnv);
     Process process;
     try {
       process = pb.start();
@@ -131,7 +126,7 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
           e);
     }
     Instant startedAt = clock.instant();
-    Running r = new Running(spec, process, setsid != null, startedAt);
+    Running r = new Running(spec, process, setsid != null, startedAt, scratch, workloadEnv);
     if (output != null) {
       r.output = output;
       r.readers.add(capture(process.getInputStream(), RentalLog.Stream.STDOUT, output));
@@ -145,6 +140,27 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
         describe(command),
         spec.network() ? "" : " (network access is not blocked by the process runtime)");
     return r;
+  }
+
+  /** The workload's whole environment (its SSH sessions get the same, see {@link #workspace}). */
+  private Map<String, String> environment(Spec spec, Path scratch) {
+    Map<String, String> env = new LinkedHashMap<>(baseEnv);
+    env.put("HOME", scratch.toString());
+    env.put("TMPDIR", scratch.toString());
+    env.put(
+        "CUDA_VISIBLE_DEVICES",
+        spec.cards().stream().map(String::valueOf).collect(Collectors.joining(",")));
+    env.put("TICKMARK_RENTAL_ID", spec.rentalId());
+    return Map.copyOf(env);
+  }
+
+  /** Sessions run in the scratch folder with the workload's environment. */
+  @Override
+  public java.util.Optional<dev.tickmark.agent.ssh.Workspace> workspace(String rentalId) {
+    Running r = workload(rentalId);
+    return r == null
+        ? java.util.Optional.empty()
+        : java.util.Optional.of(new dev.tickmark.agent.ssh.Workspace.Local(r.scratch, r.env));
   }
 
   @Override
@@ -339,11 +355,21 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   static final class Running extends Workload {
     final Process process;
     final boolean ownGroup;
+    final Path scratch;
+    final Map<String, String> env;
 
-    Running(Spec spec, Process process, boolean ownGroup, Instant startedAt) {
+    Running(
+        Spec spec,
+        Process process,
+        boolean ownGroup,
+        Instant startedAt,
+        Path scratch,
+        Map<String, String> env) {
       super(spec, startedAt);
       this.process = process;
       this.ownGroup = ownGroup;
+      this.scratch = scratch;
+      this.env = env;
     }
   }
 }

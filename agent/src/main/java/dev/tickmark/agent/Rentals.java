@@ -69,6 +69,26 @@ final class Rentals {
     boolean send(AgentFrame frame);
   }
 
+  /**
+   * Told when a rental's workload runs (with its {@code ssh_public_key}: authorized_keys text, may
+   * be null) and when it stops running (stopping, stopped, failed): the agent's SSH access follows
+   * it. Called on the loop.
+   */
+  interface Access {
+    Access NONE =
+        new Access() {
+          @Override
+          public void running(String rentalId, String authorizedKeys) {}
+
+          @Override
+          public void ending(String rentalId) {}
+        };
+
+    void running(String rentalId, String authorizedKeys);
+
+    void ending(String rentalId);
+  }
+
   /** Runs a task on the loop after a delay; the returned runnable cancels it. */
   interface Scheduler {
     Runnable schedule(Duration delay, Runnable task);
@@ -85,6 +105,7 @@ final class Rentals {
   private static final class Rental {
     final String id;
     final Set<Integer> cards;
+    String authorizedKeys;
     State state = State.STARTING;
     Instant startedAt;
     Instant endedAt;
@@ -115,6 +136,7 @@ final class Rentals {
   private final Map<String, Rental> rentals = new LinkedHashMap<>();
   private boolean closing;
   private CompletableFuture<Void> drained;
+  private Access access = Access.NONE;
 
   /**
    * @param cards the card indexes of this machine (from the latest hardware report)
@@ -157,6 +179,11 @@ final class Rentals {
 
   Runtime runtime() {
     return runtime;
+  }
+
+  /** Who is told when rentals run and stop running (the SSH server). */
+  void access(Access access) {
+    this.access = access;
   }
 
   LogShipper logs() {
@@ -268,11 +295,7 @@ final class Rentals {
         s.cards(),
         runtime.name(),
         waitFor.isEmpty() ? "" : ", once the previous rental on them has stopped");
-    if (s.sshPublicKey() != null && !s.sshPublicKey().isBlank()) {
-      log.info(
-          "rental {}: an ssh key came with it, but this agent version gives no ssh access: ignored",
-          id);
-    }
+    r.authorizedKeys = s.sshPublicKey();
     if (Boolean.TRUE.equals(s.restore())) {
       log.warn(
           "rental {}: a restore was asked for, but this agent keeps no snapshots: starting from an empty scratch folder",
@@ -374,6 +397,7 @@ final class Rentals {
     r.state = State.RUNNING;
     r.startedAt = handle.startedAt();
     log.info("rental {}: running since {}", r.id, r.startedAt);
+    access.running(r.id, r.authorizedKeys);
     outbox.send(started(r));
     handle.ended().whenComplete((at, e) -> loop.execute(() -> ended(r, at != null ? at : now())));
     if (r.stopWanted) beginStop(r, closing ? SHUTTING_DOWN : "stop_rental (while starting)");
@@ -383,6 +407,7 @@ final class Rentals {
     if (r.state != State.RUNNING) return;
     r.state = State.STOPPING;
     cancelPreempt(r);
+    access.ending(r.id); // its ssh sessions go before the workload does
     log.info("rental {}: stopping ({})", r.id, why);
     runtime
         .stop(r.id)
@@ -396,6 +421,7 @@ final class Rentals {
     if (r.state != State.RUNNING && r.state != State.STOPPING) return;
     boolean byItself = r.state == State.RUNNING;
     r.state = State.STOPPED;
+    access.ending(r.id);
     r.endedAt = at;
     cancelPreempt(r);
     log.info(

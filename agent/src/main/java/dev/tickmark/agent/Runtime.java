@@ -97,6 +97,14 @@ interface Runtime extends AutoCloseable {
    */
   CompletableFuture<Instant> stop(String rentalId);
 
+  /**
+   * Where the SSH sessions of a running workload run (what the workload sees); empty when it does
+   * not run, or the runtime offers no sessions.
+   */
+  default java.util.Optional<dev.tickmark.agent.ssh.Workspace> workspace(String rentalId) {
+    return java.util.Optional.empty();
+  }
+
   /** The ids of the workloads running now. */
   Set<String> running();
 

@@ -21,6 +21,7 @@ import java.util.Set;
  *   AWAITING_CHALLENGE --challenge/hello--> AWAITING_WELCOME --welcome--> ESTABLISHED
  *   ESTABLISHED --start_rental / stop_rental / preempt--> RentalFrame (handled by {@link Rentals}, which outlives the session)
  *   ESTABLISHED --logs_ack--> LogsAcked (handled by {@link LogShipper}, which outlives the session)
+ *   ESTABLISHED --open_stream / close_stream--> StreamFrame (the agent's SSH streams)
  *   any --error--> CLOSED   (Rejected when retrying cannot help, else Ended)
  * </pre>
  */
@@ -58,6 +59,9 @@ final class Session {
    */
   record RentalFrame(AgentFrame frame) implements Action {}
 
+  /** {@code open_stream} / {@code close_stream}: for the agent's SSH streams. */
+  record StreamFrame(AgentFrame frame) implements Action {}
+
   /** The engine stored a rental's log lines through a seq ({@link LogShipper}). */
   record LogsAcked(AgentFrame.LogsAck ack) implements Action {}
 
@@ -69,12 +73,22 @@ final class Session {
 
   private final KeyPair key;
   private final String agentVersion;
+  private final String sshHostKey;
   private Phase phase = Phase.AWAITING_CHALLENGE;
   private long seq;
 
   Session(KeyPair key, String agentVersion) {
+    this(key, agentVersion, null);
+  }
+
+  /**
+   * {@code sshHostKey}: the SSH server's host key, one OpenSSH public key line, for {@code
+   * hello.ssh_host_key}; null when the agent runs no SSH server.
+   */
+  Session(KeyPair key, String agentVersion, String sshHostKey) {
     this.key = key;
     this.agentVersion = agentVersion;
+    this.sshHostKey = sshHostKey;
   }
 
   Phase phase() {
@@ -91,6 +105,8 @@ final class Session {
     if (phase == Phase.ESTABLISHED) {
       if (frame instanceof AgentFrame.VerificationResult v) return List.of(new Verified(v));
       if (frame instanceof AgentFrame.LogsAck a) return List.of(new LogsAcked(a));
+      if (frame instanceof AgentFrame.OpenStream || frame instanceof AgentFrame.CloseStream)
+        return List.of(new StreamFrame(frame));
       if (frame instanceof AgentFrame.StartRental
           || frame instanceof AgentFrame.StopRental
           || frame instanceof AgentFrame.Preempt) {
@@ -128,7 +144,8 @@ final class Session {
     String signature = Ed25519.sign(key.getPrivate(), Ed25519.helloMessage(c.nonce()));
     return List.of(
         new Send(
-            new AgentFrame.Hello(signature, agentVersion, Ed25519.encodePublic(key.getPublic()))));
+            new AgentFrame.Hello(
+                signature, agentVersion, Ed25519.encodePublic(key.getPublic()), sshHostKey)));
   }
 
   private List<Action> onWelcome(AgentFrame.Welcome w) {

@@ -134,6 +134,16 @@ class ArgumentsTest {
   }
 
   @Test
+  void sshIdleTimeoutFlag() throws Exception {
+    assertEquals(
+        AgentConfig.DEFAULT_SSH_IDLE_TIMEOUT,
+        parse("--engine", "ws://a").config().sshIdleTimeout());
+    assertEquals(
+        java.time.Duration.ofMinutes(5),
+        parse("--engine", "ws://a", "--ssh-idle-timeout", "5").config().sshIdleTimeout());
+  }
+
+  @Test
   void tokenFromTheEnvironmentWhenNotGiven() throws Exception {
     assertEquals(
         "tmkreg_x_y",
@@ -172,6 +182,8 @@ class ArgumentsTest {
         "--engine ws://a --stop-grace -1", // negative
         "--engine ws://a --stop-grace 10s", // not a number
         "--engine ws://a --stop-grace 100000", // too long
+        "--engine ws://a --ssh-idle-timeout 0", // not positive
+        "--engine ws://a --ssh-idle-timeout 5m", // not a number
       })
   void badUsage(String line) {
     List<String> args = line.isEmpty() ? List.of() : List.of(line.split(" "));

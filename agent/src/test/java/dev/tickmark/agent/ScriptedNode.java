@@ -57,6 +57,14 @@ final class ScriptedNode implements AutoCloseable {
   volatile int heartbeatIntervalS = 1;
   private volatile Conversation latest;
 
+  // ssh streams: a renter's TCP connection waits here for the agent's stream websocket
+  private final Map<String, Socket> waitingRenters = new ConcurrentHashMap<>();
+  private final List<ServerSocket> renterEndpoints = new CopyOnWriteArrayList<>();
+  private final AtomicInteger streamIds = new AtomicInteger();
+
+  /** Stream websockets the agent opened (their stream ids), in order. */
+  final List<String> streamsOpened = new CopyOnWriteArrayList<>();
+
   ScriptedNode() throws IOException {
     this(
         new ConcurrentHashMap<>(),
@@ -119,7 +127,39 @@ final class ScriptedNode implements AutoCloseable {
   @Override
   public void close() throws IOException {
     server.close();
+    for (ServerSocket s : renterEndpoints) s.close();
+    for (Socket s : waitingRenters.values()) s.close();
     dropConnections();
+  }
+
+  /**
+   * What {@code GET /v1/rentals/{id}/connect} is to a renter, as a plain TCP port on loopback: each
+   * connection to it becomes an {@code open_stream} to the agent, and once the agent has opened the
+   * stream websocket the connection's bytes are relayed over it (binary frames both ways). So
+   * {@code ssh -p <port> 127.0.0.1} reaches the agent's SSH server the way a renter would. A
+   * connection whose stream the agent refuses is closed.
+   */
+  int renterEndpoint(String rentalId) throws IOException {
+    ServerSocket endpoint = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    renterEndpoints.add(endpoint);
+    Thread t =
+        new Thread(
+            () -> {
+              while (!endpoint.isClosed()) {
+                try {
+                  Socket renter = endpoint.accept();
+                  String streamId = "st_" + streamIds.incrementAndGet();
+                  waitingRenters.put(streamId, renter);
+                  send(new AgentFrame.OpenStream(streamId, rentalId));
+                } catch (IOException e) {
+                  return;
+                }
+              }
+            },
+            "scripted-node-renters");
+    t.setDaemon(true);
+    t.start();
+    return endpoint.getLocalPort();
   }
 
   private void acceptLoop() {
@@ -187,6 +227,11 @@ final class ScriptedNode implements AutoCloseable {
                   + "\r\n\r\n")
               .getBytes(StandardCharsets.US_ASCII));
       out.flush();
+      String path = requestLine.split(" ")[1];
+      if (path.startsWith("/v1/agent/streams/")) {
+        relayStream(path.substring("/v1/agent/streams/".length()), bearer, socket, in, out);
+        return;
+      }
       Conversation conversation = new Conversation(connections.incrementAndGet(), bearer, in, out);
       latest = conversation;
       conversation.run();
@@ -241,6 +286,10 @@ final class ScriptedNode implements AutoCloseable {
     void onText(String text) throws Exception {
       AgentFrame frame = Frames.read(text);
       received.add(new Received(id, frame));
+      if (frame instanceof AgentFrame.CloseStream cs) {
+        Socket renter = waitingRenters.remove(cs.streamId()); // refused: the renter is told so
+        if (renter != null) renter.close();
+      }
       if (frame instanceof AgentFrame.Hello h) {
         if (!Ed25519.verify(h.publicKey(), Ed25519.helloMessage(nonce), h.signature())) {
           fail("bad_signature", "hello signature does not verify");
@@ -301,6 +350,99 @@ final class ScriptedNode implements AutoCloseable {
       out.write(frame.toByteArray());
       out.flush();
     }
+  }
+
+  /** A stream websocket from the agent: relays it to the renter's connection waiting for it. */
+  private void relayStream(
+      String streamId, String bearer, Socket socket, InputStream in, OutputStream out)
+      throws IOException {
+    Socket renter = waitingRenters.remove(streamId);
+    if (renter == null || !credentials.containsKey(bearer)) {
+      out.write("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".getBytes());
+      out.flush();
+      return;
+    }
+    streamsOpened.add(streamId);
+    Object sending = new Object();
+    Thread up =
+        new Thread(
+            () -> {
+              byte[] buf = new byte[16 * 1024];
+              try (renter) {
+                InputStream r = renter.getInputStream();
+                for (int n; (n = r.read(buf)) >= 0; ) {
+                  synchronized (sending) {
+                    writeRawFrame(out, 0x2, java.util.Arrays.copyOf(buf, n));
+                  }
+                }
+                synchronized (sending) {
+                  writeRawFrame(out, 0x8, new byte[] {0x03, (byte) 0xE8});
+                }
+              } catch (IOException e) {
+                // either side is gone
+              }
+            },
+            "scripted-node-stream-up");
+    up.setDaemon(true);
+    up.start();
+    DataInputStream frames = new DataInputStream(in);
+    try (renter) {
+      OutputStream r = renter.getOutputStream();
+      while (true) {
+        int b0 = frames.readUnsignedByte();
+        int b1 = frames.readUnsignedByte();
+        int opcode = b0 & 0x0f;
+        long len = b1 & 0x7f;
+        if (len == 126) len = frames.readUnsignedShort();
+        else if (len == 127) len = frames.readLong();
+        byte[] mask = new byte[4];
+        if ((b1 & 0x80) != 0) frames.readFully(mask);
+        byte[] payload = new byte[(int) len];
+        frames.readFully(payload);
+        for (int i = 0; i < payload.length; i++) payload[i] ^= mask[i % 4];
+        switch (opcode) {
+          case 0x0, 0x2 -> {
+            r.write(payload);
+            r.flush();
+          }
+          case 0x8 -> {
+            synchronized (sending) {
+              writeRawFrame(out, 0x8, payload);
+            }
+            return;
+          }
+          case 0x9 -> {
+            synchronized (sending) {
+              writeRawFrame(out, 0xA, payload);
+            }
+          }
+          default -> {}
+        }
+      }
+    } catch (IOException e) {
+      // the agent closed the stream
+    } finally {
+      socket.close();
+    }
+  }
+
+  private static void writeRawFrame(OutputStream out, int opcode, byte[] payload)
+      throws IOException {
+    ByteArrayOutputStream frame = new ByteArrayOutputStream();
+    frame.write(0x80 | opcode);
+    if (payload.length < 126) {
+      frame.write(payload.length);
+    } else if (payload.length < 65536) {
+      frame.write(126);
+      frame.write(payload.length >> 8);
+      frame.write(payload.length & 0xff);
+    } else {
+      frame.write(127);
+      for (int i = 7; i >= 0; i--) frame.write((int) ((long) payload.length >> (8 * i)) & 0xff);
+    }
+    frame.write(payload);
+    out.write(frame.toByteArray());
+    out.flush();
   }
 
   private static String readLine(InputStream in) throws IOException {

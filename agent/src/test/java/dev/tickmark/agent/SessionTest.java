@@ -2,6 +2,7 @@ package dev.tickmark.agent;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -51,6 +52,30 @@ class SessionTest {
     assertTrue(
         Ed25519.verify(hello.publicKey(), Ed25519.helloMessage("q83vEjRWeJA="), hello.signature()));
     assertEquals(Session.Phase.AWAITING_WELCOME, session.phase());
+  }
+
+  @Test
+  void helloCarriesTheSshHostKeyWhenThereIsOne() throws Exception {
+    assertNull(
+        ((AgentFrame.Hello)
+                onTheWire(
+                    ((Session.Send) feed(new AgentFrame.Challenge("bm9uY2U=")).get(0)).frame()))
+            .sshHostKey(),
+        "no ssh server, no ssh_host_key");
+    Session withSsh = new Session(key, "0.1.0", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample");
+    List<Session.Action> actions =
+        withSsh.onFrame(Frames.read(Frames.write(new AgentFrame.Challenge("bm9uY2U="))));
+    AgentFrame.Hello hello = (AgentFrame.Hello) onTheWire(((Session.Send) actions.get(0)).frame());
+    assertEquals("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample", hello.sshHostKey());
+  }
+
+  @Test
+  void streamFramesGoToTheAgentOnceEstablished() throws Exception {
+    establish("tmkhost_x");
+    AgentFrame.OpenStream open = new AgentFrame.OpenStream("st_1", "rnt_1");
+    assertEquals(List.of(new Session.StreamFrame(open)), feed(open));
+    AgentFrame.CloseStream close = new AgentFrame.CloseStream("st_1", "renter left");
+    assertEquals(List.of(new Session.StreamFrame(close)), feed(close));
   }
 
   @Test
