@@ -179,7 +179,6 @@ final class WorkloadCommand implements Command {
   @Override
   public void destroy(ChannelSession channel) {
     Process p = process;
-    Pty t = pty;
     if (p != null && p.isAlive()) {
       List<ProcessHandle> all = new java.util.ArrayList<>();
       all.add(p.toHandle());
@@ -190,7 +189,6 @@ final class WorkloadCommand implements Command {
             .execute(() -> all.forEach(ProcessHandle::destroyForcibly));
       }
     }
-    if (t != null && p == null) t.close();
   }
 
   private static void copy(InputStream from, OutputStream to, boolean closeAtEnd) {
