@@ -74,6 +74,19 @@ class AgentSshServerTest {
   }
 
   @Test
+  void anInteractiveShellOnATerminalReadsWhatTheClientTypes() throws Exception {
+    Path scratch = scratch();
+    start(
+        AgentSshServer.DEFAULT_IDLE_TIMEOUT,
+        new Workspace.Local(scratch, Map.of("PATH", "/usr/bin:/bin")));
+    Path typed = tmp.resolve("typed");
+    Files.writeString(typed, "echo $((6*7)) in $(pwd)\nexit 5\n");
+    Result r = ssh(List.of("-tt"), null, typed);
+    assertEquals(5, r.status, r.toString());
+    assertTrue(r.out.contains("42 in " + scratch), r.toString());
+  }
+
+  @Test
   void dockerSessionsAreDockerExecIntoTheContainer() throws Exception {
     Path args = tmp.resolve("docker-args");
     Path docker = tmp.resolve("docker");
@@ -171,6 +184,11 @@ class AgentSshServerTest {
   private record Result(int status, String out, String err) {}
 
   private Result ssh(List<String> options, String command) throws Exception {
+    return ssh(options, command, Path.of("/dev/null"));
+  }
+
+  /** {@code command} null: the shell; {@code input}: the client's stdin. */
+  private Result ssh(List<String> options, String command, Path input) throws Exception {
     List<String> argv =
         new ArrayList<>(
             List.of(
@@ -197,10 +215,10 @@ class AgentSshServerTest {
                 String.valueOf(relay.getLocalPort())));
     argv.addAll(options);
     argv.add("anyone@127.0.0.1");
-    argv.add(command);
+    if (command != null) argv.add(command);
     ProcessBuilder pb =
         new ProcessBuilder(argv)
-            .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")))
+            .redirectInput(ProcessBuilder.Redirect.from(input.toFile()))
             .redirectError(tmp.resolve("ssh-err").toFile());
     pb.environment().put("TERM", "xterm-256color");
     Process p = pb.start();
