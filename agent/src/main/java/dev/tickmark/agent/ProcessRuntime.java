@@ -185,7 +185,10 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   @Override
   protected void release(Running r) {
     List<ProcessHandle> procs = members(r);
-    if (procs.isEmpty()) return;
+    if (procs.isEmpty()) {
+      killLeftovers(r.spec.rentalId()); // what its ssh sessions left running in the background
+      return;
+    }
     r.process.destroy(); // SIGTERM
     procs.forEach(ProcessHandle::destroy);
     long deadline = System.nanoTime() + grace.toNanos();
@@ -212,6 +215,8 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     List<ProcessHandle> late = members(r);
     late.forEach(ProcessHandle::destroyForcibly);
     awaitExit(late, System.nanoTime() + KILL_WAIT.toNanos());
+    // what its ssh sessions left running in the background (they are not in its process group)
+    killLeftovers(r.spec.rentalId());
   }
 
   /**
@@ -244,8 +249,9 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   }
 
   /**
-   * Ends the processes a previous run of the agent left running for a rental: those whose working
-   * folder is (under) its scratch folder. Best effort: a workload that changed folder is not found.
+   * Ends the processes left running for a rental, by a previous run of the agent or in the
+   * background of its ssh sessions: those whose working folder is (under) its scratch folder. Best
+   * effort: a process that changed folder is not found.
    */
   private void killLeftovers(String id) {
     if (!Files.isDirectory(PROC)) return;
@@ -274,7 +280,7 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
     left.removeIf(p -> p.pid() == ProcessHandle.current().pid());
     if (left.isEmpty()) return;
     log.warn(
-        "rental {}: ending {} process(es) a previous run of the agent left running",
+        "rental {}: ending {} process(es) left running (by a previous run of the agent, or in the background of an ssh session)",
         id,
         left.size());
     left.forEach(ProcessHandle::destroy);

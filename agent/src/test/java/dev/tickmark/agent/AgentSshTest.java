@@ -154,11 +154,14 @@ class AgentSshTest {
 
   @Test
   void aPseudoTerminalWhenAskedFor() throws Exception {
-    Result r = ssh(List.of("-tt"), "tty; echo $TERM");
+    Result r = ssh(List.of("-tt"), "tty; echo $TERM; stty size");
     assertEquals(0, r.status, r.toString());
     List<String> lines = r.lines();
     assertTrue(lines.get(0).startsWith("/dev/pts/"), r.toString());
     assertEquals("xterm-256color", lines.get(1), r.toString());
+    // the client's stdin is no terminal, so it asks for no size: the default window, set with
+    // TIOCSWINSZ
+    assertEquals("24 80", lines.get(2), r.toString());
   }
 
   @Test
@@ -325,6 +328,15 @@ class AgentSshTest {
     long shell = pid;
     assertTrue(ProcessHandle.of(shell).map(ProcessHandle::isAlive).orElse(false));
     assertEquals(1, agent.sshStreams(rental));
+    List<String> background =
+        sshCommand(k, knownHosts, List.of(), "nohup sleep 600 >/dev/null 2>&1 & echo $!");
+    background.set(background.indexOf(String.valueOf(endpoint)), String.valueOf(port));
+    Result started = run(background);
+    assertEquals(0, started.status, started.toString());
+    long left = Long.parseLong(started.out.strip());
+    assertTrue(
+        ProcessHandle.of(left).map(ProcessHandle::isAlive).orElse(false),
+        "what a command leaves in the background keeps running while the rental runs");
 
     node.send(new AgentFrame.StopRental(rental, false));
 
@@ -332,6 +344,9 @@ class AgentSshTest {
     awaitTrue(
         () -> ProcessHandle.of(shell).map(p -> !p.isAlive()).orElse(true), "the shell was ended");
     awaitTrue(() -> agent.sshStreams(rental) == 0, "its stream closed");
+    awaitTrue(
+        () -> ProcessHandle.of(left).map(p -> !p.isAlive()).orElse(true),
+        "what a session left in the background was ended with the rental");
     next(AgentFrame.RentalStopped.class, f -> f.rentalId().equals(rental));
   }
 

@@ -73,16 +73,6 @@ final class Pty implements AutoCloseable {
     return new Pty(m.getValue(), s.getValue(), new String(name, 0, len, StandardCharsets.UTF_8));
   }
 
-  /** Whether pseudo-terminals can be opened here (the native library loads). */
-  static boolean available() {
-    try {
-      open(80, 24).close();
-      return true;
-    } catch (IOException | LinkageError e) {
-      return false;
-    }
-  }
-
   /** The slave's path ({@code /dev/pts/N}), for the child's stdin, stdout and stderr. */
   String slavePath() {
     return slavePath;

@@ -20,9 +20,11 @@ import org.slf4j.LoggerFactory;
 /**
  * One shell or exec request: a child process joined to the SSH channel, through pipes, or through a
  * {@link Pty} when the client asked for one ({@code ssh -t}, interactive logins). The exit status
- * goes back to the client once the output is written. When the channel closes (the client left, the
- * session was closed because the rental ended) the process and its descendants are ended: SIGTERM
- * (and SIGHUP from the closing terminal), SIGKILL {@link #KILL_AFTER_MS} later.
+ * goes back to the client once the output is written. When the channel closes while the process
+ * still runs (the client left, the session was closed because the rental ended) the process and its
+ * descendants are ended: SIGTERM (and SIGHUP from the closing terminal), SIGKILL {@link
+ * #KILL_AFTER_MS} later. What a command that ended left in the background ({@code nohup job &})
+ * keeps running, as with OpenSSH, until the rental ends (the runtime ends it then).
  */
 final class WorkloadCommand implements Command {
   static final long KILL_AFTER_MS = 2_000;
@@ -177,8 +179,7 @@ final class WorkloadCommand implements Command {
   @Override
   public void destroy(ChannelSession channel) {
     Process p = process;
-    Pty t = pty;
-    if (p != null) {
+    if (p != null && p.isAlive()) {
       List<ProcessHandle> all = new java.util.ArrayList<>();
       all.add(p.toHandle());
       p.descendants().forEach(all::add);
@@ -188,7 +189,6 @@ final class WorkloadCommand implements Command {
             .execute(() -> all.forEach(ProcessHandle::destroyForcibly));
       }
     }
-    if (t != null && p == null) t.close();
   }
 
   private static void copy(InputStream from, OutputStream to, boolean closeAtEnd) {
