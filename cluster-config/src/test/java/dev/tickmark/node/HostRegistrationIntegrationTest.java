@@ -353,11 +353,13 @@ class HostRegistrationIntegrationTest {
         "verified", again.verify(AgentTestClient.simulatedReport()).get("status").asText());
     again.startHeartbeats(HostTestSupport.HEARTBEAT_PERIOD);
 
-    // the spent registration token: a socket that says token_used and closes, before any challenge
+    // the spent registration token with another key: token_used once the hello shows the key (an
+    // hour after the registration, before any challenge)
     assertTrue(
         Files.readString(Path.of("../docs/agent-protocol.md")).contains("`token_used`"),
         "token_used is documented");
     try (AgentTestClient reused = connect(token.get("token").asText(), Ed25519.generate())) {
+      reused.hello();
       reused.expectErrorAndClose("token_used");
     }
 

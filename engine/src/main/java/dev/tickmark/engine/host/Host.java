@@ -449,6 +449,12 @@ public final class Host
 
   public record CardsReleased(String rentalId, List<Integer> cards, Instant at) implements Event {}
 
+  /**
+   * The agent that registered came back with its spent token and pinned key: a new credential
+   * replaces the one it never received.
+   */
+  public record CredentialReissued(String credentialHash, Instant at) implements Event {}
+
   /** The agent attached with another SSH host key than the one kept (or the first one). */
   public record SshHostKeyChanged(String sshHostKey, Instant at) implements Event {}
 
@@ -626,6 +632,11 @@ public final class Host
         Instant registeredAt,
         String tokenHash) {
       this(ownerId, region, label, publicKey, credentialHash, registeredAt, tokenHash, null);
+    }
+
+    Enrollment withCredentialHash(String hash) {
+      return new Enrollment(
+          ownerId, region, label, publicKey, hash, registeredAt, tokenHash, sshHostKey);
     }
 
     Enrollment withSshHostKey(String key) {
@@ -943,10 +954,8 @@ public final class Host
     return newCommandHandlerWithReplyBuilder()
         .forStateType(Active.class)
         .onCommand(Invite.class, c -> Effect().reply(c.replyTo(), alreadyExists()))
-        .onCommand(
-            CheckToken.class, (s, c) -> Effect().reply(c.replyTo(), tokenUsed(s, c.tokenHash())))
-        .onCommand(
-            Register.class, (s, c) -> Effect().reply(c.replyTo(), tokenUsed(s, c.tokenHash())))
+        .onCommand(CheckToken.class, this::onCheckSpentToken)
+        .onCommand(Register.class, this::onRegisterAgain)
         .onCommand(Authenticate.class, this::onAuthenticate)
         .onCommand(Attach.class, this::onAttach)
         .onCommand(Detach.class, this::onDetach)
@@ -1011,6 +1020,44 @@ public final class Host
 
   private <T> StatusReply<T> tokenUsed(Active state, String tokenHash) {
     return spent(state.enrollment().tokenHash(), tokenHash, Rejection.TOKEN_USED);
+  }
+
+  /**
+   * How long after its registration a host's spent token still lets the agent that spent it (the
+   * same pinned key, proven by the hello signature) get a new credential: long enough for an agent
+   * whose welcome was lost (a node that died between the registration and the answer) to come back,
+   * short enough that a token found later in a shell history is worth nothing on its own.
+   */
+  static final Duration REREGISTRATION_WINDOW = Duration.ofHours(1);
+
+  private boolean mayRegisterAgain(Active state, String tokenHash) {
+    Enrollment e = state.enrollment();
+    return constantTimeEquals(e.tokenHash(), tokenHash)
+        && e.registeredAt() != null
+        && now().isBefore(e.registeredAt().plus(REREGISTRATION_WINDOW));
+  }
+
+  /** A spent token is let through to the hello while its agent may still register again. */
+  private ReplyEffect<Event, State> onCheckSpentToken(Active state, CheckToken cmd) {
+    if (mayRegisterAgain(state, cmd.tokenHash()))
+      return Effect().reply(cmd.replyTo(), StatusReply.ack());
+    return Effect().reply(cmd.replyTo(), tokenUsed(state, cmd.tokenHash()));
+  }
+
+  /**
+   * The agent that registered presents its token again (the credential never reached it): within
+   * {@link #REREGISTRATION_WINDOW} and with the pinned key, it gets a new credential, and the first
+   * one stops working. Any other key, or later, is {@code token_used}.
+   */
+  private ReplyEffect<Event, State> onRegisterAgain(Active state, Register cmd) {
+    if (!mayRegisterAgain(state, cmd.tokenHash())
+        || !state.enrollment().publicKey().equals(cmd.publicKey()))
+      return Effect().reply(cmd.replyTo(), tokenUsed(state, cmd.tokenHash()));
+    String secret = randomHex(24);
+    String credential = "tmkhost_" + hostId + "_" + secret;
+    return Effect()
+        .persist(new CredentialReissued(sha256(secret), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Registration(hostId, credential)));
   }
 
   private <T> StatusReply<T> alreadyExists() {
@@ -1611,6 +1658,9 @@ public final class Host
             ReportRejected.class,
             (s, e) -> s.withStanding(s.standing().rejected(e.outcome(), e.reportHash(), e.evict())))
         .onEvent(WentOnline.class, (s, e) -> s.withOnline(e.at()))
+        .onEvent(
+            CredentialReissued.class,
+            (s, e) -> s.withEnrollment(s.enrollment().withCredentialHash(e.credentialHash())))
         .onEvent(
             SshHostKeyChanged.class,
             (s, e) -> s.withEnrollment(s.enrollment().withSshHostKey(e.sshHostKey())))

@@ -129,8 +129,34 @@ class HostTest {
   }
 
   @Test
+  void theAgentThatRegisteredGetsANewCredentialWithItsSpentTokenForAnHour() {
+    // the registration was persisted but its answer never reached the agent (the node died)
+    String lost = host.registered();
+    clock.advance(Host.REREGISTRATION_WINDOW.minusSeconds(1));
+    ok(host.checkToken(host.tokenHash()));
+    String again = ok(host.register()).hostCredential();
+    assertFalse(again.equals(lost), "a new credential");
+    assertTrue(
+        host.journal().stream().anyMatch(e -> e instanceof Host.CredentialReissued),
+        "kept in the journal");
+    host.credential = again;
+    ok(host.authenticate(host.credentialHash()));
+    host.credential = lost;
+    assertRejected(Rejection.UNAUTHORIZED, host.authenticate(host.credentialHash()));
+    // another key with the same token is refused, even within the hour
+    assertRejected(
+        Rejection.TOKEN_USED,
+        host.register(host.tokenHash(), Ed25519.encodePublic(Ed25519.generate().getPublic())));
+    host.assertRecovers();
+    clock.advance(Duration.ofSeconds(1));
+    assertRejected(Rejection.TOKEN_USED, host.checkToken(host.tokenHash()));
+    assertRejected(Rejection.TOKEN_USED, host.register());
+  }
+
+  @Test
   void refusesASecondRegistrationWithTokenUsed() {
     host.registered();
+    clock.advance(Host.REREGISTRATION_WINDOW);
     assertRejected(Rejection.TOKEN_USED, host.register());
     assertRejected(
         Rejection.TOKEN_USED,
