@@ -92,6 +92,9 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
   /** How long {@link #close()} waits for the workloads to stop. */
   protected abstract Duration closeTimeout();
 
+  /** Sends the workload SIGTERM, nothing more (on a worker thread). */
+  protected abstract void signalTerm(W workload);
+
   /** Without a log: the output goes to the rental's {@code output.log} file. */
   @Override
   public CompletableFuture<Handle> start(Spec spec) {
@@ -154,6 +157,34 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
     if (workload.stopping.compareAndSet(false, true))
       workers.execute(() -> halt(workload, "stopped"));
     return workload.ended.copy();
+  }
+
+  @Override
+  public boolean notice(String rentalId, Instant deadline) {
+    W workload = workload(rentalId);
+    if (workload == null || workload.ending.get()) return false;
+    try {
+      dirs.writeNotice(rentalId, Runtime.noticeJson(rentalId, deadline));
+      log.info("rental {}: spot notice written (deadline {})", rentalId, deadline);
+      return true;
+    } catch (IOException e) {
+      log.warn("rental {}: cannot write its spot notice: {}", rentalId, e.toString());
+      return false;
+    }
+  }
+
+  @Override
+  public CompletableFuture<Boolean> terminate(String rentalId) {
+    W workload = workload(rentalId);
+    if (workload == null || workload.stopping.get())
+      return CompletableFuture.completedFuture(false);
+    return CompletableFuture.supplyAsync(
+        () -> {
+          if (workload.stopping.get()) return false; // the stop signals it anyway
+          signalTerm(workload);
+          return true;
+        },
+        workers);
   }
 
   /**

@@ -37,6 +37,10 @@ import org.slf4j.LoggerFactory;
  *   <li>Stop: {@code docker stop -t <grace> tickmark-<id>} (SIGTERM, then SIGKILL after the grace
  *       period); if that fails, {@code docker rm --force}. The container is removed when it exits
  *       ({@code --rm}).
+ *   <li>Spot notice: the notice file is written to the rental's notice folder, mounted read-only at
+ *       {@code /run/tickmark} ({@code TICKMARK_NOTICE_FILE=/run/tickmark/notice}); {@link
+ *       #terminate} is {@link #killInvocation docker kill --signal TERM} (the container's main
+ *       process, as {@code docker stop} signals it).
  *   <li>The scratch folder (mounted at {@code /workspace}) is wiped once the container is gone.
  * </ol>
  */
@@ -44,6 +48,11 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
   static final String CONTAINER_PREFIX = "tickmark-";
   static final String LABEL = "tickmark.rental";
   static final String WORKSPACE = "/workspace";
+
+  /** Where the rental's notice folder is mounted, read-only, in its container. */
+  static final String NOTICE_MOUNT = "/run/tickmark";
+
+  static final String NOTICE_FILE = NOTICE_MOUNT + "/" + RentalDirs.NOTICE;
   static final int PIDS_LIMIT = 4096;
 
   /** Pulling a large image can take a while. */
@@ -122,7 +131,8 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
    * {@code --gpus} gets {@code "device=0,1"} with the double quotes as part of the argument (docker
    * reads the value as CSV, and a bare comma would split it); {@code --network none} unless the
    * renter enabled the network; never {@code --privileged}. An empty command runs the image's own
-   * entry point and command.
+   * entry point and command. The notice folder is the scratch folder's sibling ({@link
+   * RentalDirs}).
    *
    * @throws Runtime.Failure if the id, the image, the cards, the command or the scratch path cannot
    *     be used
@@ -134,6 +144,8 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     if (why == null) why = Runtime.checkCommand(spec.command());
     if (why != null) throw new Failure(why);
     String mount = scratch.toAbsolutePath().normalize().toString();
+    String noticeMount =
+        scratch.toAbsolutePath().normalize().resolveSibling(RentalDirs.NOTICE_FOLDER).toString();
     if (mount.contains(":") || mount.contains(","))
       throw new Failure("the host's scratch path cannot be mounted");
     String id = spec.rentalId();
@@ -159,8 +171,12 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
             mount + ":" + WORKSPACE,
             "-w",
             WORKSPACE,
+            "-v",
+            noticeMount + ":" + NOTICE_MOUNT + ":ro",
             "-e",
             "TICKMARK_RENTAL_ID=" + id,
+            "-e",
+            "TICKMARK_NOTICE_FILE=" + NOTICE_FILE,
             "--cap-drop",
             "ALL",
             "--security-opt",
@@ -180,6 +196,11 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
         "-t",
         String.valueOf(Math.max(0, grace.toSeconds())),
         containerName(rentalId));
+  }
+
+  /** {@code docker kill --signal <signal> tickmark-<id>}: signals the container's main process. */
+  static List<String> killInvocation(String docker, String rentalId, String signal) {
+    return List.of(docker, "kill", "--signal", signal, containerName(rentalId));
   }
 
   /**
@@ -301,6 +322,20 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
           "rental {}: docker wait did not return after the stop; ending the rental anyway", id);
     }
     end(r, why);
+  }
+
+  /** The spot notice's SIGTERM: {@code docker kill --signal TERM}. */
+  @Override
+  protected void signalTerm(Running r) {
+    String id = r.spec.rentalId();
+    log.info("rental {}: SIGTERM to its container (spot notice)", id);
+    try {
+      Result result = exec(killInvocation(docker, id, "TERM"), COMMAND_TIMEOUT);
+      if (result.timedOut() || result.exitCode() != 0)
+        log.warn("rental {}: docker kill failed: {}", id, Runtime.oneLine(result.output(), 300));
+    } catch (IOException e) {
+      log.warn("rental {}: cannot run docker kill: {}", id, e.toString());
+    }
   }
 
   private void removeQuietly(String id) {

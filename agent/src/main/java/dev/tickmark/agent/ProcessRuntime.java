@@ -28,8 +28,9 @@ import org.slf4j.LoggerFactory;
  *   <li>Working folder: the rental's scratch folder, created empty with mode 0700.
  *   <li>Environment: only {@code PATH} (the agent's), {@code LANG}/{@code LC_ALL} if set, {@code
  *       HOME} and {@code TMPDIR} (the scratch folder), {@code CUDA_VISIBLE_DEVICES} (the rented
- *       card indexes, comma-separated) and {@code TICKMARK_RENTAL_ID}. Nothing else of the agent's
- *       environment (it may hold the registration token).
+ *       card indexes, comma-separated), {@code TICKMARK_RENTAL_ID} and {@code TICKMARK_NOTICE_FILE}
+ *       ({@code <rental folder>/tickmark/notice}, absent until a spot notice). Nothing else of the
+ *       agent's environment (it may hold the registration token).
  *   <li>stdin is empty; stdout and stderr are two pipes read line by line into the rental's {@link
  *       RentalLog} (started without one: both go to {@code <rental folder>/output.log}, outside the
  *       scratch folder).
@@ -38,6 +39,8 @@ import org.slf4j.LoggerFactory;
  *   <li>Stop: SIGTERM to the process, its descendants and its process group; after the grace
  *       period, SIGKILL to whatever is left. The same happens to what a workload left behind when
  *       it exits by itself.
+ *   <li>Spot notice: {@link #terminate} sends SIGTERM to the process, its descendants and its
+ *       process group, as a stop does, but waits for nothing and kills nothing.
  *   <li>The scratch folder is wiped when the workload has ended, whatever the reason.
  * </ul>
  *
@@ -151,6 +154,7 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
         "CUDA_VISIBLE_DEVICES",
         spec.cards().stream().map(String::valueOf).collect(Collectors.joining(",")));
     env.put("TICKMARK_RENTAL_ID", spec.rentalId());
+    env.put("TICKMARK_NOTICE_FILE", dirs.notice(spec.rentalId()).toString());
     return Map.copyOf(env);
   }
 
@@ -179,6 +183,16 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   @Override
   protected Duration closeTimeout() {
     return grace.plus(KILL_WAIT).plusSeconds(5);
+  }
+
+  /** SIGTERM to all the workload's processes (the spot notice). */
+  @Override
+  protected void signalTerm(Running r) {
+    List<ProcessHandle> procs = members(r);
+    log.info(
+        "rental {}: SIGTERM to its {} process(es) (spot notice)", r.spec.rentalId(), procs.size());
+    r.process.destroy();
+    procs.forEach(ProcessHandle::destroy);
   }
 
   /** SIGTERM to all the workload's processes, the grace period, SIGKILL to the rest. */

@@ -27,21 +27,35 @@ import org.slf4j.LoggerFactory;
  *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/log-seq    the highest log seq reserved ({@link LogShipper#seqFile})
  *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/scratch/     the workload's working folder, mode 0700, created empty at the
  *                                                 start and deleted when the rental ends
+ *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/tickmark/    what the agent tells the workload, mode 0755, created empty at
+ *                                                 the start and deleted when the rental ends
+ *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/tickmark/notice  the spot notice ({@link #writeNotice}), once preempted
  * </pre>
  *
- * Only validated rental ids ({@link Runtime#RENTAL_ID}) reach here, so a folder name never escapes
- * {@code rentals/}.
+ * The notice folder is outside the scratch folder (read-only in the container) so that the agent
+ * never writes through a path the workload controls: a workload could replace a folder of its own
+ * with a symbolic link to anywhere.
+ *
+ * <p>Only validated rental ids ({@link Runtime#RENTAL_ID}) reach here, so a folder name never
+ * escapes {@code rentals/}.
  */
 final class RentalDirs {
   static final String FOLDER = "rentals";
   static final String SCRATCH = "scratch";
   static final String LOG = "output.log";
+  static final String NOTICE_FOLDER = "tickmark";
+  static final String NOTICE = "notice";
 
   private static final Logger log = LoggerFactory.getLogger(RentalDirs.class);
   private static final boolean POSIX =
       FileSystems.getDefault().supportedFileAttributeViews().contains("posix");
   private static final Set<PosixFilePermission> OWNER_RWX =
       PosixFilePermissions.fromString("rwx------");
+  // the notice is no secret, and a container's user may not be the agent's
+  private static final Set<PosixFilePermission> ALL_READ_DIR =
+      PosixFilePermissions.fromString("rwxr-xr-x");
+  private static final Set<PosixFilePermission> ALL_READ_FILE =
+      PosixFilePermissions.fromString("rw-r--r--");
 
   private final Path root;
 
@@ -67,30 +81,70 @@ final class RentalDirs {
     return rental(id).resolve(LOG);
   }
 
+  /** The folder of the notice file (mounted read-only into a container). */
+  Path noticeFolder(String id) {
+    return rental(id).resolve(NOTICE_FOLDER);
+  }
+
+  /** The notice file, as the process runtime's workloads see it ({@code TICKMARK_NOTICE_FILE}). */
+  Path notice(String id) {
+    return noticeFolder(id).resolve(NOTICE);
+  }
+
   /**
-   * Creates the rental's folder and a fresh, empty scratch folder (an old one is wiped first);
-   * returns the scratch.
+   * Creates the rental's folder and fresh, empty scratch and notice folders (old ones are wiped
+   * first); returns the scratch.
    */
   Path prepare(String id) throws IOException {
     Path scratch = scratch(id);
     mkdir(root);
     mkdir(rental(id));
-    if (Files.exists(scratch, LinkOption.NOFOLLOW_LINKS)) delete(scratch);
-    if (POSIX) {
-      Files.createDirectory(scratch, PosixFilePermissions.asFileAttribute(OWNER_RWX));
-      Files.setPosixFilePermissions(
-          scratch, OWNER_RWX); // the umask may have taken bits away; make it exactly 0700
-    } else {
-      Files.createDirectory(scratch);
-    }
+    fresh(noticeFolder(id), ALL_READ_DIR);
+    fresh(scratch, OWNER_RWX);
     return scratch;
   }
 
+  private static void fresh(Path dir, Set<PosixFilePermission> mode) throws IOException {
+    if (Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) delete(dir);
+    if (POSIX) {
+      Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(mode));
+      Files.setPosixFilePermissions(
+          dir, mode); // the umask may have taken bits away; make it exactly that
+    } else {
+      Files.createDirectory(dir);
+    }
+  }
+
   /**
-   * Deletes the rental's scratch folder; logs (never throws) when it cannot. Returns whether it is
-   * gone.
+   * Writes the rental's notice file atomically: a temporary file in the same folder, renamed over
+   * the notice, so that a reader sees the old content or the new, never half of it.
+   */
+  void writeNotice(String id, String content) throws IOException {
+    Path folder = noticeFolder(id);
+    if (!Files.isDirectory(folder, LinkOption.NOFOLLOW_LINKS))
+      throw new NoSuchFileException(folder.toString(), null, "the rental's notice folder is gone");
+    Path tmp = folder.resolve(NOTICE + ".tmp");
+    Files.deleteIfExists(tmp);
+    if (POSIX) Files.createFile(tmp, PosixFilePermissions.asFileAttribute(ALL_READ_FILE));
+    Files.writeString(tmp, content, java.nio.charset.StandardCharsets.UTF_8);
+    if (POSIX) Files.setPosixFilePermissions(tmp, ALL_READ_FILE);
+    Files.move(
+        tmp,
+        folder.resolve(NOTICE),
+        java.nio.file.StandardCopyOption.ATOMIC_MOVE,
+        java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+  }
+
+  /**
+   * Deletes the rental's scratch folder and its notice folder; logs (never throws) when it cannot.
+   * Returns whether the scratch folder is gone.
    */
   boolean wipe(String id) {
+    try {
+      delete(noticeFolder(id));
+    } catch (IOException e) {
+      log.warn("rental {}: cannot delete its notice folder: {}", id, e.toString());
+    }
     Path scratch = scratch(id);
     IOException last = null;
     for (int attempt = 0;

@@ -43,7 +43,7 @@ import org.slf4j.LoggerFactory;
  *   <tr><td>stop_rental</td><td>running</td><td>stop it, then {@code rental_stopped {at: end}}</td></tr>
  *   <tr><td>stop_rental</td><td>stopping</td><td>nothing more (the answer comes when it has stopped)</td></tr>
  *   <tr><td>stop_rental</td><td>stopped, failed, unknown</td><td>{@code rental_stopped} (its end; now for an unknown one)</td></tr>
- *   <tr><td>preempt</td><td>starting, running</td><td>stop it at the deadline (unless a stop_rental comes first)</td></tr>
+ *   <tr><td>preempt</td><td>starting, running</td><td>the spot notice: write the notice file (once running), SIGTERM {@link #DEFAULT_NOTICE_LEAD} before the deadline, stop it at the deadline (unless a stop_rental or the workload's own exit comes first); a repeated preempt with the same or a later deadline changes nothing, an earlier one reschedules</td></tr>
  * </table>
  *
  * <p>After each welcome ({@link #resync()}): {@code rental_started} for every running rental, and
@@ -60,6 +60,9 @@ final class Rentals {
   static final int MAX_ENDED = 4096;
 
   static final String SHUTTING_DOWN = "the agent is shutting down";
+
+  /** How long before a preemption deadline the workload gets SIGTERM. */
+  static final Duration DEFAULT_NOTICE_LEAD = Duration.ofSeconds(30);
 
   private static final Logger log = LoggerFactory.getLogger(Rentals.class);
 
@@ -113,6 +116,9 @@ final class Rentals {
     boolean stopWanted;
     boolean endReported;
     Runnable cancelPreempt;
+    Instant deadline; // the earliest preemption deadline it was given
+    Runnable cancelNotice; // the scheduled SIGTERM
+    boolean terminated; // the spot notice's SIGTERM was sent (once is enough)
     CompletableFuture<Void> gone =
         new CompletableFuture<>(); // completes when it no longer holds its cards
 
@@ -133,6 +139,7 @@ final class Rentals {
   private final Scheduler scheduler;
   private final Outbox outbox;
   private final LogShipper logs;
+  private final Duration noticeLead;
   private final Map<String, Rental> rentals = new LinkedHashMap<>();
   private boolean closing;
   private CompletableFuture<Void> drained;
@@ -168,7 +175,21 @@ final class Rentals {
       Scheduler scheduler,
       Outbox outbox,
       LogShipper logs) {
+    this(runtime, cards, clock, loop, scheduler, outbox, logs, DEFAULT_NOTICE_LEAD);
+  }
+
+  /** {@code noticeLead}: how long before a preemption deadline the workload gets SIGTERM. */
+  Rentals(
+      Runtime runtime,
+      Supplier<Set<Integer>> cards,
+      Clock clock,
+      Executor loop,
+      Scheduler scheduler,
+      Outbox outbox,
+      LogShipper logs,
+      Duration noticeLead) {
     this.logs = logs;
+    this.noticeLead = noticeLead;
     this.runtime = runtime;
     this.cards = cards;
     this.clock = clock;
@@ -350,6 +371,10 @@ final class Rentals {
       log.info("rental {}: preempt for a rental that is not running here: nothing to do", id);
       return;
     }
+    if (r.state == State.STOPPING) {
+      log.info("rental {}: preempt while it is stopping: nothing more to do", id);
+      return;
+    }
     Instant deadline;
     try {
       deadline = Instant.parse(p.deadline());
@@ -360,8 +385,17 @@ final class Rentals {
           p.deadline());
       return;
     }
-    Duration delay = Duration.between(clock.instant(), deadline);
-    if (delay.isNegative()) delay = Duration.ZERO;
+    if (r.deadline != null && !deadline.isBefore(r.deadline)) {
+      // a duplicate; a later deadline would contradict the notice the workload already has
+      log.info(
+          "rental {}: preempt again (deadline {}); it is already preempted for {}",
+          id,
+          deadline,
+          r.deadline);
+      return;
+    }
+    r.deadline = deadline;
+    Duration delay = delayUntil(deadline);
     log.warn(
         "rental {}: preempted by the host; the workload is stopped at {} (in {} s)",
         id,
@@ -369,6 +403,37 @@ final class Rentals {
         delay.toSeconds());
     if (r.cancelPreempt != null) r.cancelPreempt.run();
     r.cancelPreempt = scheduler.schedule(delay, () -> preemptDeadline(r));
+    if (r.state == State.RUNNING) notice(r); // a starting one gets it once it runs
+  }
+
+  /**
+   * The spot notice of a running rental: the notice file now, SIGTERM {@link #noticeLead} before
+   * the deadline (at once when less remains).
+   */
+  private void notice(Rental r) {
+    runtime.notice(r.id, r.deadline); // it logs what went wrong; the SIGTERM still comes
+    if (r.terminated) return;
+    if (r.cancelNotice != null) r.cancelNotice.run();
+    r.cancelNotice =
+        scheduler.schedule(delayUntil(r.deadline.minus(noticeLead)), () -> noticeTime(r));
+  }
+
+  private void noticeTime(Rental r) {
+    r.cancelNotice = null;
+    if (r.state != State.RUNNING || r.terminated) return; // stopped or ended meanwhile
+    r.terminated = true;
+    log.info("rental {}: SIGTERM to the workload, the preemption deadline is {}", r.id, r.deadline);
+    runtime
+        .terminate(r.id)
+        .whenComplete(
+            (sent, e) -> {
+              if (e != null) log.error("rental {}: the spot notice's SIGTERM failed", r.id, e);
+            });
+  }
+
+  private Duration delayUntil(Instant at) {
+    Duration delay = Duration.between(clock.instant(), at);
+    return delay.isNegative() ? Duration.ZERO : delay;
   }
 
   private void preemptDeadline(Rental r) {
@@ -401,6 +466,7 @@ final class Rentals {
     outbox.send(started(r));
     handle.ended().whenComplete((at, e) -> loop.execute(() -> ended(r, at != null ? at : now())));
     if (r.stopWanted) beginStop(r, closing ? SHUTTING_DOWN : "stop_rental (while starting)");
+    else if (r.deadline != null) notice(r); // preempted while it was starting
   }
 
   private void beginStop(Rental r, String why) {
@@ -454,10 +520,15 @@ final class Rentals {
     if (outbox.send(frame)) r.endReported = true;
   }
 
+  /** Cancels the scheduled stop at the preemption deadline and the notice's SIGTERM. */
   private void cancelPreempt(Rental r) {
     if (r.cancelPreempt != null) {
       r.cancelPreempt.run();
       r.cancelPreempt = null;
+    }
+    if (r.cancelNotice != null) {
+      r.cancelNotice.run();
+      r.cancelNotice = null;
     }
   }
 

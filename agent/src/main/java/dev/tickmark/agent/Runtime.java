@@ -12,7 +12,9 @@ import java.util.regex.Pattern;
  * Runs rental workloads on this machine. Two implementations: {@link ProcessRuntime} (a child
  * process; dev, tests, {@code --simulate-gpus}) and {@link DockerRuntime} (a container; real
  * hosts). Both give each rental a scratch folder {@code <state-dir>/rentals/<rental id>/scratch},
- * created empty (mode 0700) at the start and wiped when the rental ends, whatever the reason.
+ * created empty (mode 0700) at the start and wiped when the rental ends, whatever the reason, and
+ * tell every workload in {@code TICKMARK_NOTICE_FILE} where its spot notice appears ({@link
+ * #notice}).
  *
  * <p>Thread-safe; the futures complete on the runtime's own threads, never on the caller's.
  *
@@ -96,6 +98,36 @@ interface Runtime extends AutoCloseable {
    * workload of that id is running.
    */
   CompletableFuture<Instant> stop(String rentalId);
+
+  /**
+   * Writes the spot notice ({@link #noticeJson}) to the running workload's {@code
+   * TICKMARK_NOTICE_FILE}, replacing an earlier one atomically. Quick (a small local file), so it
+   * may be called on the agent's loop. False when the workload does not run or the file cannot be
+   * written (logged).
+   */
+  default boolean notice(String rentalId, Instant deadline) {
+    return false;
+  }
+
+  /**
+   * Asks a running workload to end (SIGTERM) without stopping it: it runs on until it exits by
+   * itself or is {@link #stop stopped}. Completes with whether the signal was sent; false at once
+   * when the workload does not run or is being stopped.
+   */
+  default CompletableFuture<Boolean> terminate(String rentalId) {
+    return CompletableFuture.completedFuture(false);
+  }
+
+  /** The notice file's content: one JSON object and a newline. */
+  static String noticeJson(String rentalId, Instant deadline) {
+    // a valid rental id and an ISO-8601 instant need no JSON escaping
+    if (checkRentalId(rentalId) != null) throw new IllegalArgumentException("invalid rental id");
+    return "{\"type\":\"preemption\",\"deadline\":\""
+        + deadline
+        + "\",\"rental_id\":\""
+        + rentalId
+        + "\"}\n";
+  }
 
   /**
    * Where the SSH sessions of a running workload run (what the workload sees); empty when it does

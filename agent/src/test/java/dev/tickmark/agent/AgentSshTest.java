@@ -37,7 +37,6 @@ import java.util.function.BooleanSupplier;
 import org.apache.sshd.common.config.keys.writer.openssh.OpenSSHKeyPairResourceWriter;
 import org.apache.sshd.common.util.security.SecurityUtils;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
@@ -66,8 +65,10 @@ class AgentSshTest {
 
   @BeforeAll
   void start() throws Exception {
-    Assumptions.assumeTrue(
-        Files.isExecutable(SSH), "no OpenSSH client at /usr/bin/ssh: the ssh tests are skipped");
+    RequiredTools.assume(
+        "ssh",
+        Files.isExecutable(SSH),
+        "no OpenSSH client at /usr/bin/ssh: the ssh tests are skipped");
     node = new ScriptedNode();
     stateDir = tmp.resolve("agent");
     agent = startAgent(stateDir);
@@ -166,7 +167,7 @@ class AgentSshTest {
 
   @Test
   void filesGoUpAndDownWithScp() throws Exception {
-    Assumptions.assumeTrue(Files.isExecutable(SCP), "no scp at /usr/bin/scp");
+    RequiredTools.assume("ssh", Files.isExecutable(SCP), "no scp at /usr/bin/scp");
     byte[] content = new byte[300_000];
     new java.util.Random(7).nextBytes(content);
     Path local = tmp.resolve("up.bin");

@@ -85,8 +85,12 @@ class DockerRuntimeTest {
             "/var/lib/tickmark-agent/rentals/rnt_1/scratch:/workspace",
             "-w",
             "/workspace",
+            "-v",
+            "/var/lib/tickmark-agent/rentals/rnt_1/tickmark:/run/tickmark:ro",
             "-e",
             "TICKMARK_RENTAL_ID=rnt_1",
+            "-e",
+            "TICKMARK_NOTICE_FILE=/run/tickmark/notice",
             "--cap-drop",
             "ALL",
             "--security-opt",
@@ -148,6 +152,13 @@ class DockerRuntimeTest {
     assertEquals(
         List.of("docker", "logs", "--follow", "tickmark-rnt_1"),
         DockerRuntime.logsInvocation("docker", "rnt_1"));
+  }
+
+  @Test
+  void theSpotNoticesSigtermIsDockerKill() {
+    assertEquals(
+        List.of("docker", "kill", "--signal", "TERM", "tickmark-rnt_1"),
+        DockerRuntime.killInvocation("docker", "rnt_1", "TERM"));
   }
 
   @Test
@@ -340,6 +351,7 @@ class DockerRuntimeTest {
           wait) while [ ! -f "$d/exited" ]; do sleep 0.05; done; echo 0; exit 0 ;;
           logs) echo "hello from the container"; echo "warning from the container" >&2; exit 0 ;;
           stop) touch "$d/exited"; exit 0 ;;
+          kill) exit 0 ;;
           rm) exit 0 ;;
         esac
         exit 1
@@ -455,5 +467,26 @@ class DockerRuntimeTest {
         "made sure the container is gone: " + calls());
     assertFalse(calls().contains("stop "));
     assertEquals(Set.of(), rt.running());
+  }
+
+  @Test
+  void theNoticeGoesToTheMountedNoticeFolderAndTerminateIsDockerKill() throws Exception {
+    DockerRuntime rt = runtime(fakeDocker(tmp).toString());
+    Runtime.Handle handle =
+        rt.start(spec("rnt_4", List.of(0), "ubuntu", false)).get(WAIT_S, TimeUnit.SECONDS);
+    Path folder = tmp.resolve("state/rentals/rnt_4/tickmark");
+    assertTrue(calls().contains("-v " + folder + ":/run/tickmark:ro"), calls());
+    assertTrue(Files.isDirectory(folder));
+
+    assertTrue(rt.notice("rnt_4", java.time.Instant.parse("2026-11-29T18:02:00Z")));
+    assertEquals(
+        "{\"type\":\"preemption\",\"deadline\":\"2026-11-29T18:02:00Z\",\"rental_id\":\"rnt_4\"}\n",
+        Files.readString(folder.resolve("notice")));
+    assertTrue(rt.terminate("rnt_4").get(WAIT_S, TimeUnit.SECONDS));
+    assertTrue(calls().contains("kill --signal TERM tickmark-rnt_4"), calls());
+    assertFalse(handle.ended().isDone(), "SIGTERM only: the container runs on");
+
+    rt.stop("rnt_4").get(WAIT_S, TimeUnit.SECONDS);
+    assertFalse(Files.exists(folder), "wiped with the rental");
   }
 }

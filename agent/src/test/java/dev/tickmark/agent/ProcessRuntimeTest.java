@@ -230,6 +230,49 @@ class ProcessRuntimeTest {
   }
 
   @Test
+  void theNoticeFileIsNamedInTheEnvironmentWrittenWholeAndTerminateOnlySignals() throws Exception {
+    ProcessRuntime rt = runtime(Duration.ofSeconds(10));
+    Path notice = state.resolve("rentals/rnt_n/tickmark/notice");
+    Runtime.Handle handle =
+        rt.start(
+                spec(
+                    "rnt_n",
+                    List.of(0),
+                    "sh",
+                    "-c",
+                    "echo \"notice=$TICKMARK_NOTICE_FILE\"; trap 'echo \"term: $(cat \"$TICKMARK_NOTICE_FILE\")\"; exit 0' TERM;"
+                        + " touch ready; while true; do sleep 0.1; done"))
+            .get(WAIT_S, TimeUnit.SECONDS);
+    await("ready", () -> Files.exists(state.resolve("rentals/rnt_n/scratch/ready")));
+    assertFalse(Files.exists(notice), "absent until a notice");
+    assertEquals(
+        "rwxr-xr-x",
+        PosixFilePermissions.toString(Files.getPosixFilePermissions(notice.getParent())));
+
+    Instant deadline = Instant.parse("2026-11-29T18:02:00.500Z");
+    assertTrue(rt.notice("rnt_n", deadline));
+    String json =
+        "{\"type\":\"preemption\",\"deadline\":\"2026-11-29T18:02:00.500Z\",\"rental_id\":\"rnt_n\"}";
+    assertEquals(json + "\n", read(notice));
+    assertEquals("rw-r--r--", PosixFilePermissions.toString(Files.getPosixFilePermissions(notice)));
+    try (var files = Files.list(notice.getParent())) {
+      assertEquals(List.of(notice), files.toList(), "no temporary file left behind");
+    }
+    assertTrue(rt.notice("rnt_n", deadline), "again: replaced");
+    assertFalse(handle.ended().isDone(), "a notice alone changes nothing");
+
+    assertTrue(rt.terminate("rnt_n").get(WAIT_S, TimeUnit.SECONDS));
+    handle.ended().get(WAIT_S, TimeUnit.SECONDS); // it exits by itself, on the SIGTERM
+
+    String log = read(state.resolve("rentals/rnt_n/output.log"));
+    assertTrue(log.contains("notice=" + notice), log);
+    assertTrue(log.contains("term: " + json), log);
+    assertFalse(Files.exists(notice.getParent()), "wiped with the scratch folder");
+    assertFalse(rt.notice("rnt_n", deadline), "not running any more");
+    assertFalse(rt.terminate("rnt_n").get(WAIT_S, TimeUnit.SECONDS));
+  }
+
+  @Test
   void anEmptyCommandKeepsRunningUntilStopped() throws Exception {
     ProcessRuntime rt = runtime(Duration.ofSeconds(10));
     Runtime.Handle handle = rt.start(spec("rnt_idle", List.of(0))).get(WAIT_S, TimeUnit.SECONDS);

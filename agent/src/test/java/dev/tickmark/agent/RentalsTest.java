@@ -68,6 +68,8 @@ class RentalsTest {
   static final class FakeRuntime implements Runtime {
     final List<Spec> starts = new ArrayList<>();
     final List<String> stops = new ArrayList<>();
+    final List<String> notices = new ArrayList<>(); // "<id> <deadline>"
+    final List<String> terminates = new ArrayList<>();
     final Map<String, CompletableFuture<Handle>> pending = new LinkedHashMap<>();
     final Map<String, CompletableFuture<Instant>> ends = new LinkedHashMap<>();
 
@@ -121,6 +123,18 @@ class RentalsTest {
     public CompletableFuture<Instant> stop(String rentalId) {
       stops.add(rentalId);
       return ends.get(rentalId);
+    }
+
+    @Override
+    public boolean notice(String rentalId, Instant deadline) {
+      notices.add(rentalId + " " + deadline);
+      return true;
+    }
+
+    @Override
+    public CompletableFuture<Boolean> terminate(String rentalId) {
+      terminates.add(rentalId);
+      return CompletableFuture.completedFuture(true);
     }
 
     @Override
@@ -369,7 +383,7 @@ class RentalsTest {
 
     rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"));
 
-    assertEquals(1, timers.size());
+    assertEquals(2, timers.size(), "the stop and the notice's SIGTERM");
     assertEquals(Duration.ofSeconds(120), timers.get(0).delay);
     assertEquals(List.of(), runtime.stops, "not before the deadline");
     assertEquals(List.of(), drain());
@@ -407,8 +421,100 @@ class RentalsTest {
     rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T17:00:00Z"));
     assertEquals(Duration.ZERO, timers.get(0).delay);
 
+    assertEquals(Duration.ZERO, timers.get(1).delay, "SIGTERM at once");
     rentals.onFrame(new AgentFrame.Preempt("rnt_unknown", "2026-11-29T18:02:00Z"));
-    assertEquals(1, timers.size(), "nothing to preempt");
+    assertEquals(2, timers.size(), "nothing to preempt");
+  }
+
+  // ---- the spot notice
+
+  @Test
+  void preemptWritesTheNoticeAndSendsSigtermThirtySecondsBeforeTheDeadline() {
+    running("rnt_1", 0);
+
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"));
+
+    assertEquals(List.of("rnt_1 2026-11-29T18:02:00Z"), runtime.notices, "the notice at once");
+    Timer stop = timers.get(0);
+    Timer sigterm = timers.get(1);
+    assertEquals(Duration.ofSeconds(120), stop.delay);
+    assertEquals(Duration.ofSeconds(90), sigterm.delay, "30 s before the deadline");
+    assertEquals(List.of(), runtime.terminates);
+
+    sigterm.fire();
+    assertEquals(List.of("rnt_1"), runtime.terminates);
+    assertEquals(List.of(), runtime.stops, "SIGTERM only: it runs on");
+    assertEquals(Rentals.State.RUNNING, rentals.state("rnt_1"));
+
+    runtime.ended("rnt_1", T2); // it checkpointed and exited
+    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+    assertTrue(stop.cancelled, "nothing left to stop at the deadline");
+    stop.task.run(); // even if it fired anyway
+    assertEquals(List.of(), runtime.stops);
+  }
+
+  @Test
+  void aWorkloadThatIgnoresTheSigtermIsStoppedAtTheDeadline() {
+    running("rnt_1", 0);
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:00:10Z"));
+    assertEquals(Duration.ZERO, timers.get(1).delay, "less than 30 s away: SIGTERM at once");
+
+    timers.get(1).fire();
+    timers.get(0).fire();
+
+    assertEquals(List.of("rnt_1"), runtime.terminates);
+    assertEquals(List.of("rnt_1"), runtime.stops);
+    assertEquals(Rentals.State.STOPPING, rentals.state("rnt_1"));
+  }
+
+  @Test
+  void aStopBeforeTheNoticeTimeCancelsTheSigterm() {
+    running("rnt_1", 0);
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"));
+
+    rentals.onFrame(stop("rnt_1"));
+
+    assertTrue(timers.get(1).cancelled, "the SIGTERM is cancelled");
+    timers.get(1).task.run(); // even if it fired anyway
+    assertEquals(List.of(), runtime.terminates);
+    assertEquals(List.of("rnt_1"), runtime.stops);
+  }
+
+  @Test
+  void aRepeatedPreemptChangesNothingAndAnEarlierDeadlineReschedules() {
+    running("rnt_1", 0);
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"));
+
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"));
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:03:00Z"));
+    assertEquals(2, timers.size(), "the same (or a later) deadline: nothing new");
+    assertEquals(1, runtime.notices.size());
+
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:01:00Z"));
+    assertTrue(timers.get(0).cancelled && timers.get(1).cancelled, "rescheduled");
+    assertEquals(Duration.ofSeconds(60), timers.get(2).delay);
+    assertEquals(Duration.ofSeconds(30), timers.get(3).delay);
+    assertEquals("rnt_1 2026-11-29T18:01:00Z", runtime.notices.get(1), "the notice rewritten");
+
+    timers.get(3).fire();
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:00:30Z"));
+    assertEquals(5, timers.size(), "only the stop is rescheduled once SIGTERM was sent");
+    assertEquals(Duration.ofSeconds(30), timers.get(4).delay);
+    assertEquals(List.of("rnt_1"), runtime.terminates, "SIGTERM once");
+    assertEquals(3, runtime.notices.size());
+  }
+
+  @Test
+  void aRentalPreemptedWhileStartingGetsTheNoticeOnceItRuns() {
+    rentals.onFrame(start("rnt_1", 0));
+    rentals.onFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"));
+    assertEquals(List.of(), runtime.notices, "no workload to tell yet");
+    assertEquals(1, timers.size(), "only the stop at the deadline");
+
+    runtime.started("rnt_1", T1);
+
+    assertEquals(List.of("rnt_1 2026-11-29T18:02:00Z"), runtime.notices);
+    assertEquals(Duration.ofSeconds(90), timers.get(1).delay);
   }
 
   @Test

@@ -3,6 +3,7 @@ package dev.tickmark.agent.ssh;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.tickmark.agent.RequiredTools;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -24,7 +25,6 @@ import java.util.concurrent.TimeUnit;
 import org.apache.sshd.common.config.keys.writer.openssh.OpenSSHKeyPairResourceWriter;
 import org.apache.sshd.common.util.security.SecurityUtils;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -46,8 +46,10 @@ class AgentSshServerTest {
 
   @BeforeEach
   void setUp() throws Exception {
-    Assumptions.assumeTrue(
-        Files.isExecutable(SSH), "no OpenSSH client at /usr/bin/ssh: the ssh tests are skipped");
+    RequiredTools.assume(
+        "ssh",
+        Files.isExecutable(SSH),
+        "no OpenSSH client at /usr/bin/ssh: the ssh tests are skipped");
     KeyPair kp = SecurityUtils.getKeyPairGenerator(SecurityUtils.EDDSA).generateKeyPair();
     var out = new ByteArrayOutputStream();
     OpenSSHKeyPairResourceWriter.INSTANCE.writePrivateKey(kp, "renter", null, out);
