@@ -25,7 +25,8 @@ public record ApiSettings(
     FailedAuthThrottle.Settings agentAuthThrottle,
     Duration registrationTokenValidity,
     PayoutDebtor payoutDebtor,
-    Duration readYourWritesWait) {
+    Duration readYourWritesWait,
+    StreamLimits.Settings streams) {
 
   /**
    * From the node's config ({@code tickmark.http.*}, {@code tickmark.payments.tolerance}, the agent
@@ -46,7 +47,8 @@ public record ApiSettings(
         FailedAuthThrottle.Settings.fromConfig(config),
         config.getDuration("tickmark.hosts.registration-token-validity"),
         PayoutDebtor.fromConfig(config.getConfig("tickmark.payouts.debtor")),
-        http.getDuration("read-your-writes-wait"));
+        http.getDuration("read-your-writes-wait"),
+        StreamLimits.Settings.fromConfig(config));
   }
 
   /**

@@ -29,7 +29,10 @@ final class ConnectRoutes {
   private final Duration timeout;
   private final Materializer materializer;
 
-  ConnectRoutes(ActorSystem<?> system, Duration timeout) {
+  private final StreamLimits streamLimits;
+
+  ConnectRoutes(ActorSystem<?> system, Duration timeout, StreamLimits streamLimits) {
+    this.streamLimits = streamLimits;
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.materializer = Materializer.matFromSystem(system);
@@ -46,7 +49,24 @@ final class ConnectRoutes {
                             + rentalId
                             + "` as ssh's ProxyCommand")
                     .toResponse());
-          return onSuccess(open(renter, rentalId), relay -> handleWebSocketMessages(relay.flow()));
+          StreamLimits.Permit permit = streamLimits.acquire(renter, rentalId);
+          CompletionStage<StreamRelay.RenterSide> opened =
+              open(renter, rentalId)
+                  .whenComplete(
+                      (relay, failure) -> {
+                        if (failure != null) permit.release();
+                      });
+          return onSuccess(
+              opened,
+              relay ->
+                  handleWebSocketMessages(
+                      relay
+                          .flow()
+                          .watchTermination(
+                              (notUsed, done) -> {
+                                done.whenComplete((d, failure) -> permit.release());
+                                return notUsed;
+                              })));
         });
   }
 

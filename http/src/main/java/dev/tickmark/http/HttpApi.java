@@ -83,9 +83,11 @@ public final class HttpApi {
     MarketRoutes marketRoutes = new MarketRoutes(catalog, hosts, clock);
     AgentSocket agentSocket =
         new AgentSocket(system, settings.agentLimits(), settings.agentAuthThrottle(), rentalLogs);
+    StreamLimits streamLimits = new StreamLimits(settings.streams());
     RentalRoutes rentalRoutes =
         new RentalRoutes(
             system,
+            streamLimits,
             settings.askTimeout(),
             rentals,
             rentalLogs,

@@ -59,8 +59,11 @@ final class RentalLogRoutes {
   private final ClusterSharding sharding;
   private final Duration timeout;
   private final RentalLogs logs;
+  private final StreamLimits streamLimits;
 
-  RentalLogRoutes(ActorSystem<?> system, Duration timeout, RentalLogs logs) {
+  RentalLogRoutes(
+      ActorSystem<?> system, Duration timeout, RentalLogs logs, StreamLimits streamLimits) {
+    this.streamLimits = streamLimits;
     this.system = system;
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
@@ -103,7 +106,7 @@ final class RentalLogRoutes {
         view(renter, id),
         v ->
             q.follow()
-                ? completeOK(follow(renter, id, q), EventStreamMarshalling.toEventStream())
+                ? completeOK(limited(renter, id, q), EventStreamMarshalling.toEventStream())
                 : onSuccess(page(id, q), p -> complete(Responses.json(200, p))));
   }
 
@@ -151,6 +154,17 @@ final class RentalLogRoutes {
   }
 
   // ---- following
+
+  /** The follow stream, holding one of the renter's stream places until it ends. */
+  private Source<ServerSentEvent, NotUsed> limited(String renter, String id, Query q) {
+    StreamLimits.Permit permit = streamLimits.acquire(renter, id);
+    return follow(renter, id, q)
+        .watchTermination(
+            (notUsed, done) -> {
+              done.whenComplete((d, failure) -> permit.release());
+              return notUsed;
+            });
+  }
 
   private Source<ServerSentEvent, NotUsed> follow(String renter, String id, Query q) {
     CompletionStage<Long> start =

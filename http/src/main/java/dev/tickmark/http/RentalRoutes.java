@@ -135,9 +135,11 @@ public final class RentalRoutes {
   private final RentalLogRoutes logRoutes;
   private final ConnectRoutes connectRoutes;
   private final SshKeys sshKeys;
+  private final StreamLimits streamLimits;
 
   public RentalRoutes(
       ActorSystem<?> system,
+      StreamLimits streamLimits,
       Duration timeout,
       RentalReadModel rentals,
       RentalLogs logs,
@@ -146,8 +148,9 @@ public final class RentalRoutes {
       Auth auth,
       Idempotency idempotency,
       Duration readYourWritesWait) {
-    this.logRoutes = new RentalLogRoutes(system, timeout, logs);
-    this.connectRoutes = new ConnectRoutes(system, timeout);
+    this.logRoutes = new RentalLogRoutes(system, timeout, logs, streamLimits);
+    this.connectRoutes = new ConnectRoutes(system, timeout, streamLimits);
+    this.streamLimits = streamLimits;
     this.sshKeys = sshKeys;
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
@@ -428,12 +431,17 @@ public final class RentalRoutes {
   // ---- SSE
 
   private Route events(String renter, String id) {
+    StreamLimits.Permit permit = streamLimits.acquire(renter, id);
     Pair<ActorRef<Rental.Update>, Source<Rental.Update, NotUsed>> live =
         ActorSource.<Rental.Update>actorRef(
                 m -> false, m -> Optional.empty(), 256, OverflowStrategy.dropHead())
             .preMaterialize(materializer);
     CompletionStage<Rental.View> subscribed =
-        ask(id, reply -> new Rental.Subscribe(renter, live.first(), reply));
+        ask(id, reply -> new Rental.Subscribe(renter, live.first(), reply))
+            .whenComplete(
+                (v, failure) -> {
+                  if (failure != null) permit.release();
+                });
     return onSuccess(
         subscribed,
         first -> {
@@ -442,7 +450,12 @@ public final class RentalRoutes {
                   .concat(ended(first) ? Source.empty() : live.second())
                   .takeWhile(u -> !(u instanceof Rental.StatusChanged s && ended(s.rental())), true)
                   .map(RentalRoutes::sse)
-                  .keepAlive(Duration.ofSeconds(15), ServerSentEvent::heartbeat);
+                  .keepAlive(Duration.ofSeconds(15), ServerSentEvent::heartbeat)
+                  .watchTermination(
+                      (notUsed, done) -> {
+                        done.whenComplete((d, failure) -> permit.release());
+                        return notUsed;
+                      });
           return completeOK(stream, EventStreamMarshalling.toEventStream());
         });
   }
