@@ -66,7 +66,7 @@ public final class FailoverBenchmark {
 
   private static final PrintStream OUT = System.out;
   private static final ObjectMapper JSON = new ObjectMapper();
-  private static final String OPERATOR = "tmkop_failover_bench_operator_token_0123456789";
+  static final String OPERATOR = "tmkop_failover_bench_operator_token_0123456789";
 
   static final String USAGE =
       """
