@@ -159,6 +159,15 @@ public final class RelayBenchmark {
       if (withBridge)
         ways.add(new Path3("relay, one node, in-JVM connect (no CLI JVM)", null, true));
 
+      // what the nodes spend with nothing to relay (gossip, projections polling), to read the
+      // copies' CPU against
+      double[] i0 = nodeCpu(cluster);
+      Thread.sleep(10_000);
+      double[] i1 = nodeCpu(cluster);
+      double idlePerSecond = 0;
+      for (int i = 0; i < i0.length; i++) idlePerSecond += (i1[i] - i0[i]) / 10.0;
+      OUT.printf(Locale.ROOT, "nodes idle: %.2f cores together%n", idlePerSecond);
+
       Map<String, List<double[]>> results = new LinkedHashMap<>();
       for (int run = 1; run <= runs; run++) {
         for (int w = 0; w < ways.size(); w++) {
@@ -207,7 +216,7 @@ public final class RelayBenchmark {
             OUT.printf(
                 Locale.ROOT,
                 "run %d %-5s %-62s %6.1f MB/s  %5.1f s  CPU:%s, this JVM (agent) %.1f s,"
-                    + " machine %.2f cores%n",
+                    + " machine %.2f cores (other than nodes and this JVM: %.2f)%n",
                 run,
                 direction,
                 way.name(),
@@ -215,13 +224,22 @@ public final class RelayBenchmark {
                 ran.seconds(),
                 perNode,
                 u.jvmSeconds(),
-                u.machineCores());
+                u.machineCores(),
+                Math.max(0, u.machineCores() - (nodeSeconds + u.jvmSeconds()) / ran.seconds()));
             results
                 .computeIfAbsent(way.name() + " " + direction, k -> new ArrayList<>())
-                .add(new double[] {mbps, nodeSeconds, u.jvmSeconds(), u.machineCores()});
+                .add(
+                    new double[] {
+                      mbps,
+                      nodeSeconds - idlePerSecond * ran.seconds(),
+                      u.jvmSeconds(),
+                      u.machineCores()
+                    });
           }
         }
       }
+      for (Agent a : agents) a.close();
+      agents.clear();
       Path down = temp.resolve("down.bin");
       if (!java.util.Arrays.equals(digest(file), digest(down)))
         throw new IllegalStateException("the last copy down differs from the file sent up");
@@ -230,7 +248,7 @@ public final class RelayBenchmark {
       OUT.printf(
           Locale.ROOT,
           "SUMMARY %d MiB, %d run(s); MB/s (median), relay / direct in the same direction,"
-              + " CPU seconds per copy (nodes, this JVM = agent)%n",
+              + " CPU seconds per copy (nodes above their idle, this JVM = agent)%n",
           mib,
           runs);
       for (String direction : List.of("up", "down")) {
