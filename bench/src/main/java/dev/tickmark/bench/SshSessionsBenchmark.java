@@ -54,6 +54,7 @@ public final class SshSessionsBenchmark {
         --sessions-per-rental=N  ssh sessions on each, started together (default 2; at most 8 per rental)
         --loop=N                 lines each session prints, 0.1 s apart (default 50)
         --proxy=bridge,cli       the phases, in order (default both)
+        --start-rate=N           ssh processes started per second (default 0: all at once)
         --node-heap=SIZE         -Xmx of the node (default 768m)
         --db-url=URL --db-user=U --db-password=P --keep-database
       """;
@@ -81,6 +82,7 @@ public final class SshSessionsBenchmark {
     int perRental = args.integer("sessions-per-rental", 2);
     int loop = args.integer("loop", 50);
     List<String> phases = Arrays.asList(args.string("proxy", "bridge,cli").split(","));
+    int startRate = args.integer("start-rate", 0);
     String heap = args.string("node-heap", "768m");
     DbConfig dbConfig = DbConfig.of(args);
     args.requireEmpty();
@@ -167,6 +169,11 @@ public final class SshSessionsBenchmark {
             command.addAll(SshBenchSupport.options(proxy, id, knownHosts, key));
             command.add(host);
             command.add(remote);
+            if (startRate > 0) {
+              long due = phaseStart + sessions.size() * 1_000_000_000L / startRate;
+              long wait = due - System.nanoTime();
+              if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+            }
             Session session = new Session();
             session.started = System.nanoTime();
             Process p = SshBenchSupport.start(command, env);
@@ -250,8 +257,8 @@ public final class SshSessionsBenchmark {
         Locale.ROOT,
         "PHASE %s: %d sessions (spawned in %.1f s), %d exited 0 with all %d lines; %d set up in"
             + " %.1f s = %.1f sessions/s; setup p50 %s p99 %s max %s ms; peak %d open at once;"
-            + " phase %.1f s, node CPU %.1f s (%.2f cores), PostgreSQL %.2f cores, machine %.2f"
-            + " cores%n",
+            + " phase %.1f s, node CPU %.1f s (%.2f cores), PostgreSQL %.2f cores, this JVM (agents'"
+            + " SSH servers, bridge) %.2f cores, machine %.2f cores%n",
         phase,
         sessions.size(),
         (spawned - phaseStart) / 1e9,
@@ -268,6 +275,7 @@ public final class SshSessionsBenchmark {
         nodeCpuSeconds,
         nodeCpuSeconds / phaseSeconds,
         u.postgresCores(),
+        u.jvmCores(),
         u.machineCores());
     if (sample != null) OUT.println("  a failed session: " + sample);
   }
