@@ -66,7 +66,7 @@ public final class FailoverBenchmark {
 
   private static final PrintStream OUT = System.out;
   private static final ObjectMapper JSON = new ObjectMapper();
-  private static final String OPERATOR = "tmkop_failover_bench_operator_token_0123456789";
+  static final String OPERATOR = "tmkop_failover_bench_operator_token_0123456789";
 
   static final String USAGE =
       """
@@ -734,6 +734,75 @@ public final class FailoverBenchmark {
     private CompletableFuture<WebSocket> sending = CompletableFuture.completedFuture(null);
     private final StringBuilder partial = new StringBuilder();
 
+    /**
+     * Lines each running rental prints a second (0, the default: no logs), for {@link
+     * LogIngestBenchmark}: they are due by the clock from the rental's start, and sent in the
+     * agent's free frame slots as {@code logs} frames of at most {@link #MAX_LOG_LINES} lines, the
+     * agent's rentals in turn.
+     */
+    static volatile int logLinesPerSecond;
+
+    static final int MAX_LOG_LINES = 300;
+    static final AtomicLong LOG_LINES_SENT = new AtomicLong();
+    static final AtomicLong LOG_LINES_ACKED = new AtomicLong();
+    static final AtomicLong LOG_FRAMES_SENT = new AtomicLong();
+
+    /** A rental's log: when it started, the last seq sent and acknowledged. */
+    static final class LogState {
+      final long startNanos = System.nanoTime();
+      long sent;
+      long acked;
+    }
+
+    final Map<String, LogState> logs = new ConcurrentHashMap<>();
+    final List<String> logRentals = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private int logCursor;
+
+    /** Its running rentals start printing now. */
+    void startLogs() {
+      for (String id : running)
+        if (logs.putIfAbsent(id, new LogState()) == null) logRentals.add(id);
+    }
+
+    /** Lines due and not yet sent, over this agent's rentals. */
+    long logBacklog() {
+      long now = System.nanoTime();
+      long behind = 0;
+      for (LogState st : logs.values()) behind += due(st, now) - st.sent;
+      return behind;
+    }
+
+    static long due(LogState st, long now) {
+      return (now - st.startNanos) * logLinesPerSecond / 1_000_000_000L;
+    }
+
+    /** The next rental's due lines, or null when none is due. */
+    AgentFrame nextLogs() {
+      int n = logRentals.size();
+      long now = System.nanoTime();
+      for (int k = 0; k < n; k++) {
+        String id = logRentals.get(logCursor++ % n);
+        LogState st = logs.get(id);
+        if (st == null) continue;
+        long through = Math.min(due(st, now), st.sent + MAX_LOG_LINES);
+        if (through <= st.sent) continue;
+        String at = Instant.now().truncatedTo(ChronoUnit.MILLIS).toString();
+        List<AgentFrame.LogLine> lines = new ArrayList<>((int) (through - st.sent));
+        for (long seq = st.sent + 1; seq <= through; seq++)
+          lines.add(
+              new AgentFrame.LogLine(
+                  seq,
+                  at,
+                  "stdout",
+                  "step " + seq + " loss=0." + (seq * 7919 % 10000) + " lr=3e-4 tokens/s=41234"));
+        LOG_LINES_SENT.addAndGet(through - st.sent);
+        LOG_FRAMES_SENT.incrementAndGet();
+        st.sent = through;
+        return new AgentFrame.Logs(id, lines);
+      }
+      return null;
+    }
+
     BenchAgent(int index, List<URI> engines, String token, int cards, Model model) {
       this.index = index;
       this.engines = engines;
@@ -751,6 +820,7 @@ public final class FailoverBenchmark {
               if ((tick + a.index) % 50 == 0)
                 a.outbox.add(a.heartbeat()); // every 5 s, spread over the agents
               AgentFrame next = a.outbox.poll();
+              if (next == null && logLinesPerSecond > 0) next = a.nextLogs();
               if (next != null) a.send(next);
             }
           },
@@ -859,6 +929,16 @@ public final class FailoverBenchmark {
       } else if (frame instanceof AgentFrame.StopRental s) {
         running.remove(s.rentalId());
         outbox.add(new AgentFrame.RentalStopped(s.rentalId(), Instant.now().toString()));
+      } else if (frame instanceof AgentFrame.LogsAck ack) {
+        LogState st = logs.get(ack.rentalId());
+        if (st != null) {
+          synchronized (st) {
+            if (ack.throughSeq() > st.acked) {
+              LOG_LINES_ACKED.addAndGet(ack.throughSeq() - st.acked);
+              st.acked = ack.throughSeq();
+            }
+          }
+        }
       } else if (frame instanceof AgentFrame.Error e) {
         OUT.println("# agent " + index + ": error " + e.code() + " " + e.message());
       }
