@@ -171,7 +171,7 @@ public final class Node implements AutoCloseable {
         ApiSettings.fromConfig(
             config, settings.httpPort(), settings.operatorToken(), settings.webhookSecret());
 
-    Account.init(system, clock);
+    Account.init(system, clock, config.getDuration("tickmark.accounts.payout-details-hold"));
     Host.init(system, Host.Settings.fromConfig(config, catalog, links), clock);
     Matcher.init(
         system,

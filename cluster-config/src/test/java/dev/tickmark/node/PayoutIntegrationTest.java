@@ -15,6 +15,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import javax.xml.parsers.DocumentBuilderFactory;
@@ -133,6 +134,47 @@ class PayoutIntegrationTest {
     assertFalse(
         api.account(provider.apiKey()).toString().contains(IBAN),
         "the full IBAN is never shown back");
+
+    // ---- redirecting the payouts (issue 17, item 3): a key without the payouts scope may not; the
+    // owner's full key may, but the new IBAN is paid only after the hold period (24 h): the run
+    // below still pays the first one
+    JsonNode rentKey =
+        api.post("/v1/account/api-keys", provider.apiKey(), "{\"label\":\"ci\"}")
+            .expect(201)
+            .json();
+    assertEquals(List.of("provide", "read", "rent"), texts(rentKey.get("scopes")));
+    String limited = rentKey.get("api_key").asText();
+    api.put(
+            "/v1/account/payout-details",
+            limited,
+            "{\"holder_name\":\"Mallory\",\"iban\":\"FR1420041010050500013M02606\"}")
+        .expectProblem(403, "insufficient_scope");
+    api.post("/v1/account/api-keys", limited, "{\"scopes\":[\"payouts\"]}")
+        .expectProblem(403, "insufficient_scope");
+    JsonNode changed =
+        api.put(
+                "/v1/account/payout-details",
+                provider.apiKey(),
+                "{\"holder_name\":\"Mallory\",\"iban\":\"FR1420041010050500013M02606\"}")
+            .expect(200)
+            .json();
+    assertEquals("******************3000", changed.get("payout_details").get("iban").asText());
+    assertEquals(
+        "Mallory",
+        changed.get("pending_payout_details").get("holder_name").asText(),
+        changed.toString());
+    assertTrue(changed.get("pending_payout_details").hasNonNull("effective_at"));
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode trail =
+              api.get("/v1/account/audit", provider.apiKey()).expect(200).json().get("entries");
+          assertEquals(2, trail.size(), trail.toString());
+          assertEquals("payout_details_set", trail.get(0).get("kind").asText());
+          assertTrue(trail.get(0).get("detail").asText().contains("Mallory"), trail.toString());
+          assertTrue(trail.get(0).hasNonNull("effective_at"), trail.toString());
+          assertTrue(trail.get(1).get("detail").asText().contains("in force at once"));
+        });
 
     // ---- bad run requests
     payouts("bad-1", "{\"minimum\":\"abc\"}").expectProblem(400, "invalid_amount");
@@ -342,6 +384,12 @@ class PayoutIntegrationTest {
 
   static JsonNode rental(ApiClient.Customer renter, String id) {
     return api.get("/v1/rentals/" + id, renter.apiKey()).expect(200).json();
+  }
+
+  static List<String> texts(JsonNode array) {
+    List<String> out = new java.util.ArrayList<>();
+    array.forEach(n -> out.add(n.asText()));
+    return out;
   }
 
   static void awaitStatus(ApiClient.Customer renter, String id, String status) {

@@ -26,11 +26,23 @@ public final class AccountRoutes {
 
   record SignUpResponse(AccountView account, String apiKey) {}
 
-  record ApiKeyRequest(String label) {}
+  record ApiKeyRequest(String label, List<String> scopes) {}
 
-  record CreatedKeyView(String id, String prefix, String apiKey, String label, Instant createdAt) {}
+  record CreatedKeyView(
+      String id,
+      String prefix,
+      String apiKey,
+      String label,
+      Instant createdAt,
+      List<String> scopes) {}
 
-  record KeyView(String id, String prefix, String label, Instant createdAt, Instant revokedAt) {}
+  record KeyView(
+      String id,
+      String prefix,
+      String label,
+      Instant createdAt,
+      Instant revokedAt,
+      List<String> scopes) {}
 
   record KeyList(List<KeyView> keys) {}
 
@@ -122,6 +134,16 @@ public final class AccountRoutes {
                                 onSuccess(
                                     setPayoutDetails(accountId, body),
                                     s -> complete(Responses.json(200, AccountView.of(s))))))),
+        path(
+            "audit",
+            () ->
+                get(
+                    () ->
+                        onSuccess(
+                            ledger
+                                .awaitAccount(accountId, readYourWritesWait)
+                                .thenCompose(caughtUp -> ledger.audit(accountId, 200)),
+                            entries -> complete(Responses.json(200, new AuditTrail(entries)))))),
         path(
             "ledger",
             () ->
@@ -285,11 +307,23 @@ public final class AccountRoutes {
   private CompletionStage<CreatedKeyView> createKey(
       String accountId, org.apache.pekko.util.ByteString body) {
     ApiKeyRequest request =
-        body.isEmpty() ? new ApiKeyRequest(null) : Json.read(body, ApiKeyRequest.class);
+        body.isEmpty() ? new ApiKeyRequest(null, null) : Json.read(body, ApiKeyRequest.class);
     if (request.label() != null && request.label().length() > 200)
       throw Problem.badRequest("invalid_label", "label is at most 200 characters");
+    // A new key may rent, provide and read unless payouts are asked for by name.
+    if (request.scopes() != null && request.scopes().contains(null))
+      throw Problem.badRequest("invalid_scope", "scopes must not contain null");
+    java.util.Set<String> scopes =
+        request.scopes() == null
+            ? java.util.Set.of("read", "rent", "provide")
+            : java.util.Set.copyOf(request.scopes());
+    if (scopes.isEmpty() || !ApiKeys.ALL_SCOPES.containsAll(scopes))
+      throw Problem.badRequest(
+          "invalid_scope",
+          "scopes must be a non-empty list of: "
+              + String.join(", ", new java.util.TreeSet<>(ApiKeys.ALL_SCOPES)));
     return apiKeys
-        .create(accountId, request.label())
+        .create(accountId, request.label(), scopes)
         .thenApply(
             k ->
                 new CreatedKeyView(
@@ -297,8 +331,12 @@ public final class AccountRoutes {
                     ApiKeys.PREFIX + k.keyId(),
                     k.apiKey(),
                     request.label(),
-                    k.createdAt()));
+                    k.createdAt(),
+                    List.copyOf(new java.util.TreeSet<>(scopes))));
   }
+
+  /** {@code GET /v1/account/audit}: the latest 200 changes, newest first. */
+  record AuditTrail(List<LedgerReadModel.AuditEntry> entries) {}
 
   record SshKeyRequest(String name, String publicKey) {}
 
@@ -358,7 +396,15 @@ public final class AccountRoutes {
   private static KeyList keyList(List<ApiKeys.KeyInfo> keys) {
     return new KeyList(
         keys.stream()
-            .map(k -> new KeyView(k.keyId(), k.prefix(), k.label(), k.createdAt(), k.revokedAt()))
+            .map(
+                k ->
+                    new KeyView(
+                        k.keyId(),
+                        k.prefix(),
+                        k.label(),
+                        k.createdAt(),
+                        k.revokedAt(),
+                        List.copyOf(new java.util.TreeSet<>(k.scopes()))))
             .toList());
   }
 }

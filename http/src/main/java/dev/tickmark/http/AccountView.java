@@ -19,7 +19,22 @@ public record AccountView(
     String spendCapMonthly,
     String spentThisMonth,
     String status,
-    PayoutDetailsView payoutDetails) {
+    PayoutDetailsView payoutDetails,
+    PendingPayoutDetailsView pendingPayoutDetails) {
+
+  /** Details that replace {@code payout_details} for payouts from {@code effective_at}. */
+  public record PendingPayoutDetailsView(
+      String holderName, String iban, String bic, java.time.Instant effectiveAt) {
+    static PendingPayoutDetailsView of(Account.PendingPayoutDetails p) {
+      return p == null
+          ? null
+          : new PendingPayoutDetailsView(
+              p.details().holderName(),
+              Iban.masked(p.details().iban()),
+              p.details().bic(),
+              p.effectiveAt());
+    }
+  }
 
   public record PayoutDetailsView(String holderName, String iban, String bic) {
     static PayoutDetailsView of(Account.PayoutDetails d) {
@@ -45,6 +60,7 @@ public record AccountView(
         s.spendCapMonthly() == null ? null : Money.format(s.spendCapMonthly()),
         Money.format(s.spentThisMonth()),
         status(s),
-        PayoutDetailsView.of(s.payoutDetails()));
+        PayoutDetailsView.of(s.payoutDetails()),
+        PendingPayoutDetailsView.of(s.pendingPayoutDetails()));
   }
 }

@@ -19,26 +19,45 @@ public final class Auth {
     this.operatorToken = operatorToken.getBytes(StandardCharsets.UTF_8);
   }
 
-  /** Runs {@code inner} with the caller's account id, or answers 401. */
+  /**
+   * Runs {@code inner} with the caller's account id, or answers 401 (no key, an unknown or revoked
+   * one) or 403 {@code insufficient_scope} (a key not allowed to do this: {@link Scopes}).
+   */
   public Route account(Function<String, Route> inner) {
-    return optionalHeaderValueByName(
-        "Authorization",
-        header -> {
-          Optional<String> token = bearer(header);
-          if (token.isEmpty())
-            return complete(
-                Problem.unauthorized("send Authorization: Bearer <api key>").toResponse());
-          return onSuccess(
-              apiKeys.authenticate(token.get()),
-              accountId ->
-                  accountId
-                      .map(inner)
-                      .orElseGet(
-                          () ->
-                              complete(
-                                  Problem.unauthorized("the API key is unknown or revoked")
-                                      .toResponse())));
-        });
+    return extractRequest(
+        request ->
+            optionalHeaderValueByName(
+                "Authorization",
+                header -> {
+                  Optional<String> token = bearer(header);
+                  if (token.isEmpty())
+                    return complete(
+                        Problem.unauthorized("send Authorization: Bearer <api key>").toResponse());
+                  String needed =
+                      Scopes.required(request.method().value(), request.getUri().path());
+                  return onSuccess(
+                      apiKeys.principal(token.get()),
+                      principal -> {
+                        if (principal.isEmpty())
+                          return complete(
+                              Problem.unauthorized("the API key is unknown or revoked")
+                                  .toResponse());
+                        if (!principal.get().scopes().contains(needed))
+                          return complete(
+                              new Problem(
+                                      403,
+                                      "insufficient_scope",
+                                      "this API key may not do this: it needs the \""
+                                          + needed
+                                          + "\" scope (it has "
+                                          + String.join(
+                                              ", ",
+                                              new java.util.TreeSet<>(principal.get().scopes()))
+                                          + ")")
+                                  .toResponse());
+                        return inner.apply(principal.get().accountId());
+                      });
+                }));
   }
 
   /** Runs {@code inner} for the operator, or answers 401; customer keys never pass here. */

@@ -39,7 +39,9 @@ public final class Migrations {
           "V7__market_index.sql",
           "V8__rental_logs.sql",
           "V9__payment_ids.sql",
-          "V10__ssh_keys.sql");
+          "V10__ssh_keys.sql",
+          "V11__api_key_scopes.sql",
+          "V12__account_audit.sql");
 
   private Migrations() {}
 

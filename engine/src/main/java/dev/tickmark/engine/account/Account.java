@@ -192,12 +192,61 @@ public final class Account
       long platformCredited,
       long paidOut,
       PayoutDetails payoutDetails,
-      Suspension suspension)
+      Suspension suspension,
+      PendingPayoutDetails pendingPayoutDetails)
       implements CborSerializable {
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public Summary {}
+
+    /** A summary with no payout details waiting for their hold period. */
+    public Summary(
+        String id,
+        boolean open,
+        String name,
+        long balance,
+        long held,
+        long available,
+        long earnings,
+        Long spendCapMonthly,
+        long spentThisMonth,
+        long deposited,
+        long captured,
+        long credited,
+        long platformCredited,
+        long paidOut,
+        PayoutDetails payoutDetails,
+        Suspension suspension) {
+      this(
+          id,
+          open,
+          name,
+          balance,
+          held,
+          available,
+          earnings,
+          spendCapMonthly,
+          spentThisMonth,
+          deposited,
+          captured,
+          credited,
+          platformCredited,
+          paidOut,
+          payoutDetails,
+          suspension,
+          null);
+    }
+
     public boolean suspended() {
       return suspension != null;
     }
   }
+
+  /**
+   * Payout details that replace those in force once {@code effectiveAt} has come (the hold period
+   * after a change): until then payouts still go to the old ones.
+   */
+  public record PendingPayoutDetails(PayoutDetails details, Instant effectiveAt)
+      implements CborSerializable {}
 
   /**
    * A SEPA payee: the IBAN in electronic form (no spaces, upper case); {@code bic} is optional in
@@ -251,7 +300,19 @@ public final class Account
 
   public record SpendCapSet(Long monthlyCap, Instant at) implements Event {}
 
-  public record PayoutDetailsSet(PayoutDetails details, Instant at) implements Event {}
+  /**
+   * {@code effectiveAt}: when payouts start to use them (null: at once — the account's first
+   * details, and every change recorded before hold periods existed).
+   */
+  public record PayoutDetailsSet(PayoutDetails details, Instant at, Instant effectiveAt)
+      implements Event {
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public PayoutDetailsSet {}
+
+    public PayoutDetailsSet(PayoutDetails details, Instant at) {
+      this(details, at, null);
+    }
+  }
 
   public record Suspended(String reason, Instant at) implements Event {}
 
@@ -395,7 +456,7 @@ public final class Account
       return committed > profile.spendCap() - additional;
     }
 
-    Summary summary(String id, int currentMonth) {
+    Summary summary(String id, int currentMonth, Instant now) {
       return new Summary(
           id,
           true,
@@ -411,8 +472,9 @@ public final class Account
           totals.credited(),
           totals.platformCredited(),
           totals.paidOut(),
-          profile.payoutDetails(),
-          profile.suspension());
+          profile.detailsInForce(now),
+          profile.suspension(),
+          profile.pendingAt(now));
     }
 
     // Applying events: each changes the parts it concerns and keeps the others.
@@ -481,7 +543,7 @@ public final class Account
     }
 
     Active withPayoutDetails(PayoutDetailsSet e) {
-      return new Active(profile.withPayoutDetails(e.details()), totals, spending, marks);
+      return new Active(profile.withPayoutDetails(e), totals, spending, marks);
     }
 
     Active withSuspension(Suspension suspension) {
@@ -495,10 +557,35 @@ public final class Account
 
   /** Who the account is and what its owner or an operator decided for it. */
   public record Profile(
-      String name, Long spendCap, PayoutDetails payoutDetails, Suspension suspension)
+      String name,
+      Long spendCap,
+      PayoutDetails payoutDetails,
+      Suspension suspension,
+      PendingPayoutDetails pendingPayoutDetails)
       implements CborSerializable {
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public Profile {}
+
+    public Profile(String name, Long spendCap, PayoutDetails payoutDetails, Suspension suspension) {
+      this(name, spendCap, payoutDetails, suspension, null);
+    }
+
     static Profile named(String name) {
       return new Profile(name, null, null, null);
+    }
+
+    /** The details payouts use at {@code now}: pending ones once their hold period is over. */
+    PayoutDetails detailsInForce(Instant now) {
+      if (pendingPayoutDetails != null && !now.isBefore(pendingPayoutDetails.effectiveAt()))
+        return pendingPayoutDetails.details();
+      return payoutDetails;
+    }
+
+    /** The details still waiting at {@code now}, or null. */
+    PendingPayoutDetails pendingAt(Instant now) {
+      return pendingPayoutDetails != null && now.isBefore(pendingPayoutDetails.effectiveAt())
+          ? pendingPayoutDetails
+          : null;
     }
 
     boolean suspended() {
@@ -506,15 +593,27 @@ public final class Account
     }
 
     Profile withSpendCap(Long cap) {
-      return new Profile(name, cap, payoutDetails, suspension);
+      return new Profile(name, cap, payoutDetails, suspension, pendingPayoutDetails);
     }
 
-    Profile withPayoutDetails(PayoutDetails details) {
-      return new Profile(name, spendCap, details, suspension);
+    /**
+     * Details set at {@code e.at()}: in force at once, or pending until {@code e.effectiveAt()}
+     * with those in force at that instant kept meanwhile (a change during a hold replaces the
+     * pending one and starts its own hold).
+     */
+    Profile withPayoutDetails(PayoutDetailsSet e) {
+      if (e.effectiveAt() == null)
+        return new Profile(name, spendCap, e.details(), suspension, null);
+      return new Profile(
+          name,
+          spendCap,
+          detailsInForce(e.at()),
+          suspension,
+          new PendingPayoutDetails(e.details(), e.effectiveAt()));
     }
 
     Profile withSuspension(Suspension newSuspension) {
-      return new Profile(name, spendCap, payoutDetails, newSuspension);
+      return new Profile(name, spendCap, payoutDetails, newSuspension, pendingPayoutDetails);
     }
   }
 
@@ -807,21 +906,38 @@ public final class Account
 
   private EventHandler<State, Event> events;
 
+  /** How long changed payout details wait before payouts use them, unless configured otherwise. */
+  public static final Duration DEFAULT_PAYOUT_DETAILS_HOLD = Duration.ofHours(24);
+
   public static void init(ActorSystem<?> system, Clock clock) {
+    init(system, clock, DEFAULT_PAYOUT_DETAILS_HOLD);
+  }
+
+  /** {@code payoutDetailsHold}: {@code tickmark.accounts.payout-details-hold}. */
+  public static void init(ActorSystem<?> system, Clock clock, Duration payoutDetailsHold) {
     ClusterSharding.get(system)
-        .init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), clock)));
+        .init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), clock, payoutDetailsHold)));
   }
 
   public static Behavior<Command> create(String accountId, Clock clock) {
-    return Behaviors.setup(context -> new Account(accountId, clock, context));
+    return create(accountId, clock, DEFAULT_PAYOUT_DETAILS_HOLD);
   }
 
-  private Account(String accountId, Clock clock, ActorContext<Command> context) {
+  public static Behavior<Command> create(
+      String accountId, Clock clock, Duration payoutDetailsHold) {
+    return Behaviors.setup(context -> new Account(accountId, clock, payoutDetailsHold, context));
+  }
+
+  private final Duration payoutDetailsHold;
+
+  private Account(
+      String accountId, Clock clock, Duration payoutDetailsHold, ActorContext<Command> context) {
     super(
         PersistenceId.of(ENTITY_KEY.name(), accountId),
         SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
     this.accountId = accountId;
     this.clock = clock;
+    this.payoutDetailsHold = payoutDetailsHold;
     this.context = context;
   }
 
@@ -1367,10 +1483,21 @@ public final class Account
                   "a BIC has 8 or 11 characters, like DEUTDEFF or DEUTDEFF500"));
     }
     PayoutDetails details = new PayoutDetails(holder, Iban.normalize(cmd.iban()), bic);
-    if (details.equals(state.profile().payoutDetails()))
-      return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    Profile profile = state.profile();
+    PendingPayoutDetails pending = profile.pendingAt(now());
+    PayoutDetails inForce = profile.detailsInForce(now());
+    boolean unchanged =
+        pending != null ? details.equals(pending.details()) : details.equals(inForce);
+    if (unchanged) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    // The first details apply at once (there is nothing to redirect); a change waits for the hold
+    // period, so a stolen key cannot send the next payout elsewhere before the owner notices.
+    // Going back to the details in force cancels a pending change at once.
+    Instant effectiveAt =
+        (inForce == null && pending == null) || details.equals(inForce)
+            ? null
+            : now().plus(payoutDetailsHold);
     return Effect()
-        .persist(new PayoutDetailsSet(details, now()))
+        .persist(new PayoutDetailsSet(details, now(), effectiveAt))
         .thenReply(cmd.replyTo(), s -> StatusReply.success(summary((Active) s)));
   }
 
@@ -1429,7 +1556,7 @@ public final class Account
   }
 
   private Summary summary(Active state) {
-    return state.summary(accountId, monthOf(now()));
+    return state.summary(accountId, monthOf(now()), now());
   }
 
   private Summary notOpen() {

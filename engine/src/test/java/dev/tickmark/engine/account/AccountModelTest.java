@@ -171,7 +171,10 @@ class AccountModelTest {
     final Map<String, Long> deposits = new HashMap<>();
     final Map<String, Long> payouts = new HashMap<>();
     Account.Suspension suspension;
+    // payout details: those in force, and a change waiting for its hold period to end
     Account.PayoutDetails payoutDetails;
+    Account.PayoutDetails pendingDetails;
+    Instant pendingFrom;
     final Map<String, ModelHold> holds = new HashMap<>();
     final Map<String, ModelSource> sources = new HashMap<>();
     // Closed rentals forgotten: what their holds captured and their sources credited (no longer in
@@ -228,8 +231,11 @@ class AccountModelTest {
           credited,
           platformCredited,
           paidOut,
-          payoutDetails,
-          suspension);
+          pendingFrom != null && !now.isBefore(pendingFrom) ? pendingDetails : payoutDetails,
+          suspension,
+          pendingFrom != null && now.isBefore(pendingFrom)
+              ? new Account.PendingPayoutDetails(pendingDetails, pendingFrom)
+              : null);
     }
 
     Outcome open(String newName) {
@@ -455,15 +461,33 @@ class AccountModelTest {
       return Outcome.ok(null, true);
     }
 
-    Outcome setPayoutDetails(String holder, String iban, String bic) {
+    /**
+     * The first details apply at once; a change only after {@link
+     * Account#DEFAULT_PAYOUT_DETAILS_HOLD}, and going back to those in force cancels it.
+     */
+    Outcome setPayoutDetails(String holder, String iban, String bic, Instant now) {
       if (!open) return Outcome.error(Rejection.NOT_FOUND);
       if (holder.isBlank()) return Outcome.error(Rejection.INVALID_HOLDER_NAME);
       if (!Iban.isValid(iban)) return Outcome.error(Rejection.INVALID_IBAN);
       if (bic != null && !Iban.isValidBic(bic)) return Outcome.error(Rejection.INVALID_BIC);
       Account.PayoutDetails details = new Account.PayoutDetails(holder, Iban.normalize(iban), bic);
-      boolean changed = !details.equals(payoutDetails);
-      payoutDetails = details;
-      return Outcome.ok(null, changed);
+      if (pendingFrom != null && !now.isBefore(pendingFrom)) {
+        payoutDetails = pendingDetails;
+        pendingDetails = null;
+        pendingFrom = null;
+      }
+      boolean unchanged =
+          pendingFrom != null ? details.equals(pendingDetails) : details.equals(payoutDetails);
+      if (unchanged) return Outcome.ok(null, false);
+      if (payoutDetails == null || details.equals(payoutDetails)) {
+        payoutDetails = details;
+        pendingDetails = null;
+        pendingFrom = null;
+      } else {
+        pendingDetails = details;
+        pendingFrom = now.plus(Account.DEFAULT_PAYOUT_DETAILS_HOLD);
+      }
+      return Outcome.ok(null, true);
     }
 
     Outcome setCap(Long newCap) {
@@ -645,7 +669,7 @@ class AccountModelTest {
     }
 
     public Outcome apply(Model model, Instant now) {
-      return model.setPayoutDetails(holder, iban, bic);
+      return model.setPayoutDetails(holder, iban, bic, now);
     }
 
     public boolean deduplicated() {
@@ -966,7 +990,8 @@ class AccountModelTest {
     }
 
     private Summary summaryOf(State state, Instant now) {
-      if (state instanceof Active account) return account.summary(model.id, Account.monthOf(now));
+      if (state instanceof Active account)
+        return account.summary(model.id, Account.monthOf(now), now);
       return new Summary(model.id, false, null, 0, 0, 0, 0, null, 0, 0, 0, 0, 0, 0, null, null);
     }
 

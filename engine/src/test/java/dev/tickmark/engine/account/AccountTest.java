@@ -965,6 +965,42 @@ class AccountTest {
   }
 
   @Test
+  void changedPayoutDetailsApplyOnlyAfterTheHoldPeriodWhileTheOldOnesStayInForce() {
+    ok(open("Ada"));
+    var first = new Account.PayoutDetails("Ada Lovelace", "DE89370400440532013000", null);
+    ok(setDetails("Ada Lovelace", "DE89370400440532013000", null));
+    // a stolen key changes them: the next payouts still go to the first ones for a day
+    clock.advance(Duration.ofHours(1));
+    var changed = setDetails("Mallory", "FR1420041010050500013M02606", null);
+    var attacker = new Account.PayoutDetails("Mallory", "FR1420041010050500013M02606", null);
+    Instant effective = clock.instant().plus(Account.DEFAULT_PAYOUT_DETAILS_HOLD);
+    assertEquals(
+        List.of(new Account.PayoutDetailsSet(attacker, clock.instant(), effective)),
+        changed.events());
+    Summary during = ok(changed);
+    assertEquals(first, during.payoutDetails(), "the old details stay in force");
+    assertEquals(
+        new Account.PendingPayoutDetails(attacker, effective), during.pendingPayoutDetails());
+    assertRecovers();
+    clock.advance(Account.DEFAULT_PAYOUT_DETAILS_HOLD.minusSeconds(1));
+    assertEquals(first, summary().payoutDetails(), "one second before the end of the hold");
+    // the owner notices and sets the first ones back: the change is cancelled at once
+    var reverted = setDetails("Ada Lovelace", "DE89370400440532013000", null);
+    assertEquals(first, ok(reverted).payoutDetails());
+    assertEquals(null, ok(reverted).pendingPayoutDetails());
+    clock.advance(Duration.ofDays(2));
+    assertEquals(first, summary().payoutDetails(), "the reverted change never applies");
+
+    // a change nobody reverts applies once its hold is over
+    ok(setDetails("Ada Byron", "DE89370400440532013000", null));
+    clock.advance(Account.DEFAULT_PAYOUT_DETAILS_HOLD);
+    assertEquals("Ada Byron", summary().payoutDetails().holderName());
+    assertEquals(null, summary().pendingPayoutDetails());
+    assertRecovers();
+    assertEquals("Ada Byron", summary().payoutDetails().holderName());
+  }
+
+  @Test
   void refusesAnIbanThatIsNotSepaOrFailsItsChecksumAndABadBicOrHolder() {
     ok(open("Ada"));
     assertRejected(Rejection.INVALID_IBAN, setDetails("Ada", "DE89370400440532013001", null));

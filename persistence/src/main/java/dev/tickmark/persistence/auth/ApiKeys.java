@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletionStage;
 
 /**
@@ -33,7 +34,18 @@ public final class ApiKeys {
   }
 
   public record KeyInfo(
-      String keyId, String prefix, String label, Instant createdAt, Instant revokedAt) {}
+      String keyId,
+      String prefix,
+      String label,
+      Instant createdAt,
+      Instant revokedAt,
+      Set<String> scopes) {}
+
+  /** Who a presented key speaks for, and what it may do. */
+  public record Principal(String accountId, String keyId, Set<String> scopes) {}
+
+  /** Every scope; an account's first key has all of them. */
+  public static final Set<String> ALL_SCOPES = Set.of("read", "rent", "provide", "payouts");
 
   private static final SecureRandom RANDOM = new SecureRandom();
   private static final HexFormat HEX = HexFormat.of();
@@ -46,7 +58,15 @@ public final class ApiKeys {
     this.clock = clock;
   }
 
+  /** A key with every scope (an account's first key, the dev node's). */
   public CompletionStage<CreatedKey> create(String accountId, String label) {
+    return create(accountId, label, ALL_SCOPES);
+  }
+
+  public CompletionStage<CreatedKey> create(String accountId, String label, Set<String> scopes) {
+    if (scopes.isEmpty() || !ALL_SCOPES.containsAll(scopes))
+      throw new IllegalArgumentException("scopes must be a non-empty subset of " + ALL_SCOPES);
+    String stored = String.join(",", new java.util.TreeSet<>(scopes));
     String keyId = random(6);
     String secret = random(24);
     Instant now = clock.instant();
@@ -54,12 +74,13 @@ public final class ApiKeys {
         connection -> {
           try (PreparedStatement st =
               connection.prepareStatement(
-                  "INSERT INTO api_keys(key_id, account_id, secret_hash, label, created_at) VALUES (?, ?, ?, ?, ?)")) {
+                  "INSERT INTO api_keys(key_id, account_id, secret_hash, label, created_at, scopes) VALUES (?, ?, ?, ?, ?, ?)")) {
             st.setString(1, keyId);
             st.setString(2, accountId);
             st.setBytes(3, sha256(secret));
             st.setString(4, label);
             st.setTimestamp(5, Timestamp.from(now));
+            st.setString(6, stored);
             st.executeUpdate();
           }
           return new CreatedKey(keyId, PREFIX + keyId + "_" + secret, accountId, now);
@@ -71,6 +92,11 @@ public final class ApiKeys {
    * secret matches.
    */
   public CompletionStage<Optional<String>> authenticate(String presented) {
+    return principal(presented).thenApply(p -> p.map(Principal::accountId));
+  }
+
+  /** The key's account and scopes, under the same conditions as {@link #authenticate}. */
+  public CompletionStage<Optional<Principal>> principal(String presented) {
     Optional<String[]> parts = parse(presented);
     if (parts.isEmpty())
       return java.util.concurrent.CompletableFuture.completedFuture(Optional.empty());
@@ -80,11 +106,11 @@ public final class ApiKeys {
         connection -> {
           try (PreparedStatement st =
               connection.prepareStatement(
-                  "SELECT account_id, secret_hash FROM api_keys WHERE key_id = ? AND revoked_at IS NULL")) {
+                  "SELECT account_id, secret_hash, scopes FROM api_keys WHERE key_id = ? AND revoked_at IS NULL")) {
             st.setString(1, keyId);
             try (ResultSet rs = st.executeQuery()) {
               if (rs.next() && MessageDigest.isEqual(hash, rs.getBytes(2)))
-                return Optional.of(rs.getString(1));
+                return Optional.of(new Principal(rs.getString(1), keyId, scopes(rs.getString(3))));
               return Optional.empty();
             }
           }
@@ -96,7 +122,7 @@ public final class ApiKeys {
         connection -> {
           try (PreparedStatement st =
               connection.prepareStatement(
-                  "SELECT key_id, label, created_at, revoked_at FROM api_keys WHERE account_id = ? ORDER BY created_at, key_id")) {
+                  "SELECT key_id, label, created_at, revoked_at, scopes FROM api_keys WHERE account_id = ? ORDER BY created_at, key_id")) {
             st.setString(1, accountId);
             try (ResultSet rs = st.executeQuery()) {
               List<KeyInfo> keys = new ArrayList<>();
@@ -108,7 +134,8 @@ public final class ApiKeys {
                         PREFIX + rs.getString(1),
                         rs.getString(2),
                         rs.getTimestamp(3).toInstant(),
-                        revoked == null ? null : revoked.toInstant()));
+                        revoked == null ? null : revoked.toInstant(),
+                        scopes(rs.getString(5))));
               }
               return keys;
             }
@@ -130,6 +157,10 @@ public final class ApiKeys {
             return st.executeUpdate() == 1;
           }
         });
+  }
+
+  private static Set<String> scopes(String stored) {
+    return Set.of(stored.split(","));
   }
 
   static Optional<String[]> parse(String presented) {

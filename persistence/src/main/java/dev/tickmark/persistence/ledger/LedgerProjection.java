@@ -55,11 +55,37 @@ public final class LedgerProjection {
             + " (account_id, kind, amount, entry_key, rental_id, at, persistence_id, sequence_number, leg)"
             + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (persistence_id, sequence_number, leg) DO NOTHING";
 
+    private static final String AUDIT =
+        "INSERT INTO account_audit"
+            + " (persistence_id, sequence_number, account_id, kind, detail, effective_at, at)"
+            + " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING";
+
     @Override
     public void process(PooledJdbcSession session, List<EventEnvelope<Account.Event>> envelopes)
         throws Exception {
       session.withConnection(
           connection -> {
+            try (PreparedStatement audit = connection.prepareStatement(AUDIT)) {
+              int lines = 0;
+              for (EventEnvelope<Account.Event> envelope : envelopes) {
+                var entry = AccountAudit.of(envelope.event());
+                if (entry.isEmpty()) continue;
+                audit.setString(1, envelope.persistenceId());
+                audit.setLong(2, envelope.sequenceNr());
+                audit.setString(3, PersistenceId.extractEntityId(envelope.persistenceId()));
+                audit.setString(4, entry.get().kind());
+                audit.setString(5, entry.get().detail());
+                audit.setTimestamp(
+                    6,
+                    entry.get().effectiveAt() == null
+                        ? null
+                        : Timestamp.from(entry.get().effectiveAt()));
+                audit.setTimestamp(7, Timestamp.from(entry.get().at()));
+                audit.addBatch();
+                lines++;
+              }
+              if (lines > 0) audit.executeBatch();
+            }
             try (PreparedStatement insert = connection.prepareStatement(INSERT)) {
               int rows = 0;
               for (EventEnvelope<Account.Event> envelope : envelopes) {

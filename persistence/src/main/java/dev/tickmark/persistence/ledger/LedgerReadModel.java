@@ -93,6 +93,36 @@ public final class LedgerReadModel {
   }
 
   /** Entries of one account, oldest first, after the entry id {@code after} (0 for the start). */
+  /** One line of an account's audit trail ({@link AccountAudit}). */
+  public record AuditEntry(Instant at, String kind, String detail, Instant effectiveAt) {}
+
+  /** The account's audit trail, newest first, at most {@code limit} lines. */
+  public CompletionStage<List<AuditEntry>> audit(String accountId, int limit) {
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+              connection.prepareStatement(
+                  "SELECT at, kind, detail, effective_at FROM account_audit"
+                      + " WHERE account_id = ? ORDER BY at DESC, sequence_number DESC LIMIT ?")) {
+            st.setString(1, accountId);
+            st.setInt(2, limit);
+            try (ResultSet rs = st.executeQuery()) {
+              List<AuditEntry> entries = new ArrayList<>();
+              while (rs.next()) {
+                java.sql.Timestamp effective = rs.getTimestamp(4);
+                entries.add(
+                    new AuditEntry(
+                        rs.getTimestamp(1).toInstant(),
+                        rs.getString(2),
+                        rs.getString(3),
+                        effective == null ? null : effective.toInstant()));
+              }
+              return entries;
+            }
+          }
+        });
+  }
+
   public CompletionStage<List<Entry>> statement(String accountId, long after, int limit) {
     return jdbc.run(
         connection -> {
