@@ -57,8 +57,8 @@ final class ConnectCommand extends ApiCommand {
                   int n = in.read(buffer);
                   if (n < 0) break;
                   if (n == 0) continue;
-                  ws.sendBinary(ByteBuffer.wrap(buffer, 0, n).asReadOnlyBuffer(), true).join();
-                  buffer = new byte[CHUNK]; // the sent buffer may still be referenced
+                  // sent (joined) before the buffer is read into again
+                  ws.sendBinary(ByteBuffer.wrap(buffer, 0, n), true).join();
                 }
                 ws.sendClose(WebSocket.NORMAL_CLOSURE, "").join();
               } catch (IOException | CompletionException e) {
@@ -88,9 +88,13 @@ final class ConnectCommand extends ApiCommand {
           @Override
           public CompletionStage<?> onBinary(WebSocket webSocket, ByteBuffer data, boolean last) {
             try {
-              byte[] bytes = new byte[data.remaining()];
-              data.get(bytes);
-              out.write(bytes);
+              if (data.hasArray()) {
+                out.write(data.array(), data.arrayOffset() + data.position(), data.remaining());
+              } else {
+                byte[] bytes = new byte[data.remaining()];
+                data.get(bytes);
+                out.write(bytes);
+              }
               out.flush();
               webSocket.request(1);
             } catch (IOException e) {

@@ -42,7 +42,10 @@ public final class StreamRelay {
         StreamRefs.<ByteString>sinkRef().preMaterialize(materializer);
     Host.StreamEnds ends = new Host.StreamEnds(toAgent.first(), fromAgent.first());
     Sink<Message, NotUsed> in =
-        Flow.<Message>create().flatMapConcat(StreamRelay::bytes).to(toAgent.second());
+        Flow.<Message>create()
+            .flatMapConcat(StreamRelay::bytes)
+            .via(coalesce())
+            .to(toAgent.second());
     Source<Message, NotUsed> out = fromAgent.second().map(b -> (Message) BinaryMessage.create(b));
     return new RenterSide(Flow.fromSinkAndSourceCoupled(in, out), ends);
   }
@@ -56,6 +59,7 @@ public final class StreamRelay {
     Sink<Message, NotUsed> in =
         Flow.<Message>create()
             .flatMapConcat(StreamRelay::bytes)
+            .via(coalesce())
             .via(stop.flow())
             .to(ends.fromAgent().getSink());
     Source<Message, NotUsed> out =
@@ -66,6 +70,18 @@ public final class StreamRelay {
               done.whenComplete((d, failure) -> onEnd.run());
               return NotUsed.getInstance();
             });
+  }
+
+  /** At most this many bytes in one element through the refs (Artery's frames are 256 KiB). */
+  static final int MAX_ELEMENT = 128 * 1024;
+
+  /**
+   * Joins chunks while the other side is busy (and only then: no added latency), so that a bulk
+   * copy crosses the refs — and between nodes, the cluster — in fewer, larger messages.
+   */
+  private static Flow<ByteString, ByteString, NotUsed> coalesce() {
+    return Flow.<ByteString>create()
+        .batchWeighted(MAX_ELEMENT, b -> (long) b.size(), b -> b, ByteString::concat);
   }
 
   /**
