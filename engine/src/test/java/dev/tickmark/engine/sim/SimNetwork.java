@@ -55,12 +55,21 @@ public final class SimNetwork {
     public static final Faults NONE = new Faults(0, 0, 0, 0, false, false, false, false, false);
 
     /**
-     * The fault kinds of bugs not yet fixed off: per-pair FIFO, tells never lost, agent and host
-     * notices not delayed. Liveness asks may be lost or late (that bug is fixed).
+     * The fault kinds of bugs not yet fixed off: tells never lost, agent and host notices not
+     * delayed. Liveness asks may be lost or late (A is fixed), and messages between two entities
+     * may overtake each other (C is fixed).
      */
     public Faults withoutKnownBugs() {
       return new Faults(
-          drop, duplicate, maxDelayMillis, replyFaults, false, livenessFaults, false, false, false);
+          drop,
+          duplicate,
+          maxDelayMillis,
+          replyFaults,
+          reorder,
+          livenessFaults,
+          false,
+          false,
+          false);
     }
   }
 
