@@ -92,7 +92,29 @@ public final class Host
     void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt);
 
     void preempt(String rentalId, String hostId, Instant deadline);
+
+    /**
+     * Asks rental {@code rentalId} whether it still wants the cards this host reserved for it; it
+     * answers {@code replyTo} with a {@link ReservationWanted}. Without an answer (the default asks
+     * nothing) the reservation is kept.
+     */
+    default void checkReservation(
+        String rentalId, String hostId, ActorRef<ReservationWanted> replyTo) {}
   }
+
+  /**
+   * How often a host asks the rentals of its reservations that have not been confirmed (the
+   * rental's workload has not been reported running here) whether they still want them: a
+   * reservation whose {@code Matched} answer was lost (a matcher or rental crashed), or whose
+   * one-way release was lost, is released; one whose rental runs here is confirmed.
+   */
+  static final Duration CHECK_RESERVATIONS_EVERY = Duration.ofSeconds(60);
+
+  /**
+   * How long a host remembers the rentals whose cards it released, and refuses to reserve cards for
+   * them again: a late or duplicated proposal of the matcher is long delivered or dropped by then.
+   */
+  static final Duration REMEMBER_RELEASES = Duration.ofDays(1);
 
   public record Settings(
       Duration heartbeatTimeout,
@@ -288,6 +310,20 @@ public final class Host
   private enum HeartbeatCheck implements Command {
     INSTANCE
   }
+
+  /** The timer that asks the rentals of unconfirmed reservations about them. */
+  enum ReservationCheck implements Command {
+    INSTANCE
+  }
+
+  /**
+   * A rental's answer to {@link RentalLink#checkReservation}: {@code wanted} false when the rental
+   * will never use the reservation (it ended, was matched elsewhere, or does not exist); {@code
+   * running} when its workload runs on this host (the reservation is confirmed, as by {@link
+   * ConfirmCards}).
+   */
+  public record ReservationWanted(String rentalId, boolean wanted, boolean running)
+      implements Command {}
 
   public record Registration(String hostId, String hostCredential) implements CborSerializable {
     @Override
@@ -604,10 +640,24 @@ public final class Host
     static final Presence OFFLINE = new Presence(false, null);
   }
 
-  /** The host's cards (from its latest passed report) and the rentals holding some of them. */
-  public record Inventory(List<Card> cards, Map<String, Held> reservations)
+  /**
+   * The host's cards (from its latest passed report), the rentals holding some of them, and the
+   * rentals whose cards it released in the last {@link #REMEMBER_RELEASES} (by the events' own
+   * time, so replay gives the same state): a proposal for one of those is refused.
+   */
+  public record Inventory(
+      List<Card> cards, Map<String, Held> reservations, Map<String, Instant> released)
       implements CborSerializable {
     static final Inventory NONE = new Inventory(List.of(), Map.of());
+
+    @JsonCreator
+    public Inventory {
+      released = released == null ? Map.of() : Map.copyOf(released);
+    }
+
+    Inventory(List<Card> cards, Map<String, Held> reservations) {
+      this(cards, reservations, Map.of());
+    }
 
     String gpu() {
       return cards.isEmpty() ? null : cards.get(0).gpu();
@@ -621,8 +671,21 @@ public final class Host
       return free;
     }
 
+    boolean wasReleased(String rentalId) {
+      return released.containsKey(rentalId);
+    }
+
+    /** Unconfirmed reservations, by rental id. */
+    List<String> unconfirmed() {
+      return reservations.entrySet().stream()
+          .filter(e -> !e.getValue().confirmed())
+          .map(Map.Entry::getKey)
+          .sorted()
+          .toList();
+    }
+
     Inventory withCards(List<Card> newCards) {
-      return new Inventory(newCards, reservations);
+      return new Inventory(newCards, reservations, released);
     }
 
     Inventory reserving(CardsReserved e) {
@@ -632,19 +695,27 @@ public final class Host
 
     Inventory renting(String rentalId) {
       Held h = reservations.get(rentalId);
+      if (h == null) return this;
       return withReservation(rentalId, new Held(h.cards(), h.price(), h.tier(), true));
     }
 
-    Inventory releasing(String rentalId) {
+    Inventory releasing(String rentalId, Instant at) {
       Map<String, Held> r = new HashMap<>(reservations);
       r.remove(rentalId);
-      return new Inventory(cards, Map.copyOf(r));
+      Map<String, Instant> remembered = new HashMap<>();
+      Instant since = at.minus(REMEMBER_RELEASES);
+      released.forEach(
+          (id, when) -> {
+            if (when.isAfter(since)) remembered.put(id, when);
+          });
+      remembered.put(rentalId, at);
+      return new Inventory(cards, Map.copyOf(r), remembered);
     }
 
     private Inventory withReservation(String rentalId, Held held) {
       Map<String, Held> r = new HashMap<>(reservations);
       r.put(rentalId, held);
-      return new Inventory(cards, Map.copyOf(r));
+      return new Inventory(cards, Map.copyOf(r), released);
     }
   }
 
@@ -783,6 +854,8 @@ public final class Host
   }
 
   private void onRecovered(State state) {
+    if (state instanceof Active a && !a.inventory().unconfirmed().isEmpty())
+      checkReservationsLater();
     if (state instanceof Active e && e.presence().online()) {
       // The agent gets a full timeout to reach this incarnation before the host is declared
       // offline, but
@@ -865,6 +938,8 @@ public final class Host
         .onCommand(ReserveCards.class, this::onReserve)
         .onCommand(ConfirmCards.class, this::onConfirm)
         .onCommand(ReleaseCards.class, this::onRelease)
+        .onCommand(ReservationCheck.class, this::onReservationCheck)
+        .onCommand(ReservationWanted.class, this::onReservationWanted)
         .onCommand(StartWorkload.class, this::onStartWorkload)
         .onCommand(StopWorkload.class, this::onStopWorkload)
         .onCommand(GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), liveness(s)))
@@ -1276,6 +1351,15 @@ public final class Host
     if (existing != null)
       return Effect()
           .reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), existing)));
+    // A late or duplicated proposal for a rental whose cards went back already: that rental has
+    // ended or went elsewhere, and a reservation now would never be released.
+    if (state.inventory().wasReleased(cmd.rentalId()))
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.HOST_NOT_AVAILABLE,
+                  "the cards of rental " + cmd.rentalId() + " on this host were released"));
     if (cmd.renterId() != null && state.ownedBy(cmd.renterId()))
       return Effect()
           .reply(cmd.replyTo(), reply(Rejection.OWN_HOST, "a host is never rented to its owner"));
@@ -1315,6 +1399,7 @@ public final class Host
     List<Integer> cards = List.copyOf(free.subList(0, cmd.count()));
     return Effect()
         .persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now()))
+        .thenRun(s -> checkReservationsLater())
         .thenReply(
             cmd.replyTo(),
             s ->
@@ -1345,12 +1430,52 @@ public final class Host
                         ((Active) s).reservations().get(cmd.rentalId()))));
   }
 
+  /**
+   * Releases the rental's cards and remembers that it did. A release that finds no reservation is
+   * remembered too (with no cards): the proposal it undoes may still be on its way.
+   */
   private ReplyEffect<Event, State> onRelease(Active state, ReleaseCards cmd) {
     Held held = state.reservations().get(cmd.rentalId());
-    if (held == null) return Effect().reply(cmd.replyTo(), StatusReply.ack());
+    if (held == null && state.inventory().wasReleased(cmd.rentalId()))
+      return Effect().reply(cmd.replyTo(), StatusReply.ack());
+    List<Integer> cards = held == null ? List.of() : held.cards();
     return Effect()
-        .persist(new CardsReleased(cmd.rentalId(), held.cards(), now()))
+        .persist(new CardsReleased(cmd.rentalId(), cards, now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.ack());
+  }
+
+  private void checkReservationsLater() {
+    if (!timers.isTimerActive(ReservationCheck.INSTANCE))
+      timers.startTimerWithFixedDelay(
+          ReservationCheck.INSTANCE, ReservationCheck.INSTANCE, CHECK_RESERVATIONS_EVERY);
+  }
+
+  /** Asks the rental of every unconfirmed reservation whether it still wants it. */
+  private ReplyEffect<Event, State> onReservationCheck(Active state, ReservationCheck cmd) {
+    List<String> unconfirmed = state.inventory().unconfirmed();
+    if (unconfirmed.isEmpty()) {
+      timers.cancel(ReservationCheck.INSTANCE);
+      return Effect().noReply();
+    }
+    ActorRef<ReservationWanted> self = context.getSelf().narrow();
+    for (String rentalId : unconfirmed) settings.rentals().checkReservation(rentalId, hostId, self);
+    return Effect().noReply();
+  }
+
+  /**
+   * A rental that will never use its reservation gets its cards released; one that runs here
+   * confirms it. A rental still waiting for its match keeps it.
+   */
+  private ReplyEffect<Event, State> onReservationWanted(Active state, ReservationWanted answer) {
+    Held held = state.reservations().get(answer.rentalId());
+    if (held == null || held.confirmed()) return Effect().noReply();
+    if (!answer.wanted())
+      return Effect()
+          .persist(new CardsReleased(answer.rentalId(), held.cards(), now()))
+          .thenNoReply();
+    if (answer.running())
+      return Effect().persist(new CardsRented(answer.rentalId(), now())).thenNoReply();
+    return Effect().noReply();
   }
 
   private ReplyEffect<Event, State> onStartWorkload(Active state, StartWorkload cmd) {
@@ -1488,7 +1613,8 @@ public final class Host
         .onEvent(CardsReserved.class, (s, e) -> s.withInventory(s.inventory().reserving(e)))
         .onEvent(CardsRented.class, (s, e) -> s.withInventory(s.inventory().renting(e.rentalId())))
         .onEvent(
-            CardsReleased.class, (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId())));
+            CardsReleased.class,
+            (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId(), e.at())));
     return builder.build();
   }
 

@@ -263,6 +263,13 @@ public final class Rental
 
   public record Preempt(String hostId, Instant deadline) implements Command {}
 
+  /**
+   * From a host holding cards for this rental that it has not heard it run on: does the rental
+   * still want them ({@link #reservationWanted})?
+   */
+  public record CheckReservation(String hostId, ActorRef<Host.ReservationWanted> replyTo)
+      implements Command {}
+
   // Answers to this rental's own asks, and its timers: never sent by anyone else.
   private record HoldAnswer(long amount, Rejection refusal) implements Command {}
 
@@ -654,6 +661,7 @@ public final class Rental
         .onCommand(Get.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Stop.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Subscribe.class, c -> Effect().reply(c.replyTo(), notFound()))
+        .onCommand(CheckReservation.class, this::onCheckReservation)
         .onAnyCommand(c -> Effect().noReply());
     return empty;
   }
@@ -717,6 +725,7 @@ public final class Rental
         .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())))
         .onCommand(WorkloadStarted.class, this::onLateWorkloadStarted)
         .onCommand(MatchAnswer.class, this::onLateMatch)
+        .onCommand(CheckReservation.class, this::onCheckReservation)
         .onAnyCommand(
             c -> Effect().noReply()); // late answers, duplicates, timers of a phase that is over
     return any;
@@ -1387,6 +1396,25 @@ public final class Rental
       ports.host(cmd.hostId()).tell(new Host.StopWorkload(rentalId));
     }
     return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onCheckReservation(State state, CheckReservation cmd) {
+    return Effect().reply(cmd.replyTo(), reservationWanted(state, rentalId, cmd.hostId()));
+  }
+
+  /**
+   * Whether a rental in {@code state} wants the cards host {@code hostId} reserved for it. Waiting
+   * for a match, it may still get them (the matcher's answer may be on its way); matched to that
+   * host it uses them, and releases them itself when it ends; anything else (matched elsewhere,
+   * refused, closed, never created) never will. {@code running}: its workload runs there.
+   */
+  static Host.ReservationWanted reservationWanted(State state, String rentalId, String hostId) {
+    if (state instanceof Pending) return new Host.ReservationWanted(rentalId, true, false);
+    boolean here =
+        state.terms() != null
+            && state.terms().hostId().equals(hostId)
+            && !(state instanceof Finished);
+    return new Host.ReservationWanted(rentalId, here, here && state instanceof Running);
   }
 
   // ---- views and subscribers

@@ -363,6 +363,50 @@ class RentalTest {
     assertHoldReleased(f, DEPOSIT, 0);
   }
 
+  /**
+   * Findings D and G of the simulation: a host asks the rental of a reservation it never heard
+   * confirmed whether it still wants it. Waiting for a match it may (the answer may be on its way);
+   * matched to that host it does, running there it confirms it; matched elsewhere, closed or never
+   * created it never will.
+   */
+  @Test
+  void aHostAskingAboutItsReservationHearsWhetherTheRentalStillWantsIt() {
+    RentalFixture f = fixture();
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, false, false),
+        checkReservation(f, f.hostId),
+        "no such rental");
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    Matcher.Match match = f.expectMatch();
+    assertEquals(new Host.ReservationWanted(f.rentalId, true, false), checkReservation(f, "h-9"));
+    match.replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.awaitState(Rental.Provisioning.class);
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, true, false), checkReservation(f, f.hostId));
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, false, false),
+        checkReservation(f, "h-9"),
+        "matched elsewhere");
+    f.tell(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
+    assertEquals(new Host.ReservationWanted(f.rentalId, true, true), checkReservation(f, f.hostId));
+    f.stop();
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, true, false),
+        checkReservation(f, f.hostId),
+        "stopping: it releases the cards itself");
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, false, false), checkReservation(f, f.hostId));
+  }
+
+  private static Host.ReservationWanted checkReservation(RentalFixture f, String hostId) {
+    return f.kit
+        .<Host.ReservationWanted>runCommand(r -> new Rental.CheckReservation(hostId, r))
+        .reply();
+  }
+
   @Test
   void matchFreezesTheHostsFloorNotTheCeilingAndStartsTheWorkload() {
     RentalFixture f = fixture();
