@@ -2,7 +2,6 @@ package dev.tickmark.engine.rental;
 
 import static dev.tickmark.engine.Rejection.reply;
 import static dev.tickmark.engine.rental.RentalBilling.earlier;
-import static dev.tickmark.engine.rental.RentalBilling.later;
 import static dev.tickmark.engine.rental.RentalBilling.secondsBetween;
 
 import com.fasterxml.jackson.annotation.JsonCreator;
@@ -1199,7 +1198,7 @@ public final class Rental
       Instant endAt,
       boolean proven,
       ActorRef<StatusReply<View>> replyTo) {
-    Instant end = later(state.startedAt(), endAt);
+    Instant end = RentalBilling.endInstant(state, endAt);
     long billed = RentalBilling.billedAtEnd(state, end);
     return end(
         state.order(),

@@ -119,6 +119,17 @@ final class RentalBilling {
   }
 
   /**
+   * The end instant of a running rental that ends at {@code endAt}: never before it started, and
+   * never before the seconds it already settled. A host that restarted names the last heartbeat it
+   * had recorded (every few seconds) as its last, older than the one the settlements saw; the
+   * seconds settled were proven, so the end comes after them.
+   */
+  static Instant endInstant(Running state, Instant endAt) {
+    Instant settled = state.startedAt().plusSeconds(settledThrough(state.last()));
+    return later(later(state.startedAt(), endAt), settled);
+  }
+
+  /**
    * What a running rental ending at {@code end} bills: the seconds to the end, within the limit and
    * the hold, and never fewer than were settled (cumulative totals never go down).
    */

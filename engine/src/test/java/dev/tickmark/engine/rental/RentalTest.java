@@ -835,6 +835,28 @@ class RentalTest {
     f.awaitAssert(() -> assertConserved(f, cost(12)));
   }
 
+  /**
+   * Finding H of the simulation: a host recovered after a crash names the last heartbeat it had
+   * recorded (every 10 s) as its last, older than the one this rental's settlements saw. The end
+   * instant of the host_lost rental is then what it settled, never before it.
+   */
+  @Test
+  void aHostLostNamingAnOlderHeartbeatThanTheSettledOnesEndsAtWhatWasSettled() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    Instant seen = at(25).plusMillis(300);
+    f.host.liveness.set(now -> new Host.Liveness(true, seen));
+    f.clock.advance(Duration.ofSeconds(30));
+    f.awaitCheckpoints(25L);
+    f.kit.runCommand(new Rental.HostLost(f.hostId, at(18)));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.HOST_LOST, ended.reason());
+    assertEquals(at(25), ended.endAt(), "not the older heartbeat at 18 s");
+    assertEquals(25, ended.billedSeconds());
+    assertEquals(List.of(25L), f.checkpointSeconds());
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(25)));
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Tiers
 
