@@ -38,9 +38,14 @@ final class ShardedLinks implements Rental.Ports, Host.RentalLink {
 
   @Override
   public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
+    hostLost(rentalId, hostId, lastHeartbeatAt, null);
+  }
+
+  @Override
+  public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt, Instant lostAt) {
     sharding
         .entityRefFor(Rental.ENTITY_KEY, rentalId)
-        .tell(new Rental.HostLost(hostId, lastHeartbeatAt));
+        .tell(new Rental.HostLost(hostId, lastHeartbeatAt, lostAt));
   }
 
   @Override

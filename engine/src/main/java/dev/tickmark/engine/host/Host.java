@@ -91,6 +91,14 @@ public final class Host
 
     void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt);
 
+    /**
+     * {@code lostAt}: when the host declared itself lost (its own clock), so that a notice that
+     * arrives after the host came back is recognised as stale.
+     */
+    default void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt, Instant lostAt) {
+      hostLost(rentalId, hostId, lastHeartbeatAt);
+    }
+
     void preempt(String rentalId, String hostId, Instant deadline);
 
     /**
@@ -295,9 +303,27 @@ public final class Host
 
   public record StopWorkload(String rentalId) implements Command {}
 
-  public record Liveness(boolean online, Instant lastHeartbeatAt) implements CborSerializable {}
+  /**
+   * {@code lastHeartbeatAt}: the latest proof of life. For the asked rental, {@code
+   * rentalListedAt}: the latest heartbeat that listed it among the workloads the agent runs, and
+   * {@code rentalGoneAt}: the first heartbeat after that one that no longer listed it (null: the
+   * latest lists it). A heartbeat that no longer lists a rental proves its workload stopped; both
+   * are null when none is known (the agent lists none, or this incarnation heard none yet).
+   */
+  public record Liveness(
+      boolean online, Instant lastHeartbeatAt, Instant rentalListedAt, Instant rentalGoneAt)
+      implements CborSerializable {
+    public Liveness(boolean online, Instant lastHeartbeatAt) {
+      this(online, lastHeartbeatAt, null, null);
+    }
+  }
 
-  public record GetLiveness(ActorRef<Liveness> replyTo) implements Command {}
+  /** {@code rentalId}: whose listing to answer (null: none). */
+  public record GetLiveness(String rentalId, ActorRef<Liveness> replyTo) implements Command {
+    public GetLiveness(ActorRef<Liveness> replyTo) {
+      this(null, replyTo);
+    }
+  }
 
   /**
    * The provider takes spot cards back: each spot rental on them is preempted after the listing's
@@ -782,6 +808,10 @@ public final class Host
       lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
   // Spot rentals whose agent was told their deadline, and those told it since they run (see
   // preemptBeforeAvailabilityEnds).
+  // The latest heartbeat of this incarnation that listed each rental holding cards here.
+  private final Map<String, Instant> listedAt = new HashMap<>();
+  // For those: the first heartbeat since that no longer listed it.
+  private final Map<String, Instant> goneAt = new HashMap<>();
   private final java.util.Set<String> noticeGiven = new java.util.HashSet<>();
   private final java.util.Set<String> noticeGivenRunning = new java.util.HashSet<>();
 
@@ -942,7 +972,8 @@ public final class Host
         .onCommand(ReservationWanted.class, this::onReservationWanted)
         .onCommand(StartWorkload.class, this::onStartWorkload)
         .onCommand(StopWorkload.class, this::onStopWorkload)
-        .onCommand(GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), liveness(s)))
+        .onCommand(
+            GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), liveness(s, c.rentalId())))
         .onCommand(Reclaim.class, this::onReclaim);
   }
 
@@ -986,8 +1017,12 @@ public final class Host
     return reply(Rejection.ALREADY_EXISTS, "host " + hostId + " exists");
   }
 
-  private Liveness liveness(Active state) {
-    return new Liveness(state.presence().online(), lastHeartbeatSeen(state));
+  private Liveness liveness(Active state, String rentalId) {
+    return new Liveness(
+        state.presence().online(),
+        lastHeartbeatSeen(state),
+        rentalId == null ? null : listedAt.get(rentalId),
+        rentalId == null ? null : goneAt.get(rentalId));
   }
 
   /** The latest proof of life: this incarnation's while the host is online, else the journal's. */
@@ -1125,6 +1160,7 @@ public final class Host
     lastHeartbeat = now();
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
+    noteListed(state, cmd.rentals());
     preemptBeforeAvailabilityEnds(state);
     String fault =
         cmd.gpus() == null
@@ -1178,6 +1214,21 @@ public final class Host
                         "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
             })
         .thenNoReply();
+  }
+
+  /** The rentals holding cards here that this heartbeat lists were running at its arrival. */
+  private void noteListed(Active state, List<String> rentals) {
+    listedAt.keySet().retainAll(state.reservations().keySet());
+    goneAt.keySet().retainAll(state.reservations().keySet());
+    if (rentals == null) return;
+    for (String rentalId : state.reservations().keySet()) {
+      if (rentals.contains(rentalId)) {
+        listedAt.put(rentalId, lastConfirmed);
+        goneAt.remove(rentalId);
+      } else if (listedAt.containsKey(rentalId)) {
+        goneAt.putIfAbsent(rentalId, lastConfirmed);
+      }
+    }
   }
 
   private void scheduleHeartbeatCheck(Duration delay) {
@@ -1565,9 +1616,20 @@ public final class Host
             });
   }
 
+  /**
+   * Tells every rental holding cards here that the host is lost: each is billed to the last
+   * heartbeat, or to the last one that listed its workload if that is earlier (it stopped before).
+   */
   private void notifyHostLost(Active state, Instant lastHeartbeatAt) {
-    for (String rentalId : state.reservations().keySet())
-      settings.rentals().hostLost(rentalId, hostId, lastHeartbeatAt);
+    Instant lostAt = now();
+    for (String rentalId : state.reservations().keySet()) {
+      Instant listed = listedAt.get(rentalId);
+      Instant last =
+          listed != null && lastHeartbeatAt != null && listed.isBefore(lastHeartbeatAt)
+              ? listed
+              : lastHeartbeatAt;
+      settings.rentals().hostLost(rentalId, hostId, last, lostAt);
+    }
   }
 
   private Reservation reservation(Active state, String rentalId, Held held) {

@@ -476,6 +476,81 @@ class HostTest {
         host.kit.<Host.Liveness>runCommand(Host.GetLiveness::new).reply().lastHeartbeatAt());
   }
 
+  /**
+   * Finding E of the simulation: a workload that stopped on its own was billed past its stop when a
+   * settlement landed before the agent's report, because the host ignored the rentals its
+   * heartbeats list. A liveness answer now names the last heartbeat that listed the asked rental,
+   * and a host lost bills each rental no further than that. The notice also says when the host
+   * declared the loss (finding F).
+   */
+  @Test
+  void livenessAndHostLostNameTheLastHeartbeatThatListedTheRental() {
+    List<String> lost = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Host.RentalLink link =
+        new Host.RentalLink() {
+          @Override
+          public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
+            throw new AssertionError("the notice says when the host was lost");
+          }
+
+          @Override
+          public void hostLost(
+              String rentalId, String hostId, Instant lastHeartbeatAt, Instant lostAt) {
+            lost.add(rentalId + " " + lastHeartbeatAt + " " + lostAt);
+          }
+
+          @Override
+          public void preempt(String rentalId, String hostId, Instant deadline) {}
+        };
+    Host.Settings base = HostDriver.settings(NEVER, false);
+    HostDriver listing =
+        new HostDriver(
+            testKit,
+            new Host.Settings(
+                base.heartbeatTimeout(),
+                base.heartbeatIntervalSeconds(),
+                base.catalog(),
+                base.policy(),
+                link),
+            clock,
+            4);
+    TestProbe<ToSession> session = listing.onMarket();
+    ok(listing.reserve("r1", 1));
+    ok(listing.reserve("r2", 1));
+    ok(listing.confirm("r1"));
+    ok(listing.confirm("r2"));
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(session.getRef(), 1, HostDriver.healthy(4), List.of("r1", "r2"));
+    Instant both = clock.instant();
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(session.getRef(), 2, HostDriver.healthy(4), List.of("r2", "unknown"));
+    Instant onlyR2 = clock.instant();
+
+    assertEquals(new Host.Liveness(true, onlyR2, both, onlyR2), liveness(listing, "r1"));
+    assertEquals(new Host.Liveness(true, onlyR2, onlyR2, null), liveness(listing, "r2"));
+    assertEquals(new Host.Liveness(true, onlyR2, null, null), liveness(listing, "r9"));
+    assertEquals(
+        new Host.Liveness(true, onlyR2),
+        listing.kit.<Host.Liveness>runCommand(Host.GetLiveness::new).reply());
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(session.getRef(), 3, HostDriver.healthy(4), List.of("r2"));
+    Instant third = clock.instant();
+    assertEquals(
+        new Host.Liveness(true, third, both, onlyR2),
+        liveness(listing, "r1"),
+        "gone since the first heartbeat that no longer listed it");
+
+    clock.advance(Duration.ofSeconds(3));
+    ok(listing.evict("operator"));
+    java.util.Collections.sort(lost);
+    assertEquals(
+        List.of("r1 " + both + " " + clock.instant(), "r2 " + third + " " + clock.instant()), lost);
+  }
+
+  private static Host.Liveness liveness(HostDriver host, String rentalId) {
+    return host.kit.<Host.Liveness>runCommand(r -> new Host.GetLiveness(rentalId, r)).reply();
+  }
+
   @Test
   void spotRentalsAreNoticedWhenTheAvailabilityWindowClosesWithinTheNotice() {
     List<String> preempted = new java.util.concurrent.CopyOnWriteArrayList<>();

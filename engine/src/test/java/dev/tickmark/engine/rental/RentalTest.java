@@ -857,6 +857,70 @@ class RentalTest {
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(25)));
   }
 
+  /**
+   * Finding E of the simulation: the workload stopped on its own at 12.6 s; heartbeats after it no
+   * longer list it, and the agent's report is late. A settlement goes no further than the last
+   * heartbeat that listed it, so the report ends the rental billed to its stop.
+   */
+  @Test
+  void aWorkloadThatStoppedOnItsOwnIsNotSettledPastTheLastHeartbeatThatListedIt() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(true, now, at(12), at(15)));
+    f.clock.advance(Duration.ofSeconds(30));
+    f.awaitCheckpoints(12L);
+    f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(12).plusMillis(600)));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.HOST_LOST, ended.reason());
+    assertEquals(at(12).plusMillis(600), ended.endAt());
+    assertEquals(12, ended.billedSeconds());
+    assertEquals(List.of(12L), f.checkpointSeconds());
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(12)));
+  }
+
+  /**
+   * Finding E at the end: the workload stopped on its own at about 6 s (a heartbeat at 7 s no
+   * longer listed it) and its report was lost; the renter stops the rental at 8 s. A heartbeat
+   * after the stop does not prove the seconds after the workload was gone: billed to the last
+   * heartbeat that listed it.
+   */
+  @Test
+  void aStopAfterTheWorkloadWasGoneIsBilledToTheLastHeartbeatThatListedIt() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(true, now, at(5), at(7)));
+    f.clock.advance(Duration.ofSeconds(8));
+    f.stop();
+    Rental.EndProven proven = f.awaitEvent(Rental.EndProven.class);
+    assertEquals(5, proven.billedSeconds());
+    assertEquals(List.of(5L), f.checkpointSeconds());
+  }
+
+  /**
+   * Finding F of the simulation: a HostLost the host sent when it went offline at 20 s arrives
+   * after the agent came back and this rental saw a heartbeat at 25.3 s: it is stale and changes
+   * nothing. A later loss still ends the rental.
+   */
+  @Test
+  void aStaleHostLostFromBeforeTheAgentCameBackChangesNothing() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    Instant seen = at(25).plusMillis(300);
+    f.host.liveness.set(now -> new Host.Liveness(true, seen));
+    f.clock.advance(Duration.ofSeconds(30));
+    f.awaitCheckpoints(25L);
+    assertTrue(
+        f.kit.runCommand(new Rental.HostLost(f.hostId, at(5), at(20))).hasNoEvents(), "stale");
+    assertInstanceOf(Rental.Running.class, f.kit.getState());
+
+    f.clock.advance(Duration.ofSeconds(30));
+    f.kit.runCommand(new Rental.HostLost(f.hostId, seen, f.clock.instant()));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.HOST_LOST, ended.reason());
+    assertEquals(seen, ended.endAt());
+    assertEquals(25, ended.billedSeconds());
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Tiers
 
