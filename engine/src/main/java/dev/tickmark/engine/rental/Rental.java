@@ -1153,17 +1153,12 @@ public final class Rental
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
     Instant stoppedAt = cmd.at() == null ? now() : earlier(cmd.at(), now());
     Instant deadline = state.preemptionDeadline();
-    if (deadline != null && !stoppedAt.isBefore(deadline.minus(PREEMPTION_CLOCK_SLACK))) {
+    // After a notice the workload is told (a notice file, SIGTERM 30 s before the deadline): one
+    // that stops then, at the deadline or well before it, was preempted; billed to its stop.
+    if (deadline != null)
       return endRunning(state, EndReason.PREEMPTED, earlier(stoppedAt, deadline), true, null);
-    }
     return endRunning(state, EndReason.HOST_LOST, stoppedAt, true, null);
   }
-
-  /**
-   * How far an agent's clock may run ahead of this node's when it stops a workload at a preemption
-   * deadline.
-   */
-  private static final Duration PREEMPTION_CLOCK_SLACK = Duration.ofSeconds(5);
 
   private ReplyEffect<Event, State> onPreempt(Running state, Preempt cmd) {
     if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd))

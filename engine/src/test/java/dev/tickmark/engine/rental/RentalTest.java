@@ -1025,7 +1025,9 @@ class RentalTest {
   }
 
   @Test
-  void aWorkloadThatStopsLongBeforeItsPreemptionDeadlineIsHostLost() {
+  void aWorkloadThatStopsAfterItsPreemptionNoticeEndsPreemptedBilledToItsStop() {
+    // the agent gave the workload its notice (a file and SIGTERM 30 s early): a job that
+    // checkpoints and exits long before the deadline was preempted, not lost by its host
     RentalFixture f = fixture();
     f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
     f.clock.advance(Duration.ofSeconds(5));
@@ -1033,8 +1035,9 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(3));
     var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8)));
     assertEquals(
-        new Ended(Rental.EndReason.HOST_LOST, at(8), 8, at(8)),
+        new Ended(Rental.EndReason.PREEMPTED, at(8), 8, at(8)),
         stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
+    f.awaitAssert(() -> assertConserved(f, cost(8)));
   }
 
   @Test
