@@ -22,7 +22,7 @@ import org.slf4j.LoggerFactory;
 /**
  * Runs a rental as a Docker container, through the {@code docker} command line (which must be on
  * the agent's {@code PATH}, talking to a daemon with the NVIDIA container toolkit for {@code
- * --gpus}).
+ * --gpus}, or given the cards' device nodes: {@link GpuAccess}).
  *
  * <ol>
  *   <li>Start: {@link #runInvocation} ({@code docker run --detach …}, see there); it returns once
@@ -32,15 +32,18 @@ import org.slf4j.LoggerFactory;
  *   <li>While it runs: {@code docker wait tickmark-<id>} tells when the container exits, and {@code
  *       docker logs --follow tickmark-<id>} ({@link #logsInvocation}) reads its stdout and stderr
  *       line by line into the rental's {@link RentalLog} (without one: to {@code <rental
- *       folder>/output.log}). A container that ends (and is removed) before that command attaches
- *       may leave no output.
+ *       folder>/output.log}).
  *   <li>Stop: {@code docker stop -t <grace> tickmark-<id>} (SIGTERM, then SIGKILL after the grace
- *       period); if that fails, {@code docker rm --force}. The container is removed when it exits
- *       ({@code --rm}).
+ *       period); if that fails, {@code docker rm --force}.
+ *   <li>End: once {@code docker wait} has returned and {@code docker logs} has written the last
+ *       output, {@code docker rm --force}. Not {@code --rm}: a daemon removes such a container the
+ *       moment it exits, and a workload that ends quickly (a typo in its command) would leave no
+ *       output at all, {@code docker logs} finding no container to attach to.
  *   <li>Spot notice: the notice file is written to the rental's notice folder, mounted read-only at
  *       {@code /run/tickmark} ({@code TICKMARK_NOTICE_FILE=/run/tickmark/notice}); {@link
  *       #terminate} is {@link #killInvocation docker kill --signal TERM} (the container's main
- *       process, as {@code docker stop} signals it).
+ *       process, as {@code docker stop} signals it; through {@code --init}, so that a workload
+ *       without a handler for it ends, which the container's PID 1 would not).
  *   <li>The scratch folder (mounted at {@code /workspace}) is wiped once the container is gone.
  * </ol>
  */
@@ -74,17 +77,148 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
 
   private static final Logger log = LoggerFactory.getLogger(DockerRuntime.class);
 
+  /** How a container is given its cards. */
+  enum GpuAccess {
+    /**
+     * {@code --gpus "device=<i>,…"}: the NVIDIA container toolkit (devices and driver libraries).
+     */
+    TOOLKIT,
+    /**
+     * {@code --device <dir>/nvidia<i>:/dev/nvidia<i>} for each card, plus those of {@link
+     * #SHARED_NVIDIA_NODES} that exist in the folder: only the device nodes, no driver libraries
+     * (the image brings them). Docker refuses a path that is not a device node (it follows symbolic
+     * links), so a card whose node is missing fails the rental before docker runs.
+     */
+    DEVICES
+  }
+
+  /** The NVIDIA device nodes every card's user needs besides its own {@code nvidia<i>}. */
+  static final List<String> SHARED_NVIDIA_NODES =
+      List.of("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset");
+
+  /**
+   * What the host gives each container.
+   *
+   * @param docker the docker command (a name on the PATH or a path)
+   * @param gpus how the cards reach the container
+   * @param devices the folder of the device nodes ({@code /dev}; another one in tests)
+   * @param user {@code uid:gid} for {@code --user}, null for the image's own user: the agent's own,
+   *     since the scratch folder is the agent's (mode 0700) and a container user without
+   *     capabilities, root included, can use only its own files
+   * @param memoryPerCard {@code --memory} (and {@code --memory-swap}: no swap on top) per rented
+   *     card in bytes, 0 for no limit
+   * @param cpusPerCard {@code --cpus} per rented card, 0 for no limit
+   */
+  record Options(
+      String docker,
+      GpuAccess gpus,
+      Path devices,
+      String user,
+      long memoryPerCard,
+      double cpusPerCard) {
+    Options {
+      if (docker == null || docker.isEmpty()) throw new IllegalArgumentException("no docker");
+      if (gpus == null) gpus = GpuAccess.TOOLKIT;
+      if (devices == null) devices = Path.of("/dev");
+      if (user != null && !user.matches("[0-9]{1,10}(:[0-9]{1,10})?"))
+        throw new IllegalArgumentException("user must be uid[:gid]");
+      if (memoryPerCard < 0 || cpusPerCard < 0 || Double.isNaN(cpusPerCard))
+        throw new IllegalArgumentException("negative limit");
+    }
+
+    /**
+     * This host: the toolkit, the agent's user, and each card's share of the memory (less a tenth,
+     * at most 4 GiB, for the host itself) and of the CPUs, over the cards counted as {@code
+     * /dev/nvidia<i>} nodes (1 when there are none).
+     */
+    static Options forHost(String docker) {
+      Path dev = Path.of("/dev");
+      int cards = Math.max(1, countCardNodes(dev));
+      long memory = HostFacts.memoryBytes();
+      long usable = memory - Math.min(memory / 10, 4L << 30);
+      return new Options(
+          docker,
+          GpuAccess.TOOLKIT,
+          dev,
+          HostFacts.user(),
+          usable > 0 ? usable / cards : 0,
+          (double) java.lang.Runtime.getRuntime().availableProcessors() / cards);
+    }
+
+    Options withGpus(GpuAccess access, Path folder) {
+      return new Options(docker, access, folder, user, memoryPerCard, cpusPerCard);
+    }
+
+    Options withUser(String uidGid) {
+      return new Options(docker, gpus, devices, uidGid, memoryPerCard, cpusPerCard);
+    }
+
+    Options withLimits(long memory, double cpus) {
+      return new Options(docker, gpus, devices, user, memory, cpus);
+    }
+  }
+
+  /** The {@code nvidia<i>} nodes in {@code dev}. */
+  static int countCardNodes(Path dev) {
+    try (var entries = java.nio.file.Files.list(dev)) {
+      return (int) entries.filter(p -> p.getFileName().toString().matches("nvidia[0-9]+")).count();
+    } catch (IOException | RuntimeException e) {
+      return 0;
+    }
+  }
+
+  /** What the default options read from this machine; nothing when it cannot be read. */
+  static final class HostFacts {
+    private HostFacts() {}
+
+    /** {@code MemTotal} from {@code /proc/meminfo}, in bytes; 0 if unknown. */
+    static long memoryBytes() {
+      try {
+        for (String line : java.nio.file.Files.readAllLines(Path.of("/proc/meminfo"))) {
+          if (line.startsWith("MemTotal:"))
+            return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+        }
+      } catch (IOException | RuntimeException e) {
+        log.warn("cannot read the host's memory size: {}", e.toString());
+      }
+      return 0;
+    }
+
+    /** The agent's {@code uid:gid} (the owner of {@code /proc/self}); null if unknown. */
+    static String user() {
+      try {
+        Path self = Path.of("/proc/self");
+        return java.nio.file.Files.getAttribute(self, "unix:uid")
+            + ":"
+            + java.nio.file.Files.getAttribute(self, "unix:gid");
+      } catch (IOException | RuntimeException e) {
+        log.warn("cannot tell the agent's user; containers run as their image's: {}", e.toString());
+        return null;
+      }
+    }
+  }
+
+  private final Options options;
   private final String docker;
 
   DockerRuntime(Path stateDir, Duration grace) {
     this("docker", stateDir, grace, Clock.systemUTC());
   }
 
-  /** {@code docker}: the docker command (a name on the PATH or a path). */
+  /** {@code docker}: the docker command (a name on the PATH or a path); this host's options. */
   DockerRuntime(String docker, Path stateDir, Duration grace, Clock clock) {
+    this(Options.forHost(docker), stateDir, grace, clock);
+  }
+
+  DockerRuntime(Options options, Path stateDir, Duration grace, Clock clock) {
     super("tickmark-agent-docker-runtime", stateDir, grace, clock);
-    this.docker = docker;
+    this.options = options;
+    this.docker = options.docker();
     dirs.wipeLeftovers(this::removeQuietly); // its container may have outlived the agent
+  }
+
+  Options options() {
+    return options;
   }
 
   @Override
@@ -122,22 +256,27 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
    * involved):
    *
    * <pre>
-   * docker run --detach --rm --name tickmark-&lt;id&gt; --label tickmark.rental=&lt;id&gt;
-   *     --gpus "device=&lt;i&gt;,&lt;j&gt;"  [--network none]  -v &lt;scratch&gt;:/workspace -w /workspace
-   *     -e TICKMARK_RENTAL_ID=&lt;id&gt;  --cap-drop ALL --security-opt no-new-privileges --pids-limit 4096
+   * docker run --detach --init --name tickmark-&lt;id&gt; --label tickmark.rental=&lt;id&gt;
+   *     --gpus "device=&lt;i&gt;,&lt;j&gt;" | --device &lt;dev&gt;/nvidia&lt;i&gt;:/dev/nvidia&lt;i&gt; …
+   *     [--network none]  [--user &lt;uid&gt;:&lt;gid&gt;]  -v &lt;scratch&gt;:/workspace -w /workspace
+   *     -v &lt;notice folder&gt;:/run/tickmark:ro
+   *     -e TICKMARK_RENTAL_ID=&lt;id&gt; -e TICKMARK_NOTICE_FILE=/run/tickmark/notice [-e HOME=/workspace]
+   *     --cap-drop ALL --security-opt no-new-privileges --pids-limit 4096
+   *     [--memory &lt;bytes&gt; --memory-swap &lt;bytes&gt;]  [--cpus &lt;n&gt;]
    *     &lt;image&gt; [command args…]
    * </pre>
    *
    * {@code --gpus} gets {@code "device=0,1"} with the double quotes as part of the argument (docker
    * reads the value as CSV, and a bare comma would split it); {@code --network none} unless the
-   * renter enabled the network; never {@code --privileged}. An empty command runs the image's own
-   * entry point and command. The notice folder is the scratch folder's sibling ({@link
-   * RentalDirs}).
+   * renter enabled the network; never {@code --privileged}. {@code HOME=/workspace} only for a user
+   * other than root (a uid with no home in the image would have {@code /}, unwritable). The limits
+   * are the options' per card times the rented cards. An empty command runs the image's own entry
+   * point and command. The notice folder is the scratch folder's sibling ({@link RentalDirs}).
    *
    * @throws Runtime.Failure if the id, the image, the cards, the command or the scratch path cannot
-   *     be used
+   *     be used, or (device access) a card has no device node
    */
-  static List<String> runInvocation(String docker, Spec spec, Path scratch) {
+  static List<String> runInvocation(Options options, Spec spec, Path scratch) {
     String why = Runtime.checkRentalId(spec.rentalId());
     if (why == null) why = checkImage(spec.image());
     if (why == null) why = Runtime.checkCards(spec.cards(), null);
@@ -152,19 +291,17 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     List<String> args =
         new ArrayList<>(
             List.of(
-                docker,
+                options.docker(),
                 "run",
                 "--detach",
-                "--rm",
+                "--init",
                 "--name",
                 containerName(id),
                 "--label",
-                LABEL + "=" + id,
-                "--gpus",
-                "\"device="
-                    + spec.cards().stream().map(String::valueOf).collect(Collectors.joining(","))
-                    + "\""));
+                LABEL + "=" + id));
+    args.addAll(gpuArguments(options, spec.cards()));
     if (!spec.network()) args.addAll(List.of("--network", "none"));
+    if (options.user() != null) args.addAll(List.of("--user", options.user()));
     args.addAll(
         List.of(
             "-v",
@@ -176,15 +313,59 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
             "-e",
             "TICKMARK_RENTAL_ID=" + id,
             "-e",
-            "TICKMARK_NOTICE_FILE=" + NOTICE_FILE,
+            "TICKMARK_NOTICE_FILE=" + NOTICE_FILE));
+    if (options.user() != null && !options.user().equals("0") && !options.user().startsWith("0:"))
+      args.addAll(List.of("-e", "HOME=" + WORKSPACE));
+    args.addAll(
+        List.of(
             "--cap-drop",
             "ALL",
             "--security-opt",
             "no-new-privileges",
             "--pids-limit",
-            String.valueOf(PIDS_LIMIT),
-            spec.image()));
+            String.valueOf(PIDS_LIMIT)));
+    int cards = spec.cards().size();
+    if (options.memoryPerCard() > 0) {
+      String memory = String.valueOf(Math.multiplyExact(options.memoryPerCard(), (long) cards));
+      args.addAll(List.of("--memory", memory, "--memory-swap", memory));
+    }
+    if (options.cpusPerCard() > 0)
+      args.addAll(List.of("--cpus", cpus(options.cpusPerCard() * cards)));
+    args.add(spec.image());
     args.addAll(spec.command());
+    return args;
+  }
+
+  /** {@code --cpus} as docker reads it: a plain decimal, at most 3 places. */
+  static String cpus(double n) {
+    return java.math.BigDecimal.valueOf(Math.max(0.001, n))
+        .setScale(3, java.math.RoundingMode.HALF_UP)
+        .stripTrailingZeros()
+        .toPlainString();
+  }
+
+  private static List<String> gpuArguments(Options options, List<Integer> cards) {
+    if (options.gpus() == GpuAccess.TOOLKIT)
+      return List.of(
+          "--gpus",
+          "\"device="
+              + cards.stream().map(String::valueOf).collect(Collectors.joining(","))
+              + "\"");
+    Path dev = options.devices().toAbsolutePath().normalize();
+    if (dev.toString().contains(":") || dev.toString().contains(","))
+      throw new Failure("the host's device folder cannot be used");
+    List<String> args = new ArrayList<>();
+    for (int card : cards) {
+      Path node = dev.resolve("nvidia" + card);
+      if (!java.nio.file.Files.exists(node))
+        throw new Failure("card " + card + " has no device node on this host");
+      args.addAll(List.of("--device", node + ":/dev/nvidia" + card));
+    }
+    for (String name : SHARED_NVIDIA_NODES) {
+      Path node = dev.resolve(name);
+      if (java.nio.file.Files.exists(node))
+        args.addAll(List.of("--device", node + ":/dev/" + name));
+    }
     return args;
   }
 
@@ -213,7 +394,7 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
 
   @Override
   protected Supplier<Running> plan(Spec spec, RentalLog output) {
-    List<String> invocation = runInvocation(docker, spec, dirs.scratch(spec.rentalId()));
+    List<String> invocation = runInvocation(options, spec, dirs.scratch(spec.rentalId()));
     return () -> launch(spec, invocation, output);
   }
 
@@ -229,9 +410,8 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
       throw unavailable(e);
     }
     if (result.timedOut() || result.exitCode() != 0) {
-      removeQuietly(
-          id); // it may have been created without starting (or meanwhile): it must not block a
-      // retry
+      // it may have been created without starting (or meanwhile): it must not block a retry
+      removeQuietly(id);
       dirs.wipe(id);
       String reason =
           result.timedOut()
@@ -284,16 +464,7 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
 
   @Override
   protected void watch(Running r) {
-    r.waiter
-        .onExit()
-        .thenRunAsync(
-            () -> {
-              // docker wait also returns when it loses the daemon: make sure the container is
-              // really gone before saying so
-              if (!r.stopping.get()) removeQuietly(r.rentalId());
-              end(r, "container exited");
-            },
-            workers);
+    r.waiter.onExit().thenRunAsync(() -> end(r, "container exited"), workers);
   }
 
   /**
@@ -348,7 +519,11 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     }
   }
 
-  /** The container is gone (or given up on): the helper processes that watched it are stopped. */
+  /**
+   * The container has exited (or is given up on): the helper processes that watched it are stopped,
+   * then the container is removed (also when {@code docker wait} returned because it lost the
+   * daemon: nothing of the rental may run on).
+   */
   @Override
   protected void release(Running r) {
     if (r.waiter.isAlive()) r.waiter.destroy();
@@ -361,6 +536,7 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
       }
       if (r.logs.isAlive()) r.logs.destroy();
     }
+    removeQuietly(r.rentalId());
   }
 
   @Override

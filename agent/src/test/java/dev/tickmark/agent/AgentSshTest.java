@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.sun.net.httpserver.HttpServer;
 import dev.tickmark.agent.ssh.HostKey;
 import dev.tickmark.wire.AgentFrame;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.Inet4Address;
@@ -34,7 +33,6 @@ import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
-import org.apache.sshd.common.config.keys.writer.openssh.OpenSSHKeyPairResourceWriter;
 import org.apache.sshd.common.util.security.SecurityUtils;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -353,12 +351,6 @@ class AgentSshTest {
 
   // ---- helpers
 
-  private record Result(int status, String out, String err) {
-    List<String> lines() {
-      return out.lines().map(String::strip).toList();
-    }
-  }
-
   private List<String> sshCommand(Path identity, Path hosts, List<String> options, String command) {
     List<String> argv =
         new ArrayList<>(
@@ -432,52 +424,24 @@ class AgentSshTest {
     return run(argv);
   }
 
-  private static Result run(List<String> argv) throws Exception {
-    ProcessBuilder pb =
-        new ProcessBuilder(argv)
-            .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
-    pb.environment().put("TERM", "xterm-256color");
-    Process p = pb.start();
-    var err = new ByteArrayOutputStream();
-    Thread errReader =
-        new Thread(
-            () -> {
-              try {
-                p.getErrorStream().transferTo(err);
-              } catch (IOException e) {
-                // ended
-              }
-            });
-    errReader.start();
-    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    if (!p.waitFor(WAIT_S * 3, TimeUnit.SECONDS)) {
-      p.destroyForcibly();
-      throw new AssertionError("still running: " + argv);
+  private record Result(int status, String out, String err) {
+    List<String> lines() {
+      return out.lines().map(String::strip).toList();
     }
-    errReader.join();
-    return new Result(p.exitValue(), out, err.toString(StandardCharsets.UTF_8));
   }
 
-  /** Writes a new Ed25519 key pair (OpenSSH format, 0600) and returns the public key line. */
+  private static Result run(List<String> argv) throws Exception {
+    SshClientSupport.Ran r = SshClientSupport.run(argv, WAIT_S * 3);
+    return new Result(r.status(), r.out(), r.err());
+  }
+
   private static String writeKey(Path file) throws Exception {
-    KeyPair kp = SecurityUtils.getKeyPairGenerator(SecurityUtils.EDDSA).generateKeyPair();
-    var out = new ByteArrayOutputStream();
-    OpenSSHKeyPairResourceWriter.INSTANCE.writePrivateKey(kp, "renter", null, out);
-    Files.write(file, out.toByteArray());
-    Files.setPosixFilePermissions(file, PosixFilePermissions.fromString("rw-------"));
-    return HostKey.openSshLine(kp.getPublic()) + " renter@test";
+    return SshClientSupport.writeKey(file);
   }
 
   private <T extends AgentFrame> T next(Class<T> type, java.util.function.Predicate<T> which)
       throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (true) {
-      for (T f : node.framesOf(type)) if (which.test(f)) return f;
-      if (System.nanoTime() > deadline)
-        throw new AssertionError(
-            "no matching " + type.getSimpleName() + " within " + WAIT_S + " s");
-      Thread.sleep(20); // polling with a deadline (the queue is only looked at, never drained)
-    }
+    return SshClientSupport.next(node, type, which, WAIT_S);
   }
 
   private static void awaitTrue(BooleanSupplier condition, String what)

@@ -43,6 +43,12 @@ class DockerRuntimeTest {
     if (runtime != null) runtime.close();
   }
 
+  /** The toolkit, the image's user, no limits: what the invocation tests expect by default. */
+  private static DockerRuntime.Options options(String docker) {
+    return new DockerRuntime.Options(
+        docker, DockerRuntime.GpuAccess.TOOLKIT, Path.of("/dev"), null, 0, 0);
+  }
+
   private static Runtime.Spec spec(
       String id, List<Integer> cards, String image, boolean network, String... command) {
     return new Runtime.Spec(id, cards, image, List.of(command), network);
@@ -54,7 +60,7 @@ class DockerRuntimeTest {
   void noNetworkOneCardAndTheCommandArgumentsKeptApart() {
     List<String> args =
         DockerRuntime.runInvocation(
-            "docker",
+            options("docker"),
             spec(
                 "rnt_1",
                 List.of(2),
@@ -72,7 +78,7 @@ class DockerRuntimeTest {
             "docker",
             "run",
             "--detach",
-            "--rm",
+            "--init",
             "--name",
             "tickmark-rnt_1",
             "--label",
@@ -110,7 +116,7 @@ class DockerRuntimeTest {
   void networkOnAndSeveralCards() {
     List<String> args =
         DockerRuntime.runInvocation(
-            "/usr/bin/docker",
+            options("/usr/bin/docker"),
             spec(
                 "rnt_2",
                 List.of(0, 1, 3),
@@ -135,7 +141,7 @@ class DockerRuntimeTest {
   void anEmptyCommandRunsTheImagesOwnAndNothingIsPrivileged() {
     List<String> args =
         DockerRuntime.runInvocation(
-            "docker", spec("rnt_3", List.of(0), "ubuntu:22.04", false), SCRATCH);
+            options("docker"), spec("rnt_3", List.of(0), "ubuntu:22.04", false), SCRATCH);
     assertEquals("ubuntu:22.04", args.get(args.size() - 1));
     assertFalse(
         args.stream()
@@ -145,6 +151,67 @@ class DockerRuntimeTest {
                         || a.startsWith("--cap-add")
                         || a.startsWith("--device")));
     assertTrue(args.containsAll(List.of("--cap-drop", "ALL", "no-new-privileges")));
+  }
+
+  @Test
+  void deviceAccessPassesOnlyTheRentedCardsNodesAndTheSharedOnes() throws IOException {
+    Path dev = Files.createDirectories(tmp.resolve("dev"));
+    for (String name : List.of("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm"))
+      Files.createSymbolicLink(dev.resolve(name), Path.of("/dev/null"));
+    DockerRuntime.Options devices =
+        options("docker").withGpus(DockerRuntime.GpuAccess.DEVICES, dev);
+    List<String> args =
+        DockerRuntime.runInvocation(
+            devices, spec("rnt_1", List.of(2, 0), "ubuntu", false), SCRATCH);
+    assertFalse(args.contains("--gpus"));
+    List<String> passed = new ArrayList<>();
+    for (int i = 0; i < args.size(); i++)
+      if (args.get(i).equals("--device")) passed.add(args.get(i + 1));
+    assertEquals(
+        List.of(
+            dev + "/nvidia2:/dev/nvidia2",
+            dev + "/nvidia0:/dev/nvidia0",
+            dev + "/nvidiactl:/dev/nvidiactl",
+            dev + "/nvidia-uvm:/dev/nvidia-uvm"),
+        passed);
+    Runtime.Failure f =
+        assertThrows(
+            Runtime.Failure.class,
+            () ->
+                DockerRuntime.runInvocation(
+                    devices, spec("rnt_1", List.of(3), "ubuntu", false), SCRATCH));
+    assertEquals("card 3 has no device node on this host", f.getMessage());
+  }
+
+  @Test
+  void theUserAndTheLimitsPerRentedCard() {
+    DockerRuntime.Options o = options("docker").withUser("1001:1002").withLimits(8L << 30, 1.5);
+    List<String> args =
+        DockerRuntime.runInvocation(o, spec("rnt_1", List.of(0, 1), "ubuntu", false), SCRATCH);
+    assertEquals("1001:1002", args.get(args.indexOf("--user") + 1));
+    assertTrue(args.contains("HOME=/workspace"), "a uid with no home in the image: " + args);
+    assertEquals(String.valueOf(16L << 30), args.get(args.indexOf("--memory") + 1));
+    assertEquals(String.valueOf(16L << 30), args.get(args.indexOf("--memory-swap") + 1));
+    assertEquals("3", args.get(args.indexOf("--cpus") + 1));
+    assertTrue(args.indexOf("--cpus") < args.indexOf("ubuntu"), "options before the image");
+
+    List<String> root =
+        DockerRuntime.runInvocation(
+            o.withUser("0:0"), spec("rnt_1", List.of(0), "ubuntu", false), SCRATCH);
+    assertEquals("0:0", root.get(root.indexOf("--user") + 1));
+    assertFalse(root.contains("HOME=/workspace"), "root keeps the image's HOME");
+    assertEquals("0.667", DockerRuntime.cpus(2.0 / 3));
+    assertEquals("0.5", DockerRuntime.cpus(0.5));
+    assertThrows(IllegalArgumentException.class, () -> o.withUser("root"));
+  }
+
+  @Test
+  void thisHostsOptionsAreTheAgentsUserAndAShareOfTheMachine() {
+    DockerRuntime.Options host = DockerRuntime.Options.forHost("docker");
+    assertEquals(DockerRuntime.GpuAccess.TOOLKIT, host.gpus());
+    assertTrue(host.user() == null || host.user().matches("[0-9]+:[0-9]+"), host.user());
+    assertTrue(host.cpusPerCard() > 0);
+    assertTrue(host.memoryPerCard() >= 0);
   }
 
   @Test
@@ -179,7 +246,8 @@ class DockerRuntimeTest {
   void acceptedImages(String image) {
     assertNull(DockerRuntime.checkImage(image), image);
     List<String> args =
-        DockerRuntime.runInvocation("docker", spec("rnt_1", List.of(0), image, false), SCRATCH);
+        DockerRuntime.runInvocation(
+            options("docker"), spec("rnt_1", List.of(0), image, false), SCRATCH);
     assertEquals(image, args.get(args.size() - 1));
   }
 
@@ -212,7 +280,7 @@ class DockerRuntimeTest {
         Runtime.Failure.class,
         () ->
             DockerRuntime.runInvocation(
-                "docker", spec("rnt_1", List.of(0), image, false), SCRATCH));
+                options("docker"), spec("rnt_1", List.of(0), image, false), SCRATCH));
   }
 
   @Test
@@ -229,7 +297,7 @@ class DockerRuntimeTest {
             Runtime.Failure.class,
             () ->
                 DockerRuntime.runInvocation(
-                    "docker", spec(id, List.of(0), "ubuntu", false), SCRATCH));
+                    options("docker"), spec(id, List.of(0), "ubuntu", false), SCRATCH));
     assertTrue(f.getMessage().contains("rental id"), f.getMessage());
   }
 
@@ -238,13 +306,14 @@ class DockerRuntimeTest {
     String id = "Ab0_-".repeat(25) + "xyz";
     assertEquals(128, id.length());
     assertTrue(
-        DockerRuntime.runInvocation("docker", spec(id, List.of(0), "ubuntu", false), SCRATCH)
+        DockerRuntime.runInvocation(
+                options("docker"), spec(id, List.of(0), "ubuntu", false), SCRATCH)
             .contains("tickmark-" + id));
     assertThrows(
         Runtime.Failure.class,
         () ->
             DockerRuntime.runInvocation(
-                "docker", spec(id + "a", List.of(0), "ubuntu", false), SCRATCH));
+                options("docker"), spec(id + "a", List.of(0), "ubuntu", false), SCRATCH));
   }
 
   @Test
@@ -252,36 +321,42 @@ class DockerRuntimeTest {
     assertThrows(
         Runtime.Failure.class,
         () ->
-            DockerRuntime.runInvocation("docker", spec("r", List.of(), "ubuntu", false), SCRATCH));
+            DockerRuntime.runInvocation(
+                options("docker"), spec("r", List.of(), "ubuntu", false), SCRATCH));
     assertThrows(
         Runtime.Failure.class,
         () ->
             DockerRuntime.runInvocation(
-                "docker", spec("r", List.of(1, 1), "ubuntu", false), SCRATCH));
+                options("docker"), spec("r", List.of(1, 1), "ubuntu", false), SCRATCH));
     assertThrows(
         Runtime.Failure.class,
         () ->
             DockerRuntime.runInvocation(
-                "docker", spec("r", List.of(-1), "ubuntu", false), SCRATCH));
+                options("docker"), spec("r", List.of(-1), "ubuntu", false), SCRATCH));
     List<String> withNull = new ArrayList<>();
     withNull.add(null);
     assertThrows(
         Runtime.Failure.class,
         () ->
             DockerRuntime.runInvocation(
-                "docker", new Runtime.Spec("r", List.of(0), "ubuntu", withNull, false), SCRATCH));
+                options("docker"),
+                new Runtime.Spec("r", List.of(0), "ubuntu", withNull, false),
+                SCRATCH));
     assertThrows(
         Runtime.Failure.class,
         () ->
             DockerRuntime.runInvocation(
-                "docker", spec("r", List.of(0), "ubuntu", false), Path.of("/srv/a:b/scratch")));
+                options("docker"),
+                spec("r", List.of(0), "ubuntu", false),
+                Path.of("/srv/a:b/scratch")));
   }
 
   // ---- the runtime
 
   private DockerRuntime runtime(String docker) {
     runtime =
-        new DockerRuntime(docker, tmp.resolve("state"), Duration.ofSeconds(1), Clock.systemUTC());
+        new DockerRuntime(
+            options(docker), tmp.resolve("state"), Duration.ofSeconds(1), Clock.systemUTC());
     return runtime;
   }
 
@@ -396,7 +471,7 @@ class DockerRuntimeTest {
     assertTrue(
         calls()
             .startsWith(
-                "run --detach --rm --name tickmark-rnt_1 --label tickmark.rental=rnt_1 --gpus \"device=0,1\" --network none -v "
+                "run --detach --init --name tickmark-rnt_1 --label tickmark.rental=rnt_1 --gpus \"device=0,1\" --network none -v "
                     + scratch
                     + ":/workspace"),
         calls());

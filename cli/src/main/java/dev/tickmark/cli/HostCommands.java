@@ -29,7 +29,7 @@ final class HostCommands extends ApiCommand {
       name = "token",
       description = {
         "A one-time registration token for a new host in REGION (valid 24 h),",
-        "and the agent command that uses it."
+        "and the commands that install or start the agent with it."
       })
   static final class Token extends ApiCommand {
     @Option(
@@ -68,7 +68,11 @@ final class HostCommands extends ApiCommand {
                   + "):");
       out().println(t.path("token").asText());
       out().println();
-      out().println("On the machine, start the agent with it:");
+      out()
+          .println(
+              "On the machine, install the agent as a service with it (from a Tickmark checkout):");
+      out().println("  " + installCommand(agentUrl(http.baseUrl()), t.path("token").asText()));
+      out().println("or start it by hand:");
       out()
           .println(
               "  java -jar tickmark-agent.jar --engine "
@@ -77,6 +81,11 @@ final class HostCommands extends ApiCommand {
                   + t.path("token").asText()
                   + " --state-dir /var/lib/tickmark-agent");
       return Cli.EXIT_OK;
+    }
+
+    /** {@code deploy/agent/install.sh}'s command line (docs/provider-guide.md). */
+    static String installCommand(String engine, String token) {
+      return "sudo deploy/agent/install.sh --engine " + engine + " --token " + token;
     }
 
     /** The websocket address of the node the CLI talks to. */

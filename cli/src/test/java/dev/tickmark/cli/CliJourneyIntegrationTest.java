@@ -264,6 +264,16 @@ class CliJourneyIntegrationTest {
             .contains(
                 "--engine ws://127.0.0.1:" + market.node.httpPort() + " --token " + tokenLine),
         token.out());
+    assertTrue(
+        token
+            .out()
+            .contains(
+                "  sudo deploy/agent/install.sh --engine ws://127.0.0.1:"
+                    + market.node.httpPort()
+                    + " --token "
+                    + tokenLine
+                    + "\n"),
+        "the one-command install: " + token.out());
     Agent agent = market.startAgent(tokenLine, temp.resolve("agent-de"));
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
     assertTrue(token.out().startsWith("Host " + hostId + " in eu-de"), token.out());

@@ -56,6 +56,14 @@ class CliOfflineTest {
   }
 
   @Test
+  void theRegistrationTokensInstallCommand() {
+    assertEquals(
+        "sudo deploy/agent/install.sh --engine wss://node.example:8443 --token tmkreg_host_1_x",
+        HostCommands.Token.installCommand(
+            HostCommands.Token.agentUrl("https://node.example:8443"), "tmkreg_host_1_x"));
+  }
+
+  @Test
   void printsItsVersion() {
     assertTrue(cli.run("--version").ok().out().matches("tickmark \\d+\\.\\d+\\.\\d+.*\\s*"));
   }

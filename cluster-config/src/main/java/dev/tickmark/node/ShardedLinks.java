@@ -5,6 +5,7 @@ import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.rental.Rental;
 import java.time.Instant;
+import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.RecipientRef;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
@@ -37,13 +38,26 @@ final class ShardedLinks implements Rental.Ports, Host.RentalLink {
 
   @Override
   public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
+    hostLost(rentalId, hostId, lastHeartbeatAt, null);
+  }
+
+  @Override
+  public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt, Instant lostAt) {
     sharding
         .entityRefFor(Rental.ENTITY_KEY, rentalId)
-        .tell(new Rental.HostLost(hostId, lastHeartbeatAt));
+        .tell(new Rental.HostLost(hostId, lastHeartbeatAt, lostAt));
   }
 
   @Override
   public void preempt(String rentalId, String hostId, Instant deadline) {
     sharding.entityRefFor(Rental.ENTITY_KEY, rentalId).tell(new Rental.Preempt(hostId, deadline));
+  }
+
+  @Override
+  public void checkReservation(
+      String rentalId, String hostId, ActorRef<Host.ReservationWanted> replyTo) {
+    sharding
+        .entityRefFor(Rental.ENTITY_KEY, rentalId)
+        .tell(new Rental.CheckReservation(hostId, replyTo));
   }
 }

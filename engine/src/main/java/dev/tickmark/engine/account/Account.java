@@ -323,6 +323,14 @@ public final class Account
    */
   public record ClosedForgotten(String id, Instant at) implements Event {}
 
+  /**
+   * A {@link ReleaseHold} for a hold this account never placed (its rental was cancelled while its
+   * {@link PlaceHold} was still on the way): {@code holdId} is remembered as {@link Forgotten} ids
+   * are, so that the late placement is refused ({@code hold_closed}) instead of opening a hold that
+   * nobody will ever release.
+   */
+  public record UnplacedHoldReleased(String holdId, Instant at) implements Event {}
+
   // ---------------------------------------------------------------------------------------------
   // State: immutable (snapshots are written asynchronously), with the lifecycle as types.
 
@@ -553,6 +561,10 @@ public final class Account
     Active withForgotten(ClosedForgotten e) {
       return new Active(profile, totals, spending, marks.forgetting(e.id(), e.at()));
     }
+
+    Active withUnplacedRelease(UnplacedHoldReleased e) {
+      return new Active(profile, totals, spending, marks.tombstone(e.holdId(), e.at()));
+    }
   }
 
   /** Who the account is and what its owner or an operator decided for it. */
@@ -724,6 +736,11 @@ public final class Account
 
     Marks withSources(Sources newSources) {
       return new Marks(deposits, payouts, holds, newSources, forgotten);
+    }
+
+    /** Remembers {@code id} as forgotten, with nothing to drop: it was never placed. */
+    Marks tombstone(String id, Instant at) {
+      return new Marks(deposits, payouts, holds, sources, forgotten.with(id, at));
     }
 
     /** Drops the closed hold and closed source of {@code id} and remembers that it did. */
@@ -1301,8 +1318,14 @@ public final class Account
       Hold closed = holds.closed().get(cmd.holdId());
       if (closed != null)
         return Effect().reply(cmd.replyTo(), StatusReply.success(closed.view(cmd.holdId(), false)));
+      StatusReply<HoldView> notFound = reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId());
+      if (state.marks().forgotten().contains(cmd.holdId()))
+        return Effect().reply(cmd.replyTo(), notFound);
+      // Never placed: its PlaceHold may still be on the way (overtaken by this release); keep a
+      // tombstone so that it is refused when it lands.
       return Effect()
-          .reply(cmd.replyTo(), reply(Rejection.HOLD_NOT_FOUND, "no hold " + cmd.holdId()));
+          .persist(new UnplacedHoldReleased(cmd.holdId(), now()))
+          .thenReply(cmd.replyTo(), s -> notFound);
     }
     return Effect()
         .persist(new HoldReleased(cmd.holdId(), open.remaining(), now()))
@@ -1545,7 +1568,8 @@ public final class Account
         .onEvent(PayoutDetailsSet.class, Active::withPayoutDetails)
         .onEvent(Suspended.class, (s, e) -> s.withSuspension(new Suspension(e.reason(), e.at())))
         .onEvent(Resumed.class, (s, e) -> s.withSuspension(null))
-        .onEvent(ClosedForgotten.class, Active::withForgotten);
+        .onEvent(ClosedForgotten.class, Active::withForgotten)
+        .onEvent(UnplacedHoldReleased.class, Active::withUnplacedRelease);
     return builder.build();
   }
 

@@ -94,8 +94,38 @@ public final class Host
 
     void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt);
 
+    /**
+     * {@code lostAt}: when the host declared itself lost (its own clock), so that a notice that
+     * arrives after the host came back is recognised as stale.
+     */
+    default void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt, Instant lostAt) {
+      hostLost(rentalId, hostId, lastHeartbeatAt);
+    }
+
     void preempt(String rentalId, String hostId, Instant deadline);
+
+    /**
+     * Asks rental {@code rentalId} whether it still wants the cards this host reserved for it; it
+     * answers {@code replyTo} with a {@link ReservationWanted}. Without an answer (the default asks
+     * nothing) the reservation is kept.
+     */
+    default void checkReservation(
+        String rentalId, String hostId, ActorRef<ReservationWanted> replyTo) {}
   }
+
+  /**
+   * How often a host asks the rentals of its reservations that have not been confirmed (the
+   * rental's workload has not been reported running here) whether they still want them: a
+   * reservation whose {@code Matched} answer was lost (a matcher or rental crashed), or whose
+   * one-way release was lost, is released; one whose rental runs here is confirmed.
+   */
+  static final Duration CHECK_RESERVATIONS_EVERY = Duration.ofSeconds(60);
+
+  /**
+   * How long a host remembers the rentals whose cards it released, and refuses to reserve cards for
+   * them again: a late or duplicated proposal of the matcher is long delivered or dropped by then.
+   */
+  static final Duration REMEMBER_RELEASES = Duration.ofDays(1);
 
   public record Settings(
       Duration heartbeatTimeout,
@@ -337,9 +367,27 @@ public final class Host
 
   public record StopWorkload(String rentalId) implements Command {}
 
-  public record Liveness(boolean online, Instant lastHeartbeatAt) implements CborSerializable {}
+  /**
+   * {@code lastHeartbeatAt}: the latest proof of life. For the asked rental, {@code
+   * rentalListedAt}: the latest heartbeat that listed it among the workloads the agent runs, and
+   * {@code rentalGoneAt}: the first heartbeat after that one that no longer listed it (null: the
+   * latest lists it). A heartbeat that no longer lists a rental proves its workload stopped; both
+   * are null when none is known (the agent lists none, or this incarnation heard none yet).
+   */
+  public record Liveness(
+      boolean online, Instant lastHeartbeatAt, Instant rentalListedAt, Instant rentalGoneAt)
+      implements CborSerializable {
+    public Liveness(boolean online, Instant lastHeartbeatAt) {
+      this(online, lastHeartbeatAt, null, null);
+    }
+  }
 
-  public record GetLiveness(ActorRef<Liveness> replyTo) implements Command {}
+  /** {@code rentalId}: whose listing to answer (null: none). */
+  public record GetLiveness(String rentalId, ActorRef<Liveness> replyTo) implements Command {
+    public GetLiveness(ActorRef<Liveness> replyTo) {
+      this(null, replyTo);
+    }
+  }
 
   /**
    * The provider takes spot cards back: each spot rental on them is preempted after the listing's
@@ -352,6 +400,20 @@ public final class Host
   private enum HeartbeatCheck implements Command {
     INSTANCE
   }
+
+  /** The timer that asks the rentals of unconfirmed reservations about them. */
+  enum ReservationCheck implements Command {
+    INSTANCE
+  }
+
+  /**
+   * A rental's answer to {@link RentalLink#checkReservation}: {@code wanted} false when the rental
+   * will never use the reservation (it ended, was matched elsewhere, or does not exist); {@code
+   * running} when its workload runs on this host (the reservation is confirmed, as by {@link
+   * ConfirmCards}).
+   */
+  public record ReservationWanted(String rentalId, boolean wanted, boolean running)
+      implements Command {}
 
   public record Registration(String hostId, String hostCredential) implements CborSerializable {
     @Override
@@ -706,10 +768,24 @@ public final class Host
     static final Presence OFFLINE = new Presence(false, null);
   }
 
-  /** The host's cards (from its latest passed report) and the rentals holding some of them. */
-  public record Inventory(List<Card> cards, Map<String, Held> reservations)
+  /**
+   * The host's cards (from its latest passed report), the rentals holding some of them, and the
+   * rentals whose cards it released in the last {@link #REMEMBER_RELEASES} (by the events' own
+   * time, so replay gives the same state): a proposal for one of those is refused.
+   */
+  public record Inventory(
+      List<Card> cards, Map<String, Held> reservations, Map<String, Instant> released)
       implements CborSerializable {
     static final Inventory NONE = new Inventory(List.of(), Map.of());
+
+    @JsonCreator
+    public Inventory {
+      released = released == null ? Map.of() : Map.copyOf(released);
+    }
+
+    Inventory(List<Card> cards, Map<String, Held> reservations) {
+      this(cards, reservations, Map.of());
+    }
 
     String gpu() {
       return cards.isEmpty() ? null : cards.get(0).gpu();
@@ -723,8 +799,21 @@ public final class Host
       return free;
     }
 
+    boolean wasReleased(String rentalId) {
+      return released.containsKey(rentalId);
+    }
+
+    /** Unconfirmed reservations, by rental id. */
+    List<String> unconfirmed() {
+      return reservations.entrySet().stream()
+          .filter(e -> !e.getValue().confirmed())
+          .map(Map.Entry::getKey)
+          .sorted()
+          .toList();
+    }
+
     Inventory withCards(List<Card> newCards) {
-      return new Inventory(newCards, reservations);
+      return new Inventory(newCards, reservations, released);
     }
 
     Inventory reserving(CardsReserved e) {
@@ -734,6 +823,7 @@ public final class Host
 
     Inventory renting(String rentalId) {
       Held h = reservations.get(rentalId);
+      if (h == null) return this;
       return withReservation(rentalId, new Held(h.cards(), h.price(), h.tier(), true));
     }
 
@@ -743,16 +833,23 @@ public final class Host
       return h != null && h.confirmed();
     }
 
-    Inventory releasing(String rentalId) {
+    Inventory releasing(String rentalId, Instant at) {
       Map<String, Held> r = new HashMap<>(reservations);
       r.remove(rentalId);
-      return new Inventory(cards, Map.copyOf(r));
+      Map<String, Instant> remembered = new HashMap<>();
+      Instant since = at.minus(REMEMBER_RELEASES);
+      released.forEach(
+          (id, when) -> {
+            if (when.isAfter(since)) remembered.put(id, when);
+          });
+      remembered.put(rentalId, at);
+      return new Inventory(cards, Map.copyOf(r), remembered);
     }
 
     private Inventory withReservation(String rentalId, Held held) {
       Map<String, Held> r = new HashMap<>(reservations);
       r.put(rentalId, held);
-      return new Inventory(cards, Map.copyOf(r));
+      return new Inventory(cards, Map.copyOf(r), released);
     }
   }
 
@@ -819,6 +916,10 @@ public final class Host
       lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
   // Spot rentals whose agent was told their deadline, and those told it since they run (see
   // preemptBeforeAvailabilityEnds).
+  // The latest heartbeat of this incarnation that listed each rental holding cards here.
+  private final Map<String, Instant> listedAt = new HashMap<>();
+  // For those: the first heartbeat since that no longer listed it.
+  private final Map<String, Instant> goneAt = new HashMap<>();
   private final java.util.Set<String> noticeGiven = new java.util.HashSet<>();
   private final java.util.Set<String> noticeGivenRunning = new java.util.HashSet<>();
 
@@ -891,6 +992,8 @@ public final class Host
   }
 
   private void onRecovered(State state) {
+    if (state instanceof Active a && !a.inventory().unconfirmed().isEmpty())
+      checkReservationsLater();
     if (state instanceof Active e && e.presence().online()) {
       // The agent gets a full timeout to reach this incarnation before the host is declared
       // offline, but
@@ -980,9 +1083,12 @@ public final class Host
         .onCommand(ReserveCards.class, this::onReserve)
         .onCommand(ConfirmCards.class, this::onConfirm)
         .onCommand(ReleaseCards.class, this::onRelease)
+        .onCommand(ReservationCheck.class, this::onReservationCheck)
+        .onCommand(ReservationWanted.class, this::onReservationWanted)
         .onCommand(StartWorkload.class, this::onStartWorkload)
         .onCommand(StopWorkload.class, this::onStopWorkload)
-        .onCommand(GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), liveness(s)))
+        .onCommand(
+            GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), liveness(s, c.rentalId())))
         .onCommand(Reclaim.class, this::onReclaim);
   }
 
@@ -1064,8 +1170,12 @@ public final class Host
     return reply(Rejection.ALREADY_EXISTS, "host " + hostId + " exists");
   }
 
-  private Liveness liveness(Active state) {
-    return new Liveness(state.presence().online(), lastHeartbeatSeen(state));
+  private Liveness liveness(Active state, String rentalId) {
+    return new Liveness(
+        state.presence().online(),
+        lastHeartbeatSeen(state),
+        rentalId == null ? null : listedAt.get(rentalId),
+        rentalId == null ? null : goneAt.get(rentalId));
   }
 
   /** The latest proof of life: this incarnation's while the host is online, else the journal's. */
@@ -1231,6 +1341,7 @@ public final class Host
     lastHeartbeat = now();
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
+    noteListed(state, cmd.rentals());
     preemptBeforeAvailabilityEnds(state);
     String fault =
         cmd.gpus() == null
@@ -1284,6 +1395,21 @@ public final class Host
                         "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
             })
         .thenNoReply();
+  }
+
+  /** The rentals holding cards here that this heartbeat lists were running at its arrival. */
+  private void noteListed(Active state, List<String> rentals) {
+    listedAt.keySet().retainAll(state.reservations().keySet());
+    goneAt.keySet().retainAll(state.reservations().keySet());
+    if (rentals == null) return;
+    for (String rentalId : state.reservations().keySet()) {
+      if (rentals.contains(rentalId)) {
+        listedAt.put(rentalId, lastConfirmed);
+        goneAt.remove(rentalId);
+      } else if (listedAt.containsKey(rentalId)) {
+        goneAt.putIfAbsent(rentalId, lastConfirmed);
+      }
+    }
   }
 
   private void scheduleHeartbeatCheck(Duration delay) {
@@ -1457,6 +1583,15 @@ public final class Host
     if (existing != null)
       return Effect()
           .reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), existing)));
+    // A late or duplicated proposal for a rental whose cards went back already: that rental has
+    // ended or went elsewhere, and a reservation now would never be released.
+    if (state.inventory().wasReleased(cmd.rentalId()))
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.HOST_NOT_AVAILABLE,
+                  "the cards of rental " + cmd.rentalId() + " on this host were released"));
     if (cmd.renterId() != null && state.ownedBy(cmd.renterId()))
       return Effect()
           .reply(cmd.replyTo(), reply(Rejection.OWN_HOST, "a host is never rented to its owner"));
@@ -1496,6 +1631,7 @@ public final class Host
     List<Integer> cards = List.copyOf(free.subList(0, cmd.count()));
     return Effect()
         .persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now()))
+        .thenRun(s -> checkReservationsLater())
         .thenReply(
             cmd.replyTo(),
             s ->
@@ -1526,12 +1662,52 @@ public final class Host
                         ((Active) s).reservations().get(cmd.rentalId()))));
   }
 
+  /**
+   * Releases the rental's cards and remembers that it did. A release that finds no reservation is
+   * remembered too (with no cards): the proposal it undoes may still be on its way.
+   */
   private ReplyEffect<Event, State> onRelease(Active state, ReleaseCards cmd) {
     Held held = state.reservations().get(cmd.rentalId());
-    if (held == null) return Effect().reply(cmd.replyTo(), StatusReply.ack());
+    if (held == null && state.inventory().wasReleased(cmd.rentalId()))
+      return Effect().reply(cmd.replyTo(), StatusReply.ack());
+    List<Integer> cards = held == null ? List.of() : held.cards();
     return Effect()
-        .persist(new CardsReleased(cmd.rentalId(), held.cards(), now()))
+        .persist(new CardsReleased(cmd.rentalId(), cards, now()))
         .thenReply(cmd.replyTo(), s -> StatusReply.ack());
+  }
+
+  private void checkReservationsLater() {
+    if (!timers.isTimerActive(ReservationCheck.INSTANCE))
+      timers.startTimerWithFixedDelay(
+          ReservationCheck.INSTANCE, ReservationCheck.INSTANCE, CHECK_RESERVATIONS_EVERY);
+  }
+
+  /** Asks the rental of every unconfirmed reservation whether it still wants it. */
+  private ReplyEffect<Event, State> onReservationCheck(Active state, ReservationCheck cmd) {
+    List<String> unconfirmed = state.inventory().unconfirmed();
+    if (unconfirmed.isEmpty()) {
+      timers.cancel(ReservationCheck.INSTANCE);
+      return Effect().noReply();
+    }
+    ActorRef<ReservationWanted> self = context.getSelf().narrow();
+    for (String rentalId : unconfirmed) settings.rentals().checkReservation(rentalId, hostId, self);
+    return Effect().noReply();
+  }
+
+  /**
+   * A rental that will never use its reservation gets its cards released; one that runs here
+   * confirms it. A rental still waiting for its match keeps it.
+   */
+  private ReplyEffect<Event, State> onReservationWanted(Active state, ReservationWanted answer) {
+    Held held = state.reservations().get(answer.rentalId());
+    if (held == null || held.confirmed()) return Effect().noReply();
+    if (!answer.wanted())
+      return Effect()
+          .persist(new CardsReleased(answer.rentalId(), held.cards(), now()))
+          .thenNoReply();
+    if (answer.running())
+      return Effect().persist(new CardsRented(answer.rentalId(), now())).thenNoReply();
+    return Effect().noReply();
   }
 
   private ReplyEffect<Event, State> onStartWorkload(Active state, StartWorkload cmd) {
@@ -1621,9 +1797,20 @@ public final class Host
             });
   }
 
+  /**
+   * Tells every rental holding cards here that the host is lost: each is billed to the last
+   * heartbeat, or to the last one that listed its workload if that is earlier (it stopped before).
+   */
   private void notifyHostLost(Active state, Instant lastHeartbeatAt) {
-    for (String rentalId : state.reservations().keySet())
-      settings.rentals().hostLost(rentalId, hostId, lastHeartbeatAt);
+    Instant lostAt = now();
+    for (String rentalId : state.reservations().keySet()) {
+      Instant listed = listedAt.get(rentalId);
+      Instant last =
+          listed != null && lastHeartbeatAt != null && listed.isBefore(lastHeartbeatAt)
+              ? listed
+              : lastHeartbeatAt;
+      settings.rentals().hostLost(rentalId, hostId, last, lostAt);
+    }
   }
 
   private Reservation reservation(Active state, String rentalId, Held held) {
@@ -1675,7 +1862,8 @@ public final class Host
         .onEvent(CardsReserved.class, (s, e) -> s.withInventory(s.inventory().reserving(e)))
         .onEvent(CardsRented.class, (s, e) -> s.withInventory(s.inventory().renting(e.rentalId())))
         .onEvent(
-            CardsReleased.class, (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId())));
+            CardsReleased.class,
+            (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId(), e.at())));
     return builder.build();
   }
 

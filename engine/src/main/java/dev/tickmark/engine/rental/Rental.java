@@ -2,7 +2,6 @@ package dev.tickmark.engine.rental;
 
 import static dev.tickmark.engine.Rejection.reply;
 import static dev.tickmark.engine.rental.RentalBilling.earlier;
-import static dev.tickmark.engine.rental.RentalBilling.later;
 import static dev.tickmark.engine.rental.RentalBilling.secondsBetween;
 
 import com.fasterxml.jackson.annotation.JsonCreator;
@@ -259,9 +258,27 @@ public final class Rental
 
   public record WorkloadStopped(String hostId, Instant at) implements Command {}
 
-  public record HostLost(String hostId, Instant lastHeartbeatAt) implements Command {}
+  /**
+   * The host went offline (or was evicted or removed): billed to {@code lastHeartbeatAt}. {@code
+   * lostAt}: when the host declared it (null from nodes that predate it); a notice that arrives
+   * after this rental saw a heartbeat later than that is stale (the agent came back) and changes
+   * nothing.
+   */
+  public record HostLost(String hostId, Instant lastHeartbeatAt, Instant lostAt)
+      implements Command {
+    public HostLost(String hostId, Instant lastHeartbeatAt) {
+      this(hostId, lastHeartbeatAt, null);
+    }
+  }
 
   public record Preempt(String hostId, Instant deadline) implements Command {}
+
+  /**
+   * From a host holding cards for this rental that it has not heard it run on: does the rental
+   * still want them ({@link #reservationWanted})?
+   */
+  public record CheckReservation(String hostId, ActorRef<Host.ReservationWanted> replyTo)
+      implements Command {}
 
   // Answers to this rental's own asks, and its timers: never sent by anyone else.
   private record HoldAnswer(long amount, Rejection refusal) implements Command {}
@@ -541,6 +558,8 @@ public final class Rental
   private Instant
       lastHeartbeatSeen; // the latest heartbeat a liveness answer showed while an end waits for its
   // proof
+  // The latest heartbeat any liveness answer showed: a HostLost declared before it is stale.
+  private Instant latestHeartbeat;
   // The last match answer was Matcher.Unavailable: the read side could not look, so the wait
   // deadline waits for a real answer.
   private boolean readSideDown;
@@ -654,6 +673,7 @@ public final class Rental
         .onCommand(Get.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Stop.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Subscribe.class, c -> Effect().reply(c.replyTo(), notFound()))
+        .onCommand(CheckReservation.class, this::onCheckReservation)
         .onAnyCommand(c -> Effect().noReply());
     return empty;
   }
@@ -717,6 +737,7 @@ public final class Rental
         .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())))
         .onCommand(WorkloadStarted.class, this::onLateWorkloadStarted)
         .onCommand(MatchAnswer.class, this::onLateMatch)
+        .onCommand(CheckReservation.class, this::onCheckReservation)
         .onAnyCommand(
             c -> Effect().noReply()); // late answers, duplicates, timers of a phase that is over
     return any;
@@ -1029,7 +1050,7 @@ public final class Rental
         Host.Liveness.class,
         ports.host(state.terms().hostId()),
         settings.askTimeout(),
-        Host.GetLiveness::new,
+        reply -> new Host.GetLiveness(rentalId, reply),
         (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
   }
 
@@ -1041,8 +1062,9 @@ public final class Rental
     // host covered.
     if (answer.liveness() == null || answer.liveness().lastHeartbeatAt() == null)
       return Effect().noReply();
+    noteHeartbeat(answer.liveness());
     Instant now = now();
-    long second = billing.settleThrough(state, answer.liveness().lastHeartbeatAt(), now);
+    long second = billing.settleThrough(state, RentalBilling.runningProof(answer.liveness()), now);
     if (second == RentalBilling.NONE) {
       maybeExtend(state); // the hold may be what holds the settlement back
       return Effect().noReply();
@@ -1101,9 +1123,23 @@ public final class Rental
     return endRunning(state, EndReason.STOPPED_BY_RENTER, now(), false, cmd.replyTo());
   }
 
+  private void noteHeartbeat(Host.Liveness liveness) {
+    Instant at = liveness.lastHeartbeatAt();
+    if (at != null && (latestHeartbeat == null || at.isAfter(latestHeartbeat)))
+      latestHeartbeat = at;
+  }
+
+  /**
+   * A notice of a loss that this rental has seen the host recover from: the host declared it before
+   * a heartbeat a liveness answer showed since (the agent came back), and it arrived late.
+   */
+  private boolean stale(HostLost cmd) {
+    return cmd.lostAt() != null && latestHeartbeat != null && latestHeartbeat.isAfter(cmd.lostAt());
+  }
+
   /** Billed to the last heartbeat, which the host itself reports: proven. */
   private ReplyEffect<Event, State> onHostLostRunning(Running state, HostLost cmd) {
-    if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
+    if (!fromHost(state.terms(), cmd.hostId()) || stale(cmd)) return Effect().noReply();
     return endRunning(state, EndReason.HOST_LOST, cmd.lastHeartbeatAt(), true, null);
   }
 
@@ -1117,17 +1153,12 @@ public final class Rental
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
     Instant stoppedAt = cmd.at() == null ? now() : earlier(cmd.at(), now());
     Instant deadline = state.preemptionDeadline();
-    if (deadline != null && !stoppedAt.isBefore(deadline.minus(PREEMPTION_CLOCK_SLACK))) {
+    // After a notice the workload is told (a notice file, SIGTERM 30 s before the deadline): one
+    // that stops then, at the deadline or well before it, was preempted; billed to its stop.
+    if (deadline != null)
       return endRunning(state, EndReason.PREEMPTED, earlier(stoppedAt, deadline), true, null);
-    }
     return endRunning(state, EndReason.HOST_LOST, stoppedAt, true, null);
   }
-
-  /**
-   * How far an agent's clock may run ahead of this node's when it stops a workload at a preemption
-   * deadline.
-   */
-  private static final Duration PREEMPTION_CLOCK_SLACK = Duration.ofSeconds(5);
 
   private ReplyEffect<Event, State> onPreempt(Running state, Preempt cmd) {
     if (!acceptsNotice(state.order(), state.terms(), state.preemptionDeadline(), cmd))
@@ -1190,7 +1221,7 @@ public final class Rental
       Instant endAt,
       boolean proven,
       ActorRef<StatusReply<View>> replyTo) {
-    Instant end = later(state.startedAt(), endAt);
+    Instant end = RentalBilling.endInstant(state, endAt);
     long billed = RentalBilling.billedAtEnd(state, end);
     return end(
         state.order(),
@@ -1257,7 +1288,7 @@ public final class Rental
         Host.Liveness.class,
         ports.host(state.terms().hostId()),
         settings.askTimeout(),
-        Host.GetLiveness::new,
+        reply -> new Host.GetLiveness(rentalId, reply),
         (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
   }
 
@@ -1265,8 +1296,11 @@ public final class Rental
     askingLiveness = false;
     if (state.finalSettled()) return Effect().noReply();
     Instant heartbeat = answer.liveness() == null ? null : answer.liveness().lastHeartbeatAt();
+    if (answer.liveness() != null) noteHeartbeat(answer.liveness());
     if (heartbeat != null && (lastHeartbeatSeen == null || heartbeat.isAfter(lastHeartbeatSeen)))
       lastHeartbeatSeen = heartbeat;
+    if (answer.liveness() != null && RentalBilling.goneBeforeEnd(answer.liveness(), state.endAt()))
+      return proveEnd(state, answer.liveness().rentalListedAt());
     if (heartbeat != null && !heartbeat.isBefore(state.endAt()))
       return proveEnd(state, state.endAt());
     // An offline host sends no more heartbeats: what it proved is all there will be.
@@ -1279,7 +1313,8 @@ public final class Rental
 
   /** The host went offline while the end waited for its word: billed to its last heartbeat. */
   private ReplyEffect<Event, State> onHostLostEnding(Ending state, HostLost cmd) {
-    if (state.finalSettled() || !fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
+    if (state.finalSettled() || !fromHost(state.terms(), cmd.hostId()) || stale(cmd))
+      return Effect().noReply();
     return proveEnd(state, cmd.lastHeartbeatAt());
   }
 
@@ -1387,6 +1422,25 @@ public final class Rental
       ports.host(cmd.hostId()).tell(new Host.StopWorkload(rentalId));
     }
     return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onCheckReservation(State state, CheckReservation cmd) {
+    return Effect().reply(cmd.replyTo(), reservationWanted(state, rentalId, cmd.hostId()));
+  }
+
+  /**
+   * Whether a rental in {@code state} wants the cards host {@code hostId} reserved for it. Waiting
+   * for a match, it may still get them (the matcher's answer may be on its way); matched to that
+   * host it uses them, and releases them itself when it ends; anything else (matched elsewhere,
+   * refused, closed, never created) never will. {@code running}: its workload runs there.
+   */
+  static Host.ReservationWanted reservationWanted(State state, String rentalId, String hostId) {
+    if (state instanceof Pending) return new Host.ReservationWanted(rentalId, true, false);
+    boolean here =
+        state.terms() != null
+            && state.terms().hostId().equals(hostId)
+            && !(state instanceof Finished);
+    return new Host.ReservationWanted(rentalId, here, here && state instanceof Running);
   }
 
   // ---- views and subscribers

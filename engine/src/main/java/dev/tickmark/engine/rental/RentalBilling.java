@@ -1,5 +1,6 @@
 package dev.tickmark.engine.rental;
 
+import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.money.Metering;
 import dev.tickmark.engine.rental.Rental.Checkpoint;
 import dev.tickmark.engine.rental.Rental.EndReason;
@@ -116,6 +117,40 @@ final class RentalBilling {
     if (second <= settled || (second - settled < settleIntervalSeconds && !stoppedShort))
       return NONE;
     return second;
+  }
+
+  /**
+   * What a liveness answer proves a running rental ran to: the host's last heartbeat, or the last
+   * one that listed the rental's workload when a later one no longer did (it stopped, and its
+   * report may still be on the way).
+   */
+  static Instant runningProof(Host.Liveness liveness) {
+    Instant listed = liveness.rentalListedAt();
+    if (listed == null || liveness.rentalGoneAt() == null) return liveness.lastHeartbeatAt();
+    return earlier(liveness.lastHeartbeatAt(), listed);
+  }
+
+  /**
+   * Whether a liveness answer shows that the workload of a rental ended at {@code endAt} was gone
+   * before that end: a heartbeat earlier than the end no longer listed it. It is then proven only
+   * to the last heartbeat that listed it. (A workload the agent stops after the end stops being
+   * listed after the end.)
+   */
+  static boolean goneBeforeEnd(Host.Liveness liveness, Instant endAt) {
+    return liveness.rentalListedAt() != null
+        && liveness.rentalGoneAt() != null
+        && liveness.rentalGoneAt().isBefore(endAt);
+  }
+
+  /**
+   * The end instant of a running rental that ends at {@code endAt}: never before it started, and
+   * never before the seconds it already settled. A host that restarted names the last heartbeat it
+   * had recorded (every few seconds) as its last, older than the one the settlements saw; the
+   * seconds settled were proven, so the end comes after them.
+   */
+  static Instant endInstant(Running state, Instant endAt) {
+    Instant settled = state.startedAt().plusSeconds(settledThrough(state.last()));
+    return later(later(state.startedAt(), endAt), settled);
   }
 
   /**

@@ -345,10 +345,15 @@ class AccountModelTest {
       return Outcome.ok(new Posting(key, amount, false), true);
     }
 
-    Outcome release(String holdId) {
+    Outcome release(String holdId, Instant now) {
       if (!open) return Outcome.error(Rejection.NOT_FOUND);
       ModelHold hold = holds.get(holdId);
-      if (hold == null) return Outcome.error(Rejection.HOLD_NOT_FOUND);
+      if (hold == null && forgotten(holdId)) return Outcome.error(Rejection.HOLD_NOT_FOUND);
+      if (hold == null) {
+        // Never placed: remembered, so that a late placement is refused.
+        tombstone(holdId, now);
+        return new Outcome(Rejection.HOLD_NOT_FOUND, null, true);
+      }
       if (!hold.open) return Outcome.ok(hold.view(holdId), false);
       hold.released = hold.amount - hold.captured;
       hold.open = false;
@@ -417,6 +422,11 @@ class AccountModelTest {
         forgottenPlatform += source.platform;
         sources.remove(id);
       }
+      tombstone(id, now);
+      return Outcome.ok(Done.getInstance(), true);
+    }
+
+    private void tombstone(String id, Instant now) {
       if (recentSince == null || !now.isBefore(recentSince.plus(Duration.ofDays(1)))) {
         if (recentSince != null) {
           tombstoneDropped.addAll(earlierForgotten.keySet());
@@ -427,7 +437,6 @@ class AccountModelTest {
       }
       recentlyForgotten.put(id, now);
       tombstoneDropped.remove(id);
-      return Outcome.ok(Done.getInstance(), true);
     }
 
     Outcome payout(String payoutId, long amount) {
@@ -597,7 +606,7 @@ class AccountModelTest {
     }
 
     public Outcome apply(Model model, Instant now) {
-      return model.release(holdId);
+      return model.release(holdId, now);
     }
   }
 
@@ -982,7 +991,11 @@ class AccountModelTest {
 
     private boolean reopensAfterTombstone(Op op) {
       String id =
-          op instanceof PlaceHoldOp p ? p.holdId() : op instanceof CreditOp c ? c.sourceId() : null;
+          op instanceof PlaceHoldOp p
+              ? p.holdId()
+              : op instanceof CreditOp c
+                  ? c.sourceId()
+                  : op instanceof ReleaseOp r ? r.holdId() : null;
       return id != null
           && model.tombstoneDropped.contains(id)
           && !model.holds.containsKey(id)

@@ -435,7 +435,28 @@ class AccountTest {
     assertEquals(970, summary.balance());
     assertEquals(0, summary.held());
     assertEquals(970, summary.available());
-    assertRejected(Rejection.HOLD_NOT_FOUND, release("nope"));
+  }
+
+  /**
+   * Finding C of the simulation: a cancelled rental's ReleaseHold overtook its PlaceHold. The
+   * release of a hold never placed leaves a tombstone, and the late placement is refused instead of
+   * opening a hold that nobody releases.
+   */
+  @Test
+  void aReleaseOfAHoldNeverPlacedRefusesItsLatePlacement() {
+    open("Ada");
+    ok(deposit("pay-1", 1_000));
+    var released = release("r1");
+    assertEquals(
+        Rejection.HOLD_NOT_FOUND, Rejection.codeOf(released.reply().getError().getMessage()));
+    assertEquals(List.of(new Account.UnplacedHoldReleased("r1", START)), released.events());
+    assertRecovers();
+    assertRejected(Rejection.HOLD_NOT_FOUND, release("r1")); // remembered once
+    assertRejected(Rejection.HOLD_CLOSED, placeHold("r1", 100));
+    Summary summary = summary();
+    assertEquals(0, summary.held());
+    assertEquals(1_000, summary.available());
+    ok(placeHold("r2", 100)); // other holds are not affected
   }
 
   @Test
@@ -907,6 +928,7 @@ class AccountTest {
             new HoldReleased("r1", 1_200, at),
             new EarningsCredited("rent-1", 60, 850, 150, 850, 150, true, at),
             new PaidOut("po-1", 1_000, at),
+            new Account.UnplacedHoldReleased("r9", at),
             new SpendCapSet(9_000L, at),
             new SpendCapSet(null, at),
             state,

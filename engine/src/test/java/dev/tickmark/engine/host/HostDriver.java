@@ -260,8 +260,14 @@ final class HostDriver {
 
   CommandResult<Command, Event, State> heartbeat(
       ActorRef<ToSession> session, long seq, List<GpuHealth> gpus) {
+    return heartbeat(session, seq, gpus, List.of());
+  }
+
+  /** A heartbeat listing {@code rentals} as the workloads the agent runs. */
+  CommandResult<Command, Event, State> heartbeat(
+      ActorRef<ToSession> session, long seq, List<GpuHealth> gpus, List<String> rentals) {
     return kit.runCommand(
-        new Heartbeat(session, seq, gpus, List.of(), Host.micros(java.time.Instant.now())));
+        new Heartbeat(session, seq, gpus, rentals, Host.micros(java.time.Instant.now())));
   }
 
   CommandResultWithReply<Command, Event, State, StatusReply<HostView>> updateListing(

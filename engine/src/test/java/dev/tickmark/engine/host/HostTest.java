@@ -502,6 +502,81 @@ class HostTest {
         host.kit.<Host.Liveness>runCommand(Host.GetLiveness::new).reply().lastHeartbeatAt());
   }
 
+  /**
+   * Finding E of the simulation: a workload that stopped on its own was billed past its stop when a
+   * settlement landed before the agent's report, because the host ignored the rentals its
+   * heartbeats list. A liveness answer now names the last heartbeat that listed the asked rental,
+   * and a host lost bills each rental no further than that. The notice also says when the host
+   * declared the loss (finding F).
+   */
+  @Test
+  void livenessAndHostLostNameTheLastHeartbeatThatListedTheRental() {
+    List<String> lost = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Host.RentalLink link =
+        new Host.RentalLink() {
+          @Override
+          public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
+            throw new AssertionError("the notice says when the host was lost");
+          }
+
+          @Override
+          public void hostLost(
+              String rentalId, String hostId, Instant lastHeartbeatAt, Instant lostAt) {
+            lost.add(rentalId + " " + lastHeartbeatAt + " " + lostAt);
+          }
+
+          @Override
+          public void preempt(String rentalId, String hostId, Instant deadline) {}
+        };
+    Host.Settings base = HostDriver.settings(NEVER, false);
+    HostDriver listing =
+        new HostDriver(
+            testKit,
+            new Host.Settings(
+                base.heartbeatTimeout(),
+                base.heartbeatIntervalSeconds(),
+                base.catalog(),
+                base.policy(),
+                link),
+            clock,
+            4);
+    TestProbe<ToSession> session = listing.onMarket();
+    ok(listing.reserve("r1", 1));
+    ok(listing.reserve("r2", 1));
+    ok(listing.confirm("r1"));
+    ok(listing.confirm("r2"));
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(session.getRef(), 1, HostDriver.healthy(4), List.of("r1", "r2"));
+    Instant both = clock.instant();
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(session.getRef(), 2, HostDriver.healthy(4), List.of("r2", "unknown"));
+    Instant onlyR2 = clock.instant();
+
+    assertEquals(new Host.Liveness(true, onlyR2, both, onlyR2), liveness(listing, "r1"));
+    assertEquals(new Host.Liveness(true, onlyR2, onlyR2, null), liveness(listing, "r2"));
+    assertEquals(new Host.Liveness(true, onlyR2, null, null), liveness(listing, "r9"));
+    assertEquals(
+        new Host.Liveness(true, onlyR2),
+        listing.kit.<Host.Liveness>runCommand(Host.GetLiveness::new).reply());
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(session.getRef(), 3, HostDriver.healthy(4), List.of("r2"));
+    Instant third = clock.instant();
+    assertEquals(
+        new Host.Liveness(true, third, both, onlyR2),
+        liveness(listing, "r1"),
+        "gone since the first heartbeat that no longer listed it");
+
+    clock.advance(Duration.ofSeconds(3));
+    ok(listing.evict("operator"));
+    java.util.Collections.sort(lost);
+    assertEquals(
+        List.of("r1 " + both + " " + clock.instant(), "r2 " + third + " " + clock.instant()), lost);
+  }
+
+  private static Host.Liveness liveness(HostDriver host, String rentalId) {
+    return host.kit.<Host.Liveness>runCommand(r -> new Host.GetLiveness(rentalId, r)).reply();
+  }
+
   @Test
   void spotRentalsAreNoticedWhenTheAvailabilityWindowClosesWithinTheNotice() {
     List<String> preempted = new java.util.concurrent.CopyOnWriteArrayList<>();
@@ -852,8 +927,109 @@ class HostTest {
     assertTrue(released.reply().isSuccess());
     assertEquals(List.of(new Host.CardsReleased("r1", List.of(0, 1), START)), released.events());
     assertTrue(host.release("r1").hasNoEvents(), "releasing twice is one release");
+    var unknown = host.release("never");
+    assertTrue(unknown.reply().isSuccess());
+    assertEquals(
+        List.of(new Host.CardsReleased("never", List.of(), START)),
+        unknown.events(),
+        "a release that finds nothing is remembered");
     assertTrue(host.release("never").hasNoEvents());
     host.assertRecovers();
+  }
+
+  /**
+   * Finding I of the simulation: a duplicated ReserveCards of the matcher reached the host after
+   * the rental's ReleaseCards and reserved its cards again, for a rental that had closed. A host
+   * refuses to reserve for a rental it released, or whose release came before the proposal, for a
+   * day.
+   */
+  @Test
+  void aRentalWhoseCardsWereReleasedIsNotReservedAgain() {
+    host.onMarket();
+    ok(host.reserve("r1", 2));
+    ok(host.release("r1"));
+    ok(host.release("r2")); // the release overtook the proposal
+    host.assertRecovers();
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r1", 2));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, host.reserve("r2", 1));
+    assertEquals(4, host.view().cards().stream().filter(c -> c.state().equals("free")).count());
+    ok(host.reserve("r3", 1));
+
+    // Bounded: a release a day later forgets the older ones.
+    clock.advance(Host.REMEMBER_RELEASES);
+    ok(host.release("r3"));
+    assertEquals(java.util.Set.of("r3"), host.enrolled().inventory().released().keySet(), "pruned");
+    ok(host.reserve("r1", 1));
+  }
+
+  /**
+   * Findings D and G of the simulation: cards reserved for a rental that never learned of it (the
+   * matcher or the rental crashed before the Matched answer) or whose one-way release was lost
+   * stayed reserved forever. The host asks the rental of every reservation not confirmed; a rental
+   * that will never use it gets its cards back, one that runs there confirms it, and a confirmed
+   * reservation is never released that way.
+   */
+  @Test
+  void unconfirmedReservationsAreCheckedWithTheirRentals() {
+    List<String> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Host.RentalLink link =
+        new Host.RentalLink() {
+          @Override
+          public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {}
+
+          @Override
+          public void preempt(String rentalId, String hostId, Instant deadline) {}
+
+          @Override
+          public void checkReservation(
+              String rentalId,
+              String hostId,
+              org.apache.pekko.actor.typed.ActorRef<Host.ReservationWanted> replyTo) {
+            asked.add(rentalId + "@" + hostId);
+          }
+        };
+    Host.Settings base = HostDriver.settings(NEVER, false);
+    HostDriver checked =
+        new HostDriver(
+            testKit,
+            new Host.Settings(
+                base.heartbeatTimeout(),
+                base.heartbeatIntervalSeconds(),
+                base.catalog(),
+                base.policy(),
+                link),
+            clock,
+            4);
+    checked.onMarket();
+    ok(checked.reserve("r2", 1));
+    ok(checked.reserve("r1", 1));
+    ok(checked.reserve("r3", 1));
+    ok(checked.confirm("r3"));
+    assertTrue(checked.kit.runCommand(Host.ReservationCheck.INSTANCE).hasNoEvents());
+    String at = "@" + checked.hostId;
+    assertEquals(List.of("r1" + at, "r2" + at), asked, "the unconfirmed ones, by rental id");
+
+    var unwanted = checked.kit.runCommand(new Host.ReservationWanted("r1", false, false));
+    assertEquals(List.of(new Host.CardsReleased("r1", List.of(1), START)), unwanted.events());
+    var running = checked.kit.runCommand(new Host.ReservationWanted("r2", true, true));
+    assertEquals(List.of(new Host.CardsRented("r2", START)), running.events());
+    assertTrue(
+        checked.kit.runCommand(new Host.ReservationWanted("r3", false, false)).hasNoEvents(),
+        "a confirmed reservation is the rental's to release");
+    assertTrue(
+        checked.kit.runCommand(new Host.ReservationWanted("r9", false, false)).hasNoEvents());
+    checked.assertRecovers();
+    assertEquals(
+        java.util.Set.of("r2", "r3"), checked.enrolled().inventory().reservations().keySet());
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, checked.reserve("r1", 1));
+
+    ok(checked.reserve("r4", 1));
+    assertTrue(
+        checked.kit.runCommand(new Host.ReservationWanted("r4", true, false)).hasNoEvents(),
+        "still waiting for its match: kept");
+    asked.clear();
+    checked.kit.runCommand(Host.ReservationCheck.INSTANCE);
+    assertEquals(List.of("r4" + at), asked);
   }
 
   @Test

@@ -363,6 +363,50 @@ class RentalTest {
     assertHoldReleased(f, DEPOSIT, 0);
   }
 
+  /**
+   * Findings D and G of the simulation: a host asks the rental of a reservation it never heard
+   * confirmed whether it still wants it. Waiting for a match it may (the answer may be on its way);
+   * matched to that host it does, running there it confirms it; matched elsewhere, closed or never
+   * created it never will.
+   */
+  @Test
+  void aHostAskingAboutItsReservationHearsWhetherTheRentalStillWantsIt() {
+    RentalFixture f = fixture();
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, false, false),
+        checkReservation(f, f.hostId),
+        "no such rental");
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    Matcher.Match match = f.expectMatch();
+    assertEquals(new Host.ReservationWanted(f.rentalId, true, false), checkReservation(f, "h-9"));
+    match.replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.awaitState(Rental.Provisioning.class);
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, true, false), checkReservation(f, f.hostId));
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, false, false),
+        checkReservation(f, "h-9"),
+        "matched elsewhere");
+    f.tell(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
+    assertEquals(new Host.ReservationWanted(f.rentalId, true, true), checkReservation(f, f.hostId));
+    f.stop();
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, true, false),
+        checkReservation(f, f.hostId),
+        "stopping: it releases the cards itself");
+    f.agentStopped();
+    f.awaitState(Rental.Finished.class);
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, false, false), checkReservation(f, f.hostId));
+  }
+
+  private static Host.ReservationWanted checkReservation(RentalFixture f, String hostId) {
+    return f.kit
+        .<Host.ReservationWanted>runCommand(r -> new Rental.CheckReservation(hostId, r))
+        .reply();
+  }
+
   @Test
   void matchFreezesTheHostsFloorNotTheCeilingAndStartsTheWorkload() {
     RentalFixture f = fixture();
@@ -791,6 +835,92 @@ class RentalTest {
     f.awaitAssert(() -> assertConserved(f, cost(12)));
   }
 
+  /**
+   * Finding H of the simulation: a host recovered after a crash names the last heartbeat it had
+   * recorded (every 10 s) as its last, older than the one this rental's settlements saw. The end
+   * instant of the host_lost rental is then what it settled, never before it.
+   */
+  @Test
+  void aHostLostNamingAnOlderHeartbeatThanTheSettledOnesEndsAtWhatWasSettled() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    Instant seen = at(25).plusMillis(300);
+    f.host.liveness.set(now -> new Host.Liveness(true, seen));
+    f.clock.advance(Duration.ofSeconds(30));
+    f.awaitCheckpoints(25L);
+    f.kit.runCommand(new Rental.HostLost(f.hostId, at(18)));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.HOST_LOST, ended.reason());
+    assertEquals(at(25), ended.endAt(), "not the older heartbeat at 18 s");
+    assertEquals(25, ended.billedSeconds());
+    assertEquals(List.of(25L), f.checkpointSeconds());
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(25)));
+  }
+
+  /**
+   * Finding E of the simulation: the workload stopped on its own at 12.6 s; heartbeats after it no
+   * longer list it, and the agent's report is late. A settlement goes no further than the last
+   * heartbeat that listed it, so the report ends the rental billed to its stop.
+   */
+  @Test
+  void aWorkloadThatStoppedOnItsOwnIsNotSettledPastTheLastHeartbeatThatListedIt() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(true, now, at(12), at(15)));
+    f.clock.advance(Duration.ofSeconds(30));
+    f.awaitCheckpoints(12L);
+    f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(12).plusMillis(600)));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.HOST_LOST, ended.reason());
+    assertEquals(at(12).plusMillis(600), ended.endAt());
+    assertEquals(12, ended.billedSeconds());
+    assertEquals(List.of(12L), f.checkpointSeconds());
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(12)));
+  }
+
+  /**
+   * Finding E at the end: the workload stopped on its own at about 6 s (a heartbeat at 7 s no
+   * longer listed it) and its report was lost; the renter stops the rental at 8 s. A heartbeat
+   * after the stop does not prove the seconds after the workload was gone: billed to the last
+   * heartbeat that listed it.
+   */
+  @Test
+  void aStopAfterTheWorkloadWasGoneIsBilledToTheLastHeartbeatThatListedIt() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(true, now, at(5), at(7)));
+    f.clock.advance(Duration.ofSeconds(8));
+    f.stop();
+    Rental.EndProven proven = f.awaitEvent(Rental.EndProven.class);
+    assertEquals(5, proven.billedSeconds());
+    assertEquals(List.of(5L), f.checkpointSeconds());
+  }
+
+  /**
+   * Finding F of the simulation: a HostLost the host sent when it went offline at 20 s arrives
+   * after the agent came back and this rental saw a heartbeat at 25.3 s: it is stale and changes
+   * nothing. A later loss still ends the rental.
+   */
+  @Test
+  void aStaleHostLostFromBeforeTheAgentCameBackChangesNothing() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    Instant seen = at(25).plusMillis(300);
+    f.host.liveness.set(now -> new Host.Liveness(true, seen));
+    f.clock.advance(Duration.ofSeconds(30));
+    f.awaitCheckpoints(25L);
+    assertTrue(
+        f.kit.runCommand(new Rental.HostLost(f.hostId, at(5), at(20))).hasNoEvents(), "stale");
+    assertInstanceOf(Rental.Running.class, f.kit.getState());
+
+    f.clock.advance(Duration.ofSeconds(30));
+    f.kit.runCommand(new Rental.HostLost(f.hostId, seen, f.clock.instant()));
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.HOST_LOST, ended.reason());
+    assertEquals(seen, ended.endAt());
+    assertEquals(25, ended.billedSeconds());
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Tiers
 
@@ -895,7 +1025,9 @@ class RentalTest {
   }
 
   @Test
-  void aWorkloadThatStopsLongBeforeItsPreemptionDeadlineIsHostLost() {
+  void aWorkloadThatStopsAfterItsPreemptionNoticeEndsPreemptedBilledToItsStop() {
+    // the agent gave the workload its notice (a file and SIGTERM 30 s early): a job that
+    // checkpoints and exits long before the deadline was preempted, not lost by its host
     RentalFixture f = fixture();
     f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
     f.clock.advance(Duration.ofSeconds(5));
@@ -903,8 +1035,9 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(3));
     var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8)));
     assertEquals(
-        new Ended(Rental.EndReason.HOST_LOST, at(8), 8, at(8)),
+        new Ended(Rental.EndReason.PREEMPTED, at(8), 8, at(8)),
         stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
+    f.awaitAssert(() -> assertConserved(f, cost(8)));
   }
 
   @Test

@@ -132,6 +132,8 @@ final class Auditor {
   private final Duration inFlight;
   private final Function<String, Instant> lastProofOfLife;
   private final Function<String, List<Instant>> reportedStops;
+  private final Function<String, Instant> lastListed;
+  private final Function<String, Instant> goneSince;
   private final java.util.function.LongSupplier step;
   private final Set<String> switchedOff;
   long checks;
@@ -142,12 +144,16 @@ final class Auditor {
       Duration inFlight,
       Function<String, Instant> lastProofOfLife,
       Function<String, List<Instant>> reportedStops,
+      Function<String, Instant> lastListed,
+      Function<String, Instant> goneSince,
       java.util.function.LongSupplier step,
       Set<String> switchedOff) {
     this.feeBps = feeBps;
     this.inFlight = inFlight;
     this.lastProofOfLife = lastProofOfLife;
     this.reportedStops = reportedStops;
+    this.lastListed = lastListed;
+    this.goneSince = goneSince;
     this.step = step;
     this.switchedOff = switchedOff;
   }
@@ -504,6 +510,28 @@ final class Auditor {
                   + proof
                   + ")");
     }
+    // Finding E: nothing after the workload was gone is billed. The agent lists the workloads it
+    // runs in every heartbeat; once one that no longer listed this one reached the host before the
+    // end, the bill goes no further than the last heartbeat that listed it.
+    Instant listed = lastListed.apply(r.id);
+    Instant gone = goneSince.apply(r.id);
+    Instant billedEnd = r.startedAt.plusSeconds(e.billedSeconds());
+    check(
+        listed == null
+            || gone == null
+            || !gone.isBefore(e.endAt())
+            || !billedEnd.isAfter(listed.plusSeconds(1)),
+        "billed-within-listing",
+        () ->
+            where
+                + ": billed to "
+                + billedEnd
+                + ", but the last heartbeat that listed its workload reached host "
+                + r.terms.hostId()
+                + " at "
+                + listed
+                + " and one that no longer did at "
+                + gone);
     HostBook host = hosts.get(r.terms.hostId());
     if (host != null
         && host.offlineAt != null

@@ -133,8 +133,6 @@ public final class MarketSimulation implements AutoCloseable {
      */
     public Config withoutKnownBugs() {
       Set<String> off = new java.util.TreeSet<>(switchedOff);
-      off.add("no-orphan-reservations-at-rest"); // G: a crash while matching leaks cards
-      off.add("host-lost-end-before-settled"); // H: a restarted host names an older heartbeat
       // B is fixed (RentalTest proves the deadline no longer moves with redeliveries), but the
       // invariant still sees late closes on seeds 1 and 3 where the wall clock jumped or the rental
       // crashed while stopping: the auditor's allowance or a further cause, to be found.
@@ -258,6 +256,13 @@ public final class MarketSimulation implements AutoCloseable {
   private final List<String> providerIds = new ArrayList<>();
   private final Map<String, Instant> lastProof = new TreeMap<>();
   private final Map<String, List<Instant>> reportedStops = new TreeMap<>();
+  // Per rental: when the latest heartbeat that listed its workload reached its host, in virtual
+  // milliseconds (wall clock jumps are no time the workload ran).
+  private final Map<String, Long> lastListed = new TreeMap<>();
+  // Per rental: when the first heartbeat after that one that no longer listed it reached the host.
+  private final Map<String, Long> goneSince = new TreeMap<>();
+  // Per host: the rentals its latest heartbeats listed.
+  private final Map<String, Set<String>> listedOn = new TreeMap<>();
   private final Map<String, Long> depositsMade = new TreeMap<>();
   private final Map<String, Long> payoutsMade = new TreeMap<>();
   private final Map<String, Account.Summary> summaries = new TreeMap<>();
@@ -298,6 +303,8 @@ public final class MarketSimulation implements AutoCloseable {
             Duration.ofMillis(config.network().maxDelayMillis() + 1000),
             lastProof::get,
             id -> reportedStops.getOrDefault(id, List.of()),
+            this::lastListedOnTheClock,
+            this::goneOnTheClock,
             () -> step,
             config.switchedOff());
     this.sink =
@@ -316,15 +323,46 @@ public final class MarketSimulation implements AutoCloseable {
         new Host.RentalLink() {
           @Override
           public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
-            fromHost(hostId, rentalId, new Rental.HostLost(hostId, lastHeartbeatAt));
+            hostLost(rentalId, hostId, lastHeartbeatAt, null);
+          }
+
+          @Override
+          public void hostLost(
+              String rentalId, String hostId, Instant lastHeartbeatAt, Instant lostAt) {
+            fromHost(hostId, rentalId, new Rental.HostLost(hostId, lastHeartbeatAt, lostAt));
           }
 
           @Override
           public void preempt(String rentalId, String hostId, Instant deadline) {
             fromHost(hostId, rentalId, new Rental.Preempt(hostId, deadline));
           }
+
+          @Override
+          public void checkReservation(
+              String rentalId, String hostId, ActorRef<Host.ReservationWanted> replyTo) {
+            fromHost(hostId, rentalId, new Rental.CheckReservation(hostId, replyTo));
+          }
         };
     setUp();
+  }
+
+  /**
+   * When the latest heartbeat that listed rental {@code id}'s workload reached its host, on the
+   * entities' clock as it reads now: the wall clock jumps since then are added, as they are to
+   * every instant the rental measures after it.
+   */
+  private Instant lastListedOnTheClock(String id) {
+    return onTheClock(lastListed.get(id));
+  }
+
+  private Instant goneOnTheClock(String id) {
+    return onTheClock(goneSince.get(id));
+  }
+
+  private Instant onTheClock(Long virtualMillis) {
+    return virtualMillis == null
+        ? null
+        : clock.instant().minusMillis(loop.nowMillis() - virtualMillis);
   }
 
   static String hocon(String loopId) {
@@ -499,6 +537,20 @@ public final class MarketSimulation implements AutoCloseable {
   private <C> void deliver(Slot<C> slot, C message) {
     if (message instanceof Host.Heartbeat || message instanceof Host.Attach)
       lastProof.put(slot.id, clock.instant());
+    if (message instanceof Host.Heartbeat hb && hb.rentals() != null) {
+      for (String id : hb.rentals()) {
+        lastListed.put(id, loop.nowMillis());
+        goneSince.remove(id);
+      }
+      Set<String> listedHere = listedOn.computeIfAbsent(slot.id, k -> new java.util.TreeSet<>());
+      for (java.util.Iterator<String> it = listedHere.iterator(); it.hasNext(); ) {
+        String id = it.next();
+        if (hb.rentals().contains(id)) continue;
+        goneSince.putIfAbsent(id, loop.nowMillis());
+        it.remove();
+      }
+      listedHere.addAll(hb.rentals());
+    }
     if (message instanceof Rental.WorkloadStopped s)
       reportedStops.computeIfAbsent(slot.id, k -> new ArrayList<>()).add(s.at());
     slot.live().tell(message);
@@ -759,6 +811,9 @@ public final class MarketSimulation implements AutoCloseable {
     long silentUntil = -1;
     long downUntil = -1;
     final Map<String, Boolean> workloads = new TreeMap<>(); // rental → started
+    // Workloads that stopped on their own, and when: a stop_rental for one is answered with its
+    // end, as the agent does (Rentals: "rental_stopped (its end; now for an unknown one)").
+    final Map<String, Instant> ended = new TreeMap<>();
 
     Agent(String hostId, String ownerId, String region, String gpu, int cards) {
       this.hostId = hostId;
@@ -876,8 +931,11 @@ public final class MarketSimulation implements AutoCloseable {
             random.nextLong(2000),
             () -> {
               if (!reachable()) return;
-              workloads.remove(w.rentalId());
-              report(new Rental.WorkloadStopped(hostId, clock.instant()), w.rentalId());
+              Instant at =
+                  workloads.remove(w.rentalId()) == null
+                      ? ended.getOrDefault(w.rentalId(), clock.instant())
+                      : clock.instant();
+              report(new Rental.WorkloadStopped(hostId, at), w.rentalId());
             });
       } else if (m instanceof Host.PreemptWorkload p) {
         // Notices come in the host's (per-JVM) map order: kept by rental id, one check per
@@ -1149,6 +1207,7 @@ public final class MarketSimulation implements AutoCloseable {
     Agent a = pick(busy);
     String rentalId = pick(a.running());
     a.workloads.remove(rentalId);
+    a.ended.put(rentalId, clock.instant());
     note("workload " + rentalId + " crashed on " + a.hostId);
     a.report(new Rental.WorkloadStopped(a.hostId, clock.instant()), rentalId);
   }

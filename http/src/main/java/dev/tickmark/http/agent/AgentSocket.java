@@ -99,16 +99,7 @@ public final class AgentSocket {
    * StreamRelay}).
    */
   private Route stream(HttpRequest request, String streamId, FailedAuthThrottle.Attempt attempt) {
-    if (!attempt.allowed())
-      return complete(
-          new Problem(
-                  429,
-                  "rate_limited",
-                  "too many failed agent authentications from this address; retry in "
-                      + attempt.retryAfterSeconds()
-                      + " s")
-              .toResponse()
-              .addHeader(RetryAfter.create(attempt.retryAfterSeconds())));
+    if (!attempt.allowed()) return rateLimited(attempt);
     Optional<String[]> parsed =
         request
             .getHeader("Authorization")
@@ -165,17 +156,7 @@ public final class AgentSocket {
    * that the engine could not answer) gives its token back to the address's bucket.
    */
   private Route connect(HttpRequest request, FailedAuthThrottle.Attempt attempt) {
-    if (!attempt.allowed()) {
-      return complete(
-          new Problem(
-                  429,
-                  "rate_limited",
-                  "too many failed agent authentications from this address; retry in "
-                      + attempt.retryAfterSeconds()
-                      + " s")
-              .toResponse()
-              .addHeader(RetryAfter.create(attempt.retryAfterSeconds())));
-    }
+    if (!attempt.allowed()) return rateLimited(attempt);
     Optional<String[]> parsed =
         request.getHeader("Authorization").map(h -> h.value()).flatMap(AgentSocket::parse);
     if (parsed.isEmpty()) {
@@ -199,6 +180,19 @@ public final class AgentSocket {
                 Problem.unauthorized("the token or credential is not valid").toResponse());
           return handleWebSocketMessages(flow(credentials));
         });
+  }
+
+  /** 429 for an address that failed to authenticate too often, with when to try again. */
+  private static Route rateLimited(FailedAuthThrottle.Attempt attempt) {
+    return complete(
+        new Problem(
+                429,
+                "rate_limited",
+                "too many failed agent authentications from this address; retry in "
+                    + attempt.retryAfterSeconds()
+                    + " s")
+            .toResponse()
+            .addHeader(RetryAfter.create(attempt.retryAfterSeconds())));
   }
 
   /**

@@ -1,0 +1,74 @@
+package dev.tickmark.agent;
+
+import dev.tickmark.agent.ssh.HostKey;
+import dev.tickmark.wire.AgentFrame;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.KeyPair;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
+import org.apache.sshd.common.config.keys.writer.openssh.OpenSSHKeyPairResourceWriter;
+import org.apache.sshd.common.util.security.SecurityUtils;
+
+/** What the agent's SSH tests share: running the OpenSSH client, renters' keys, node frames. */
+final class SshClientSupport {
+  private SshClientSupport() {}
+
+  /** How an ssh or scp run ended: its status and both outputs. */
+  record Ran(int status, String out, String err) {}
+
+  /** Runs {@code argv} with an empty stdin and TERM set; fails past {@code timeoutS}. */
+  static Ran run(List<String> argv, long timeoutS) throws Exception {
+    ProcessBuilder pb =
+        new ProcessBuilder(argv)
+            .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
+    pb.environment().put("TERM", "xterm-256color");
+    Process p = pb.start();
+    var err = new ByteArrayOutputStream();
+    Thread errReader =
+        new Thread(
+            () -> {
+              try {
+                p.getErrorStream().transferTo(err);
+              } catch (IOException e) {
+                // ended
+              }
+            });
+    errReader.start();
+    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    if (!p.waitFor(timeoutS, TimeUnit.SECONDS)) {
+      p.destroyForcibly();
+      throw new AssertionError("still running: " + argv);
+    }
+    errReader.join();
+    return new Ran(p.exitValue(), out, err.toString(StandardCharsets.UTF_8));
+  }
+
+  /** Writes a new Ed25519 key pair (OpenSSH format, 0600) and returns the public key line. */
+  static String writeKey(Path file) throws Exception {
+    KeyPair kp = SecurityUtils.getKeyPairGenerator(SecurityUtils.EDDSA).generateKeyPair();
+    var out = new ByteArrayOutputStream();
+    OpenSSHKeyPairResourceWriter.INSTANCE.writePrivateKey(kp, "renter", null, out);
+    Files.write(file, out.toByteArray());
+    Files.setPosixFilePermissions(file, PosixFilePermissions.fromString("rw-------"));
+    return HostKey.openSshLine(kp.getPublic()) + " renter@test";
+  }
+
+  /** The first frame of {@code type} the node got that {@code which} accepts, within the wait. */
+  static <T extends AgentFrame> T next(
+      ScriptedNode node, Class<T> type, Predicate<T> which, long waitS)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(waitS);
+    while (true) {
+      for (T f : node.framesOf(type)) if (which.test(f)) return f;
+      if (System.nanoTime() > deadline)
+        throw new AssertionError("no matching " + type.getSimpleName() + " within " + waitS + " s");
+      Thread.sleep(20); // polling with a deadline (the queue is only looked at, never drained)
+    }
+  }
+}
