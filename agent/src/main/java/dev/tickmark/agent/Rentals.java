@@ -119,6 +119,7 @@ final class Rentals {
     Instant deadline; // the earliest preemption deadline it was given
     Runnable cancelNotice; // the scheduled SIGTERM
     boolean terminated; // the spot notice's SIGTERM was sent (once is enough)
+    boolean preempted; // it ended because of its notice: the SIGTERM, or the stop at the deadline
     CompletableFuture<Void> gone =
         new CompletableFuture<>(); // completes when it no longer holds its cards
 
@@ -422,6 +423,7 @@ final class Rentals {
     r.cancelNotice = null;
     if (r.state != State.RUNNING || r.terminated) return; // stopped or ended meanwhile
     r.terminated = true;
+    r.preempted = true;
     log.info("rental {}: SIGTERM to the workload, the preemption deadline is {}", r.id, r.deadline);
     runtime
         .terminate(r.id)
@@ -440,7 +442,10 @@ final class Rentals {
     r.cancelPreempt = null;
     switch (r.state) {
       case STARTING -> r.stopWanted = true;
-      case RUNNING -> beginStop(r, "preemption deadline");
+      case RUNNING -> {
+        r.preempted = true;
+        beginStop(r, "preemption deadline");
+      }
       default -> {} // already stopping or ended: stop_rental came first
     }
   }
@@ -556,8 +561,9 @@ final class Rentals {
     return new AgentFrame.RentalStarted(r.id, at(r.startedAt));
   }
 
+  /** A workload that ended because of its notice says so: the rental ends preempted. */
   private static AgentFrame.RentalStopped stopped(Rental r) {
-    return new AgentFrame.RentalStopped(r.id, at(r.endedAt));
+    return new AgentFrame.RentalStopped(r.id, at(r.endedAt), r.preempted ? Boolean.TRUE : null);
   }
 
   private static String at(Instant instant) {

@@ -178,6 +178,11 @@ class RentalsTest {
     return new AgentFrame.RentalStarted(id, at.toString());
   }
 
+  /** The report of a workload that ended because of its preemption notice. */
+  private static AgentFrame.RentalStopped preempted(String id, Instant at) {
+    return new AgentFrame.RentalStopped(id, at.toString(), true);
+  }
+
   private static AgentFrame.RentalStopped stopped(String id, Instant at) {
     return new AgentFrame.RentalStopped(id, at.toString());
   }
@@ -391,10 +396,10 @@ class RentalsTest {
     timers.get(0).fire();
     assertEquals(List.of("rnt_1"), runtime.stops);
     runtime.ended("rnt_1", T2);
-    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+    assertEquals(List.of(preempted("rnt_1", T2)), drain());
 
     rentals.onFrame(stop("rnt_1")); // the node's own stop_rental, after the deadline: a no-op
-    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+    assertEquals(List.of(preempted("rnt_1", T2)), drain());
     assertEquals(List.of("rnt_1"), runtime.stops);
   }
 
@@ -447,7 +452,7 @@ class RentalsTest {
     assertEquals(Rentals.State.RUNNING, rentals.state("rnt_1"));
 
     runtime.ended("rnt_1", T2); // it checkpointed and exited
-    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+    assertEquals(List.of(preempted("rnt_1", T2)), drain());
     assertTrue(stop.cancelled, "nothing left to stop at the deadline");
     stop.task.run(); // even if it fired anyway
     assertEquals(List.of(), runtime.stops);

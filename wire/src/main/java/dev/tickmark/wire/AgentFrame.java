@@ -111,7 +111,15 @@ public sealed interface AgentFrame {
 
   record RentalFailed(String rentalId, String reason) implements AgentFrame {}
 
-  record RentalStopped(String rentalId, String at) implements AgentFrame {}
+  /**
+   * {@code preempted}: the workload ended after the agent gave it a preemption notice (it exited on
+   * the SIGTERM, or was stopped at the deadline); absent otherwise.
+   */
+  record RentalStopped(String rentalId, String at, Boolean preempted) implements AgentFrame {
+    public RentalStopped(String rentalId, String at) {
+      this(rentalId, at, null);
+    }
+  }
 
   /**
    * One line of a workload's output: {@code seq} per rental from 1, {@code at} when the agent read

@@ -256,7 +256,18 @@ public final class Rental
 
   public record WorkloadFailed(String hostId, String reason) implements Command {}
 
-  public record WorkloadStopped(String hostId, Instant at) implements Command {}
+  /**
+   * {@code afterNotice}: the agent says the workload ended after it gave it a preemption notice (a
+   * spot rental whose {@link Preempt} may not have reached this entity yet).
+   */
+  public record WorkloadStopped(String hostId, Instant at, boolean afterNotice) implements Command {
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public WorkloadStopped {}
+
+    public WorkloadStopped(String hostId, Instant at) {
+      this(hostId, at, false);
+    }
+  }
 
   /**
    * The host went offline (or was evicted or removed): billed to {@code lastHeartbeatAt}. {@code
@@ -1157,6 +1168,10 @@ public final class Rental
     // that stops then, at the deadline or well before it, was preempted; billed to its stop.
     if (deadline != null)
       return endRunning(state, EndReason.PREEMPTED, earlier(stoppedAt, deadline), true, null);
+    // the host's notice and the agent's report race each other: a spot rental the agent says it
+    // preempted was preempted, whichever arrived first
+    if (cmd.afterNotice() && state.order().spec().tier() == Listing.Tier.SPOT)
+      return endRunning(state, EndReason.PREEMPTED, stoppedAt, true, null);
     return endRunning(state, EndReason.HOST_LOST, stoppedAt, true, null);
   }
 

@@ -1041,6 +1041,35 @@ class RentalTest {
   }
 
   @Test
+  void aSpotWorkloadTheAgentSaysItPreemptedEndsPreemptedEvenBeforeTheHostsNoticeArrives() {
+    // the host tells the rental and the agent at once; the agent's SIGTERM and the workload's exit
+    // can overtake the notice on its way to the rental
+    RentalFixture f = fixture();
+    f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
+    f.clock.advance(Duration.ofSeconds(6));
+    var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6), true));
+    assertEquals(
+        new Ended(Rental.EndReason.PREEMPTED, at(6), 6, at(6)),
+        stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
+    f.awaitAssert(() -> assertConserved(f, cost(6)));
+  }
+
+  @Test
+  void anOnDemandWorkloadIsNeverPreemptedOnTheAgentsWord() {
+    RentalFixture f = fixture();
+    f.running(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 30), FLOOR);
+    f.clock.advance(Duration.ofSeconds(6));
+    var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6), true));
+    assertEquals(
+        Rental.EndReason.HOST_LOST,
+        stopped.events().stream()
+            .filter(e -> e instanceof Ended)
+            .map(e -> ((Ended) e).reason())
+            .findFirst()
+            .orElseThrow());
+  }
+
+  @Test
   void settlementNeverPassesThePreemptionDeadline() {
     RentalFixture f = fixture();
     f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);

@@ -280,7 +280,10 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
       return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStarted(hostId, at), false);
     if (frame instanceof AgentFrame.RentalStopped m)
       return toRental(
-          m.rentalId(), m.at(), at -> new Rental.WorkloadStopped(hostId, at), afterLogs());
+          m.rentalId(),
+          m.at(),
+          at -> new Rental.WorkloadStopped(hostId, at, Boolean.TRUE.equals(m.preempted())),
+          afterLogs());
     if (frame instanceof AgentFrame.RentalFailed m) {
       String reason =
           m.reason() == null ? "" : m.reason().substring(0, Math.min(500, m.reason().length()));
