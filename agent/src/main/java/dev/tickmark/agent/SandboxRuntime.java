@@ -224,9 +224,9 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
   private static long awaitInit(Process bwrap) {
     long deadline = System.nanoTime() + SETUP_TIMEOUT.toNanos();
     while (bwrap.isAlive() && System.nanoTime() - deadline < 0) {
-      Optional<ProcessHandle> init = bwrap.toHandle().children().findFirst();
+      List<Long> init = children(bwrap.pid());
       // the init forks the workload only once every mount is in place
-      if (init.isPresent() && init.get().children().findAny().isPresent()) return init.get().pid();
+      if (!init.isEmpty() && !children(init.get(0)).isEmpty()) return init.get(0);
       try {
         Thread.sleep(5); // bwrap says nothing when it is ready: poll, bounded
       } catch (InterruptedException e) {
@@ -235,6 +235,25 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
       }
     }
     return -1;
+  }
+
+  /**
+   * The children of {@code pid}: from /proc/PID/task/PID/children (one small read), else from a
+   * scan of every process ({@link ProcessHandle#children}).
+   */
+  static List<Long> children(long pid) {
+    Path file = PROC.resolve(pid + "/task/" + pid + "/children");
+    try {
+      String text = Files.readString(file, StandardCharsets.US_ASCII).trim();
+      List<Long> pids = new ArrayList<>();
+      if (!text.isEmpty()) for (String p : text.split("\\s+")) pids.add(Long.parseLong(p));
+      return pids;
+    } catch (IOException | RuntimeException e) {
+      return ProcessHandle.of(pid).stream()
+          .flatMap(ProcessHandle::children)
+          .map(ProcessHandle::pid)
+          .toList();
+    }
   }
 
   private Map<String, String> environment(Spec spec) {
@@ -256,7 +275,16 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
   @Override
   public Optional<Workspace> workspace(String rentalId) {
     Running r = workload(rentalId);
-    if (r == null || r.init <= 0) return Optional.empty();
+    if (r == null) return Optional.empty();
+    if (r.init <= 0 && r.process.isAlive()) {
+      // bwrap was slower than SETUP_TIMEOUT: its init may be there by now
+      List<Long> init = children(r.process.pid());
+      if (!init.isEmpty()) {
+        r.init = init.get(0);
+        r.pidNamespace = namespace(r.init, "pid");
+      }
+    }
+    if (r.init <= 0) return Optional.empty();
     long init = r.init;
     return Optional.of(
         new Workspace.Sandboxed(
