@@ -58,6 +58,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
   private static final Path PROC = Path.of("/proc");
 
   private final Sandbox.Tools tools;
+  private final Sandbox.Identity identity;
   private final Path devDir;
   private final SandboxLimits limits;
   private final Map<String, String> baseEnv;
@@ -79,6 +80,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
   SandboxRuntime(Path stateDir, Duration grace) {
     this(
         usable(Sandbox.Tools.find()),
+        Sandbox.Identity.forThisAgent(),
         stateDir,
         grace,
         Clock.systemUTC(),
@@ -94,9 +96,13 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     return tools;
   }
 
-  /** {@code devDir}: where the GPUs' device nodes are (tests use stand-in files). */
+  /**
+   * {@code identity}: the host uid the sandboxes run as (null: the agent's); {@code devDir}: where
+   * the GPUs' device nodes are (tests use stand-in files).
+   */
   SandboxRuntime(
       Sandbox.Tools tools,
+      Sandbox.Identity identity,
       Path stateDir,
       Duration grace,
       Clock clock,
@@ -108,6 +114,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     if (missing != null)
       throw new IllegalStateException("the sandbox runtime cannot run: " + missing);
     this.tools = tools;
+    this.identity = identity;
     this.devDir = devDir;
     this.limits = limits;
     Map<String, String> env = new LinkedHashMap<>();
@@ -167,14 +174,41 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     try {
       deleteQuietly(etc);
       Files.createDirectories(etc);
+      int[] ids = Sandbox.Identity.of(identity);
       for (String name : Sandbox.GENERATED_ETC)
-        Files.writeString(etc.resolve(name), Sandbox.etcFile(name), StandardCharsets.UTF_8);
+        Files.writeString(
+            etc.resolve(name), Sandbox.etcFile(name, ids[0], ids[1]), StandardCharsets.UTF_8);
+      if (identity != null) { // the sandbox's own folder: it writes there as that uid
+        Files.setAttribute(
+            scratch, "unix:uid", identity.uid(), java.nio.file.LinkOption.NOFOLLOW_LINKS);
+        Files.setAttribute(
+            scratch, "unix:gid", identity.gid(), java.nio.file.LinkOption.NOFOLLOW_LINKS);
+      }
     } catch (IOException e) {
       dirs.wipe(id);
       throw new Failure("cannot prepare the sandbox on the host", e);
     }
+    Path mountpoint = null;
+    if (identity != null) {
+      try {
+        mountpoint = Files.createTempDirectory("tickmark-sandbox-" + id + "-");
+        Files.setPosixFilePermissions(
+            mountpoint, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
+      } catch (IOException e) {
+        cleanUp(id);
+        throw new Failure("cannot prepare the sandbox on the host", e);
+      }
+    }
     List<String> argv =
-        Sandbox.bwrap(tools, scratch, etc, Sandbox.devices(devDir, spec.cards()), limits, command);
+        Sandbox.bwrap(
+            tools,
+            identity,
+            scratch,
+            mountpoint,
+            etc,
+            Sandbox.devices(devDir, spec.cards()),
+            limits,
+            command);
     ProcessBuilder pb = withoutInput(argv);
     if (output == null) pb.redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
     else pb.redirectErrorStream(false);
@@ -187,13 +221,16 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
       cleanUp(id);
+      deleteQuietly(mountpoint);
       throw new Failure("interrupted while starting the sandbox", e);
     } catch (ExecutionException e) {
       cleanUp(id);
+      deleteQuietly(mountpoint);
       throw new Failure(
           "cannot start bubblewrap: " + Runtime.oneLine(e.getCause().getMessage(), 200), e);
     }
     Running r = new Running(spec, process, clock.instant(), scratch, env);
+    r.mountpoint = mountpoint;
     if (output != null) {
       r.output = output;
       r.readers.add(capture(process.getInputStream(), RentalLog.Stream.STDOUT, output));
@@ -288,8 +325,8 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     long init = r.init;
     return Optional.of(
         new Workspace.Sandboxed(
-            Sandbox.enter(tools, init, limits),
-            (ipv6, port) -> Sandbox.relay(tools, init, ipv6, port),
+            Sandbox.enter(tools, identity, init, limits),
+            (ipv6, port) -> Sandbox.relay(tools, identity, init, ipv6, port),
             r.env,
             r.scratch));
   }
@@ -330,6 +367,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
       left.forEach(ProcessHandle::destroyForcibly);
     }
     deleteQuietly(etcDir(r.rentalId()));
+    deleteQuietly(r.mountpoint); // empty on the host: the bind was in the sandbox's namespace only
   }
 
   /**
@@ -428,6 +466,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
   }
 
   private static void deleteQuietly(Path folder) {
+    if (folder == null) return;
     try {
       RentalDirs.delete(folder);
     } catch (IOException e) {
@@ -445,6 +484,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     final Path scratch;
     final Map<String, String> env;
     volatile long init = -1;
+    volatile Path mountpoint;
     volatile String pidNamespace;
 
     Running(Spec spec, Process process, Instant startedAt, Path scratch, Map<String, String> env) {

@@ -53,6 +53,9 @@ class SandboxRuntimeTest {
     // stand-in GPU device nodes
     for (String name : List.of("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"))
       Files.writeString(devDir.resolve(name), name);
+    // like /dev, open to every user: a root agent's sandboxes run as nobody
+    Files.setPosixFilePermissions(
+        devDir, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
   }
 
   @AfterEach
@@ -64,6 +67,7 @@ class SandboxRuntimeTest {
     runtime =
         new SandboxRuntime(
             with,
+            Sandbox.Identity.forThisAgent(),
             state,
             grace,
             Clock.systemUTC(),
@@ -124,6 +128,10 @@ class SandboxRuntimeTest {
               "try write-etc 'touch /etc/tickmark-escape'",
               "try write-root 'touch /tickmark-escape'",
               "try write-state 'touch " + stateDir + "/tickmark-escape'",
+              // the same value back: harmless even if it were allowed
+              "try sysctl 'v=$(cat /proc/sys/kernel/core_pattern); printf %s \"$v\" > /proc/sys/kernel/core_pattern'",
+              "try chmod-gpu 'chmod 600 /dev/nvidia1'",
+              "try null 'echo x > /dev/null && test -z \"$(head -c 0 /dev/zero)\"'",
               "try write-workspace 'echo mine > /workspace/file && test \"$(cat file)\" = mine'",
               "echo \"pwd $(pwd) home $HOME cuda $CUDA_VISIBLE_DEVICES id $TICKMARK_RENTAL_ID\"",
               "echo \"token ${TICKMARK_AGENT_TOKEN:-none} path $PATH\"",
@@ -144,15 +152,21 @@ class SandboxRuntimeTest {
               "nvidia0",
               "write-usr",
               "write-etc",
-              "write-state"))
-        assertTrue(out.contains(denied + " no"), denied + " must fail: " + out);
-      for (String allowed : List.of("nvidia1", "nvidiactl", "write-workspace"))
+              "write-root",
+              "write-state",
+              "sysctl")) assertTrue(out.contains(denied + " no"), denied + " must fail: " + out);
+      // a root agent's sandboxes are not the owner of the (root's) device nodes
+      if (Sandbox.Identity.forThisAgent() != null)
+        assertTrue(out.contains("chmod-gpu no"), out.toString());
+      for (String allowed : List.of("nvidia1", "nvidiactl", "write-workspace", "null"))
         assertTrue(out.contains(allowed + " yes"), allowed + " must work: " + out);
       assertTrue(
           out.contains("pwd /workspace home /workspace cuda 1 id rnt_probe"), out.toString());
       assertTrue(out.contains("token none path " + Sandbox.PATH), out.toString());
       assertTrue(out.contains("limits 512 1024"), out.toString());
-      assertTrue(out.contains("user 1000 renter host tickmark"), out.toString());
+      int uid = Sandbox.Identity.of(Sandbox.Identity.forThisAgent())[0];
+      assertTrue(out.contains("user " + uid + " renter host tickmark"), out.toString());
+      assertTrue(uid != 0, "never root on the host");
 
       // and from the host: nothing connected, nothing written outside the workspace
       hostService.setSoTimeout(50);
@@ -245,7 +259,14 @@ class SandboxRuntimeTest {
     // without socat, the relay is the agent's own Java
     Sandbox.Tools noSocat =
         new Sandbox.Tools(
-            tools.bwrap(), tools.nsenter(), tools.prlimit(), tools.setpriv(), tools.env(), null);
+            tools.bwrap(),
+            tools.nsenter(),
+            tools.prlimit(),
+            tools.setpriv(),
+            tools.env(),
+            null,
+            tools.unshare(),
+            tools.mount());
     SandboxRuntime rt = runtime(Duration.ofSeconds(1), noSocat);
     RentalLog log = log("rnt_srv");
     rt.start(
@@ -283,7 +304,7 @@ class SandboxRuntimeTest {
             "tmp",
             "usr",
             "workspace",
-            "1000",
+            String.valueOf(Sandbox.Identity.of(Sandbox.Identity.forThisAgent())[0]),
             "NoNewPrivs:\t1"),
         output(enter, ws.env(), null)
             .lines()

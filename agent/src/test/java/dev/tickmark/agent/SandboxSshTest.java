@@ -124,6 +124,8 @@ class SandboxSshTest {
                 + " cat "
                 + stateDir.toRealPath().resolve(StateDir.CREDENTIAL_FILE)
                 + " || echo no-credential; ls /dev | grep nvidia || echo no-gpu-node;"
+                + " v=$(cat /proc/sys/kernel/core_pattern);"
+                + " printf %s \"$v\" > /proc/sys/kernel/core_pattern || echo no-sysctl;"
                 + " grep -c . /proc/[0-9]*/cmdline | wc -l");
     assertEquals(0, r.status, r.toString());
     List<String> lines = r.lines();
@@ -138,6 +140,7 @@ class SandboxSshTest {
     assertTrue(lines.contains("renter"), r.toString());
     assertTrue(lines.contains("tickmark"), r.toString());
     assertTrue(lines.contains("no-credential"), r.toString());
+    assertTrue(lines.contains("no-sysctl"), "the kernel's settings are not the session's: " + r);
     assertTrue(lines.contains("no-gpu-node"), "simulated GPUs have no device nodes: " + r);
     // the sandbox's processes only: bwrap's init, the server, this session (sh, grep, wc)
     assertTrue(Integer.parseInt(lines.get(lines.size() - 1)) < 10, r.toString());
