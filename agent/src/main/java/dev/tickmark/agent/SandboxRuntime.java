@@ -357,7 +357,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
   /** Makes sure the sandbox is gone: its init killed, and no process left in its PID namespace. */
   @Override
   protected void release(Running r) {
-    if (r.process.isAlive() || (r.init > 0 && ProcessHandle.of(r.init).isPresent())) kill(r);
+    if (r.process.isAlive() || initAlive(r)) kill(r);
     if (!awaitEmpty(r, KILL_WAIT)) {
       List<ProcessHandle> left = members(r);
       log.error(
@@ -376,13 +376,21 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
    * --die-with-parent takes the init along).
    */
   private void kill(Running r) {
-    if (r.init > 0) ProcessHandle.of(r.init).ifPresent(ProcessHandle::destroyForcibly);
+    if (initAlive(r)) ProcessHandle.of(r.init).ifPresent(ProcessHandle::destroyForcibly);
     else r.process.destroyForcibly();
     if (!exited(r.process, KILL_WAIT)) {
       r.process.destroyForcibly();
       if (!exited(r.process, KILL_WAIT))
         log.error("rental {}: bwrap {} survives SIGKILL", r.rentalId(), r.process.pid());
     }
+  }
+
+  /**
+   * Whether the sandbox's init still runs: its pid still in the sandbox's PID namespace (once it
+   * has gone, the pid may be another process's).
+   */
+  private static boolean initAlive(Running r) {
+    return r.init > 0 && r.pidNamespace != null && r.pidNamespace.equals(namespace(r.init, "pid"));
   }
 
   /** Waits (bounded) until no live process is left in the sandbox's PID namespace. */

@@ -312,7 +312,16 @@ class SandboxRuntimeTest {
             .toList());
 
     assertEquals("inside hello\n", output(ws.relay().command(false, 8765), Map.of(), "hello\n"));
+
+    // what a session leaves in the background ends with the rental
+    String marker = "97531" + ProcessHandle.current().pid();
+    List<String> background = new ArrayList<>(ws.enter());
+    background.addAll(
+        List.of("sh", "-c", "nohup sleep " + marker + " >/dev/null 2>&1 & echo left"));
+    assertEquals("left\n", output(background, ws.env(), null));
+    assertEquals(1, processesWith(marker).size(), "it runs while the rental does");
     rt.stop("rnt_srv").get(WAIT_S, TimeUnit.SECONDS);
+    assertEquals(List.of(), processesWith(marker), "and not after it");
   }
 
   private static String output(List<String> argv, Map<String, String> env, String input)
