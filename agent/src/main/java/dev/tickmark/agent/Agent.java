@@ -179,9 +179,16 @@ public final class Agent implements AutoCloseable {
 
   /** The runtime {@code config} asks for, keeping its rentals under {@code stateDir}. */
   static Runtime runtime(AgentConfig config, Path stateDir) {
-    return switch (config.runtime()) {
+    AgentConfig.RuntimeKind kind = config.runtime();
+    if (kind == null) {
+      RuntimeChoice.Choice choice = RuntimeChoice.forThisHost(config.simulated());
+      if (choice.warning() != null) log.warn(choice.warning());
+      kind = choice.kind();
+    }
+    return switch (kind) {
       case PROCESS -> new ProcessRuntime(stateDir, config.stopGrace());
       case DOCKER -> new DockerRuntime(stateDir, config.stopGrace());
+      case SANDBOX -> new SandboxRuntime(stateDir, config.stopGrace());
     };
   }
 
@@ -280,7 +287,7 @@ public final class Agent implements AutoCloseable {
         runtime.name());
     if (!config.simulated() && "process".equals(runtime.name())) {
       log.warn(
-          "the process runtime does not isolate workloads (no container, network on): use --runtime docker to rent out this machine");
+          "the process runtime does not isolate workloads (no sandbox, network on): use --runtime docker or --runtime sandbox to rent out this machine");
     }
     if (credential != null && config.token() != null) {
       log.info(
@@ -303,6 +310,11 @@ public final class Agent implements AutoCloseable {
   }
 
   // ---- observation
+
+  /** How rentals run here: {@code sandbox}, {@code docker} or {@code process}. */
+  public String runtimeName() {
+    return runtime.name();
+  }
 
   /** The SSH host key's public half (an OpenSSH line), if the SSH server runs. */
   public Optional<String> sshHostKey() {

@@ -18,8 +18,8 @@ import java.util.Locale;
  * @param stateDir the agent's state folder (its key and host credential)
  * @param simulatedGpus GPUs to simulate instead of reading the machine's, or null for the real
  *     hardware
- * @param runtime how rentals run: null means the default, {@link RuntimeKind#PROCESS} with
- *     simulated GPUs and {@link RuntimeKind#DOCKER} otherwise
+ * @param runtime how rentals run: null means the default for this machine, chosen when the agent
+ *     starts ({@link RuntimeChoice})
  * @param stopGrace how long a stopped workload gets between SIGTERM and SIGKILL; null means {@link
  *     #DEFAULT_STOP_GRACE}
  * @param sshIdleTimeout how long an SSH session may stay idle before the agent's SSH server closes
@@ -46,16 +46,22 @@ public record AgentConfig(
     /** A child process in the rental's scratch folder, no isolation: development and tests. */
     PROCESS,
     /** A Docker container with the rented GPUs, no network unless enabled, no capabilities. */
-    DOCKER;
+    DOCKER,
+    /**
+     * A bubblewrap sandbox: own namespaces, read-only system, only the workspace writable, only the
+     * rented GPUs' device nodes, no network.
+     */
+    SANDBOX;
 
-    /** {@code process} or {@code docker} */
+    /** {@code process}, {@code docker} or {@code sandbox} */
     public String flag() {
       return name().toLowerCase(Locale.ROOT);
     }
 
     public static RuntimeKind ofFlag(String value) {
       for (RuntimeKind k : values()) if (k.flag().equals(value)) return k;
-      throw new IllegalArgumentException("unknown runtime '" + value + "' (process or docker)");
+      throw new IllegalArgumentException(
+          "unknown runtime '" + value + "' (sandbox, docker or process)");
     }
   }
 
@@ -65,7 +71,6 @@ public record AgentConfig(
     engines = engines.stream().map(AgentConfig::normalise).toList();
     if (stateDir == null) throw new IllegalArgumentException("a state folder is needed");
     if (token != null && token.isBlank()) token = null;
-    if (runtime == null) runtime = simulatedGpus != null ? RuntimeKind.PROCESS : RuntimeKind.DOCKER;
     if (stopGrace == null) stopGrace = DEFAULT_STOP_GRACE;
     if (stopGrace.isNegative() || stopGrace.compareTo(MAX_STOP_GRACE) > 0) {
       throw new IllegalArgumentException(
@@ -87,10 +92,7 @@ public record AgentConfig(
     this(engines, token, stateDir, simulatedGpus, runtime, stopGrace, null);
   }
 
-  /**
-   * The default runtime for the hardware (process with simulated GPUs, docker otherwise) and stop
-   * grace period.
-   */
+  /** The default runtime for the machine ({@link RuntimeChoice}) and stop grace period. */
   public AgentConfig(List<URI> engines, String token, Path stateDir, SimulatedGpus simulatedGpus) {
     this(engines, token, stateDir, simulatedGpus, null, null);
   }
@@ -111,14 +113,14 @@ public record AgentConfig(
     return new AgentConfig(engines, token, stateDir, simulatedGpus, runtime, stopGrace, timeout);
   }
 
-  /** One engine, the real hardware; rentals run in Docker. */
+  /** One engine, the real hardware; rentals run in Docker, else in the sandbox. */
   public static AgentConfig of(String engine, String token, Path stateDir) {
     return new AgentConfig(List.of(engine(engine)), token, stateDir, null);
   }
 
   /**
    * One engine, simulated GPUs ({@code h100-80gb:2}), as the node's dev mode runs one; rentals run
-   * as processes.
+   * in the sandbox where bubblewrap works, else as plain processes.
    */
   public static AgentConfig simulated(
       String engine, String token, Path stateDir, String simulatedGpus) {

@@ -23,7 +23,7 @@ record Arguments(
   static final String USAGE =
       """
       Usage: java -jar tickmark-agent.jar --engine URL [--engine URL…] [--token TOKEN] [--state-dir DIR]
-                                          [--simulate-gpus CODE:COUNT[,CODE:COUNT…]] [--runtime process|docker]
+                                          [--simulate-gpus CODE:COUNT[,CODE:COUNT…]] [--runtime sandbox|docker|process]
                                           [--stop-grace SECONDS] [--ssh-idle-timeout MINUTES]
              java -jar tickmark-agent.jar --print-report [--state-dir DIR]
 
@@ -38,8 +38,11 @@ record Arguments(
                               the node must allow simulated hosts. Codes:
                               %s
         --runtime KIND        how rentals run: docker (a container per rental: the rented GPUs only, no network
-                              unless the renter enables it, no capabilities) or process (a plain child process, no
-                              isolation: development only). Default: process with --simulate-gpus, else docker
+                              unless the renter enables it, no capabilities), sandbox (bubblewrap: own namespaces,
+                              read-only system, only the workspace writable, the rented GPUs only, no network) or
+                              process (a plain child process, no isolation: development only). Default: with
+                              --simulate-gpus sandbox where bubblewrap works, else process (with a warning); with
+                              real GPUs docker where installed, else sandbox, else the agent does not start
         --stop-grace SECONDS  how long a stopped workload gets between SIGTERM and SIGKILL (default 10)
         --ssh-idle-timeout MINUTES
                               renters' SSH sessions with no traffic for this long are closed (default 30); the

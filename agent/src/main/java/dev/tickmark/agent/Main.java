@@ -7,9 +7,9 @@ import java.util.concurrent.ExecutionException;
 
 /**
  * {@code java -jar tickmark-agent.jar --engine ws://127.0.0.1:8080 --token TOKEN [--state-dir DIR]
- * [--simulate-gpus h100-80gb:2] [--runtime process|docker]}. Runs until a signal, or until the node
- * refuses the agent for good; a signal stops the running workloads (and wipes their scratch
- * folders) before the agent exits.
+ * [--simulate-gpus h100-80gb:2] [--runtime sandbox|docker|process]}. Runs until a signal, or until
+ * the node refuses the agent for good; a signal stops the running workloads (and wipes their
+ * scratch folders) before the agent exits.
  */
 public final class Main {
   static final int EXIT_OK = 0;

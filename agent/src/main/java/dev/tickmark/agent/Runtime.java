@@ -9,9 +9,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.regex.Pattern;
 
 /**
- * Runs rental workloads on this machine. Two implementations: {@link ProcessRuntime} (a child
- * process; dev, tests, {@code --simulate-gpus}) and {@link DockerRuntime} (a container; real
- * hosts). Both give each rental a scratch folder {@code <state-dir>/rentals/<rental id>/scratch},
+ * Runs rental workloads on this machine. Three implementations: {@link SandboxRuntime} (a
+ * bubblewrap sandbox; the default without Docker and with simulated GPUs), {@link DockerRuntime} (a
+ * container; real hosts) and {@link ProcessRuntime} (a plain child process; development, when asked
+ * for). All give each rental a scratch folder {@code <state-dir>/rentals/<rental id>/scratch},
  * created empty (mode 0700) at the start and wiped when the rental ends, whatever the reason, and
  * tell every workload in {@code TICKMARK_NOTICE_FILE} where its spot notice appears ({@link
  * #notice}).
@@ -73,7 +74,7 @@ interface Runtime extends AutoCloseable {
     }
   }
 
-  /** {@code process} or {@code docker}, for logs. */
+  /** {@code sandbox}, {@code docker} or {@code process}, for logs. */
   String name();
 
   /**

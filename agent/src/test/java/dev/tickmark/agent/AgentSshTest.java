@@ -101,6 +101,7 @@ class AgentSshTest {
                 node.newToken("host_ssh" + dir.getFileName()),
                 dir,
                 SimulatedGpus.parse("h100-80gb:2"))
+            .withRuntime(AgentConfig.RuntimeKind.PROCESS) // the sandbox: SandboxSshTest
             .withStopGrace(Duration.ofSeconds(2));
     return Agent.start(
         config,

@@ -97,15 +97,13 @@ class ArgumentsTest {
   }
 
   @Test
-  void theRuntimeDefaultsToProcessesForSimulatedGpusAndDockerOtherwise() throws Exception {
-    assertEquals(AgentConfig.RuntimeKind.DOCKER, parse("--engine", "ws://a").config().runtime());
+  void withoutRuntimeFlagTheRuntimeIsChosenWhenTheAgentStarts() throws Exception {
+    // null: RuntimeChoice picks one for the machine (RuntimeChoiceTest)
+    assertEquals(null, parse("--engine", "ws://a").config().runtime());
     assertEquals(
-        AgentConfig.RuntimeKind.PROCESS,
-        parse("--engine", "ws://a", "--simulate-gpus", "h100-80gb:2").config().runtime());
-    assertEquals(AgentConfig.RuntimeKind.DOCKER, AgentConfig.of("ws://a", null, tmp).runtime());
-    assertEquals(
-        AgentConfig.RuntimeKind.PROCESS,
-        AgentConfig.simulated("ws://a", null, tmp, "h100-80gb:1").runtime());
+        null, parse("--engine", "ws://a", "--simulate-gpus", "h100-80gb:2").config().runtime());
+    assertEquals(null, AgentConfig.of("ws://a", null, tmp).runtime());
+    assertEquals(null, AgentConfig.simulated("ws://a", null, tmp, "h100-80gb:1").runtime());
     assertEquals(
         java.time.Duration.ofSeconds(10), parse("--engine", "ws://a").config().stopGrace());
   }
@@ -131,6 +129,9 @@ class ArgumentsTest {
     assertEquals(
         AgentConfig.RuntimeKind.PROCESS,
         AgentConfig.of("ws://a", null, tmp).withRuntime(AgentConfig.RuntimeKind.PROCESS).runtime());
+    assertEquals(
+        AgentConfig.RuntimeKind.SANDBOX,
+        parse("--engine", "ws://a", "--runtime", "sandbox").config().runtime());
   }
 
   @Test

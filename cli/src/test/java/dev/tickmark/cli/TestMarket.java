@@ -106,7 +106,10 @@ final class TestMarket {
     Agent agent =
         Agent.start(
             AgentConfig.simulated(
-                "ws://127.0.0.1:" + node.httpPort(), token, stateDir, "h100-80gb:2"));
+                    "ws://127.0.0.1:" + node.httpPort(), token, stateDir, "h100-80gb:2")
+                // the CLI's tests read the process runtime's paths (pwd, tty); the sandbox has its
+                // own tests in the agent module
+                .withRuntime(AgentConfig.RuntimeKind.PROCESS));
     agents.add(agent);
     return agent;
   }

@@ -49,6 +49,11 @@ final class Banner {
             + ", "
             + renter.hostStatus()
             + ", listed at 2.49 EUR/GPU-hour)");
+    out.println(
+        "  Rentals run in:  "
+            + ("process".equals(renter.runtime())
+                ? "plain processes, NOT isolated (bubblewrap is missing: apt-get install bubblewrap)"
+                : renter.runtime() + (renter.runtime().equals("sandbox") ? " (bubblewrap)" : "")));
     out.println("  Renter API key:  " + renter.apiKey() + "   (shown once)");
     out.println();
     out.println(" Try:");

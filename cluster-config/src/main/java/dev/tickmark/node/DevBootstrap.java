@@ -35,8 +35,14 @@ final class DevBootstrap {
   private static final Duration TIMEOUT = Duration.ofSeconds(60);
   private static final ObjectMapper JSON = new ObjectMapper();
 
+  /** {@code runtime}: how the simulated host runs rentals ({@code sandbox} or {@code process}). */
   record Demo(
-      String renterId, String apiKey, Account.Summary renter, String hostId, String hostStatus) {}
+      String renterId,
+      String apiKey,
+      Account.Summary renter,
+      String hostId,
+      String hostStatus,
+      String runtime) {}
 
   private DevBootstrap() {}
 
@@ -67,7 +73,7 @@ final class DevBootstrap {
         "/v1/hosts/" + hostId + "/listing",
         providerKey,
         "{\"on_demand_price_per_gpu_hour\":\"2.49\",\"spot_price_per_gpu_hour\":\"1.19\",\"spot_notice_seconds\":300,\"listed\":true}");
-    return new Demo(DEMO_RENTER, apiKey, summary, hostId, status);
+    return new Demo(DEMO_RENTER, apiKey, summary, hostId, status, agent.runtimeName());
   }
 
   private static Agent startSimulatedAgent(Node node, String providerKey) throws Exception {

@@ -63,7 +63,9 @@ class RentalLogsIntegrationTest {
     agent =
         Agent.start(
             AgentConfig.simulated(
-                "ws://127.0.0.1:" + proxy.port(), token, temp.resolve("agent"), "h100-80gb:1"));
+                    "ws://127.0.0.1:" + proxy.port(), token, temp.resolve("agent"), "h100-80gb:1")
+                // the workload waits for a file of this test's folder, which a sandbox cannot see
+                .withRuntime(AgentConfig.RuntimeKind.PROCESS));
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
     assertEquals("verified", agent.verified().get(WAIT.toSeconds(), TimeUnit.SECONDS).status());
     api.put(

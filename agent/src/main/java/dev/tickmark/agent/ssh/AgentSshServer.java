@@ -19,7 +19,6 @@ import org.apache.sshd.core.CoreModuleProperties;
 import org.apache.sshd.scp.server.ScpCommandFactory;
 import org.apache.sshd.server.SshServer;
 import org.apache.sshd.server.auth.pubkey.UserAuthPublicKeyFactory;
-import org.apache.sshd.server.forward.DirectTcpipFactory;
 import org.apache.sshd.sftp.server.SftpSubsystemFactory;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -35,8 +34,8 @@ import org.slf4j.LoggerFactory;
  *   <li>Authentication: public key only ({@link KeyAuthenticator}); any user name.
  *   <li>{@code shell} (with or without a pseudo-terminal), {@code exec} with its exit status,
  *       {@code sftp} and legacy {@code scp} rooted at the rental's scratch folder, local port
- *       forwarding to loopback ({@link LoopbackForwarding}). Sessions run as the workload: see
- *       {@link SessionCommands}.
+ *       forwarding to loopback ({@link LoopbackForwarding}; into the sandbox for sandboxed rentals,
+ *       {@link SandboxTcpip}). Sessions run as the workload: see {@link SessionCommands}.
  *   <li>Idle sessions are closed after the idle timeout (default {@link #DEFAULT_IDLE_TIMEOUT}).
  * </ul>
  */
@@ -97,7 +96,8 @@ public final class AgentSshServer implements AutoCloseable {
     sshd.setKeyboardInteractiveAuthenticator(null);
     sshd.setGSSAuthenticator(null);
     sshd.setHostBasedAuthenticator(null);
-    sshd.setChannelFactories(List.of(new WorkloadChannel.Factory(), DirectTcpipFactory.INSTANCE));
+    sshd.setChannelFactories(
+        List.of(new WorkloadChannel.Factory(), new SandboxTcpip.Factory(registry, threads)));
     sshd.setForwardingFilter(new LoopbackForwarding(registry));
     sshd.setShellFactory(channel -> new WorkloadCommand(null, launcher, threads));
     sshd.setCommandFactory(

@@ -16,6 +16,9 @@ import java.util.Map;
  *       pseudo-terminal. On a terminal the child is started by {@code setsid --ctty}, which makes
  *       the terminal its controlling one (job control, {@code tty}, SIGINT on ^C).
  *   <li>docker runtime: {@link DockerExec}, on the terminal too when there is one.
+ *   <li>sandbox runtime: the same shell (the sandbox sees the host's {@code /usr}), started through
+ *       the workspace's {@code enter} prefix, so it runs in the rental's namespaces as its workload
+ *       does; {@code setsid --ctty} inside, on a terminal.
  * </ul>
  */
 final class SessionCommands {
@@ -35,6 +38,22 @@ final class SessionCommands {
     String t = term == null || term.isBlank() ? "xterm" : term;
     if (workspace instanceof Workspace.Container c)
       return new Launch(DockerExec.command(c.docker(), c.container(), tty, t, command), null, null);
+    if (workspace instanceof Workspace.Sandboxed s) {
+      List<String> argv = new ArrayList<>(s.enter());
+      if (tty) {
+        argv.add(setsid);
+        argv.add("--ctty");
+      }
+      argv.add(shell);
+      if (command != null) {
+        argv.add("-c");
+        argv.add(command);
+      }
+      Map<String, String> env = new LinkedHashMap<>(s.env());
+      if (tty) env.put("TERM", t);
+      env.put("SHELL", shell);
+      return new Launch(argv, env, null);
+    }
     Workspace.Local local = (Workspace.Local) workspace;
     List<String> argv = new ArrayList<>();
     if (tty) {

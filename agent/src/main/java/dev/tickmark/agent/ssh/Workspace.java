@@ -1,6 +1,7 @@
 package dev.tickmark.agent.ssh;
 
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
 
 /** Where a rental's SSH sessions run: what its workload sees. Given by the runtime that runs it. */
@@ -29,4 +30,25 @@ public sealed interface Workspace {
    * files} mounted at {@code /workspace}); {@code docker} is the command line tool.
    */
   record Container(String docker, String container, Path files) implements Workspace {}
+
+  /**
+   * The sandbox runtime: sessions run {@code enter} followed by their program (a prefix that joins
+   * the sandbox's namespaces, its limits and its working folder) with exactly {@code env}; a
+   * forwarded connection is piped through {@code relay}'s helper, which connects inside the
+   * sandbox's network namespace; SFTP and SCP are rooted at {@code files}, the host side of the
+   * sandbox's {@code /workspace}.
+   */
+  record Sandboxed(List<String> enter, Relay relay, Map<String, String> env, Path files)
+      implements Workspace {
+    public Sandboxed {
+      enter = List.copyOf(enter);
+      env = Map.copyOf(env);
+    }
+  }
+
+  /** The command line of a helper whose stdin and stdout are a connection to a loopback port. */
+  @FunctionalInterface
+  interface Relay {
+    List<String> command(boolean ipv6, int port);
+  }
 }

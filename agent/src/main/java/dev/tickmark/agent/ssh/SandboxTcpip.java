@@ -1,0 +1,93 @@
+package dev.tickmark.agent.ssh;
+
+import java.io.IOException;
+import java.util.Locale;
+import java.util.concurrent.Executor;
+import org.apache.sshd.client.future.DefaultOpenFuture;
+import org.apache.sshd.client.future.OpenFuture;
+import org.apache.sshd.common.SshConstants;
+import org.apache.sshd.common.channel.Channel;
+import org.apache.sshd.common.channel.exception.SshChannelOpenException;
+import org.apache.sshd.common.session.Session;
+import org.apache.sshd.common.util.buffer.Buffer;
+import org.apache.sshd.common.util.buffer.ByteArrayBuffer;
+import org.apache.sshd.server.forward.TcpForwardingFilter;
+import org.apache.sshd.server.forward.TcpipServerChannel;
+
+/**
+ * {@code direct-tcpip} ({@code ssh -L}) that reaches a sandboxed rental's own loopback: for such a
+ * rental, a request for {@code localhost:PORT} becomes a connection to a {@link NamespaceBridge}
+ * whose helper connects to {@code PORT} inside the sandbox's network namespace. For other rentals
+ * it is MINA's own channel, unchanged. {@link LoopbackForwarding} still decides what is allowed.
+ */
+final class SandboxTcpip extends TcpipServerChannel {
+  private final RentalRegistry registry;
+  private final Executor threads;
+
+  SandboxTcpip(RentalRegistry registry, Executor threads) {
+    super(TcpForwardingFilter.Type.Direct, null);
+    this.registry = registry;
+    this.threads = threads;
+  }
+
+  @Override
+  protected OpenFuture doInit(Buffer buffer) {
+    String host = buffer.getString();
+    int port = buffer.getInt();
+    String originHost = buffer.getString();
+    int originPort = buffer.getInt();
+    Workspace workspace =
+        registry
+            .get(getSession().getAttribute(AgentSshServer.RENTAL))
+            .map(RentalRegistry.Entry::workspace)
+            .orElse(null);
+    if (workspace instanceof Workspace.Sandboxed s) {
+      String h = host == null ? "" : host.toLowerCase(Locale.ROOT);
+      if (!LoopbackForwarding.LOOPBACK.contains(h) || port < 1 || port > 65535) return refuse();
+      boolean ipv6 = h.contains(":");
+      try {
+        port = NamespaceBridge.open(s.relay().command(ipv6, port), threads);
+      } catch (IOException e) {
+        log.warn("cannot open a bridge into the sandbox: {}", e.toString());
+        return refuse();
+      }
+      host = "127.0.0.1";
+    }
+    Buffer rewritten = new ByteArrayBuffer();
+    rewritten.putString(host);
+    rewritten.putInt(port);
+    rewritten.putString(originHost);
+    rewritten.putInt(originPort);
+    return super.doInit(rewritten);
+  }
+
+  private OpenFuture refuse() {
+    OpenFuture f = new DefaultOpenFuture(this, this);
+    try {
+      f.setException(
+          new SshChannelOpenException(
+              getChannelId(),
+              SshConstants.SSH_OPEN_ADMINISTRATIVELY_PROHIBITED,
+              "Connection denied"));
+    } finally {
+      close(true);
+    }
+    return f;
+  }
+
+  static final class Factory extends TcpipServerChannel.TcpipFactory {
+    private final RentalRegistry registry;
+    private final Executor threads;
+
+    Factory(RentalRegistry registry, Executor threads) {
+      super(TcpForwardingFilter.Type.Direct);
+      this.registry = registry;
+      this.threads = threads;
+    }
+
+    @Override
+    public Channel createChannel(Session session) {
+      return new SandboxTcpip(registry, threads);
+    }
+  }
+}

@@ -1,0 +1,402 @@
+package dev.tickmark.agent;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.tickmark.agent.ssh.HostKey;
+import dev.tickmark.agent.ssh.Workspace;
+import dev.tickmark.wire.AgentFrame;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.SocketTimeoutException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A real bubblewrap sandbox ({@link SandboxSupport}): each workload tries what a rental must not be
+ * able to do, and the test reads from its output that it failed, and checks the host.
+ */
+class SandboxRuntimeTest {
+  private static final long WAIT_S = 20;
+
+  @TempDir Path state;
+  @TempDir Path devDir;
+  private Sandbox.Tools tools;
+  private SandboxRuntime runtime;
+
+  @BeforeEach
+  void setUp() throws IOException {
+    tools = SandboxSupport.require();
+    // the agent's secrets, where an agent keeps them
+    Files.writeString(state.resolve(StateDir.KEY_FILE), "the agent's private key");
+    Files.writeString(state.resolve(StateDir.CREDENTIAL_FILE), "tmkhost_secret_credential");
+    Files.writeString(state.resolve(HostKey.FILE), "the ssh host key");
+    // stand-in GPU device nodes
+    for (String name : List.of("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"))
+      Files.writeString(devDir.resolve(name), name);
+    // like /dev, open to every user: a root agent's sandboxes run as nobody
+    Files.setPosixFilePermissions(
+        devDir, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
+  }
+
+  @AfterEach
+  void close() {
+    if (runtime != null) runtime.close();
+  }
+
+  private SandboxRuntime runtime(Duration grace, Sandbox.Tools with) {
+    runtime =
+        new SandboxRuntime(
+            with,
+            Sandbox.Identity.forThisAgent(),
+            state,
+            grace,
+            Clock.systemUTC(),
+            Map.of("PATH", "/home/provider/bin:/usr/bin:/bin", "TICKMARK_AGENT_TOKEN", "tmkreg_x"),
+            devDir,
+            new SandboxLimits(512, 1024, 1L << 32));
+    return runtime;
+  }
+
+  private static Runtime.Spec spec(String id, List<Integer> cards, String... command) {
+    return new Runtime.Spec(id, cards, null, List.of(command), false);
+  }
+
+  private static RentalLog log(String id) {
+    return new RentalLog(id, RentalLog.Limits.DEFAULT, Clock.systemUTC());
+  }
+
+  /** Runs a shell script in a sandbox until it exits; returns its output lines (both streams). */
+  private List<String> run(SandboxRuntime rt, String id, List<Integer> cards, String script)
+      throws Exception {
+    RentalLog log = log(id);
+    Runtime.Handle h =
+        rt.start(spec(id, cards, "bash", "-c", script), log).get(WAIT_S, TimeUnit.SECONDS);
+    h.ended().get(WAIT_S, TimeUnit.SECONDS);
+    return log.batch(1 << 20).stream().map(AgentFrame.LogLine::text).toList();
+  }
+
+  @Test
+  void aWorkloadCannotReachTheAgentsSecretsOtherRentalsTheHostsLoopbackOrOtherCards()
+      throws Exception {
+    SandboxRuntime rt = runtime(Duration.ofSeconds(2), tools);
+    // another renter's rental, with a file in its workspace
+    Runtime.Handle other =
+        rt.start(spec("rnt_other", List.of(0), "sleep", "infinity"), log("rnt_other"))
+            .get(WAIT_S, TimeUnit.SECONDS);
+    Path otherScratch = state.resolve("rentals/rnt_other/scratch");
+    Files.writeString(otherScratch.resolve("other-secret"), "theirs");
+    String stateDir = state.toRealPath().toString();
+
+    try (ServerSocket hostService = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+      int port = hostService.getLocalPort();
+      String script =
+          String.join(
+              "\n",
+              "try() { if eval \"$2\" >/dev/null 2>&1; then echo \"$1 yes\"; else echo \"$1 no\"; fi; }",
+              "try key 'cat " + stateDir + "/" + StateDir.KEY_FILE + "'",
+              "try credential 'cat " + stateDir + "/" + StateDir.CREDENTIAL_FILE + "'",
+              "try hostkey 'cat " + stateDir + "/" + HostKey.FILE + "'",
+              "try state 'ls " + stateDir + "'",
+              "try other 'ls " + otherScratch.toRealPath() + "'",
+              "try otherfile 'cat " + otherScratch.toRealPath() + "/other-secret'",
+              "try home 'ls /home /root'",
+              "try loopback 'bash -c \"exec 3<>/dev/tcp/127.0.0.1/" + port + "\"'",
+              "try nvidia0 'test -e /dev/nvidia0'",
+              "try nvidia1 'cat /dev/nvidia1'",
+              "try nvidiactl 'cat /dev/nvidiactl'",
+              "try write-usr 'touch /usr/lib/tickmark-escape'",
+              "try write-etc 'touch /etc/tickmark-escape'",
+              "try write-root 'touch /tickmark-escape'",
+              "try write-state 'touch " + stateDir + "/tickmark-escape'",
+              // the same value back: harmless even if it were allowed
+              "try sysctl 'v=$(cat /proc/sys/kernel/core_pattern); printf %s \"$v\" > /proc/sys/kernel/core_pattern'",
+              "try chmod-gpu 'chmod 600 /dev/nvidia1'",
+              "try null 'echo x > /dev/null && test -z \"$(head -c 0 /dev/zero)\"'",
+              "try write-workspace 'echo mine > /workspace/file && test \"$(cat file)\" = mine'",
+              "echo \"pwd $(pwd) home $HOME cuda $CUDA_VISIBLE_DEVICES id $TICKMARK_RENTAL_ID\"",
+              "echo \"token ${TICKMARK_AGENT_TOKEN:-none} path $PATH\"",
+              "echo \"limits $(ulimit -u) $(ulimit -n)\"",
+              "echo \"user $(id -u) $(id -un) host $(hostname)\"");
+      List<String> out = run(rt, "rnt_probe", List.of(1), script);
+
+      for (String denied :
+          List.of(
+              "key",
+              "credential",
+              "hostkey",
+              "state",
+              "other",
+              "otherfile",
+              "home",
+              "loopback",
+              "nvidia0",
+              "write-usr",
+              "write-etc",
+              "write-root",
+              "write-state",
+              "sysctl")) assertTrue(out.contains(denied + " no"), denied + " must fail: " + out);
+      // a root agent's sandboxes are not the owner of the (root's) device nodes
+      if (Sandbox.Identity.forThisAgent() != null)
+        assertTrue(out.contains("chmod-gpu no"), out.toString());
+      for (String allowed : List.of("nvidia1", "nvidiactl", "write-workspace", "null"))
+        assertTrue(out.contains(allowed + " yes"), allowed + " must work: " + out);
+      assertTrue(
+          out.contains("pwd /workspace home /workspace cuda 1 id rnt_probe"), out.toString());
+      assertTrue(out.contains("token none path " + Sandbox.PATH), out.toString());
+      assertTrue(out.contains("limits 512 1024"), out.toString());
+      int uid = Sandbox.Identity.of(Sandbox.Identity.forThisAgent())[0];
+      assertTrue(out.contains("user " + uid + " renter host tickmark"), out.toString());
+      assertTrue(uid != 0, "never root on the host");
+
+      // and from the host: nothing connected, nothing written outside the workspace
+      hostService.setSoTimeout(50);
+      try {
+        hostService.accept().close();
+        throw new AssertionError("the workload reached the host's loopback");
+      } catch (SocketTimeoutException expected) {
+        // no connection was waiting
+      }
+    }
+    assertFalse(Files.exists(Path.of("/usr/lib/tickmark-escape")));
+    assertFalse(Files.exists(state.resolve("tickmark-escape")));
+    assertFalse(Files.exists(state.resolve("rentals/rnt_probe/scratch")), "its workspace is wiped");
+    assertEquals("theirs", Files.readString(otherScratch.resolve("other-secret")));
+    rt.stop("rnt_other").get(WAIT_S, TimeUnit.SECONDS);
+    other.ended().get(WAIT_S, TimeUnit.SECONDS);
+  }
+
+  @Test
+  void theSpotNoticeIsReadOnlyInsideAndItsSigtermReachesTheWorkload() throws Exception {
+    SandboxRuntime rt = runtime(Duration.ofSeconds(10), tools);
+    RentalLog log = log("rnt_spot");
+    Runtime.Handle handle =
+        rt.start(
+                spec(
+                    "rnt_spot",
+                    List.of(0),
+                    "bash",
+                    "-c",
+                    "echo \"notice=$TICKMARK_NOTICE_FILE\";"
+                        + " trap 'echo \"term: $(cat \"$TICKMARK_NOTICE_FILE\")\";"
+                        + " echo forged > \"$TICKMARK_NOTICE_FILE\" 2>/dev/null || echo read-only; exit 0' TERM;"
+                        + " touch /workspace/ready; while true; do sleep 0.1; done"),
+                log)
+            .get(WAIT_S, TimeUnit.SECONDS);
+    Path ready = state.resolve("rentals/rnt_spot/scratch/ready");
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+    while (!Files.exists(ready)) {
+      if (System.nanoTime() > until) throw new AssertionError("the workload did not start");
+      Thread.sleep(20); // polling with a deadline
+    }
+    Instant deadline = Instant.parse("2026-11-29T18:02:00Z");
+    assertTrue(rt.notice("rnt_spot", deadline));
+    assertTrue(rt.terminate("rnt_spot").get(WAIT_S, TimeUnit.SECONDS));
+    handle.ended().get(WAIT_S, TimeUnit.SECONDS); // it exits by itself, on the SIGTERM
+    List<String> out = log.batch(1 << 20).stream().map(AgentFrame.LogLine::text).toList();
+    assertTrue(out.contains("notice=/run/tickmark/notice"), out.toString());
+    assertTrue(
+        out.contains(
+            "term: {\"type\":\"preemption\",\"deadline\":\"2026-11-29T18:02:00Z\",\"rental_id\":\"rnt_spot\"}"),
+        out.toString());
+    assertTrue(out.contains("read-only"), "the workload cannot forge its notice: " + out);
+  }
+
+  @Test
+  void nothingOfTheRentalOutlivesIt() throws Exception {
+    SandboxRuntime rt = runtime(Duration.ofSeconds(2), tools);
+    // it exits at once, leaving a process in the background
+    String marker = "98765" + ProcessHandle.current().pid();
+    List<String> out =
+        run(
+            rt,
+            "rnt_bg",
+            List.of(0),
+            "nohup sleep " + marker + " >/dev/null 2>&1 & echo \"left $!\"");
+    assertTrue(out.stream().anyMatch(l -> l.startsWith("left ")), out.toString());
+    assertEquals(List.of(), processesWith(marker), "no process of the rental remains");
+
+    // stopped: SIGTERM reaches the workload, then the grace ends, and its whole namespace goes
+    RentalLog log = log("rnt_stop");
+    Runtime.Handle h =
+        rt.start(
+                spec(
+                    "rnt_stop",
+                    List.of(0),
+                    "bash",
+                    "-c",
+                    "trap 'echo got TERM' TERM; (trap '' TERM; exec sleep "
+                        + marker
+                        + "1) & echo ready; while true; do sleep 0.1; done"),
+                log)
+            .get(WAIT_S, TimeUnit.SECONDS);
+    String ns = rt.pidNamespace("rnt_stop");
+    assertNotNull(ns);
+    assertFalse(SandboxRuntime.inNamespace("pid", ns).isEmpty());
+    rt.stop("rnt_stop").get(WAIT_S, TimeUnit.SECONDS);
+    h.ended().get(WAIT_S, TimeUnit.SECONDS);
+    List<String> lines = log.batch(1 << 20).stream().map(AgentFrame.LogLine::text).toList();
+    assertTrue(lines.contains("got TERM"), "the workload was asked to end: " + lines);
+    assertEquals(
+        List.of(),
+        SandboxRuntime.inNamespace("pid", ns).stream()
+            .filter(pid -> ProcessHandle.of(pid).map(p -> !ProcessRuntime.gone(p)).orElse(false))
+            .toList(),
+        "its PID namespace is empty");
+    assertEquals(List.of(), processesWith(marker + "1"), "what ignored SIGTERM was killed");
+    assertFalse(Files.exists(state.resolve("rentals/rnt_stop/scratch")));
+    assertEquals(java.util.Set.of(), rt.running());
+  }
+
+  @Test
+  void refusesWhatItCannotRun() {
+    SandboxRuntime rt = runtime(Duration.ofSeconds(1), tools);
+    ExecutionException network =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            ExecutionException.class,
+            () ->
+                rt.start(new Runtime.Spec("rnt_net", List.of(0), null, List.of("true"), true))
+                    .get(WAIT_S, TimeUnit.SECONDS));
+    assertInstanceOf(Runtime.Failure.class, network.getCause());
+    assertEquals(SandboxRuntime.NETWORK_REFUSED, network.getCause().getMessage());
+    ExecutionException missing =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            ExecutionException.class,
+            () ->
+                rt.start(spec("rnt_nx", List.of(0), "no-such-program-here"))
+                    .get(WAIT_S, TimeUnit.SECONDS));
+    assertEquals("command not found: no-such-program-here", missing.getCause().getMessage());
+    // the workspace starts empty and the host's folders are not there
+    assertEquals(null, SandboxRuntime.executable("/home/provider/bin/tool"));
+    assertEquals("/usr/bin/sh", SandboxRuntime.executable("/usr/bin/sh"));
+  }
+
+  @Test
+  void sessionsAndRelaysEnterTheSandbox() throws Exception {
+    // without socat, the relay is the agent's own Java
+    Sandbox.Tools noSocat =
+        new Sandbox.Tools(
+            tools.bwrap(),
+            tools.nsenter(),
+            tools.prlimit(),
+            tools.setpriv(),
+            tools.env(),
+            null,
+            tools.unshare(),
+            tools.mount());
+    SandboxRuntime rt = runtime(Duration.ofSeconds(1), noSocat);
+    RentalLog log = log("rnt_srv");
+    rt.start(
+            spec(
+                "rnt_srv",
+                List.of(0),
+                "perl",
+                "-MIO::Socket::INET",
+                "-e",
+                "$s=IO::Socket::INET->new(LocalAddr=>'127.0.0.1:8765',Listen=>5,ReuseAddr=>1) or die;"
+                    + " $|=1; print \"listening\\n\";"
+                    + " while($c=$s->accept){print $c \"inside \".<$c>; close $c}"),
+            log)
+        .get(WAIT_S, TimeUnit.SECONDS);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+    while (log.batch(1 << 20).stream().noneMatch(l -> l.text().equals("listening"))) {
+      if (System.nanoTime() > deadline) throw new AssertionError("the server did not start");
+      Thread.sleep(20); // polling the log with a deadline
+    }
+    Workspace.Sandboxed ws =
+        assertInstanceOf(Workspace.Sandboxed.class, rt.workspace("rnt_srv").orElseThrow());
+
+    List<String> enter = new ArrayList<>(ws.enter());
+    enter.addAll(List.of("sh", "-c", "pwd; ls /; id -u; cat /proc/self/status | grep NoNewPrivs"));
+    assertEquals(
+        List.of(
+            "/workspace",
+            "bin",
+            "dev",
+            "etc",
+            "lib",
+            "lib64",
+            "proc",
+            "run", // only /run/tickmark: the spot notice, read-only
+            "sbin",
+            "tmp",
+            "usr",
+            "workspace",
+            String.valueOf(Sandbox.Identity.of(Sandbox.Identity.forThisAgent())[0]),
+            "NoNewPrivs:\t1"),
+        output(enter, ws.env(), null)
+            .lines()
+            .filter(l -> !l.startsWith("lib32") && !l.startsWith("libx32"))
+            .toList());
+
+    assertEquals("inside hello\n", output(ws.relay().command(false, 8765), Map.of(), "hello\n"));
+
+    // what a session leaves in the background ends with the rental
+    String marker = "97531" + ProcessHandle.current().pid();
+    List<String> background = new ArrayList<>(ws.enter());
+    background.addAll(
+        List.of("sh", "-c", "nohup sleep " + marker + " >/dev/null 2>&1 & echo left"));
+    assertEquals("left\n", output(background, ws.env(), null));
+    assertEquals(1, processesWith(marker).size(), "it runs while the rental does");
+    rt.stop("rnt_srv").get(WAIT_S, TimeUnit.SECONDS);
+    assertEquals(List.of(), processesWith(marker), "and not after it");
+  }
+
+  private static String output(List<String> argv, Map<String, String> env, String input)
+      throws Exception {
+    ProcessBuilder pb = new ProcessBuilder(argv).redirectErrorStream(true);
+    pb.environment().clear();
+    pb.environment().putAll(env);
+    Process p = pb.start();
+    try (OutputStream in = p.getOutputStream()) {
+      if (input != null) in.write(input.getBytes(StandardCharsets.UTF_8));
+    }
+    String out;
+    try (InputStream o = p.getInputStream()) {
+      out = new String(o.readAllBytes(), StandardCharsets.UTF_8);
+    }
+    assertTrue(p.waitFor(WAIT_S, TimeUnit.SECONDS), "still running: " + argv);
+    return out;
+  }
+
+  /** The host's processes whose command line contains {@code marker}. */
+  private static List<Long> processesWith(String marker) throws IOException {
+    List<Long> found = new ArrayList<>();
+    try (DirectoryStream<Path> procs =
+        Files.newDirectoryStream(
+            Path.of("/proc"),
+            p -> p.getFileName().toString().chars().allMatch(Character::isDigit))) {
+      for (Path p : procs) {
+        try {
+          String cmdline =
+              new String(Files.readAllBytes(p.resolve("cmdline")), StandardCharsets.UTF_8);
+          long pid = Long.parseLong(p.getFileName().toString());
+          if (cmdline.contains(marker) && pid != ProcessHandle.current().pid()) found.add(pid);
+        } catch (IOException gone) {
+          // ended while we looked
+        }
+      }
+    }
+    return found;
+  }
+}
