@@ -125,11 +125,9 @@ public final class MarketSimulation implements AutoCloseable {
     }
 
     /**
-     * Every fault but the kinds that expose the bugs found so far and not yet fixed
-     * (docs/simulation.md): messages overtaking others between the same two entities (C), lost
-     * one-way tells (D), late agent reports (E) and late host notices (F), and the invariants no
-     * fault kind isolates (G, H). Lost or late liveness asks and partitions (A) are fixed and on;
-     * the agent-silence invariant (B) stays off, see below.
+     * Every fault but the kinds that expose bugs found and not yet fixed (docs/simulation.md), and
+     * every invariant but those such bugs break. A to I are fixed, so every fault kind is on; only
+     * the agent-silence invariant (B's remainder) stays off, see below.
      */
     public Config withoutKnownBugs() {
       Set<String> off = new java.util.TreeSet<>(switchedOff);
