@@ -120,14 +120,17 @@ final class RentalBilling {
   }
 
   /**
-   * What a liveness answer proves a running rental ran to: the host's last heartbeat, or the last
-   * one that listed the rental's workload when a later one no longer did (it stopped, and its
-   * report may still be on the way).
+   * What a liveness answer proves a running rental ran to: the host's last heartbeat, but no
+   * further than the last one that listed the rental's workload when the host knows one. A later
+   * heartbeat that no longer lists it shows it stopped (its report may still be on the way), and an
+   * agent that re-attached after an outage proves itself alive, not the workload, until its next
+   * heartbeat lists it.
    */
   static Instant runningProof(Host.Liveness liveness) {
     Instant listed = liveness.rentalListedAt();
-    if (listed == null || liveness.rentalGoneAt() == null) return liveness.lastHeartbeatAt();
-    return earlier(liveness.lastHeartbeatAt(), listed);
+    return listed == null
+        ? liveness.lastHeartbeatAt()
+        : earlier(liveness.lastHeartbeatAt(), listed);
   }
 
   /**

@@ -879,6 +879,22 @@ class RentalTest {
   }
 
   /**
+   * Found with finding E's check (seed 7): an agent that re-attached after an outage (its machine
+   * lost, its workloads with it) proves itself alive, not the workload; until a heartbeat lists the
+   * workload again the rental settles no further than the last one that did.
+   */
+  @Test
+  void anAgentThatReattachedIsNoProofOfTheWorkloadUntilAHeartbeatListsIt() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(true, now, at(12), null));
+    f.clock.advance(Duration.ofSeconds(30));
+    f.awaitCheckpoints(12L);
+    f.host.liveness.set(now -> new Host.Liveness(true, now, now, null)); // listed again
+    f.awaitCheckpoints(12L, 30L);
+  }
+
+  /**
    * Finding E at the end: the workload stopped on its own at about 6 s (a heartbeat at 7 s no
    * longer listed it) and its report was lost; the renter stops the rental at 8 s. A heartbeat
    * after the stop does not prove the seconds after the workload was gone: billed to the last

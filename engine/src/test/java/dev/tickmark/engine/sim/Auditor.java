@@ -78,6 +78,7 @@ final class Auditor {
     boolean provenShort;
 
     Instant endedAt;
+    long jumpedAtEnd; // the wall clock's jumps so far when it ended (ms)
     Instant closedAt;
     boolean refused;
 
@@ -134,6 +135,7 @@ final class Auditor {
   private final Function<String, List<Instant>> reportedStops;
   private final Function<String, Instant> lastListed;
   private final Function<String, Instant> goneSince;
+  private final java.util.function.LongSupplier clockJumped;
   private final java.util.function.LongSupplier step;
   private final Set<String> switchedOff;
   long checks;
@@ -146,6 +148,7 @@ final class Auditor {
       Function<String, List<Instant>> reportedStops,
       Function<String, Instant> lastListed,
       Function<String, Instant> goneSince,
+      java.util.function.LongSupplier clockJumped,
       java.util.function.LongSupplier step,
       Set<String> switchedOff) {
     this.feeBps = feeBps;
@@ -154,6 +157,7 @@ final class Auditor {
     this.reportedStops = reportedStops;
     this.lastListed = lastListed;
     this.goneSince = goneSince;
+    this.clockJumped = clockJumped;
     this.step = step;
     this.switchedOff = switchedOff;
   }
@@ -412,6 +416,7 @@ final class Auditor {
     r.endAt = e.endAt();
     r.billed = e.billedSeconds();
     r.endedAt = e.at();
+    r.jumpedAtEnd = clockJumped.getAsLong();
     if (r.startedAt == null) {
       check(
           e.billedSeconds() == 0 && r.checkpoints.isEmpty(),
@@ -579,7 +584,12 @@ final class Auditor {
         reportedStops.apply(r.id).stream().anyMatch(at -> !at.isBefore(r.endedAt.minusSeconds(1)));
     if (reported) return;
     Instant done = r.lastFinishingEvent == null ? r.endedAt : r.lastFinishingEvent;
-    Instant due = max(r.endedAt.plus(stopTimeout), done).plus(CLOSE_SLACK);
+    // The stop timeout runs on the node's timers, which a wall clock jump does not move: the jumps
+    // since the end are no time the rental waited.
+    Instant due =
+        max(r.endedAt.plus(stopTimeout), done)
+            .plus(CLOSE_SLACK)
+            .plusMillis(Math.max(0, clockJumped.getAsLong() - r.jumpedAtEnd));
     check(
         !r.closedAt.isAfter(due),
         "closes-when-agent-silent",

@@ -51,6 +51,7 @@ class LedgerLegsTest {
     assertEquals(List.of(), LedgerLegs.of("a", new Account.Opened("Ada", AT)));
     assertEquals(List.of(), LedgerLegs.of("a", new Account.SpendCapSet(100L, AT)));
     assertEquals(List.of(), LedgerLegs.of("a", new Account.ClosedForgotten("r1", AT)));
+    assertEquals(List.of(), LedgerLegs.of("a", new Account.UnplacedHoldReleased("r1", AT)));
     // The source closed on the second it had already been credited for: same key, nothing moved, no
     // second row.
     assertEquals(
