@@ -196,6 +196,10 @@ public final class Agent implements AutoCloseable {
       AgentConfig config,
       Function<StateDir, Hardware> hardware,
       Function<StateDir, Runtime> runtime) {
+    String insecure = config.insecureWarning();
+    if (insecure != null) log.warn(insecure);
+    String unsandboxed = RuntimeChoice.unsandboxedWarning(config.runtime(), config.simulated());
+    if (unsandboxed != null) log.warn(unsandboxed);
     StateDir state;
     String credential;
     try {

@@ -24,6 +24,12 @@ import java.util.Locale;
  *     #DEFAULT_STOP_GRACE}
  * @param sshIdleTimeout how long an SSH session may stay idle before the agent's SSH server closes
  *     it; null means {@link #DEFAULT_SSH_IDLE_TIMEOUT}
+ * @param insecure allow plain {@code ws://} engines that are not on loopback ({@code --insecure}):
+ *     the host credential and every frame then travel in clear text, and the agent says so at start
+ *     ({@link #insecureWarning()}); without it such an engine is refused
+ * @param allowUnsandboxed allow {@code runtime} {@link RuntimeKind#PROCESS} with real GPUs ({@code
+ *     --allow-unsandboxed}): a workload then runs next to the agent's key, unisolated; without it
+ *     that combination is refused ({@link RuntimeChoice#check})
  */
 public record AgentConfig(
     List<URI> engines,
@@ -32,7 +38,9 @@ public record AgentConfig(
     SimulatedGpus simulatedGpus,
     RuntimeKind runtime,
     Duration stopGrace,
-    Duration sshIdleTimeout) {
+    Duration sshIdleTimeout,
+    boolean insecure,
+    boolean allowUnsandboxed) {
 
   /** The websocket path on a node. */
   public static final String CONNECT_PATH = "/v1/agent/connect";
@@ -79,6 +87,30 @@ public record AgentConfig(
     if (sshIdleTimeout == null) sshIdleTimeout = DEFAULT_SSH_IDLE_TIMEOUT;
     if (sshIdleTimeout.isNegative() || sshIdleTimeout.isZero())
       throw new IllegalArgumentException("the ssh idle timeout must be positive");
+    if (!insecure) {
+      for (URI e : engines) {
+        if (plainRemote(e)) {
+          throw new IllegalArgumentException(
+              "refusing the plain engine address '"
+                  + e
+                  + "': off loopback the host credential and every frame would travel in clear"
+                  + " text; use wss:// (or --insecure on a network you trust)");
+        }
+      }
+    }
+    RuntimeChoice.check(runtime, simulatedGpus != null, allowUnsandboxed);
+  }
+
+  /** Neither {@code --insecure} nor {@code --allow-unsandboxed}. */
+  public AgentConfig(
+      List<URI> engines,
+      String token,
+      Path stateDir,
+      SimulatedGpus simulatedGpus,
+      RuntimeKind runtime,
+      Duration stopGrace,
+      Duration sshIdleTimeout) {
+    this(engines, token, stateDir, simulatedGpus, runtime, stopGrace, sshIdleTimeout, false, false);
   }
 
   /** The default ssh idle timeout. */
@@ -100,17 +132,88 @@ public record AgentConfig(
   /** The same configuration with another runtime. */
   public AgentConfig withRuntime(RuntimeKind kind) {
     return new AgentConfig(
-        engines, token, stateDir, simulatedGpus, kind, stopGrace, sshIdleTimeout);
+        engines,
+        token,
+        stateDir,
+        simulatedGpus,
+        kind,
+        stopGrace,
+        sshIdleTimeout,
+        insecure,
+        allowUnsandboxed);
   }
 
   /** The same configuration with another stop grace period. */
   public AgentConfig withStopGrace(Duration grace) {
-    return new AgentConfig(engines, token, stateDir, simulatedGpus, runtime, grace, sshIdleTimeout);
+    return new AgentConfig(
+        engines,
+        token,
+        stateDir,
+        simulatedGpus,
+        runtime,
+        grace,
+        sshIdleTimeout,
+        insecure,
+        allowUnsandboxed);
   }
 
   /** The same configuration with another ssh idle timeout. */
   public AgentConfig withSshIdleTimeout(Duration timeout) {
-    return new AgentConfig(engines, token, stateDir, simulatedGpus, runtime, stopGrace, timeout);
+    return new AgentConfig(
+        engines,
+        token,
+        stateDir,
+        simulatedGpus,
+        runtime,
+        stopGrace,
+        timeout,
+        insecure,
+        allowUnsandboxed);
+  }
+
+  /**
+   * The warning the agent logs at start when {@code --insecure} lets it use plain {@code ws://}
+   * engines off loopback, naming them; null when every engine is {@code wss://} or on loopback.
+   */
+  public String insecureWarning() {
+    if (!insecure) return null;
+    List<URI> plain = engines.stream().filter(AgentConfig::plainRemote).toList();
+    if (plain.isEmpty()) return null;
+    return "--insecure: the host credential and every frame travel in clear text to "
+        + plain
+        + " (plain ws:// off loopback): anyone on the path can read them and impersonate this"
+        + " host; use wss://";
+  }
+
+  /** A {@code ws://} engine whose host is not loopback. */
+  static boolean plainRemote(URI engine) {
+    return "ws".equals(engine.getScheme()) && !loopback(engine.getHost());
+  }
+
+  private static final java.util.regex.Pattern IPV4 =
+      java.util.regex.Pattern.compile("(\\d{1,3})\\.(\\d{1,3})\\.(\\d{1,3})\\.(\\d{1,3})");
+
+  /**
+   * {@code localhost}, a literal in 127.0.0.0/8, or {@code ::1}; read from the text alone, nothing
+   * is resolved (a name that resolves to loopback today may not tomorrow).
+   */
+  static boolean loopback(String host) {
+    if (host == null || host.isEmpty()) return false;
+    String h = host.toLowerCase(Locale.ROOT);
+    if (h.equals("localhost") || h.equals("localhost.")) return true;
+    java.util.regex.Matcher m = IPV4.matcher(h);
+    if (m.matches()) {
+      for (int i = 1; i <= 4; i++) if (Integer.parseInt(m.group(i)) > 255) return false;
+      return Integer.parseInt(m.group(1)) == 127;
+    }
+    if (h.startsWith("[") && h.endsWith("]")) h = h.substring(1, h.length() - 1);
+    if (!h.contains(":") || !h.matches("[0-9a-f:.]+")) return false;
+    try {
+      // a literal IPv6 address: parsed, never looked up
+      return java.net.InetAddress.getByName(h).isLoopbackAddress();
+    } catch (java.net.UnknownHostException e) {
+      return false;
+    }
   }
 
   /** One engine, the real hardware; rentals run in Docker, else in the sandbox. */

@@ -25,11 +25,14 @@ record Arguments(
       Usage: java -jar tickmark-agent.jar --engine URL [--engine URL…] [--token TOKEN] [--state-dir DIR]
                                           [--simulate-gpus CODE:COUNT[,CODE:COUNT…]] [--runtime sandbox|docker|process]
                                           [--stop-grace SECONDS] [--ssh-idle-timeout MINUTES]
+                                          [--insecure] [--allow-unsandboxed]
              java -jar tickmark-agent.jar --print-report [--state-dir DIR]
 
-        --engine URL          a node, ws://host:port or wss://host:port (http/https accepted); repeat the flag or
-                              separate with commas to give several: the agent fails over between them, taking the
-                              next one on each reconnect
+        --engine URL          a node, wss://host:port (https accepted; ws:// and http:// only on loopback:
+                              127.0.0.0/8, ::1, localhost); repeat the flag or separate with commas to give
+                              several: the agent fails over between them, taking the next one on each reconnect
+        --insecure            allow plain ws:// engines off loopback: the host credential and every frame travel
+                              in clear text (a warning says so at start); only on a network you trust
         --token TOKEN         registration token (tmkreg_…) for the first start; afterwards the host credential in
                               the state folder is used and the token is not needed (env TICKMARK_AGENT_TOKEN)
         --state-dir DIR       where the agent keeps its Ed25519 key, host credential and the rentals' scratch
@@ -42,7 +45,10 @@ record Arguments(
                               read-only system, only the workspace writable, the rented GPUs only, no network) or
                               process (a plain child process, no isolation: development only). Default: with
                               --simulate-gpus sandbox where bubblewrap works, else process (with a warning); with
-                              real GPUs docker where installed, else sandbox, else the agent does not start
+                              real GPUs docker where installed, else sandbox, else the agent does not start.
+                              process with real GPUs is refused unless --allow-unsandboxed
+        --allow-unsandboxed   allow --runtime process with real GPUs: a workload could read the agent's key;
+                              only for machines that run nobody else's workloads
         --stop-grace SECONDS  how long a stopped workload gets between SIGTERM and SIGKILL (default 10)
         --ssh-idle-timeout MINUTES
                               renters' SSH sessions with no traffic for this long are closed (default 30); the
@@ -74,6 +80,8 @@ record Arguments(
     AgentConfig.RuntimeKind runtime = null;
     java.time.Duration stopGrace = null;
     java.time.Duration sshIdleTimeout = null;
+    boolean insecure = false;
+    boolean allowUnsandboxed = false;
     for (int i = 0; i < args.size(); i++) {
       String arg = args.get(i);
       String name = arg;
@@ -88,6 +96,8 @@ record Arguments(
           return new Arguments(null, true, false);
         }
         case "--print-report" -> printReport = true;
+        case "--insecure" -> insecure = true;
+        case "--allow-unsandboxed" -> allowUnsandboxed = true;
         case "--version" -> {
           return new Arguments(null, false, true);
         }
@@ -160,23 +170,30 @@ record Arguments(
       return new Arguments(
           null, false, false, true, stateDir != null ? stateDir : AgentConfig.defaultStateDir());
     if (engines.isEmpty())
-      throw new UsageException("--engine is required (e.g. --engine ws://127.0.0.1:8080)");
+      throw new UsageException("--engine is required (e.g. --engine wss://node.example)");
     if (token == null || token.isBlank()) token = env.get(TOKEN_ENV);
     if (token != null && token.isBlank()) token = null;
     if (token != null && token.chars().anyMatch(ch -> ch <= ' ' || ch == 0x7f)) {
       throw new UsageException("the token contains spaces or control characters");
     }
-    return new Arguments(
-        new AgentConfig(
-            engines,
-            token,
-            stateDir != null ? stateDir : AgentConfig.defaultStateDir(),
-            simulated,
-            runtime,
-            stopGrace,
-            sshIdleTimeout),
-        false,
-        false);
+    AgentConfig config;
+    try {
+      config =
+          new AgentConfig(
+              engines,
+              token,
+              stateDir != null ? stateDir : AgentConfig.defaultStateDir(),
+              simulated,
+              runtime,
+              stopGrace,
+              sshIdleTimeout,
+              insecure,
+              allowUnsandboxed);
+    } catch (IllegalArgumentException e) {
+      // a plain ws:// engine off loopback, --runtime process with real GPUs
+      throw new UsageException(e.getMessage());
+    }
+    return new Arguments(config, false, false);
   }
 
   private static String next(List<String> args, int i, String flag) throws UsageException {

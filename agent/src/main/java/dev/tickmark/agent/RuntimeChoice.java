@@ -42,6 +42,31 @@ final class RuntimeChoice {
             + sandboxProblem);
   }
 
+  /**
+   * Refuses {@code --runtime process} with real GPUs unless {@code --allow-unsandboxed}: the
+   * process runtime isolates nothing, so a stranger's workload could read the agent's key and host
+   * credential. With simulated GPUs it stays allowed (development).
+   *
+   * @param requested the runtime {@code --runtime} names, or null for the default ({@link #choose},
+   *     which never picks {@code process} for real GPUs)
+   * @throws IllegalArgumentException (one line) where refused
+   */
+  static void check(RuntimeKind requested, boolean simulated, boolean allowUnsandboxed) {
+    if (requested == RuntimeKind.PROCESS && !simulated && !allowUnsandboxed) {
+      throw new IllegalArgumentException(
+          "refusing --runtime process with real GPUs: it isolates nothing, a renter's workload"
+              + " could read this agent's key and credential; use --runtime docker or sandbox"
+              + " (or add --allow-unsandboxed if you run only your own workloads)");
+    }
+  }
+
+  /** The warning to log at start for an allowed unsandboxed runtime with real GPUs, or null. */
+  static String unsandboxedWarning(RuntimeKind requested, boolean simulated) {
+    if (requested != RuntimeKind.PROCESS || simulated) return null;
+    return "--allow-unsandboxed: rentals on real GPUs run as plain processes, without isolation;"
+        + " a workload can read this agent's key and credential and everything this user can";
+  }
+
   /** The choice for this machine. */
   static Choice forThisHost(boolean simulated) {
     boolean docker =

@@ -34,4 +34,22 @@ class RuntimeChoiceTest {
     assertTrue(none.getMessage().contains("apt-get install bubblewrap"), none.getMessage());
     assertEquals(1, none.getMessage().lines().count(), "one line");
   }
+
+  @Test
+  void processWithRealGpusNeedsAllowUnsandboxed() {
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> RuntimeChoice.check(RuntimeKind.PROCESS, false, false));
+    assertTrue(e.getMessage().contains("--allow-unsandboxed"), e.getMessage());
+    assertEquals(1, e.getMessage().lines().count(), "one line");
+    RuntimeChoice.check(RuntimeKind.PROCESS, false, true);
+    RuntimeChoice.check(RuntimeKind.PROCESS, true, false); // simulated GPUs: development
+    for (RuntimeKind k : new RuntimeKind[] {null, RuntimeKind.DOCKER, RuntimeKind.SANDBOX})
+      RuntimeChoice.check(k, false, false);
+    assertTrue(
+        RuntimeChoice.unsandboxedWarning(RuntimeKind.PROCESS, false).contains("without isolation"));
+    assertNull(RuntimeChoice.unsandboxedWarning(RuntimeKind.PROCESS, true));
+    assertNull(RuntimeChoice.unsandboxedWarning(RuntimeKind.SANDBOX, false));
+  }
 }
