@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Tickmark host agent as a systemd service, or removes it (--uninstall).
 #
-#   sudo deploy/agent/install.sh --engine ws://NODE:8080 --token tmkreg_…   install (or upgrade) and start
+#   sudo deploy/agent/install.sh --engine wss://NODE --token tmkreg_…       install (or upgrade) and start
 #   sudo deploy/agent/install.sh --uninstall [--force] [--keep-state]        stop and remove
 #
 # What it writes (every path under --root, default /, so that tests can install into a throwaway
@@ -22,7 +22,8 @@ usage() {
 Usage: $0 --engine URL [--engine URL…] [--token TOKEN] [--jar PATH|URL] [--java PATH] [--root DIR] [--no-start]
        $0 --uninstall [--force] [--keep-state] [--root DIR]
 
-  --engine URL    a node, ws://host:port or wss://host:port; repeat it for several (the agent fails over)
+  --engine URL    a node, wss://host[:port] (the agent refuses ws:// off loopback); repeat it for several
+                  (the agent fails over)
   --token TOKEN   the registration token (tmkreg_…, 'tickmark host token'); needed for the first start only
   --jar PATH|URL  the agent jar (default: agent/target/tickmark-agent.jar of this checkout, as Maven builds it)
   --java PATH     the Java 17+ to run it with (default: java on the PATH)
