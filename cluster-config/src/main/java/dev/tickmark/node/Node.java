@@ -171,7 +171,11 @@ public final class Node implements AutoCloseable {
         ApiSettings.fromConfig(
             config, settings.httpPort(), settings.operatorToken(), settings.webhookSecret());
 
-    Account.init(system, clock, config.getDuration("tickmark.accounts.payout-details-hold"));
+    Account.init(
+        system,
+        clock,
+        config.getDuration("tickmark.accounts.payout-details-hold"),
+        config.getInt("tickmark.accounts.max-live-rentals"));
     Host.init(system, Host.Settings.fromConfig(config, catalog, links), clock);
     Matcher.init(
         system,

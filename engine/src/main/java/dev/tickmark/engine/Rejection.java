@@ -32,6 +32,11 @@ public enum Rejection {
   INVALID_NAME,
   INVALID_HOLDER_NAME,
   INVALID_REASON,
+  /**
+   * An account has as many live rentals (pending, provisioning, running, stopping) as it may have
+   * at once ({@code tickmark.accounts.max-live-rentals}): a new one waits until one ends.
+   */
+  TOO_MANY_RENTALS,
   // hosts and their agents
   TOKEN_USED,
   TOKEN_EXPIRED,

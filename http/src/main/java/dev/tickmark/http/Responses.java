@@ -86,7 +86,7 @@ public final class Responses {
           HOST_NOT_AVAILABLE,
           NOT_RUNNING ->
           409;
-      case TOO_MANY_STREAMS -> 429;
+      case TOO_MANY_STREAMS, TOO_MANY_RENTALS -> 429;
       case INSUFFICIENT_EARNINGS, AMOUNT_TOO_LARGE, HOLD_EXCEEDED -> 422;
       case UNAVAILABLE ->
           503; // temporary (the read side or an entity is away): retry, Retry-After says when

@@ -926,14 +926,29 @@ public final class Account
   /** How long changed payout details wait before payouts use them, unless configured otherwise. */
   public static final Duration DEFAULT_PAYOUT_DETAILS_HOLD = Duration.ofHours(24);
 
+  /**
+   * How many open holds (one per live rental: pending, provisioning, running or stopping) an
+   * account may have at once, unless configured otherwise.
+   */
+  public static final int DEFAULT_MAX_LIVE_RENTALS = 100;
+
   public static void init(ActorSystem<?> system, Clock clock) {
     init(system, clock, DEFAULT_PAYOUT_DETAILS_HOLD);
   }
 
   /** {@code payoutDetailsHold}: {@code tickmark.accounts.payout-details-hold}. */
   public static void init(ActorSystem<?> system, Clock clock, Duration payoutDetailsHold) {
+    init(system, clock, payoutDetailsHold, DEFAULT_MAX_LIVE_RENTALS);
+  }
+
+  /** {@code maxLiveRentals}: {@code tickmark.accounts.max-live-rentals}. */
+  public static void init(
+      ActorSystem<?> system, Clock clock, Duration payoutDetailsHold, int maxLiveRentals) {
     ClusterSharding.get(system)
-        .init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), clock, payoutDetailsHold)));
+        .init(
+            Entity.of(
+                ENTITY_KEY,
+                ctx -> create(ctx.getEntityId(), clock, payoutDetailsHold, maxLiveRentals)));
   }
 
   public static Behavior<Command> create(String accountId, Clock clock) {
@@ -942,19 +957,35 @@ public final class Account
 
   public static Behavior<Command> create(
       String accountId, Clock clock, Duration payoutDetailsHold) {
-    return Behaviors.setup(context -> new Account(accountId, clock, payoutDetailsHold, context));
+    return create(accountId, clock, payoutDetailsHold, DEFAULT_MAX_LIVE_RENTALS);
+  }
+
+  public static Behavior<Command> create(
+      String accountId, Clock clock, Duration payoutDetailsHold, int maxLiveRentals) {
+    if (maxLiveRentals < 1)
+      throw new IllegalArgumentException("max-live-rentals must be at least 1: " + maxLiveRentals);
+    return Behaviors.setup(
+        context -> new Account(accountId, clock, payoutDetailsHold, maxLiveRentals, context));
   }
 
   private final Duration payoutDetailsHold;
 
+  /** The most open holds at once; a new one past it is refused ({@code too_many_rentals}). */
+  private final int maxLiveRentals;
+
   private Account(
-      String accountId, Clock clock, Duration payoutDetailsHold, ActorContext<Command> context) {
+      String accountId,
+      Clock clock,
+      Duration payoutDetailsHold,
+      int maxLiveRentals,
+      ActorContext<Command> context) {
     super(
         PersistenceId.of(ENTITY_KEY.name(), accountId),
         SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
     this.accountId = accountId;
     this.clock = clock;
     this.payoutDetailsHold = payoutDetailsHold;
+    this.maxLiveRentals = maxLiveRentals;
     this.context = context;
   }
 
@@ -1200,6 +1231,20 @@ public final class Account
     if (cmd.amount() <= 0)
       return Effect()
           .reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a hold must be positive"));
+    // One open hold per live rental: the cap on an account's live rentals is checked here, where
+    // holds are placed one at a time, so concurrent launches cannot slip past it.
+    if (state.marks().holds().open().size() >= maxLiveRentals) {
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.TOO_MANY_RENTALS,
+                  "account "
+                      + accountId
+                      + " already has "
+                      + maxLiveRentals
+                      + " live rentals, the most it may have at once"));
+    }
     ReplyEffect<Event, State> refused = refuseHoldGrowth(state, cmd.amount(), cmd.replyTo());
     if (refused != null) return refused;
     return Effect()

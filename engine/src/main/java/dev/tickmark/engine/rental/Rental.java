@@ -1692,6 +1692,9 @@ public final class Rental
     return switch (code) {
       case INSUFFICIENT_FUNDS -> "the available balance does not cover the first hold";
       case SPEND_CAP_REACHED -> "the first hold would exceed the monthly spend cap";
+      case TOO_MANY_RENTALS ->
+          "the account has as many live rentals (pending, provisioning, running or stopping) as it"
+              + " may have at once; stop one, or wait until one ends, before launching another";
       case NOT_FOUND -> "no such account";
       default -> "the first hold could not be placed (" + code.wire() + ")";
     };

@@ -258,6 +258,54 @@ class AccountTest {
     assertEquals(0, summary().held());
   }
 
+  /**
+   * Issue 17 item 5: one account must not flood the market. Every live rental holds one open hold,
+   * so the account caps its open holds: a new one past the cap is refused, a retried placement of
+   * an open one still answers as it stands, extending is not affected, and a released hold makes
+   * room again.
+   */
+  @Test
+  void capsOpenHoldsSoAnAccountCannotFloodTheMarketWithRentals() {
+    kit =
+        EventSourcedBehaviorTestKit.create(
+            testKit.system(),
+            Account.create(accountId, clock, Account.DEFAULT_PAYOUT_DETAILS_HOLD, 2));
+    open("Ada");
+    ok(deposit("pay-1", 1_000));
+    ok(placeHold("r1", 100));
+    ok(placeHold("r2", 100));
+
+    var third = placeHold("r3", 100);
+    assertRejected(Rejection.TOO_MANY_RENTALS, third);
+    String message = third.reply().getError().getMessage();
+    assertTrue(message.contains("2 live rentals"), message);
+    assertEquals(200, summary().held(), "the refusal holds nothing");
+    assertRejected(Rejection.HOLD_NOT_FOUND, getHold("r3"));
+
+    // a retry of an open hold is answered as today, and extending one is not a new rental
+    var retried = placeHold("r2", 100);
+    assertTrue(retried.hasNoEvents());
+    assertEquals(new HoldView("r2", 100, 0, 0, true), ok(retried));
+    ok(extendHold("r1", 300));
+    assertRecovers();
+    assertRejected(Rejection.TOO_MANY_RENTALS, placeHold("r3", 100)); // still full after recovery
+
+    // a released hold makes room; a closed hold does not count
+    ok(release("r1"));
+    ok(placeHold("r3", 100));
+    assertRejected(Rejection.TOO_MANY_RENTALS, placeHold("r4", 100));
+    assertEquals(200, summary().held());
+  }
+
+  @Test
+  void theDefaultCapIsAHundredLiveRentals() {
+    open("Ada");
+    ok(deposit("pay-1", 1_000));
+    for (int i = 0; i < Account.DEFAULT_MAX_LIVE_RENTALS; i++) ok(placeHold("r" + i, 1));
+    assertRejected(Rejection.TOO_MANY_RENTALS, placeHold("one-too-many", 1));
+    ok(placeHold("r0", 1)); // a retry of an open one still answers
+  }
+
   @Test
   void extendHoldIsIdempotentOnNewAmount() {
     open("Ada");
