@@ -19,7 +19,7 @@ SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
   cat <<EOF
-Usage: $0 --engine URL [--engine URL…] [--token TOKEN] [--jar PATH|URL] [--java PATH] [--root DIR] [--no-start]
+Usage: $0 --engine URL [--engine URL…] [--token TOKEN] [--jar PATH|URL] [--java PATH] [--root DIR] [--no-start] [--insecure]
        $0 --uninstall [--force] [--keep-state] [--root DIR]
 
   --engine URL    a node, wss://host[:port] (the agent refuses ws:// off loopback); repeat it for several
@@ -29,6 +29,7 @@ Usage: $0 --engine URL [--engine URL…] [--token TOKEN] [--jar PATH|URL] [--jav
   --java PATH     the Java 17+ to run it with (default: java on the PATH)
   --root DIR      install under DIR instead of / (tests)
   --no-start      install and enable, do not (re)start
+  --insecure      accept a plain ws:// engine off loopback (the credential then travels in clear text)
   --uninstall     stop the service (the agent stops its rentals: SIGTERM, grace period) and remove it all;
                   refused while rentals run, unless --force: drain the host first ('tickmark host drain HOST')
   --keep-state    with --uninstall: keep /var/lib/tickmark-agent (the host's key and credential)
@@ -49,6 +50,7 @@ UNINSTALL=0
 FORCE=0
 KEEP_STATE=0
 START=1
+INSECURE=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --engine) [ $# -ge 2 ] || die "--engine needs a URL"; ENGINES+=("$2"); shift 2 ;;
@@ -57,6 +59,7 @@ while [ $# -gt 0 ]; do
     --java) [ $# -ge 2 ] || die "--java needs a path"; JAVA=$2; shift 2 ;;
     --root) [ $# -ge 2 ] || die "--root needs a folder"; ROOT=$2; shift 2 ;;
     --no-start) START=0; shift ;;
+    --insecure) INSECURE=1; shift ;;
     --uninstall) UNINSTALL=1; shift ;;
     --force) FORCE=1; shift ;;
     --keep-state) KEEP_STATE=1; shift ;;
@@ -125,8 +128,22 @@ for e in "${ENGINES[@]}"; do
     *) die "not an engine URL: $e" ;;
   esac
   case "$e" in *[[:space:]\"\'\\\$\`]*) die "not an engine URL: $e" ;; esac
+  # the agent refuses plain ws:// off loopback (its credential would travel in clear text): say so
+  # now rather than have systemd restart a refused agent for ever
+  case "$e" in
+    ws://* | http://*)
+      hostport=${e#*://}
+      hostport=${hostport%%/*}
+      case "$hostport" in
+        localhost | localhost:* | 127.* | "[::1]" | "[::1]:"*) ;;
+        *) [ "$INSECURE" = 1 ] || die "$e is plain ws:// off loopback: use wss:// (TLS), or --insecure to send the credential in clear text" ;;
+      esac
+      ;;
+  esac
 done
 ENGINE=$(IFS=,; echo "${ENGINES[*]}")
+INSECURE_FLAG=""
+[ "$INSECURE" = 1 ] && INSECURE_FLAG=" --insecure"
 case "$TOKEN" in *[!A-Za-z0-9_.-]*) die "not a registration token: $TOKEN" ;; esac
 # a reinstall keeps the token written before (spent or not: the agent uses its credential once it has one)
 OLD_TOKEN=""
@@ -206,7 +223,7 @@ User=$NAME
 Group=$NAME
 $GROUPS_LINE
 EnvironmentFile=$ENV_FILE
-ExecStart=$JAVA -jar $OPT_DIR/$NAME.jar --engine \${TICKMARK_AGENT_ENGINE} --state-dir $STATE_DIR
+ExecStart=$JAVA -jar $OPT_DIR/$NAME.jar --engine \${TICKMARK_AGENT_ENGINE} --state-dir $STATE_DIR$INSECURE_FLAG
 # 2: bad usage, 3: refused by the node for good (spent or expired token, host removed): a restart cannot help
 Restart=on-failure
 RestartSec=5

@@ -94,7 +94,7 @@ class InstallScriptTest {
     Result r =
         install(
             "--engine",
-            "ws://node1:8080",
+            "wss://node1:8080",
             "--engine",
             "wss://node2:8443",
             "--token",
@@ -145,7 +145,7 @@ class InstallScriptTest {
     assertEquals("rwx------", mode(STATE));
     assertEquals(uid(), ((Number) Files.getAttribute(root.resolve(STATE), "unix:uid")).longValue());
     String env = Files.readString(root.resolve(ENV));
-    assertTrue(env.contains("\nTICKMARK_AGENT_ENGINE=ws://node1:8080,wss://node2:8443\n"), env);
+    assertTrue(env.contains("\nTICKMARK_AGENT_ENGINE=wss://node1:8080,wss://node2:8443\n"), env);
     assertTrue(env.contains("\nTICKMARK_AGENT_TOKEN=tmkreg_host_1_secret\n"), env);
 
     List<String> unit = Files.readAllLines(root.resolve(UNIT));
@@ -176,7 +176,7 @@ class InstallScriptTest {
   void aReinstallKeepsTheTokenAndTheUserAndRestarts() throws Exception {
     firstInstall();
     Files.delete(calls);
-    Result again = install("--engine", "ws://node3:8080", "--jar", jar.toString(), "--java", java);
+    Result again = install("--engine", "wss://node3:8080", "--jar", jar.toString(), "--java", java);
     assertEquals(0, again.status(), again.output());
     assertEquals(
         List.of(
@@ -186,14 +186,14 @@ class InstallScriptTest {
         calls(),
         "no second user");
     String env = Files.readString(root.resolve(ENV));
-    assertTrue(env.contains("TICKMARK_AGENT_ENGINE=ws://node3:8080\n"), env);
+    assertTrue(env.contains("TICKMARK_AGENT_ENGINE=wss://node3:8080\n"), env);
     assertTrue(env.contains("TICKMARK_AGENT_TOKEN=tmkreg_host_1_secret\n"), env);
   }
 
   @Test
   void refusedWithoutATokenOnTheFirstInstallOrWithABadEngineAndNothingIsWritten() throws Exception {
     Result noToken =
-        install("--engine", "ws://node1:8080", "--jar", jar.toString(), "--java", java);
+        install("--engine", "wss://node1:8080", "--jar", jar.toString(), "--java", java);
     assertNotEquals(0, noToken.status());
     assertTrue(noToken.output().contains("needs --token"), noToken.output());
     Result badEngine =
@@ -201,12 +201,12 @@ class InstallScriptTest {
             "--engine", "node1 --runtime process", "--token", "tmkreg_x", "--jar", jar.toString());
     assertNotEquals(0, badEngine.status());
     Result badToken =
-        install("--engine", "ws://node1:8080", "--token", "x; rm -rf /", "--jar", jar.toString());
+        install("--engine", "wss://node1:8080", "--token", "x; rm -rf /", "--jar", jar.toString());
     assertNotEquals(0, badToken.status());
     Result noJar =
         install(
             "--engine",
-            "ws://n:1",
+            "wss://n:1",
             "--token",
             "tmkreg_x",
             "--jar",
@@ -215,9 +215,39 @@ class InstallScriptTest {
             java);
     assertNotEquals(0, noJar.status());
     assertTrue(noJar.output().contains("no agent jar"), noJar.output());
+    Result plain =
+        install(
+            "--engine",
+            "ws://node1:8080",
+            "--token",
+            "tmkreg_x",
+            "--jar",
+            jar.toString(),
+            "--java",
+            java);
+    assertNotEquals(0, plain.status(), "the agent would refuse it on every start");
+    assertTrue(plain.output().contains("use wss://"), plain.output());
     assertFalse(Files.exists(root.resolve(UNIT)));
     assertFalse(Files.exists(root.resolve(ENV)));
     assertEquals(List.of(), calls());
+  }
+
+  @Test
+  void aPlainEngineOffLoopbackNeedsInsecureWhichTheServiceThenPassesOn() throws Exception {
+    Result installed =
+        install(
+            "--engine",
+            "ws://node1:8080",
+            "--insecure",
+            "--token",
+            "tmkreg_host_1_secret",
+            "--jar",
+            jar.toString(),
+            "--java",
+            java);
+    assertEquals(0, installed.status(), installed.output());
+    String unit = Files.readString(root.resolve(UNIT));
+    assertTrue(unit.contains("--state-dir /var/lib/tickmark-agent --insecure"), unit);
   }
 
   @Test
@@ -256,7 +286,7 @@ class InstallScriptTest {
     assertEquals(0, r.status(), r.output());
     assertTrue(Files.exists(root.resolve(STATE).resolve("host-credential")));
     assertFalse(Files.exists(root.resolve(UNIT)));
-    Result again = install("--engine", "ws://node1:8080", "--jar", jar.toString(), "--java", java);
+    Result again = install("--engine", "wss://node1:8080", "--jar", jar.toString(), "--java", java);
     assertEquals(0, again.status(), "the credential is there: no token needed: " + again.output());
   }
 
