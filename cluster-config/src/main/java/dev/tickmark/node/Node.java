@@ -199,13 +199,19 @@ public final class Node implements AutoCloseable {
     ApiKeys apiKeys = new ApiKeys(jdbc, clock);
     SshKeys sshKeys = new SshKeys(jdbc, clock);
     PayoutRunReadModel payoutRuns = new PayoutRunReadModel(jdbc);
+    IdempotencyKeys idempotencyKeys =
+        new IdempotencyKeys(
+            jdbc,
+            clock,
+            config.getDuration("tickmark.http.idempotency.ttl"),
+            config.getDuration("tickmark.http.idempotency.in-progress-timeout"));
     HttpApi httpApi =
         new HttpApi(
             system,
             api,
             apiKeys,
             sshKeys,
-            new IdempotencyKeys(jdbc, clock),
+            idempotencyKeys,
             new PaymentIds(jdbc, clock),
             ledgerReadModel,
             hostReadModel,
@@ -231,6 +237,8 @@ public final class Node implements AutoCloseable {
         clock,
         config.getDuration("tickmark.logs.keep-after-end"),
         config.getDuration("tickmark.logs.cleanup-interval"));
+    deleteExpiredIdempotencyKeys(
+        system, idempotencyKeys, config.getDuration("tickmark.http.idempotency.cleanup-interval"));
     log.info(
         "Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
     return new Node(system, binding, settings, apiKeys, database, managementUrl);
@@ -307,6 +315,34 @@ public final class Node implements AutoCloseable {
                                     sharding
                                         .entityRefFor(PayoutRun.ENTITY_KEY, id)
                                         .tell(PayoutRun.Wake.INSTANCE))),
+            system.executionContext());
+  }
+
+  /**
+   * Every {@code every}, deletes the Idempotency-Key records past their ttl (they are ignored from
+   * then on anyway; this keeps the table small). Each node runs it; the deletes are idempotent.
+   */
+  private static void deleteExpiredIdempotencyKeys(
+      ActorSystem<Void> system, IdempotencyKeys keys, Duration every) {
+    system
+        .scheduler()
+        .scheduleWithFixedDelay(
+            Duration.ofSeconds(45),
+            every,
+            () ->
+                keys.deleteExpired()
+                    .whenComplete(
+                        (deleted, failure) -> {
+                          if (failure != null)
+                            log.warn(
+                                "Deleting expired Idempotency-Key records failed: {}",
+                                failure.toString());
+                          else if (deleted > 0)
+                            log.info(
+                                "Deleted {} Idempotency-Key records older than {}",
+                                deleted,
+                                keys.ttl());
+                        }),
             system.executionContext());
   }
 
