@@ -96,6 +96,7 @@ public final class Node implements AutoCloseable {
           CommonPool.PROPERTY);
     }
     Config config = config(settings);
+    checkIdempotencySettings(config);
     int poolSize = config.getInt("tickmark.database.pool-size");
     EmbeddedDatabase embedded = null;
     DatabaseSettings database;
@@ -118,6 +119,23 @@ public final class Node implements AutoCloseable {
       if (embedded != null) embedded.close();
       throw e;
     }
+  }
+
+  /**
+   * A claim on an Idempotency-Key must not be taken over while its request can still be running:
+   * the longest an idempotent POST waits is a payout run's start, 6 x ask-timeout.
+   */
+  static void checkIdempotencySettings(Config config) {
+    Duration inProgressTimeout =
+        config.getDuration("tickmark.http.idempotency.in-progress-timeout");
+    Duration longest = config.getDuration("tickmark.http.ask-timeout").multipliedBy(6);
+    if (inProgressTimeout.compareTo(longest) <= 0)
+      throw new IllegalArgumentException(
+          "tickmark.http.idempotency.in-progress-timeout ("
+              + inProgressTimeout
+              + ") must be longer than 6 x tickmark.http.ask-timeout ("
+              + longest
+              + "), the longest an idempotent request runs");
   }
 
   /**
