@@ -1,6 +1,7 @@
 package dev.tickmark.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.PrintWriter;
 import picocli.CommandLine.ArgGroup;
@@ -100,11 +101,23 @@ final class HostCommands extends ApiCommand {
       name = "ls",
       description = "Your hosts: status, online, listed, draining, cards free, prices.")
   static final class Ls extends ApiCommand {
+    /** Hosts asked for at once; the list follows {@code next_after} to the end. */
+    static final int PAGE = 200;
+
     @Override
     int execute() {
-      Http.Reply reply = withApiKey().get("/v1/hosts");
+      Http http = withApiKey();
+      ArrayNode hosts = Http.JSON.createArrayNode();
+      String after = null;
+      do {
+        JsonNode page = http.get("/v1/hosts" + query(params("limit", PAGE, "after", after))).json();
+        for (JsonNode h : page.path("hosts")) hosts.add(h);
+        after = page.hasNonNull("next_after") ? page.get("next_after").asText() : null;
+      } while (after != null);
       if (json()) {
-        printJson(reply);
+        ObjectNode list = object();
+        list.set("hosts", hosts);
+        out().println(list);
         return Cli.EXIT_OK;
       }
       Table table =
@@ -119,7 +132,7 @@ final class HostCommands extends ApiCommand {
               "TOTAL",
               "ON-DEMAND",
               "SPOT");
-      for (JsonNode h : reply.json().path("hosts")) {
+      for (JsonNode h : hosts) {
         table.row(
             h.get("id"),
             h.get("region"),

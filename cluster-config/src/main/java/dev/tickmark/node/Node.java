@@ -96,6 +96,7 @@ public final class Node implements AutoCloseable {
           CommonPool.PROPERTY);
     }
     Config config = config(settings);
+    checkIdempotencySettings(config);
     int poolSize = config.getInt("tickmark.database.pool-size");
     EmbeddedDatabase embedded = null;
     DatabaseSettings database;
@@ -118,6 +119,23 @@ public final class Node implements AutoCloseable {
       if (embedded != null) embedded.close();
       throw e;
     }
+  }
+
+  /**
+   * A claim on an Idempotency-Key must not be taken over while its request can still be running:
+   * the longest an idempotent POST waits is a payout run's start, 6 x ask-timeout.
+   */
+  static void checkIdempotencySettings(Config config) {
+    Duration inProgressTimeout =
+        config.getDuration("tickmark.http.idempotency.in-progress-timeout");
+    Duration longest = config.getDuration("tickmark.http.ask-timeout").multipliedBy(6);
+    if (inProgressTimeout.compareTo(longest) <= 0)
+      throw new IllegalArgumentException(
+          "tickmark.http.idempotency.in-progress-timeout ("
+              + inProgressTimeout
+              + ") must be longer than 6 x tickmark.http.ask-timeout ("
+              + longest
+              + "), the longest an idempotent request runs");
   }
 
   /**
@@ -203,13 +221,19 @@ public final class Node implements AutoCloseable {
     ApiKeys apiKeys = new ApiKeys(jdbc, clock);
     SshKeys sshKeys = new SshKeys(jdbc, clock);
     PayoutRunReadModel payoutRuns = new PayoutRunReadModel(jdbc);
+    IdempotencyKeys idempotencyKeys =
+        new IdempotencyKeys(
+            jdbc,
+            clock,
+            config.getDuration("tickmark.http.idempotency.ttl"),
+            config.getDuration("tickmark.http.idempotency.in-progress-timeout"));
     HttpApi httpApi =
         new HttpApi(
             system,
             api,
             apiKeys,
             sshKeys,
-            new IdempotencyKeys(jdbc, clock),
+            idempotencyKeys,
             new PaymentIds(jdbc, clock),
             ledgerReadModel,
             hostReadModel,
@@ -235,6 +259,8 @@ public final class Node implements AutoCloseable {
         clock,
         config.getDuration("tickmark.logs.keep-after-end"),
         config.getDuration("tickmark.logs.cleanup-interval"));
+    deleteExpiredIdempotencyKeys(
+        system, idempotencyKeys, config.getDuration("tickmark.http.idempotency.cleanup-interval"));
     log.info(
         "Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
     return new Node(system, binding, settings, apiKeys, database, managementUrl);
@@ -311,6 +337,34 @@ public final class Node implements AutoCloseable {
                                     sharding
                                         .entityRefFor(PayoutRun.ENTITY_KEY, id)
                                         .tell(PayoutRun.Wake.INSTANCE))),
+            system.executionContext());
+  }
+
+  /**
+   * Every {@code every}, deletes the Idempotency-Key records past their ttl (they are ignored from
+   * then on anyway; this keeps the table small). Each node runs it; the deletes are idempotent.
+   */
+  private static void deleteExpiredIdempotencyKeys(
+      ActorSystem<Void> system, IdempotencyKeys keys, Duration every) {
+    system
+        .scheduler()
+        .scheduleWithFixedDelay(
+            Duration.ofSeconds(45),
+            every,
+            () ->
+                keys.deleteExpired()
+                    .whenComplete(
+                        (deleted, failure) -> {
+                          if (failure != null)
+                            log.warn(
+                                "Deleting expired Idempotency-Key records failed: {}",
+                                failure.toString());
+                          else if (deleted > 0)
+                            log.info(
+                                "Deleted {} Idempotency-Key records older than {}",
+                                deleted,
+                                keys.ttl());
+                        }),
             system.executionContext());
   }
 

@@ -165,4 +165,25 @@ class EntitySettingsDefaultsTest {
     assertEquals(25522, Node.config(local).getInt("pekko.remote.artery.canonical.port"));
     assertEquals(10, Verification.Policy.fromConfig(Node.config(local)).minDiskWriteMibPerS());
   }
+
+  @Test
+  void idempotencyKeysLiveADayAndAnInProgressTimeoutShorterThanARequestIsRefused() {
+    Config c = Node.config(NodeSettings.fromEnvironment(Map.of()), database(8));
+    assertEquals(Duration.ofHours(24), c.getDuration("tickmark.http.idempotency.ttl"));
+    assertEquals(
+        Duration.ofSeconds(60), c.getDuration("tickmark.http.idempotency.in-progress-timeout"));
+    assertEquals(Duration.ofHours(1), c.getDuration("tickmark.http.idempotency.cleanup-interval"));
+    Node.checkIdempotencySettings(c); // the defaults pass: 60 s > 6 x 5 s
+
+    Config tooShort =
+        Node.config(
+            NodeSettings.fromEnvironment(Map.of())
+                .withConfig("tickmark.http.ask-timeout", "10s")
+                .withConfig("tickmark.http.idempotency.in-progress-timeout", "60s"),
+            database(8));
+    IllegalArgumentException refused =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            IllegalArgumentException.class, () -> Node.checkIdempotencySettings(tooShort));
+    assertTrue(refused.getMessage().contains("in-progress-timeout"), refused.getMessage());
+  }
 }

@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -95,8 +96,14 @@ public final class HostRoutes {
    * The provider's hosts, once the host table holds what was written before this request (a listing
    * just set, say).
    */
-  private CompletionStage<List<HostReadModel.HostRow>> ownHosts(String owner) {
-    return hosts.awaitWritten(readYourWritesWait).thenCompose(caughtUp -> hosts.byOwner(owner));
+  private CompletionStage<HostViews.HostList> ownHosts(
+      String owner, Optional<String> limitParam, Optional<String> afterParam) {
+    int limit = HostViews.HostList.limit(limitParam);
+    String after = HostViews.HostList.after(afterParam);
+    return hosts
+        .awaitWritten(readYourWritesWait)
+        .thenCompose(caughtUp -> hosts.byOwner(owner, after, limit))
+        .thenApply(rows -> HostViews.HostList.of(rows, limit, false));
   }
 
   public Route route() {
@@ -126,19 +133,17 @@ public final class HostRoutes {
                             () ->
                                 get(
                                     () ->
-                                        onSuccess(
-                                            ownHosts(owner),
-                                            rows ->
-                                                complete(
-                                                    Responses.json(
-                                                        200,
-                                                        new HostViews.HostList(
-                                                            rows.stream()
-                                                                .map(
-                                                                    r ->
-                                                                        HostViews.HostSummary.of(
-                                                                            r, false))
-                                                                .toList())))))),
+                                        parameterOptional(
+                                            "limit",
+                                            limit ->
+                                                parameterOptional(
+                                                    "after",
+                                                    after ->
+                                                        onSuccess(
+                                                            ownHosts(owner, limit, after),
+                                                            page ->
+                                                                complete(
+                                                                    Responses.json(200, page))))))),
                         pathPrefix(
                             segment(),
                             hostId ->

@@ -127,7 +127,37 @@ final class HostViews {
     }
   }
 
-  record HostList(List<HostSummary> hosts) {}
+  /**
+   * One page of hosts; {@code nextAfter} is the cursor for the next page ({@code null} on the last
+   * one).
+   */
+  record HostList(List<HostSummary> hosts, String nextAfter) {
+    static final int MAX_PAGE = 200;
+    static final int DEFAULT_PAGE = 50;
+
+    /** {@code ?limit=}: 1 to {@value #MAX_PAGE}, {@value #DEFAULT_PAGE} when absent. */
+    static int limit(java.util.Optional<String> text) {
+      return text.map(l -> Params.positiveInt("limit", l, MAX_PAGE)).orElse(DEFAULT_PAGE);
+    }
+
+    /** {@code ?after=}: a cursor a previous page returned, or absent for the first page. */
+    static String after(java.util.Optional<String> text) {
+      text.ifPresent(
+          a -> {
+            if (!Ids.wellFormed("host_", a))
+              throw Problem.badRequest(
+                  "invalid_parameter", "after must be a cursor returned by a previous page");
+          });
+      return text.orElse(null);
+    }
+
+    /** A full page may have more after it; a short one is the last. */
+    static HostList of(List<HostReadModel.HostRow> rows, int limit, boolean forOperator) {
+      return new HostList(
+          rows.stream().map(r -> HostSummary.of(r, forOperator)).toList(),
+          rows.size() == limit ? rows.get(rows.size() - 1).hostId() : null);
+    }
+  }
 
   static String hhmm(int minute) {
     return String.format(Locale.ROOT, "%02d:%02d", minute / 60, minute % 60);

@@ -20,7 +20,9 @@ import org.apache.pekko.util.ByteString;
  * {@code Idempotency-Key} on money-moving POSTs: the same key and body get the first response
  * again; the same key with another body gets 409 {@code idempotency_key_reused}. 5xx answers are
  * not kept, so a retry after an outage runs the request again (the engine's own posting keys keep
- * that safe).
+ * that safe). A key is remembered for a day by default (then a request with it runs afresh), and
+ * one whose request never answered (its node crashed) is taken over by the next request with the
+ * same body after a minute: see {@link IdempotencyKeys}.
  */
 public final class Idempotency {
   private final IdempotencyKeys keys;
@@ -68,21 +70,22 @@ public final class Idempotency {
                                       "a request with this Idempotency-Key is still running; retry shortly")
                                   .toResponse());
                         }
+                        long claimId = ((IdempotencyKeys.Fresh) claim).claimId();
                         return answer(action)
-                            .thenCompose(response -> remember(principal, key, response));
+                            .thenCompose(response -> remember(principal, key, claimId, response));
                       }));
         });
   }
 
   private CompletionStage<HttpResponse> remember(
-      String principal, String key, HttpResponse response) {
+      String principal, String key, long claimId, HttpResponse response) {
     if (response.status().intValue() >= 500)
-      return keys.release(principal, key).thenApply(done -> response);
+      return keys.release(principal, key, claimId).thenApply(done -> response);
     String body =
         ((org.apache.pekko.http.javadsl.model.HttpEntity.Strict) response.entity())
             .getData()
             .utf8String();
-    return keys.complete(principal, key, response.status().intValue(), body)
+    return keys.complete(principal, key, claimId, response.status().intValue(), body)
         .thenApply(done -> response);
   }
 

@@ -6,6 +6,7 @@ import static org.apache.pekko.http.javadsl.server.PathMatchers.segment;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import java.time.Duration;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
@@ -48,28 +49,19 @@ final class OpsHostRoutes {
                             () ->
                                 parameterOptional(
                                     "status",
-                                    status -> {
-                                      status.ifPresent(
-                                          s -> {
-                                            if (!STATUSES.contains(s))
-                                              throw Problem.badRequest(
-                                                  "invalid_parameter",
-                                                  "status must be one of " + STATUSES);
-                                          });
-                                      return onSuccess(
-                                          hosts.byStatus(status.orElse(null)),
-                                          rows ->
-                                              complete(
-                                                  Responses.json(
-                                                      200,
-                                                      new HostViews.HostList(
-                                                          rows.stream()
-                                                              .map(
-                                                                  r ->
-                                                                      HostViews.HostSummary.of(
-                                                                          r, true))
-                                                              .toList()))));
-                                    }))),
+                                    status ->
+                                        parameterOptional(
+                                            "limit",
+                                            limit ->
+                                                parameterOptional(
+                                                    "after",
+                                                    after ->
+                                                        onSuccess(
+                                                            list(status, limit, after),
+                                                            page ->
+                                                                complete(
+                                                                    Responses.json(
+                                                                        200, page)))))))),
                 pathPrefix(
                     segment(),
                     hostId ->
@@ -103,6 +95,20 @@ final class OpsHostRoutes {
                                                 ask(
                                                     hostId,
                                                     reply -> new Host.Reinstate(reply)))))))));
+  }
+
+  private CompletionStage<HostViews.HostList> list(
+      Optional<String> status, Optional<String> limitParam, Optional<String> afterParam) {
+    status.ifPresent(
+        s -> {
+          if (!STATUSES.contains(s))
+            throw Problem.badRequest("invalid_parameter", "status must be one of " + STATUSES);
+        });
+    int limit = HostViews.HostList.limit(limitParam);
+    String after = HostViews.HostList.after(afterParam);
+    return hosts
+        .byStatus(status.orElse(null), after, limit)
+        .thenApply(rows -> HostViews.HostList.of(rows, limit, true));
   }
 
   private static String reason(ByteString body) {

@@ -41,7 +41,8 @@ public final class Migrations {
           "V9__payment_ids.sql",
           "V10__ssh_keys.sql",
           "V11__api_key_scopes.sql",
-          "V12__account_audit.sql");
+          "V12__account_audit.sql",
+          "V13__idempotency_key_expiry.sql");
 
   private Migrations() {}
 

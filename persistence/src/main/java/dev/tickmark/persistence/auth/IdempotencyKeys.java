@@ -5,18 +5,35 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Timestamp;
 import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.Arrays;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ThreadLocalRandom;
 
 /**
  * The {@code Idempotency-Key} store: the first request with a key claims it, its response is kept,
  * and later requests with the same key and the same body get that response again.
+ *
+ * <p>A record lives {@code ttl} from its claim: after that it is ignored (the next request with the
+ * key claims it afresh, whatever its body) and {@link #deleteExpired} removes it. A claim still
+ * without an answer after {@code inProgressTimeout} was left by a request that will not answer (its
+ * node crashed): the next request with the same key and body takes it over instead of being told
+ * {@code InProgress}. Both happen in the claim's single upsert, so of two requests racing for a key
+ * exactly one gets it; each claim has its own id, so a request that answers after its claim was
+ * taken over changes nothing.
  */
 public final class IdempotencyKeys {
+  public static final Duration DEFAULT_TTL = Duration.ofHours(24);
+  public static final Duration DEFAULT_IN_PROGRESS_TIMEOUT = Duration.ofSeconds(60);
+
   public sealed interface Claim permits Fresh, Replay, Conflict, InProgress {}
 
-  /** The key was free and is now claimed by this request. */
-  public record Fresh() implements Claim {}
+  /**
+   * The key was free (or expired, or abandoned) and is now claimed by this request, as {@code
+   * claimId}.
+   */
+  public record Fresh(long claimId) implements Claim {}
 
   public record Replay(int status, String body) implements Claim {}
 
@@ -28,25 +45,57 @@ public final class IdempotencyKeys {
 
   private final Jdbc jdbc;
   private final Clock clock;
+  private final Duration ttl;
+  private final Duration inProgressTimeout;
 
   public IdempotencyKeys(Jdbc jdbc, Clock clock) {
+    this(jdbc, clock, DEFAULT_TTL, DEFAULT_IN_PROGRESS_TIMEOUT);
+  }
+
+  public IdempotencyKeys(Jdbc jdbc, Clock clock, Duration ttl, Duration inProgressTimeout) {
+    if (ttl.isNegative() || ttl.isZero())
+      throw new IllegalArgumentException("the Idempotency-Key ttl must be positive");
+    if (inProgressTimeout.isNegative() || inProgressTimeout.isZero())
+      throw new IllegalArgumentException(
+          "the Idempotency-Key in-progress timeout must be positive");
     this.jdbc = jdbc;
     this.clock = clock;
+    this.ttl = ttl;
+    this.inProgressTimeout = inProgressTimeout;
+  }
+
+  public Duration ttl() {
+    return ttl;
   }
 
   public CompletionStage<Claim> claim(String principal, String key, byte[] requestHash) {
-    Timestamp now = Timestamp.from(clock.instant());
+    Instant now = clock.instant();
+    long claimId = ThreadLocalRandom.current().nextLong();
     return jdbc.run(
         connection -> {
-          try (PreparedStatement insert =
+          // One statement: a new key is inserted; an expired record (any body) or an abandoned
+          // claim (same body, no answer) is taken over. The conflicting row is locked while the
+          // WHERE is checked, so a concurrent claim sees the taken-over row and is refused.
+          try (PreparedStatement upsert =
               connection.prepareStatement(
-                  "INSERT INTO idempotency_keys(principal, idempotency_key, request_hash, created_at) VALUES (?, ?, ?, ?)"
-                      + " ON CONFLICT DO NOTHING")) {
-            insert.setString(1, principal);
-            insert.setString(2, key);
-            insert.setBytes(3, requestHash);
-            insert.setTimestamp(4, now);
-            if (insert.executeUpdate() == 1) return new Fresh();
+                  "INSERT INTO idempotency_keys AS k"
+                      + " (principal, idempotency_key, request_hash, created_at, claim_id)"
+                      + " VALUES (?, ?, ?, ?, ?)"
+                      + " ON CONFLICT (principal, idempotency_key) DO UPDATE SET"
+                      + " request_hash = EXCLUDED.request_hash, status = NULL,"
+                      + " response_body = NULL, created_at = EXCLUDED.created_at,"
+                      + " claim_id = EXCLUDED.claim_id"
+                      + " WHERE k.created_at < ?"
+                      + " OR (k.status IS NULL AND k.request_hash = EXCLUDED.request_hash"
+                      + " AND k.created_at < ?)")) {
+            upsert.setString(1, principal);
+            upsert.setString(2, key);
+            upsert.setBytes(3, requestHash);
+            upsert.setTimestamp(4, Timestamp.from(now));
+            upsert.setLong(5, claimId);
+            upsert.setTimestamp(6, Timestamp.from(now.minus(ttl)));
+            upsert.setTimestamp(7, Timestamp.from(now.minus(inProgressTimeout)));
+            if (upsert.executeUpdate() == 1) return new Fresh(claimId);
           }
           try (PreparedStatement select =
               connection.prepareStatement(
@@ -54,9 +103,8 @@ public final class IdempotencyKeys {
             select.setString(1, principal);
             select.setString(2, key);
             try (ResultSet rs = select.executeQuery()) {
-              if (!rs.next())
-                return new InProgress(); // released between our two statements: let the client
-              // retry
+              // released or deleted between our two statements: let the client retry
+              if (!rs.next()) return new InProgress();
               if (!Arrays.equals(rs.getBytes(1), requestHash)) return new Conflict();
               int status = rs.getInt(2);
               if (rs.wasNull()) return new InProgress();
@@ -66,16 +114,20 @@ public final class IdempotencyKeys {
         });
   }
 
-  public CompletionStage<Void> complete(String principal, String key, int status, String body) {
+  /** Keeps the answer of the request holding {@code claimId}; nothing if its claim was taken. */
+  public CompletionStage<Void> complete(
+      String principal, String key, long claimId, int status, String body) {
     return jdbc.run(
         connection -> {
           try (PreparedStatement st =
               connection.prepareStatement(
-                  "UPDATE idempotency_keys SET status = ?, response_body = ? WHERE principal = ? AND idempotency_key = ?")) {
+                  "UPDATE idempotency_keys SET status = ?, response_body = ?"
+                      + " WHERE principal = ? AND idempotency_key = ? AND claim_id = ? AND status IS NULL")) {
             st.setInt(1, status);
             st.setString(2, body);
             st.setString(3, principal);
             st.setString(4, key);
+            st.setLong(5, claimId);
             st.executeUpdate();
           }
           return null;
@@ -83,19 +135,35 @@ public final class IdempotencyKeys {
   }
 
   /**
-   * Frees a key whose request failed without an answer worth keeping (a 5xx), so a retry can run.
+   * Frees a key whose request failed without an answer worth keeping (a 5xx), so a retry can run;
+   * nothing if its claim was taken.
    */
-  public CompletionStage<Void> release(String principal, String key) {
+  public CompletionStage<Void> release(String principal, String key, long claimId) {
     return jdbc.run(
         connection -> {
           try (PreparedStatement st =
               connection.prepareStatement(
-                  "DELETE FROM idempotency_keys WHERE principal = ? AND idempotency_key = ? AND status IS NULL")) {
+                  "DELETE FROM idempotency_keys WHERE principal = ? AND idempotency_key = ?"
+                      + " AND claim_id = ? AND status IS NULL")) {
             st.setString(1, principal);
             st.setString(2, key);
+            st.setLong(3, claimId);
             st.executeUpdate();
           }
           return null;
+        });
+  }
+
+  /** Deletes the records older than the ttl; returns how many. */
+  public CompletionStage<Integer> deleteExpired() {
+    Timestamp cutoff = Timestamp.from(clock.instant().minus(ttl));
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+              connection.prepareStatement("DELETE FROM idempotency_keys WHERE created_at < ?")) {
+            st.setTimestamp(1, cutoff);
+            return st.executeUpdate();
+          }
         });
   }
 }

@@ -74,23 +74,54 @@ public final class HostReadModel {
     return progress.awaitAll(HostProjection.NAME, Host.allTags(), within);
   }
 
-  public CompletionStage<List<HostRow>> byOwner(String ownerId) {
-    return query(
-        "SELECT "
-            + COLUMNS
-            + " FROM hosts WHERE owner_id = ? AND status <> 'removed' ORDER BY created_at, host_id",
-        ownerId);
+  /**
+   * One page of the provider's hosts (not removed), oldest first: up to {@code limit} rows after
+   * the host {@code after} (a host id from the previous page's last row; {@code null} for the first
+   * page). An unknown {@code after} gives an empty page.
+   */
+  public CompletionStage<List<HostRow>> byOwner(String ownerId, String after, int limit) {
+    return page("owner_id = ? AND status <> 'removed'", ownerId, after, limit);
   }
 
-  /** All hosts, or those with {@code status}, for operators. */
-  public CompletionStage<List<HostRow>> byStatus(String status) {
-    if (status == null)
-      return query("SELECT " + COLUMNS + " FROM hosts ORDER BY created_at, host_id LIMIT 1000");
-    return query(
+  /**
+   * One page of all hosts, or those with {@code status}, for operators, in the same order and with
+   * the same cursor as {@link #byOwner}.
+   */
+  public CompletionStage<List<HostRow>> byStatus(String status, String after, int limit) {
+    return status == null
+        ? page(null, null, after, limit)
+        : page("status = ?", status, after, limit);
+  }
+
+  /** The rows matching {@code where} (one string parameter, or none), a keyset page at a time. */
+  private CompletionStage<List<HostRow>> page(
+      String where, String whereParam, String after, int limit) {
+    List<String> conditions = new ArrayList<>();
+    if (where != null) conditions.add(where);
+    // the cursor is the last row's host id; its (created_at, host_id) is where the page starts
+    if (after != null)
+      conditions.add(
+          "(created_at, host_id) > (SELECT c.created_at, c.host_id FROM hosts c WHERE c.host_id = ?)");
+    String sql =
         "SELECT "
             + COLUMNS
-            + " FROM hosts WHERE status = ? ORDER BY created_at, host_id LIMIT 1000",
-        status);
+            + " FROM hosts"
+            + (conditions.isEmpty() ? "" : " WHERE " + String.join(" AND ", conditions))
+            + " ORDER BY created_at, host_id LIMIT ?";
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st = connection.prepareStatement(sql)) {
+            int i = 1;
+            if (where != null) st.setString(i++, whereParam);
+            if (after != null) st.setString(i++, after);
+            st.setInt(i, limit);
+            try (ResultSet rs = st.executeQuery()) {
+              List<HostRow> rows = new ArrayList<>();
+              while (rs.next()) rows.add(row(rs));
+              return rows;
+            }
+          }
+        });
   }
 
   /**
