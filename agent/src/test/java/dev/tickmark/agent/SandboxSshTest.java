@@ -5,9 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.tickmark.agent.ssh.HostKey;
 import dev.tickmark.wire.AgentFrame;
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -17,16 +15,12 @@ import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFilePermissions;
-import java.security.KeyPair;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import org.apache.sshd.common.config.keys.writer.openssh.OpenSSHKeyPairResourceWriter;
-import org.apache.sshd.common.util.security.SecurityUtils;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
@@ -291,50 +285,17 @@ class SandboxSshTest {
   }
 
   private static Result run(List<String> argv) throws Exception {
-    ProcessBuilder pb =
-        new ProcessBuilder(argv)
-            .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
-    pb.environment().put("TERM", "xterm-256color");
-    Process p = pb.start();
-    var err = new ByteArrayOutputStream();
-    Thread errReader =
-        new Thread(
-            () -> {
-              try {
-                p.getErrorStream().transferTo(err);
-              } catch (IOException e) {
-                // ended
-              }
-            });
-    errReader.start();
-    String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    if (!p.waitFor(WAIT_S * 3, TimeUnit.SECONDS)) {
-      p.destroyForcibly();
-      throw new AssertionError("still running: " + argv);
-    }
-    errReader.join();
-    return new Result(p.exitValue(), out, err.toString(StandardCharsets.UTF_8));
+    SshClientSupport.Ran r = SshClientSupport.run(argv, WAIT_S * 3);
+    return new Result(r.status(), r.out(), r.err());
   }
 
   private static String writeKey(Path file) throws Exception {
-    KeyPair kp = SecurityUtils.getKeyPairGenerator(SecurityUtils.EDDSA).generateKeyPair();
-    var out = new ByteArrayOutputStream();
-    OpenSSHKeyPairResourceWriter.INSTANCE.writePrivateKey(kp, "renter", null, out);
-    Files.write(file, out.toByteArray());
-    Files.setPosixFilePermissions(file, PosixFilePermissions.fromString("rw-------"));
-    return HostKey.openSshLine(kp.getPublic()) + " renter@test";
+    return SshClientSupport.writeKey(file);
   }
 
   private <T extends AgentFrame> T next(Class<T> type, java.util.function.Predicate<T> which)
       throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (true) {
-      for (T f : node.framesOf(type)) if (which.test(f)) return f;
-      if (System.nanoTime() > deadline)
-        throw new AssertionError(
-            "no matching " + type.getSimpleName() + " within " + WAIT_S + " s");
-      Thread.sleep(20); // polling with a deadline (the queue is only looked at, never drained)
-    }
+    return SshClientSupport.next(node, type, which, WAIT_S);
   }
 
   private static String readLine(InputStream in) throws IOException {
