@@ -53,18 +53,19 @@ class MetricsIntegrationTest {
     renter = RentingSupport.renter(api, "Metered", "10");
     rentalId = RentingSupport.launch(api, renter, "eu-nl");
     RentingSupport.awaitStatus(api, renter, rentalId, "running");
-    // A periodic settlement first (it waits on the host's heartbeat), so that the stop adds the
-    // final one.
+    // A periodic settlement first (it waits on the host's heartbeat), and the meter a second past
+    // it, so that the stop adds the final one: a stop within the checkpoint's own second bills no
+    // second more, and then records no checkpoint of its own (seen in CI).
     eventually(
         RentingSupport.WAIT,
-        () ->
-            assertTrue(
-                api.get("/v1/rentals/" + rentalId + "/usage", renter.apiKey())
-                        .expect(200)
-                        .json()
-                        .get("checkpoints")
-                        .size()
-                    >= 1));
+        () -> {
+          JsonNode usage =
+              api.get("/v1/rentals/" + rentalId + "/usage", renter.apiKey()).expect(200).json();
+          JsonNode checkpoints = usage.get("checkpoints");
+          assertTrue(checkpoints.size() >= 1, usage.toString());
+          long settled = checkpoints.get(checkpoints.size() - 1).get("through_second").asLong();
+          assertTrue(usage.get("billed_seconds").asLong() >= settled + 2, usage.toString());
+        });
     api.post("/v1/rentals/" + rentalId + "/stop", renter.apiKey(), null).expect(202);
     RentingSupport.awaitStatus(api, renter, rentalId, "ended");
   }
