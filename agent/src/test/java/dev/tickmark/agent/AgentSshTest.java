@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.sun.net.httpserver.HttpServer;
+import dev.tickmark.agent.SshClientSupport.Ran;
 import dev.tickmark.agent.ssh.HostKey;
 import dev.tickmark.wire.AgentFrame;
 import java.io.IOException;
@@ -72,7 +73,7 @@ class AgentSshTest {
     agent = startAgent(stateDir);
     agent.verified().get(WAIT_S, TimeUnit.SECONDS);
     key = tmp.resolve("id_renter");
-    String publicKey = writeKey(key);
+    String publicKey = SshClientSupport.writeKey(key);
     node.send(
         new AgentFrame.StartRental(
             RENTAL,
@@ -138,24 +139,23 @@ class AgentSshTest {
 
   @Test
   void execReturnsOutputAndExitStatusAndRunsAsTheWorkload() throws Exception {
-    Result r =
-        ssh(List.of(), "echo hello; pwd; echo $HOME $TICKMARK_RENTAL_ID $CUDA_VISIBLE_DEVICES");
-    assertEquals(0, r.status, r.toString());
+    Ran r = ssh(List.of(), "echo hello; pwd; echo $HOME $TICKMARK_RENTAL_ID $CUDA_VISIBLE_DEVICES");
+    assertEquals(0, r.status(), r.toString());
     Path scratch = stateDir.resolve("rentals").resolve(RENTAL).resolve("scratch").toRealPath();
     assertEquals(
         List.of("hello", scratch.toString(), scratch + " " + RENTAL + " 1"),
         r.lines(),
         r.toString());
-    assertEquals(1, ssh(List.of(), "false").status);
-    assertEquals(7, ssh(List.of(), "echo out; echo err >&2; exit 7").status);
-    Result noTty = ssh(List.of(), "tty");
-    assertNotEquals(0, noTty.status, "without -t there is no terminal: " + noTty);
+    assertEquals(1, ssh(List.of(), "false").status());
+    assertEquals(7, ssh(List.of(), "echo out; echo err >&2; exit 7").status());
+    Ran noTty = ssh(List.of(), "tty");
+    assertNotEquals(0, noTty.status(), "without -t there is no terminal: " + noTty);
   }
 
   @Test
   void aPseudoTerminalWhenAskedFor() throws Exception {
-    Result r = ssh(List.of("-tt"), "tty; echo $TERM; stty size");
-    assertEquals(0, r.status, r.toString());
+    Ran r = ssh(List.of("-tt"), "tty; echo $TERM; stty size");
+    assertEquals(0, r.status(), r.toString());
     List<String> lines = r.lines();
     assertTrue(lines.get(0).startsWith("/dev/pts/"), r.toString());
     assertEquals("xterm-256color", lines.get(1), r.toString());
@@ -175,12 +175,12 @@ class AgentSshTest {
     // OpenSSH 9's scp speaks SFTP; -O is the legacy SCP protocol
     for (List<String> mode : List.of(List.<String>of(), List.of("-O"))) {
       String name = mode.isEmpty() ? "sftp.bin" : "scp.bin";
-      Result up = scp(mode, local.toString(), "renter@127.0.0.1:" + name);
-      assertEquals(0, up.status, up.toString());
+      Ran up = scp(mode, local.toString(), "renter@127.0.0.1:" + name);
+      assertEquals(0, up.status(), up.toString());
       assertArrayEquals(content, Files.readAllBytes(scratch.resolve(name)));
       Path down = tmp.resolve("down-" + name);
-      Result get = scp(mode, "renter@127.0.0.1:" + name, down.toString());
-      assertEquals(0, get.status, get.toString());
+      Ran get = scp(mode, "renter@127.0.0.1:" + name, down.toString());
+      assertEquals(0, get.status(), get.toString());
       assertArrayEquals(content, Files.readAllBytes(down));
     }
   }
@@ -239,21 +239,21 @@ class AgentSshTest {
   @Test
   void aKeyTheRentalDoesNotKnowIsRefused() throws Exception {
     Path other = tmp.resolve("id_other");
-    writeKey(other);
-    Result r = run(sshCommand(other, knownHosts, List.of(), "true"));
-    assertEquals(255, r.status, r.toString());
-    assertTrue(r.err.contains("Permission denied"), r.toString());
+    SshClientSupport.writeKey(other);
+    Ran r = run(sshCommand(other, knownHosts, List.of(), "true"));
+    assertEquals(255, r.status(), r.toString());
+    assertTrue(r.err().contains("Permission denied"), r.toString());
   }
 
   @Test
   void thePinnedHostKeyIsCheckedAndAnotherOneFails() throws Exception {
-    assertEquals(0, ssh(List.of(), "true").status, "pinned with known_hosts, strict checking");
+    assertEquals(0, ssh(List.of(), "true").status(), "pinned with known_hosts, strict checking");
     Path wrong = tmp.resolve("known_hosts_wrong");
     KeyPair other = SecurityUtils.getKeyPairGenerator(SecurityUtils.EDDSA).generateKeyPair();
     Files.writeString(wrong, "tickmark-host " + HostKey.openSshLine(other.getPublic()) + "\n");
-    Result r = run(sshCommand(key, wrong, List.of(), "true"));
-    assertEquals(255, r.status, r.toString());
-    assertTrue(r.err.contains("Host key verification failed"), r.toString());
+    Ran r = run(sshCommand(key, wrong, List.of(), "true"));
+    assertEquals(255, r.status(), r.toString());
+    assertTrue(r.err().contains("Host key verification failed"), r.toString());
   }
 
   @Test
@@ -275,8 +275,8 @@ class AgentSshTest {
     // a loopback connection that no stream registered gets no session, even with the right key
     List<String> direct = sshCommand(key, knownHosts, List.of(), "true");
     direct.set(direct.indexOf(String.valueOf(endpoint)), String.valueOf(address.getPort()));
-    Result r = run(direct);
-    assertEquals(255, r.status, r.toString());
+    Ran r = run(direct);
+    assertEquals(255, r.status(), r.toString());
   }
 
   @Test
@@ -310,7 +310,8 @@ class AgentSshTest {
     String rental = "rnt_ssh_stop";
     Path k = tmp.resolve("id_stop");
     node.send(
-        new AgentFrame.StartRental(rental, List.of(0), "img", List.of(), writeKey(k), false, null));
+        new AgentFrame.StartRental(
+            rental, List.of(0), "img", List.of(), SshClientSupport.writeKey(k), false, null));
     next(AgentFrame.RentalStarted.class, f -> f.rentalId().equals(rental));
     int port = node.renterEndpoint(rental);
     List<String> command = sshCommand(k, knownHosts, List.of("-tt"), "echo pid=$$; exec sleep 600");
@@ -331,9 +332,9 @@ class AgentSshTest {
     List<String> background =
         sshCommand(k, knownHosts, List.of(), "nohup sleep 600 >/dev/null 2>&1 & echo $!");
     background.set(background.indexOf(String.valueOf(endpoint)), String.valueOf(port));
-    Result started = run(background);
-    assertEquals(0, started.status, started.toString());
-    long left = Long.parseLong(started.out.strip());
+    Ran started = run(background);
+    assertEquals(0, started.status(), started.toString());
+    long left = Long.parseLong(started.out().strip());
     assertTrue(
         ProcessHandle.of(left).map(ProcessHandle::isAlive).orElse(false),
         "what a command leaves in the background keeps running while the rental runs");
@@ -385,7 +386,7 @@ class AgentSshTest {
     return argv;
   }
 
-  private Result ssh(List<String> options, String command) throws Exception {
+  private Ran ssh(List<String> options, String command) throws Exception {
     return run(sshCommand(key, knownHosts, options, command));
   }
 
@@ -396,48 +397,18 @@ class AgentSshTest {
         .start();
   }
 
-  private Result scp(List<String> mode, String from, String to) throws Exception {
-    List<String> argv =
-        new ArrayList<>(
-            List.of(
-                SCP.toString(),
-                "-F",
-                "/dev/null",
-                "-i",
-                key.toString(),
-                "-o",
-                "IdentitiesOnly=yes",
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "-o",
-                "UserKnownHostsFile=" + knownHosts,
-                "-o",
-                "GlobalKnownHostsFile=/dev/null",
-                "-o",
-                "HostKeyAlias=tickmark-host",
-                "-P",
-                String.valueOf(endpoint)));
+  private Ran scp(List<String> mode, String from, String to) throws Exception {
+    List<String> argv = new ArrayList<>(List.of(SCP.toString()));
+    argv.addAll(SshClientSupport.strictOptions(key, knownHosts));
+    argv.addAll(List.of("-P", String.valueOf(endpoint)));
     argv.addAll(mode);
     argv.add(from);
     argv.add(to);
     return run(argv);
   }
 
-  private record Result(int status, String out, String err) {
-    List<String> lines() {
-      return out.lines().map(String::strip).toList();
-    }
-  }
-
-  private static Result run(List<String> argv) throws Exception {
-    SshClientSupport.Ran r = SshClientSupport.run(argv, WAIT_S * 3);
-    return new Result(r.status(), r.out(), r.err());
-  }
-
-  private static String writeKey(Path file) throws Exception {
-    return SshClientSupport.writeKey(file);
+  private static Ran run(List<String> argv) throws Exception {
+    return SshClientSupport.run(argv, WAIT_S * 3);
   }
 
   private <T extends AgentFrame> T next(Class<T> type, java.util.function.Predicate<T> which)

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.tickmark.agent.SshClientSupport.Ran;
 import dev.tickmark.wire.AgentFrame;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -91,7 +92,7 @@ class DockerAgentSshTest {
             s -> new DockerRuntime(options, s.path(), config.stopGrace(), Clock.systemUTC()));
     agent.verified().get(WAIT_S, TimeUnit.SECONDS);
     key = tmp.resolve("id_renter");
-    String publicKey = writeKey(key);
+    String publicKey = SshClientSupport.writeKey(key);
     node.send(
         new AgentFrame.StartRental(
             rental,
@@ -122,13 +123,13 @@ class DockerAgentSshTest {
 
   @Test
   void execRunsInTheContainerWithItsOutputAndExitStatus() throws Exception {
-    Result r =
+    Ran r =
         ssh(
             List.of(),
             "echo hello; pwd; id -u; echo $TICKMARK_RENTAL_ID $TICKMARK_NOTICE_FILE;"
                 + " for d in $(ls /dev); do case $d in nvidia*) echo $d ;; esac; done;"
                 + " ls /sys/class/net");
-    assertEquals(0, r.status, r.toString());
+    assertEquals(0, r.status(), r.toString());
     String uid = DockerTestSupport.agentUser().split(":")[0];
     assertEquals(
         List.of(
@@ -141,20 +142,20 @@ class DockerAgentSshTest {
             "lo"),
         r.lines(),
         "the container's view: its card, its workspace, no network: " + r);
-    Result failing = ssh(List.of(), "echo out; echo err >&2; exit 7");
-    assertEquals(7, failing.status, failing.toString());
-    assertEquals("out", failing.out.strip());
-    assertEquals("err", failing.err.strip());
-    Result noTty = ssh(List.of(), "tty");
-    assertEquals(1, noTty.status, "without -t there is no terminal: " + noTty);
+    Ran failing = ssh(List.of(), "echo out; echo err >&2; exit 7");
+    assertEquals(7, failing.status(), failing.toString());
+    assertEquals("out", failing.out().strip());
+    assertEquals("err", failing.err().strip());
+    Ran noTty = ssh(List.of(), "tty");
+    assertEquals(1, noTty.status(), "without -t there is no terminal: " + noTty);
   }
 
   @Test
   void aPseudoTerminalWhenAskedFor() throws Exception {
     // docker exec sets the container's terminal to the session's size just after the command
     // started (daemons before API 1.42 take no initial size): a moment later it is there
-    Result r = ssh(List.of("-tt"), "tty; echo $TERM; sleep 1; stty size");
-    assertEquals(0, r.status, r.toString());
+    Ran r = ssh(List.of("-tt"), "tty; echo $TERM; sleep 1; stty size");
+    assertEquals(0, r.status(), r.toString());
     List<String> lines = r.lines();
     assertTrue(lines.get(0).startsWith("/dev/pts/"), r.toString());
     assertEquals("xterm-256color", lines.get(1), r.toString());
@@ -165,13 +166,13 @@ class DockerAgentSshTest {
   void filesCopiedInAreTheContainersWorkspaceAndBack() throws Exception {
     RequiredTools.assume("ssh", Files.isExecutable(SCP), "no scp at /usr/bin/scp");
     Path local = Files.writeString(tmp.resolve("up.txt"), "from the renter\n");
-    Result up = scp(local.toString(), "renter@127.0.0.1:up.txt");
-    assertEquals(0, up.status, up.toString());
-    Result inside = ssh(List.of(), "cat /workspace/up.txt; echo made inside > made.txt");
+    Ran up = scp(local.toString(), "renter@127.0.0.1:up.txt");
+    assertEquals(0, up.status(), up.toString());
+    Ran inside = ssh(List.of(), "cat /workspace/up.txt; echo made inside > made.txt");
     assertEquals(List.of("from the renter"), inside.lines(), inside.toString());
     Path down = tmp.resolve("made.txt");
-    Result get = scp("renter@127.0.0.1:made.txt", down.toString());
-    assertEquals(0, get.status, get.toString());
+    Ran get = scp("renter@127.0.0.1:made.txt", down.toString());
+    assertEquals(0, get.status(), get.toString());
     assertEquals("made inside\n", Files.readString(down));
   }
 
@@ -198,7 +199,13 @@ class DockerAgentSshTest {
     Path k = tmp.resolve("id_stop");
     node.send(
         new AgentFrame.StartRental(
-            other, List.of(0), image, List.of("sleep", "600"), writeKey(k), false, null));
+            other,
+            List.of(0),
+            image,
+            List.of("sleep", "600"),
+            SshClientSupport.writeKey(k),
+            false,
+            null));
     try {
       next(AgentFrame.RentalStarted.class, f -> f.rentalId().equals(other));
       String name = DockerRuntime.containerName(other);
@@ -264,30 +271,19 @@ class DockerAgentSshTest {
         "LogLevel=ERROR");
   }
 
-  private Result ssh(List<String> options, String command) throws Exception {
+  private Ran ssh(List<String> options, String command) throws Exception {
     return run(sshCommand(key, endpoint, options, command));
   }
 
-  private Result scp(String from, String to) throws Exception {
+  private Ran scp(String from, String to) throws Exception {
     List<String> argv = new ArrayList<>(List.of(SCP.toString()));
     argv.addAll(clientOptions(key));
     argv.addAll(List.of("-P", String.valueOf(endpoint), from, to));
     return run(argv);
   }
 
-  private record Result(int status, String out, String err) {
-    List<String> lines() {
-      return out.lines().map(String::strip).toList();
-    }
-  }
-
-  private static Result run(List<String> argv) throws Exception {
-    SshClientSupport.Ran r = SshClientSupport.run(argv, WAIT_S * 3);
-    return new Result(r.status(), r.out(), r.err());
-  }
-
-  private static String writeKey(Path file) throws Exception {
-    return SshClientSupport.writeKey(file);
+  private static Ran run(List<String> argv) throws Exception {
+    return SshClientSupport.run(argv, WAIT_S * 3);
   }
 
   private <T extends AgentFrame> T next(Class<T> type, java.util.function.Predicate<T> which)

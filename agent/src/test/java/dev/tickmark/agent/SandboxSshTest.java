@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.tickmark.agent.SshClientSupport.Ran;
 import dev.tickmark.wire.AgentFrame;
 import java.io.IOException;
 import java.io.InputStream;
@@ -83,7 +84,7 @@ class SandboxSshTest {
     agent.verified().get(WAIT_S, TimeUnit.SECONDS);
     assertEquals("sandbox", agent.runtimeName());
     key = tmp.resolve("id_renter");
-    String publicKey = writeKey(key);
+    String publicKey = SshClientSupport.writeKey(key);
     // the workload: a server on the sandbox's loopback (perl-base is on every Debian system)
     List<String> server =
         List.of(
@@ -111,7 +112,7 @@ class SandboxSshTest {
 
   @Test
   void execSeesTheSandboxNotTheHost() throws Exception {
-    Result r =
+    Ran r =
         ssh(
             List.of(),
             "pwd; ls /; echo $HOME $CUDA_VISIBLE_DEVICES $TICKMARK_RENTAL_ID; id -un; hostname;"
@@ -121,7 +122,7 @@ class SandboxSshTest {
                 + " v=$(cat /proc/sys/kernel/core_pattern);"
                 + " printf %s \"$v\" > /proc/sys/kernel/core_pattern || echo no-sysctl;"
                 + " grep -c . /proc/[0-9]*/cmdline | wc -l");
-    assertEquals(0, r.status, r.toString());
+    assertEquals(0, r.status(), r.toString());
     List<String> lines = r.lines();
     assertEquals("/workspace", lines.get(0), r.toString());
     List<String> root = new ArrayList<>(lines.subList(1, lines.indexOf("workspace") + 1));
@@ -139,15 +140,15 @@ class SandboxSshTest {
     assertTrue(lines.contains("no-gpu-node"), "simulated GPUs have no device nodes: " + r);
     // the sandbox's processes only: bwrap's init, the server, this session (sh, grep, wc)
     assertTrue(Integer.parseInt(lines.get(lines.size() - 1)) < 10, r.toString());
-    assertEquals(7, ssh(List.of(), "exit 7").status);
+    assertEquals(7, ssh(List.of(), "exit 7").status());
   }
 
   @Test
   void aPseudoTerminalWhenAskedFor() throws Exception {
-    Result r = ssh(List.of("-tt"), "echo $TERM; stty size");
-    assertEquals(0, r.status, r.toString());
+    Ran r = ssh(List.of("-tt"), "echo $TERM; stty size");
+    assertEquals(0, r.status(), r.toString());
     assertEquals(List.of("xterm-256color", "24 80"), r.lines(), r.toString());
-    assertNotEquals(0, ssh(List.of(), "stty size").status, "without -t there is no terminal");
+    assertNotEquals(0, ssh(List.of(), "stty size").status(), "without -t there is no terminal");
   }
 
   @Test
@@ -157,11 +158,11 @@ class SandboxSshTest {
     new java.util.Random(3).nextBytes(content);
     Path local = tmp.resolve("up.bin");
     Files.write(local, content);
-    Result up = scp(local.toString(), "renter@127.0.0.1:up.bin");
-    assertEquals(0, up.status, up.toString());
-    Result inside = ssh(List.of(), "cksum < /workspace/up.bin");
-    Result here = run(List.of("sh", "-c", "cksum < " + local));
-    assertEquals(here.out, inside.out, "the same file inside the sandbox");
+    Ran up = scp(local.toString(), "renter@127.0.0.1:up.bin");
+    assertEquals(0, up.status(), up.toString());
+    Ran inside = ssh(List.of(), "cksum < /workspace/up.bin");
+    Ran here = run(List.of("sh", "-c", "cksum < " + local));
+    assertEquals(here.out(), inside.out(), "the same file inside the sandbox");
     assertArrayEquals(
         content,
         Files.readAllBytes(stateDir.resolve("rentals").resolve(RENTAL).resolve("scratch/up.bin")));
@@ -215,82 +216,30 @@ class SandboxSshTest {
 
   // ---- helpers
 
-  private record Result(int status, String out, String err) {
-    List<String> lines() {
-      return out.lines().map(String::strip).toList();
-    }
-  }
-
   private List<String> sshCommand(List<String> options, String command) {
-    List<String> argv =
-        new ArrayList<>(
-            List.of(
-                SSH.toString(),
-                "-F",
-                "/dev/null",
-                "-i",
-                key.toString(),
-                "-o",
-                "IdentitiesOnly=yes",
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "-o",
-                "UserKnownHostsFile=" + knownHosts,
-                "-o",
-                "GlobalKnownHostsFile=/dev/null",
-                "-o",
-                "HostKeyAlias=tickmark-host",
-                "-o",
-                "ConnectTimeout=15",
-                "-o",
-                "LogLevel=ERROR",
-                "-p",
-                String.valueOf(endpoint)));
+    List<String> argv = new ArrayList<>(List.of(SSH.toString()));
+    argv.addAll(SshClientSupport.strictOptions(key, knownHosts));
+    argv.addAll(
+        List.of("-o", "ConnectTimeout=15", "-o", "LogLevel=ERROR", "-p", String.valueOf(endpoint)));
     argv.addAll(options);
     argv.add("renter@127.0.0.1");
     if (command != null) argv.add(command);
     return argv;
   }
 
-  private Result ssh(List<String> options, String command) throws Exception {
+  private Ran ssh(List<String> options, String command) throws Exception {
     return run(sshCommand(options, command));
   }
 
-  private Result scp(String from, String to) throws Exception {
-    return run(
-        List.of(
-            SCP.toString(),
-            "-F",
-            "/dev/null",
-            "-i",
-            key.toString(),
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "BatchMode=yes",
-            "-o",
-            "StrictHostKeyChecking=yes",
-            "-o",
-            "UserKnownHostsFile=" + knownHosts,
-            "-o",
-            "GlobalKnownHostsFile=/dev/null",
-            "-o",
-            "HostKeyAlias=tickmark-host",
-            "-P",
-            String.valueOf(endpoint),
-            from,
-            to));
+  private Ran scp(String from, String to) throws Exception {
+    List<String> argv = new ArrayList<>(List.of(SCP.toString()));
+    argv.addAll(SshClientSupport.strictOptions(key, knownHosts));
+    argv.addAll(List.of("-P", String.valueOf(endpoint), from, to));
+    return run(argv);
   }
 
-  private static Result run(List<String> argv) throws Exception {
-    SshClientSupport.Ran r = SshClientSupport.run(argv, WAIT_S * 3);
-    return new Result(r.status(), r.out(), r.err());
-  }
-
-  private static String writeKey(Path file) throws Exception {
-    return SshClientSupport.writeKey(file);
+  private static Ran run(List<String> argv) throws Exception {
+    return SshClientSupport.run(argv, WAIT_S * 3);
   }
 
   private <T extends AgentFrame> T next(Class<T> type, java.util.function.Predicate<T> which)

@@ -20,7 +20,35 @@ final class SshClientSupport {
   private SshClientSupport() {}
 
   /** How an ssh or scp run ended: its status and both outputs. */
-  record Ran(int status, String out, String err) {}
+  record Ran(int status, String out, String err) {
+    List<String> lines() {
+      return out.lines().map(String::strip).toList();
+    }
+  }
+
+  /**
+   * What every ssh and scp of these tests passes: no config file, only this key, no prompt, the
+   * host key checked strictly against {@code knownHosts} under the alias {@code tickmark-host}.
+   */
+  static List<String> strictOptions(Path key, Path knownHosts) {
+    return List.of(
+        "-F",
+        "/dev/null",
+        "-i",
+        key.toString(),
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "UserKnownHostsFile=" + knownHosts,
+        "-o",
+        "GlobalKnownHostsFile=/dev/null",
+        "-o",
+        "HostKeyAlias=tickmark-host");
+  }
 
   /** Runs {@code argv} with an empty stdin and TERM set; fails past {@code timeoutS}. */
   static Ran run(List<String> argv, long timeoutS) throws Exception {
