@@ -247,9 +247,16 @@ class SandboxRuntimeTest {
                     "-c",
                     "trap 'echo got TERM' TERM; (trap '' TERM; exec sleep "
                         + marker
-                        + "1) & echo ready; while true; do sleep 0.1; done"),
+                        + "1) & echo ready; touch /workspace/ready; while true; do sleep 0.1; done"),
                 log)
             .get(WAIT_S, TimeUnit.SECONDS);
+    // stopped only once its trap is set (a stop before that is no test of SIGTERM; seen in CI)
+    Path ready = state.resolve("rentals/rnt_stop/scratch/ready");
+    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+    while (!Files.exists(ready)) {
+      if (System.nanoTime() > until) throw new AssertionError("the workload did not start");
+      Thread.sleep(20); // polling with a deadline
+    }
     String ns = rt.pidNamespace("rnt_stop");
     assertNotNull(ns);
     assertFalse(SandboxRuntime.inNamespace("pid", ns).isEmpty());
