@@ -311,12 +311,17 @@ class AgentSocketTest {
     assertEquals("three", first.get(2).text());
     node.send(new AgentFrame.LogsAck("rnt_log", 1)); // only the first is stored
 
+    var reconnected = agent.nextVerification();
     node.dropConnections();
 
     List<AgentFrame.LogLine> again = linesThrough(node, "rnt_log", 3);
     assertEquals(
         first.subList(1, 3), again, "what was not acknowledged, the same lines with the same seq");
     node.send(new AgentFrame.LogsAck("rnt_log", 3));
+    // The first reconnection's verification must be in before asking for the next one: asked
+    // earlier, the "next" verification would be that one, and the frame below would go to the
+    // connection just dropped.
+    reconnected.get(WAIT_S, TimeUnit.SECONDS);
     var reverified = agent.nextVerification();
     node.dropConnections();
     reverified.get(WAIT_S, TimeUnit.SECONDS);

@@ -351,11 +351,15 @@ class RentalLifecycleIntegrationTest {
     Instant startedAt = Instant.parse(running.get("started_at").asText());
     eventually(
         WAIT,
-        () ->
-            assertEquals(
-                closes.toString(),
-                Instant.parse(rental(renter, id).get("preemption_deadline").asText()).toString(),
-                "the notice names the window's end"));
+        () -> {
+          JsonNode seen = rental(renter, id);
+          // the rental as it stands is in the message: a wait that runs out says why
+          assertTrue(seen.hasNonNull("preemption_deadline"), "no notice yet: " + seen);
+          assertEquals(
+              closes,
+              Instant.parse(seen.get("preemption_deadline").asText()),
+              "the notice names the window's end");
+        });
     // The window closes up to 80 s from the start of the test.
     JsonNode ended =
         awaitStatus(renter, id, "ended", Duration.between(Instant.now(), closes).plus(WAIT));
