@@ -318,7 +318,7 @@ final class Rentals {
         runtime.name(),
         waitFor.isEmpty() ? "" : ", once the previous rental on them has stopped");
     r.authorizedKeys = s.sshPublicKey();
-    if (Boolean.TRUE.equals(s.restore())) {
+    if (s.restore() != null) {
       log.warn(
           "rental {}: a restore was asked for, but this agent keeps no snapshots: starting from an empty scratch folder",
           id);

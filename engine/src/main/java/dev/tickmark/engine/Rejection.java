@@ -57,6 +57,20 @@ public enum Rejection {
   NOT_RUNNING,
   /** A rental has at most 8 SSH streams open at once. */
   TOO_MANY_STREAMS,
+  // snapshots
+  /** A snapshot is larger than {@code tickmark.snapshots.max-bytes}. */
+  SNAPSHOT_TOO_LARGE,
+  /**
+   * The account's snapshots would exceed its storage quota ({@code
+   * tickmark.snapshots.quota-bytes}).
+   */
+  QUOTA_EXCEEDED,
+  /** The snapshot cannot be restored: still uploading, failed, suspended or deleted. */
+  SNAPSHOT_NOT_READY,
+  /** Only a running rental's workspace can be kept. */
+  SNAPSHOT_NOT_POSSIBLE,
+  /** An upload named chunks the store does not have. */
+  CHUNKS_MISSING,
   // why the engine closes an agent's session (its error frame's code)
   /** A newer session for the host connected. */
   REPLACED,

@@ -84,10 +84,14 @@ public final class Responses {
           NOT_RECLAIMABLE,
           HOST_BUSY,
           HOST_NOT_AVAILABLE,
-          NOT_RUNNING ->
+          NOT_RUNNING,
+          SNAPSHOT_NOT_READY,
+          SNAPSHOT_NOT_POSSIBLE,
+          CHUNKS_MISSING ->
           409;
+      case SNAPSHOT_TOO_LARGE -> 413;
       case TOO_MANY_STREAMS, TOO_MANY_RENTALS -> 429;
-      case INSUFFICIENT_EARNINGS, AMOUNT_TOO_LARGE, HOLD_EXCEEDED -> 422;
+      case INSUFFICIENT_EARNINGS, AMOUNT_TOO_LARGE, HOLD_EXCEEDED, QUOTA_EXCEEDED -> 422;
       case UNAVAILABLE ->
           503; // temporary (the read side or an entity is away): retry, Retry-After says when
       case INTERNAL -> 500;

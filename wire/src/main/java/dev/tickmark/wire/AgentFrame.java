@@ -20,6 +20,7 @@ import java.util.List;
   @JsonSubTypes.Type(value = AgentFrame.LogsAck.class, name = "logs_ack"),
   @JsonSubTypes.Type(value = AgentFrame.OpenStream.class, name = "open_stream"),
   @JsonSubTypes.Type(value = AgentFrame.CloseStream.class, name = "close_stream"),
+  @JsonSubTypes.Type(value = AgentFrame.UploadSnapshot.class, name = "upload_snapshot"),
   @JsonSubTypes.Type(value = AgentFrame.Error.class, name = "error"),
   @JsonSubTypes.Type(value = AgentFrame.Hello.class, name = "hello"),
   @JsonSubTypes.Type(value = AgentFrame.HardwareReportFrame.class, name = "hardware_report"),
@@ -52,10 +53,35 @@ public sealed interface AgentFrame {
       List<String> command,
       String sshPublicKey,
       boolean network,
-      Boolean restore)
+      Restore restore)
       implements AgentFrame {}
 
+  /**
+   * A launch that restores a snapshot: before the command starts, the agent fetches the manifest
+   * ({@code GET /v1/agent/rentals/{rental_id}/restore}) and every chunk ({@code GET
+   * /v1/agent/rentals/{rental_id}/restore/chunks/{sha256}}), checks each chunk's sha256, the whole
+   * archive's ({@code sha256}, {@code sizeBytes}), and unpacks it into the new workspace; any
+   * failure is a {@code rental_failed} (the rental ends {@code provisioning_failed}, charged
+   * nothing).
+   */
+  record Restore(String snapshotId, String sha256, long sizeBytes) {}
+
+  /**
+   * {@code snapshot}: the renter keeps the workspace: the agent stops the workload as always but
+   * keeps its workspace until {@link UploadSnapshot} (or a day) has archived it.
+   */
   record StopRental(String rentalId, boolean snapshot) implements AgentFrame {}
+
+  /**
+   * Archive the kept workspace of {@code rentalId} (tar + zstd) and upload it as snapshot {@code
+   * snapshotId} over HTTP with the host credential: {@code PUT
+   * /v1/agent/snapshots/{snapshot_id}/manifest} (answers the chunks still missing), {@code PUT
+   * …/chunks/{sha256}} for each of them, then {@code POST …/complete}; {@code POST …/failed} when
+   * it cannot. Sent again until the upload ends (a reminder, after a reconnect): an upload already
+   * under way is not started twice; {@code haveChunks} are chunks the engine already holds for it.
+   */
+  record UploadSnapshot(String rentalId, String snapshotId, List<String> haveChunks)
+      implements AgentFrame {}
 
   record Preempt(String rentalId, String deadline) implements AgentFrame {}
 

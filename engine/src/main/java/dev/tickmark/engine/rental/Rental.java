@@ -195,7 +195,47 @@ public final class Rental
       String sshPublicKey,
       Long maxTotal,
       int waitSeconds,
-      boolean network)
+      boolean network,
+      Restore restore)
+      implements CborSerializable {
+    @JsonCreator
+    public Spec {}
+
+    /** A launch that starts from an empty workspace. */
+    public Spec(
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        String region,
+        long maxPricePerGpuHour,
+        String image,
+        List<String> command,
+        String sshPublicKey,
+        Long maxTotal,
+        int waitSeconds,
+        boolean network) {
+      this(
+          gpu,
+          count,
+          tier,
+          region,
+          maxPricePerGpuHour,
+          image,
+          command,
+          sshPublicKey,
+          maxTotal,
+          waitSeconds,
+          network,
+          null);
+    }
+  }
+
+  /**
+   * A launch that restores a ready snapshot into its workspace before the command starts (checked
+   * at the edge with {@code Snapshot.Restore}); the agent verifies {@code sha256} and {@code
+   * sizeBytes}.
+   */
+  public record Restore(String snapshotId, String sha256, long sizeBytes)
       implements CborSerializable {}
 
   /**
@@ -232,7 +272,19 @@ public final class Rental
    */
   public record Get(String renterId, ActorRef<StatusReply<View>> replyTo) implements Command {}
 
-  public record Stop(String renterId, ActorRef<StatusReply<View>> replyTo) implements Command {}
+  /**
+   * {@code snapshot}: keep the workspace as snapshot {@code Snapshot.idForRental(id)} (a running
+   * rental only; {@code snapshot_not_possible} otherwise).
+   */
+  public record Stop(String renterId, boolean snapshot, ActorRef<StatusReply<View>> replyTo)
+      implements Command {
+    @JsonCreator
+    public Stop {}
+
+    public Stop(String renterId, ActorRef<StatusReply<View>> replyTo) {
+      this(renterId, false, replyTo);
+    }
+  }
 
   /**
    * Live updates (SSE): the subscriber gets {@link Update}s until the rental ends or it
@@ -345,7 +397,8 @@ public final class Rental
       long billedSeconds,
       long cost,
       Instant preemptionDeadline,
-      List<Checkpoint> checkpoints)
+      List<Checkpoint> checkpoints,
+      String snapshotId)
       implements CborSerializable {}
 
   public sealed interface Update extends CborSerializable
@@ -1570,7 +1623,20 @@ public final class Rental
           List.of());
     }
     return new View(
-        rentalId, null, Status.UNKNOWN, null, null, null, null, null, null, 0, 0, null, List.of());
+        rentalId,
+        null,
+        Status.UNKNOWN,
+        null,
+        null,
+        null,
+        null,
+        null,
+        null,
+        0,
+        0,
+        null,
+        List.of(),
+        null);
   }
 
   /** The live meter: seconds since the start, within the limit. */
@@ -1601,7 +1667,8 @@ public final class Rental
         billed,
         RentalBilling.cost(terms, billed),
         preemption,
-        checkpoints);
+        checkpoints,
+        null); // the kept workspace's snapshot: with the snapshot behaviour
   }
 
   // ---------------------------------------------------------------------------------------------
