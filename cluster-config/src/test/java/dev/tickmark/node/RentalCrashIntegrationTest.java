@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.tickmark.agent.Agent;
@@ -14,9 +13,6 @@ import dev.tickmark.engine.money.Metering;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.persistence.DatabaseSettings;
 import dev.tickmark.persistence.TestDatabase;
-import java.io.IOException;
-import java.net.ServerSocket;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -28,7 +24,6 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
@@ -46,9 +41,6 @@ import org.junit.jupiter.api.Test;
  */
 class RentalCrashIntegrationTest {
   static final Duration WAIT = Duration.ofSeconds(40);
-
-  /** Bounds one node start (JVM, migrations, actor system, HTTP bind) on a busy machine. */
-  static final Duration NODE_START = Duration.ofSeconds(60);
 
   /** The agent's backoff reaches 30 s: after a restart it is back within about 40 s. */
   static final Duration RECONNECT = Duration.ofSeconds(90);
@@ -74,7 +66,7 @@ class RentalCrashIntegrationTest {
   @Test
   void aKilledNodeResumesTheRentalAndBillsEverySecondExactlyOnce() throws Exception {
     DatabaseSettings db = TestDatabase.fresh("rental_crash");
-    int httpPort = freePort();
+    int httpPort = SingleNodeProcess.freePort();
     Path logs = Files.createDirectories(Path.of("target", "rental-crash"));
     Path temp = Files.createTempDirectory("tickmark-rental-crash");
 
@@ -312,68 +304,9 @@ class RentalCrashIntegrationTest {
   // ------------------------------------------------------------
 
   private Process startNode(DatabaseSettings db, int httpPort, Path log) throws Exception {
-    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    ProcessBuilder builder =
-        new ProcessBuilder(
-            java,
-            "-Xmx512m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            // The simulated host measures this machine's disk, which other builds keep busy: judge
-            // it as dev mode does.
-            "-Dtickmark.verification.min-disk-write-mib-per-s=10",
-            "-cp",
-            System.getProperty("java.class.path"),
-            Main.class.getName());
-    Map<String, String> env = builder.environment();
-    env.keySet().removeIf(k -> k.startsWith("TICKMARK_"));
-    env.put("TICKMARK_DB_URL", db.url());
-    env.put("TICKMARK_DB_USER", db.user());
-    env.put("TICKMARK_DB_PASSWORD", db.password());
-    env.put("TICKMARK_HTTP_PORT", Integer.toString(httpPort));
-    env.put("TICKMARK_MANAGEMENT_PORT", Integer.toString(freePort()));
-    env.put("TICKMARK_REMOTE_PORT", Integer.toString(freePort()));
-    env.put("TICKMARK_OPERATOR_TOKEN", TestNodes.OPERATOR_TOKEN);
-    env.put("TICKMARK_PAYMENT_WEBHOOK_SECRET", TestNodes.WEBHOOK_SECRET);
-    env.put("TICKMARK_ALLOW_SIMULATED_HOSTS", "true");
-    env.put("TICKMARK_SETTLE_INTERVAL", "2s");
-    // The agent's reconnect backoff reaches 30 s; give it a margin to reach the restarted node
-    // before the host
-    // would be declared lost (which would end the rental host_lost, not what this test is about).
-    env.put("TICKMARK_HEARTBEAT_TIMEOUT", "60s");
-    builder.redirectErrorStream(true).redirectOutput(log.toFile());
-    Process process = builder.start();
+    Process process = SingleNodeProcess.start(db, httpPort, log, List.of());
     nodes.add(process);
-    ApiClient api = new ApiClient("http://127.0.0.1:" + httpPort);
-    long deadline = System.nanoTime() + NODE_START.toNanos();
-    while (true) {
-      if (!process.isAlive())
-        fail("the node exited with " + process.exitValue() + ":\n" + tail(log));
-      try {
-        if (api.get("/health", null).status() == 200) return process;
-      } catch (AssertionError notYet) {
-        // connection refused: not bound yet
-      }
-      if (System.nanoTime() - deadline >= 0)
-        fail("the node did not answer /health within " + NODE_START + ":\n" + tail(log));
-      Thread.sleep(200);
-    }
-  }
-
-  private static String tail(Path log) {
-    try {
-      List<String> lines = Files.readAllLines(log, StandardCharsets.UTF_8);
-      return String.join("\n", lines.subList(Math.max(0, lines.size() - 40), lines.size()));
-    } catch (IOException e) {
-      return "(no log: " + e + ")";
-    }
-  }
-
-  private static int freePort() throws IOException {
-    try (ServerSocket socket = new ServerSocket(0)) {
-      socket.setReuseAddress(true);
-      return socket.getLocalPort();
-    }
+    return process;
   }
 
   /**

@@ -49,6 +49,18 @@ final class RentingSupport {
       String region,
       int cards)
       throws Exception {
+    return listedHostAt(node.httpPort(), api, provider, stateDir, region, cards);
+  }
+
+  /** The same, for a node on {@code httpPort} (one running as its own process). */
+  static Agent listedHostAt(
+      int httpPort,
+      ApiClient api,
+      ApiClient.Customer provider,
+      Path stateDir,
+      String region,
+      int cards)
+      throws Exception {
     String token =
         api.post(
                 "/v1/hosts/registration-tokens",
@@ -61,7 +73,7 @@ final class RentingSupport {
     Agent agent =
         Agent.start(
             AgentConfig.simulated(
-                "ws://127.0.0.1:" + node.httpPort(), token, stateDir, "h100-80gb:" + cards));
+                "ws://127.0.0.1:" + httpPort, token, stateDir, "h100-80gb:" + cards));
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
     assertEquals("verified", agent.verified().get(WAIT.toSeconds(), TimeUnit.SECONDS).status());
     api.put(

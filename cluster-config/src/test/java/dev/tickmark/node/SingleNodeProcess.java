@@ -1,0 +1,96 @@
+package dev.tickmark.node;
+
+import static org.junit.jupiter.api.Assertions.fail;
+
+import dev.tickmark.persistence.DatabaseSettings;
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One node as its own JVM ({@link Main}, configured through the environment like a deployment), so
+ * that a test can kill it abruptly ({@code SIGKILL}: no coordinated shutdown, no final settlement,
+ * sockets cut) and start it again on the same PostgreSQL and port.
+ */
+final class SingleNodeProcess {
+  /** Bounds one node start (JVM, migrations, actor system, HTTP bind) on a busy machine. */
+  static final Duration NODE_START = Duration.ofSeconds(60);
+
+  private SingleNodeProcess() {}
+
+  /**
+   * Starts a node and waits until it answers {@code /health}; {@code properties} are extra {@code
+   * -Dkey=value} settings.
+   */
+  static Process start(DatabaseSettings db, int httpPort, Path log, List<String> properties)
+      throws Exception {
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    List<String> command = new ArrayList<>();
+    command.add(java);
+    command.add("-Xmx512m");
+    command.add("-XX:+UseSerialGC");
+    command.add("-XX:TieredStopAtLevel=1");
+    // The simulated host measures this machine's disk, which other builds keep busy: judge it as
+    // dev mode does.
+    command.add("-Dtickmark.verification.min-disk-write-mib-per-s=10");
+    properties.forEach(p -> command.add("-D" + p));
+    command.add("-cp");
+    command.add(System.getProperty("java.class.path"));
+    command.add(Main.class.getName());
+    ProcessBuilder builder = new ProcessBuilder(command);
+    Map<String, String> env = builder.environment();
+    env.keySet().removeIf(k -> k.startsWith("TICKMARK_"));
+    env.put("TICKMARK_DB_URL", db.url());
+    env.put("TICKMARK_DB_USER", db.user());
+    env.put("TICKMARK_DB_PASSWORD", db.password());
+    env.put("TICKMARK_HTTP_PORT", Integer.toString(httpPort));
+    env.put("TICKMARK_MANAGEMENT_PORT", Integer.toString(freePort()));
+    env.put("TICKMARK_REMOTE_PORT", Integer.toString(freePort()));
+    env.put("TICKMARK_OPERATOR_TOKEN", TestNodes.OPERATOR_TOKEN);
+    env.put("TICKMARK_PAYMENT_WEBHOOK_SECRET", TestNodes.WEBHOOK_SECRET);
+    env.put("TICKMARK_ALLOW_SIMULATED_HOSTS", "true");
+    env.put("TICKMARK_SETTLE_INTERVAL", "2s");
+    // The agent's reconnect backoff reaches 30 s; give it a margin to reach the restarted node
+    // before the host
+    // would be declared lost (which would end the rental host_lost, not what this test is about).
+    env.put("TICKMARK_HEARTBEAT_TIMEOUT", "60s");
+    builder.redirectErrorStream(true).redirectOutput(log.toFile());
+    Process process = builder.start();
+    ApiClient api = new ApiClient("http://127.0.0.1:" + httpPort);
+    long deadline = System.nanoTime() + NODE_START.toNanos();
+    while (true) {
+      if (!process.isAlive())
+        fail("the node exited with " + process.exitValue() + ":\n" + tail(log));
+      try {
+        if (api.get("/health", null).status() == 200) return process;
+      } catch (AssertionError notYet) {
+        // connection refused: not bound yet
+      }
+      if (System.nanoTime() - deadline >= 0)
+        fail("the node did not answer /health within " + NODE_START + ":\n" + tail(log));
+      Thread.sleep(200);
+    }
+  }
+
+  static String tail(Path log) {
+    try {
+      List<String> lines = Files.readAllLines(log, StandardCharsets.UTF_8);
+      return String.join("\n", lines.subList(Math.max(0, lines.size() - 40), lines.size()));
+    } catch (IOException e) {
+      return "(no log: " + e + ")";
+    }
+  }
+
+  static int freePort() throws IOException {
+    try (ServerSocket socket = new ServerSocket(0)) {
+      socket.setReuseAddress(true);
+      return socket.getLocalPort();
+    }
+  }
+}
