@@ -42,3 +42,5 @@ CREATE TABLE IF NOT EXISTS snapshots (
 );
 CREATE INDEX IF NOT EXISTS snapshots_renter_idx ON snapshots (renter_id, row_id);
 CREATE INDEX IF NOT EXISTS snapshots_status_idx ON snapshots (status);
+-- the rental list shows each rental's snapshot
+CREATE INDEX IF NOT EXISTS snapshots_rental_idx ON snapshots (rental_id);
