@@ -122,7 +122,7 @@ public final class HttpApi {
             SnapshotTransferRoutes.Entities.sharded(system),
             agentSocket::hostCredential,
             snapshots.chunks(),
-            snapshots.readModel(),
+            snapshots.readModel()::accountBytesElsewhere,
             settings.askTimeout(),
             snapshots.maxBytes());
     MetricsRoutes metricsRoutes = new MetricsRoutes(EngineMetrics.get(system), rentals, ledger);

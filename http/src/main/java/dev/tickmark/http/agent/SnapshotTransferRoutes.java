@@ -11,7 +11,6 @@ import dev.tickmark.http.Json;
 import dev.tickmark.http.Problem;
 import dev.tickmark.http.Responses;
 import dev.tickmark.http.SnapshotRoutes;
-import dev.tickmark.persistence.snapshots.SnapshotReadModel;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
@@ -75,6 +74,15 @@ public final class SnapshotTransferRoutes {
     Route host(Function<String, Route> inner);
   }
 
+  /**
+   * The bytes of a renter's other live snapshots ({@code
+   * SnapshotReadModel::accountBytesElsewhere}), for the entity's quota check.
+   */
+  @FunctionalInterface
+  public interface AccountBytes {
+    CompletionStage<Long> elsewhere(String renterId, String exceptSnapshotId);
+  }
+
   record ManifestRequest(String rentalId, Long sizeBytes, String sha256, List<String> chunks) {}
 
   record FailedRequest(String reason) {}
@@ -91,7 +99,7 @@ public final class SnapshotTransferRoutes {
   private final Entities entities;
   private final HostAuthentication auth;
   private final ChunkStore store;
-  private final SnapshotReadModel snapshots;
+  private final AccountBytes accountBytes;
   private final Duration timeout;
   private final int maxChunks;
   private final long maxManifestBytes;
@@ -106,14 +114,14 @@ public final class SnapshotTransferRoutes {
       Entities entities,
       HostAuthentication auth,
       ChunkStore store,
-      SnapshotReadModel snapshots,
+      AccountBytes accountBytes,
       Duration timeout,
       long maxBytes) {
     this.system = system;
     this.entities = entities;
     this.auth = auth;
     this.store = store;
-    this.snapshots = snapshots;
+    this.accountBytes = accountBytes;
     this.timeout = timeout;
     this.maxChunks =
         (int) Math.min(Integer.MAX_VALUE - 1, maxBytes / ChunkStore.MAX_CHUNK_BYTES + 1);
@@ -191,7 +199,7 @@ public final class SnapshotTransferRoutes {
     // the archive's bytes, then how much else the renter keeps (for the entity's quota check), then
     // the entity's verdict; only an accepted manifest is recorded in the store
     return ownSnapshot(host, sid)
-        .thenCompose(v -> snapshots.accountBytesElsewhere(v.renterId(), sid))
+        .thenCompose(v -> accountBytes.elsewhere(v.renterId(), sid))
         .thenCompose(
             elsewhere ->
                 askSnapshot(
