@@ -122,7 +122,14 @@ public final class HttpApi {
             SnapshotTransferRoutes.Entities.sharded(system),
             agentSocket::hostCredential,
             snapshots.chunks(),
-            snapshots.readModel()::accountBytesElsewhere,
+            // caught up with the snapshot events written before: a snapshot whose manifest was
+            // just recorded counts against the quota
+            (renter, except) ->
+                snapshots
+                    .readModel()
+                    .awaitWritten(settings.readYourWritesWait())
+                    .thenCompose(
+                        caughtUp -> snapshots.readModel().accountBytesElsewhere(renter, except)),
             settings.askTimeout(),
             snapshots.maxBytes());
     MetricsRoutes metricsRoutes = new MetricsRoutes(EngineMetrics.get(system), rentals, ledger);
