@@ -196,8 +196,8 @@ public final class SnapshotTransferRoutes {
               + " sha256s of 64 lower-case hex digits, in archive order");
     List<String> chunks = List.copyOf(m.chunks());
     long size = m.sizeBytes();
-    // the archive's bytes, then how much else the renter keeps (for the entity's quota check), then
-    // the entity's verdict; only an accepted manifest is recorded in the store
+    // this host's snapshot (404 otherwise), how much else its renter keeps (for the entity's quota
+    // check), the entity's verdict; only an accepted manifest is recorded in the store
     return ownSnapshot(host, sid)
         .thenCompose(v -> accountBytes.elsewhere(v.renterId(), sid))
         .thenCompose(
@@ -254,10 +254,10 @@ public final class SnapshotTransferRoutes {
   private CompletionStage<HttpResponse> storeChunk(
       String host, String sid, String sha, byte[] bytes) {
     return ownSnapshot(host, sid)
-        .thenCompose(v -> store.manifest(sid))
+        .thenCompose(v -> store.names(sid, sha))
         .thenCompose(
-            manifest -> {
-              if (manifest.isEmpty() || !manifest.get().contains(sha))
+            named -> {
+              if (!named)
                 throw Problem.notFound("the snapshot's manifest does not name this chunk");
               return store.putChunk(sha, bytes);
             })
@@ -350,10 +350,10 @@ public final class SnapshotTransferRoutes {
 
   private CompletionStage<HttpResponse> restoreChunk(String host, String rid, String sha) {
     return restoreOf(host, rid)
-        .thenCompose(r -> store.manifest(r.snapshotId()))
+        .thenCompose(r -> store.names(r.snapshotId(), sha))
         .thenCompose(
-            manifest -> {
-              if (manifest.isEmpty() || !manifest.get().contains(sha))
+            named -> {
+              if (!named)
                 throw Problem.notFound("the snapshot's manifest does not name this chunk");
               return store.chunk(sha);
             })

@@ -83,6 +83,22 @@ public final class PgChunkStore implements ChunkStore {
   }
 
   @Override
+  public CompletionStage<Boolean> names(String snapshotId, String sha256) {
+    return jdbc.run(
+        c -> {
+          try (PreparedStatement st =
+              c.prepareStatement(
+                  "SELECT 1 FROM snapshot_manifests WHERE snapshot_id = ? AND sha256 = ? LIMIT 1")) {
+            st.setString(1, snapshotId);
+            st.setString(2, sha256);
+            try (ResultSet rs = st.executeQuery()) {
+              return rs.next();
+            }
+          }
+        });
+  }
+
+  @Override
   public CompletionStage<List<String>> missing(String snapshotId) {
     return jdbc.run(
         c -> {

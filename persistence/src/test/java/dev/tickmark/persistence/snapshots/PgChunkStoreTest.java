@@ -121,6 +121,9 @@ class PgChunkStoreTest {
     join(store.putChunk(a, bytes("m-a")));
     assertEquals(List.of(), join(store.missing("snap_m")));
     assertEquals(Optional.empty(), join(store.manifest("snap_none")));
+    assertTrue(join(store.names("snap_m", b)));
+    assertEquals(false, join(store.names("snap_m", sha(bytes("not in it")))));
+    assertEquals(false, join(store.names("snap_none", a)));
   }
 
   @Test
