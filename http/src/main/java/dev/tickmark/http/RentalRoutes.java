@@ -235,28 +235,7 @@ public final class RentalRoutes {
                                                     () ->
                                                         entity(
                                                             Unmarshaller.entityToByteString(),
-                                                            body -> {
-                                                              boolean snapshot =
-                                                                  !body.isEmpty()
-                                                                      && Boolean.TRUE.equals(
-                                                                          Json.read(
-                                                                                  body,
-                                                                                  StopRequest.class)
-                                                                              .snapshot());
-                                                              return onSuccess(
-                                                                  ask(
-                                                                      id,
-                                                                      reply ->
-                                                                          new Rental.Stop(
-                                                                              renter, snapshot,
-                                                                              reply)),
-                                                                  v ->
-                                                                      complete(
-                                                                          Responses.json(
-                                                                              202,
-                                                                              new LaunchResponse(
-                                                                                  view(v)))));
-                                                            }))),
+                                                            body -> stop(renter, id, body)))),
                                         path(
                                             "usage",
                                             () ->
@@ -278,6 +257,15 @@ public final class RentalRoutes {
                                         path(
                                             "logs",
                                             () -> get(() -> logRoutes.route(renter, id))))))));
+  }
+
+  /** {@code {"snapshot": true}} keeps the workspace (Snapshot.idForRental); no body stops only. */
+  private Route stop(String renter, String id, ByteString body) {
+    boolean snapshot =
+        !body.isEmpty() && Boolean.TRUE.equals(Json.read(body, StopRequest.class).snapshot());
+    return onSuccess(
+        ask(id, reply -> new Rental.Stop(renter, snapshot, reply)),
+        v -> complete(Responses.json(202, new LaunchResponse(view(v)))));
   }
 
   private CompletionStage<HttpResponse> launch(String renter, ByteString body) {
