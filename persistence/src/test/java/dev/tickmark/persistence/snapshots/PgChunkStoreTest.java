@@ -11,14 +11,20 @@ import dev.tickmark.persistence.Migrations;
 import dev.tickmark.persistence.TestDatabase;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
+import java.sql.Connection;
+import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.time.Instant;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -199,5 +205,60 @@ class PgChunkStoreTest {
         count(
             "SELECT count(*) FROM snapshot_chunks WHERE sha256 = ? AND stored_at > now() - interval '1 minute'",
             s));
+  }
+
+  /**
+   * The collector and a manifest naming an old unreferenced chunk, run together: the chunk is held
+   * (row-locked) so both are queued on it, then let go. Whichever wins, a chunk the manifest
+   * answered as stored is still stored.
+   */
+  @Test
+  void aCollectorRunningBesideAManifestNeverDeletesAChunkItAnsweredPresent() throws Exception {
+    byte[] b = bytes("race-orphan");
+    String s = sha(b);
+    join(store.putChunk(s, b));
+    age(s, 7200);
+    try (Connection holder = DriverManager.getConnection(db.url(), db.user(), db.password());
+        Connection watcher = DriverManager.getConnection(db.url(), db.user(), db.password())) {
+      holder.setAutoCommit(false);
+      try (PreparedStatement st =
+          holder.prepareStatement("SELECT 1 FROM snapshot_chunks WHERE sha256 = ? FOR UPDATE")) {
+        st.setString(1, s);
+        st.executeQuery().close();
+      }
+      CompletableFuture<Integer> collected = store.collectOrphans(3600).toCompletableFuture();
+      awaitWaiting(watcher, "DELETE FROM snapshot_chunks%", () -> collected.isDone());
+      CompletableFuture<List<String>> missing =
+          store.putManifest("snap_race", List.of(s)).toCompletableFuture();
+      awaitWaiting(watcher, "UPDATE snapshot_chunks%", missing::isDone);
+      holder.rollback();
+
+      List<String> answered = missing.get(10, TimeUnit.SECONDS);
+      collected.get(10, TimeUnit.SECONDS);
+      assertTrue(
+          answered.contains(s) || join(store.chunk(s)).isPresent(),
+          "answered present (" + answered + ") but collected");
+    }
+  }
+
+  /** Until a statement like {@code query} waits on a lock, or {@code done}; 10 s at most. */
+  static void awaitWaiting(Connection watcher, String query, BooleanSupplier done)
+      throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (System.nanoTime() < deadline) {
+      if (done.getAsBoolean()) return;
+      try (PreparedStatement st =
+          watcher.prepareStatement(
+              "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                  + " AND wait_event_type = 'Lock' AND query LIKE ?")) {
+        st.setString(1, query);
+        try (ResultSet rs = st.executeQuery()) {
+          rs.next();
+          if (rs.getInt(1) > 0) return;
+        }
+      }
+      LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(5));
+    }
+    throw new AssertionError("no statement like " + query + " waited on the held chunk");
   }
 }
