@@ -178,6 +178,34 @@ class SnapshotProjectionTest {
     assertEquals(0, join(readModel.accountBytesElsewhere("acc_nobody", "snap_new")));
   }
 
+  @Test
+  void aRentalInTheRentersListShowsTheSnapshotItsStopKept() {
+    join(
+        jdbc.run(
+            c -> {
+              try (var st =
+                  c.prepareStatement(
+                      "INSERT INTO rentals(rental_id, renter_id, status, gpu, card_count, tier,"
+                          + " max_price_per_gpu_hour, created_at, updated_at)"
+                          + " VALUES (?, 'acc_kept', 'ended', 'h100', 1, 'on_demand', 1, now(), now())")) {
+                for (String id : List.of("rnt_kept", "rnt_plain")) {
+                  st.setString(1, id);
+                  st.executeUpdate();
+                }
+              }
+              return null;
+            }));
+    feed("snap_kept", new Snapshot.Created("acc_kept", "rnt_kept", "host_1", "h100", "eu", AT));
+    var rows =
+        join(
+            new dev.tickmark.persistence.rentals.RentalReadModel(jdbc)
+                .byRenter("acc_kept", null, 0, 10));
+    assertEquals(2, rows.size());
+    for (var r : rows)
+      assertEquals(
+          r.rentalId().equals("rnt_kept") ? "snap_kept" : null, r.snapshotId(), r.rentalId());
+  }
+
   static List<String> ids(List<SnapshotReadModel.SnapshotRow> rows) {
     return rows.stream().map(SnapshotReadModel.SnapshotRow::snapshotId).toList();
   }
