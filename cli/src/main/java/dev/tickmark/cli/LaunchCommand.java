@@ -102,6 +102,13 @@ final class LaunchCommand extends ApiCommand {
   boolean network;
 
   @Option(
+      names = "--restore",
+      paramLabel = "SNAPSHOT",
+      description =
+          "Start from a ready snapshot of yours (snap_...): its workspace is unpacked before the command runs.")
+  String restore;
+
+  @Option(
       names = {"-d", "--detach"},
       description = "Return once matched instead of waiting until it runs.")
   boolean detach;
@@ -231,6 +238,7 @@ final class LaunchCommand extends ApiCommand {
     if (maxTotal != null) body.put("max_total", maxTotal);
     if (waitSeconds != null) body.put("wait_seconds", waitSeconds);
     if (network) body.put("network", true);
+    if (restore != null) body.put("restore", restore);
     return body;
   }
 

@@ -112,10 +112,21 @@ final class RentalCommands {
     @Option(names = "--no-wait", description = "Return at once, while the rental is stopping.")
     boolean noWait;
 
+    @Option(
+        names = "--snapshot",
+        description =
+            "Keep the workspace as a snapshot (storage is billed by the second once it is ready; see tickmark snapshots).")
+    boolean snapshot;
+
     @Override
     int execute() {
       Http http = withApiKey();
-      Http.Reply reply = http.post("/v1/rentals/" + segment(id) + "/stop", null);
+      ObjectNode body = null;
+      if (snapshot) {
+        body = object();
+        body.put("snapshot", true);
+      }
+      Http.Reply reply = http.post("/v1/rentals/" + segment(id) + "/stop", body);
       JsonNode rental = reply.json().path("rental");
       if (!noWait && !RentalEvents.ended(rental))
         rental = RentalEvents.follow(http, id, RentalEvents::ended, event -> {});
@@ -143,6 +154,12 @@ final class RentalCommands {
                     + rental.path("status").asText()
                     + "; metering has stopped.");
       }
+      if (!json() && rental.hasNonNull("snapshot_id"))
+        out()
+            .println(
+                "Snapshot "
+                    + rental.get("snapshot_id").asText()
+                    + " is uploading: tickmark snapshots shows when it is ready.");
       return Cli.EXIT_OK;
     }
   }
@@ -348,6 +365,7 @@ final class RentalCommands {
         .add("Cost", AccountCommands.eur(r.get("cost")))
         .add("Preemption deadline", r.get("preemption_deadline"))
         .add("Simulated host", r.path("simulated").asBoolean() ? "yes" : "no")
+        .add("Snapshot", r.get("snapshot_id"))
         .print(out);
   }
 }

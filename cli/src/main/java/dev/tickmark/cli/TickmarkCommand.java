@@ -35,6 +35,7 @@ import picocli.CommandLine.Spec;
       RentalCommands.Show.class,
       RentalCommands.Stop.class,
       RentalCommands.Usage.class,
+      SnapshotCommands.class,
       LogsCommand.class,
       ConnectCommand.class,
       SshCommand.class,

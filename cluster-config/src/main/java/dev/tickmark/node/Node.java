@@ -10,6 +10,7 @@ import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.metrics.JournalProbe;
 import dev.tickmark.engine.payout.PayoutRun;
 import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.engine.snapshot.ChunkStore;
 import dev.tickmark.http.ApiSettings;
 import dev.tickmark.http.HttpApi;
 import dev.tickmark.persistence.DatabaseSettings;
@@ -29,6 +30,9 @@ import dev.tickmark.persistence.payouts.PayoutRunProjection;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.persistence.rentals.RentalProjection;
 import dev.tickmark.persistence.rentals.RentalReadModel;
+import dev.tickmark.persistence.snapshots.PgChunkStore;
+import dev.tickmark.persistence.snapshots.SnapshotProjection;
+import dev.tickmark.persistence.snapshots.SnapshotReadModel;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.HashMap;
@@ -211,6 +215,7 @@ public final class Node implements AutoCloseable {
     PayoutRun.init(
         system, PayoutRun.Settings.fromConfig(config), payoutPorts(ledgerReadModel, links), clock);
     PayoutRunProjection.init(system, jdbc);
+    SnapshotProjection.init(system, jdbc);
 
     RentalLogs rentalLogs =
         new RentalLogs(
@@ -227,6 +232,7 @@ public final class Node implements AutoCloseable {
             clock,
             config.getDuration("tickmark.http.idempotency.ttl"),
             config.getDuration("tickmark.http.idempotency.in-progress-timeout"));
+    PgChunkStore chunkStore = new PgChunkStore(jdbc);
     HttpApi httpApi =
         new HttpApi(
             system,
@@ -240,6 +246,7 @@ public final class Node implements AutoCloseable {
             new RentalReadModel(jdbc),
             rentalLogs,
             payoutRuns,
+            snapshotStorage(config, chunkStore, new SnapshotReadModel(jdbc)),
             catalog,
             clock);
     ServerBinding binding =
@@ -261,6 +268,11 @@ public final class Node implements AutoCloseable {
         config.getDuration("tickmark.logs.cleanup-interval"));
     deleteExpiredIdempotencyKeys(
         system, idempotencyKeys, config.getDuration("tickmark.http.idempotency.cleanup-interval"));
+    collectOrphanChunks(
+        system,
+        chunkStore,
+        config.getDuration("tickmark.snapshots.collect-interval"),
+        config.getDuration("tickmark.snapshots.orphan-grace"));
     log.info(
         "Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
     return new Node(system, binding, settings, apiKeys, database, managementUrl);
@@ -337,6 +349,45 @@ public final class Node implements AutoCloseable {
                                     sharding
                                         .entityRefFor(PayoutRun.ENTITY_KEY, id)
                                         .tell(PayoutRun.Wake.INSTANCE))),
+            system.executionContext());
+  }
+
+  /** The snapshot routes' store, list and limits ({@code tickmark.snapshots.*}). */
+  private static HttpApi.SnapshotStorage snapshotStorage(
+      Config config, ChunkStore chunks, SnapshotReadModel readModel) {
+    return new HttpApi.SnapshotStorage(
+        chunks,
+        readModel,
+        config.getBytes("tickmark.snapshots.max-bytes"),
+        config.getDuration("tickmark.snapshots.suspended-grace"));
+  }
+
+  /**
+   * Every {@code every}, drops the manifests of failed and deleted snapshots and the chunks no
+   * manifest names that are older than {@code grace} ({@link ChunkStore#collectOrphans}). Each node
+   * runs it; the deletes are idempotent and safe beside an upload.
+   */
+  private static void collectOrphanChunks(
+      ActorSystem<Void> system, ChunkStore chunks, Duration every, Duration grace) {
+    system
+        .scheduler()
+        .scheduleWithFixedDelay(
+            Duration.ofSeconds(60),
+            every,
+            () ->
+                chunks
+                    .collectOrphans(grace.toSeconds())
+                    .whenComplete(
+                        (deleted, failure) -> {
+                          if (failure != null)
+                            log.warn(
+                                "Collecting orphan snapshot chunks failed: {}", failure.toString());
+                          else if (deleted > 0)
+                            log.info(
+                                "Deleted {} snapshot chunks no live snapshot names (older than {})",
+                                deleted,
+                                grace);
+                        }),
             system.executionContext());
   }
 

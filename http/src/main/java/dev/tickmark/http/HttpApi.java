@@ -4,7 +4,9 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.metrics.EngineMetrics;
+import dev.tickmark.engine.snapshot.ChunkStore;
 import dev.tickmark.http.agent.AgentSocket;
+import dev.tickmark.http.agent.SnapshotTransferRoutes;
 import dev.tickmark.http.metrics.MetricsRoutes;
 import dev.tickmark.persistence.auth.ApiKeys;
 import dev.tickmark.persistence.auth.IdempotencyKeys;
@@ -15,7 +17,9 @@ import dev.tickmark.persistence.logs.RentalLogs;
 import dev.tickmark.persistence.payments.PaymentIds;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
 import dev.tickmark.persistence.rentals.RentalReadModel;
+import dev.tickmark.persistence.snapshots.SnapshotReadModel;
 import java.time.Clock;
+import java.time.Duration;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.Http;
@@ -33,6 +37,13 @@ import org.apache.pekko.http.javadsl.server.Route;
 public final class HttpApi {
   static final long MAX_BODY_BYTES = 64 * 1024;
 
+  /**
+   * Where snapshot bytes and the snapshot list are, and the limits their routes need ({@code
+   * tickmark.snapshots.max-bytes}, {@code suspended-grace}).
+   */
+  public record SnapshotStorage(
+      ChunkStore chunks, SnapshotReadModel readModel, long maxBytes, Duration suspendedGrace) {}
+
   private final Route route;
 
   public HttpApi(
@@ -47,6 +58,7 @@ public final class HttpApi {
       RentalReadModel rentals,
       RentalLogs rentalLogs,
       PayoutRunReadModel payoutRuns,
+      SnapshotStorage snapshots,
       Catalog catalog,
       Clock clock) {
     Accounts accounts = new Accounts(system, settings.askTimeout());
@@ -96,40 +108,56 @@ public final class HttpApi {
             auth,
             idempotency,
             settings.readYourWritesWait());
+    SnapshotRoutes snapshotRoutes =
+        new SnapshotRoutes(
+            system,
+            settings.askTimeout(),
+            snapshots.readModel(),
+            auth,
+            settings.readYourWritesWait(),
+            snapshots.suspendedGrace());
+    SnapshotTransferRoutes transferRoutes =
+        new SnapshotTransferRoutes(
+            system,
+            SnapshotTransferRoutes.Entities.sharded(system),
+            agentSocket::hostCredential,
+            snapshots.chunks(),
+            // caught up with the snapshot events written before: a snapshot whose manifest was
+            // just recorded counts against the quota
+            (renter, except) ->
+                snapshots
+                    .readModel()
+                    .awaitWritten(settings.readYourWritesWait())
+                    .thenCompose(
+                        caughtUp -> snapshots.readModel().accountBytesElsewhere(renter, except)),
+            settings.askTimeout(),
+            snapshots.maxBytes());
     MetricsRoutes metricsRoutes = new MetricsRoutes(EngineMetrics.get(system), rentals, ledger);
     this.route =
-        handleExceptions(
-            exceptionHandler(),
+        guarded(
             () ->
-                handleRejections(
-                    rejectionHandler(),
-                    () ->
-                        withSizeLimit(
-                            MAX_BODY_BYTES,
-                            () ->
-                                concat(
-                                    pathPrefix(
-                                        "v1",
-                                        () ->
-                                            concat(
-                                                accountRoutes.route(),
-                                                paymentRoutes.route(),
-                                                hostRoutes.route(),
-                                                marketRoutes.route(),
-                                                agentSocket.route(),
-                                                rentalRoutes.route())),
-                                    pathPrefix("ops", opsRoutes::route),
-                                    metricsRoutes.route(),
-                                    path(
-                                        "health",
-                                        () ->
-                                            get(
-                                                () ->
-                                                    complete(
-                                                        Responses.json(
-                                                            200,
-                                                            java.util.Map.of(
-                                                                "status", "ok")))))))));
+                concat(
+                    pathPrefix(
+                        "v1",
+                        () ->
+                            concat(
+                                accountRoutes.route(),
+                                paymentRoutes.route(),
+                                hostRoutes.route(),
+                                marketRoutes.route(),
+                                agentSocket.route(),
+                                transferRoutes.route(),
+                                rentalRoutes.route(),
+                                snapshotRoutes.route())),
+                    pathPrefix("ops", opsRoutes::route),
+                    metricsRoutes.route(),
+                    path(
+                        "health",
+                        () ->
+                            get(
+                                () ->
+                                    complete(
+                                        Responses.json(200, java.util.Map.of("status", "ok")))))));
   }
 
   public Route route() {
@@ -139,6 +167,16 @@ public final class HttpApi {
   public static CompletionStage<ServerBinding> bind(
       ActorSystem<?> system, Route route, String interfaceName, int port) {
     return Http.get(system).newServerAt(interfaceName, port).bind(route);
+  }
+
+  /**
+   * What every route runs inside: failures and rejections as problem+json, bodies capped at 64 KiB
+   * (a route that takes more, a snapshot chunk, sets its own limit inside).
+   */
+  static Route guarded(java.util.function.Supplier<Route> inner) {
+    return handleExceptions(
+        exceptionHandler(),
+        () -> handleRejections(rejectionHandler(), () -> withSizeLimit(MAX_BODY_BYTES, inner)));
   }
 
   static ExceptionHandler exceptionHandler() {

@@ -7,6 +7,7 @@ import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.engine.snapshot.Snapshot;
 import dev.tickmark.persistence.auth.SshKeys;
 import dev.tickmark.persistence.logs.RentalLogs;
 import dev.tickmark.persistence.rentals.RentalReadModel;
@@ -56,7 +57,8 @@ public final class RentalRoutes {
       String sshPublicKey,
       String maxTotal,
       Integer waitSeconds,
-      Boolean network) {}
+      Boolean network,
+      String restore) {}
 
   record StopRequest(Boolean snapshot) {}
 
@@ -78,7 +80,8 @@ public final class RentalRoutes {
       String cost,
       Instant preemptionDeadline,
       boolean simulated,
-      String sshHostKey) {
+      String sshHostKey,
+      String snapshotId) {
     RentalView withSshHostKey(String key) {
       return new RentalView(
           id,
@@ -98,7 +101,8 @@ public final class RentalRoutes {
           cost,
           preemptionDeadline,
           simulated,
-          key);
+          key,
+          snapshotId);
     }
   }
 
@@ -231,22 +235,7 @@ public final class RentalRoutes {
                                                     () ->
                                                         entity(
                                                             Unmarshaller.entityToByteString(),
-                                                            body -> {
-                                                              if (!body.isEmpty())
-                                                                Json.read(body, StopRequest.class);
-                                                              return onSuccess(
-                                                                  ask(
-                                                                      id,
-                                                                      reply ->
-                                                                          new Rental.Stop(
-                                                                              renter, reply)),
-                                                                  v ->
-                                                                      complete(
-                                                                          Responses.json(
-                                                                              202,
-                                                                              new LaunchResponse(
-                                                                                  view(v)))));
-                                                            }))),
+                                                            body -> stop(renter, id, body)))),
                                         path(
                                             "usage",
                                             () ->
@@ -270,10 +259,21 @@ public final class RentalRoutes {
                                             () -> get(() -> logRoutes.route(renter, id))))))));
   }
 
+  /** {@code {"snapshot": true}} keeps the workspace (Snapshot.idForRental); no body stops only. */
+  private Route stop(String renter, String id, ByteString body) {
+    boolean snapshot =
+        !body.isEmpty() && Boolean.TRUE.equals(Json.read(body, StopRequest.class).snapshot());
+    return onSuccess(
+        ask(id, reply -> new Rental.Stop(renter, snapshot, reply)),
+        v -> complete(Responses.json(202, new LaunchResponse(view(v)))));
+  }
+
   private CompletionStage<HttpResponse> launch(String renter, ByteString body) {
-    Rental.Spec spec = spec(Json.read(body, LaunchRequest.class));
+    LaunchRequest request = Json.read(body, LaunchRequest.class);
+    Rental.Spec spec = spec(request);
     String rentalId = "rnt_" + Ids.random(12);
-    return withAccountKeys(renter, spec)
+    return withRestore(renter, request.restore(), spec)
+        .thenCompose(s -> withAccountKeys(renter, s))
         .thenCompose(
             withKeys ->
                 sharding
@@ -306,7 +306,37 @@ public final class RentalRoutes {
                         String.join("\n", keys.stream().map(SshKeys.SshKey::publicKey).toList()),
                         s.maxTotal(),
                         s.waitSeconds(),
-                        s.network()));
+                        s.network(),
+                        s.restore()));
+  }
+
+  /**
+   * A launch that names {@code restore} carries the snapshot's identity and checksums, once its
+   * entity says it is the renter's and ready (404 {@code not_found} / 409 {@code
+   * snapshot_not_ready} otherwise).
+   */
+  private CompletionStage<Rental.Spec> withRestore(String renter, String restore, Rental.Spec s) {
+    if (restore == null) return CompletableFuture.completedFuture(s);
+    if (!Ids.wellFormed("snap_", restore))
+      throw Problem.badRequest("invalid_restore", "restore must be a snapshot id (snap_…)");
+    return sharding
+        .entityRefFor(Snapshot.ENTITY_KEY, restore)
+        .<Snapshot.View>askWithStatus(reply -> new Snapshot.Restore(renter, reply), timeout)
+        .thenApply(
+            v ->
+                new Rental.Spec(
+                    s.gpu(),
+                    s.count(),
+                    s.tier(),
+                    s.region(),
+                    s.maxPricePerGpuHour(),
+                    s.image(),
+                    s.command(),
+                    s.sshPublicKey(),
+                    s.maxTotal(),
+                    s.waitSeconds(),
+                    s.network(),
+                    new Rental.Restore(v.id(), v.sha256(), v.sizeBytes())));
   }
 
   /**
@@ -498,7 +528,8 @@ public final class RentalRoutes {
         Money.format(v.cost()),
         v.preemptionDeadline(),
         v.terms() != null && v.terms().simulated(),
-        null);
+        null,
+        v.snapshotId());
   }
 
   static RentalView view(RentalReadModel.RentalRow r) {
@@ -520,7 +551,8 @@ public final class RentalRoutes {
         Money.format(r.cost()),
         r.preemptionDeadline(),
         r.simulated(),
-        null);
+        null,
+        r.snapshotId());
   }
 
   /**

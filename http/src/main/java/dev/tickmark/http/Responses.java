@@ -118,6 +118,11 @@ public final class Responses {
     };
   }
 
+  /** The failure a {@link CompletionException} or {@link ExecutionException} wraps. */
+  public static Throwable unwrapped(Throwable t) {
+    return unwrap(t);
+  }
+
   static Throwable unwrap(Throwable t) {
     Throwable current = t;
     while ((current instanceof CompletionException || current instanceof ExecutionException)

@@ -20,6 +20,10 @@ class ScopesTest {
     assertEquals("payouts", Scopes.required("PUT", "/v1/account/payout-details"));
     assertEquals("payouts", Scopes.required("POST", "/v1/account/api-keys"));
     assertEquals("payouts", Scopes.required("DELETE", "/v1/account/api-keys/abc"));
+    assertEquals("read", Scopes.required("GET", "/v1/snapshots"));
+    assertEquals("read", Scopes.required("GET", "/v1/snapshots/snap_1"));
+    assertEquals(
+        "rent", Scopes.required("DELETE", "/v1/snapshots/snap_1"), "deleting stops billing");
     assertEquals(
         "rent", Scopes.required("POST", "/v1/something-new"), "a new route defaults to rent");
   }

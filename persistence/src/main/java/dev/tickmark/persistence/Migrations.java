@@ -42,7 +42,8 @@ public final class Migrations {
           "V10__ssh_keys.sql",
           "V11__api_key_scopes.sql",
           "V12__account_audit.sql",
-          "V13__idempotency_key_expiry.sql");
+          "V13__idempotency_key_expiry.sql",
+          "V14__snapshots.sql");
 
   private Migrations() {}
 

@@ -26,6 +26,14 @@ public interface ChunkStore {
   /** The manifest of {@code snapshotId}, if one was recorded. */
   CompletionStage<Optional<List<String>>> manifest(String snapshotId);
 
+  /**
+   * Whether the recorded manifest of {@code snapshotId} names {@code sha256} (asked once per chunk
+   * uploaded or restored, so a store should answer it without reading the whole list).
+   */
+  default CompletionStage<Boolean> names(String snapshotId, String sha256) {
+    return manifest(snapshotId).thenApply(m -> m.map(list -> list.contains(sha256)).orElse(false));
+  }
+
   /** The chunks of the recorded manifest not stored yet (empty: the snapshot is complete). */
   CompletionStage<List<String>> missing(String snapshotId);
 

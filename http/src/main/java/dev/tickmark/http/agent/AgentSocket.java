@@ -147,6 +147,45 @@ public final class AgentSocket {
     return onSuccess(route, r -> r);
   }
 
+  /**
+   * Runs {@code inner} with the id of the host whose credential ({@code Authorization: Bearer
+   * tmkhost_<host>_<secret>}) the request carries, authenticated as the agent's stream websocket
+   * is: throttled per client address (429), a missing or ill-shaped credential refused without
+   * asking any entity (401), then the host's entity asked (401 when it does not know the secret).
+   * For the agent's plain HTTP calls (snapshot transfers).
+   */
+  public Route hostCredential(java.util.function.Function<String, Route> inner) {
+    return extractRequest(
+        request -> {
+          FailedAuthThrottle.Attempt attempt = throttle.tryAcquire(client(request));
+          if (!attempt.allowed()) return rateLimited(attempt);
+          Optional<String[]> parsed =
+              request
+                  .getHeader("Authorization")
+                  .map(h -> h.value())
+                  .flatMap(AgentSocket::parse)
+                  .filter(token -> token[0].equals(CREDENTIAL_PREFIX));
+          if (parsed.isEmpty())
+            return complete(
+                Problem.unauthorized("send Authorization: Bearer <host credential>").toResponse());
+          CompletionStage<AgentSession.Credentials> authenticated =
+              authenticate(parsed.get())
+                  .whenComplete(
+                      (credentials, failure) -> {
+                        // the engine not answering is no failed attempt of this address
+                        if (failure != null || credentials instanceof AgentSession.HostCredential)
+                          attempt.refund();
+                      });
+          return onSuccess(
+              authenticated,
+              credentials ->
+                  credentials instanceof AgentSession.HostCredential host
+                      ? inner.apply(host.hostId())
+                      : complete(
+                          Problem.unauthorized("the host credential is not valid").toResponse()));
+        });
+  }
+
   /** Stream ids: this prefix and 24 hex digits, made by the renter's node. */
   public static final String STREAM_ID_PREFIX = "str_";
 

@@ -33,7 +33,8 @@ public final class RentalReadModel {
       String endReason,
       long billedSeconds,
       long cost,
-      Instant preemptionDeadline) {}
+      Instant preemptionDeadline,
+      String snapshotId) {}
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -59,7 +60,9 @@ public final class RentalReadModel {
       String renterId, String status, long after, int limit) {
     String sql =
         "SELECT row_id, rental_id, status, gpu, card_count, tier, region, max_price_per_gpu_hour, price_per_gpu_hour,"
-            + " simulated, created_at, matched_at, started_at, ended_at, end_reason, billed_seconds, cost, preemption_deadline"
+            + " simulated, created_at, matched_at, started_at, ended_at, end_reason, billed_seconds, cost, preemption_deadline,"
+            // the snapshot kept at its stop, from the snapshots read model (one per rental)
+            + " (SELECT s.snapshot_id FROM snapshots s WHERE s.rental_id = rentals.rental_id LIMIT 1)"
             + " FROM rentals WHERE renter_id = ? AND status <> 'refused'"
             + (status == null ? "" : " AND status = ?")
             + (after > 0 ? " AND row_id < ?" : "")
@@ -134,7 +137,8 @@ public final class RentalReadModel {
         rs.getString(15),
         rs.getLong(16),
         rs.getLong(17),
-        instant(rs.getTimestamp(18)));
+        instant(rs.getTimestamp(18)),
+        rs.getString(19));
   }
 
   private static Instant instant(Timestamp t) {
