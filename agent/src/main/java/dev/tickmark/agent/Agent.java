@@ -307,7 +307,7 @@ public final class Agent implements AutoCloseable {
 
               @Override
               public String bearer() {
-                String c = credential;
+                String c = Agent.this.credential; // the field: the parameter is the first one
                 return c != null ? c : config.token();
               }
             },
