@@ -110,6 +110,8 @@ public final class EngineHttp {
       try {
         HttpResponse<T> r = http.send(make.get(), body);
         if (r.statusCode() >= 500 || r.statusCode() == 429) {
+          if (r.body() instanceof AutoCloseable unread)
+            closeQuietly(unread); // frees the connection
           last = new IOException("HTTP " + r.statusCode());
           continue;
         }
@@ -134,6 +136,14 @@ public final class EngineHttp {
   private static final class UncheckedUnavailable extends RuntimeException {
     UncheckedUnavailable(Unavailable cause) {
       super(cause);
+    }
+  }
+
+  private static void closeQuietly(AutoCloseable c) {
+    try {
+      c.close();
+    } catch (Exception ignored) {
+      // an answer we do not read
     }
   }
 

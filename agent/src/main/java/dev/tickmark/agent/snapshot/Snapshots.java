@@ -165,9 +165,14 @@ public final class Snapshots implements AutoCloseable {
       try {
         manifest = archive(rentalId, sid, workspace, dir);
       } catch (IOException e) {
+        deleteQuietly(dir);
+        if (closed || Thread.currentThread().isInterrupted()) {
+          // the agent stops: the workspace stays, and is archived again at the next reminder
+          log.info("snapshot {}: archiving interrupted; it starts again later", sid);
+          return;
+        }
         log.error(
             "snapshot {}: cannot archive the workspace of {}: {}", sid, rentalId, e.toString());
-        deleteQuietly(dir);
         workspaces.discard(rentalId);
         tellFailed(sid, ARCHIVE_FAILED);
         return;
