@@ -246,6 +246,24 @@ class AgentSnapshotTest {
     await("the archive deleted", () -> !Files.exists(snapshotFolder(state, "snap_a")));
   }
 
+  @Test
+  void transientErrorsAndChunksMissingAtCompleteAreRetried() throws Exception {
+    Path state = tmp.resolve("a");
+    agent = start(node.newToken("host_a"), state);
+    runWriter("rnt_a");
+    stopWithSnapshot("rnt_a");
+    node.snapshots.unavailableManifests.set(2);
+    node.snapshots.loseAChunkAtComplete = true;
+    node.send(new AgentFrame.UploadSnapshot("rnt_a", "snap_a", List.of()));
+    await("the upload completed", () -> node.snapshots.completed.containsKey("snap_a"));
+    assertStoredWhole("snap_a");
+    assertEquals(3, node.snapshots.manifestPuts.size(), "two 503s, then the manifest");
+    List<String> chunks = node.snapshots.manifests.get("snap_a").chunks();
+    List<String> puts = node.snapshots.chunkPuts;
+    assertEquals(chunks.size() + 1, puts.size(), puts.toString());
+    assertEquals(chunks.get(0), puts.get(puts.size() - 1), "the chunk the engine missed, again");
+  }
+
   private static Manifest readManifest(Path dir) throws IOException {
     Path f = dir.resolve(Manifest.FILE);
     if (!Files.exists(f)) return null;

@@ -65,6 +65,13 @@ final class SnapshotStore {
   /** Non-zero: the manifest PUT is answered with it ({@code 413 snapshot_too_large}, …). */
   volatile int manifestStatus;
 
+  /** The next this many manifest PUTs are answered {@code 503} (a node in trouble). */
+  final java.util.concurrent.atomic.AtomicInteger unavailableManifests =
+      new java.util.concurrent.atomic.AtomicInteger();
+
+  /** The first complete forgets one stored chunk and answers {@code 409 chunks_missing}. */
+  volatile boolean loseAChunkAtComplete;
+
   /** Once this many chunks are stored, the next chunk PUT's connection is dropped (once). */
   volatile int dropChunkPutAfter = -1;
 
@@ -115,6 +122,8 @@ final class SnapshotStore {
         case "manifest" -> {
           if (!method.equals("PUT")) return null;
           manifestPuts.add(sid);
+          if (unavailableManifests.getAndUpdate(n -> Math.max(0, n - 1)) > 0)
+            return Answer.problem(503, "unavailable");
           if (manifestStatus == 413) return Answer.problem(413, "snapshot_too_large");
           if (manifestStatus == 422) return Answer.problem(422, "quota_exceeded");
           if (manifestStatus != 0) return Answer.problem(manifestStatus, "scripted");
@@ -154,6 +163,10 @@ final class SnapshotStore {
         case "complete" -> {
           Stored s = manifests.get(sid);
           if (s == null) return Answer.problem(404, "not_found");
+          if (loseAChunkAtComplete) {
+            loseAChunkAtComplete = false;
+            chunks.remove(s.chunks().get(0));
+          }
           List<String> missing = missing(s);
           if (!missing.isEmpty())
             return Answer.json(
