@@ -152,6 +152,7 @@ final class Rentals {
     String failure;
     boolean stopWanted;
     boolean keep; // stopped with a snapshot: its workspace is kept, not wiped
+    AgentFrame.UploadSnapshot uploadWanted; // asked for while it was still stopping
     boolean endReported;
     Runnable cancelPreempt;
     Instant deadline; // the earliest preemption deadline it was given
@@ -264,7 +265,7 @@ final class Rentals {
     if (frame instanceof AgentFrame.StartRental s) onStart(s);
     else if (frame instanceof AgentFrame.StopRental s) onStop(s);
     else if (frame instanceof AgentFrame.Preempt p) onPreempt(p);
-    else if (frame instanceof AgentFrame.UploadSnapshot u) snapshots.upload(u);
+    else if (frame instanceof AgentFrame.UploadSnapshot u) onUpload(u);
     else throw new IllegalArgumentException("not a rental frame: " + Session.frameType(frame));
   }
 
@@ -425,6 +426,20 @@ final class Rentals {
     }
   }
 
+  /**
+   * {@code upload_snapshot}: to the snapshots, once the workload is gone (a reminder may come while
+   * it is still stopping: its workspace is not kept yet).
+   */
+  private void onUpload(AgentFrame.UploadSnapshot u) {
+    Rental r = u.rentalId() == null ? null : rentals.get(u.rentalId());
+    if (r != null && r.active()) {
+      log.info("rental {}: upload_snapshot while it is stopping: once it has stopped", r.id);
+      r.uploadWanted = u;
+      return;
+    }
+    snapshots.upload(u);
+  }
+
   private void onPreempt(AgentFrame.Preempt p) {
     String id = p.rentalId();
     Rental r = id == null ? null : rentals.get(id);
@@ -559,6 +574,10 @@ final class Rentals {
         "rental {}: {} at {}", r.id, byItself ? "the workload ended by itself" : "stopped", at);
     reportEnd(r);
     r.gone.complete(null);
+    if (r.uploadWanted != null) {
+      snapshots.upload(r.uploadWanted);
+      r.uploadWanted = null;
+    }
     prune();
     checkDrained();
   }

@@ -468,6 +468,19 @@ class RentalsTest {
   }
 
   @Test
+  void anUploadAskedForWhileTheWorkloadStopsWaitsUntilItHasStopped() {
+    FakeSnapshots snapshots = new FakeSnapshots();
+    rentals.snapshots(snapshots);
+    running("rnt_1", 0);
+    rentals.onFrame(new AgentFrame.StopRental("rnt_1", true));
+    AgentFrame.UploadSnapshot u = new AgentFrame.UploadSnapshot("rnt_1", "snap_1", List.of());
+    rentals.onFrame(u);
+    assertEquals(List.of(), snapshots.uploads, "its workspace is not kept yet");
+    runtime.ended("rnt_1", T2);
+    assertEquals(List.of(u), snapshots.uploads);
+  }
+
+  @Test
   void withoutSnapshotsARestoreFailsTheRental() {
     rentals.onFrame(restoring("rnt_1", 0));
     assertEquals(List.of(), runtime.starts);
