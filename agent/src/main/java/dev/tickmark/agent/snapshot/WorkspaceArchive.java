@@ -5,12 +5,11 @@ import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.nio.file.FileVisitResult;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributeView;
 import java.nio.file.attribute.BasicFileAttributes;
@@ -104,57 +103,83 @@ public final class WorkspaceArchive {
       tar.setLongFileMode(TarArchiveOutputStream.LONGFILE_POSIX);
       tar.setBigNumberMode(TarArchiveOutputStream.BIGNUMBER_POSIX);
       tar.setAddPaxHeadersForNonAsciiNames(true);
-      // the walk does not follow links: a link's attributes are the link's own
-      Files.walkFileTree(
-          root,
-          new SimpleFileVisitor<>() {
-            @Override
-            public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs)
-                throws IOException {
-              if (dir.equals(root)) return FileVisitResult.CONTINUE;
-              TarArchiveEntry e = new TarArchiveEntry(name(root, dir) + "/", TarConstants.LF_DIR);
-              e.setMode(TarArchiveEntry.DEFAULT_DIR_MODE & ~07777 | mode(dir));
-              e.setModTime(attrs.lastModifiedTime());
-              tar.putArchiveEntry(e);
-              tar.closeArchiveEntry();
-              counts[0]++;
-              return FileVisitResult.CONTINUE;
-            }
-
-            @Override
-            public FileVisitResult visitFile(Path file, BasicFileAttributes attrs)
-                throws IOException {
-              String name = name(root, file);
-              if (attrs.isSymbolicLink()) {
-                TarArchiveEntry e = new TarArchiveEntry(name, TarConstants.LF_SYMLINK);
-                e.setLinkName(Files.readSymbolicLink(file).toString());
-                e.setModTime(attrs.lastModifiedTime());
-                tar.putArchiveEntry(e);
-                tar.closeArchiveEntry();
-              } else if (attrs.isRegularFile()) {
-                TarArchiveEntry e = new TarArchiveEntry(name, TarConstants.LF_NORMAL);
-                e.setMode(TarArchiveEntry.DEFAULT_FILE_MODE & ~07777 | mode(file));
-                e.setModTime(attrs.lastModifiedTime());
-                e.setSize(attrs.size());
-                tar.putArchiveEntry(e);
-                try (InputStream in = Files.newInputStream(file, LinkOption.NOFOLLOW_LINKS)) {
-                  long copied = copy(in, tar, attrs.size());
-                  if (copied != attrs.size())
-                    throw new IOException(name + " changed while it was archived");
-                }
-                tar.closeArchiveEntry();
-              } else {
-                log.info("archive of {}: {} skipped (not a file, folder or link)", root, name);
-                counts[1]++;
-                return FileVisitResult.CONTINUE;
-              }
-              counts[0]++;
-              return FileVisitResult.CONTINUE;
-            }
-          });
+      add(tar, root, "", counts);
       tar.finish();
     }
     return new Written(counts[0], counts[1]);
+  }
+
+  /**
+   * Adds the content of folder {@code dir} (named {@code prefix} in the archive) to {@code tar},
+   * depth first. Nothing is followed: a link's attributes are the link's own. What the agent owns
+   * but cannot read (a workload may take its own read bits away) is given the owner's read (and,
+   * for a folder, search) bit first; the archive keeps the mode it had. The workspace is deleted
+   * once archived, so the change is never seen.
+   */
+  private static void add(TarArchiveOutputStream tar, Path dir, String prefix, long[] counts)
+      throws IOException {
+    List<Path> children = new ArrayList<>();
+    try (DirectoryStream<Path> list = Files.newDirectoryStream(dir)) {
+      list.forEach(children::add);
+    }
+    children.sort(null); // a stable order: the same workspace makes the same archive
+    for (Path child : children) {
+      String name = prefix + child.getFileName();
+      BasicFileAttributes attrs =
+          Files.readAttributes(child, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+      if (attrs.isSymbolicLink()) {
+        TarArchiveEntry e = new TarArchiveEntry(name, TarConstants.LF_SYMLINK);
+        e.setLinkName(Files.readSymbolicLink(child).toString());
+        e.setModTime(attrs.lastModifiedTime());
+        tar.putArchiveEntry(e);
+        tar.closeArchiveEntry();
+      } else if (attrs.isDirectory()) {
+        int mode = mode(child);
+        TarArchiveEntry e = new TarArchiveEntry(name + "/", TarConstants.LF_DIR);
+        e.setMode(TarArchiveEntry.DEFAULT_DIR_MODE & ~07777 | mode);
+        e.setModTime(attrs.lastModifiedTime());
+        tar.putArchiveEntry(e);
+        tar.closeArchiveEntry();
+        if ((mode & 0500) != 0500) openUp(child, mode | 0700);
+        add(tar, child, name + "/", counts);
+      } else if (attrs.isRegularFile()) {
+        int mode = mode(child);
+        if ((mode & 0400) == 0) openUp(child, mode | 0600);
+        TarArchiveEntry e = new TarArchiveEntry(name, TarConstants.LF_NORMAL);
+        e.setMode(TarArchiveEntry.DEFAULT_FILE_MODE & ~07777 | mode);
+        e.setModTime(attrs.lastModifiedTime());
+        e.setSize(attrs.size());
+        tar.putArchiveEntry(e);
+        try (InputStream in = Files.newInputStream(child, LinkOption.NOFOLLOW_LINKS)) {
+          long copied = copy(in, tar, attrs.size());
+          if (copied != attrs.size())
+            throw new IOException(name + " changed while it was archived");
+        }
+        tar.closeArchiveEntry();
+      } else {
+        log.info("archive: {} skipped (not a file, folder or link)", name);
+        counts[1]++;
+        continue;
+      }
+      counts[0]++;
+    }
+  }
+
+  /**
+   * Gives a file or folder (not a link: checked by the caller) the mode that lets the agent read
+   * it.
+   */
+  private static void openUp(Path p, int mode) throws IOException {
+    // chmod, not the no-follow variant (which opens the file, and cannot without read access): p
+    // was just seen not to be a link, and nothing of the workload runs any more to swap it
+    Files.setPosixFilePermissions(p, permissions(mode));
+  }
+
+  private static java.util.Set<java.nio.file.attribute.PosixFilePermission> permissions(int mode) {
+    var out = java.util.EnumSet.noneOf(java.nio.file.attribute.PosixFilePermission.class);
+    var all = java.nio.file.attribute.PosixFilePermission.values(); // OWNER_READ … OTHERS_EXECUTE
+    for (int i = 0; i < 9; i++) if ((mode & (0400 >> i)) != 0) out.add(all[i]);
+    return out;
   }
 
   /**
@@ -223,9 +248,10 @@ public final class WorkspaceArchive {
             if (copy(tar, out, size) != size)
               throw new Refused("entry " + e.getName() + " is truncated");
           }
+          // the time first: with NOFOLLOW_LINKS both open the file, which its mode may forbid after
+          setTime(target, e.getLastModifiedTime());
           // no set-user/group-id bits: the workload's user gets the files, not their old owner
           Files.setAttribute(target, "unix:mode", e.getMode() & 01777, LinkOption.NOFOLLOW_LINKS);
-          setTime(target, e.getLastModifiedTime());
         } else if (e.isLink()) {
           throw new Refused("entry " + e.getName() + " is a hard link");
         } else {
@@ -238,8 +264,8 @@ public final class WorkspaceArchive {
     // it changes its time
     for (int i = dirs.size() - 1; i >= 0; i--) {
       Dir d = dirs.get(i);
-      Files.setAttribute(d.path(), "unix:mode", d.mode(), LinkOption.NOFOLLOW_LINKS);
       setTime(d.path(), d.mtime());
+      Files.setAttribute(d.path(), "unix:mode", d.mode(), LinkOption.NOFOLLOW_LINKS);
     }
   }
 
@@ -284,15 +310,6 @@ public final class WorkspaceArchive {
     if (!target.normalize().startsWith(root)) // defence in depth: parts() already ensures it
     throw new Refused("entry " + String.join("/", parts) + " is outside the workspace");
     return target;
-  }
-
-  private static String name(Path root, Path p) {
-    StringBuilder sb = new StringBuilder();
-    for (Path part : root.relativize(p)) {
-      if (sb.length() > 0) sb.append('/');
-      sb.append(part);
-    }
-    return sb.toString();
   }
 
   private static int mode(Path p) throws IOException {

@@ -80,6 +80,37 @@ class WorkspaceArchiveTest {
     Files.setPosixFilePermissions(ws.resolve("a/b"), PosixFilePermissions.fromString("rwx------"));
   }
 
+  /** A workload may take its own read bits away: archived all the same, with the modes it set. */
+  @Test
+  void archivesWhatTheWorkloadMadeUnreadableAndKeepsItsModes() throws Exception {
+    Path ws = dir("ws");
+    Files.createDirectories(ws.resolve("closed"));
+    Files.writeString(ws.resolve("closed/inside"), "inside");
+    Files.writeString(ws.resolve("secret"), "secret");
+    Files.setPosixFilePermissions(
+        ws.resolve("secret"), PosixFilePermissions.fromString("---------"));
+    Files.setPosixFilePermissions(
+        ws.resolve("closed"), PosixFilePermissions.fromString("-w-------"));
+    Path archive = tmp.resolve("a.tar.zst");
+    WorkspaceArchive.write(ws, archive);
+    Path out = dir("out");
+    WorkspaceArchive.unpack(archive, out, 1 << 20);
+    assertEquals(
+        "---------",
+        PosixFilePermissions.toString(Files.getPosixFilePermissions(out.resolve("secret"))));
+    assertEquals(
+        "-w-------",
+        PosixFilePermissions.toString(Files.getPosixFilePermissions(out.resolve("closed"))));
+    Files.setPosixFilePermissions(
+        out.resolve("closed"), PosixFilePermissions.fromString("rwx------"));
+    Files.setPosixFilePermissions(
+        out.resolve("secret"), PosixFilePermissions.fromString("rw-------"));
+    assertEquals("inside", Files.readString(out.resolve("closed/inside")));
+    assertEquals("secret", Files.readString(out.resolve("secret")));
+    Files.setPosixFilePermissions(
+        ws.resolve("closed"), PosixFilePermissions.fromString("rwx------"));
+  }
+
   @Test
   void skipsWhatIsNotAFileFolderOrLink() throws Exception {
     Path ws = dir("ws");
