@@ -150,10 +150,37 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
     }
   }
 
+  /**
+   * {@link #prepareScratch(String)}, then the spec's {@link Fill} (a restored snapshot) into it; a
+   * {@link Failure} when either cannot be done: the workload never starts on a partial workspace.
+   */
+  protected Path prepareScratch(Spec spec) {
+    String id = spec.rentalId();
+    Path scratch = prepareScratch(id);
+    if (spec.fill() == null) return scratch;
+    try {
+      spec.fill().into(scratch);
+      return scratch;
+    } catch (IOException | RuntimeException e) {
+      log.error("rental {}: cannot restore its workspace: {}", id, e.toString());
+      dirs.wipe(id);
+      throw new Failure(
+          "restore failed: "
+              + Runtime.oneLine(e.getMessage() == null ? e.toString() : e.getMessage(), 300),
+          e);
+    }
+  }
+
   @Override
   public CompletableFuture<Instant> stop(String rentalId) {
+    return stop(rentalId, false);
+  }
+
+  @Override
+  public CompletableFuture<Instant> stop(String rentalId, boolean keepWorkspace) {
     W workload = rentalId == null ? null : running.get(rentalId);
     if (workload == null) return CompletableFuture.completedFuture(null);
+    if (keepWorkspace) workload.keep = true; // before the stop: end() reads it
     if (workload.stopping.compareAndSet(false, true))
       workers.execute(() -> halt(workload, "stopped"));
     return workload.ended.copy();
@@ -198,8 +225,13 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
       release(workload);
       workload.closeOutput();
       Instant at = clock.instant();
-      boolean wiped = dirs.wipe(id);
-      log.info("rental {}: {}{}", id, why, wiped ? "; scratch folder wiped" : "");
+      if (workload.keep) {
+        boolean kept = dirs.keep(id, at);
+        log.info("rental {}: {}{}", id, why, kept ? "; scratch folder kept for a snapshot" : "");
+      } else {
+        boolean wiped = dirs.wipe(id);
+        log.info("rental {}: {}{}", id, why, wiped ? "; scratch folder wiped" : "");
+      }
       running.remove(id, workload);
       workload.ended.complete(at);
     } catch (RuntimeException e) {
@@ -282,6 +314,9 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
       }
       output.close();
     }
+
+    /** Its scratch folder is kept when it ends (a stop with a snapshot). */
+    volatile boolean keep;
 
     /** Set by the first stop: the workload is being stopped on purpose. */
     final AtomicBoolean stopping = new AtomicBoolean();

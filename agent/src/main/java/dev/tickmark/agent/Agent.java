@@ -1,6 +1,9 @@
 package dev.tickmark.agent;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import dev.tickmark.agent.snapshot.EngineHttp;
+import dev.tickmark.agent.snapshot.Snapshots;
+import dev.tickmark.agent.snapshot.WorkspaceArchive;
 import dev.tickmark.agent.ssh.AgentSshServer;
 import dev.tickmark.agent.ssh.RentalRegistry;
 import dev.tickmark.agent.ssh.SshStreams;
@@ -123,6 +126,12 @@ public final class Agent implements AutoCloseable {
 
   private final SshStreams streams;
 
+  /** Snapshots: uploads of kept workspaces, downloads of restored ones. */
+  private final Snapshots snapshots;
+
+  /** How often kept workspaces and archives older than {@link Snapshots#KEEP} are looked for. */
+  static final Duration HOUSEKEEPING = Duration.ofHours(1);
+
   /**
    * The card indexes of this machine, from the latest hardware report (what a rental may ask for).
    */
@@ -130,8 +139,11 @@ public final class Agent implements AutoCloseable {
 
   private volatile Thread loopThread;
 
+  // written on the loop thread; volatile for the snapshots' HTTP requests, which use it too
+  private volatile String credential;
+  private volatile URI lastEngine;
+
   // confined to the loop thread
-  private String credential;
   private long connections;
   private Connection current;
   private ScheduledFuture<?> reconnectTimer;
@@ -224,6 +236,8 @@ public final class Agent implements AutoCloseable {
     }
     agent.post(agent::connect);
     agent.loop.scheduleWithFixedDelay(
+        guard(agent::housekeeping), 0, HOUSEKEEPING.toMillis(), TimeUnit.MILLISECONDS);
+    agent.loop.scheduleWithFixedDelay(
         guard(agent::shipLogs),
         LogShipper.TICK.toMillis(),
         LogShipper.TICK.toMillis(),
@@ -264,6 +278,78 @@ public final class Agent implements AutoCloseable {
                 RentalLog.Limits.DEFAULT,
                 Clock.systemUTC(),
                 id -> LogShipper.seqFile(new RentalDirs(state.path()).rental(id))));
+    RentalDirs dirs = new RentalDirs(state.path());
+    this.snapshots =
+        new Snapshots(
+            state.path(),
+            new Snapshots.Workspaces() {
+              @Override
+              public Path kept(String rentalId) {
+                return dirs.kept(rentalId);
+              }
+
+              @Override
+              public void discard(String rentalId) {
+                dirs.discard(rentalId);
+              }
+            },
+            // HTTP/1.1: plain request/response to the engine, no h2c upgrade attempt on http://
+            HttpClient.newBuilder()
+                .version(HttpClient.Version.HTTP_1_1)
+                .connectTimeout(CONNECT_TIMEOUT)
+                .build(),
+            new EngineHttp.Endpoint() {
+              @Override
+              public URI engine() {
+                URI now = connectedEngine;
+                return now != null ? now : lastEngine;
+              }
+
+              @Override
+              public String bearer() {
+                String c = Agent.this.credential; // the field: the parameter is the first one
+                return c != null ? c : config.token();
+              }
+            },
+            EngineHttp.Retry.DEFAULT);
+    rentals.snapshots(
+        new Rentals.Snapshots() {
+          @Override
+          public CompletableFuture<Rentals.Restored> restore(
+              String rentalId, AgentFrame.Restore restore) {
+            return snapshots
+                .restore(rentalId, restore.snapshotId(), restore.sha256(), restore.sizeBytes())
+                .handle(
+                    (archive, error) -> {
+                      if (error != null) {
+                        Throwable cause =
+                            error instanceof CompletionException && error.getCause() != null
+                                ? error.getCause()
+                                : error;
+                        log.warn("rental {}: restore failed: {}", rentalId, cause.getMessage());
+                        throw new Runtime.Failure(
+                            "restore failed: " + Runtime.oneLine(cause.getMessage(), 300), cause);
+                      }
+                      long limit = WorkspaceArchive.limitFor(restore.sizeBytes());
+                      return new Rentals.Restored() {
+                        @Override
+                        public void into(Path scratch) throws IOException {
+                          WorkspaceArchive.unpack(archive, scratch, limit);
+                        }
+
+                        @Override
+                        public void discard() {
+                          snapshots.discardRestore(archive);
+                        }
+                      };
+                    });
+          }
+
+          @Override
+          public void upload(AgentFrame.UploadSnapshot upload) {
+            snapshots.upload(upload.rentalId(), upload.snapshotId());
+          }
+        });
     this.ssh = startSsh(state.path(), config.sshIdleTimeout());
     this.streams = ssh == null ? null : new SshStreams(ssh, http, this::sendCloseStream);
     if (ssh != null) {
@@ -599,6 +685,7 @@ public final class Agent implements AutoCloseable {
     }
     hostId = e.hostId();
     connectedEngine = c.engine;
+    lastEngine = c.engine;
     welcomed.complete(new Welcomed(e.hostId(), c.engine));
     log.info(
         "connected to {} as host {}; heartbeat every {} s",
@@ -737,6 +824,18 @@ public final class Agent implements AutoCloseable {
             });
   }
 
+  /** Deletes the kept workspaces and archives never uploaded (on a snapshot thread). */
+  private void housekeeping() {
+    if (closed) return;
+    RentalDirs dirs = new RentalDirs(state.path());
+    snapshots.inBackground(
+        () -> {
+          Instant now = Instant.now();
+          dirs.purgeKept(now);
+          snapshots.purge(now);
+        });
+  }
+
   /** {@link Rentals}' timers: run on the loop. */
   private Runnable schedule(Duration delay, Runnable task) {
     try {
@@ -777,6 +876,7 @@ public final class Agent implements AutoCloseable {
     rentals.stopAll(); // no new workloads from here on
     if (streams != null) streams.close();
     if (ssh != null) ssh.close(); // every session, and the shells they run
+    snapshots.close(); // uploads stop here and resume at the next reminder after a restart
     runtime
         .close(); // stops what still runs (after close() drained them, nothing), wipes the scratch
     // folders

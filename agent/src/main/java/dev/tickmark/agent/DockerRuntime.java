@@ -400,7 +400,7 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
 
   private Running launch(Spec spec, List<String> invocation, RentalLog output) {
     String id = spec.rentalId();
-    prepareScratch(id);
+    prepareScratch(spec);
     log.info("rental {}: docker run {} on cards {}", id, spec.image(), spec.cards());
     Result result;
     try {

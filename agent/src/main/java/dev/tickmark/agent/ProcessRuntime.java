@@ -97,7 +97,7 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
 
   private Running launch(Spec spec, RentalLog output) {
     String id = spec.rentalId();
-    Path scratch = prepareScratch(id);
+    Path scratch = prepareScratch(spec);
     List<String> command = spec.command().isEmpty() ? DEFAULT_COMMAND : spec.command();
     String executable = findExecutable(command.get(0), baseEnv.get("PATH"), scratch);
     if (executable == null) {

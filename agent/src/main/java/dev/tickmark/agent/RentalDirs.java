@@ -1,5 +1,6 @@
 package dev.tickmark.agent;
 
+import dev.tickmark.agent.snapshot.Snapshots;
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
 import java.nio.file.FileSystems;
@@ -12,6 +13,7 @@ import java.nio.file.SimpleFileVisitor;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Instant;
 import java.util.Set;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -30,6 +32,8 @@ import org.slf4j.LoggerFactory;
  *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/tickmark/    what the agent tells the workload, mode 0755, created empty at
  *                                                 the start and deleted when the rental ends
  *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/tickmark/notice  the spot notice ({@link #writeNotice}), once preempted
+ *   &lt;state-dir&gt;/rentals/&lt;rental id&gt;/kept        when it was stopped with a snapshot: its scratch folder is kept
+ *                                                 (not wiped) until archived, or for {@link Snapshots#KEEP}
  * </pre>
  *
  * The notice folder is outside the scratch folder (read-only in the container) so that the agent
@@ -45,6 +49,7 @@ final class RentalDirs {
   static final String LOG = "output.log";
   static final String NOTICE_FOLDER = "tickmark";
   static final String NOTICE = "notice";
+  static final String KEPT = "kept";
 
   private static final Logger log = LoggerFactory.getLogger(RentalDirs.class);
   private static final boolean POSIX =
@@ -99,6 +104,7 @@ final class RentalDirs {
     Path scratch = scratch(id);
     mkdir(root);
     mkdir(rental(id));
+    Files.deleteIfExists(rental(id).resolve(KEPT));
     fresh(noticeFolder(id), ALL_READ_DIR);
     fresh(scratch, OWNER_RWX);
     return scratch;
@@ -162,16 +168,93 @@ final class RentalDirs {
   }
 
   /**
-   * Wipes the scratch folders a previous run left behind (an agent that crashed or was killed while
-   * rentals ran: a scratch folder exists only while its rental runs). {@code cleanUp} is called
-   * first for each such rental, to end what may still run of it.
+   * Keeps the scratch folder of a rental that ended (stopped with a snapshot): its notice folder is
+   * deleted, the scratch folder stays, marked kept since {@code at}. When the mark cannot be
+   * written the folder is wiped as usual (the upload then says {@code workspace_gone}). Returns
+   * whether it is kept.
    */
-  void wipeLeftovers(java.util.function.Consumer<String> cleanUp) {
+  boolean keep(String id, Instant at) {
+    try {
+      delete(noticeFolder(id));
+    } catch (IOException e) {
+      log.warn("rental {}: cannot delete its notice folder: {}", id, e.toString());
+    }
+    try {
+      if (!Files.isDirectory(scratch(id), LinkOption.NOFOLLOW_LINKS)) return false;
+      StateDir.writeAtomically(rental(id).resolve(KEPT), at + "\n");
+      return true;
+    } catch (IOException e) {
+      log.error("rental {}: cannot keep its scratch folder: {}", id, e.toString());
+      wipe(id);
+      return false;
+    }
+  }
+
+  /** The kept scratch folder of a rental, or null when none is kept. */
+  Path kept(String id) {
+    if (Runtime.checkRentalId(id) != null) return null;
+    Path scratch = scratch(id);
+    return Files.isRegularFile(rental(id).resolve(KEPT), LinkOption.NOFOLLOW_LINKS)
+            && Files.isDirectory(scratch, LinkOption.NOFOLLOW_LINKS)
+        ? scratch
+        : null;
+  }
+
+  /** Deletes the folder of a rental that kept its workspace (archived now, or not to be). */
+  void discard(String id) {
+    if (Runtime.checkRentalId(id) != null) return;
+    wipe(id);
+    try {
+      delete(rental(id));
+    } catch (IOException e) {
+      log.warn("rental {}: cannot delete its folder: {}", id, e.toString());
+    }
+  }
+
+  /** When a rental's workspace was kept, or null when it is not kept. */
+  private Instant keptSince(Path rental) {
+    try {
+      return Instant.parse(Files.readString(rental.resolve(KEPT)).trim());
+    } catch (IOException | RuntimeException e) {
+      return null;
+    }
+  }
+
+  /** Deletes the kept workspaces older than {@link Snapshots#KEEP} (never uploaded). */
+  void purgeKept(Instant now) {
     if (!Files.isDirectory(root, LinkOption.NOFOLLOW_LINKS)) return;
     try (DirectoryStream<Path> rentals = Files.newDirectoryStream(root)) {
       for (Path rental : rentals) {
         String id = rental.getFileName().toString();
         if (Runtime.checkRentalId(id) != null) continue;
+        Instant since = keptSince(rental);
+        if (since != null && since.plus(Snapshots.KEEP).isBefore(now)) {
+          log.warn(
+              "rental {}: its workspace, kept since {} for a snapshot, was never uploaded: deleted",
+              id,
+              since);
+          discard(id);
+        }
+      }
+    } catch (IOException e) {
+      log.error("cannot list {}: {}", root, e.toString());
+    }
+  }
+
+  /**
+   * Wipes the scratch folders a previous run left behind (an agent that crashed or was killed while
+   * rentals ran: a scratch folder exists only while its rental runs, or while it is {@link #kept}).
+   * {@code cleanUp} is called first for each such rental, to end what may still run of it. Kept
+   * workspaces stay, unless older than {@link Snapshots#KEEP}.
+   */
+  void wipeLeftovers(java.util.function.Consumer<String> cleanUp) {
+    purgeKept(Instant.now());
+    if (!Files.isDirectory(root, LinkOption.NOFOLLOW_LINKS)) return;
+    try (DirectoryStream<Path> rentals = Files.newDirectoryStream(root)) {
+      for (Path rental : rentals) {
+        String id = rental.getFileName().toString();
+        if (Runtime.checkRentalId(id) != null) continue;
+        if (keptSince(rental) != null) continue; // kept for a snapshot: nothing of it runs
         if (Files.exists(rental.resolve(SCRATCH), LinkOption.NOFOLLOW_LINKS)) {
           log.warn(
               "rental {}: a previous run of the agent left it behind: ending what is left of it, wiping its scratch folder",

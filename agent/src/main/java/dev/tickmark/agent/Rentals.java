@@ -92,6 +92,43 @@ final class Rentals {
     void ending(String rentalId);
   }
 
+  /**
+   * The agent's snapshots: a restore before a workload starts, an upload after a stop with a
+   * snapshot. Called on the loop; both return at once.
+   */
+  interface Snapshots {
+    /** Without snapshots: a restore fails the rental, an upload is not made. */
+    Snapshots NONE =
+        new Snapshots() {
+          @Override
+          public CompletableFuture<Restored> restore(String rentalId, AgentFrame.Restore restore) {
+            return CompletableFuture.failedFuture(
+                new Runtime.Failure("restore failed: this agent cannot restore snapshots"));
+          }
+
+          @Override
+          public void upload(AgentFrame.UploadSnapshot upload) {
+            log.warn(
+                "rental {}: upload_snapshot, but this agent cannot upload snapshots",
+                upload.rentalId());
+          }
+        };
+
+    /**
+     * Downloads and checks the snapshot; completes with what fills the new scratch folder, or
+     * exceptionally with a {@link Runtime.Failure} (the {@code rental_failed} reason).
+     */
+    CompletableFuture<Restored> restore(String rentalId, AgentFrame.Restore restore);
+
+    /** {@code upload_snapshot}. */
+    void upload(AgentFrame.UploadSnapshot upload);
+  }
+
+  /** A downloaded snapshot: fills a scratch folder; {@link #discard} once the start is over. */
+  interface Restored extends Runtime.Fill {
+    void discard();
+  }
+
   /** Runs a task on the loop after a delay; the returned runnable cancels it. */
   interface Scheduler {
     Runnable schedule(Duration delay, Runnable task);
@@ -114,6 +151,8 @@ final class Rentals {
     Instant endedAt;
     String failure;
     boolean stopWanted;
+    boolean keep; // stopped with a snapshot: its workspace is kept, not wiped
+    AgentFrame.UploadSnapshot uploadWanted; // asked for while it was still stopping
     boolean endReported;
     Runnable cancelPreempt;
     Instant deadline; // the earliest preemption deadline it was given
@@ -145,6 +184,7 @@ final class Rentals {
   private boolean closing;
   private CompletableFuture<Void> drained;
   private Access access = Access.NONE;
+  private Snapshots snapshots = Snapshots.NONE;
 
   /**
    * @param cards the card indexes of this machine (from the latest hardware report)
@@ -208,18 +248,24 @@ final class Rentals {
     this.access = access;
   }
 
+  /** Where restores and uploads go. */
+  void snapshots(Snapshots snapshots) {
+    this.snapshots = snapshots;
+  }
+
   LogShipper logs() {
     return logs;
   }
 
   /**
    * Handles a rental frame from the node ({@code start_rental}, {@code stop_rental}, {@code
-   * preempt}).
+   * preempt}, {@code upload_snapshot}).
    */
   void onFrame(AgentFrame frame) {
     if (frame instanceof AgentFrame.StartRental s) onStart(s);
     else if (frame instanceof AgentFrame.StopRental s) onStop(s);
     else if (frame instanceof AgentFrame.Preempt p) onPreempt(p);
+    else if (frame instanceof AgentFrame.UploadSnapshot u) onUpload(u);
     else throw new IllegalArgumentException("not a rental frame: " + Session.frameType(frame));
   }
 
@@ -318,24 +364,36 @@ final class Rentals {
         runtime.name(),
         waitFor.isEmpty() ? "" : ", once the previous rental on them has stopped");
     r.authorizedKeys = s.sshPublicKey();
-    if (s.restore() != null) {
-      log.warn(
-          "rental {}: a restore was asked for, but this agent keeps no snapshots: starting from an empty scratch folder",
-          id);
-    }
     Runtime.Spec spec = Runtime.Spec.of(s);
+    // the download runs while the cards are given back; the command starts only on a complete,
+    // checked workspace
+    CompletableFuture<Restored> restored;
+    if (s.restore() == null) {
+      restored = CompletableFuture.completedFuture(null);
+    } else {
+      log.info("rental {}: restoring snapshot {} first", id, s.restore().snapshotId());
+      restored = snapshots.restore(id, s.restore());
+    }
     CompletableFuture.allOf(waitFor.toArray(CompletableFuture[]::new))
-        .thenCompose(x -> runtime.start(spec, logs.open(id)))
+        .thenCombine(restored, (x, fill) -> fill)
+        .thenCompose(
+            fill ->
+                runtime
+                    .start(fill == null ? spec : spec.withFill(fill), logs.open(id))
+                    .whenComplete(
+                        (h, e) -> {
+                          if (fill != null) fill.discard();
+                        }))
         .whenComplete((handle, error) -> loop.execute(() -> started(r, handle, error)));
   }
 
   private void onStop(AgentFrame.StopRental s) {
     String id = s.rentalId();
     Rental r = id == null ? null : rentals.get(id);
-    if (s.snapshot())
-      log.warn(
-          "rental {}: a snapshot was asked for, but this agent cannot take snapshots; stopping without one",
-          id);
+    if (s.snapshot() && r != null && r.active()) {
+      log.info("rental {}: stop with a snapshot: its workspace is kept", id);
+      r.keep = true;
+    }
     if (r == null) {
       log.info(
           "rental {}: stop_rental for a rental this agent does not run: answering rental_stopped",
@@ -360,9 +418,26 @@ final class Rentals {
         r.stopWanted = true;
       }
       case RUNNING -> beginStop(r, "stop_rental");
-      case STOPPING -> log.info("rental {}: stop_rental again while it is stopping", id);
+      case STOPPING -> {
+        log.info("rental {}: stop_rental again while it is stopping", id);
+        if (r.keep) runtime.stop(id, true); // a snapshot asked for late: kept if not yet wiped
+      }
       case STOPPED, FAILED -> outbox.send(stopped(r));
     }
+  }
+
+  /**
+   * {@code upload_snapshot}: to the snapshots, once the workload is gone (a reminder may come while
+   * it is still stopping: its workspace is not kept yet).
+   */
+  private void onUpload(AgentFrame.UploadSnapshot u) {
+    Rental r = u.rentalId() == null ? null : rentals.get(u.rentalId());
+    if (r != null && r.active()) {
+      log.info("rental {}: upload_snapshot while it is stopping: once it has stopped", r.id);
+      r.uploadWanted = u;
+      return;
+    }
+    snapshots.upload(u);
   }
 
   private void onPreempt(AgentFrame.Preempt p) {
@@ -479,9 +554,9 @@ final class Rentals {
     r.state = State.STOPPING;
     cancelPreempt(r);
     access.ending(r.id); // its ssh sessions go before the workload does
-    log.info("rental {}: stopping ({})", r.id, why);
+    log.info("rental {}: stopping ({}{})", r.id, why, r.keep ? ", keeping its workspace" : "");
     runtime
-        .stop(r.id)
+        .stop(r.id, r.keep)
         .whenComplete(
             (at, e) -> {
               if (e != null) log.error("rental {}: stopping failed", r.id, e);
@@ -499,6 +574,10 @@ final class Rentals {
         "rental {}: {} at {}", r.id, byItself ? "the workload ended by itself" : "stopped", at);
     reportEnd(r);
     r.gone.complete(null);
+    if (r.uploadWanted != null) {
+      snapshots.upload(r.uploadWanted);
+      r.uploadWanted = null;
+    }
     prune();
     checkDrained();
   }

@@ -1,6 +1,7 @@
 package dev.tickmark.agent;
 
 import dev.tickmark.wire.AgentFrame;
+import java.nio.file.Path;
 import java.time.Instant;
 import java.util.HashSet;
 import java.util.List;
@@ -30,9 +31,17 @@ interface Runtime extends AutoCloseable {
   /** At most this many command arguments (a start_rental frame is at most 64 KiB anyway). */
   int MAX_COMMAND_ARGS = 4096;
 
-  /** What to run: the parts of {@code start_rental} a runtime uses. */
+  /**
+   * What to run: the parts of {@code start_rental} a runtime uses. {@code fill}: what goes into the
+   * fresh scratch folder before the command starts (a restored snapshot); null: it starts empty.
+   */
   record Spec(
-      String rentalId, List<Integer> cards, String image, List<String> command, boolean network) {
+      String rentalId,
+      List<Integer> cards,
+      String image,
+      List<String> command,
+      boolean network,
+      Fill fill) {
     public Spec {
       cards = cards == null ? List.of() : List.copyOf(cards);
       command =
@@ -41,9 +50,27 @@ interface Runtime extends AutoCloseable {
               : java.util.Collections.unmodifiableList(new java.util.ArrayList<>(command));
     }
 
+    Spec(
+        String rentalId, List<Integer> cards, String image, List<String> command, boolean network) {
+      this(rentalId, cards, image, command, network, null);
+    }
+
     static Spec of(AgentFrame.StartRental s) {
       return new Spec(s.rentalId(), s.cards(), s.image(), s.command(), s.network());
     }
+
+    Spec withFill(Fill fill) {
+      return new Spec(rentalId, cards, image, command, network, fill);
+    }
+  }
+
+  /**
+   * Fills a fresh, empty scratch folder (as the agent's user, on a runtime's worker thread) before
+   * the workload starts; the runtime then makes its content the workload's, as it does the folder.
+   */
+  interface Fill {
+    /** Throws with a message fit for a {@code rental_failed} reason when it cannot. */
+    void into(Path scratch) throws java.io.IOException;
   }
 
   /** A workload that started. */
@@ -99,6 +126,14 @@ interface Runtime extends AutoCloseable {
    * workload of that id is running.
    */
   CompletableFuture<Instant> stop(String rentalId);
+
+  /**
+   * {@link #stop}, keeping the scratch folder when {@code keepWorkspace} (a snapshot is to be made
+   * of it, {@link RentalDirs#kept}) instead of wiping it.
+   */
+  default CompletableFuture<Instant> stop(String rentalId, boolean keepWorkspace) {
+    return stop(rentalId);
+  }
 
   /**
    * Writes the spot notice ({@link #noticeJson}) to the running workload's {@code

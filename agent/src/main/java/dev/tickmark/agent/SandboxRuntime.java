@@ -169,7 +169,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
 
   private Running launch(Spec spec, List<String> command, RentalLog output) {
     String id = spec.rentalId();
-    Path scratch = prepareScratch(id);
+    Path scratch = prepareScratch(spec);
     Path etc = etcDir(id);
     try {
       deleteQuietly(etc);
@@ -183,6 +183,8 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
             scratch, "unix:uid", identity.uid(), java.nio.file.LinkOption.NOFOLLOW_LINKS);
         Files.setAttribute(
             scratch, "unix:gid", identity.gid(), java.nio.file.LinkOption.NOFOLLOW_LINKS);
+        // a restored workspace was unpacked as the agent: its content becomes the sandbox's too
+        if (spec.fill() != null) giveTo(scratch, identity);
       }
     } catch (IOException e) {
       dirs.wipe(id);
@@ -250,6 +252,37 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
         spec.cards(),
         describe(command));
     return r;
+  }
+
+  /**
+   * Makes everything under {@code dir} (links themselves, never what they point to) owned by {@code
+   * identity}.
+   */
+  static void giveTo(Path dir, Sandbox.Identity identity) throws IOException {
+    Files.walkFileTree(
+        dir,
+        new java.nio.file.SimpleFileVisitor<>() {
+          @Override
+          public java.nio.file.FileVisitResult preVisitDirectory(
+              Path d, java.nio.file.attribute.BasicFileAttributes attrs) throws IOException {
+            own(d);
+            return java.nio.file.FileVisitResult.CONTINUE;
+          }
+
+          @Override
+          public java.nio.file.FileVisitResult visitFile(
+              Path f, java.nio.file.attribute.BasicFileAttributes attrs) throws IOException {
+            own(f);
+            return java.nio.file.FileVisitResult.CONTINUE;
+          }
+
+          private void own(Path p) throws IOException {
+            Files.setAttribute(
+                p, "unix:uid", identity.uid(), java.nio.file.LinkOption.NOFOLLOW_LINKS);
+            Files.setAttribute(
+                p, "unix:gid", identity.gid(), java.nio.file.LinkOption.NOFOLLOW_LINKS);
+          }
+        });
   }
 
   private void cleanUp(String id) {

@@ -19,7 +19,7 @@ import java.util.Set;
  *
  * <pre>
  *   AWAITING_CHALLENGE --challenge/hello--> AWAITING_WELCOME --welcome--> ESTABLISHED
- *   ESTABLISHED --start_rental / stop_rental / preempt--> RentalFrame (handled by {@link Rentals}, which outlives the session)
+ *   ESTABLISHED --start_rental / stop_rental / preempt / upload_snapshot--> RentalFrame (handled by {@link Rentals}, which outlives the session)
  *   ESTABLISHED --logs_ack--> LogsAcked (handled by {@link LogShipper}, which outlives the session)
  *   ESTABLISHED --open_stream / close_stream--> StreamFrame (the agent's SSH streams)
  *   any --error--> CLOSED   (Rejected when retrying cannot help, else Ended)
@@ -109,7 +109,8 @@ final class Session {
         return List.of(new StreamFrame(frame));
       if (frame instanceof AgentFrame.StartRental
           || frame instanceof AgentFrame.StopRental
-          || frame instanceof AgentFrame.Preempt) {
+          || frame instanceof AgentFrame.Preempt
+          || frame instanceof AgentFrame.UploadSnapshot) {
         return List.of(new RentalFrame(frame));
       }
     }

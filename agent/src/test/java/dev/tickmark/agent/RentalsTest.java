@@ -125,6 +125,14 @@ class RentalsTest {
       return ends.get(rentalId);
     }
 
+    final List<String> keeps = new ArrayList<>(); // stops that keep the workspace
+
+    @Override
+    public CompletableFuture<Instant> stop(String rentalId, boolean keepWorkspace) {
+      if (keepWorkspace) keeps.add(rentalId);
+      return stop(rentalId);
+    }
+
     @Override
     public boolean notice(String rentalId, Instant deadline) {
       notices.add(rentalId + " " + deadline);
@@ -368,6 +376,116 @@ class RentalsTest {
 
     runtime.ended("rnt_1", T2);
     assertEquals(List.of(stopped("rnt_1", T2)), drain());
+  }
+
+  @Test
+  void aStopWithASnapshotKeepsTheWorkspaceAlsoWhenItComesWhileStarting() {
+    running("rnt_1", 0);
+    rentals.onFrame(new AgentFrame.StopRental("rnt_1", true));
+    assertEquals(List.of("rnt_1"), runtime.keeps);
+    runtime.ended("rnt_1", T2);
+    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+
+    rentals.onFrame(start("rnt_2", 1));
+    rentals.onFrame(new AgentFrame.StopRental("rnt_2", true));
+    runtime.started("rnt_2", T1);
+    assertEquals(List.of("rnt_1", "rnt_2"), runtime.keeps);
+
+    rentals.onFrame(start("rnt_3", 2)); // a plain stop wipes it
+    runtime.started("rnt_3", T1);
+    rentals.onFrame(stop("rnt_3"));
+    assertEquals(List.of("rnt_1", "rnt_2"), runtime.keeps);
+    assertEquals(List.of("rnt_1", "rnt_2", "rnt_3"), runtime.stops);
+  }
+
+  /** The snapshots, scripted: restores complete when the test says. */
+  private static final class FakeSnapshots implements Rentals.Snapshots {
+    final Map<String, CompletableFuture<Rentals.Restored>> restores = new LinkedHashMap<>();
+    final List<AgentFrame.UploadSnapshot> uploads = new ArrayList<>();
+
+    @Override
+    public CompletableFuture<Rentals.Restored> restore(String rentalId, AgentFrame.Restore r) {
+      CompletableFuture<Rentals.Restored> f = new CompletableFuture<>();
+      restores.put(rentalId, f);
+      return f;
+    }
+
+    @Override
+    public void upload(AgentFrame.UploadSnapshot upload) {
+      uploads.add(upload);
+    }
+  }
+
+  private static AgentFrame.StartRental restoring(String id, int card) {
+    return new AgentFrame.StartRental(
+        id,
+        List.of(card),
+        "img",
+        List.of("run"),
+        null,
+        false,
+        new AgentFrame.Restore("snap_1", "a".repeat(64), 123));
+  }
+
+  @Test
+  void aRestoreFillsTheWorkspaceBeforeTheWorkloadStartsAndAFailedOneFailsTheRental() {
+    FakeSnapshots snapshots = new FakeSnapshots();
+    rentals.snapshots(snapshots);
+    rentals.onFrame(restoring("rnt_1", 0));
+    assertEquals(List.of(), runtime.starts, "nothing starts before the restore is done");
+    List<String> discarded = new ArrayList<>();
+    Rentals.Restored fill =
+        new Rentals.Restored() {
+          @Override
+          public void into(java.nio.file.Path scratch) {}
+
+          @Override
+          public void discard() {
+            discarded.add("rnt_1");
+          }
+        };
+    snapshots.restores.get("rnt_1").complete(fill);
+    assertEquals(1, runtime.starts.size());
+    assertEquals(fill, runtime.starts.get(0).fill());
+    assertEquals(List.of(), discarded, "kept until the start is over");
+    runtime.started("rnt_1", T1);
+    assertEquals(List.of("rnt_1"), discarded);
+    assertEquals(List.of(started("rnt_1", T1)), drain());
+
+    rentals.onFrame(restoring("rnt_2", 1));
+    snapshots
+        .restores
+        .get("rnt_2")
+        .completeExceptionally(new Runtime.Failure("restore failed: chunk 2 does not match"));
+    assertEquals(1, runtime.starts.size(), "never started on a partial workspace");
+    assertEquals(
+        List.of(new AgentFrame.RentalFailed("rnt_2", "restore failed: chunk 2 does not match")),
+        drain());
+
+    AgentFrame.UploadSnapshot u = new AgentFrame.UploadSnapshot("rnt_9", "snap_9", List.of());
+    rentals.onFrame(u);
+    assertEquals(List.of(u), snapshots.uploads);
+  }
+
+  @Test
+  void anUploadAskedForWhileTheWorkloadStopsWaitsUntilItHasStopped() {
+    FakeSnapshots snapshots = new FakeSnapshots();
+    rentals.snapshots(snapshots);
+    running("rnt_1", 0);
+    rentals.onFrame(new AgentFrame.StopRental("rnt_1", true));
+    AgentFrame.UploadSnapshot u = new AgentFrame.UploadSnapshot("rnt_1", "snap_1", List.of());
+    rentals.onFrame(u);
+    assertEquals(List.of(), snapshots.uploads, "its workspace is not kept yet");
+    runtime.ended("rnt_1", T2);
+    assertEquals(List.of(u), snapshots.uploads);
+  }
+
+  @Test
+  void withoutSnapshotsARestoreFailsTheRental() {
+    rentals.onFrame(restoring("rnt_1", 0));
+    assertEquals(List.of(), runtime.starts);
+    AgentFrame.RentalFailed f = (AgentFrame.RentalFailed) drain().get(0);
+    assertTrue(f.reason().startsWith("restore failed"), f.reason());
   }
 
   @Test

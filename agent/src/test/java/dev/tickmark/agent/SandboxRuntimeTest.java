@@ -186,6 +186,53 @@ class SandboxRuntimeTest {
     other.ended().get(WAIT_S, TimeUnit.SECONDS);
   }
 
+  /**
+   * A restored workspace, unpacked as the agent, is the sandbox user's as a fresh one is (a root
+   * agent's sandboxes run as nobody); a workspace kept at the stop can be archived by the agent.
+   */
+  @Test
+  void aRestoredWorkspaceIsTheWorkloadsAndAKeptOneIsArchivable() throws Exception {
+    SandboxRuntime rt = runtime(Duration.ofMillis(500), tools);
+    Path ws = Files.createDirectories(state.resolve("made/d"));
+    Files.writeString(ws.resolve("f"), "restored\n");
+    Files.setPosixFilePermissions(
+        ws.resolve("f"), java.nio.file.attribute.PosixFilePermissions.fromString("rw-r--r--"));
+    Path archive = state.resolve("a.tar.zst");
+    dev.tickmark.agent.snapshot.WorkspaceArchive.write(ws.getParent(), archive);
+    Runtime.Fill fill =
+        scratch -> dev.tickmark.agent.snapshot.WorkspaceArchive.unpack(archive, scratch, 1 << 20);
+    RentalLog log = log("rnt_restored");
+    Runtime.Handle h =
+        rt.start(
+                spec(
+                        "rnt_restored",
+                        List.of(0),
+                        "bash",
+                        "-c",
+                        "cat d/f && echo more >> d/f && mkdir d/new && echo made > d/new/g && echo wrote;"
+                            + " exec sleep infinity")
+                    .withFill(fill),
+                log)
+            .get(WAIT_S, TimeUnit.SECONDS);
+    Path scratch = state.resolve("rentals/rnt_restored/scratch");
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+    while (!Files.exists(scratch.resolve("d/new/g"))) {
+      if (System.nanoTime() > deadline)
+        throw new AssertionError("nothing written: " + log.batch(1 << 20));
+      Thread.sleep(20); // polling with a deadline
+    }
+    rt.stop("rnt_restored", true).get(WAIT_S, TimeUnit.SECONDS);
+    h.ended().get(WAIT_S, TimeUnit.SECONDS);
+    List<String> out = log.batch(1 << 20).stream().map(AgentFrame.LogLine::text).toList();
+    assertTrue(out.contains("restored") && out.contains("wrote"), out.toString());
+    assertEquals("restored\nmore\n", Files.readString(scratch.resolve("d/f")), "kept, not wiped");
+    Path again = state.resolve("again.tar.zst");
+    dev.tickmark.agent.snapshot.WorkspaceArchive.write(scratch, again);
+    Path check = Files.createDirectories(state.resolve("check"));
+    dev.tickmark.agent.snapshot.WorkspaceArchive.unpack(again, check, 1 << 20);
+    assertEquals("made\n", Files.readString(check.resolve("d/new/g")));
+  }
+
   @Test
   void theSpotNoticeIsReadOnlyInsideAndItsSigtermReachesTheWorkload() throws Exception {
     SandboxRuntime rt = runtime(Duration.ofSeconds(10), tools);

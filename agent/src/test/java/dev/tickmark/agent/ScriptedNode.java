@@ -62,6 +62,9 @@ final class ScriptedNode implements AutoCloseable {
   private final List<ServerSocket> renterEndpoints = new CopyOnWriteArrayList<>();
   private final AtomicInteger streamIds = new AtomicInteger();
 
+  /** The engine's snapshot endpoints: plain HTTP requests on the same port. */
+  final SnapshotStore snapshots = new SnapshotStore();
+
   /** Stream websockets the agent opened (their stream ids), in order. */
   final List<String> streamsOpened = new CopyOnWriteArrayList<>();
 
@@ -192,6 +195,10 @@ final class ScriptedNode implements AutoCloseable {
       String auth = headers.getOrDefault("authorization", "");
       authorizations.add(auth);
       String bearer = auth.startsWith("Bearer ") ? auth.substring(7) : "";
+      if (!"websocket".equalsIgnoreCase(headers.getOrDefault("upgrade", ""))) {
+        serveHttp(requestLine, headers, bearer, in, out);
+        return;
+      }
       String code = rejectUpgradeWithCode;
       if (code == null
           && !unusedTokens.containsKey(bearer)
@@ -238,6 +245,41 @@ final class ScriptedNode implements AutoCloseable {
     } catch (Exception e) {
       // connection over
     }
+  }
+
+  /**
+   * A plain HTTP/1.1 request (the snapshot endpoints), answered and then the connection closed.
+   * Only a host credential may use them.
+   */
+  private void serveHttp(
+      String requestLine,
+      Map<String, String> headers,
+      String bearer,
+      InputStream in,
+      OutputStream out)
+      throws IOException, InterruptedException {
+    String[] parts = requestLine.split(" ");
+    int length = Integer.parseInt(headers.getOrDefault("content-length", "0"));
+    byte[] body = new DataInputStream(in).readNBytes(length);
+    SnapshotStore.Answer a;
+    if (!credentials.containsKey(bearer)) {
+      a = SnapshotStore.Answer.problem(401, "unauthorized");
+    } else {
+      try {
+        a = snapshots.handle(parts[0], parts[1], body);
+      } catch (SnapshotStore.Drop drop) {
+        return; // the connection closes without an answer
+      }
+      if (a == null) a = SnapshotStore.Answer.problem(404, "not_found");
+    }
+    StringBuilder head = new StringBuilder("HTTP/1.1 ").append(a.status()).append(" Scripted\r\n");
+    if (a.contentType() != null)
+      head.append("Content-Type: ").append(a.contentType()).append("\r\n");
+    if (a.status() != 204) head.append("Content-Length: ").append(a.body().length).append("\r\n");
+    head.append("Connection: close\r\n\r\n");
+    out.write(head.toString().getBytes(StandardCharsets.US_ASCII));
+    if (a.status() != 204) out.write(a.body());
+    out.flush();
   }
 
   /** One agent session, following docs/agent-protocol.md. */

@@ -191,6 +191,8 @@ class SessionTest {
     assertEquals(
         List.of(new Session.RentalFrame(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z"))),
         feed(new AgentFrame.Preempt("rnt_1", "2026-11-29T18:02:00Z")));
+    AgentFrame.UploadSnapshot upload = new AgentFrame.UploadSnapshot("rnt_1", "snap_1", List.of());
+    assertEquals(List.of(new Session.RentalFrame(upload)), feed(upload));
     assertEquals(Session.Phase.ESTABLISHED, session.phase());
   }
 
