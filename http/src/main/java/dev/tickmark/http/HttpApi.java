@@ -120,6 +120,7 @@ public final class HttpApi {
                                                 rentalRoutes.route())),
                                     pathPrefix("ops", opsRoutes::route),
                                     metricsRoutes.route(),
+                                    new ConsoleRoutes().route(),
                                     path(
                                         "health",
                                         () ->
