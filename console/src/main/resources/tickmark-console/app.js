@@ -31,6 +31,7 @@ const ROUTES = [
   [/^\/launch$/, "launch", renter.launch],
   [/^\/rentals$/, "rentals", renter.rentals],
   [/^\/rentals\/([A-Za-z0-9_-]+)$/, "rental", renter.rental],
+  [/^\/snapshots$/, "snapshots", renter.snapshots],
   [/^\/ledger$/, "ledger", renter.ledger],
   [/^\/keys$/, "keys", renter.keys],
   [/^\/hosts$/, "hosts", provider.hosts],
@@ -42,7 +43,7 @@ const ROUTES = [
 
 const NAV = [
   ["Market", [["#/offers", "Offers"], ["#/cookbook", "Cookbook"], ["#/job-cost", "Job cost"], ["#/earnings", "Earnings estimator"]]],
-  ["Renter", [["#/account", "Account"], ["#/launch", "Launch"], ["#/rentals", "Rentals"], ["#/ledger", "Ledger"], ["#/keys", "Keys"]]],
+  ["Renter", [["#/account", "Account"], ["#/launch", "Launch"], ["#/rentals", "Rentals"], ["#/snapshots", "Snapshots"], ["#/ledger", "Ledger"], ["#/keys", "Keys"]]],
   ["Provider", [["#/hosts", "Hosts"]]],
   ["Operator", [["#/ops", "Audit"], ["#/ops/hosts", "Hosts"], ["#/ops/payouts", "Payouts"]]],
 ];

@@ -254,6 +254,9 @@ export async function rental(view, { signal, params, refresh }) {
   const seconds = h("span", { id: "billed-seconds" }, String(r.billed_seconds));
   const cost = h("span", { id: "cost" }, euros(r.cost));
   const endReason = h("span", { id: "end-reason" }, r.end_reason ?? "—");
+  const started = h("span", { id: "started" }, when(r.started_at));
+  const ended = h("span", { id: "ended" }, when(r.ended_at));
+  const snapshotId = h("span", { id: "snapshot" }, r.snapshot_id ?? "—");
   const box = errorBox();
   const snapshot = h("input", { type: "checkbox", name: "snapshot", id: "keep-snapshot" });
   const stop = h(
@@ -273,7 +276,13 @@ export async function rental(view, { signal, params, refresh }) {
     if (u.billed_seconds !== undefined) seconds.textContent = String(u.billed_seconds);
     if (u.cost) cost.textContent = euros(u.cost);
     if (u.end_reason) endReason.textContent = u.end_reason;
-    if (u.status === "ended") stop.hidden = true;
+    if (u.started_at) started.textContent = when(u.started_at);
+    if (u.ended_at) ended.textContent = when(u.ended_at);
+    if (u.snapshot_id) snapshotId.textContent = u.snapshot_id;
+    if (u.status === "ended") {
+      stop.hidden = true;
+      drawUsage(id, checkpoints, signal).catch(() => {}); // the final settlement
+    }
   };
   const logs = h("pre", { id: "logs", class: "logs", tabindex: "0", "aria-label": "Logs", "aria-live": "off" });
   const checkpoints = h("div", { id: "checkpoints" });
@@ -285,10 +294,10 @@ export async function rental(view, { signal, params, refresh }) {
       ["Price per GPU-hour", euros(r.price_per_gpu_hour)],
       ["Billed seconds", seconds],
       ["Cost so far", cost],
-      ["Started", when(r.started_at)],
-      ["Ended", when(r.ended_at)],
+      ["Started", started],
+      ["Ended", ended],
       ["End reason", endReason],
-      ["Snapshot", r.snapshot_id ?? "—"],
+      ["Snapshot", snapshotId],
     ]),
     h("h2", {}, "SSH"),
     h("p", {}, "With the tickmark CLI and your API key in TICKMARK_API_KEY:"),
@@ -305,6 +314,13 @@ export async function rental(view, { signal, params, refresh }) {
   liveCost(id, signal, update);
   followLogs(id, logs, signal);
   await drawUsage(id, checkpoints, signal);
+  // checkpoints land every settle interval: read them again while the rental is live
+  (async () => {
+    while (!signal.aborted && stop.hidden === false) {
+      await pause(10000, signal);
+      if (!signal.aborted) await drawUsage(id, checkpoints, signal).catch(() => {});
+    }
+  })();
 }
 
 async function drawUsage(id, into, signal) {
@@ -463,5 +479,41 @@ export async function keys(view, { signal, refresh }) {
     ),
     apiBox,
     shown,
+  );
+}
+
+export async function snapshots(view, { signal, refresh }) {
+  document.title = "Snapshots — Tickmark";
+  view.append(title("Snapshots"));
+  if (!signedInOrPrompt(view)) return;
+  let r;
+  try {
+    r = await get("/v1/snapshots?limit=100", { signal });
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 404)) throw e;
+    view.append(h("p", { class: "notice", id: "no-snapshots" }, "This node does not keep snapshots (no /v1/snapshots)."));
+    return;
+  }
+  const box = errorBox();
+  view.append(
+    h("p", {}, "Workspaces kept when a rental stopped with a snapshot; launch with one to restore it. Storage is metered while a snapshot exists."),
+    r.snapshots.length
+      ? table(
+          ["Snapshot", "Status", "Size", "From rental", "GPU", "Region", "Created", "Storage cost", ""],
+          r.snapshots.map((s) => [
+            h("code", {}, s.id),
+            s.status + (s.failure ? ` (${s.failure.code})` : ""),
+            s.size_bytes === null || s.size_bytes === undefined ? "—" : `${(s.size_bytes / 1048576).toFixed(1)} MiB`,
+            s.rental_id ? link(`#/rentals/${s.rental_id}`, s.rental_id) : "—",
+            s.gpu ?? "—",
+            s.region ?? "—",
+            when(s.created_at),
+            euros(s.cost),
+            s.status === "deleted" ? "" : h("button", { type: "button", onclick: action(box, async () => (await del(`/v1/snapshots/${s.id}`), refresh())) }, `Delete ${s.id}`),
+          ]),
+          "Your snapshots, newest first",
+        )
+      : h("p", { id: "no-snapshots" }, "No snapshots."),
+    box,
   );
 }

@@ -411,19 +411,24 @@ class ConsoleBrowserTest {
   @Test
   @Order(13)
   void theLedgerPagesThroughEntries() {
+    for (int i = 0; i < 20; i++)
+      api.opsDeposit(renter.id(), "1.00", "console-paging-" + i).expect(201);
+    int total = api.ledger(renter.apiKey(), "?limit=500").get("entries").size();
+    assertTrue(total > 20 && total <= 40, total + " entries");
     visit("#/ledger", "ledger");
     new Select(driver.findElement(By.name("limit"))).selectByValue("20");
-    int total = api.ledger(renter.apiKey(), "?limit=500").get("entries").size();
-    // few entries: one page, both buttons disabled; the cursor still round-trips
-    WebElement next = driver.findElement(By.id("ledger-next"));
-    if (total > 20) {
-      next.click();
-      wait.until(ExpectedConditions.textToBePresentInElementLocated(By.id("ledger"), "page 2"));
-      driver.findElement(By.id("ledger-prev")).click();
-      wait.until(ExpectedConditions.textToBePresentInElementLocated(By.id("ledger"), "page 1"));
-    } else {
-      assertTrue(!next.isEnabled(), "no next page after " + total + " entries");
-    }
+    By rows = By.cssSelector("#ledger tbody tr");
+    wait.until(ExpectedConditions.numberOfElementsToBe(rows, 20));
+    String first = driver.findElement(rows).getText();
+    driver.findElement(By.id("ledger-next")).click();
+    wait.until(ExpectedConditions.textToBePresentInElementLocated(By.id("ledger"), "page 2"));
+    assertEquals(total - 20, driver.findElements(rows).size());
+    assertTrue(!driver.findElement(By.id("ledger-next")).isEnabled(), "the last page");
+    shot("ledger-page-2");
+    driver.findElement(By.id("ledger-prev")).click();
+    wait.until(ExpectedConditions.textToBePresentInElementLocated(By.id("ledger"), "page 1"));
+    assertEquals(first, driver.findElement(rows).getText(), "back to the first page");
+    assertTrue(!driver.findElement(By.id("ledger-prev")).isEnabled(), "the first page");
   }
 
   @Test
@@ -534,12 +539,24 @@ class ConsoleBrowserTest {
   void everyPageIsLabelledReachableAndErrorFree() {
     for (String[] page :
         new String[][] {
-          {"#/offers", "offers"}, {"#/cookbook", "cookbook"}, {"#/job-cost", "job-cost"},
-          {"#/earnings", "earnings"}, {"#/sign-in", "sign-in"}, {"#/account", "account"},
-          {"#/launch", "launch"}, {"#/rentals", "rentals"}, {"#/rentals/" + rentalId, "rental"},
-          {"#/ledger", "ledger"}, {"#/keys", "keys"}, {"#/hosts", "hosts"},
-          {"#/hosts/" + hostId, "host"}, {"#/ops", "ops"}, {"#/ops/hosts", "ops-hosts"},
-          {"#/ops/payouts", "ops-payouts"}, {"#/no-such-page", "not-found"}
+          {"#/offers", "offers"},
+          {"#/cookbook", "cookbook"},
+          {"#/job-cost", "job-cost"},
+          {"#/earnings", "earnings"},
+          {"#/sign-in", "sign-in"},
+          {"#/account", "account"},
+          {"#/launch", "launch"},
+          {"#/rentals", "rentals"},
+          {"#/rentals/" + rentalId, "rental"},
+          {"#/ledger", "ledger"},
+          {"#/snapshots", "snapshots"},
+          {"#/keys", "keys"},
+          {"#/hosts", "hosts"},
+          {"#/hosts/" + hostId, "host"},
+          {"#/ops", "ops"},
+          {"#/ops/hosts", "ops-hosts"},
+          {"#/ops/payouts", "ops-payouts"},
+          {"#/no-such-page", "not-found"}
         }) {
       visit(page[0], page[1]);
       assertNoScriptErrors();
@@ -552,6 +569,16 @@ class ConsoleBrowserTest {
         ExpectedConditions.textToBePresentInElementLocated(
             By.cssSelector("#view .error"), "(unauthorized)"));
     shot("sign-in-error");
+
+    // signing up shows the new key once and signs the tab in with it
+    type("name", "Console newcomer");
+    driver.findElement(By.cssSelector("#sign-up-form button[type=submit]")).click();
+    wait.until(ExpectedConditions.textToBePresentInElementLocated(By.id("new-key"), "tmk_"));
+    String key = driver.findElement(By.cssSelector("#new-key pre")).getText();
+    assertEquals(key, js("return sessionStorage.getItem('tickmark.apiKey')"));
+    shot("sign-up");
+    visit("#/account", "account");
+    assertEquals("€0.000000", driver.findElement(By.id("balance")).getText());
   }
 
   // ---- helpers
