@@ -17,6 +17,18 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// append/replaceChildren would print a null child as the text "null": these skip the absent ones.
+export function add(el, ...children) {
+  append(el, children);
+  return el;
+}
+
+export function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
 function append(el, children) {
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;

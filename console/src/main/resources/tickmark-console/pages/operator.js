@@ -3,12 +3,12 @@
 // (same origin, the API port only) cannot reach: the audit page says where to look.
 
 import { session, get, post } from "../api.js";
-import { h, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
 import { title } from "./public.js";
 
 function operatorOrPrompt(view) {
   if (session.operator()) return true;
-  view.append(h("p", { class: "notice" }, "This page needs the operator token. ", link("#/sign-in", "Sign in as operator"), "."));
+  add(view, h("p", { class: "notice" }, "This page needs the operator token. ", link("#/sign-in", "Sign in as operator"), "."));
   return false;
 }
 
@@ -16,11 +16,11 @@ const OP = { auth: "operator" };
 
 export async function audit(view, { signal }) {
   document.title = "Ledger audit — Tickmark";
-  view.append(title("Ledger audit"));
+  add(view, title("Ledger audit"));
   if (!operatorOrPrompt(view)) return;
   const a = await get("/ops/ledger/audit", { ...OP, signal });
   const money = ["deposits", "captures", "provider_earnings", "platform_revenue", "holds_placed", "holds_released", "holds_open", "payouts", "renter_balances", "provider_earnings_owed", "pending_captures", "pending_credits"];
-  view.append(
+  add(view, 
     h(
       "p",
       { id: "conserved", class: a.conserved ? "ok" : "error", role: "status" },
@@ -42,7 +42,7 @@ const QUEUE = ["registered", "verifying", "failed"];
 export async function hosts(view, { signal, refresh }) {
   // refresh redraws the page with the filter chosen
   document.title = "Operator hosts — Tickmark";
-  view.append(title("Hosts"));
+  add(view, title("Hosts"));
   if (!operatorOrPrompt(view)) return;
   const wanted = sessionStorage.getItem("tickmark.opsHostFilter") ?? "queue";
   const filter = select(
@@ -58,7 +58,7 @@ export async function hosts(view, { signal, refresh }) {
   const pages = await Promise.all(statuses.map((s) => get(`/ops/hosts?limit=200${s ? `&status=${s}` : ""}`, { ...OP, signal })));
   const list = pages.flatMap((p) => p.hosts);
   const box = errorBox();
-  view.append(
+  add(view, 
     field("Show", filter),
     list.length
       ? table(
@@ -91,13 +91,13 @@ export async function hosts(view, { signal, refresh }) {
 
 export async function payouts(view, { signal }) {
   document.title = "Payouts — Tickmark";
-  view.append(title("Payout runs"));
+  add(view, title("Payout runs"));
   if (!operatorOrPrompt(view)) return;
   const runs = await get("/ops/payouts?limit=20", { ...OP, signal });
   const minimum = input({ name: "minimum", inputmode: "decimal", value: "10.00", required: true });
   const box = errorBox();
   const result = h("div", { id: "payout-result", "aria-live": "polite" });
-  view.append(
+  add(view, 
     runs.runs.length
       ? table(
           ["Run", "Status", "Created", "Minimum", "Total", "Paid", "Refused", "Skipped"],
@@ -111,7 +111,7 @@ export async function payouts(view, { signal }) {
         id: "payout-form",
         onsubmit: action(box, async () => {
           const r = await post("/ops/payouts", { minimum: minimum.value.trim() }, { ...OP, idempotencyKey: crypto.randomUUID() });
-          result.replaceChildren(
+          fill(result, 
             facts([
               ["Run", r.id],
               ["Status", r.status],

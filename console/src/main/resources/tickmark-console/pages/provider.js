@@ -2,12 +2,12 @@
 // weekly windows), earnings, and a registration token with the agent's install command.
 
 import { session, get, post, put } from "../api.js";
-import { h, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
 import { title } from "./public.js";
 
 function signedInOrPrompt(view) {
   if (session.key()) return true;
-  view.append(h("p", { class: "notice" }, "This page needs your API key. ", link("#/sign-in", "Sign in"), "."));
+  add(view, h("p", { class: "notice" }, "This page needs your API key. ", link("#/sign-in", "Sign in"), "."));
   return false;
 }
 
@@ -18,7 +18,7 @@ function engineUrl() {
 
 export async function hosts(view, { signal }) {
   document.title = "Hosts — Tickmark";
-  view.append(title("Your hosts"));
+  add(view, title("Your hosts"));
   if (!signedInOrPrompt(view)) return;
   const [list, account, regions] = await Promise.all([
     get("/v1/hosts?limit=200", { signal }),
@@ -29,7 +29,7 @@ export async function hosts(view, { signal }) {
   const label = input({ name: "label", placeholder: "rack-1/node-1" });
   const box = errorBox();
   const token = h("div", { id: "registration", "aria-live": "polite" });
-  view.append(
+  add(view, 
     facts([
       ["Earnings (credited, not yet paid out)", h("span", { id: "provider-earnings" }, euros(account.earnings))],
       ["Payout details", account.payout_details ? `${account.payout_details.holder_name}, ${account.payout_details.iban}` : "none yet (PUT /v1/account/payout-details)"],
@@ -61,7 +61,7 @@ export async function hosts(view, { signal }) {
           if (label.value.trim()) body.label = label.value.trim();
           const r = await post("/v1/hosts/registration-tokens", body);
           const command = `sudo deploy/agent/install.sh --engine ${engineUrl()} --token ${r.token}`;
-          token.replaceChildren(
+          fill(token, 
             h("p", {}, `A one-time token for host ${r.host_id}, valid until ${when(r.expires_at)}. On the machine (systemd, Java 17, Docker), from a Tickmark checkout:`),
             h("pre", { id: "install-command", class: "secret" }, command),
             h("p", { class: "hint" }, "The agent measures the machine and reports; the host shows here as verified once every check passes."),
@@ -82,7 +82,7 @@ const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 export async function host(view, { signal, params, refresh }) {
   const [id] = params;
   document.title = `${id} — Tickmark`;
-  view.append(title(`Host ${id}`));
+  add(view, title(`Host ${id}`));
   if (!signedInOrPrompt(view)) return;
   const x = await get(`/v1/hosts/${id}`, { signal });
   const l = x.listing ?? {};
@@ -111,7 +111,7 @@ export async function host(view, { signal, params, refresh }) {
   (l.availability ?? []).forEach(addWindow);
   const box = errorBox();
   const saved = h("p", { id: "listing-saved", "aria-live": "polite" });
-  view.append(
+  add(view, 
     facts([
       ["Status", h("span", { id: "host-status" }, x.status)],
       ["Region", x.region],

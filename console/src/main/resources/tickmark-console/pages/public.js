@@ -2,7 +2,7 @@
 // provider's earnings estimator. No key needed.
 
 import { get } from "../api.js";
-import { h, field, input, select, table, facts, errorBox, showError, action, euros } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, showError, action, euros } from "../ui.js";
 import * as E from "../estimator.js";
 
 export function title(text) {
@@ -21,7 +21,7 @@ export async function offers(view, { signal }) {
   document.title = "Offers — Tickmark";
   const { gpus, offers } = await market(signal);
   const names = Object.fromEntries(gpus.map((g) => [g.code, g.name]));
-  view.append(
+  add(view, 
     title("Live offers"),
     h("p", {}, "Capacity you can rent now, billed by the second. Prices are per GPU-hour, in euros."),
     offers.length === 0
@@ -83,7 +83,7 @@ export async function cookbook(view, { signal }) {
     box.hidden = true;
     const e = E.estimate(m, precision.value, kv.value, ctx, gpus, offers);
     const need1 = E.needBytes(e.weightsBytes, e.kvBytes, 1);
-    out.replaceChildren(
+    fill(out, 
       facts([
         ["Parameters", `${m.total_params_b} B total, ${m.active_params_b} B active per token`],
         ["Weights", gib(e.weightsBytes)],
@@ -130,7 +130,7 @@ export async function cookbook(view, { signal }) {
     h("button", { type: "submit" }, "Estimate"),
   );
   for (const c of [model, precision, kv, context]) c.addEventListener("change", draw);
-  view.append(
+  add(view, 
     title("Cookbook: what does it take to run a model?"),
     h(
       "p",
@@ -185,7 +185,7 @@ export async function jobCost(view, { signal }) {
     box.hidden = true;
     const perSecond = E.perSecondCostMicros(p, c, s);
     const perHour = E.perStartedHourCostMicros(p, c, s);
-    out.replaceChildren(
+    fill(out, 
       facts([
         ["Billed by the second", h("span", { id: "per-second" }, `€${E.eurosOf(perSecond)}`)],
         ["Billed per started hour", h("span", { id: "per-hour" }, `€${E.eurosOf(perHour)}`)],
@@ -194,7 +194,7 @@ export async function jobCost(view, { signal }) {
     );
   }
   for (const c of [price, cards, minutes, seconds]) c.addEventListener("input", draw);
-  view.append(
+  add(view, 
     title("What a job costs: per second against per started hour"),
     h("p", {}, "Tickmark bills every second a rental runs: price × cards × seconds / 3600, rounded down to the micro-euro."),
     h(
@@ -231,7 +231,7 @@ export async function earnings(view) {
     }
     box.hidden = true;
     const month = E.monthlyTakeHomeMicros(c, p, u, f);
-    out.replaceChildren(
+    fill(out, 
       facts([
         ["Monthly take-home (estimate)", h("span", { id: "take-home" }, `€${E.eurosOf(month)}`)],
         ["Rented hours a month", `${(730 * u) / 100} of 730 per card`],
@@ -240,7 +240,7 @@ export async function earnings(view) {
     );
   }
   for (const c of [cards, price, utilisation, fee]) c.addEventListener("input", draw);
-  view.append(
+  add(view, 
     title("Earnings estimator"),
     h(
       "form",

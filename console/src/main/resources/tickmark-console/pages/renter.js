@@ -3,12 +3,12 @@
 // SSH and API keys.
 
 import { session, get, post, put, del, follow, ApiError } from "../api.js";
-import { h, field, input, select, table, facts, errorBox, showError, action, euros, when, link } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, showError, action, euros, when, link } from "../ui.js";
 import { title } from "./public.js";
 
 function signedInOrPrompt(view) {
   if (session.key()) return true;
-  view.append(h("p", { class: "notice" }, "This page needs your API key. ", link("#/sign-in", "Sign in"), "."));
+  add(view, h("p", { class: "notice" }, "This page needs your API key. ", link("#/sign-in", "Sign in"), "."));
   return false;
 }
 
@@ -25,7 +25,7 @@ export async function signIn(view) {
   const shown = h("div", { id: "new-key", "aria-live": "polite" });
   const operatorToken = input({ type: "password", name: "operator_token", autocomplete: "off", required: true });
   const opBox = errorBox();
-  view.append(
+  add(view, 
     title("Sign in"),
     h("p", {}, "Your key is kept in this tab's session storage only: closing the tab forgets it. It is never stored in a cookie."),
     h(
@@ -57,7 +57,7 @@ export async function signIn(view) {
           const r = await post("/v1/accounts", { name: name.value.trim() }, { auth: null });
           session.setKey(r.api_key);
           announceSession();
-          shown.replaceChildren(
+          fill(shown, 
             h("p", {}, "Your account ", h("code", {}, r.account.id), " is open. Your API key, shown only now — keep it somewhere safe:"),
             h("pre", { class: "secret" }, r.api_key),
             link("#/account", "Go to your account"),
@@ -95,12 +95,12 @@ export async function signIn(view) {
 
 export async function account(view, { signal, refresh }) {
   document.title = "Account — Tickmark";
-  view.append(title("Account"));
+  add(view, title("Account"));
   if (!signedInOrPrompt(view)) return;
   const a = await get("/v1/account", { signal });
   const cap = input({ name: "monthly", inputmode: "decimal", value: a.spend_cap_monthly ?? "", placeholder: "none" });
   const box = errorBox();
-  view.append(
+  add(view, 
     facts([
       ["Account", h("code", {}, a.id)],
       ["Name", a.name],
@@ -131,7 +131,7 @@ export async function account(view, { signal, refresh }) {
 
 export async function launch(view, { signal }) {
   document.title = "Launch — Tickmark";
-  view.append(title("Launch a rental"));
+  add(view, title("Launch a rental"));
   if (!signedInOrPrompt(view)) return;
   const [catalog, regions] = await Promise.all([
     get("/v1/catalog/gpus", { auth: null, signal }),
@@ -147,7 +147,7 @@ export async function launch(view, { signal }) {
   const sshKey = h("textarea", { name: "ssh_public_key", rows: "2", placeholder: "ssh-ed25519 AAAA… (empty: your account's SSH keys)" });
   const maxTotal = input({ name: "max_total", inputmode: "decimal", placeholder: "no limit" });
   const box = errorBox();
-  view.append(
+  add(view, 
     h(
       "form",
       {
@@ -219,11 +219,11 @@ const LIVE = new Set(["pending", "provisioning", "running", "stopping"]);
 
 export async function rentals(view, { signal }) {
   document.title = "Rentals — Tickmark";
-  view.append(title("Rentals"));
+  add(view, title("Rentals"));
   if (!signedInOrPrompt(view)) return;
   const r = await get("/v1/rentals?limit=50", { signal });
   if (r.rentals.length === 0) {
-    view.append(h("p", {}, "No rentals yet. ", link("#/launch", "Launch one"), "."));
+    add(view, h("p", {}, "No rentals yet. ", link("#/launch", "Launch one"), "."));
     return;
   }
   let live = 0; // streams are capped per account: follow the newest few
@@ -239,14 +239,14 @@ export async function rentals(view, { signal }) {
       });
     return [link(`#/rentals/${x.id}`, x.id), status, `${x.count} × ${x.gpu}`, x.region ?? "—", euros(x.price_per_gpu_hour), seconds, cost, when(x.created_at)];
   });
-  view.append(table(["Rental", "Status", "Cards", "Region", "Price/GPU-hour", "Billed seconds", "Cost", "Created"], rows, "Your rentals, newest first; running ones tick live"));
+  add(view, table(["Rental", "Status", "Cards", "Region", "Price/GPU-hour", "Billed seconds", "Cost", "Created"], rows, "Your rentals, newest first; running ones tick live"));
   view.querySelector("table").id = "rentals";
 }
 
 export async function rental(view, { signal, params, refresh }) {
   const [id] = params;
   document.title = `${id} — Tickmark`;
-  view.append(title(`Rental ${id}`));
+  add(view, title(`Rental ${id}`));
   if (!signedInOrPrompt(view)) return;
   const got = await get(`/v1/rentals/${id}`, { signal });
   const r = got.rental ?? got; // the single rental is answered bare; tolerate the wrapped form too
@@ -286,7 +286,7 @@ export async function rental(view, { signal, params, refresh }) {
   };
   const logs = h("pre", { id: "logs", class: "logs", tabindex: "0", "aria-label": "Logs", "aria-live": "off" });
   const checkpoints = h("div", { id: "checkpoints" });
-  view.append(
+  add(view, 
     facts([
       ["Status", status],
       ["Cards", `${r.count} × ${r.gpu} (${r.tier === "on_demand" ? "on demand" : r.tier})`],
@@ -325,7 +325,7 @@ export async function rental(view, { signal, params, refresh }) {
 
 async function drawUsage(id, into, signal) {
   const u = await get(`/v1/rentals/${id}/usage`, { signal });
-  into.replaceChildren(
+  fill(into, 
     facts([
       ["Billed by the second", `${u.billed_seconds} s: ${euros(u.cost)}`],
       ["The same job per started hour", `${u.started_hours} h: ${euros(u.cost_per_started_hour)}`],
@@ -369,7 +369,7 @@ function followLogs(id, pre, signal) {
 
 export async function ledger(view, { signal }) {
   document.title = "Ledger — Tickmark";
-  view.append(title("Ledger"));
+  add(view, title("Ledger"));
   if (!signedInOrPrompt(view)) return;
   const cursors = [null]; // the `after` of each page seen, so Previous can go back
   const holder = h("div", { id: "ledger" });
@@ -383,7 +383,7 @@ export async function ledger(view, { signal }) {
     const after = cursors[page];
     const r = await get(`/v1/account/ledger?limit=${size.value}${after ? `&after=${encodeURIComponent(after)}` : ""}`, { signal });
     nextAfter = r.next_after;
-    holder.replaceChildren(
+    fill(holder, 
       r.entries.length
         ? table(
             ["At", "Kind", "Amount", "Rental", "Key"],
@@ -410,13 +410,13 @@ export async function ledger(view, { signal }) {
     page = 0;
     await load();
   }));
-  view.append(field("Entries per page", size), holder, h("div", { class: "pager" }, prev, next), box);
+  add(view, field("Entries per page", size), holder, h("div", { class: "pager" }, prev, next), box);
   await load();
 }
 
 export async function keys(view, { signal, refresh }) {
   document.title = "Keys — Tickmark";
-  view.append(title("SSH keys and API keys"));
+  add(view, title("SSH keys and API keys"));
   if (!signedInOrPrompt(view)) return;
   const [ssh, api] = await Promise.all([get("/v1/account/ssh-keys", { signal }), get("/v1/account/api-keys", { signal })]);
   const sshBox = errorBox();
@@ -428,7 +428,7 @@ export async function keys(view, { signal, refresh }) {
     h("input", { type: "checkbox", name: "scope", value: s, id: `scope-${s}`, checked: s !== "payouts" }),
   );
   const shown = h("div", { id: "new-api-key", "aria-live": "polite" });
-  view.append(
+  add(view, 
     h("h2", {}, "SSH keys"),
     h("p", {}, "Rentals launched without their own key accept these."),
     ssh.ssh_keys.length
@@ -470,7 +470,7 @@ export async function keys(view, { signal, refresh }) {
           const body = { scopes: scopes.filter((s) => s.checked).map((s) => s.value) };
           if (label.value.trim()) body.label = label.value.trim();
           const r = await post("/v1/account/api-keys", body);
-          shown.replaceChildren(h("p", {}, "The new key, shown only now:"), h("pre", { class: "secret" }, r.api_key));
+          fill(shown, h("p", {}, "The new key, shown only now:"), h("pre", { class: "secret" }, r.api_key));
         }),
       },
       field("Label", label),
@@ -484,18 +484,18 @@ export async function keys(view, { signal, refresh }) {
 
 export async function snapshots(view, { signal, refresh }) {
   document.title = "Snapshots — Tickmark";
-  view.append(title("Snapshots"));
+  add(view, title("Snapshots"));
   if (!signedInOrPrompt(view)) return;
   let r;
   try {
     r = await get("/v1/snapshots?limit=100", { signal });
   } catch (e) {
     if (!(e instanceof ApiError && e.status === 404)) throw e;
-    view.append(h("p", { class: "notice", id: "no-snapshots" }, "This node does not keep snapshots (no /v1/snapshots)."));
+    add(view, h("p", { class: "notice", id: "no-snapshots" }, "This node does not keep snapshots (no /v1/snapshots)."));
     return;
   }
   const box = errorBox();
-  view.append(
+  add(view, 
     h("p", {}, "Workspaces kept when a rental stopped with a snapshot; launch with one to restore it. Storage is metered while a snapshot exists."),
     r.snapshots.length
       ? table(

@@ -590,6 +590,12 @@ class ConsoleBrowserTest {
     else driver.get(url);
     awaitPage(page);
     assertEveryControlLabelledAndFocusable(hash);
+    String text = driver.findElement(By.id("view")).getText();
+    assertTrue(
+        !java.util.regex.Pattern.compile("\\bnull\\b|\\bundefined\\b|\\bNaN\\b|\\[object ")
+            .matcher(text)
+            .find(),
+        hash + " shows a value that is not one: " + text);
   }
 
   static void awaitPage(String page) {
