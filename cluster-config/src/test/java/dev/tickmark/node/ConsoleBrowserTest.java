@@ -391,10 +391,19 @@ class ConsoleBrowserTest {
     visit("#/rentals/" + rentalId, "rental");
     wait.until(ExpectedConditions.textToBe(By.id("status"), "running"));
     assertTrue(driver.findElement(By.id("keep-snapshot")).isDisplayed());
+    // what the stop button sends: the snapshot box's state (left unticked here)
+    js(
+        "window.sentBodies = []; const original = window.fetch;"
+            + "window.fetch = (url, init) => {"
+            + "  if (init && init.method === 'POST') window.sentBodies.push(url + ' ' + init.body);"
+            + "  return original(url, init); };");
     driver.findElement(By.id("stop")).click();
     // the end arrives over the event stream
     wait.until(ExpectedConditions.textToBe(By.id("status"), "ended"));
     wait.until(ExpectedConditions.textToBe(By.id("end-reason"), "stopped_by_renter"));
+    assertEquals(
+        List.of("/v1/rentals/" + rentalId + "/stop {\"snapshot\":false}"),
+        js("return window.sentBodies"));
     wait.until(
         ExpectedConditions.textToBePresentInElementLocated(By.id("logs"), "the rental ended"));
     shot("rental-ended");
