@@ -472,20 +472,29 @@ class ConsoleBrowserTest {
     assertTrue(checks.contains("pass") && !checks.contains("fail"), checks);
     type("on_demand_price_per_gpu_hour", "2.19");
     type("spot_price_per_gpu_hour", "1.10");
-    // a window around now keeps the host on the market while proving the windows are saved
-    driver.findElement(By.id("add-window")).click();
+    // windows over all of today and tomorrow (UTC) keep the host on the market, even across
+    // midnight, while proving the windows are saved
     DayOfWeek today = ZonedDateTime.now(ZoneOffset.UTC).getDayOfWeek();
-    new Select(driver.findElement(By.cssSelector("#windows select[name=day]")))
-        .selectByValue(today.name().substring(0, 3).toLowerCase(Locale.ROOT));
-    js("document.querySelector('#windows input[name=start]').value = '00:00'");
-    type("end", "24:00");
+    for (DayOfWeek day : List.of(today, today.plus(1))) {
+      driver.findElement(By.id("add-window")).click();
+      String window = "#windows fieldset:last-child ";
+      new Select(driver.findElement(By.cssSelector(window + "select[name=day]")))
+          .selectByValue(day.name().substring(0, 3).toLowerCase(Locale.ROOT));
+      js("document.querySelector('" + window + "input[name=start]').value = '00:00'");
+      type(By.cssSelector(window + "input[name=end]"), "24:00");
+    }
     driver.findElement(By.id("save-listing")).click();
     wait.until(ExpectedConditions.textToBe(By.id("listing-saved"), "Listing saved."));
     shot("host");
     JsonNode listing =
         api.get("/v1/hosts/" + hostId, provider.apiKey()).expect(200).json().get("listing");
     assertEquals("2.190000", listing.get("on_demand_price_per_gpu_hour").asText());
-    assertEquals(1, listing.get("availability").size(), listing.toString());
+    assertEquals(2, listing.get("availability").size(), listing.toString());
+    visit("#/hosts/" + hostId, "host");
+    assertEquals(2, driver.findElements(By.cssSelector("#windows fieldset")).size(), "reloaded");
+    assertEquals(
+        "2.190000",
+        driver.findElement(By.name("on_demand_price_per_gpu_hour")).getAttribute("value"));
 
     // the public offers catch up (the host read side) without a key
     wait.until(

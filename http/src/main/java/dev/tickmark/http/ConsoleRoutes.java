@@ -24,7 +24,7 @@ import org.apache.pekko.http.javadsl.server.Route;
 public final class ConsoleRoutes {
   static final String ROOT = "tickmark-console/";
   static final String CSP =
-      "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+      "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
           + "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
           + "form-action 'self'; frame-ancestors 'none'";
 
