@@ -2,7 +2,7 @@
 // provider's earnings estimator. No key needed.
 
 import { get } from "../api.js";
-import { h, add, fill, field, input, select, table, facts, errorBox, showError, action, euros } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, showError, euros } from "../ui.js";
 import * as E from "../estimator.js";
 
 export function title(text) {

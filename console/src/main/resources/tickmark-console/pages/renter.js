@@ -3,7 +3,7 @@
 // SSH and API keys.
 
 import { session, get, post, put, del, follow, ApiError } from "../api.js";
-import { h, add, fill, field, input, select, table, facts, errorBox, showError, action, euros, when, link } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
 import { title } from "./public.js";
 
 function signedInOrPrompt(view) {
