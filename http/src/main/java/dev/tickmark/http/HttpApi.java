@@ -151,6 +151,7 @@ public final class HttpApi {
                                 snapshotRoutes.route())),
                     pathPrefix("ops", opsRoutes::route),
                     metricsRoutes.route(),
+                    new ConsoleRoutes().route(),
                     path(
                         "health",
                         () ->

@@ -1,0 +1,132 @@
+// Operator pages (the operator token): the ledger audit, hosts awaiting verification with evict and
+// reinstate, payout runs. Cluster members are on Pekko Management's own port, which the console
+// (same origin, the API port only) cannot reach: the audit page says where to look.
+
+import { session, get, post } from "../api.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
+import { title } from "./public.js";
+
+function operatorOrPrompt(view) {
+  if (session.operator()) return true;
+  add(view, h("p", { class: "notice" }, "This page needs the operator token. ", link("#/sign-in", "Sign in as operator"), "."));
+  return false;
+}
+
+const OP = { auth: "operator" };
+
+export async function audit(view, { signal }) {
+  document.title = "Ledger audit — Tickmark";
+  add(view, title("Ledger audit"));
+  if (!operatorOrPrompt(view)) return;
+  const a = await get("/ops/ledger/audit", { ...OP, signal });
+  const money = ["deposits", "captures", "provider_earnings", "platform_revenue", "holds_placed", "holds_released", "holds_open", "payouts", "renter_balances", "provider_earnings_owed", "pending_captures", "pending_credits"];
+  add(view, 
+    h(
+      "p",
+      { id: "conserved", class: a.conserved ? "ok" : "error", role: "status" },
+      a.conserved ? "Conserved: every euro deposited is in a balance, a hold, an earning, the platform's revenue or a payout." : "NOT conserved: the books do not balance — see the runbook.",
+    ),
+    facts([
+      ...money.filter((k) => k in a).map((k) => [k.replaceAll("_", " "), euros(a[k])]),
+      ["mismatched settlements", String(a.mismatched_settlements)],
+      ["accounts below zero", String(a.accounts_below_zero)],
+      ["entries", String(a.entries)],
+    ]),
+    h("h2", {}, "Cluster members"),
+    h("p", {}, "Cluster membership is served by Pekko Management on its own port (GET /cluster/members, 8558 by default), not on the API port this console talks to."),
+  );
+}
+
+const QUEUE = ["registered", "verifying", "failed"];
+
+export async function hosts(view, { signal, refresh }) {
+  // refresh redraws the page with the filter chosen
+  document.title = "Operator hosts — Tickmark";
+  add(view, title("Hosts"));
+  if (!operatorOrPrompt(view)) return;
+  const wanted = sessionStorage.getItem("tickmark.opsHostFilter") ?? "queue";
+  const filter = select(
+    "status",
+    [["queue", "awaiting verification (registered, verifying, failed)"], ["", "all"], ...["invited", "registered", "verifying", "verified", "failed", "evicted", "removed"].map((s) => [s, s])],
+    wanted,
+  );
+  filter.addEventListener("change", () => {
+    sessionStorage.setItem("tickmark.opsHostFilter", filter.value);
+    refresh();
+  });
+  const statuses = wanted === "queue" ? QUEUE : [wanted];
+  const pages = await Promise.all(statuses.map((s) => get(`/ops/hosts?limit=200${s ? `&status=${s}` : ""}`, { ...OP, signal })));
+  const list = pages.flatMap((p) => p.hosts);
+  const box = errorBox();
+  add(view, 
+    field("Show", filter),
+    list.length
+      ? table(
+          ["Host", "Owner", "Region", "Status", "Online", "Cards", "Registered", "Actions"],
+          list.map((x) => {
+            const status = h("span", { class: "host-status", "data-host": x.id }, x.status);
+            const reason = input({ name: "reason", placeholder: "why" });
+            // the answer is the host's entity: shown at once, while the list (a read side) catches up
+            const done = (host) => {
+              status.textContent = host.status;
+              for (const b of cell.querySelectorAll("button")) b.disabled = true;
+            };
+            const cell =
+              x.status === "evicted"
+                ? h("button", { type: "button", onclick: action(box, async () => done(await post(`/ops/hosts/${x.id}/reinstate`, undefined, OP)), false) }, `Reinstate ${x.id}`)
+                : h(
+                    "form",
+                    { class: "inline", onsubmit: action(box, async () => done(await post(`/ops/hosts/${x.id}/evict`, reason.value.trim() ? { reason: reason.value.trim() } : {}, OP)), false) },
+                    field(`Reason to evict ${x.id}`, reason),
+                    h("button", { type: "submit" }, `Evict ${x.id}`),
+                  );
+            return [x.id, x.owner_id ?? "—", x.region, status, x.online ? "yes" : "no", `${x.cards_total} ${x.gpu ?? ""}`, when(x.registered_at), cell];
+          }),
+          "Hosts",
+        )
+      : h("p", { id: "no-hosts" }, "No hosts in this state."),
+    box,
+  );
+}
+
+export async function payouts(view, { signal }) {
+  document.title = "Payouts — Tickmark";
+  add(view, title("Payout runs"));
+  if (!operatorOrPrompt(view)) return;
+  const runs = await get("/ops/payouts?limit=20", { ...OP, signal });
+  const minimum = input({ name: "minimum", inputmode: "decimal", value: "10.00", required: true });
+  const box = errorBox();
+  const result = h("div", { id: "payout-result", "aria-live": "polite" });
+  add(view, 
+    runs.runs.length
+      ? table(
+          ["Run", "Status", "Created", "Minimum", "Total", "Paid", "Refused", "Skipped"],
+          runs.runs.map((r) => [r.id, r.status, when(r.created_at), euros(r.minimum), euros(r.total), String(r.count), String(r.refused_count), String(r.skipped_count)]),
+          "Runs, newest first",
+        )
+      : h("p", {}, "No payout run yet."),
+    h(
+      "form",
+      {
+        id: "payout-form",
+        onsubmit: action(box, async () => {
+          const r = await post("/ops/payouts", { minimum: minimum.value.trim() }, { ...OP, idempotencyKey: crypto.randomUUID() });
+          fill(result, 
+            facts([
+              ["Run", r.id],
+              ["Status", r.status],
+              ["Total", euros(r.total)],
+              ["Paid", String(r.count)],
+              ["Skipped", String(r.skipped?.length ?? 0)],
+            ]),
+            r.count > 0 ? h("p", { class: "hint" }, `Exports: GET /ops/payouts/${r.id}/export.csv or export.xml with the operator token.`) : null,
+          );
+        }),
+      },
+      field("Pay every provider whose earnings reach (EUR)", minimum),
+      h("button", { type: "submit" }, "Run payouts"),
+    ),
+    box,
+    result,
+  );
+}

@@ -1,0 +1,171 @@
+// Provider pages: hosts with their verification breakdown, the listing editor (prices, spot notice,
+// weekly windows), earnings, and a registration token with the agent's install command.
+
+import { session, get, post, put } from "../api.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
+import { title } from "./public.js";
+
+function signedInOrPrompt(view) {
+  if (session.key()) return true;
+  add(view, h("p", { class: "notice" }, "This page needs your API key. ", link("#/sign-in", "Sign in"), "."));
+  return false;
+}
+
+// The engine URL the agent dials: this node, over wss:// when the console came over https://.
+function engineUrl() {
+  return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}`;
+}
+
+export async function hosts(view, { signal }) {
+  document.title = "Hosts — Tickmark";
+  add(view, title("Your hosts"));
+  if (!signedInOrPrompt(view)) return;
+  const [list, account, regions] = await Promise.all([
+    get("/v1/hosts?limit=200", { signal }),
+    get("/v1/account", { signal }),
+    get("/v1/catalog/regions", { auth: null, signal }),
+  ]);
+  const region = select("region", regions.regions.map((r) => [r.code, `${r.name} (${r.code})`]), regions.regions[0]?.code);
+  const label = input({ name: "label", placeholder: "rack-1/node-1" });
+  const box = errorBox();
+  const token = h("div", { id: "registration", "aria-live": "polite" });
+  add(view, 
+    facts([
+      ["Earnings (credited, not yet paid out)", h("span", { id: "provider-earnings" }, euros(account.earnings))],
+      ["Payout details", account.payout_details ? `${account.payout_details.holder_name}, ${account.payout_details.iban}` : "none yet (PUT /v1/account/payout-details)"],
+    ]),
+    list.hosts.length
+      ? table(
+          ["Host", "Label", "Region", "Status", "Online", "Listed", "Cards free", "On demand", "Spot"],
+          list.hosts.map((x) => [
+            link(`#/hosts/${x.id}`, x.id),
+            x.label ?? "—",
+            x.region,
+            x.status,
+            x.online ? "yes" : "no",
+            x.listed ? (x.draining ? "draining" : "yes") : "no",
+            `${x.cards_free} of ${x.cards_total} ${x.gpu ?? ""}`,
+            euros(x.on_demand_price_per_gpu_hour),
+            euros(x.spot_price_per_gpu_hour),
+          ]),
+          "Hosts",
+        )
+      : h("p", {}, "No hosts yet."),
+    h("h2", {}, "Add a machine"),
+    h(
+      "form",
+      {
+        id: "registration-form",
+        onsubmit: action(box, async () => {
+          const body = { region: region.value };
+          if (label.value.trim()) body.label = label.value.trim();
+          const r = await post("/v1/hosts/registration-tokens", body);
+          const command = `sudo deploy/agent/install.sh --engine ${engineUrl()} --token ${r.token}`;
+          fill(token, 
+            h("p", {}, `A one-time token for host ${r.host_id}, valid until ${when(r.expires_at)}. On the machine (systemd, Java 17, Docker), from a Tickmark checkout:`),
+            h("pre", { id: "install-command", class: "secret" }, command),
+            h("p", { class: "hint" }, "The agent measures the machine and reports; the host shows here as verified once every check passes."),
+          );
+        }),
+      },
+      field("Region", region),
+      field("Label (optional)", label),
+      h("button", { type: "submit" }, "Make a registration token"),
+    ),
+    box,
+    token,
+  );
+}
+
+const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+
+export async function host(view, { signal, params, refresh }) {
+  const [id] = params;
+  document.title = `${id} — Tickmark`;
+  add(view, title(`Host ${id}`));
+  if (!signedInOrPrompt(view)) return;
+  const x = await get(`/v1/hosts/${id}`, { signal });
+  const l = x.listing ?? {};
+  const onDemand = input({ name: "on_demand_price_per_gpu_hour", inputmode: "decimal", value: l.on_demand_price_per_gpu_hour ?? "", required: true });
+  const spot = input({ name: "spot_price_per_gpu_hour", inputmode: "decimal", value: l.spot_price_per_gpu_hour ?? "", placeholder: "no spot" });
+  const notice = input({ type: "number", name: "spot_notice_seconds", min: "0", value: String(l.spot_notice_seconds ?? 300) });
+  const listed = h("input", { type: "checkbox", name: "listed", id: "listed", checked: l.listed ?? x.listed });
+  const windows = h("div", { id: "windows" });
+  const addWindow = (w) => {
+    const n = windows.children.length + 1;
+    const day = select("day", DAYS.map((d) => [d, d]), w?.day ?? "mon");
+    const start = input({ type: "time", name: "start", value: w?.start ?? "08:00", required: true });
+    const end = input({ name: "end", value: w?.end ?? "18:00", pattern: "([01][0-9]|2[0-3]):[0-5][0-9]|24:00", required: true });
+    const row = h(
+      "fieldset",
+      { class: "window" },
+      h("legend", {}, `Window ${n}`),
+      field("Day", day),
+      field("From (UTC)", start),
+      field("Until (UTC, 24:00 for midnight)", end),
+      h("button", { type: "button", onclick: () => row.remove() }, `Remove window ${n}`),
+    );
+    row.read = () => ({ day: day.value, start: start.value, end: end.value });
+    windows.append(row);
+  };
+  (l.availability ?? []).forEach(addWindow);
+  const box = errorBox();
+  const saved = h("p", { id: "listing-saved", "aria-live": "polite" });
+  add(view, 
+    facts([
+      ["Status", h("span", { id: "host-status" }, x.status)],
+      ["Region", x.region],
+      ["Label", x.label ?? "—"],
+      ["Online", x.online ? "yes" : "no"],
+      ["Listed", x.listed ? "yes" : "no"],
+      ["Draining", x.draining ? "yes" : "no"],
+      ["Last heartbeat", when(x.last_heartbeat_at)],
+      ["Eviction reason", x.eviction_reason ?? "—"],
+    ]),
+    h("h2", {}, "Verification"),
+    x.verification?.length
+      ? table(
+          ["Check", "Result", "Observed", "Expected"],
+          x.verification.map((c) => [c.check, h("span", { class: `check ${c.status}` }, c.status.replace("_", " ")), c.observed ?? "—", c.expected ?? "—"]),
+          "The last report, check by check",
+        )
+      : h("p", {}, "No report yet."),
+    h("h2", {}, "Cards"),
+    table(["Card", "GPU", "State"], (x.cards ?? []).map((c) => [String(c.index), c.gpu, c.state])),
+    h("h2", {}, "Listing"),
+    h(
+      "form",
+      {
+        id: "listing-form",
+        onsubmit: action(box, async () => {
+          const body = {
+            on_demand_price_per_gpu_hour: onDemand.value.trim(),
+            listed: listed.checked,
+            availability: [...windows.children].map((r) => r.read()),
+          };
+          if (spot.value.trim()) {
+            body.spot_price_per_gpu_hour = spot.value.trim();
+            body.spot_notice_seconds = Number(notice.value);
+          }
+          await put(`/v1/hosts/${id}/listing`, body);
+          saved.textContent = "Listing saved.";
+        }),
+      },
+      field("On-demand price per GPU-hour (EUR)", onDemand),
+      field("Spot price per GPU-hour (EUR, empty for none)", spot),
+      field("Spot notice (seconds before a reclaim ends a spot rental)", notice),
+      h("div", { class: "field inline" }, listed, h("label", { for: listed.id }, "Listed on the market")),
+      h("h3", {}, "Weekly availability (UTC; none means always)"),
+      windows,
+      h("button", { type: "button", id: "add-window", onclick: () => addWindow() }, "Add a window"),
+      h("button", { type: "submit", id: "save-listing" }, "Save the listing"),
+    ),
+    box,
+    saved,
+    h(
+      "form",
+      { id: "drain-form", onsubmit: action(box, async () => (await post(`/v1/hosts/${id}/drain`), refresh())) },
+      h("button", { type: "submit", disabled: x.draining }, "Drain (no new rentals)"),
+    ),
+  );
+}
