@@ -505,6 +505,11 @@ public final class MarketSimulation implements AutoCloseable {
       public RecipientRef<Matcher.Command> matcher(String gpu) {
         return port(Link.RENTAL_TO_MATCHER, from, MarketSimulation.this.matcher(gpu));
       }
+
+      @Override
+      public RecipientRef<dev.tickmark.engine.snapshot.Snapshot.Command> snapshot(String id) {
+        return system.deadLetters(); // the simulated renters never keep a workspace
+      }
     };
   }
 
