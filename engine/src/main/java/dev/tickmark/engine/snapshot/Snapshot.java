@@ -25,6 +25,7 @@ import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
@@ -177,6 +178,11 @@ public final class Snapshot
   /** From the uploading host's agent: the upload cannot be done ({@code reason} for the renter). */
   public record Fail(String hostId, String reason, ActorRef<StatusReply<View>> replyTo)
       implements Command {}
+
+  /** Brings the entity up (recovery resumes its timers and deliveries); changes nothing else. */
+  public enum Wake implements Command {
+    INSTANCE
+  }
 
   /** {@code renterId == null}: an operator or the system; another renter's → {@code not_found}. */
   public record Get(String renterId, ActorRef<StatusReply<View>> replyTo) implements Command {}
@@ -423,9 +429,17 @@ public final class Snapshot
   private boolean released;
   private int failedDeliveries;
 
+  /**
+   * Not passivated when idle: a ready snapshot hears nothing from outside for months, yet its meter
+   * (settle timer), its hold and its suspension grace must keep running. After its node is lost it
+   * comes back on the next message; {@link Wake} is that message for a waker reading the unfinished
+   * snapshots from the read side (as the rentals' is).
+   */
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
     ClusterSharding.get(system)
-        .init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
+        .init(
+            Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock))
+                .withSettings(ClusterShardingSettings.create(system).withNoPassivationStrategy()));
   }
 
   public static Behavior<Command> create(

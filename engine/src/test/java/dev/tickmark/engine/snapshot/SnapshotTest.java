@@ -378,4 +378,15 @@ class SnapshotTest {
     assertEquals(0, f.summary().captured());
     assertEquals(0, f.accountEvents(Account.HoldPlaced.class).size());
   }
+
+  @Test
+  void wakeChangesNothing() {
+    SnapshotFixture f = fixture(10_000);
+    View ready = f.ready(GIB);
+    f.tell(Snapshot.Wake.INSTANCE);
+    assertEquals(ready, f.get());
+    SnapshotFixture g = fixture(0);
+    g.tell(Snapshot.Wake.INSTANCE);
+    assertEquals(0, g.events().size());
+  }
 }
