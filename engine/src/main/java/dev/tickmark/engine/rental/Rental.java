@@ -384,8 +384,12 @@ public final class Rental
     PREEMPTION_DUE,
     STOP_EXPIRED,
     REDELIVER,
-    PROVE_END
+    PROVE_END,
+    RETRY_SNAPSHOT
   }
+
+  /** The snapshot entity's answer to {@link Snapshot.Create}. */
+  private record SnapshotAnswer(boolean ok) implements Command {}
 
   /** What a client may see of a rental. Amounts in µ€. */
   public record View(
@@ -652,6 +656,9 @@ public final class Rental
   // launch
   private final Set<ActorRef<Update>> subscribers = new HashSet<>();
   private boolean extending;
+  // The snapshot of a stop that keeps the workspace acknowledged its Create: until then the rental
+  // does not close (a lost Create would leave the workspace kept for a snapshot that never exists).
+  private boolean snapshotCreated;
   private long lastTick = -1;
   private boolean
       askingLiveness; // one liveness question at a time, however slow the host's node answers
@@ -826,6 +833,7 @@ public final class Rental
         .onCommand(HostLost.class, this::onHostLostEnding)
         .onCommand(Delivered.class, this::onDeliveredEnding)
         .onCommand(Released.class, this::onReleased)
+        .onCommand(SnapshotAnswer.class, this::onSnapshotAnswer)
         .onCommand(WorkloadStopped.class, this::onWorkloadStoppedEnding)
         .onCommand(Timer.class, this::onEndingTimer)
         .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
@@ -1453,22 +1461,25 @@ public final class Rental
   }
 
   /**
-   * Tells the snapshot to start the upload from the rental's host; idempotent there, so it is told
-   * again after every recovery until the rental is gone (the first one may have been lost).
+   * Asks the snapshot to start the upload from the rental's host, until it acknowledges (it is
+   * idempotent there); the rental closes only after that. Asked again after a recovery.
    */
   private void createSnapshot(State state) {
     if (!keeps(state) || state.terms() == null) return;
     Order order = state.order();
-    ports
-        .snapshot(order.snapshotId())
-        .tell(
+    context.askWithStatus(
+        Snapshot.View.class,
+        ports.snapshot(order.snapshotId()),
+        settings.askTimeout(),
+        reply ->
             new Snapshot.Create(
                 order.renterId(),
                 rentalId,
                 state.terms().hostId(),
                 order.spec().gpu(),
                 state.terms().region(),
-                context.getSystem().ignoreRef()));
+                reply),
+        (view, failure) -> new SnapshotAnswer(failure == null));
   }
 
   // ---- proving the end: the final settlement waits for the host's word
@@ -1562,6 +1573,7 @@ public final class Rental
       case STOP_EXPIRED -> onAgentSilent(state);
       case REDELIVER -> finishAgain(state);
       case PROVE_END -> sideEffectOnly(() -> askLivenessIfUnproven(state));
+      case RETRY_SNAPSHOT -> sideEffectOnly(() -> createSnapshot(state));
       default -> Effect().noReply();
     };
   }
@@ -1585,8 +1597,18 @@ public final class Rental
     if (!state.finalSettled()) askLivenessForEnd(state);
   }
 
+  private ReplyEffect<Event, State> onSnapshotAnswer(Ending state, SnapshotAnswer answer) {
+    if (answer.ok()) {
+      snapshotCreated = true;
+      return maybeClose(state);
+    }
+    timers.startSingleTimer(Timer.RETRY_SNAPSHOT, Timer.RETRY_SNAPSHOT, settings.retryInterval());
+    return Effect().noReply();
+  }
+
   private ReplyEffect<Event, State> maybeClose(Ending state) {
-    if (!delivery.readyToClose(state)) return Effect().noReply();
+    if (!delivery.readyToClose(state) || (keeps(state) && !snapshotCreated))
+      return Effect().noReply();
     delivery.closed();
     return Effect().persist(new Closed(now())).thenRun(s -> closed(state, s)).thenNoReply();
   }

@@ -1695,15 +1695,50 @@ class RentalTest {
     // a repeated stop answers the same snapshot; metering stopped at the first
     assertEquals(snapshotId, ok(f.ask(r -> new Rental.Stop(f.renterId, true, r))).snapshotId());
     assertEquals(30, f.get().billedSeconds());
-    // recovery tells the snapshot again (Create is idempotent there): the first may be lost
+    // recovery asks the snapshot again (Create is idempotent there): the first may be lost
     f.restart();
-    f.snapshots.expectMessageClass(
-        dev.tickmark.engine.snapshot.Snapshot.Create.class, RentalFixture.WAIT);
+    var again =
+        f.snapshots.expectMessageClass(
+            dev.tickmark.engine.snapshot.Snapshot.Create.class, RentalFixture.WAIT);
     assertEquals(snapshotId, f.get().snapshotId());
     f.agentStopped();
+    // the money is done, but the rental closes only once the snapshot acknowledged; a refusal is
+    // retried
+    f.clock.advance(Duration.ofSeconds(40));
+    f.awaitAssert(() -> assertEquals(0, f.renter.summary().held()));
+    again.replyTo().tell(StatusReply.error("unavailable: the shard is moving"));
+    var retried =
+        f.snapshots.expectMessageClass(
+            dev.tickmark.engine.snapshot.Snapshot.Create.class, RentalFixture.WAIT);
+    assertInstanceOf(Rental.Ending.class, f.kit.getState(), "not closed before the snapshot");
+    retried.replyTo().tell(StatusReply.success(snapshotView(f, snapshotId)));
     f.awaitState(Rental.Finished.class);
     assertEquals(snapshotId, f.get().snapshotId());
     assertConserved(f, cost(30));
+  }
+
+  private static dev.tickmark.engine.snapshot.Snapshot.View snapshotView(
+      RentalFixture f, String snapshotId) {
+    return new dev.tickmark.engine.snapshot.Snapshot.View(
+        snapshotId,
+        f.renterId,
+        dev.tickmark.engine.snapshot.Snapshot.Status.UPLOADING,
+        f.rentalId,
+        f.hostId,
+        GPU,
+        REGION,
+        0,
+        null,
+        0,
+        START,
+        null,
+        null,
+        0,
+        0,
+        null,
+        null,
+        null,
+        null);
   }
 
   @Test
