@@ -31,6 +31,32 @@ class MarketSimulationTest {
     assertEquals(SEEDS.size() * STEPS, steps);
   }
 
+  /**
+   * The same with snapshots: workspaces kept, uploaded, suspended, resumed and deleted, their
+   * storage audited with the rest. Seed 5 is left out: with snapshots its run reaches, at step
+   * 4,405, the host-restart gap of finding E that docs/simulation.md lists as left (a host that
+   * restarted knows no heartbeat listing, so a workload that died before the restart is settled
+   * past its death): a rental's bug, not a snapshot's.
+   */
+  @Test
+  void everySeedKeepsTheBooksWithSnapshots() {
+    StringBuilder failures = new StringBuilder();
+    long kept = 0, ready = 0, suspended = 0;
+    for (long seed : List.of(1L, 2L, 3L, 4L)) {
+      MarketSimulation.Result r =
+          MarketSimulation.run(
+              MarketSimulation.Config.of(seed).withoutKnownBugs().withSnapshots(), STEPS);
+      kept += r.stats().getOrDefault("snapshots", 0L);
+      ready += r.stats().getOrDefault("snapshots ready", 0L);
+      suspended += r.stats().getOrDefault("snapshots suspended", 0L);
+      if (!r.ok()) failures.append(r.report());
+    }
+    assertTrue(failures.length() == 0, failures::toString);
+    assertTrue(kept > 50, "workspaces were kept: " + kept);
+    assertTrue(ready > 20, "snapshots were ready: " + ready);
+    assertTrue(suspended > 0, "snapshots were suspended: " + suspended);
+  }
+
   @Test
   void aSeedRunsTheSameTwice() {
     MarketSimulation.Config config = MarketSimulation.Config.of(42).withoutKnownBugs();
