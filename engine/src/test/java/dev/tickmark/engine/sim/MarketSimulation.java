@@ -151,6 +151,27 @@ public final class MarketSimulation implements AutoCloseable {
           false);
     }
 
+    /** These invariants not enforced (still counted). */
+    public Config withSwitchedOff(String... invariants) {
+      Set<String> off = new java.util.TreeSet<>(switchedOff);
+      off.addAll(List.of(invariants));
+      return new Config(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          Set.copyOf(off),
+          traceLines,
+          snapshots);
+    }
+
     /**
      * Renters also keep workspaces (a quarter of their stops), agents upload them, renters delete
      * them; storage is metered and its money audited.
@@ -1217,7 +1238,7 @@ public final class MarketSimulation implements AutoCloseable {
     else if (roll < 42 && config.nodeLoss() && random.nextInt(5) == 0) nodeLoss();
     else if (roll < 43 && config.clockJumps() && random.nextInt(2) == 0) clockJump();
     else if (roll < 44 && config.partitions() && random.nextInt(2) == 0) partition();
-    else if (roll < 46 && config.snapshots()) deleteSnapshot();
+    else if (roll < 46 && config.snapshots() && random.nextInt(4) == 0) deleteSnapshot();
     else note("tick");
   }
 
