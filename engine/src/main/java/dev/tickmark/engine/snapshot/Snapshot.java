@@ -399,11 +399,14 @@ public final class Snapshot
   private record HoldAnswer(long amount, Rejection refusal) implements Command {}
 
   /**
-   * The answer to growing (or, while suspended without one, placing) the hold to {@code amount};
-   * {@code fallback}: the smaller amount that only covers the seconds since, to ask next if this
-   * was refused while suspended (0: none).
+   * The answer to growing (or, while suspended without one, placing) the hold to {@code amount}:
+   * {@code held}, what the hold reserves now as the account says; {@code fallback}: the smaller
+   * amount that only covers the seconds since, to ask next if this was refused while suspended (0:
+   * none); {@code placing}: it was a {@code PlaceHold}.
    */
-  private record ExtendAnswer(long amount, long fallback, Rejection refusal) implements Command {}
+  private record ExtendAnswer(
+      long amount, long held, long fallback, boolean placing, Rejection refusal)
+      implements Command {}
 
   private record CaptureAnswer(long throughSecond, Rejection refusal) implements Command {}
 
@@ -819,7 +822,7 @@ public final class Snapshot
     long covered = meter.covered();
     if (!extending && covered - elapsed < settings.holdSeconds() / 2) {
       long amount = meter.holdFor(saturatedAdd(elapsed, settings.holdSeconds()));
-      if (amount > meter.holdAmount()) askHold(state.origin(), meter, amount, 0);
+      if (amount > meter.holdAmount()) askHold(state.origin(), meter, amount, 0, false);
     }
     return settle(meter, now);
   }
@@ -834,7 +837,8 @@ public final class Snapshot
     if (!extending) {
       long full = meter.holdFor(saturatedAdd(elapsed, settings.holdSeconds()));
       long least = meter.holdFor(saturatedAdd(elapsed, settings.settleInterval().toSeconds()));
-      if (full > meter.holdAmount()) askHold(state.origin(), meter, full, least < full ? least : 0);
+      if (full > meter.holdAmount())
+        askHold(state.origin(), meter, full, least < full ? least : 0, false);
     }
     return settle(meter, now);
   }
@@ -849,25 +853,46 @@ public final class Snapshot
         .thenNoReply();
   }
 
-  /** A hold never placed (refused at ready) is placed now; one that exists is grown. */
-  private void askHold(Origin origin, Meter meter, long amount, long fallback) {
+  /**
+   * A hold never placed (refused at ready) is placed now; one that exists is grown. {@code extend}:
+   * grow it even so — a placement whose answer was lost may have placed it.
+   */
+  private void askHold(Origin origin, Meter meter, long amount, long fallback, boolean extend) {
     extending = true;
+    boolean placing = meter.holdAmount() == 0 && !extend;
     context.askWithStatus(
         Account.HoldView.class,
         ports.account(origin.renterId()),
         settings.askTimeout(),
         reply ->
-            meter.holdAmount() == 0
+            placing
                 ? new Account.PlaceHold(snapshotId, amount, reply)
                 : new Account.ExtendHold(snapshotId, amount, reply),
-        (hold, failure) -> new ExtendAnswer(amount, fallback, Rejection.codeOf(failure)));
+        (hold, failure) ->
+            new ExtendAnswer(
+                amount,
+                hold == null ? 0 : hold.amount(),
+                fallback,
+                placing,
+                Rejection.codeOf(failure)));
+  }
+
+  /**
+   * A placement refused as a conflict found a hold under this id (an earlier placement whose answer
+   * was lost, of another amount): it is grown instead.
+   */
+  private boolean placedBefore(Origin origin, Meter meter, ExtendAnswer answer) {
+    if (!answer.placing() || answer.refusal() != Rejection.IDEMPOTENCY_CONFLICT) return false;
+    askHold(origin, meter, answer.amount(), answer.fallback(), true);
+    return true;
   }
 
   private ReplyEffect<Event, State> onExtendAnswer(State.Ready state, ExtendAnswer answer) {
     extending = false;
+    if (placedBefore(state.origin(), state.meter(), answer)) return Effect().noReply();
     if (answer.refusal() == null) {
-      if (answer.amount() <= state.meter().holdAmount()) return Effect().noReply();
-      return Effect().persist(new HoldExtended(answer.amount(), now())).thenNoReply();
+      if (answer.held() <= state.meter().holdAmount()) return Effect().noReply();
+      return Effect().persist(new HoldExtended(answer.held(), now())).thenNoReply();
     }
     if (!OUT_OF_MONEY.contains(answer.refusal())) return Effect().noReply(); // next settle
     return Effect()
@@ -879,15 +904,14 @@ public final class Snapshot
   /** The hold covers the seconds since: they are captured and the snapshot is ready again. */
   private ReplyEffect<Event, State> onResumeAnswer(State.Suspended state, ExtendAnswer answer) {
     extending = false;
+    if (placedBefore(state.origin(), state.meter(), answer)) return Effect().noReply();
     if (answer.refusal() != null) {
-      if (OUT_OF_MONEY.contains(answer.refusal()) && answer.fallback() > 0) {
-        extending = true;
-        askHold(state.origin(), state.meter(), answer.fallback(), 0);
-      }
+      if (OUT_OF_MONEY.contains(answer.refusal()) && answer.fallback() > 0)
+        askHold(state.origin(), state.meter(), answer.fallback(), 0, !answer.placing());
       return Effect().noReply();
     }
     Instant now = now();
-    Meter held = state.meter().withHold(Math.max(answer.amount(), state.meter().holdAmount()));
+    Meter held = state.meter().withHold(Math.max(answer.held(), state.meter().holdAmount()));
     List<Event> events = new ArrayList<>();
     if (held.holdAmount() > state.meter().holdAmount())
       events.add(new HoldExtended(held.holdAmount(), now));
@@ -991,8 +1015,9 @@ public final class Snapshot
     Meter meter = state.meter();
     if (meter.settledThrough() > capturedThrough && meter.settledThrough() > 0)
       deliver(state.origin(), meter);
-    else if (meter.holdAmount() > 0 && !released) release(state.origin());
-    else if (meter.holdAmount() == 0) context.getSelf().tell(new ReleaseAnswer(true));
+    // Released even when no hold was acknowledged: a placement whose answer was lost may have
+    // placed one (the account answers a hold it never had as not found, which is done too).
+    else if (!released) release(state.origin());
   }
 
   private void release(Origin origin) {

@@ -389,4 +389,40 @@ class SnapshotTest {
     g.tell(Snapshot.Wake.INSTANCE);
     assertEquals(0, g.events().size());
   }
+
+  @Test
+  void aPlacementWhoseAnswerWasLostIsGrownWhenResuming() {
+    SnapshotFixture f = fixture(0);
+    f.ready(GIB); // suspended at once: nothing to hold with
+    f.deposit("pay-1", 5_000);
+    // as if an earlier placement of this hold had landed and its answer been lost
+    ok(f.<Account.HoldView>askAccount(r -> new Account.PlaceHold(f.snapshotId, 50, r)));
+    f.settleAt(100); // placing 700 conflicts with the 50 there: it is grown instead
+    f.awaitState(Snapshot.State.Ready.class);
+    assertEquals(700, ok(f.hold()).amount());
+    f.awaitAssert(() -> assertEquals(100, f.summary().captured()));
+    assertEquals(700 - 100, f.summary().held());
+  }
+
+  @Test
+  void deletionReleasesAHoldItNeverHeardPlaced() {
+    SnapshotFixture f = fixture(0);
+    f.ready(GIB);
+    f.deposit("pay-1", 5_000);
+    ok(f.<Account.HoldView>askAccount(r -> new Account.PlaceHold(f.snapshotId, 50, r)));
+    ok(f.ask(r -> new Snapshot.Delete(f.renterId, r)));
+    f.awaitAssert(() -> assertEquals(1, f.events(Snapshot.Closed.class).size()));
+    assertFalse(ok(f.hold()).open());
+    assertEquals(0, f.summary().held());
+    assertEquals(5_000, f.summary().balance());
+  }
+
+  @Test
+  void deletionWithNoHoldAtAllCloses() {
+    SnapshotFixture f = fixture(0);
+    f.ready(GIB);
+    ok(f.ask(r -> new Snapshot.Delete(f.renterId, r)));
+    f.awaitAssert(() -> assertEquals(1, f.events(Snapshot.Closed.class).size()));
+    assertEquals(0, f.summary().captured());
+  }
 }
