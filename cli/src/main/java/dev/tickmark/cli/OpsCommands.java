@@ -134,6 +134,7 @@ final class OpsCommands extends ApiCommand {
           .add("Captures", AccountCommands.eur(a.get("captures")))
           .add("Provider earnings", AccountCommands.eur(a.get("provider_earnings")))
           .add("Platform revenue", AccountCommands.eur(a.get("platform_revenue")))
+          .add("Storage revenue", AccountCommands.eur(a.get("storage_revenue")))
           .add("Holds placed", AccountCommands.eur(a.get("holds_placed")))
           .add("Holds released", AccountCommands.eur(a.get("holds_released")))
           .add("Holds open", AccountCommands.eur(a.get("holds_open")))

@@ -11,6 +11,7 @@ import dev.tickmark.engine.metrics.JournalProbe;
 import dev.tickmark.engine.payout.PayoutRun;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.engine.snapshot.ChunkStore;
+import dev.tickmark.engine.snapshot.Snapshot;
 import dev.tickmark.http.ApiSettings;
 import dev.tickmark.http.HttpApi;
 import dev.tickmark.persistence.DatabaseSettings;
@@ -207,6 +208,7 @@ public final class Node implements AutoCloseable {
         Matcher.Settings.fromConfig(config),
         clock);
     Rental.init(system, Rental.Settings.fromConfig(config), links, clock);
+    Snapshot.init(system, Snapshot.Settings.fromConfig(config), links, clock);
     startJournalProbe(
         system, cluster, config.getDuration("tickmark.metrics.journal-probe-interval"));
     LedgerProjection.init(system, jdbc);

@@ -4,6 +4,7 @@ import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.engine.snapshot.Snapshot;
 import java.time.Instant;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -14,7 +15,7 @@ import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
  * How entities reach each other in a node: through cluster sharding, wherever the other entity
  * lives.
  */
-final class ShardedLinks implements Rental.Ports, Host.RentalLink {
+final class ShardedLinks implements Rental.Ports, Snapshot.Ports, Host.RentalLink {
   private final ClusterSharding sharding;
 
   ShardedLinks(ActorSystem<?> system) {
@@ -34,6 +35,11 @@ final class ShardedLinks implements Rental.Ports, Host.RentalLink {
   @Override
   public RecipientRef<Matcher.Command> matcher(String gpu) {
     return sharding.entityRefFor(Matcher.ENTITY_KEY, gpu);
+  }
+
+  @Override
+  public RecipientRef<Snapshot.Command> snapshot(String snapshotId) {
+    return sharding.entityRefFor(Snapshot.ENTITY_KEY, snapshotId);
   }
 
   @Override

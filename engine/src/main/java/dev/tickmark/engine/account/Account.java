@@ -111,6 +111,19 @@ public final class Account
       ActorRef<StatusReply<Posting>> replyTo)
       implements Command {}
 
+  /**
+   * A capture of a snapshot's storage ({@code holdId} = the snapshot id): the same rules as {@link
+   * Capture} (hold, high-water mark, monthly spending), but the whole amount is platform revenue
+   * (the ledger books the renter's {@code capture} and the platform's {@code storage} under the key
+   * {@code holdId:throughSecond}); no provider is credited.
+   */
+  public record CaptureStorage(
+      String holdId,
+      long throughSecond,
+      long cumulativeAmount,
+      ActorRef<StatusReply<Posting>> replyTo)
+      implements Command {}
+
   /** Returns what is left of a hold to the available balance. A hold resolves at most once. */
   public record ReleaseHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo)
       implements Command {}
@@ -282,6 +295,15 @@ public final class Account
   public record Captured(
       String holdId, long throughSecond, long cumulativeAmount, long amount, Instant at)
       implements Event {}
+
+  /** A {@link CaptureStorage}: to the account exactly a {@link Captured}, to the ledger revenue. */
+  public record StorageCaptured(
+      String holdId, long throughSecond, long cumulativeAmount, long amount, Instant at)
+      implements Event {
+    Captured asCapture() {
+      return new Captured(holdId, throughSecond, cumulativeAmount, amount, at);
+    }
+  }
 
   public record HoldReleased(String holdId, long released, Instant at) implements Event {}
 
@@ -1118,6 +1140,7 @@ public final class Account
         .onCommand(PlaceHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(ExtendHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(Capture.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(CaptureStorage.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(ReleaseHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(CreditEarnings.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(Payout.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
@@ -1137,6 +1160,7 @@ public final class Account
     return newCommandHandlerWithReplyBuilder()
         .forStateType(Active.class)
         .onCommand(Capture.class, this::onCapture)
+        .onCommand(CaptureStorage.class, this::onCaptureStorage)
         .onCommand(CreditEarnings.class, this::onCreditEarnings)
         .onCommand(ForgetClosed.class, this::onForgetClosed)
         .onCommand(FlushPostings.class, (state, cmd) -> flush())
@@ -1200,6 +1224,15 @@ public final class Account
         .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, cmd.amount(), false)));
   }
 
+  /** A snapshot's storage hold (its id is the snapshot's) is no live rental. */
+  private static final String SNAPSHOT_HOLD_PREFIX = "snap_";
+
+  private static long liveRentalHolds(Active state) {
+    return state.marks().holds().open().keySet().stream()
+        .filter(id -> !id.startsWith(SNAPSHOT_HOLD_PREFIX))
+        .count();
+  }
+
   private ReplyEffect<Event, State> onPlaceHold(Active state, PlaceHold cmd) {
     if (badKey(cmd.holdId())) return Effect().reply(cmd.replyTo(), badKeyReply("a hold id"));
     Hold existing = state.marks().holds().get(cmd.holdId());
@@ -1233,7 +1266,8 @@ public final class Account
           .reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a hold must be positive"));
     // One open hold per live rental: the cap on an account's live rentals is checked here, where
     // holds are placed one at a time, so concurrent launches cannot slip past it.
-    if (state.marks().holds().open().size() >= maxLiveRentals) {
+    if (!cmd.holdId().startsWith(SNAPSHOT_HOLD_PREFIX)
+        && liveRentalHolds(state) >= maxLiveRentals) {
       return Effect()
           .reply(
               cmd.replyTo(),
@@ -1297,6 +1331,10 @@ public final class Account
     return buffer(state, cmd.replyTo(), (pending, now) -> capture(pending, cmd, now));
   }
 
+  private ReplyEffect<Event, State> onCaptureStorage(Active state, CaptureStorage cmd) {
+    return buffer(state, cmd.replyTo(), (pending, now) -> captureStorage(pending, cmd, now));
+  }
+
   private ReplyEffect<Event, State> onCreditEarnings(Active state, CreditEarnings cmd) {
     return buffer(state, cmd.replyTo(), (pending, now) -> credit(pending, cmd, now));
   }
@@ -1309,6 +1347,18 @@ public final class Account
    * What a capture does to {@code state}: at most one event, and the answer once it is persisted.
    */
   private static Outcome<StatusReply<Posting>> capture(Active state, Capture cmd, Instant now) {
+    return capture(state, cmd, now, false);
+  }
+
+  /** The same rules as a capture; only the event differs, so the ledger books it as revenue. */
+  private static Outcome<StatusReply<Posting>> captureStorage(
+      Active state, CaptureStorage cmd, Instant now) {
+    Capture plain = new Capture(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), null);
+    return capture(state, plain, now, true);
+  }
+
+  private static Outcome<StatusReply<Posting>> capture(
+      Active state, Capture cmd, Instant now, boolean storage) {
     if (badKey(cmd.holdId())) return Outcome.answer(badKeyReply("a hold id"));
     String key = cmd.holdId() + ":" + cmd.throughSecond();
     if (cmd.throughSecond() <= 0 || cmd.cumulativeAmount() < 0) {
@@ -1350,9 +1400,12 @@ public final class Account
                   + Money.format(hold.remaining())
                   + " EUR left on the hold"));
     }
-    return new Outcome<>(
-        new Captured(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now),
-        StatusReply.success(new Posting(key, amount, false)));
+    Event event =
+        storage
+            ? new StorageCaptured(
+                cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now)
+            : new Captured(cmd.holdId(), cmd.throughSecond(), cmd.cumulativeAmount(), amount, now);
+    return new Outcome<>(event, StatusReply.success(new Posting(key, amount, false)));
   }
 
   private ReplyEffect<Event, State> onReleaseHold(Active state, ReleaseHold cmd) {
@@ -1606,6 +1659,7 @@ public final class Account
         .onEvent(HoldPlaced.class, Active::withPlacedHold)
         .onEvent(HoldExtended.class, Active::withExtension)
         .onEvent(Captured.class, Active::withCapture)
+        .onEvent(StorageCaptured.class, (s, e) -> s.withCapture(e.asCapture()))
         .onEvent(HoldReleased.class, Active::withRelease)
         .onEvent(EarningsCredited.class, Active::withEarnings)
         .onEvent(PaidOut.class, Active::withPayout)

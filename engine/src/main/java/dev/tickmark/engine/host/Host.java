@@ -9,6 +9,7 @@ import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.metrics.EngineMetrics;
+import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.wire.Ed25519;
 import dev.tickmark.wire.HardwareReport;
 import java.nio.charset.StandardCharsets;
@@ -180,10 +181,30 @@ public final class Host
       String image,
       List<String> command,
       String sshPublicKey,
-      boolean network)
-      implements ToSession {}
+      boolean network,
+      Rental.Restore restore)
+      implements ToSession {
+    public RunWorkload(
+        String rentalId,
+        List<Integer> cards,
+        String image,
+        List<String> command,
+        String sshPublicKey,
+        boolean network) {
+      this(rentalId, cards, image, command, sshPublicKey, network, null);
+    }
+  }
 
-  public record StopWorkloadOnAgent(String rentalId) implements ToSession {}
+  /** {@code keepWorkspace}: the rental is kept as a snapshot; the agent keeps its scratch. */
+  public record StopWorkloadOnAgent(String rentalId, boolean keepWorkspace) implements ToSession {
+    public StopWorkloadOnAgent(String rentalId) {
+      this(rentalId, false);
+    }
+  }
+
+  /** Archive and upload the kept workspace of {@code rentalId} as {@code snapshotId}. */
+  public record UploadSnapshotOnAgent(String rentalId, String snapshotId, List<String> haveChunks)
+      implements ToSession {}
 
   public record PreemptWorkload(String rentalId, Instant deadline) implements ToSession {}
 
@@ -362,10 +383,33 @@ public final class Host
       List<String> command,
       String sshPublicKey,
       boolean network,
+      Rental.Restore restore,
       ActorRef<StatusReply<Done>> replyTo)
-      implements Replying<Done> {}
+      implements Replying<Done> {
+    public StartWorkload(
+        String rentalId,
+        String image,
+        List<String> command,
+        String sshPublicKey,
+        boolean network,
+        ActorRef<StatusReply<Done>> replyTo) {
+      this(rentalId, image, command, sshPublicKey, network, null, replyTo);
+    }
+  }
 
-  public record StopWorkload(String rentalId) implements Command {}
+  /** {@code keepWorkspace}: the rental is stopped with a snapshot (the agent keeps its scratch). */
+  public record StopWorkload(String rentalId, boolean keepWorkspace) implements Command {
+    public StopWorkload(String rentalId) {
+      this(rentalId, false);
+    }
+  }
+
+  /**
+   * From a snapshot entity while it is uploading: remind the agent to upload it (an agent already
+   * uploading it ignores this); dropped while the host has no session.
+   */
+  public record UploadSnapshot(String rentalId, String snapshotId, List<String> haveChunks)
+      implements Command {}
 
   /**
    * {@code lastHeartbeatAt}: the latest proof of life. For the asked rental, {@code
@@ -1023,6 +1067,7 @@ public final class Host
     empty
         .onCommand(Invite.class, this::onInvite)
         .onCommand(StopWorkload.class, c -> Effect().noReply())
+        .onCommand(UploadSnapshot.class, c -> Effect().noReply())
         .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
         .onCommand(CheckToken.class, c -> Effect().reply(c.replyTo(), unauthorized()))
         .onCommand(Register.class, c -> Effect().reply(c.replyTo(), unauthorized()))
@@ -1045,6 +1090,7 @@ public final class Host
         .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
         .onCommand(Get.class, this::onGetInvitation)
         .onCommand(StopWorkload.class, c -> Effect().noReply())
+        .onCommand(UploadSnapshot.class, c -> Effect().noReply())
         .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
         .onCommand(Heartbeat.class, c -> Effect().noReply())
         .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
@@ -1087,6 +1133,7 @@ public final class Host
         .onCommand(ReservationWanted.class, this::onReservationWanted)
         .onCommand(StartWorkload.class, this::onStartWorkload)
         .onCommand(StopWorkload.class, this::onStopWorkload)
+        .onCommand(UploadSnapshot.class, this::onUploadSnapshot)
         .onCommand(
             GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), liveness(s, c.rentalId())))
         .onCommand(Reclaim.class, this::onReclaim);
@@ -1097,6 +1144,7 @@ public final class Host
         newCommandHandlerWithReplyBuilder().forStateType(Gone.class);
     gone.onCommand(Heartbeat.class, c -> Effect().noReply())
         .onCommand(StopWorkload.class, c -> Effect().noReply())
+        .onCommand(UploadSnapshot.class, c -> Effect().noReply())
         .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
         .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
         .onCommand(Detach.class, c -> Effect().noReply())
@@ -1727,12 +1775,20 @@ public final class Host
             cmd.image(),
             cmd.command(),
             cmd.sshPublicKey(),
-            cmd.network()));
+            cmd.network(),
+            cmd.restore()));
     return Effect().reply(cmd.replyTo(), StatusReply.ack());
   }
 
   private ReplyEffect<Event, State> onStopWorkload(Active state, StopWorkload cmd) {
-    if (session != null) session.tell(new StopWorkloadOnAgent(cmd.rentalId()));
+    if (session != null) session.tell(new StopWorkloadOnAgent(cmd.rentalId(), cmd.keepWorkspace()));
+    return Effect().noReply();
+  }
+
+  /** Reminders repeat while the snapshot uploads, so one lost while offline is not missed. */
+  private ReplyEffect<Event, State> onUploadSnapshot(Active state, UploadSnapshot cmd) {
+    if (session != null)
+      session.tell(new UploadSnapshotOnAgent(cmd.rentalId(), cmd.snapshotId(), cmd.haveChunks()));
     return Effect().noReply();
   }
 

@@ -15,6 +15,7 @@ import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.metrics.EngineMetrics;
 import dev.tickmark.engine.metrics.LatencyHistogram;
+import dev.tickmark.engine.snapshot.Snapshot;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -181,6 +182,9 @@ public final class Rental
     RecipientRef<Host.Command> host(String hostId);
 
     RecipientRef<Matcher.Command> matcher(String gpu);
+
+    /** The snapshot entity that keeps a workspace stopped with {@code snapshot: true}. */
+    RecipientRef<Snapshot.Command> snapshot(String snapshotId);
   }
 
   /** What the renter asked for. Prices are µ€ per GPU-hour; {@code maxTotal} (µ€) is optional. */
@@ -380,8 +384,12 @@ public final class Rental
     PREEMPTION_DUE,
     STOP_EXPIRED,
     REDELIVER,
-    PROVE_END
+    PROVE_END,
+    RETRY_SNAPSHOT
   }
+
+  /** The snapshot entity's answer to {@link Snapshot.Create}. */
+  private record SnapshotAnswer(boolean ok) implements Command {}
 
   /** What a client may see of a rental. Amounts in µ€. */
   public record View(
@@ -456,6 +464,12 @@ public final class Rental
   /** Final settlement acknowledged by both accounts, hold released, cards returned. */
   public record Closed(Instant at) implements Event {}
 
+  /**
+   * The renter stopped the running rental keeping its workspace as {@code snapshotId}; recorded
+   * just before its {@link Ended}.
+   */
+  public record SnapshotKept(String snapshotId, Instant at) implements Event {}
+
   // ---------------------------------------------------------------------------------------------
   // State: the lifecycle as types
 
@@ -477,10 +491,26 @@ public final class Rental
   }
 
   /** Everything a live rental carries; each state type adds what its phase knows. */
-  public record Order(String renterId, Spec spec, long holdAmount, Instant createdAt)
+  /**
+   * {@code snapshotId}: the snapshot keeping its workspace once stopped with one (null otherwise,
+   * and in states recorded before snapshots).
+   */
+  public record Order(
+      String renterId, Spec spec, long holdAmount, Instant createdAt, String snapshotId)
       implements CborSerializable {
+    @JsonCreator
+    public Order {}
+
+    public Order(String renterId, Spec spec, long holdAmount, Instant createdAt) {
+      this(renterId, spec, holdAmount, createdAt, null);
+    }
+
     Order withHold(long amount) {
-      return new Order(renterId, spec, amount, createdAt);
+      return new Order(renterId, spec, amount, createdAt, snapshotId);
+    }
+
+    Order withSnapshot(String id) {
+      return new Order(renterId, spec, holdAmount, createdAt, id);
     }
 
     boolean ownedBy(String renterId) {
@@ -530,6 +560,16 @@ public final class Rental
 
     Running extensionRefused(EndReason reason) {
       return new Running(order, terms, startedAt, checkpoints, reason, preemptionDeadline);
+    }
+
+    Running keeping(String snapshotId) {
+      return new Running(
+          order.withSnapshot(snapshotId),
+          terms,
+          startedAt,
+          checkpoints,
+          extensionRefused,
+          preemptionDeadline);
     }
 
     Running withPreemption(Instant deadline) {
@@ -616,6 +656,9 @@ public final class Rental
   // launch
   private final Set<ActorRef<Update>> subscribers = new HashSet<>();
   private boolean extending;
+  // The snapshot of a stop that keeps the workspace acknowledged its Create: until then the rental
+  // does not close (a lost Create would leave the workspace kept for a snapshot that never exists).
+  private boolean snapshotCreated;
   private long lastTick = -1;
   private boolean
       askingLiveness; // one liveness question at a time, however slow the host's node answers
@@ -695,8 +738,11 @@ public final class Rental
       if (r.last() != null) delivery.deliver(r.order(), r.terms(), r.last(), false);
       timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
     } else if (state instanceof Ending e) {
+      createSnapshot(e);
       delivery.finish(e);
       if (!e.finalSettled()) askLivenessForEnd(e);
+    } else if (state instanceof Finished f) {
+      createSnapshot(f);
     }
   }
 
@@ -748,6 +794,7 @@ public final class Rental
         .onCommand(HoldAnswer.class, this::onHoldAnswer)
         .onCommand(MatchAnswer.class, this::onMatchAnswer)
         .onCommand(Timer.class, this::onPendingTimer)
+        .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
         .onCommand(Stop.class, this::onStopPending);
   }
 
@@ -761,6 +808,7 @@ public final class Rental
         .onCommand(StartAnswer.class, this::onStartAnswer)
         .onCommand(Preempt.class, this::onPreemptProvisioning)
         .onCommand(Timer.class, this::onProvisioningTimer)
+        .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
         .onCommand(Stop.class, this::onStopProvisioning);
   }
 
@@ -785,8 +833,10 @@ public final class Rental
         .onCommand(HostLost.class, this::onHostLostEnding)
         .onCommand(Delivered.class, this::onDeliveredEnding)
         .onCommand(Released.class, this::onReleased)
+        .onCommand(SnapshotAnswer.class, this::onSnapshotAnswer)
         .onCommand(WorkloadStopped.class, this::onWorkloadStoppedEnding)
         .onCommand(Timer.class, this::onEndingTimer)
+        .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
         .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())));
   }
 
@@ -798,6 +848,7 @@ public final class Rental
         .onCommand(Subscribe.class, this::onSubscribe)
         .onCommand(Unsubscribe.class, this::onUnsubscribe)
         .onCommand(Create.class, this::onCreateAgain)
+        .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
         .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())))
         .onCommand(WorkloadStarted.class, this::onLateWorkloadStarted)
         .onCommand(MatchAnswer.class, this::onLateMatch)
@@ -1024,7 +1075,13 @@ public final class Rental
         settings.askTimeout(),
         reply ->
             new Host.StartWorkload(
-                rentalId, s.image(), s.command(), s.sshPublicKey(), s.network(), reply),
+                rentalId,
+                s.image(),
+                s.command(),
+                s.sshPublicKey(),
+                s.network(),
+                s.restore(),
+                reply),
         (done, failure) -> new StartAnswer(Rejection.codeOf(failure)));
   }
 
@@ -1184,7 +1241,29 @@ public final class Rental
 
   private ReplyEffect<Event, State> onStopRunning(Running state, Stop cmd) {
     if (!state.order().ownedBy(cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
-    return endRunning(state, EndReason.STOPPED_BY_RENTER, now(), false, cmd.replyTo());
+    String keep = cmd.snapshot() ? Snapshot.idForRental(rentalId) : null;
+    return endRunning(state, EndReason.STOPPED_BY_RENTER, now(), false, keep, cmd.replyTo());
+  }
+
+  /**
+   * Only a running rental's workspace can be kept; a rental already stopped with its snapshot
+   * answers as it stands (a repeated stop).
+   */
+  private ReplyEffect<Event, State> onSnapshotStopNotRunning(State state, Command command) {
+    Stop cmd = (Stop) command;
+    if (state.order() == null || !state.order().ownedBy(cmd.renterId()))
+      return Effect().reply(cmd.replyTo(), notFound());
+    if (state.order().snapshotId() != null)
+      return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            reply(
+                Rejection.SNAPSHOT_NOT_POSSIBLE, "only a running rental's workspace can be kept"));
+  }
+
+  private static boolean stopWithSnapshot(Command command) {
+    return command instanceof Stop stop && stop.snapshot();
   }
 
   private void noteHeartbeat(Host.Liveness liveness) {
@@ -1289,6 +1368,16 @@ public final class Rental
       Instant endAt,
       boolean proven,
       ActorRef<StatusReply<View>> replyTo) {
+    return endRunning(state, reason, endAt, proven, null, replyTo);
+  }
+
+  private ReplyEffect<Event, State> endRunning(
+      Running state,
+      EndReason reason,
+      Instant endAt,
+      boolean proven,
+      String keepSnapshot,
+      ActorRef<StatusReply<View>> replyTo) {
     Instant end = RentalBilling.endInstant(state, endAt);
     long billed = RentalBilling.billedAtEnd(state, end);
     return end(
@@ -1300,6 +1389,7 @@ public final class Rental
         end,
         billed,
         proven,
+        keepSnapshot,
         replyTo);
   }
 
@@ -1319,6 +1409,21 @@ public final class Rental
       long billedSeconds,
       boolean proven,
       ActorRef<StatusReply<View>> replyTo) {
+    return end(
+        order, terms, startedAt, checkpoints, reason, endAt, billedSeconds, proven, null, replyTo);
+  }
+
+  private ReplyEffect<Event, State> end(
+      Order order,
+      Terms terms,
+      Instant startedAt,
+      List<Checkpoint> checkpoints,
+      EndReason reason,
+      Instant endAt,
+      long billedSeconds,
+      boolean proven,
+      String keepSnapshot,
+      ActorRef<StatusReply<View>> replyTo) {
     timers.cancel(Timer.TICK);
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
@@ -1330,6 +1435,7 @@ public final class Rental
     if (proven && terms != null && billedSeconds > RentalBilling.settledThrough(previous)) {
       events.add(new Settled(billing.checkpoint(terms, billedSeconds, now), now));
     }
+    if (keepSnapshot != null) events.add(new SnapshotKept(keepSnapshot, now));
     events.add(new Ended(reason, endAt, billedSeconds, now));
     return Effect()
         .persist(events)
@@ -1341,12 +1447,39 @@ public final class Rental
       Checkpoint previous, List<Event> events, Ending state, ActorRef<StatusReply<View>> replyTo) {
     if (events.get(0) instanceof Settled last) countSettlement(previous, last.checkpoint());
     if (state.terms() != null)
-      ports.host(state.terms().hostId()).tell(new Host.StopWorkload(rentalId));
+      ports.host(state.terms().hostId()).tell(new Host.StopWorkload(rentalId, keeps(state)));
+    createSnapshot(state);
     answerCreator(state);
     notifySubscribers(state);
     delivery.finish(state);
     if (!state.finalSettled()) askLivenessForEnd(state);
     if (replyTo != null) replyTo.tell(StatusReply.success(view(state)));
+  }
+
+  private static boolean keeps(State state) {
+    return state.order() != null && state.order().snapshotId() != null;
+  }
+
+  /**
+   * Asks the snapshot to start the upload from the rental's host, until it acknowledges (it is
+   * idempotent there); the rental closes only after that. Asked again after a recovery.
+   */
+  private void createSnapshot(State state) {
+    if (!keeps(state) || state.terms() == null) return;
+    Order order = state.order();
+    context.askWithStatus(
+        Snapshot.View.class,
+        ports.snapshot(order.snapshotId()),
+        settings.askTimeout(),
+        reply ->
+            new Snapshot.Create(
+                order.renterId(),
+                rentalId,
+                state.terms().hostId(),
+                order.spec().gpu(),
+                state.terms().region(),
+                reply),
+        (view, failure) -> new SnapshotAnswer(failure == null));
   }
 
   // ---- proving the end: the final settlement waits for the host's word
@@ -1440,6 +1573,7 @@ public final class Rental
       case STOP_EXPIRED -> onAgentSilent(state);
       case REDELIVER -> finishAgain(state);
       case PROVE_END -> sideEffectOnly(() -> askLivenessIfUnproven(state));
+      case RETRY_SNAPSHOT -> sideEffectOnly(() -> createSnapshot(state));
       default -> Effect().noReply();
     };
   }
@@ -1463,8 +1597,18 @@ public final class Rental
     if (!state.finalSettled()) askLivenessForEnd(state);
   }
 
+  private ReplyEffect<Event, State> onSnapshotAnswer(Ending state, SnapshotAnswer answer) {
+    if (answer.ok()) {
+      snapshotCreated = true;
+      return maybeClose(state);
+    }
+    timers.startSingleTimer(Timer.RETRY_SNAPSHOT, Timer.RETRY_SNAPSHOT, settings.retryInterval());
+    return Effect().noReply();
+  }
+
   private ReplyEffect<Event, State> maybeClose(Ending state) {
-    if (!delivery.readyToClose(state)) return Effect().noReply();
+    if (!delivery.readyToClose(state) || (keeps(state) && !snapshotCreated))
+      return Effect().noReply();
     delivery.closed();
     return Effect().persist(new Closed(now())).thenRun(s -> closed(state, s)).thenNoReply();
   }
@@ -1487,7 +1631,7 @@ public final class Rental
    */
   private ReplyEffect<Event, State> onLateWorkloadStarted(State state, WorkloadStarted cmd) {
     if (state instanceof Finished && fromHost(state.terms(), cmd.hostId())) {
-      ports.host(cmd.hostId()).tell(new Host.StopWorkload(rentalId));
+      ports.host(cmd.hostId()).tell(new Host.StopWorkload(rentalId, keeps(state)));
     }
     return Effect().noReply();
   }
@@ -1668,7 +1812,7 @@ public final class Rental
         RentalBilling.cost(terms, billed),
         preemption,
         checkpoints,
-        null); // the kept workspace's snapshot: with the snapshot behaviour
+        order.snapshotId());
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1705,6 +1849,7 @@ public final class Rental
         .onEvent(HoldExtended.class, (s, e) -> s.withHold(e.holdAmount()))
         .onEvent(ExtensionRefused.class, (s, e) -> s.extensionRefused(e.reason()))
         .onEvent(PreemptionScheduled.class, (s, e) -> s.withPreemption(e.deadline()))
+        .onEvent(SnapshotKept.class, (s, e) -> s.keeping(e.snapshotId()))
         .onEvent(
             Ended.class,
             (s, e) ->

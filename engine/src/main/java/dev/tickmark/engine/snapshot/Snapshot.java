@@ -1,20 +1,45 @@
 package dev.tickmark.engine.snapshot;
 
+import static dev.tickmark.engine.Rejection.reply;
+
 import com.fasterxml.jackson.annotation.JsonCreator;
 import com.fasterxml.jackson.annotation.JsonValue;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.host.Host;
+import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 import java.util.stream.IntStream;
 import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.RecipientRef;
+import org.apache.pekko.actor.typed.SupervisorStrategy;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
+import org.apache.pekko.cluster.sharding.typed.ClusterShardingSettings;
+import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
+import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
 import org.apache.pekko.pattern.StatusReply;
+import org.apache.pekko.persistence.typed.PersistenceId;
+import org.apache.pekko.persistence.typed.RecoveryCompleted;
+import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
+import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
+import org.apache.pekko.persistence.typed.javadsl.EventHandler;
+import org.apache.pekko.persistence.typed.javadsl.EventHandlerBuilder;
+import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
+import org.apache.pekko.persistence.typed.javadsl.ReplyEffect;
+import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
+import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
 
 /**
  * A kept workspace (DESIGN.md, "Snapshots and storage"): {@code uploading → ready | failed}, {@code
@@ -24,9 +49,14 @@ import org.apache.pekko.pattern.StatusReply;
  * Account.CaptureStorage}). The bytes are the {@link ChunkStore}'s; this entity keeps only what
  * they add up to (size, sha256, chunk count) and who may read them.
  *
- * <p>Protocol only in this commit; the behaviour follows.
+ * <p>Billing and limits are pure rules ({@link StorageMetering}, {@link SnapshotLimits}); this
+ * class holds the protocol, one command handler per state, and the event handlers. Captures are
+ * recorded here first ({@link Settled}, cumulative) and then delivered until the account
+ * acknowledges them, so a restart only delivers the last one again.
  */
-public final class Snapshot {
+public final class Snapshot
+    extends EventSourcedBehaviorWithEnforcedReplies<
+        Snapshot.Command, Snapshot.Event, Snapshot.State> {
   public static final EntityTypeKey<Command> ENTITY_KEY =
       EntityTypeKey.create(Command.class, "Snapshot");
   public static final int TAG_SLICES = 4;
@@ -149,6 +179,11 @@ public final class Snapshot {
   public record Fail(String hostId, String reason, ActorRef<StatusReply<View>> replyTo)
       implements Command {}
 
+  /** Brings the entity up (recovery resumes its timers and deliveries); changes nothing else. */
+  public enum Wake implements Command {
+    INSTANCE
+  }
+
   /** {@code renterId == null}: an operator or the system; another renter's → {@code not_found}. */
   public record Get(String renterId, ActorRef<StatusReply<View>> replyTo) implements Command {}
 
@@ -190,7 +225,30 @@ public final class Snapshot {
       String failureDetail,
       Instant suspendedAt,
       Instant deletesAt)
-      implements CborSerializable {}
+      implements CborSerializable {
+    View withDetail(String detail) {
+      return new View(
+          id,
+          renterId,
+          status,
+          rentalId,
+          hostId,
+          gpu,
+          region,
+          sizeBytes,
+          sha256,
+          chunkCount,
+          createdAt,
+          readyAt,
+          endedAt,
+          billedSeconds,
+          cost,
+          failure,
+          detail,
+          suspendedAt,
+          deletesAt);
+    }
+  }
 
   // ---------------------------------------------------------------------------------------------
   // Events (the read side's projection follows them)
@@ -206,13 +264,19 @@ public final class Snapshot {
   public record ManifestRecorded(long sizeBytes, String sha256, int chunkCount, Instant at)
       implements Event {}
 
-  public record Ready(Instant readyAt, long holdAmount, Instant at) implements Event {}
+  /**
+   * {@code holdAmount}: the hold placed at {@code ready} (0: refused, a {@link Suspended} follows);
+   * {@code pricePerGibMonth}: the price frozen for the snapshot's life.
+   */
+  public record Ready(Instant readyAt, long holdAmount, Instant at, long pricePerGibMonth)
+      implements Event {}
 
   public record UploadFailed(String code, String detail, Instant at) implements Event {}
 
   /** A storage settlement: cumulative seconds and cost from {@code ready}. */
   public record Settled(long throughSecond, long cumulativeCost, Instant at) implements Event {}
 
+  /** The hold now reserves {@code newAmount} in total (also a hold placed again when resumed). */
   public record HoldExtended(long newAmount, Instant at) implements Event {}
 
   public record Suspended(String code, Instant at) implements Event {}
@@ -223,5 +287,970 @@ public final class Snapshot {
   public record Deleted(boolean byRenter, long throughSecond, long cumulativeCost, Instant at)
       implements Event {}
 
-  private Snapshot() {}
+  /** After {@link Deleted}: the final capture landed and the hold was released; nothing is owed. */
+  public record Closed(Instant at) implements Event {}
+
+  // ---------------------------------------------------------------------------------------------
+  // State: one type per lifecycle step
+
+  /** Who kept it and from where; fixed at creation. */
+  public record Origin(
+      String renterId, String rentalId, String hostId, String gpu, String region, Instant createdAt)
+      implements CborSerializable {}
+
+  /** What the archive adds up to, as the agent's manifest says. */
+  public record Manifest(long sizeBytes, String sha256, int chunkCount)
+      implements CborSerializable {
+    boolean sameAs(RecordManifest m) {
+      return sizeBytes == m.sizeBytes()
+          && sha256.equals(m.sha256())
+          && chunkCount == m.chunkCount();
+    }
+  }
+
+  /**
+   * The storage meter from {@code ready}: the frozen price, the hold as the account acknowledged it
+   * (0: none placed) and the last recorded settlement.
+   */
+  public record Meter(
+      Instant readyAt,
+      long pricePerGibMonth,
+      long sizeBytes,
+      long holdAmount,
+      long settledThrough,
+      long settledCost)
+      implements CborSerializable {
+    long cost(long second) {
+      return StorageMetering.cost(pricePerGibMonth, sizeBytes, second);
+    }
+
+    long holdFor(long second) {
+      return StorageMetering.holdFor(pricePerGibMonth, sizeBytes, second);
+    }
+
+    /** The last second the hold pays for (0 without one). */
+    long covered() {
+      return holdAmount == 0
+          ? 0
+          : StorageMetering.secondsCovered(pricePerGibMonth, sizeBytes, holdAmount);
+    }
+
+    long elapsed(Instant now) {
+      return Math.max(0, Duration.between(readyAt, now).getSeconds());
+    }
+
+    /** What may be billed at {@code now}: the seconds since ready, as far as the hold covers. */
+    long billable(Instant now) {
+      return Math.min(elapsed(now), covered());
+    }
+
+    Meter withHold(long amount) {
+      return new Meter(readyAt, pricePerGibMonth, sizeBytes, amount, settledThrough, settledCost);
+    }
+
+    Meter settled(long through, long cost) {
+      return new Meter(readyAt, pricePerGibMonth, sizeBytes, holdAmount, through, cost);
+    }
+  }
+
+  public sealed interface State extends CborSerializable {
+    enum Empty implements State {
+      INSTANCE
+    }
+
+    /** {@code manifest}: null until the agent sent one. */
+    record Uploading(Origin origin, Manifest manifest) implements State {}
+
+    record Ready(Origin origin, Manifest manifest, Meter meter) implements State {}
+
+    record Suspended(Origin origin, Manifest manifest, Meter meter, String code, Instant since)
+        implements State {}
+
+    record Failed(Origin origin, Manifest manifest, String code, String detail, Instant at)
+        implements State {}
+
+    /**
+     * {@code meter}: null when it was never ready; {@code closed}: the final capture and the
+     * release were acknowledged.
+     */
+    record Deleted(
+        Origin origin,
+        Manifest manifest,
+        Meter meter,
+        String failure,
+        String failureDetail,
+        Instant at,
+        boolean closed)
+        implements State {}
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Timers and answers (actor-local)
+
+  enum Timer implements Command {
+    REMIND,
+    UPLOAD_EXPIRED,
+    SETTLE,
+    GRACE_EXPIRED,
+    REDELIVER
+  }
+
+  /** The account's answer to the hold placed at {@code ready}. */
+  private record HoldAnswer(long amount, Rejection refusal) implements Command {}
+
+  /**
+   * The answer to growing (or, while suspended without one, placing) the hold to {@code amount}:
+   * {@code held}, what the hold reserves now as the account says; {@code fallback}: the smaller
+   * amount that only covers the seconds since, to ask next if this was refused while suspended (0:
+   * none); {@code placing}: it was a {@code PlaceHold}.
+   */
+  private record ExtendAnswer(
+      long amount, long held, long fallback, boolean placing, Rejection refusal)
+      implements Command {}
+
+  private record CaptureAnswer(long throughSecond, Rejection refusal) implements Command {}
+
+  private record ReleaseAnswer(boolean ok) implements Command {}
+
+  // ---------------------------------------------------------------------------------------------
+
+  private static final Set<Rejection> OUT_OF_MONEY =
+      Set.of(
+          Rejection.INSUFFICIENT_FUNDS, Rejection.SPEND_CAP_REACHED, Rejection.ACCOUNT_SUSPENDED);
+
+  private final String snapshotId;
+  private final Settings settings;
+  private final Ports ports;
+  private final Clock clock;
+  private final ActorContext<Command> context;
+  private final TimerScheduler<Command> timers;
+  // Actor-local: who waits for the ready answer, what the account acknowledged, asks in flight.
+  private final List<ActorRef<StatusReply<View>>> completers = new ArrayList<>();
+  private boolean placingHold;
+  private boolean extending;
+  private long capturedThrough = -1; // unknown after a restart: the last settlement is sent again
+  private boolean released;
+  private int failedDeliveries;
+
+  /**
+   * Not passivated when idle: a ready snapshot hears nothing from outside for months, yet its meter
+   * (settle timer), its hold and its suspension grace must keep running. After its node is lost it
+   * comes back on the next message; {@link Wake} is that message for a waker reading the unfinished
+   * snapshots from the read side (as the rentals' is).
+   */
+  public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
+    ClusterSharding.get(system)
+        .init(
+            Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock))
+                .withSettings(ClusterShardingSettings.create(system).withNoPassivationStrategy()));
+  }
+
+  public static Behavior<Command> create(
+      String snapshotId, Settings settings, Ports ports, Clock clock) {
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withTimers(
+                timers -> new Snapshot(snapshotId, settings, ports, clock, ctx, timers)));
+  }
+
+  private Snapshot(
+      String snapshotId,
+      Settings settings,
+      Ports ports,
+      Clock clock,
+      ActorContext<Command> context,
+      TimerScheduler<Command> timers) {
+    super(
+        PersistenceId.of(ENTITY_KEY.name(), snapshotId),
+        SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
+    this.snapshotId = snapshotId;
+    this.settings = settings;
+    this.ports = ports;
+    this.clock = clock;
+    this.context = context;
+    this.timers = timers;
+  }
+
+  @Override
+  public State emptyState() {
+    return State.Empty.INSTANCE;
+  }
+
+  @Override
+  public Set<String> tagsFor(Event event) {
+    return Set.of(tagFor(snapshotId));
+  }
+
+  @Override
+  public RetentionCriteria retentionCriteria() {
+    // Snapshots bound recovery; the events of a money-bearing entity are never deleted.
+    return RetentionCriteria.snapshotEvery(100, 2);
+  }
+
+  @Override
+  public SignalHandler<State> signalHandler() {
+    return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), this::resume).build();
+  }
+
+  /** After a restart: timers from the deadlines in the state, and every delivery again. */
+  private void resume(State state) {
+    if (state instanceof State.Uploading u) uploading(u.origin());
+    else if (state instanceof State.Ready r) metering(r.origin(), r.meter(), null);
+    else if (state instanceof State.Suspended s) metering(s.origin(), s.meter(), s.since());
+    else if (state instanceof State.Deleted d) finish(d);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Commands: one handler builder per state, then what every state answers alike
+
+  @Override
+  public CommandHandlerWithReply<Command, Event, State> commandHandler() {
+    return emptyHandler()
+        .orElse(uploadingHandler())
+        .orElse(readyHandler())
+        .orElse(suspendedHandler())
+        .orElse(failedHandler())
+        .orElse(deletedHandler())
+        .orElse(anyStateHandler())
+        .build();
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Empty, State> emptyHandler() {
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(State.Empty.class)
+        .onCommand(Create.class, this::onCreate)
+        .onCommand(RecordManifest.class, c -> Effect().reply(c.replyTo(), notFound()))
+        .onCommand(Complete.class, c -> Effect().reply(c.replyTo(), notFound()))
+        .onCommand(Fail.class, c -> Effect().reply(c.replyTo(), notFound()))
+        .onCommand(Get.class, c -> Effect().reply(c.replyTo(), notFound()))
+        .onCommand(Restore.class, c -> Effect().reply(c.replyTo(), notFound()))
+        .onCommand(Delete.class, c -> Effect().reply(c.replyTo(), notFound()));
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Uploading, State>
+      uploadingHandler() {
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(State.Uploading.class)
+        .onCommand(RecordManifest.class, this::onManifest)
+        .onCommand(Complete.class, this::onComplete)
+        .onCommand(Fail.class, this::onFail)
+        .onCommand(HoldAnswer.class, this::onHoldAnswer)
+        .onCommand(Delete.class, this::onDeleteUnmetered)
+        .onCommand(Timer.REMIND::equals, this::onRemind)
+        .onCommand(Timer.UPLOAD_EXPIRED::equals, this::onUploadExpired);
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Ready, State> readyHandler() {
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(State.Ready.class)
+        .onCommand(RecordManifest.class, this::sameManifest)
+        .onCommand(Complete.class, this::onCompleteAgain)
+        .onCommand(Restore.class, this::onRestore)
+        .onCommand(Delete.class, (s, c) -> deleteMetered(s.origin(), s.manifest(), s.meter(), c))
+        .onCommand(Timer.SETTLE::equals, this::onSettle)
+        .onCommand(ExtendAnswer.class, this::onExtendAnswer)
+        .onCommand(CaptureAnswer.class, (s, c) -> onCaptureAnswer(c))
+        .onCommand(Timer.REDELIVER::equals, (s, c) -> redeliver(s.origin(), s.meter()));
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Suspended, State>
+      suspendedHandler() {
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(State.Suspended.class)
+        .onCommand(RecordManifest.class, this::sameManifest)
+        .onCommand(Complete.class, this::onCompleteAgain)
+        .onCommand(Delete.class, (s, c) -> deleteMetered(s.origin(), s.manifest(), s.meter(), c))
+        .onCommand(Timer.SETTLE::equals, this::onSettleSuspended)
+        .onCommand(ExtendAnswer.class, this::onResumeAnswer)
+        .onCommand(Timer.GRACE_EXPIRED::equals, this::onGraceExpired)
+        .onCommand(CaptureAnswer.class, (s, c) -> onCaptureAnswer(c))
+        .onCommand(Timer.REDELIVER::equals, (s, c) -> redeliver(s.origin(), s.meter()));
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Failed, State>
+      failedHandler() {
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(State.Failed.class)
+        .onCommand(RecordManifest.class, this::onManifestFailed)
+        .onCommand(Complete.class, this::onCompleteFailed)
+        .onCommand(Delete.class, this::onDeleteUnmetered);
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Deleted, State>
+      deletedHandler() {
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(State.Deleted.class)
+        .onCommand(RecordManifest.class, c -> Effect().reply(c.replyTo(), notFound()))
+        .onCommand(Complete.class, c -> Effect().reply(c.replyTo(), notFound()))
+        .onCommand(Delete.class, (s, c) -> replyView(s, c.renterId(), c.replyTo()))
+        .onCommand(CaptureAnswer.class, this::onFinalCaptureAnswer)
+        .onCommand(ReleaseAnswer.class, this::onReleaseAnswer)
+        .onCommand(Timer.REDELIVER::equals, (s, c) -> finishAgain(s));
+  }
+
+  /** Alike in every state: reads, duplicates, and answers that arrive after the state moved on. */
+  private CommandHandlerWithReplyBuilderByState<Command, Event, State, State> anyStateHandler() {
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(State.class)
+        .onCommand(Create.class, (s, c) -> Effect().reply(c.replyTo(), view(s, c.renterId())))
+        .onCommand(Get.class, (s, c) -> replyView(s, c.renterId(), c.replyTo()))
+        .onCommand(Restore.class, this::onRestoreNotReady)
+        .onCommand(Fail.class, (s, c) -> Effect().reply(c.replyTo(), hostView(s, c.hostId())))
+        .onCommand(HoldAnswer.class, this::onLateHoldAnswer)
+        .onCommand(Command.class, (s, c) -> Effect().noReply());
+  }
+
+  // ---- creation and upload
+
+  private ReplyEffect<Event, State> onCreate(State.Empty state, Create cmd) {
+    return Effect()
+        .persist(
+            new Created(
+                cmd.renterId(), cmd.rentalId(), cmd.hostId(), cmd.gpu(), cmd.region(), now()))
+        .thenRun(s -> uploading(((State.Uploading) s).origin()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view(s)));
+  }
+
+  /** The host is told at once and then every reminder; the upload fails at its deadline. */
+  private void uploading(Origin origin) {
+    remind(origin);
+    timers.startTimerAtFixedRate(Timer.REMIND, Timer.REMIND, settings.uploadReminder());
+    timers.startSingleTimer(
+        Timer.UPLOAD_EXPIRED,
+        Timer.UPLOAD_EXPIRED,
+        untilOrZero(origin.createdAt().plus(settings.uploadTimeout())));
+  }
+
+  private void remind(Origin origin) {
+    ports
+        .host(origin.hostId())
+        .tell(new Host.UploadSnapshot(origin.rentalId(), snapshotId, List.of()));
+  }
+
+  private ReplyEffect<Event, State> onRemind(State.Uploading state, Command timer) {
+    remind(state.origin());
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onUploadExpired(State.Uploading state, Command timer) {
+    return fail(
+        "upload_timeout",
+        "the upload did not complete within " + settings.uploadTimeout().toMinutes() + " minutes");
+  }
+
+  private ReplyEffect<Event, State> fail(String code, String detail) {
+    return Effect()
+        .persist(new UploadFailed(code, detail, now()))
+        .thenRun(s -> uploadOver())
+        .thenNoReply();
+  }
+
+  private void uploadOver() {
+    timers.cancel(Timer.REMIND);
+    timers.cancel(Timer.UPLOAD_EXPIRED);
+  }
+
+  private ReplyEffect<Event, State> onManifest(State.Uploading state, RecordManifest cmd) {
+    if (!state.origin().hostId().equals(cmd.hostId()))
+      return Effect().reply(cmd.replyTo(), notFound());
+    if (cmd.sizeBytes() < 0 || cmd.chunkCount() < 0 || cmd.sha256() == null)
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.INVALID_AMOUNT, "a manifest has a size, a sha256 and its chunks"));
+    if (state.manifest() != null && state.manifest().sameAs(cmd))
+      return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    ManifestRecorded recorded =
+        new ManifestRecorded(cmd.sizeBytes(), cmd.sha256(), cmd.chunkCount(), now());
+    Rejection refusal =
+        SnapshotLimits.refusal(settings, cmd.sizeBytes(), cmd.accountBytesElsewhere());
+    if (refusal == null)
+      return Effect().persist(recorded).thenReply(cmd.replyTo(), s -> StatusReply.success(view(s)));
+    String detail = SnapshotLimits.detail(settings, refusal, cmd.sizeBytes());
+    return Effect()
+        .persist(List.of(recorded, new UploadFailed(refusal.wire(), detail, now())))
+        .thenRun(s -> uploadOver())
+        .thenReply(cmd.replyTo(), s -> reply(refusal, detail));
+  }
+
+  /** The same manifest again answers as the first time; any other is refused. */
+  private ReplyEffect<Event, State> sameManifest(State state, RecordManifest cmd) {
+    if (!originOf(state).hostId().equals(cmd.hostId()))
+      return Effect().reply(cmd.replyTo(), notFound());
+    if (manifestOf(state).sameAs(cmd))
+      return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            reply(Rejection.IDEMPOTENCY_CONFLICT, "the snapshot has another manifest already"));
+  }
+
+  private ReplyEffect<Event, State> onManifestFailed(State.Failed state, RecordManifest cmd) {
+    if (!state.origin().hostId().equals(cmd.hostId()))
+      return Effect().reply(cmd.replyTo(), notFound());
+    return Effect().reply(cmd.replyTo(), failure(state));
+  }
+
+  /** A failed snapshot answers with its failure: the limit it broke, or that it is not ready. */
+  private static <T> StatusReply<T> failure(State.Failed state) {
+    Rejection code =
+        Rejection.SNAPSHOT_TOO_LARGE.wire().equals(state.code())
+            ? Rejection.SNAPSHOT_TOO_LARGE
+            : Rejection.QUOTA_EXCEEDED.wire().equals(state.code())
+                ? Rejection.QUOTA_EXCEEDED
+                : Rejection.SNAPSHOT_NOT_READY;
+    return reply(
+        code, code == Rejection.SNAPSHOT_NOT_READY ? "failed: " + state.detail() : state.detail());
+  }
+
+  private ReplyEffect<Event, State> onFail(State.Uploading state, Fail cmd) {
+    if (!state.origin().hostId().equals(cmd.hostId()))
+      return Effect().reply(cmd.replyTo(), notFound());
+    String reason = cmd.reason() == null || cmd.reason().isBlank() ? "agent_failed" : cmd.reason();
+    String code = "workspace_gone".equals(reason) ? reason : "agent_failed";
+    return Effect()
+        .persist(new UploadFailed(code, reason, now()))
+        .thenRun(s -> uploadOver())
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view(s)));
+  }
+
+  // ---- ready: the hold first
+
+  private ReplyEffect<Event, State> onComplete(State.Uploading state, Complete cmd) {
+    if (!state.origin().hostId().equals(cmd.hostId()))
+      return Effect().reply(cmd.replyTo(), notFound());
+    if (state.manifest() == null)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.CHUNKS_MISSING, "no manifest was recorded"));
+    completers.add(cmd.replyTo());
+    if (!placingHold) placeHold(state);
+    return Effect().noReply();
+  }
+
+  private void placeHold(State.Uploading state) {
+    placingHold = true;
+    long amount =
+        StorageMetering.holdFor(
+            settings.pricePerGibMonth(), state.manifest().sizeBytes(), settings.holdSeconds());
+    context.askWithStatus(
+        Account.HoldView.class,
+        ports.account(state.origin().renterId()),
+        settings.askTimeout(),
+        reply -> new Account.PlaceHold(snapshotId, amount, reply),
+        (hold, failure) -> new HoldAnswer(amount, Rejection.codeOf(failure)));
+  }
+
+  /**
+   * Placed: ready, metered from now at today's price. Refused for want of money: ready and at once
+   * suspended (no hold, nothing billable until one is placed). Anything else: the agent's complete
+   * is refused and retried, and the same hold asked again (the account answers it as placed).
+   */
+  private ReplyEffect<Event, State> onHoldAnswer(State.Uploading state, HoldAnswer answer) {
+    placingHold = false;
+    List<ActorRef<StatusReply<View>>> waiting = List.copyOf(completers);
+    completers.clear();
+    Instant now = now();
+    if (answer.refusal() != null && !OUT_OF_MONEY.contains(answer.refusal())) {
+      waiting.forEach(
+          r -> r.tell(reply(Rejection.UNAVAILABLE, "the renter's account did not answer; retry")));
+      return Effect().noReply();
+    }
+    List<Event> events = new ArrayList<>();
+    long held = answer.refusal() == null ? answer.amount() : 0;
+    events.add(new Ready(now, held, now, settings.pricePerGibMonth()));
+    if (answer.refusal() != null) events.add(new Suspended(answer.refusal().wire(), now));
+    return Effect()
+        .persist(events)
+        .thenRun(
+            s -> {
+              uploadOver();
+              resume(s);
+              waiting.forEach(r -> r.tell(StatusReply.success(view(s))));
+            })
+        .thenNoReply();
+  }
+
+  /** A hold that the account placed after the upload failed or was deleted goes straight back. */
+  private ReplyEffect<Event, State> onLateHoldAnswer(State state, HoldAnswer answer) {
+    placingHold = false;
+    boolean over = state instanceof State.Failed || state instanceof State.Deleted;
+    if (answer.refusal() == null && over)
+      ports
+          .account(renterOf(state))
+          .tell(new Account.ReleaseHold(snapshotId, context.getSystem().ignoreRef()));
+    completers.forEach(r -> r.tell(StatusReply.success(view(state))));
+    completers.clear();
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onCompleteAgain(State state, Complete cmd) {
+    return Effect().reply(cmd.replyTo(), hostView(state, cmd.hostId()));
+  }
+
+  private ReplyEffect<Event, State> onCompleteFailed(State.Failed state, Complete cmd) {
+    if (!state.origin().hostId().equals(cmd.hostId()))
+      return Effect().reply(cmd.replyTo(), notFound());
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            reply(Rejection.SNAPSHOT_NOT_READY, "the upload failed: " + state.code()));
+  }
+
+  // ---- metering
+
+  /** Settling at every interval; while suspended, the grace runs from the suspension. */
+  private void metering(Origin origin, Meter meter, Instant suspendedSince) {
+    timers.startTimerAtFixedRate(Timer.SETTLE, Timer.SETTLE, settings.settleInterval());
+    if (suspendedSince != null)
+      timers.startSingleTimer(
+          Timer.GRACE_EXPIRED,
+          Timer.GRACE_EXPIRED,
+          untilOrZero(suspendedSince.plus(settings.suspendedGrace())));
+    else timers.cancel(Timer.GRACE_EXPIRED);
+    deliver(origin, meter);
+  }
+
+  /**
+   * Records the seconds the hold covers and captures them; grows the hold when less than half of a
+   * hold's worth of seconds is left. A refusal for want of money suspends ({@link
+   * #onExtendAnswer}).
+   */
+  private ReplyEffect<Event, State> onSettle(State.Ready state, Command timer) {
+    Meter meter = state.meter();
+    Instant now = now();
+    long elapsed = meter.elapsed(now);
+    long covered = meter.covered();
+    if (!extending && covered - elapsed < settings.holdSeconds() / 2) {
+      long amount = meter.holdFor(saturatedAdd(elapsed, settings.holdSeconds()));
+      if (amount > meter.holdAmount()) askHold(state.origin(), meter, amount, 0, false);
+    }
+    return settle(meter, now);
+  }
+
+  /**
+   * Tries to cover the seconds since and another hold's worth, else at least to the next settle.
+   */
+  private ReplyEffect<Event, State> onSettleSuspended(State.Suspended state, Command timer) {
+    Meter meter = state.meter();
+    Instant now = now();
+    long elapsed = meter.elapsed(now);
+    if (!extending) {
+      long full = meter.holdFor(saturatedAdd(elapsed, settings.holdSeconds()));
+      long least = meter.holdFor(saturatedAdd(elapsed, settings.settleInterval().toSeconds()));
+      if (full > meter.holdAmount())
+        askHold(state.origin(), meter, full, least < full ? least : 0, false);
+    }
+    return settle(meter, now);
+  }
+
+  private ReplyEffect<Event, State> settle(Meter meter, Instant now) {
+    // Recorded first, then delivered: the journal is the truth a restart delivers again.
+    long through = meter.billable(now);
+    if (through <= meter.settledThrough()) return Effect().noReply();
+    return Effect()
+        .persist(new Settled(through, meter.cost(through), now))
+        .thenRun(s -> deliver(originOf(s), meterOf(s)))
+        .thenNoReply();
+  }
+
+  /**
+   * A hold never placed (refused at ready) is placed now; one that exists is grown. {@code extend}:
+   * grow it even so — a placement whose answer was lost may have placed it.
+   */
+  private void askHold(Origin origin, Meter meter, long amount, long fallback, boolean extend) {
+    extending = true;
+    boolean placing = meter.holdAmount() == 0 && !extend;
+    context.askWithStatus(
+        Account.HoldView.class,
+        ports.account(origin.renterId()),
+        settings.askTimeout(),
+        reply ->
+            placing
+                ? new Account.PlaceHold(snapshotId, amount, reply)
+                : new Account.ExtendHold(snapshotId, amount, reply),
+        (hold, failure) ->
+            new ExtendAnswer(
+                amount,
+                hold == null ? 0 : hold.amount(),
+                fallback,
+                placing,
+                Rejection.codeOf(failure)));
+  }
+
+  /**
+   * A placement refused as a conflict found a hold under this id (an earlier placement whose answer
+   * was lost, of another amount): it is grown instead.
+   */
+  private boolean placedBefore(Origin origin, Meter meter, ExtendAnswer answer) {
+    if (!answer.placing() || answer.refusal() != Rejection.IDEMPOTENCY_CONFLICT) return false;
+    askHold(origin, meter, answer.amount(), answer.fallback(), true);
+    return true;
+  }
+
+  private ReplyEffect<Event, State> onExtendAnswer(State.Ready state, ExtendAnswer answer) {
+    extending = false;
+    if (placedBefore(state.origin(), state.meter(), answer)) return Effect().noReply();
+    if (answer.refusal() == null) {
+      if (answer.held() <= state.meter().holdAmount()) return Effect().noReply();
+      return Effect().persist(new HoldExtended(answer.held(), now())).thenNoReply();
+    }
+    if (!OUT_OF_MONEY.contains(answer.refusal())) return Effect().noReply(); // next settle
+    return Effect()
+        .persist(new Suspended(answer.refusal().wire(), now()))
+        .thenRun(s -> resume(s))
+        .thenNoReply();
+  }
+
+  /** The hold covers the seconds since: they are captured and the snapshot is ready again. */
+  private ReplyEffect<Event, State> onResumeAnswer(State.Suspended state, ExtendAnswer answer) {
+    extending = false;
+    if (placedBefore(state.origin(), state.meter(), answer)) return Effect().noReply();
+    if (answer.refusal() != null) {
+      if (OUT_OF_MONEY.contains(answer.refusal()) && answer.fallback() > 0)
+        askHold(state.origin(), state.meter(), answer.fallback(), 0, !answer.placing());
+      return Effect().noReply();
+    }
+    Instant now = now();
+    Meter held = state.meter().withHold(Math.max(answer.held(), state.meter().holdAmount()));
+    List<Event> events = new ArrayList<>();
+    if (held.holdAmount() > state.meter().holdAmount())
+      events.add(new HoldExtended(held.holdAmount(), now));
+    long through = held.billable(now);
+    if (through > held.settledThrough()) events.add(new Settled(through, held.cost(through), now));
+    events.add(new Resumed(now));
+    return Effect().persist(events).thenRun(s -> resume(s)).thenNoReply();
+  }
+
+  // ---- capture deliveries: cumulative, keyed snapshotId:second, retried until acknowledged
+
+  private void deliver(Origin origin, Meter meter) {
+    if (meter.settledThrough() <= 0 || meter.settledThrough() <= capturedThrough) return;
+    long through = meter.settledThrough();
+    long cumulative = meter.settledCost();
+    context.askWithStatus(
+        Account.Posting.class,
+        ports.account(origin.renterId()),
+        settings.askTimeout(),
+        reply -> new Account.CaptureStorage(snapshotId, through, cumulative, reply),
+        (posting, failure) -> new CaptureAnswer(through, Rejection.codeOf(failure)));
+  }
+
+  private ReplyEffect<Event, State> onCaptureAnswer(CaptureAnswer answer) {
+    acknowledged(answer);
+    return Effect().noReply();
+  }
+
+  /**
+   * True when the capture needs no retry. A conflict means the account has this key with other
+   * numbers: retrying would not change that, so (as a rental's delivery does) it counts as
+   * answered.
+   */
+  private boolean acknowledged(CaptureAnswer answer) {
+    if (answer.refusal() != null && answer.refusal() != Rejection.IDEMPOTENCY_CONFLICT) {
+      if (answer.refusal() == Rejection.HOLD_CLOSED
+          || answer.refusal() == Rejection.HOLD_NOT_FOUND) {
+        context.getLog().error("storage capture of {} refused: {}", snapshotId, answer.refusal());
+      } else {
+        redeliverLater();
+        return false;
+      }
+    }
+    failedDeliveries = 0;
+    capturedThrough = Math.max(capturedThrough, answer.throughSecond());
+    return true;
+  }
+
+  private ReplyEffect<Event, State> redeliver(Origin origin, Meter meter) {
+    deliver(origin, meter);
+    return Effect().noReply();
+  }
+
+  private void redeliverLater() {
+    long factor = 1L << Math.min(failedDeliveries++, 3);
+    timers.startSingleTimer(
+        Timer.REDELIVER, Timer.REDELIVER, settings.askTimeout().multipliedBy(factor));
+  }
+
+  // ---- deletion
+
+  private ReplyEffect<Event, State> onGraceExpired(State.Suspended state, Command timer) {
+    Meter meter = state.meter();
+    Instant now = now();
+    long through = Math.max(meter.settledThrough(), meter.billable(now));
+    return Effect()
+        .persist(new Deleted(false, through, meter.cost(through), now))
+        .thenRun(s -> finish((State.Deleted) s))
+        .thenNoReply();
+  }
+
+  /** The renter deletes a metered snapshot: the last covered second is billed now. */
+  private ReplyEffect<Event, State> deleteMetered(
+      Origin origin, Manifest manifest, Meter meter, Delete cmd) {
+    if (!mayRead(origin, cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
+    Instant now = now();
+    long through = Math.max(meter.settledThrough(), meter.billable(now));
+    return Effect()
+        .persist(new Deleted(true, through, meter.cost(through), now))
+        .thenRun(s -> finish((State.Deleted) s))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view(s)));
+  }
+
+  /**
+   * Deleting while uploading (the upload stops: reminders end and the agent's later calls answer
+   * not found) or once failed: deleted at once, nothing was billed.
+   */
+  private ReplyEffect<Event, State> onDeleteUnmetered(State state, Delete cmd) {
+    if (!mayRead(originOf(state), cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
+    return Effect()
+        .persist(new Deleted(true, 0, 0, now()))
+        .thenRun(s -> uploadOver())
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view(s)));
+  }
+
+  /** The final capture, then the release once it landed (a released hold refuses captures). */
+  private void finish(State.Deleted state) {
+    timers.cancel(Timer.SETTLE);
+    timers.cancel(Timer.GRACE_EXPIRED);
+    if (state.closed() || state.meter() == null) return;
+    Meter meter = state.meter();
+    if (meter.settledThrough() > capturedThrough && meter.settledThrough() > 0)
+      deliver(state.origin(), meter);
+    // Released even when no hold was acknowledged: a placement whose answer was lost may have
+    // placed one (the account answers a hold it never had as not found, which is done too).
+    else if (!released) release(state.origin());
+  }
+
+  private void release(Origin origin) {
+    context.askWithStatus(
+        Account.HoldView.class,
+        ports.account(origin.renterId()),
+        settings.askTimeout(),
+        reply -> new Account.ReleaseHold(snapshotId, reply),
+        (v, failure) ->
+            new ReleaseAnswer(
+                failure == null || Rejection.codeOf(failure) == Rejection.HOLD_NOT_FOUND));
+  }
+
+  private ReplyEffect<Event, State> onFinalCaptureAnswer(State.Deleted state, CaptureAnswer a) {
+    if (acknowledged(a)) finish(state);
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onReleaseAnswer(State.Deleted state, ReleaseAnswer answer) {
+    if (state.closed()) return Effect().noReply();
+    if (!answer.ok()) {
+      redeliverLater();
+      return Effect().noReply();
+    }
+    released = true;
+    failedDeliveries = 0;
+    return Effect().persist(new Closed(now())).thenNoReply();
+  }
+
+  private ReplyEffect<Event, State> finishAgain(State.Deleted state) {
+    finish(state);
+    return Effect().noReply();
+  }
+
+  // ---- reads
+
+  private ReplyEffect<Event, State> onRestore(State.Ready state, Restore cmd) {
+    if (!state.origin().renterId().equals(cmd.renterId()))
+      return Effect().reply(cmd.replyTo(), notFound());
+    return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+  }
+
+  private ReplyEffect<Event, State> onRestoreNotReady(State state, Restore cmd) {
+    if (state instanceof State.Empty || !originOf(state).renterId().equals(cmd.renterId()))
+      return Effect().reply(cmd.replyTo(), notFound());
+    View v = view(state);
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            reply(
+                Rejection.SNAPSHOT_NOT_READY,
+                "snapshot " + snapshotId + " is " + v.status().wire()));
+  }
+
+  private ReplyEffect<Event, State> replyView(
+      State state, String renterId, ActorRef<StatusReply<View>> replyTo) {
+    return Effect().reply(replyTo, view(state, renterId));
+  }
+
+  private StatusReply<View> view(State state, String renterId) {
+    if (state instanceof State.Empty || !mayRead(originOf(state), renterId)) return notFound();
+    return StatusReply.success(view(state));
+  }
+
+  private StatusReply<View> hostView(State state, String hostId) {
+    if (state instanceof State.Empty || !originOf(state).hostId().equals(hostId)) return notFound();
+    return StatusReply.success(view(state));
+  }
+
+  private static Origin originOf(State state) {
+    if (state instanceof State.Uploading s) return s.origin();
+    if (state instanceof State.Ready s) return s.origin();
+    if (state instanceof State.Suspended s) return s.origin();
+    if (state instanceof State.Failed s) return s.origin();
+    if (state instanceof State.Deleted s) return s.origin();
+    throw new IllegalStateException("no snapshot yet");
+  }
+
+  private static Manifest manifestOf(State state) {
+    if (state instanceof State.Uploading s) return s.manifest();
+    if (state instanceof State.Ready s) return s.manifest();
+    if (state instanceof State.Suspended s) return s.manifest();
+    if (state instanceof State.Failed s) return s.manifest();
+    if (state instanceof State.Deleted s) return s.manifest();
+    return null;
+  }
+
+  private static Meter meterOf(State state) {
+    if (state instanceof State.Ready s) return s.meter();
+    if (state instanceof State.Suspended s) return s.meter();
+    if (state instanceof State.Deleted s) return s.meter();
+    return null;
+  }
+
+  private static String renterOf(State state) {
+    return originOf(state).renterId();
+  }
+
+  private static State.Uploading created(Created e) {
+    return new State.Uploading(
+        new Origin(e.renterId(), e.rentalId(), e.hostId(), e.gpu(), e.region(), e.at()), null);
+  }
+
+  private static State.Deleted deleted(Origin origin, Manifest manifest, Meter meter, Deleted e) {
+    return new State.Deleted(
+        origin,
+        manifest,
+        meter.settled(e.throughSecond(), e.cumulativeCost()),
+        null,
+        null,
+        e.at(),
+        false);
+  }
+
+  private static Duration untilOrZero(Instant deadline, Instant now) {
+    Duration left = Duration.between(now, deadline);
+    return left.isNegative() ? Duration.ZERO : left;
+  }
+
+  private Duration untilOrZero(Instant deadline) {
+    return untilOrZero(deadline, now());
+  }
+
+  private static long saturatedAdd(long a, long b) {
+    long sum = a + b;
+    return ((a ^ sum) & (b ^ sum)) < 0 ? Long.MAX_VALUE : sum;
+  }
+
+  private Instant now() {
+    return clock.instant();
+  }
+
+  private static boolean mayRead(Origin origin, String renterId) {
+    return renterId == null || origin.renterId().equals(renterId);
+  }
+
+  private <T> StatusReply<T> notFound() {
+    return reply(Rejection.NOT_FOUND, "no snapshot " + snapshotId);
+  }
+
+  /** What a client sees; the cost is live: every second the hold covers so far. */
+  View view(State state) {
+    return SnapshotViews.of(snapshotId, state, now(), settings.suspendedGrace());
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Events: state changes only
+
+  @Override
+  public EventHandler<State, Event> eventHandler() {
+    EventHandlerBuilder<State, Event> b = newEventHandlerBuilder();
+    b.forStateType(State.Empty.class).onEvent(Created.class, (s, e) -> (created(e)));
+    b.forStateType(State.Uploading.class)
+        .onEvent(
+            ManifestRecorded.class,
+            (s, e) ->
+                (new State.Uploading(
+                    s.origin(), new Manifest(e.sizeBytes(), e.sha256(), e.chunkCount()))))
+        .onEvent(
+            UploadFailed.class,
+            (s, e) -> (new State.Failed(s.origin(), s.manifest(), e.code(), e.detail(), e.at())))
+        .onEvent(
+            Ready.class,
+            (s, e) ->
+                (new State.Ready(
+                    s.origin(),
+                    s.manifest(),
+                    new Meter(
+                        e.readyAt(),
+                        e.pricePerGibMonth(),
+                        s.manifest().sizeBytes(),
+                        e.holdAmount(),
+                        0,
+                        0))))
+        .onEvent(
+            Deleted.class,
+            (s, e) ->
+                (new State.Deleted(s.origin(), s.manifest(), null, null, null, e.at(), true)));
+    b.forStateType(State.Ready.class)
+        .onEvent(
+            Settled.class,
+            (s, e) ->
+                (new State.Ready(
+                    s.origin(),
+                    s.manifest(),
+                    s.meter().settled(e.throughSecond(), e.cumulativeCost()))))
+        .onEvent(
+            HoldExtended.class,
+            (s, e) ->
+                (new State.Ready(s.origin(), s.manifest(), s.meter().withHold(e.newAmount()))))
+        .onEvent(
+            Suspended.class,
+            (s, e) -> (new State.Suspended(s.origin(), s.manifest(), s.meter(), e.code(), e.at())))
+        .onEvent(Deleted.class, (s, e) -> (deleted(s.origin(), s.manifest(), s.meter(), e)));
+    b.forStateType(State.Suspended.class)
+        .onEvent(
+            Settled.class,
+            (s, e) ->
+                (new State.Suspended(
+                    s.origin(),
+                    s.manifest(),
+                    s.meter().settled(e.throughSecond(), e.cumulativeCost()),
+                    s.code(),
+                    s.since())))
+        .onEvent(
+            HoldExtended.class,
+            (s, e) ->
+                (new State.Suspended(
+                    s.origin(),
+                    s.manifest(),
+                    s.meter().withHold(e.newAmount()),
+                    s.code(),
+                    s.since())))
+        .onEvent(Resumed.class, (s, e) -> (new State.Ready(s.origin(), s.manifest(), s.meter())))
+        .onEvent(Deleted.class, (s, e) -> (deleted(s.origin(), s.manifest(), s.meter(), e)));
+    b.forStateType(State.Failed.class)
+        .onEvent(
+            Deleted.class,
+            (s, e) ->
+                (new State.Deleted(
+                    s.origin(), s.manifest(), null, s.code(), s.detail(), e.at(), true)));
+    b.forStateType(State.Deleted.class)
+        .onEvent(
+            Closed.class,
+            (s, e) ->
+                (new State.Deleted(
+                    s.origin(),
+                    s.manifest(),
+                    s.meter(),
+                    s.failure(),
+                    s.failureDetail(),
+                    s.at(),
+                    true)));
+    return b.build();
+  }
 }

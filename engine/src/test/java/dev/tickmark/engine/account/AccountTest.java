@@ -1133,6 +1133,70 @@ class AccountTest {
   // ---------------------------------------------------------------------------------------------
   // Helpers
 
+  // ---------------------------------------------------------------------------------------------
+  // Storage captures (snapshots)
+
+  /**
+   * Compute and storage captured from one account: the same hold rules, one balance, and every µ€
+   * either still on the balance or captured; storage is its own event so the ledger books it as
+   * platform revenue.
+   */
+  @Test
+  void computeAndStorageCapturesInOneAccountConserve() {
+    open("Ada");
+    ok(deposit("pay-1", 10_000));
+    ok(placeHold("rnt_1", 3_000));
+    ok(placeHold("snap_1", 600));
+    ok(capture("rnt_1", 60, 1_000));
+    var storage = captureStorage("snap_1", 3_600, 100);
+    assertEquals(new Posting("snap_1:3600", 100, false), ok(storage));
+    assertEquals(
+        List.of(new Account.StorageCaptured("snap_1", 3_600, 100, 100, START)), storage.events());
+    ok(captureStorage("snap_1", 7_200, 250));
+    // a repeat answers as the first time; an older one is applied already
+    var again = captureStorage("snap_1", 7_200, 250);
+    assertTrue(again.hasNoEvents());
+    assertEquals(new Posting("snap_1:7200", 150, true), ok(again));
+    assertEquals(new Posting("snap_1:3600", 0, true), ok(captureStorage("snap_1", 3_600, 100)));
+    assertRejected(Rejection.IDEMPOTENCY_CONFLICT, captureStorage("snap_1", 7_200, 251));
+    assertRejected(Rejection.HOLD_EXCEEDED, captureStorage("snap_1", 10_800, 601));
+    assertRejected(Rejection.HOLD_NOT_FOUND, captureStorage("snap_other", 1, 1));
+    ok(capture("rnt_1", 120, 2_000));
+
+    Summary s = summary();
+    assertEquals(2_250, s.captured());
+    assertEquals(2_250, s.spentThisMonth(), "storage counts toward the month's spending");
+    assertEquals(10_000, s.balance() + s.captured(), "conserved");
+    assertEquals((3_000 - 2_000) + (600 - 250), s.held());
+    assertEquals(0, s.credited() + s.platformCredited(), "no provider is credited for storage");
+    ok(release("snap_1"));
+    ok(release("rnt_1"));
+    assertEquals(0, summary().held());
+    assertEquals(10_000 - 2_250, summary().available());
+    assertRejected(Rejection.HOLD_CLOSED, captureStorage("snap_1", 10_800, 300));
+    assertRecovers();
+  }
+
+  @Test
+  void aSnapshotsHoldIsNoLiveRental() {
+    kit =
+        EventSourcedBehaviorTestKit.create(
+            testKit.system(),
+            Account.create(accountId, clock, Account.DEFAULT_PAYOUT_DETAILS_HOLD, 1));
+    open("Ada");
+    ok(deposit("pay-1", 1_000));
+    ok(placeHold("snap_1", 10));
+    ok(placeHold("snap_2", 10));
+    ok(placeHold("r1", 100));
+    assertRejected(Rejection.TOO_MANY_RENTALS, placeHold("r2", 100));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> captureStorage(
+      String holdId, long throughSecond, long cumulative) {
+    return kit.runCommand(
+        replyTo -> new Account.CaptureStorage(holdId, throughSecond, cumulative, replyTo));
+  }
+
   private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> open(String name) {
     return kit.runCommand(replyTo -> new Open(name, replyTo));
   }

@@ -1121,4 +1121,42 @@ class HostTest {
     assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r2", 2));
     assertEquals(List.of(3), ok(host.reserve("r2", 1)).cards());
   }
+
+  // ---------------------------------------------------------------------------------------------
+  // Snapshots: what the agent is told
+
+  private static <T extends ToSession> T expectOnSession(TestProbe<ToSession> session, Class<T> t) {
+    List<ToSession> fished =
+        session.fishForMessage(
+            Duration.ofSeconds(5),
+            m ->
+                t.isInstance(m)
+                    ? org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.complete()
+                    : org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes
+                        .continueAndIgnore());
+    return t.cast(fished.get(fished.size() - 1));
+  }
+
+  @Test
+  void passesRestoreKeepWorkspaceAndUploadRemindersToTheAgent() {
+    TestProbe<ToSession> session = host.onMarket();
+    ok(host.reserve("rnt_1", 1));
+    var restore = new dev.tickmark.engine.rental.Rental.Restore("snap_0", "ab".repeat(32), 99);
+    ok(
+        host.kit.<org.apache.pekko.pattern.StatusReply<org.apache.pekko.Done>>runCommand(
+            r ->
+                new Host.StartWorkload("rnt_1", "img:1", List.of("run"), null, false, restore, r)));
+    assertEquals(restore, expectOnSession(session, Host.RunWorkload.class).restore());
+
+    host.kit.runCommand(new Host.StopWorkload("rnt_1", true));
+    assertEquals(
+        new Host.StopWorkloadOnAgent("rnt_1", true),
+        expectOnSession(session, Host.StopWorkloadOnAgent.class));
+    host.kit.runCommand(new Host.UploadSnapshot("rnt_1", "snap_1", List.of()));
+    assertEquals(
+        new Host.UploadSnapshotOnAgent("rnt_1", "snap_1", List.of()),
+        expectOnSession(session, Host.UploadSnapshotOnAgent.class));
+    host.kit.runCommand(new Host.StopWorkload("rnt_1"));
+    assertFalse(expectOnSession(session, Host.StopWorkloadOnAgent.class).keepWorkspace());
+  }
 }

@@ -17,6 +17,7 @@ import dev.tickmark.engine.rental.Rental.Settings;
 import dev.tickmark.engine.rental.Rental.Spec;
 import dev.tickmark.engine.rental.Rental.State;
 import dev.tickmark.engine.rental.Rental.View;
+import dev.tickmark.engine.snapshot.Snapshot;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -162,6 +163,7 @@ final class RentalFixture {
   final AccountPort provider;
   final FakeHost host;
   final TestProbe<Matcher.Command> matcher;
+  final TestProbe<Snapshot.Command> snapshots;
   final TestProbe<StatusReply<View>> creator;
 
   /** The rental in the testkit; {@code null} when it is spawned on its own. */
@@ -199,6 +201,7 @@ final class RentalFixture {
     this.host = new FakeHost(testKit, hostId, clock);
     hosts.put(hostId, host.ref);
     this.matcher = testKit.createTestProbe();
+    this.snapshots = testKit.createTestProbe();
     this.creator = testKit.createTestProbe();
     Rental.Ports ports =
         new Rental.Ports() {
@@ -215,6 +218,13 @@ final class RentalFixture {
           @Override
           public RecipientRef<Matcher.Command> matcher(String gpu) {
             return GPU.equals(gpu) ? matcher.getRef() : testKit.system().deadLetters();
+          }
+
+          @Override
+          public RecipientRef<Snapshot.Command> snapshot(String snapshotId) {
+            return snapshotId.equals(Snapshot.idForRental(rentalId))
+                ? snapshots.getRef()
+                : testKit.system().deadLetters();
           }
         };
     this.behavior = Rental.create(rentalId, settings, ports, clock);

@@ -1668,4 +1668,123 @@ class RentalTest {
     assertConserved(f, cost(12));
     assertHoldReleased(f, DEPOSIT, cost(12));
   }
+
+  // ---- keeping the workspace (snapshots)
+
+  @Test
+  void stopWithSnapshotKeepsTheWorkspaceAndCreatesTheSnapshot() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(30));
+    String snapshotId = dev.tickmark.engine.snapshot.Snapshot.idForRental(f.rentalId);
+    View stopped = ok(f.ask(r -> new Rental.Stop(f.renterId, true, r)));
+    assertEquals(snapshotId, stopped.snapshotId());
+    assertEquals(Rental.Status.STOPPING, stopped.status());
+    Host.StopWorkload stop = f.host.expect(Host.StopWorkload.class);
+    assertEquals(new Host.StopWorkload(f.rentalId, true), stop);
+    var create =
+        f.snapshots.expectMessageClass(
+            dev.tickmark.engine.snapshot.Snapshot.Create.class, RentalFixture.WAIT);
+    assertEquals(f.renterId, create.renterId());
+    assertEquals(f.rentalId, create.rentalId());
+    assertEquals(f.hostId, create.hostId());
+    assertEquals(GPU, create.gpu());
+    assertEquals(REGION, create.region());
+    assertEquals(
+        List.of(new Rental.SnapshotKept(snapshotId, at(30))), f.events(Rental.SnapshotKept.class));
+    // a repeated stop answers the same snapshot; metering stopped at the first
+    assertEquals(snapshotId, ok(f.ask(r -> new Rental.Stop(f.renterId, true, r))).snapshotId());
+    assertEquals(30, f.get().billedSeconds());
+    // recovery asks the snapshot again (Create is idempotent there): the first may be lost
+    f.restart();
+    var again =
+        f.snapshots.expectMessageClass(
+            dev.tickmark.engine.snapshot.Snapshot.Create.class, RentalFixture.WAIT);
+    assertEquals(snapshotId, f.get().snapshotId());
+    f.agentStopped();
+    // the money is done, but the rental closes only once the snapshot acknowledged; a refusal is
+    // retried
+    f.clock.advance(Duration.ofSeconds(40));
+    f.awaitAssert(() -> assertEquals(0, f.renter.summary().held()));
+    again.replyTo().tell(StatusReply.error("unavailable: the shard is moving"));
+    var retried =
+        f.snapshots.expectMessageClass(
+            dev.tickmark.engine.snapshot.Snapshot.Create.class, RentalFixture.WAIT);
+    assertInstanceOf(Rental.Ending.class, f.kit.getState(), "not closed before the snapshot");
+    retried.replyTo().tell(StatusReply.success(snapshotView(f, snapshotId)));
+    f.awaitState(Rental.Finished.class);
+    assertEquals(snapshotId, f.get().snapshotId());
+    assertConserved(f, cost(30));
+  }
+
+  private static dev.tickmark.engine.snapshot.Snapshot.View snapshotView(
+      RentalFixture f, String snapshotId) {
+    return new dev.tickmark.engine.snapshot.Snapshot.View(
+        snapshotId,
+        f.renterId,
+        dev.tickmark.engine.snapshot.Snapshot.Status.UPLOADING,
+        f.rentalId,
+        f.hostId,
+        GPU,
+        REGION,
+        0,
+        null,
+        0,
+        START,
+        null,
+        null,
+        0,
+        0,
+        null,
+        null,
+        null,
+        null);
+  }
+
+  @Test
+  void stopWithoutSnapshotDropsTheWorkspace() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    assertNull(f.stop().snapshotId());
+    assertEquals(new Host.StopWorkload(f.rentalId, false), f.host.expect(Host.StopWorkload.class));
+    f.snapshots.expectNoMessage(java.time.Duration.ofMillis(100));
+    assertRejected(
+        Rejection.SNAPSHOT_NOT_POSSIBLE, f.ask(r -> new Rental.Stop(f.renterId, true, r)));
+  }
+
+  @Test
+  void onlyARunningRentalCanBeStoppedWithASnapshot() {
+    RentalFixture f = fixture();
+    f.create(onDemand(CARDS, CEILING));
+    f.expectMatch();
+    assertRejected(
+        Rejection.SNAPSHOT_NOT_POSSIBLE, f.ask(r -> new Rental.Stop(f.renterId, true, r)));
+    assertRejected(Rejection.NOT_FOUND, f.ask(r -> new Rental.Stop("someone-else", true, r)));
+    assertInstanceOf(Rental.Pending.class, f.kit.getState(), "still waiting for its match");
+  }
+
+  @Test
+  void restoreGoesToTheHostWithTheStart() {
+    RentalFixture f = fixture();
+    Rental.Restore restore = new Rental.Restore("snap_abc", "cd".repeat(32), 12_345);
+    Spec plain = onDemand(CARDS, CEILING);
+    Spec spec =
+        new Spec(
+            plain.gpu(),
+            plain.count(),
+            plain.tier(),
+            plain.region(),
+            plain.maxPricePerGpuHour(),
+            plain.image(),
+            plain.command(),
+            plain.sshPublicKey(),
+            plain.maxTotal(),
+            plain.waitSeconds(),
+            plain.network(),
+            restore);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    ok(f.creator.receiveMessage(RentalFixture.WAIT));
+    assertEquals(restore, f.host.expect(Host.StartWorkload.class).restore());
+  }
 }

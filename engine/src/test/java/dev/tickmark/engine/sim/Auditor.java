@@ -5,6 +5,8 @@ import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.money.Metering;
 import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.engine.snapshot.Snapshot;
+import dev.tickmark.engine.snapshot.StorageMetering;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -44,6 +46,7 @@ final class Auditor {
 
   static final class AccountBook {
     long deposited, captured, held, credited, platform, paidOut;
+    long storage; // of captured: storage, all platform revenue
     final Map<String, HoldBook> holds = new TreeMap<>();
     final Map<String, SourceBook> sources = new TreeMap<>();
     final Set<String> moneyKeys = new HashSet<>();
@@ -57,6 +60,25 @@ final class Auditor {
   static final class SourceBook {
     long through, provider, platform;
     boolean last;
+  }
+
+  /** A snapshot as its journal says: its meter's settlements and how it ended. */
+  static final class SnapshotBook {
+    final String id;
+    String renterId;
+    long sizeBytes, price;
+    boolean ready, failed, deleted, closed, suspended;
+    long through, cost;
+    final Set<Long> costs = new HashSet<>(List.of(0L));
+
+    SnapshotBook(String id) {
+      this.id = id;
+    }
+
+    /** Nothing more happens to it: failed or deleted with its money done. */
+    boolean finished() {
+      return closed || (failed && !ready);
+    }
   }
 
   static final class RentalBook {
@@ -122,6 +144,7 @@ final class Auditor {
   final Map<String, AccountBook> accounts = new TreeMap<>();
   final Map<String, RentalBook> rentals = new TreeMap<>();
   final Map<String, HostBook> hosts = new TreeMap<>();
+  final Map<String, SnapshotBook> snapshots = new TreeMap<>();
   final List<Violation> violations = new ArrayList<>();
 
   /** Rentals not closed (or refused) when last audited: the others' books no longer change. */
@@ -186,6 +209,7 @@ final class Auditor {
       case "Account" -> batch.forEach(e -> onAccount(id, (Account.Event) e));
       case "Rental" -> onRental(id, batch);
       case "Host" -> batch.forEach(e -> onHost(id, (Host.Event) e));
+      case "Snapshot" -> batch.forEach(e -> onSnapshot(id, (Snapshot.Event) e));
       default -> {}
     }
   }
@@ -196,8 +220,55 @@ final class Auditor {
       r.lastFinishingEvent = at;
   }
 
+  private void onSnapshot(String id, Snapshot.Event event) {
+    SnapshotBook b = snapshots.computeIfAbsent(id, SnapshotBook::new);
+    if (event instanceof Snapshot.Created e) {
+      b.renterId = e.renterId();
+    } else if (event instanceof Snapshot.ManifestRecorded e) {
+      b.sizeBytes = e.sizeBytes();
+    } else if (event instanceof Snapshot.Ready e) {
+      b.ready = true;
+      b.price = e.pricePerGibMonth();
+    } else if (event instanceof Snapshot.UploadFailed) {
+      b.failed = true;
+    } else if (event instanceof Snapshot.Suspended) {
+      b.suspended = true;
+    } else if (event instanceof Snapshot.Settled e) {
+      settled(b, e.throughSecond(), e.cumulativeCost(), "settled");
+    } else if (event instanceof Snapshot.Deleted e) {
+      if (b.ready) settled(b, e.throughSecond(), e.cumulativeCost(), "deleted");
+      b.deleted = true;
+      if (!b.ready) b.closed = true;
+    } else if (event instanceof Snapshot.Closed) {
+      b.closed = true;
+    }
+  }
+
+  /** A storage settlement is StorageMetering's cost of its second, and the seconds only grow. */
+  private void settled(SnapshotBook b, long through, long cost, String what) {
+    check(
+        through >= b.through,
+        "storage-settlements-grow",
+        () -> b.id + " " + what + " through " + through + " after " + b.through);
+    long exact = StorageMetering.cost(b.price, b.sizeBytes, through);
+    check(
+        cost == exact,
+        "storage-exact",
+        () -> b.id + " " + what + " " + cost + " through " + through + ", the meter says " + exact);
+    b.through = through;
+    b.cost = cost;
+    b.costs.add(cost);
+  }
+
   private void onAccount(String id, Account.Event event) {
     AccountBook a = accounts.computeIfAbsent(id, k -> new AccountBook());
+    // To the account's books a storage capture is a capture; it is also platform revenue.
+    if (event instanceof Account.StorageCaptured sc) {
+      a.storage += sc.amount();
+      event =
+          new Account.Captured(
+              sc.holdId(), sc.throughSecond(), sc.cumulativeAmount(), sc.amount(), sc.at());
+    }
     if (event instanceof Account.Captured e) finishing(e.holdId(), e.at());
     if (event instanceof Account.HoldReleased e) finishing(e.holdId(), e.at());
     if (event instanceof Account.EarningsCredited e) finishing(e.sourceId(), e.at());
@@ -846,6 +917,37 @@ final class Auditor {
         cc == ec,
         "closed-captured-is-credited",
         () -> "closed rentals captured " + cc + " but credited " + ec);
+    auditSnapshots();
+  }
+
+  /**
+   * What each snapshot's renter paid for its storage: never more than its last settlement and
+   * always one of its settlements' costs; once closed exactly its final cost, its hold released.
+   */
+  private void auditSnapshots() {
+    for (SnapshotBook b : snapshots.values()) {
+      if (b.renterId == null) continue;
+      HoldBook hold = book(b.renterId).holds.get(b.id);
+      long paid = hold == null ? 0 : hold.captured;
+      check(
+          paid <= b.cost,
+          "storage-within-settled",
+          () -> b.id + " captured " + paid + " beyond its last settlement's " + b.cost);
+      check(
+          b.costs.contains(paid),
+          "storage-capture-is-a-settlement",
+          () -> b.id + " captured " + paid + ", which is no settlement's cost");
+      if (b.closed && b.ready) {
+        check(
+            paid == b.cost,
+            "snapshot-closed-captured",
+            () -> b.id + " closed having captured " + paid + " of its final " + b.cost);
+        check(
+            hold == null || hold.released,
+            "snapshot-closed-released",
+            () -> b.id + " closed with its hold open");
+      }
+    }
   }
 
   /**
@@ -865,7 +967,13 @@ final class Auditor {
                       : "stopping (" + r.reason + ")")
                   + " at rest");
     }
+    for (SnapshotBook b : snapshots.values())
+      check(
+          b.deleted && b.closed,
+          "snapshots-closed-at-rest",
+          () -> b.id + " is still " + (b.deleted ? "closing" : "kept") + " at rest");
     long captured = 0, credited = 0;
+    for (AccountBook a : accounts.values()) credited += a.storage; // the platform's storage revenue
     for (Map.Entry<String, Account.Summary> e : summaries.entrySet()) {
       Account.Summary s = e.getValue();
       check(
@@ -879,7 +987,7 @@ final class Auditor {
     check(
         c == p,
         "captured-is-credited-at-rest",
-        () -> "captured " + c + " but credited (provider + platform) " + p);
+        () -> "captured " + c + " but credited (provider + platform + storage) " + p);
     for (Map.Entry<String, HostBook> e : hosts.entrySet()) {
       for (Map.Entry<String, List<Integer>> held : e.getValue().reservations.entrySet()) {
         RentalBook r = rentals.get(held.getKey());

@@ -11,6 +11,7 @@ import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.engine.sim.SimNetwork.Link;
+import dev.tickmark.engine.snapshot.Snapshot;
 import dev.tickmark.wire.CanonicalJson;
 import dev.tickmark.wire.Ed25519;
 import dev.tickmark.wire.Frames;
@@ -74,6 +75,25 @@ public final class MarketSimulation implements AutoCloseable {
           Duration.ofSeconds(5));
 
   /**
+   * Storage at 100 µ€ per GiB-second (1–8 GiB snapshots cost 0.36–2.88 EUR an hour, so renters'
+   * balances run out and snapshots are suspended and resumed), settled every minute from a hold of
+   * ten minutes; an upload has 10 minutes, a suspended snapshot 20 minutes before it is deleted.
+   */
+  static final long GIB = 1L << 30;
+
+  static final Snapshot.Settings SNAPSHOTS =
+      new Snapshot.Settings(
+          259_200_000,
+          8 * GIB,
+          20 * GIB,
+          Duration.ofSeconds(60),
+          600,
+          Duration.ofMinutes(10),
+          Duration.ofSeconds(20),
+          Duration.ofMinutes(20),
+          Duration.ofSeconds(5));
+
+  /**
    * What a stopping rental may take beyond its stop timeout to finish its money (redeliveries back
    * off to ~10 s each).
    */
@@ -97,7 +117,82 @@ public final class MarketSimulation implements AutoCloseable {
       boolean partitions,
       boolean payouts,
       Set<String> switchedOff,
-      int traceLines) {
+      int traceLines,
+      boolean snapshots) {
+    /** Without snapshots: the runs as they were before renters could keep a workspace. */
+    public Config(
+        long seed,
+        int renters,
+        int providers,
+        int hosts,
+        SimNetwork.Faults network,
+        boolean crashes,
+        boolean nodeLoss,
+        boolean agentFaults,
+        boolean clockJumps,
+        boolean partitions,
+        boolean payouts,
+        Set<String> switchedOff,
+        int traceLines) {
+      this(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          switchedOff,
+          traceLines,
+          false);
+    }
+
+    /** These invariants not enforced (still counted). */
+    public Config withSwitchedOff(String... invariants) {
+      Set<String> off = new java.util.TreeSet<>(switchedOff);
+      off.addAll(List.of(invariants));
+      return new Config(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          Set.copyOf(off),
+          traceLines,
+          snapshots);
+    }
+
+    /**
+     * Renters also keep workspaces (a quarter of their stops), agents upload them, renters delete
+     * them; storage is metered and its money audited.
+     */
+    public Config withSnapshots() {
+      return new Config(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          switchedOff,
+          traceLines,
+          true);
+    }
 
     /** Every fault on. */
     public static Config of(long seed) {
@@ -145,7 +240,8 @@ public final class MarketSimulation implements AutoCloseable {
           partitions,
           payouts,
           Set.copyOf(off),
-          traceLines);
+          traceLines,
+          snapshots);
     }
 
     public Config withSeed(long s) {
@@ -162,7 +258,8 @@ public final class MarketSimulation implements AutoCloseable {
           partitions,
           payouts,
           switchedOff,
-          traceLines);
+          traceLines,
+          snapshots);
     }
 
     public String faults() {
@@ -246,6 +343,7 @@ public final class MarketSimulation implements AutoCloseable {
   private final Map<String, Slot<Host.Command>> hosts = new LinkedHashMap<>();
   private final Map<String, Slot<Matcher.Command>> matchers = new LinkedHashMap<>();
   private final Map<String, Slot<Rental.Command>> rentals = new LinkedHashMap<>();
+  private final Map<String, Slot<Snapshot.Command>> snapshots = new LinkedHashMap<>();
   private final Map<String, Agent> agents = new LinkedHashMap<>();
   private final List<String> renterIds = new ArrayList<>();
   private final List<String> providerIds = new ArrayList<>();
@@ -504,6 +602,36 @@ public final class MarketSimulation implements AutoCloseable {
       @Override
       public RecipientRef<Matcher.Command> matcher(String gpu) {
         return port(Link.RENTAL_TO_MATCHER, from, MarketSimulation.this.matcher(gpu));
+      }
+
+      @Override
+      public RecipientRef<Snapshot.Command> snapshot(String id) {
+        return port(Link.RENTAL_TO_SNAPSHOT, from, MarketSimulation.this.snapshot(id));
+      }
+    };
+  }
+
+  Slot<Snapshot.Command> snapshot(String id) {
+    return snapshots.computeIfAbsent(
+        id,
+        k -> {
+          count("snapshots");
+          return new Slot<>(
+              "snapshot", k, () -> Snapshot.create(k, SNAPSHOTS, snapshotPortsOf(k), clock));
+        });
+  }
+
+  private Snapshot.Ports snapshotPortsOf(String snapshotId) {
+    String from = "snapshot:" + snapshotId;
+    return new Snapshot.Ports() {
+      @Override
+      public RecipientRef<Account.Command> account(String accountId) {
+        return port(Link.SNAPSHOT_TO_ACCOUNT, from, MarketSimulation.this.account(accountId));
+      }
+
+      @Override
+      public RecipientRef<Host.Command> host(String hostId) {
+        return port(Link.SNAPSHOT_TO_HOST, from, MarketSimulation.this.host(hostId));
       }
     };
   }
@@ -786,6 +914,11 @@ public final class MarketSimulation implements AutoCloseable {
       Auditor.RentalBook b = auditor.rentals.get(r.id);
       if (b == null || !b.finished()) r.live().tell(Rental.Wake.INSTANCE);
     }
+    // as a waker reading the snapshots' read side would
+    for (Slot<Snapshot.Command> s : snapshots.values()) {
+      Auditor.SnapshotBook b = auditor.snapshots.get(s.id);
+      if (b == null || !b.finished()) s.live().tell(Snapshot.Wake.INSTANCE);
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -810,6 +943,8 @@ public final class MarketSimulation implements AutoCloseable {
     // Workloads that stopped on their own, and when: a stop_rental for one is answered with its
     // end, as the agent does (Rentals: "rental_stopped (its end; now for an unknown one)").
     final Map<String, Instant> ended = new TreeMap<>();
+    // Kept workspaces' archives: snapshot → its size (the same manifest on every retry).
+    final Map<String, Long> archives = new TreeMap<>();
 
     Agent(String hostId, String ownerId, String region, String gpu, int cards) {
       this.hostId = hostId;
@@ -933,6 +1068,8 @@ public final class MarketSimulation implements AutoCloseable {
                       : clock.instant();
               report(new Rental.WorkloadStopped(hostId, at), w.rentalId());
             });
+      } else if (m instanceof Host.UploadSnapshotOnAgent u) {
+        upload(u.snapshotId());
       } else if (m instanceof Host.PreemptWorkload p) {
         // Notices come in the host's (per-JVM) map order: kept by rental id, one check per
         // deadline.
@@ -968,6 +1105,47 @@ public final class MarketSimulation implements AutoCloseable {
       report(new Rental.WorkloadStarted(hostId, clock.instant()), rentalId);
     }
 
+    /**
+     * Every reminder sends the manifest again and then completes (both idempotent, as the real
+     * agent's resume is); 1 in 20 archives is past the size limit, 1 in 25 uploads fails.
+     */
+    private void upload(String snapshotId) {
+      long size =
+          archives.computeIfAbsent(
+              snapshotId,
+              k ->
+                  random.nextInt(20) == 0
+                      ? 9 * GIB
+                      : (1 + random.nextInt(8)) * GIB - random.nextInt(1000));
+      Slot<Snapshot.Command> slot = snapshot(snapshotId);
+      String from = "agent:" + hostId;
+      if (random.nextInt(25) == 0) {
+        loop.after(
+            random.nextLong(2000),
+            () ->
+                send(
+                    Link.AGENT_TO_SNAPSHOT,
+                    from,
+                    slot,
+                    new Snapshot.Fail(hostId, "workspace_gone", sink())));
+        return;
+      }
+      String sha = Host.sha256(snapshotId + ":" + size);
+      int chunks = (int) ((size + 4 * 1024 * 1024 - 1) / (4 * 1024 * 1024));
+      long manifestAt = random.nextLong(2000);
+      loop.after(
+          manifestAt,
+          () ->
+              send(
+                  Link.AGENT_TO_SNAPSHOT,
+                  from,
+                  slot,
+                  new Snapshot.RecordManifest(hostId, size, sha, chunks, 0, sink())));
+      loop.after(
+          manifestAt + 500 + random.nextLong(5000),
+          () -> send(Link.AGENT_TO_SNAPSHOT, from, slot, new Snapshot.Complete(hostId, sink())));
+    }
+
     void report(Rental.Command c, String rentalId) {
       toRental(Link.AGENT_TO_RENTAL, "agent:" + hostId, rentalId, c);
     }
@@ -993,6 +1171,13 @@ public final class MarketSimulation implements AutoCloseable {
       auditNanos += System.nanoTime() - t1;
     }
     stats.put("ms acting", actNanos / 1_000_000);
+    if (config.snapshots()) {
+      stats.put(
+          "snapshots ready", auditor.snapshots.values().stream().filter(b -> b.ready).count());
+      stats.put(
+          "snapshots suspended",
+          auditor.snapshots.values().stream().filter(b -> b.suspended).count());
+    }
     stats.put("ms auditing", auditNanos / 1_000_000);
     stats.put("ms waiting for callbacks", loop.waitNanos / 1_000_000);
     stats.put("callback waits", loop.waits);
@@ -1053,6 +1238,7 @@ public final class MarketSimulation implements AutoCloseable {
     else if (roll < 42 && config.nodeLoss() && random.nextInt(5) == 0) nodeLoss();
     else if (roll < 43 && config.clockJumps() && random.nextInt(2) == 0) clockJump();
     else if (roll < 44 && config.partitions() && random.nextInt(2) == 0) partition();
+    else if (roll < 46 && config.snapshots() && random.nextInt(4) == 0) deleteSnapshot();
     else note("tick");
   }
 
@@ -1135,10 +1321,31 @@ public final class MarketSimulation implements AutoCloseable {
     }
     String id = pick(open);
     String renter = auditor.rentals.get(id).renterId;
-    note("stop " + id);
-    rental(id).live().tell(new Rental.Stop(renter, sink()));
+    boolean keep = config.snapshots() && random.nextInt(4) == 0;
+    note("stop " + id + (keep ? " keeping its workspace" : ""));
+    rental(id).live().tell(new Rental.Stop(renter, keep, sink()));
     if (random.nextInt(10) == 0)
       rental(id).live().tell(new Rental.Stop(renter, sink())); // a double click
+  }
+
+  /** The renter deletes one of its snapshots (as the HTTP edge asks, directly). */
+  private void deleteSnapshot() {
+    List<String> kept = new ArrayList<>();
+    for (Auditor.SnapshotBook b : auditor.snapshots.values())
+      if (b.renterId != null && !b.deleted) kept.add(b.id);
+    if (kept.isEmpty()) {
+      note("delete snapshot: none kept");
+      return;
+    }
+    String id = pick(kept);
+    note("delete snapshot " + id);
+    snapshot(id).live().tell(new Snapshot.Delete(auditor.snapshots.get(id).renterId, sink()));
+  }
+
+  private void deleteEverySnapshot() {
+    for (Auditor.SnapshotBook b : auditor.snapshots.values())
+      if (b.renterId != null && !b.deleted)
+        snapshot(b.id).live().tell(new Snapshot.Delete(b.renterId, sink()));
   }
 
   private void spendCap() {
@@ -1224,6 +1431,7 @@ public final class MarketSimulation implements AutoCloseable {
     hosts.values().stream().filter(Slot::alive).forEach(alive::add);
     matchers.values().stream().filter(Slot::alive).forEach(alive::add);
     rentals.values().stream().filter(Slot::alive).forEach(alive::add);
+    snapshots.values().stream().filter(Slot::alive).forEach(alive::add);
     if (alive.isEmpty()) return;
     Slot<?> s = pick(alive);
     note("crash " + s.endpoint());
@@ -1236,6 +1444,7 @@ public final class MarketSimulation implements AutoCloseable {
     hosts.values().forEach(Slot::crash);
     matchers.values().forEach(Slot::crash);
     rentals.values().forEach(Slot::crash);
+    snapshots.values().forEach(Slot::crash);
     loop.after(3_000, this::wakeUnfinished);
     loop.after(9_000, this::wakeUnfinished);
   }
@@ -1273,7 +1482,10 @@ public final class MarketSimulation implements AutoCloseable {
       if (b != null && b.renterId != null && !b.finished())
         r.live().tell(new Rental.Stop(b.renterId, sink()));
     }
+    // Every snapshot deleted; again halfway, for those the stops just made.
+    deleteEverySnapshot();
     for (int i = 0; i < 120 && auditor.violations.isEmpty(); i++) {
+      if (i == 60) deleteEverySnapshot();
       loop.advance(10_000);
       audit();
     }
@@ -1339,8 +1551,10 @@ public final class MarketSimulation implements AutoCloseable {
           Set.of(mode.substring(6).split(",")),
           c.traceLines());
     }
-    return mode.equals("--without-known-bugs")
-        ? Config.of(seed).withoutKnownBugs()
-        : mode.equals("--calm") ? Config.calm(seed) : Config.of(seed);
+    Config c =
+        mode.startsWith("--without-known-bugs")
+            ? Config.of(seed).withoutKnownBugs()
+            : mode.startsWith("--calm") ? Config.calm(seed) : Config.of(seed);
+    return mode.endsWith("+snapshots") ? c.withSnapshots() : c;
   }
 }

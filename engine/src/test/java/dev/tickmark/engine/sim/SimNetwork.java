@@ -32,6 +32,10 @@ public final class SimNetwork {
     AGENT_TO_HOST,
     AGENT_TO_RENTAL,
     LIVENESS,
+    RENTAL_TO_SNAPSHOT,
+    SNAPSHOT_TO_ACCOUNT,
+    SNAPSHOT_TO_HOST,
+    AGENT_TO_SNAPSHOT,
     REPLY
   }
 
@@ -169,6 +173,8 @@ public final class SimNetwork {
         || message instanceof dev.tickmark.engine.rental.Rental.WorkloadStarted
         || message instanceof dev.tickmark.engine.rental.Rental.WorkloadFailed
         || message instanceof dev.tickmark.engine.rental.Rental.Wake
+        || message instanceof dev.tickmark.engine.snapshot.Snapshot.Wake
+        || message instanceof dev.tickmark.engine.host.Host.UploadSnapshot
         || message instanceof dev.tickmark.engine.host.Host.StartWorkload) {
       return true;
     }

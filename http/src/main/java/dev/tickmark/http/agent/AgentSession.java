@@ -571,10 +571,15 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
               w.command(),
               w.sshPublicKey(),
               w.network(),
-              null));
+              w.restore() == null
+                  ? null
+                  : new AgentFrame.Restore(
+                      w.restore().snapshotId(), w.restore().sha256(), w.restore().sizeBytes())));
     } else if (message instanceof Host.StopWorkloadOnAgent w) {
-      send(new AgentFrame.StopRental(w.rentalId(), false));
+      send(new AgentFrame.StopRental(w.rentalId(), w.keepWorkspace()));
       closeStreamsOf(w.rentalId(), "the rental ended");
+    } else if (message instanceof Host.UploadSnapshotOnAgent u) {
+      send(new AgentFrame.UploadSnapshot(u.rentalId(), u.snapshotId(), u.haveChunks()));
     } else if (message instanceof Host.OpenStreamOnAgent o) {
       onOpenStream(o);
     } else if (message instanceof Host.ClaimStreamOnAgent c) {

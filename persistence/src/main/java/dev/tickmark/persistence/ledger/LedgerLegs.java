@@ -9,7 +9,8 @@ import java.util.List;
  * deposit adds to the balance, a hold takes from what is available, a capture takes from the
  * balance, an earning adds to the provider side, a payout takes from it. The platform's share is
  * booked on the {@value #PLATFORM_ACCOUNT} account by the provider's own event, so no single actor
- * collects it.
+ * collects it. Storage is all platform revenue: the renter's own event books its {@code capture}
+ * and the platform's {@value #STORAGE} leg under the same key, so a source's two sides still match.
  */
 public final class LedgerLegs {
   public static final String PLATFORM_ACCOUNT = "platform";
@@ -20,6 +21,7 @@ public final class LedgerLegs {
   public static final String CAPTURE = "capture";
   public static final String EARNING = "earning";
   public static final String PLATFORM_FEE = "platform_fee";
+  public static final String STORAGE = "storage";
   public static final String PAYOUT = "payout";
 
   public record Leg(
@@ -52,6 +54,12 @@ public final class LedgerLegs {
               e.holdId() + ":" + e.throughSecond(),
               e.holdId(),
               e.at()));
+    } else if (event instanceof Account.StorageCaptured e) {
+      String key = e.holdId() + ":" + e.throughSecond();
+      if (e.amount() == 0) return List.of(); // a repeat of a second already captured: nothing moved
+      return List.of(
+          new Leg(accountId, CAPTURE, -e.amount(), key, e.holdId(), e.at()),
+          new Leg(PLATFORM_ACCOUNT, STORAGE, e.amount(), key, e.holdId(), e.at()));
     } else if (event instanceof Account.HoldReleased e) {
       return List.of(
           new Leg(

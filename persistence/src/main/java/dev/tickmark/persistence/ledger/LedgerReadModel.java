@@ -32,6 +32,7 @@ public final class LedgerReadModel {
       long captures,
       long providerEarnings,
       long platformRevenue,
+      long storageRevenue,
       long holdsPlaced,
       long holdsReleased,
       long holdsOpen,
@@ -199,6 +200,7 @@ public final class LedgerReadModel {
         captures = 0,
         earnings = 0,
         platform = 0,
+        storage = 0,
         holds = 0,
         released = 0,
         payouts = 0,
@@ -215,6 +217,7 @@ public final class LedgerReadModel {
           case CAPTURE -> captures = -sum;
           case EARNING -> earnings = sum;
           case PLATFORM_FEE -> platform = sum;
+          case STORAGE -> storage = sum;
           case HOLD -> holds = -sum;
           case HOLD_RELEASED -> released = sum;
           case PAYOUT -> payouts = -sum;
@@ -237,7 +240,7 @@ public final class LedgerReadModel {
                 "WITH legs AS (SELECT rental_id, CAST(substring(entry_key FROM '[0-9]+$') AS BIGINT) AS second,"
                     + "   CASE WHEN kind = 'capture' THEN -amount ELSE 0 END AS cap,"
                     + "   CASE WHEN kind = 'capture' THEN 0 ELSE amount END AS cred, kind = 'capture' AS is_cap"
-                    + "   FROM ledger_entries WHERE kind IN ('capture', 'earning', 'platform_fee')),"
+                    + "   FROM ledger_entries WHERE kind IN ('capture', 'earning', 'platform_fee', 'storage')),"
                     + " steps AS (SELECT rental_id, second, SUM(cap) AS cap, SUM(cred) AS cred,"
                     + "   bool_or(is_cap) AS has_cap, bool_or(NOT is_cap) AS has_cred FROM legs GROUP BY rental_id, second),"
                     + " running AS (SELECT rental_id, has_cap, has_cred,"
@@ -270,13 +273,16 @@ public final class LedgerReadModel {
     long holdsOpen = holds - captures - released;
     long renterBalances = deposits - captures;
     long owed = earnings - payouts;
-    boolean totalsAddUp = captures - pendingCaptures == earnings + platform - pendingCredits;
+    // Storage captures are matched by the platform's storage legs, as rentals' by their credits.
+    boolean totalsAddUp =
+        captures - pendingCaptures == earnings + platform + storage - pendingCredits;
     boolean conserved = mismatched == 0 && belowZero == 0 && totalsAddUp && holdsOpen >= 0;
     return new Audit(
         deposits,
         captures,
         earnings,
         platform,
+        storage,
         holds,
         released,
         holdsOpen,

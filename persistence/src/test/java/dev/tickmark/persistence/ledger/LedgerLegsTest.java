@@ -47,6 +47,19 @@ class LedgerLegsTest {
   }
 
   @Test
+  void aStorageCaptureBooksTheRenterAndThePlatformsStorageUnderTheSnapshotKey() {
+    assertEquals(
+        List.of(
+            new LedgerLegs.Leg("a", "capture", -42, "snap_1:3600", "snap_1", AT),
+            new LedgerLegs.Leg(
+                LedgerLegs.PLATFORM_ACCOUNT, "storage", 42, "snap_1:3600", "snap_1", AT)),
+        LedgerLegs.of("a", new Account.StorageCaptured("snap_1", 3600, 100, 42, AT)));
+    // a settlement that added no cost (a tiny snapshot's hour) moves nothing
+    assertEquals(
+        List.of(), LedgerLegs.of("a", new Account.StorageCaptured("snap_1", 7200, 100, 0, AT)));
+  }
+
+  @Test
   void eventsThatMoveNoMoneyWriteNoRows() {
     assertEquals(List.of(), LedgerLegs.of("a", new Account.Opened("Ada", AT)));
     assertEquals(List.of(), LedgerLegs.of("a", new Account.SpendCapSet(100L, AT)));

@@ -164,7 +164,7 @@ class PgChunkStoreTest {
     snapshotRow("snap_failed", new Snapshot.UploadFailed("agent_failed", "disk full", AT));
     snapshotRow(
         "snap_deleted",
-        new Snapshot.Ready(AT, 100, AT),
+        new Snapshot.Ready(AT, 100, AT, 100_000L),
         new Snapshot.Deleted(true, 60, 3, AT.plusSeconds(60)));
     join(store.putManifest("snap_live", List.of(l, bo)));
     join(store.putManifest("snap_failed", List.of(bo, d, y)));

@@ -74,7 +74,7 @@ class SnapshotProjectionTest {
     feed(
         id,
         new Snapshot.ManifestRecorded(5_000_000, "ab".repeat(32), 2, AT.plusSeconds(10)),
-        new Snapshot.Ready(AT.plusSeconds(20), 1000, AT.plusSeconds(20)),
+        new Snapshot.Ready(AT.plusSeconds(20), 1000, AT.plusSeconds(20), 100_000L),
         new Snapshot.Settled(3600, 17, AT.plusSeconds(3620)),
         new Snapshot.HoldExtended(2000, AT.plusSeconds(3620)),
         new Snapshot.Suspended("insufficient_funds", AT.plusSeconds(7220)));
@@ -149,12 +149,12 @@ class SnapshotProjectionTest {
         "snap_q_ready",
         created(renter, 31),
         new Snapshot.ManifestRecorded(1_000, "b".repeat(64), 1, AT),
-        new Snapshot.Ready(AT, 1, AT));
+        new Snapshot.Ready(AT, 1, AT, 100_000L));
     feed(
         "snap_q_susp",
         created(renter, 32),
         new Snapshot.ManifestRecorded(10_000, "c".repeat(64), 1, AT),
-        new Snapshot.Ready(AT, 1, AT),
+        new Snapshot.Ready(AT, 1, AT, 100_000L),
         new Snapshot.Suspended("insufficient_funds", AT));
     feed(
         "snap_q_failed",
@@ -165,7 +165,7 @@ class SnapshotProjectionTest {
         "snap_q_deleted",
         created(renter, 34),
         new Snapshot.ManifestRecorded(1_000_000, "e".repeat(64), 1, AT),
-        new Snapshot.Ready(AT, 1, AT),
+        new Snapshot.Ready(AT, 1, AT, 100_000L),
         new Snapshot.Deleted(true, 1, 0, AT));
     feed(
         "snap_q_other",

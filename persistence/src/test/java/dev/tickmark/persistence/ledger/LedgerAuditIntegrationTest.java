@@ -1,0 +1,130 @@
+package dev.tickmark.persistence.ledger;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.tickmark.engine.account.Account;
+import dev.tickmark.persistence.DatabaseSettings;
+import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.Migrations;
+import dev.tickmark.persistence.TestDatabase;
+import java.sql.PreparedStatement;
+import java.sql.Timestamp;
+import java.time.Instant;
+import java.util.List;
+import java.util.concurrent.Executors;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The audit on a real PostgreSQL, over the rows {@link LedgerLegs} makes of account events (as the
+ * ledger projection writes them): a rental's captures matched by its credits and a snapshot's
+ * storage captures matched by the platform's storage legs, both conserved; a storage leg that
+ * disagrees with its capture is caught.
+ */
+class LedgerAuditIntegrationTest {
+  static DatabaseSettings db;
+  static Jdbc jdbc;
+  static final Instant AT = Instant.parse("2026-01-01T00:00:00Z");
+
+  @BeforeAll
+  static void start() throws Exception {
+    db = TestDatabase.fresh("ledgeraudit");
+    Migrations.migrate(db);
+    jdbc = Jdbc.create(db, "ledgeraudit-test", Executors.newFixedThreadPool(2));
+  }
+
+  @AfterAll
+  static void stop() {
+    if (jdbc != null) jdbc.close();
+  }
+
+  private static long seq;
+
+  /** Writes the legs of {@code events} as the projection does (one row per leg). */
+  static void book(String accountId, List<Account.Event> events) {
+    jdbc.run(
+            c -> {
+              try (PreparedStatement st =
+                  c.prepareStatement(
+                      "INSERT INTO ledger_entries (account_id, kind, amount, entry_key, rental_id,"
+                          + " at, persistence_id, sequence_number, leg) VALUES (?,?,?,?,?,?,?,?,?)")) {
+                for (Account.Event e : events) {
+                  seq++;
+                  short leg = 0;
+                  for (LedgerLegs.Leg l : LedgerLegs.of(accountId, e)) {
+                    st.setString(1, l.accountId());
+                    st.setString(2, l.kind());
+                    st.setLong(3, l.amount());
+                    st.setString(4, l.key());
+                    st.setString(5, l.rentalId());
+                    st.setTimestamp(6, Timestamp.from(l.at()));
+                    st.setString(7, "Account|" + accountId);
+                    st.setLong(8, seq);
+                    st.setShort(9, leg++);
+                    st.addBatch();
+                  }
+                }
+                st.executeBatch();
+              }
+              return null;
+            })
+        .toCompletableFuture()
+        .join();
+  }
+
+  static LedgerReadModel.Audit audit() {
+    return new LedgerReadModel(jdbc).audit().toCompletableFuture().join();
+  }
+
+  @Test
+  void storageRevenueIsCountedAndConservedBesideRentalSettlements() {
+    book(
+        "renter",
+        List.of(
+            new Account.Deposited("payment:p1", 10_000, AT),
+            new Account.HoldPlaced("rnt_1", 3_000, AT),
+            new Account.Captured("rnt_1", 60, 1_000, 1_000, AT),
+            new Account.Captured("rnt_1", 120, 2_000, 1_000, AT),
+            new Account.HoldReleased("rnt_1", 1_000, AT),
+            new Account.HoldPlaced("snap_1", 600, AT),
+            new Account.StorageCaptured("snap_1", 3_600, 100, 100, AT),
+            new Account.StorageCaptured("snap_1", 7_200, 250, 150, AT),
+            new Account.StorageCaptured("snap_1", 10_800, 250, 0, AT),
+            new Account.HoldReleased("snap_1", 350, AT)));
+    book(
+        "provider",
+        List.of(
+            new Account.EarningsCredited("rnt_1", 60, 850, 150, 850, 150, false, AT),
+            new Account.EarningsCredited("rnt_1", 120, 1_700, 300, 850, 150, true, AT)));
+
+    LedgerReadModel.Audit a = audit();
+    assertEquals(2_250, a.captures());
+    assertEquals(1_700, a.providerEarnings());
+    assertEquals(300, a.platformRevenue());
+    assertEquals(250, a.storageRevenue());
+    assertEquals(0, a.holdsOpen());
+    assertEquals(0, a.mismatchedSettlements());
+    assertEquals(0, a.pendingCaptures());
+    assertTrue(a.conserved(), a.toString());
+
+    // A storage leg that books more than its capture: the snapshot's two sides disagree.
+    book("renter", List.of(new Account.StorageCaptured("snap_2", 3_600, 10, 10, AT)));
+    jdbc.run(
+            c -> {
+              try (var st = c.createStatement()) {
+                st.executeUpdate(
+                    "UPDATE ledger_entries SET amount = 11 WHERE kind = 'storage'"
+                        + " AND entry_key = 'snap_2:3600'");
+              }
+              return null;
+            })
+        .toCompletableFuture()
+        .join();
+    LedgerReadModel.Audit broken = audit();
+    assertEquals(1, broken.mismatchedSettlements());
+    assertFalse(broken.conserved());
+  }
+}
