@@ -38,6 +38,9 @@ CREATE TABLE IF NOT EXISTS snapshots (
   failure VARCHAR(64),
   failure_detail TEXT,
   suspended_at TIMESTAMPTZ,
+  -- the entity's Closed: its last capture and its hold's release are done (a deleted snapshot without it
+  -- still has money to move, and is woken after a node loss until it has)
+  closed_at TIMESTAMPTZ,
   updated_at TIMESTAMPTZ NOT NULL
 );
 CREATE INDEX IF NOT EXISTS snapshots_renter_idx ON snapshots (renter_id, row_id);

@@ -259,7 +259,10 @@ public final class Node implements AutoCloseable {
 
     closeDatabaseOnShutdown(system, jdbc, embedded);
     RentalWaker.start(
-        system, new RentalReadModel(jdbc), config.getDuration("tickmark.rentals.wake-interval"));
+        system,
+        new RentalReadModel(jdbc),
+        new SnapshotReadModel(jdbc),
+        config.getDuration("tickmark.rentals.wake-interval"));
     wakeUnfinishedPayoutRuns(
         system, payoutRuns, config.getDuration("tickmark.payouts.wake-interval"));
     deleteOldLogs(

@@ -1,7 +1,9 @@
 package dev.tickmark.node;
 
 import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.engine.snapshot.Snapshot;
 import dev.tickmark.persistence.rentals.RentalReadModel;
+import dev.tickmark.persistence.snapshots.SnapshotReadModel;
 import java.time.Duration;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
@@ -21,6 +23,10 @@ import org.slf4j.LoggerFactory;
  * member's shards can move, i.e. after the hand-over margin — and also every {@code wake-interval}
  * as a safety net. Waking a live or finished rental changes nothing, so several nodes doing it is
  * harmless.
+ *
+ * <p>Snapshots likewise: a kept workspace's entity settles its storage on its own timers for as
+ * long as it is kept, so the unfinished ones (uploading, ready, suspended, deleted but not yet
+ * closed) are woken the same way.
  */
 final class RentalWaker {
   private static final Logger log = LoggerFactory.getLogger(RentalWaker.class);
@@ -33,8 +39,12 @@ final class RentalWaker {
 
   private RentalWaker() {}
 
-  static void start(ActorSystem<Void> system, RentalReadModel rentals, Duration every) {
-    Runnable wake = () -> wakeAll(system, rentals);
+  static void start(
+      ActorSystem<Void> system,
+      RentalReadModel rentals,
+      SnapshotReadModel snapshots,
+      Duration every) {
+    Runnable wake = () -> wakeAll(system, rentals, snapshots);
     system
         .scheduler()
         .scheduleWithFixedDelay(Duration.ofSeconds(1), every, wake, system.executionContext());
@@ -52,7 +62,7 @@ final class RentalWaker {
           return Behaviors.receiveMessage(
               removed -> {
                 log.info(
-                    "{} left the cluster: waking unfinished rentals in {} and {}",
+                    "{} left the cluster: waking unfinished rentals and snapshots in {} and {}",
                     removed.member().address(),
                     margin.plus(SETTLE),
                     margin.plus(SETTLE.multipliedBy(3)));
@@ -68,7 +78,8 @@ final class RentalWaker {
         });
   }
 
-  private static void wakeAll(ActorSystem<Void> system, RentalReadModel rentals) {
+  private static void wakeAll(
+      ActorSystem<Void> system, RentalReadModel rentals, SnapshotReadModel snapshots) {
     ClusterSharding sharding = ClusterSharding.get(system);
     rentals
         .unfinished()
@@ -76,6 +87,15 @@ final class RentalWaker {
             ids ->
                 ids.forEach(
                     id -> sharding.entityRefFor(Rental.ENTITY_KEY, id).tell(Rental.Wake.INSTANCE)));
+    snapshots
+        .unfinished()
+        .thenAccept(
+            ids ->
+                ids.forEach(
+                    id ->
+                        sharding
+                            .entityRefFor(Snapshot.ENTITY_KEY, id)
+                            .tell(Snapshot.Wake.INSTANCE)));
   }
 
   /**

@@ -109,6 +109,15 @@ public final class SnapshotProjection {
           e.throughSecond(),
           e.cumulativeCost(),
           ", status = 'deleted', ended_at = COALESCE(ended_at, ?)");
+    } else if (event instanceof Snapshot.Closed) {
+      try (PreparedStatement st =
+          c.prepareStatement(
+              "UPDATE snapshots SET closed_at = ?, updated_at = ? WHERE snapshot_id = ?")) {
+        st.setTimestamp(1, at);
+        st.setTimestamp(2, at);
+        st.setString(3, id);
+        st.executeUpdate();
+      }
     }
     // HoldExtended: money bookkeeping the list does not show.
   }

@@ -110,6 +110,26 @@ public final class SnapshotReadModel {
         });
   }
 
+  /**
+   * Snapshots whose entity still has work of its own (an upload to wait for, a meter to settle, a
+   * last capture and release after a deletion): the ones a waker brings back after a node loss.
+   */
+  public CompletionStage<List<String>> unfinished() {
+    return jdbc.run(
+        c -> {
+          try (PreparedStatement st =
+                  c.prepareStatement(
+                      "SELECT snapshot_id FROM snapshots WHERE status IN ('uploading', 'ready', 'suspended')"
+                          // one never ready had no meter and no hold: nothing to close
+                          + " OR (status = 'deleted' AND closed_at IS NULL AND ready_at IS NOT NULL)");
+              ResultSet rs = st.executeQuery()) {
+            List<String> ids = new ArrayList<>();
+            while (rs.next()) ids.add(rs.getString(1));
+            return ids;
+          }
+        });
+  }
+
   private static SnapshotRow row(ResultSet rs) throws SQLException {
     return new SnapshotRow(
         rs.getLong(1),

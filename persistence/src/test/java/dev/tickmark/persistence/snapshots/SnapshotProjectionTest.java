@@ -179,6 +179,42 @@ class SnapshotProjectionTest {
   }
 
   @Test
+  void unfinishedAreTheSnapshotsWhoseEntityStillHasWorkOfItsOwn() {
+    String renter = "acc_wake";
+    feed("snap_w_up", created(renter, 40));
+    feed("snap_w_ready", created(renter, 41), new Snapshot.Ready(AT, 1, AT, 100_000L));
+    feed(
+        "snap_w_susp",
+        created(renter, 42),
+        new Snapshot.Ready(AT, 1, AT, 100_000L),
+        new Snapshot.Suspended("insufficient_funds", AT));
+    feed(
+        "snap_w_deleting",
+        created(renter, 43),
+        new Snapshot.Ready(AT, 1, AT, 100_000L),
+        new Snapshot.Deleted(true, 5, 1, AT));
+    feed(
+        "snap_w_closed",
+        created(renter, 44),
+        new Snapshot.Ready(AT, 1, AT, 100_000L),
+        new Snapshot.Deleted(true, 5, 1, AT),
+        new Snapshot.Closed(AT));
+    feed("snap_w_unready", created(renter, 45), new Snapshot.Deleted(true, 0, 0, AT));
+    feed(
+        "snap_w_failed", created(renter, 46), new Snapshot.UploadFailed("upload_timeout", "x", AT));
+
+    List<String> unfinished =
+        join(readModel.unfinished()).stream()
+            .filter(id -> id.startsWith("snap_w_"))
+            .sorted()
+            .toList();
+    // a deleted one is woken until its last capture and release are done (Closed); one deleted
+    // before it was ever ready, and a failed one, have no money to move
+    assertEquals(
+        List.of("snap_w_deleting", "snap_w_ready", "snap_w_susp", "snap_w_up"), unfinished);
+  }
+
+  @Test
   void aRentalInTheRentersListShowsTheSnapshotItsStopKept() {
     join(
         jdbc.run(
