@@ -30,7 +30,7 @@ class SnapshotLimitsIntegrationTest {
         Node.start(
             RentingSupport.renting(TestNodes.settings(db))
                 .withConfig("tickmark.snapshots.max-bytes", "4 MiB")
-                .withConfig("tickmark.snapshots.quota-bytes", "6 MiB")
+                .withConfig("tickmark.snapshots.quota-bytes", "5 MiB")
                 .withConfig("tickmark.snapshots.settle-interval", "2s")
                 .withConfig("tickmark.snapshots.upload-reminder", "1s"));
     api = new ApiClient(node.baseUrl());

@@ -1,6 +1,5 @@
 package dev.tickmark.node;
 
-import static dev.tickmark.node.Eventually.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -70,9 +69,14 @@ class SnapshotNodeLossIntegrationTest {
         SnapshotSupport.awaitLine(api, renter, id, "written ").substring("written ".length());
     String snapshotId = SnapshotSupport.stopWithSnapshot(api, renter, id);
 
-    // killed as soon as the manifest is in: most of the ten chunks are still on their way
-    eventually(
-        RECONNECT, () -> assertTrue(manifestChunks(db, snapshotId) > 0, "manifest recorded"));
+    // killed as soon as the manifest is in and a first chunk is stored: most of the ten are still
+    // on their way (polled often, so that the kill lands in the middle of the upload)
+    long until = System.nanoTime() + RECONNECT.toNanos();
+    while (manifestChunks(db, snapshotId) == 0
+        || manifestChunks(db, snapshotId) == missingChunks(db, snapshotId)) {
+      assertTrue(System.nanoTime() < until, "the upload did not start");
+      Thread.sleep(10);
+    }
     first.destroyForcibly();
     assertTrue(first.waitFor(30, TimeUnit.SECONDS), "the killed node is gone");
     int storedAtKill = manifestChunks(db, snapshotId) - missingChunks(db, snapshotId);
