@@ -31,6 +31,10 @@ import org.apache.pekko.http.javadsl.server.Route;
  * with their age.
  */
 public final class MetricsRoutes {
+  /** What MetricsRoutes serves (see {@link dev.tickmark.http.Operation}). */
+  public static final java.util.List<dev.tickmark.http.Operation> OPERATIONS =
+      java.util.List.of(dev.tickmark.http.Operation.get("/metrics"));
+
   static final Duration READ_SIDE_MAX_AGE = Duration.ofSeconds(10);
   private static final Duration READ_SIDE_WAIT = Duration.ofMillis(500);
 
