@@ -57,14 +57,30 @@ class OpenApiIntegrationTest {
     if (node != null) node.close();
   }
 
+  /**
+   * Operations that answer 500 on this branch: Node does not start the Snapshot entity's sharding
+   * yet ("Shard type [Snapshot] must be started first"), which the snapshot entity's work brings.
+   * Remove them from here once it does.
+   */
+  static final Set<String> FAILING_TODAY =
+      Set.of(
+          "GET /v1/snapshots/{id}",
+          "DELETE /v1/snapshots/{id}",
+          "POST /v1/agent/snapshots/{sid}/complete");
+
   @Test
   void everyListedOperationReachesARoute() {
     List<String> unrouted = new ArrayList<>();
+    List<String> failed = new ArrayList<>();
     for (Operation op : HttpApi.OPERATIONS) {
       ApiClient.Reply reply = send(op.method(), sample(op.path()));
       if (routerAnswer(reply)) unrouted.add(op + " → " + reply.status() + " " + reply.body());
+      // made-up ids and an invalid body are a client's mistake: a 4xx, never an internal error
+      if (reply.status() == 500 && !FAILING_TODAY.contains(op.toString()))
+        failed.add(op + " → " + reply.body());
     }
     assertEquals(List.of(), unrouted, "listed, but the node has no route for them");
+    assertEquals(List.of(), failed, "answered 500 internal");
   }
 
   @Test

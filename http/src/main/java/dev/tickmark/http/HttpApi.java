@@ -45,6 +45,9 @@ public final class HttpApi {
   public record SnapshotStorage(
       ChunkStore chunks, SnapshotReadModel readModel, long maxBytes, Duration suspendedGrace) {}
 
+  /** The operations this class's own {@code path(...)} serves (the rest it only mounts). */
+  static final List<Operation> OWN_OPERATIONS = List.of(Operation.get("/health"));
+
   /**
    * Every operation {@link #route()} serves, in the order of the document: what {@code
    * /v1/openapi.json} describes, and what the tests compare it and the live routes with.
@@ -65,7 +68,7 @@ public final class HttpApi {
           OpsPayoutRoutes.OPERATIONS,
           MetricsRoutes.OPERATIONS,
           ConsoleRoutes.OPERATIONS,
-          List.of(Operation.get("/health")));
+          OWN_OPERATIONS);
 
   private final Route route;
 
