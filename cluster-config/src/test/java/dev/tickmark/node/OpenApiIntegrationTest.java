@@ -72,15 +72,27 @@ class OpenApiIntegrationTest {
   void everyListedOperationReachesARoute() {
     List<String> unrouted = new ArrayList<>();
     List<String> failed = new ArrayList<>();
+    List<String> undocumented = new ArrayList<>();
     for (Operation op : HttpApi.OPERATIONS) {
-      ApiClient.Reply reply = send(op.method(), sample(op.path()));
-      if (routerAnswer(reply)) unrouted.add(op + " → " + reply.status() + " " + reply.body());
-      // made-up ids and an invalid body are a client's mistake: a 4xx, never an internal error
-      if (reply.status() == 500 && !FAILING_TODAY.contains(op.toString()))
-        failed.add(op + " → " + reply.body());
+      for (boolean withBody : new boolean[] {false, true}) {
+        ApiClient.Reply reply = send(op.method(), sample(op.path()), withBody);
+        String seen = op + (withBody ? " {}" : "") + " → " + reply.status() + " " + reply.body();
+        if (routerAnswer(reply)) unrouted.add(seen);
+        // made-up ids and an invalid body are a client's mistake: a 4xx, never an internal error
+        if (reply.status() == 500) {
+          if (!FAILING_TODAY.contains(op.toString())) failed.add(seen);
+        } else if (reply.status() >= 400 && !documentedProblem(op, reply)) {
+          undocumented.add(seen);
+        } else if (reply.status() >= 400) {
+          List<String> errors = new ArrayList<>();
+          check(doc.at("/components/schemas/Problem"), reply.json(), "$", errors);
+          if (!errors.isEmpty()) undocumented.add(seen + " " + errors);
+        }
+      }
     }
     assertEquals(List.of(), unrouted, "listed, but the node has no route for them");
     assertEquals(List.of(), failed, "answered 500 internal");
+    assertEquals(List.of(), undocumented, "answered a problem openapi.json does not list for it");
   }
 
   @Test
@@ -172,7 +184,65 @@ class OpenApiIntegrationTest {
         "RentalEnvelope",
         api.post("/v1/rentals/" + rental + "/stop", renter.apiKey(), "{}").expect(202));
     conforms("SnapshotPage", api.get("/v1/snapshots", renter.apiKey()).expect(200));
+    conforms("LogPage", api.get("/v1/rentals/" + rental + "/logs", renter.apiKey()).expect(200));
+    conforms(
+        "Account",
+        api.put("/v1/account/spend-cap", renter.apiKey(), "{\"monthly\":\"100\"}").expect(200));
+    conforms(
+        "Account",
+        api.put(
+                "/v1/account/payout-details",
+                renter.apiKey(),
+                "{\"holder_name\":\"Ada Lovelace\",\"iban\":\"DE89370400440532013000\"}")
+            .expect(200));
+    conforms("AuditTrail", api.get("/v1/account/audit", renter.apiKey()).expect(200));
+    conforms("CreatedApiKey", api.post("/v1/account/api-keys", renter.apiKey(), "{}").expect(201));
+    conforms("ApiKeyList", api.get("/v1/account/api-keys", renter.apiKey()).expect(200));
+    String sshKey = "{\"name\":\"laptop\",\"public_key\":\"" + ed25519Line() + " ada@laptop\"}";
+    conforms("SshKey", api.post("/v1/account/ssh-keys", renter.apiKey(), sshKey).expect(201));
+    conforms("SshKeyList", api.get("/v1/account/ssh-keys", renter.apiKey()).expect(200));
+    conforms(
+        "PaymentReceipt",
+        api.webhook(ApiClient.paymentBody("pay_schema", renter.id(), "5.00", "EUR", "succeeded"))
+            .expect(200));
+    conforms("Deposit", api.opsDeposit(renter.id(), "1.50", "schema-1").expect(201));
+    conforms(
+        "OpsAccount", api.post("/ops/accounts/" + renter.id() + "/suspend", op, "{}").expect(200));
+    conforms(
+        "OpsAccount", api.post("/ops/accounts/" + renter.id() + "/resume", op, null).expect(200));
+    conforms("HostPage", api.get("/ops/hosts", op).expect(200));
+    ApiClient.Reply run =
+        api.send(
+            "POST",
+            "/ops/payouts",
+            op,
+            "{\"minimum\":\"10.00\"}",
+            Map.of("Idempotency-Key", "schema-run"));
+    String runId = conforms("PayoutRun", run.expect(201)).get("id").asText();
+    conforms("PayoutRun", api.get("/ops/payouts/" + runId, op).expect(200));
+    conforms("PayoutRunList", api.get("/ops/payouts", op).expect(200));
+    conforms(
+        "Host",
+        api.put(
+                "/v1/hosts/" + host.hostId() + "/listing",
+                key,
+                "{\"on_demand_price_per_gpu_hour\":\"2.10\",\"listed\":true,"
+                    + "\"availability\":[{\"day\":\"mon\",\"start\":\"08:00\",\"end\":\"18:00\"}]}")
+            .expect(200));
     conforms("Problem", api.get("/v1/rentals/rnt_000000000000000000000000", key).expect(404));
+  }
+
+  /** An OpenSSH ssh-ed25519 public key (type and base64 blob): its 32 bytes need not be a key. */
+  static String ed25519Line() {
+    java.io.ByteArrayOutputStream blob = new java.io.ByteArrayOutputStream();
+    byte[] type = "ssh-ed25519".getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    byte[] point = new byte[32];
+    point[0] = 7;
+    for (byte[] part : new byte[][] {type, point}) {
+      blob.writeBytes(java.nio.ByteBuffer.allocate(4).putInt(part.length).array());
+      blob.writeBytes(part);
+    }
+    return "ssh-ed25519 " + java.util.Base64.getEncoder().encodeToString(blob.toByteArray());
   }
 
   // ---- requests
@@ -232,13 +302,32 @@ class OpenApiIntegrationTest {
 
   /** With the credential its part of the API takes, and a body that is no valid request. */
   static ApiClient.Reply send(String method, String path) {
+    return send(method, path, true);
+  }
+
+  static ApiClient.Reply send(String method, String path, boolean withBody) {
     String bearer =
         path.startsWith("/ops/")
             ? TestNodes.OPERATOR_TOKEN
             : path.startsWith("/v1/agent/") ? host.credential() : customer.apiKey();
-    String body =
-        method.equals("POST") || method.equals("PUT") || method.equals("PATCH") ? "{}" : null;
+    boolean takesBody = method.equals("POST") || method.equals("PUT") || method.equals("PATCH");
+    String body = withBody && takesBody ? "{}" : null;
     return api.send(method, path, bearer, body, Map.of());
+  }
+
+  /** Whether the document lists this answer's status and code for the operation. */
+  static boolean documentedProblem(Operation op, ApiClient.Reply reply) {
+    if (reply.contentType() == null || !reply.contentType().startsWith("application/problem+json"))
+      return false;
+    JsonNode codes =
+        doc.path("paths")
+            .path(op.path())
+            .path(op.method().toLowerCase(java.util.Locale.ROOT))
+            .path("responses")
+            .path(Integer.toString(reply.status()))
+            .path("x-problem-codes");
+    for (JsonNode code : codes) if (code.asText().equals(reply.text("code"))) return true;
+    return false;
   }
 
   /** What the router answers when no route took the request. */
