@@ -142,6 +142,56 @@ class OpenApiSchemaTest {
   }
 
   @Test
+  void everyFieldHasTheJsonTypeOfItsComponent() throws ClassNotFoundException {
+    Map<String, String> wrong = new TreeMap<>();
+    PropertyNamingStrategies.NamingBase snake =
+        (PropertyNamingStrategies.NamingBase) PropertyNamingStrategies.SNAKE_CASE;
+    for (Map.Entry<String, String> e : RECORDS.entrySet()) {
+      Schema<?> schema =
+          objectOf(OpenApiDocumentTest.doc.getComponents().getSchemas().get(e.getKey()));
+      for (RecordComponent c : Class.forName(e.getValue()).getRecordComponents()) {
+        String field = e.getKey() + "." + snake.translate(c.getName());
+        Schema<?> property = schema.getProperties().get(snake.translate(c.getName()));
+        if (property == null) continue; // the test above says so
+        Set<String> types = types(property);
+        String expected = jsonType(c.getType());
+        if (!types.contains(expected))
+          wrong.put(field, c.getType().getSimpleName() + " but " + types);
+        // a primitive is never null on the wire; an object may be, unless the schema says not
+        if (c.getType().isPrimitive() && types.contains("null"))
+          wrong.put(field, "primitive but null");
+      }
+    }
+    assertEquals(Map.of(), wrong);
+  }
+
+  /** The JSON type Jackson writes a component of this type as. */
+  static String jsonType(Class<?> type) {
+    if (type == String.class || type == java.time.Instant.class) return "string";
+    if (type == int.class || type == long.class || type == Integer.class || type == Long.class)
+      return "integer";
+    if (type == boolean.class || type == Boolean.class) return "boolean";
+    if (java.util.List.class.isAssignableFrom(type)) return "array";
+    return "object";
+  }
+
+  /** The JSON types a schema allows, through $ref and anyOf; "null" among them if it may be. */
+  static Set<String> types(Schema<?> schema) {
+    Set<String> types = new TreeSet<>();
+    if (schema.get$ref() != null) {
+      String name = schema.get$ref().substring(schema.get$ref().lastIndexOf('/') + 1);
+      return types(OpenApiDocumentTest.doc.getComponents().getSchemas().get(name));
+    }
+    if (schema.getAnyOf() != null)
+      for (Schema<?> option : schema.getAnyOf()) types.addAll(types(option));
+    if (schema.getTypes() != null) types.addAll(schema.getTypes());
+    if (schema.getType() != null) types.add(schema.getType());
+    if (schema.getConst() != null) types.add("string");
+    if (schema.getProperties() != null) types.add("object");
+    return types;
+  }
+
+  @Test
   void everySchemaIsAccountedFor() {
     Set<String> unaccounted =
         new TreeSet<>(OpenApiDocumentTest.doc.getComponents().getSchemas().keySet());
