@@ -205,6 +205,36 @@ class OpenApiDocumentTest {
     assertTrue(pattern.matcher(dev.tickmark.engine.money.Money.format(-803)).matches());
   }
 
+  @Test
+  void requestAmountsAreExactlyTheFieldsTheServerReadsAsMoney() {
+    Map<String, String> wrong = new TreeMap<>();
+    operations()
+        .forEach(
+            (name, op) -> {
+              if (op.getRequestBody() == null) return;
+              op.getRequestBody()
+                  .getContent()
+                  .forEach(
+                      (media, content) -> {
+                        Schema<?> body = OpenApiSchemaTest.resolve(content.getSchema());
+                        if (body.getProperties() == null) return;
+                        body.getProperties()
+                            .forEach(
+                                (field, schema) -> {
+                                  boolean amount = refersTo(schema, "AmountInput");
+                                  if (amount != Json.AMOUNT_FIELDS.contains(field))
+                                    wrong.put(name + " " + field, amount ? "AmountInput" : "other");
+                                });
+                      });
+            });
+    assertEquals(Map.of(), wrong, "Json.AMOUNT_FIELDS against the AmountInput fields");
+  }
+
+  static boolean refersTo(Schema<?> schema, String name) {
+    if (schema.get$ref() != null) return schema.get$ref().endsWith("/" + name);
+    return schema.getAnyOf() != null && schema.getAnyOf().stream().anyMatch(s -> refersTo(s, name));
+  }
+
   // ---- what the document says
 
   /** "GET /v1/rentals/{id}" → its operation. */

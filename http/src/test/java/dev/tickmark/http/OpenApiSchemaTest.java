@@ -200,6 +200,13 @@ class OpenApiSchemaTest {
     assertEquals(Set.of(), unaccounted, "schemas compared with no record");
   }
 
+  /** The schema a $ref names, or the schema itself. */
+  static Schema<?> resolve(Schema<?> schema) {
+    if (schema.get$ref() == null) return schema;
+    String name = schema.get$ref().substring(schema.get$ref().lastIndexOf('/') + 1);
+    return OpenApiDocumentTest.doc.getComponents().getSchemas().get(name);
+  }
+
   /** The object of a schema, or of its non-null alternative ({@code anyOf: [X, null]}). */
   static Schema<?> objectOf(Schema<?> schema) {
     if (schema == null || schema.getProperties() != null) return schema;
