@@ -150,6 +150,9 @@ class OpenApiIntegrationTest {
     assertEquals("application/json", reply.contentType());
     assertTrue(reply.header("Cache-Control").contains("max-age"), reply.header("Cache-Control"));
     assertEquals(doc, reply.json(), "the node serves the document of its jar");
+    String etag = reply.header("ETag");
+    assertTrue(etag != null && !etag.isEmpty(), "no ETag");
+    api.send("GET", "/v1/openapi.json", null, null, Map.of("If-None-Match", etag)).expect(304);
   }
 
   @Test
