@@ -20,7 +20,7 @@ import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 
 /** Sign-up, the caller's own account, its spend cap, its ledger and its API keys. */
 public final class AccountRoutes {
-  /** What AccountRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(
           Operation.post("/v1/accounts"),

@@ -22,7 +22,7 @@ import org.apache.pekko.http.javadsl.server.Route;
  * this origin only, no inline script or style, no framing.
  */
 public final class ConsoleRoutes {
-  /** What ConsoleRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(Operation.get("/"), Operation.get("/console/{file}"));
 

@@ -31,7 +31,7 @@ import org.apache.pekko.util.ByteString;
  * removal.
  */
 public final class HostRoutes {
-  /** What HostRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(
           Operation.post("/v1/hosts/registration-tokens"),

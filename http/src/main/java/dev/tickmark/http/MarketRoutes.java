@@ -15,7 +15,7 @@ import org.apache.pekko.http.javadsl.server.Route;
  * Public, unauthenticated market data: the catalog and live capacity. Offers never identify a host.
  */
 public final class MarketRoutes {
-  /** What MarketRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(
           Operation.get("/v1/catalog/gpus"),

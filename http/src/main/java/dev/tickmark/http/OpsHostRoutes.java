@@ -23,7 +23,7 @@ import org.apache.pekko.util.ByteString;
  * token.
  */
 final class OpsHostRoutes {
-  /** What OpsHostRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(
           Operation.get("/ops/hosts"),

@@ -36,7 +36,7 @@ import org.apache.pekko.util.ByteString;
  * answer, a timeout or a crash reaches the same run and can never start a second one.
  */
 final class OpsPayoutRoutes {
-  /** What OpsPayoutRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(
           Operation.post("/ops/payouts"),

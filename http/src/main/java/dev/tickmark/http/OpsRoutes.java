@@ -14,7 +14,7 @@ import org.apache.pekko.util.ByteString;
 
 /** Operator endpoints under {@code /ops}, behind the operator token. */
 public final class OpsRoutes {
-  /** What OpsRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(
           Operation.get("/ops/accounts/{id}"),

@@ -19,7 +19,7 @@ import org.apache.pekko.util.ByteString;
  * amount is refused 409 {@code payment_id_reused} before any account is asked.
  */
 public final class PaymentRoutes {
-  /** What PaymentRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(Operation.post("/v1/payments/webhook"));
 

@@ -42,7 +42,7 @@ import org.apache.pekko.util.ByteString;
  * ({@link RentalLogRoutes}).
  */
 public final class RentalRoutes {
-  /** What RentalRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(
           Operation.post("/v1/rentals"),

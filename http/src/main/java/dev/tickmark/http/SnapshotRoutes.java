@@ -26,7 +26,7 @@ import org.apache.pekko.pattern.StatusReply;
  * entity). Another account's snapshot answers 404 (the entity decides).
  */
 public final class SnapshotRoutes {
-  /** What SnapshotRoutes serves (see {@link Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final java.util.List<Operation> OPERATIONS =
       java.util.List.of(
           Operation.get("/v1/snapshots"),

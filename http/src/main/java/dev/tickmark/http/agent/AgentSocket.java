@@ -44,7 +44,7 @@ import org.apache.pekko.stream.typed.javadsl.ActorSource;
  * throttled per client address ({@link FailedAuthThrottle}: 429 {@code rate_limited}).
  */
 public final class AgentSocket {
-  /** What AgentSocket serves (see {@link dev.tickmark.http.Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   public static final java.util.List<dev.tickmark.http.Operation> OPERATIONS =
       java.util.List.of(
           dev.tickmark.http.Operation.get("/v1/agent/connect"),

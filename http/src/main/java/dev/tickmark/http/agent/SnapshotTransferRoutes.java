@@ -46,7 +46,7 @@ import org.apache.pekko.util.ByteStringBuilder;
  * sizes, quota and state. Every refusal is a 4xx problem.
  */
 public final class SnapshotTransferRoutes {
-  /** What SnapshotTransferRoutes serves (see {@link dev.tickmark.http.Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   public static final java.util.List<dev.tickmark.http.Operation> OPERATIONS =
       java.util.List.of(
           dev.tickmark.http.Operation.put("/v1/agent/snapshots/{sid}/manifest"),

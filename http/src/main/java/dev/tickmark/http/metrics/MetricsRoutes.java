@@ -31,7 +31,7 @@ import org.apache.pekko.http.javadsl.server.Route;
  * with their age.
  */
 public final class MetricsRoutes {
-  /** What MetricsRoutes serves (see {@link dev.tickmark.http.Operation}). */
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   public static final java.util.List<dev.tickmark.http.Operation> OPERATIONS =
       java.util.List.of(dev.tickmark.http.Operation.get("/metrics"));
 
