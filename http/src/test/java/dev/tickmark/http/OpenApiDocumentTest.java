@@ -194,6 +194,53 @@ class OpenApiDocumentTest {
   }
 
   @Test
+  void listsEachCodeUnderTheStatusItIsAnsweredWith() throws IOException {
+    Map<String, Set<Integer>> statuses = definedStatuses();
+    @SuppressWarnings("unchecked")
+    List<String> router = (List<String>) doc.getExtensions().get("x-router-problem-codes");
+    Map<String, String> wrong = new TreeMap<>();
+    operations()
+        .forEach(
+            (name, op) ->
+                op.getResponses()
+                    .forEach(
+                        (status, r) -> {
+                          for (String code : codes(r)) {
+                            Set<Integer> answered = statuses.getOrDefault(code, Set.of());
+                            if (!router.contains(code)
+                                && !answered.contains(Integer.parseInt(status)))
+                              wrong.put(name + " " + status + " " + code, "answered " + answered);
+                          }
+                        }));
+    assertEquals(Map.of(), wrong);
+  }
+
+  /**
+   * The statuses each code is answered with: a rejection's by {@link Responses#status}, a literal
+   * one's where it is made (badRequest is 400, new Problem(409, "x") 409).
+   */
+  static Map<String, Set<Integer>> definedStatuses() throws IOException {
+    Map<String, Set<Integer>> statuses = new TreeMap<>();
+    for (Rejection r : Rejection.values())
+      statuses.computeIfAbsent(r.wire(), k -> new TreeSet<>()).add(Responses.status(r));
+    Pattern badRequest = Pattern.compile("badRequest\\(\\s*\"([a-z][a-z0-9_]*)\"");
+    Pattern problem = Pattern.compile("new Problem\\(\\s*([0-9]{3}),\\s*\"([a-z][a-z0-9_]*)\"");
+    try (Stream<Path> files = Files.walk(Path.of("src/main/java"))) {
+      for (Path source : files.filter(p -> p.toString().endsWith(".java")).toList()) {
+        String code = Files.readString(source);
+        Matcher m = badRequest.matcher(code);
+        while (m.find()) statuses.computeIfAbsent(m.group(1), k -> new TreeSet<>()).add(400);
+        m = problem.matcher(code);
+        while (m.find())
+          statuses
+              .computeIfAbsent(m.group(2), k -> new TreeSet<>())
+              .add(Integer.parseInt(m.group(1)));
+      }
+    }
+    return statuses;
+  }
+
+  @Test
   void moneyIsADecimalStringWithExactlySixDecimals() {
     Schema<?> money = doc.getComponents().getSchemas().get("Money");
     Pattern pattern = Pattern.compile(money.getPattern());
