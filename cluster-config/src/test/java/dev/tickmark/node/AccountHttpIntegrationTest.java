@@ -532,7 +532,7 @@ class AccountHttpIntegrationTest {
   @Test
   void unknownRoutesAndMethodsAnswerProblems() {
     Customer c = signUp("Lost");
-    api.get("/v1/nowhere", c.apiKey()).expectProblem(404, "not_found");
+    api.get("/v1/nowhere", c.apiKey()).expectProblem(404, "no_such_route");
     api.delete("/v1/account/spend-cap", c.apiKey()).expectProblem(405, "method_not_allowed");
     api.get("/v1/payments/webhook", null).expectProblem(405, "method_not_allowed");
     api.post("/v1/accounts", null, "{\"name\":\"x\",\"admin\":true}")

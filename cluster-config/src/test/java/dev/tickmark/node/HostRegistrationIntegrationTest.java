@@ -719,12 +719,15 @@ class HostRegistrationIntegrationTest {
         .expectProblem(404, "not_found");
     // and so does anything that is not a host id at all (answered at the edge: no entity is woken
     // for it)
-    for (String junk :
-        List.of("x", "host_XYZ", "host_" + "0".repeat(25), "%2e%2e", "a".repeat(300))) {
+    for (String junk : List.of("x", "host_XYZ", "host_" + "0".repeat(25), "a".repeat(300))) {
       api.get("/v1/hosts/" + junk, intruder.apiKey()).expectProblem(404, "not_found");
       api.post("/v1/rentals/" + junk + "/stop", intruder.apiKey(), null)
           .expectProblem(404, "not_found");
     }
+    // a dot segment is removed before routing: "/v1/hosts/%2e%2e" is "/v1/", which no route has
+    api.get("/v1/hosts/%2e%2e", intruder.apiKey()).expectProblem(404, "no_such_route");
+    api.post("/v1/rentals/%2e%2e/stop", intruder.apiKey(), null)
+        .expectProblem(404, "no_such_route");
     api.get(path, null).expectProblem(401, "unauthorized");
 
     eventually(

@@ -20,6 +20,22 @@ import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 
 /** Sign-up, the caller's own account, its spend cap, its ledger and its API keys. */
 public final class AccountRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(
+          Operation.post("/v1/accounts"),
+          Operation.get("/v1/account"),
+          Operation.put("/v1/account/spend-cap"),
+          Operation.put("/v1/account/payout-details"),
+          Operation.get("/v1/account/audit"),
+          Operation.get("/v1/account/ledger"),
+          Operation.post("/v1/account/ssh-keys"),
+          Operation.get("/v1/account/ssh-keys"),
+          Operation.delete("/v1/account/ssh-keys/{id}"),
+          Operation.post("/v1/account/api-keys"),
+          Operation.get("/v1/account/api-keys"),
+          Operation.delete("/v1/account/api-keys/{id}"));
+
   record SignUpRequest(String name) {}
 
   record PayoutDetailsRequest(String holderName, String iban, String bic) {}

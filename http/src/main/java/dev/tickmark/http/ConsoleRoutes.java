@@ -22,6 +22,10 @@ import org.apache.pekko.http.javadsl.server.Route;
  * this origin only, no inline script or style, no framing.
  */
 public final class ConsoleRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(Operation.get("/"), Operation.get("/console/{file}"));
+
   static final String ROOT = "tickmark-console/";
   static final String CSP =
       "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "

@@ -31,6 +31,16 @@ import org.apache.pekko.util.ByteString;
  * removal.
  */
 public final class HostRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(
+          Operation.post("/v1/hosts/registration-tokens"),
+          Operation.get("/v1/hosts"),
+          Operation.get("/v1/hosts/{id}"),
+          Operation.delete("/v1/hosts/{id}"),
+          Operation.put("/v1/hosts/{id}/listing"),
+          Operation.post("/v1/hosts/{id}/drain"),
+          Operation.post("/v1/hosts/{id}/reclaim"));
 
   record TokenRequest(String region, String label) {}
 

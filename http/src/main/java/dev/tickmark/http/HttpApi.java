@@ -20,6 +20,7 @@ import dev.tickmark.persistence.rentals.RentalReadModel;
 import dev.tickmark.persistence.snapshots.SnapshotReadModel;
 import java.time.Clock;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.Http;
@@ -43,6 +44,31 @@ public final class HttpApi {
    */
   public record SnapshotStorage(
       ChunkStore chunks, SnapshotReadModel readModel, long maxBytes, Duration suspendedGrace) {}
+
+  /** The operations this class's own {@code path(...)} serves (the rest it only mounts). */
+  static final List<Operation> OWN_OPERATIONS = List.of(Operation.get("/health"));
+
+  /**
+   * Every operation {@link #route()} serves, in the order of the document: what {@code
+   * /v1/openapi.json} describes, and what the tests compare it and the live routes with.
+   */
+  public static final List<Operation> OPERATIONS =
+      Operation.all(
+          AccountRoutes.OPERATIONS,
+          PaymentRoutes.OPERATIONS,
+          HostRoutes.OPERATIONS,
+          MarketRoutes.OPERATIONS,
+          AgentSocket.OPERATIONS,
+          SnapshotTransferRoutes.OPERATIONS,
+          RentalRoutes.OPERATIONS,
+          SnapshotRoutes.OPERATIONS,
+          OpenApiRoutes.OPERATIONS,
+          OpsRoutes.OPERATIONS,
+          OpsHostRoutes.OPERATIONS,
+          OpsPayoutRoutes.OPERATIONS,
+          MetricsRoutes.OPERATIONS,
+          ConsoleRoutes.OPERATIONS,
+          OWN_OPERATIONS);
 
   private final Route route;
 
@@ -148,7 +174,8 @@ public final class HttpApi {
                                 agentSocket.route(),
                                 transferRoutes.route(),
                                 rentalRoutes.route(),
-                                snapshotRoutes.route())),
+                                snapshotRoutes.route(),
+                                new OpenApiRoutes().route())),
                     pathPrefix("ops", opsRoutes::route),
                     metricsRoutes.route(),
                     new ConsoleRoutes().route(),
@@ -208,8 +235,13 @@ public final class HttpApi {
             });
   }
 
+  /**
+   * The code of a rejection answer. A 404 here means no route matched the path at all (a route that
+   * matched but found no resource answers {@code not_found} itself), so it has a code of its own:
+   * clients and the OpenAPI drift test can tell "no such operation" from "no such rental".
+   */
   static String codeFor(int status) {
-    if (status == StatusCodes.NOT_FOUND.intValue()) return "not_found";
+    if (status == StatusCodes.NOT_FOUND.intValue()) return "no_such_route";
     if (status == StatusCodes.METHOD_NOT_ALLOWED.intValue()) return "method_not_allowed";
     if (status == StatusCodes.PAYLOAD_TOO_LARGE.intValue()) return "payload_too_large";
     if (status == StatusCodes.UNSUPPORTED_MEDIA_TYPE.intValue()) return "unsupported_media_type";

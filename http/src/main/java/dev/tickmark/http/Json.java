@@ -28,7 +28,7 @@ import org.apache.pekko.util.ByteString;
  */
 public final class Json {
   /** Request fields that carry money; a wrong type there is {@code invalid_amount}. */
-  private static final Set<String> AMOUNT_FIELDS =
+  static final Set<String> AMOUNT_FIELDS =
       Set.of(
           "amount",
           "monthly",

@@ -15,6 +15,13 @@ import org.apache.pekko.http.javadsl.server.Route;
  * Public, unauthenticated market data: the catalog and live capacity. Offers never identify a host.
  */
 public final class MarketRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(
+          Operation.get("/v1/catalog/gpus"),
+          Operation.get("/v1/catalog/regions"),
+          Operation.get("/v1/offers"));
+
   record GpuView(
       String code,
       String name,

@@ -23,6 +23,14 @@ import org.apache.pekko.util.ByteString;
  * token.
  */
 final class OpsHostRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(
+          Operation.get("/ops/hosts"),
+          Operation.get("/ops/hosts/{id}"),
+          Operation.post("/ops/hosts/{id}/evict"),
+          Operation.post("/ops/hosts/{id}/reinstate"));
+
   static final Set<String> STATUSES =
       Set.of("invited", "registered", "verifying", "verified", "failed", "evicted", "removed");
 

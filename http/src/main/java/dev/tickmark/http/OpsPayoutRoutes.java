@@ -36,6 +36,15 @@ import org.apache.pekko.util.ByteString;
  * answer, a timeout or a crash reaches the same run and can never start a second one.
  */
 final class OpsPayoutRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(
+          Operation.post("/ops/payouts"),
+          Operation.get("/ops/payouts"),
+          Operation.get("/ops/payouts/{id}"),
+          Operation.get("/ops/payouts/{id}/export.csv"),
+          Operation.get("/ops/payouts/{id}/export.xml"));
+
   static final int MAX_PAGE = 200;
 
   record StartRequest(String minimum) {}

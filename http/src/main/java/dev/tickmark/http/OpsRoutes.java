@@ -14,6 +14,16 @@ import org.apache.pekko.util.ByteString;
 
 /** Operator endpoints under {@code /ops}, behind the operator token. */
 public final class OpsRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(
+          Operation.get("/ops/accounts/{id}"),
+          Operation.post("/ops/accounts/{id}/deposits"),
+          Operation.put("/ops/accounts/{id}/spend-cap"),
+          Operation.post("/ops/accounts/{id}/suspend"),
+          Operation.post("/ops/accounts/{id}/resume"),
+          Operation.get("/ops/ledger/audit"));
+
   record DepositRequest(String amount, String reference) {}
 
   record SuspendRequest(String reason) {}

@@ -19,6 +19,10 @@ import org.apache.pekko.util.ByteString;
  * amount is refused 409 {@code payment_id_reused} before any account is asked.
  */
 public final class PaymentRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(Operation.post("/v1/payments/webhook"));
+
   record PaymentEvent(
       String paymentId, String accountId, String amount, String currency, String status) {}
 

@@ -42,6 +42,18 @@ import org.apache.pekko.util.ByteString;
  * ({@link RentalLogRoutes}).
  */
 public final class RentalRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(
+          Operation.post("/v1/rentals"),
+          Operation.get("/v1/rentals"),
+          Operation.get("/v1/rentals/{id}"),
+          Operation.post("/v1/rentals/{id}/stop"),
+          Operation.get("/v1/rentals/{id}/usage"),
+          Operation.get("/v1/rentals/{id}/events"),
+          Operation.get("/v1/rentals/{id}/connect"),
+          Operation.get("/v1/rentals/{id}/logs"));
+
   static final int MAX_PAGE = 200;
   static final Set<String> STATUSES =
       Set.of("pending", "provisioning", "running", "stopping", "ended");

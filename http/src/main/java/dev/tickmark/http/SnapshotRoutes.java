@@ -26,6 +26,13 @@ import org.apache.pekko.pattern.StatusReply;
  * entity). Another account's snapshot answers 404 (the entity decides).
  */
 public final class SnapshotRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  static final java.util.List<Operation> OPERATIONS =
+      java.util.List.of(
+          Operation.get("/v1/snapshots"),
+          Operation.get("/v1/snapshots/{id}"),
+          Operation.delete("/v1/snapshots/{id}"));
+
   static final int MAX_PAGE = 200;
   static final Set<String> STATUSES =
       Set.of("uploading", "ready", "failed", "suspended", "deleted");

@@ -44,6 +44,12 @@ import org.apache.pekko.stream.typed.javadsl.ActorSource;
  * throttled per client address ({@link FailedAuthThrottle}: 429 {@code rate_limited}).
  */
 public final class AgentSocket {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  public static final java.util.List<dev.tickmark.http.Operation> OPERATIONS =
+      java.util.List.of(
+          dev.tickmark.http.Operation.get("/v1/agent/connect"),
+          dev.tickmark.http.Operation.get("/v1/agent/streams/{stream_id}"));
+
   public static final String TOKEN_PREFIX = "tmkreg_";
   public static final String CREDENTIAL_PREFIX = "tmkhost_";
   static final String HOST_ID_PREFIX = "host_";

@@ -46,6 +46,16 @@ import org.apache.pekko.util.ByteStringBuilder;
  * sizes, quota and state. Every refusal is a 4xx problem.
  */
 public final class SnapshotTransferRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  public static final java.util.List<dev.tickmark.http.Operation> OPERATIONS =
+      java.util.List.of(
+          dev.tickmark.http.Operation.put("/v1/agent/snapshots/{sid}/manifest"),
+          dev.tickmark.http.Operation.put("/v1/agent/snapshots/{sid}/chunks/{sha256}"),
+          dev.tickmark.http.Operation.post("/v1/agent/snapshots/{sid}/complete"),
+          dev.tickmark.http.Operation.post("/v1/agent/snapshots/{sid}/failed"),
+          dev.tickmark.http.Operation.get("/v1/agent/rentals/{rid}/restore"),
+          dev.tickmark.http.Operation.get("/v1/agent/rentals/{rid}/restore/chunks/{sha256}"));
+
   /** How the routes reach the entities: sharding in a node, fakes in tests. */
   public interface Entities {
     RecipientRef<Snapshot.Command> snapshot(String snapshotId);

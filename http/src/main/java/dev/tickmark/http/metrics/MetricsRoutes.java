@@ -31,6 +31,10 @@ import org.apache.pekko.http.javadsl.server.Route;
  * with their age.
  */
 public final class MetricsRoutes {
+  /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
+  public static final java.util.List<dev.tickmark.http.Operation> OPERATIONS =
+      java.util.List.of(dev.tickmark.http.Operation.get("/metrics"));
+
   static final Duration READ_SIDE_MAX_AGE = Duration.ofSeconds(10);
   private static final Duration READ_SIDE_WAIT = Duration.ofMillis(500);
 
