@@ -202,6 +202,7 @@ class HostRecoveryTest {
                 new Host.Invited(OWNER, REGION, null, host.tokenHash(), START, at),
                 new Host.Registered(host.publicKey, Host.sha256("secret"), at),
                 new Host.VerificationRequested(at),
+                enrolled.withStanding(enrolled.standing().checkRequested(at)),
                 new Host.MeasureAgainOnAgent("requested by the provider"),
                 new Host.ReportVerified(passed, "abc:signed", at),
                 new Host.ReportRejected(failed, "def:unsigned", true, at),
