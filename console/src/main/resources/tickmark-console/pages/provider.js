@@ -1,5 +1,6 @@
-// Provider pages: hosts with their verification breakdown, the listing editor (prices, spot notice,
-// weekly windows), earnings, and a registration token with the agent's install command.
+// Provider pages: hosts with their verification breakdown and "check again", the listing editor
+// (prices, spot notice, weekly windows), earnings, and a registration token with the agent's
+// install command.
 
 import { session, get, post, put } from "../api.js";
 import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
@@ -79,6 +80,30 @@ export async function hosts(view, { signal }) {
 
 const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 
+// Waits ms, or rejects with an AbortError when the page is left.
+function pause(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => (clearTimeout(timer), reject(new DOMException("left the page", "AbortError"))), { once: true });
+  });
+}
+
+// Check again: the agent measures again and resubmits; the host's new verdict is shown once its
+// request is no longer pending (the agent's measurement takes seconds; at most a minute is waited).
+async function checkAgain(id, status, signal, refresh) {
+  let x = await post(`/v1/hosts/${id}/verify`, undefined, { signal });
+  status.textContent = `Check again requested at ${when(x.verification_requested_at)}: the agent is measuring…`;
+  for (let waited = 0; x.verification_requested_at && waited < 60; waited++) {
+    await pause(1000, signal);
+    x = await get(`/v1/hosts/${id}`, { signal });
+  }
+  if (x.verification_requested_at) {
+    status.textContent = `Check again requested at ${when(x.verification_requested_at)}; no new report yet. Reload later.`;
+    return;
+  }
+  await refresh();
+}
+
 export async function host(view, { signal, params, refresh }) {
   const [id] = params;
   document.title = `${id} — Tickmark`;
@@ -110,6 +135,9 @@ export async function host(view, { signal, params, refresh }) {
   };
   (l.availability ?? []).forEach(addWindow);
   const box = errorBox();
+  const verifyBox = errorBox();
+  const checking = h("p", { id: "check-again-status", "aria-live": "polite" },
+    x.verification_requested_at ? `Check again requested at ${when(x.verification_requested_at)}.` : "");
   const saved = h("p", { id: "listing-saved", "aria-live": "polite" });
   add(view, 
     facts([
@@ -120,9 +148,18 @@ export async function host(view, { signal, params, refresh }) {
       ["Listed", x.listed ? "yes" : "no"],
       ["Draining", x.draining ? "yes" : "no"],
       ["Last heartbeat", when(x.last_heartbeat_at)],
+      ["Last verified", h("span", { id: "last-verified" }, when(x.last_verification_at))],
       ["Eviction reason", x.eviction_reason ?? "—"],
     ]),
     h("h2", {}, "Verification"),
+    h(
+      "form",
+      { id: "verify-form", onsubmit: action(verifyBox, () => checkAgain(id, checking, signal, refresh)) },
+      h("button", { type: "submit", id: "check-again", disabled: !x.online || x.status === "evicted" }, "Check again"),
+      h("span", { class: "hint" }, x.online ? " The agent measures the machine again and resubmits its report." : " The agent is not connected: start it to check again."),
+    ),
+    verifyBox,
+    checking,
     x.verification?.length
       ? table(
           ["Check", "Result", "Observed", "Expected"],

@@ -620,6 +620,7 @@ public final class Agent implements AutoCloseable {
       if (action instanceof Session.Send s) send(c, s.frame());
       else if (action instanceof Session.Established e) established(c, e);
       else if (action instanceof Session.Verified v) verificationResult(v.result());
+      else if (action instanceof Session.MeasureAgain m) measureAgain(c, m.reason());
       else if (action instanceof Session.RentalFrame r) rentals.onFrame(r.frame());
       else if (action instanceof Session.LogsAcked a) rentals.logs().onAck(a.ack());
       else if (action instanceof Session.StreamFrame f) onStreamFrame(c, f.frame());
@@ -694,6 +695,12 @@ public final class Agent implements AutoCloseable {
         e.heartbeatInterval().toSeconds());
     rentals.logs().resendAll(); // what the last session did not see stored
     rentals.resync(); // what runs, and what ended while no session could hear it
+    c.measuring = true;
+    measure(c, r -> reportReady(c, r, e.heartbeatInterval()));
+  }
+
+  /** Measures the machine on the probe thread; {@code then} gets the report (null: it failed). */
+  private void measure(Connection c, java.util.function.Consumer<HardwareReport> then) {
     probe.execute(
         () -> {
           HardwareReport report = null;
@@ -703,20 +710,38 @@ public final class Agent implements AutoCloseable {
             log.error("cannot collect the hardware report", ex);
           }
           HardwareReport r = report;
-          post(() -> reportReady(c, r, e.heartbeatInterval()));
+          post(() -> then.accept(r));
         });
+  }
+
+  /**
+   * Check again: a new measurement and a new signed report on this session. A request that comes
+   * while a measurement runs is answered by that one's report.
+   */
+  private void measureAgain(Connection c, String reason) {
+    if (c.measuring) {
+      log.info("the node asks to measure again ({}); a measurement is already running", reason);
+      return;
+    }
+    log.info("the node asks to measure again ({}): measuring", reason);
+    c.measuring = true;
+    measure(c, r -> sendReport(c, r));
+  }
+
+  private void sendReport(Connection c, HardwareReport report) {
+    c.measuring = false;
+    if (c != current || report == null) return;
+    cards =
+        report.gpus().stream()
+            .map(HardwareReport.Gpu::index)
+            .collect(java.util.stream.Collectors.toUnmodifiableSet());
+    send(c, c.session.report(report));
+    log.info("hardware report sent: {}", summary(report));
   }
 
   private void reportReady(Connection c, HardwareReport report, Duration interval) {
     if (c != current) return;
-    if (report != null) {
-      cards =
-          report.gpus().stream()
-              .map(HardwareReport.Gpu::index)
-              .collect(java.util.stream.Collectors.toUnmodifiableSet());
-      send(c, c.session.report(report));
-      log.info("hardware report sent: {}", summary(report));
-    }
+    sendReport(c, report);
     c.silenceLimit =
         interval.multipliedBy(3).compareTo(MIN_SILENCE_LIMIT) > 0
             ? interval.multipliedBy(3)
@@ -1045,6 +1070,7 @@ public final class Agent implements AutoCloseable {
     volatile long lastInboundNanos = System.nanoTime();
     volatile boolean pongSeen;
     boolean sampling;
+    boolean measuring; // a hardware report is being collected (loop thread)
     private boolean finished; // guarded by this
 
     Connection(URI engine, Session session) {

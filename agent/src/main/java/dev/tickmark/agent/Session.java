@@ -22,6 +22,7 @@ import java.util.Set;
  *   ESTABLISHED --start_rental / stop_rental / preempt / upload_snapshot--> RentalFrame (handled by {@link Rentals}, which outlives the session)
  *   ESTABLISHED --logs_ack--> LogsAcked (handled by {@link LogShipper}, which outlives the session)
  *   ESTABLISHED --open_stream / close_stream--> StreamFrame (the agent's SSH streams)
+ *   ESTABLISHED --measure_again--> MeasureAgain (measure and send a new signed report)
  *   any --error--> CLOSED   (Rejected when retrying cannot help, else Ended)
  * </pre>
  */
@@ -52,6 +53,9 @@ final class Session {
       implements Action {}
 
   record Verified(AgentFrame.VerificationResult result) implements Action {}
+
+  /** Check again: measure the machine again and send a new signed report. */
+  record MeasureAgain(String reason) implements Action {}
 
   /**
    * A rental frame ({@code start_rental}, {@code stop_rental}, {@code preempt}) for the agent's
@@ -105,6 +109,8 @@ final class Session {
     if (phase == Phase.ESTABLISHED) {
       if (frame instanceof AgentFrame.VerificationResult v) return List.of(new Verified(v));
       if (frame instanceof AgentFrame.LogsAck a) return List.of(new LogsAcked(a));
+      if (frame instanceof AgentFrame.MeasureAgain m)
+        return List.of(new MeasureAgain(m.reason() == null ? "" : m.reason()));
       if (frame instanceof AgentFrame.OpenStream || frame instanceof AgentFrame.CloseStream)
         return List.of(new StreamFrame(frame));
       if (frame instanceof AgentFrame.StartRental

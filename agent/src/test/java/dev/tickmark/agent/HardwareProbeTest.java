@@ -178,6 +178,57 @@ class HardwareProbeTest {
   }
 
   @Test
+  void theReportedWriteRateIsTheBestOfSeveralSamplesSoOneBusyMomentDoesNotFailTheHost() {
+    // The first write meets a busy disk (another process flushing); the next two do not.
+    java.util.Iterator<Double> rates = List.of(40.0, 610.5, 590.0).iterator();
+    List<Long> sizes = new ArrayList<>();
+    HardwareProbe probe =
+        new HardwareProbe(
+            "0.1.0",
+            stateDir,
+            new CannedCommands(),
+            proc,
+            1024 * 1024,
+            CLOCK,
+            (dir, bytes) -> {
+              sizes.add(bytes);
+              assertEquals(stateDir.toAbsolutePath(), dir);
+              return rates.next();
+            });
+    assertEquals(610.5, probe.disk().writeMibPerS());
+    assertEquals(List.of(1024L * 1024, 1024L * 1024, 1024L * 1024), sizes);
+    assertEquals(HardwareProbe.DISK_SAMPLES, sizes.size());
+  }
+
+  @Test
+  void failedSamplesAreSkippedAndAllFailedReportsNoRate() {
+    java.util.Iterator<Double> some = java.util.Arrays.<Double>asList(null, 80.0, null).iterator();
+    assertEquals(80.0, HardwareProbe.bestOf(some::next, 3, Duration.ofSeconds(8), () -> 0L));
+    java.util.Iterator<Double> none = java.util.Arrays.<Double>asList(null, null, null).iterator();
+    assertNull(HardwareProbe.bestOf(none::next, 3, Duration.ofSeconds(8), () -> 0L));
+  }
+
+  @Test
+  void noSampleStartsOnceTheBudgetIsSpent() {
+    long[] now = {0};
+    List<Double> taken = new ArrayList<>();
+    Double best =
+        HardwareProbe.bestOf(
+            () -> {
+              // each write takes 5 s: the second still starts (5 < 8), the third does not
+              now[0] += Duration.ofSeconds(5).toNanos();
+              double rate = 100.0 + taken.size();
+              taken.add(rate);
+              return rate;
+            },
+            3,
+            Duration.ofSeconds(8),
+            () -> now[0]);
+    assertEquals(List.of(100.0, 101.0), taken);
+    assertEquals(101.0, best);
+  }
+
+  @Test
   void unwritableFolderGivesNoRateRatherThanAnError() {
     assertNull(HardwareProbe.measureWriteMibPerS(stateDir.resolve("does-not-exist"), 1024));
   }

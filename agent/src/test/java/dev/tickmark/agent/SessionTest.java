@@ -79,6 +79,23 @@ class SessionTest {
   }
 
   @Test
+  void measureAgainAsksTheAgentForANewReportOnceEstablished() throws Exception {
+    String wire = Frames.write(new AgentFrame.MeasureAgain("requested by the provider"));
+    assertTrue(wire.contains("\"type\":\"measure_again\""), wire);
+    establish("tmkhost_x");
+    assertEquals(
+        List.of(new Session.MeasureAgain("requested by the provider")),
+        feed(new AgentFrame.MeasureAgain("requested by the provider")));
+    assertEquals(Session.Phase.ESTABLISHED, session.phase());
+
+    Session early = new Session(key, "0.1.0");
+    assertInstanceOf(
+        Session.Ended.class,
+        early.onFrame(new AgentFrame.MeasureAgain(null)).get(0),
+        "before the welcome it is a broken node");
+  }
+
+  @Test
   void welcomeEstablishesWithCredentialAndInterval() throws Exception {
     feed(new AgentFrame.Challenge("bm9uY2U="));
     List<Session.Action> actions =

@@ -12,12 +12,14 @@ import picocli.CommandLine.Parameters;
 /** {@code tickmark host …}: a provider's machines, with the provider's API key. */
 @Command(
     name = "host",
-    description = "Your hosts (as a provider): registration tokens, status, prices, drain.",
+    description =
+        "Your hosts (as a provider): registration tokens, status, prices, check again, drain.",
     subcommands = {
       HostCommands.Token.class,
       HostCommands.Ls.class,
       HostCommands.Show.class,
       HostCommands.Price.class,
+      HostCommands.Verify.class,
       HostCommands.Drain.class
     })
 final class HostCommands extends ApiCommand {
@@ -285,6 +287,82 @@ final class HostCommands extends ApiCommand {
     }
   }
 
+  @Command(
+      name = "verify",
+      description = {
+        "Check again: the host's agent measures the machine again and resubmits its report,",
+        "which is verified as at registration. Waits for the new verdict and prints it."
+      })
+  static final class Verify extends ApiCommand {
+    /** How often the host is read while its agent measures. */
+    static final java.time.Duration POLL = java.time.Duration.ofMillis(500);
+
+    @Parameters(paramLabel = "ID", description = "The host (host_...).")
+    String id;
+
+    @Option(
+        names = "--wait",
+        paramLabel = "SECONDS",
+        defaultValue = "60",
+        description =
+            "How long to wait for the new verdict, 0 to 600 (default 60; 0: do not wait).")
+    int waitSeconds;
+
+    @Override
+    int execute() {
+      if (waitSeconds < 0 || waitSeconds > 600)
+        throw new picocli.CommandLine.ParameterException(
+            spec.commandLine(), "--wait is 0 to 600 seconds");
+      Http http = withApiKey();
+      String path = "/v1/hosts/" + segment(id);
+      Http.Reply reply = http.post(path + "/verify", null);
+      JsonNode host = reply.json();
+      long deadline = System.nanoTime() + waitSeconds * 1_000_000_000L;
+      // The request is answered when the host no longer shows it pending (its new report judged).
+      while (host.hasNonNull("verification_requested_at") && System.nanoTime() < deadline) {
+        pause();
+        host = http.get(path).json();
+      }
+      boolean answered = !host.hasNonNull("verification_requested_at");
+      if (json()) {
+        out().println(host);
+        return Cli.EXIT_OK;
+      }
+      if (!answered) {
+        out()
+            .println(
+                "Check again requested at "
+                    + host.path("verification_requested_at").asText()
+                    + (waitSeconds > 0 ? "; no new report within " + waitSeconds + " s" : "")
+                    + ". 'tickmark host show "
+                    + id
+                    + "' shows the verdict once the agent has measured.");
+        return Cli.EXIT_OK;
+      }
+      out()
+          .println(
+              "Host "
+                  + id
+                  + " checked again at "
+                  + host.path("last_verification_at").asText()
+                  + ": "
+                  + host.path("status").asText()
+                  + ".");
+      out().println();
+      detail(host, out());
+      return Cli.EXIT_OK;
+    }
+
+    private static void pause() {
+      try {
+        Thread.sleep(POLL.toMillis());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new CliException("interrupted", "interrupted while waiting for the new verdict");
+      }
+    }
+  }
+
   static String flags(JsonNode h) {
     StringBuilder flags = new StringBuilder();
     flags.append(h.path("online").asBoolean() ? "online" : "offline");
@@ -329,9 +407,12 @@ final class HostCommands extends ApiCommand {
                 : null)
         .add("Availability", availability(listing.path("availability")))
         .add("Last heartbeat", h.get("last_heartbeat_at"))
+        .add("Last verified", h.get("last_verification_at"))
         .add("Registered", h.get("registered_at"))
-        .add("Eviction reason", h.get("eviction_reason"))
-        .print(out);
+        .add("Eviction reason", h.get("eviction_reason"));
+    if (h.hasNonNull("verification_requested_at"))
+      details.add("Check again asked", h.get("verification_requested_at"));
+    details.print(out);
     Table cards = new Table("CARD", "GPU", "STATE", "UUID");
     for (JsonNode c : h.path("cards"))
       cards.row(c.get("index"), c.get("gpu"), c.get("state"), c.get("uuid"));

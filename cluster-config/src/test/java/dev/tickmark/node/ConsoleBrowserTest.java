@@ -505,6 +505,30 @@ class ConsoleBrowserTest {
         });
   }
 
+  @Test
+  @Order(21)
+  void aProviderChecksAgainAndSeesTheNewVerdict() {
+    signIn(provider.apiKey());
+    visit("#/hosts/" + hostId, "host");
+    String before = driver.findElement(By.id("last-verified")).getText();
+    assertTrue(before.endsWith(" UTC"), before);
+    driver.findElement(By.id("check-again")).click();
+    // The page redraws with the new report's breakdown once the agent has measured again.
+    wait.until(
+        d -> {
+          java.util.List<WebElement> shown = d.findElements(By.id("last-verified"));
+          return !shown.isEmpty() && !shown.get(0).getText().equals(before);
+        });
+    awaitPage("host");
+    assertEquals("verified", driver.findElement(By.id("host-status")).getText());
+    JsonNode host = api.get("/v1/hosts/" + hostId, provider.apiKey()).expect(200).json();
+    assertTrue(host.get("verification_requested_at").isNull(), host.toString());
+    String checks = driver.findElement(By.id("view")).getText();
+    assertTrue(checks.contains("disk_write") && !checks.contains("fail"), checks);
+    assertNoScriptErrors();
+    shot("host-check-again");
+  }
+
   // ---- the operator
 
   @Test

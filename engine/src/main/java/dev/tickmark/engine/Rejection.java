@@ -43,6 +43,8 @@ public enum Rejection {
   UNAUTHORIZED,
   HOST_REMOVED,
   HOST_NOT_AVAILABLE,
+  /** The host's agent is not connected: nothing can be asked of it now. */
+  HOST_OFFLINE,
   INSUFFICIENT_CARDS,
   PRICE_ABOVE_CEILING,
   INVALID_LISTING,

@@ -27,8 +27,8 @@ import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.util.ByteString;
 
 /**
- * The provider's hosts: registration tokens, the host list, one host, its listing, drain and
- * removal.
+ * The provider's hosts: registration tokens, the host list, one host, its listing, check again
+ * ({@code POST …/verify}), drain and removal.
  */
 public final class HostRoutes {
   /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
@@ -196,6 +196,26 @@ public final class HostRoutes {
                                                                               owner, listing,
                                                                               reply)));
                                                             }))),
+                                        path(
+                                            "verify",
+                                            () ->
+                                                post(
+                                                    () ->
+                                                        onSuccess(
+                                                            ask(
+                                                                hostId,
+                                                                (ActorRef<
+                                                                            StatusReply<
+                                                                                Host.HostView>>
+                                                                        reply) ->
+                                                                    new Host.RequestVerification(
+                                                                        owner, reply)),
+                                                            v ->
+                                                                complete(
+                                                                    Responses.json(
+                                                                        202,
+                                                                        HostViews.HostDetail.of(
+                                                                            v, false)))))),
                                         path(
                                             "drain",
                                             () ->

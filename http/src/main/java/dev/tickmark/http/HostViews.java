@@ -63,6 +63,8 @@ final class HostViews {
       Instant lastHeartbeatAt,
       Instant registeredAt,
       String evictionReason,
+      Instant verificationRequestedAt,
+      Instant lastVerificationAt,
       String ownerId) {
     static HostDetail of(Host.HostView v, boolean forOperator) {
       return new HostDetail(
@@ -83,6 +85,8 @@ final class HostViews {
           v.lastHeartbeatAt(),
           v.registeredAt(),
           v.evictionReason(),
+          v.verificationRequestedAt(),
+          v.lastVerificationAt(),
           forOperator ? v.ownerId() : null);
     }
   }

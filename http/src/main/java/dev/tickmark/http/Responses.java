@@ -84,6 +84,7 @@ public final class Responses {
           NOT_RECLAIMABLE,
           HOST_BUSY,
           HOST_NOT_AVAILABLE,
+          HOST_OFFLINE,
           NOT_RUNNING,
           SNAPSHOT_NOT_READY,
           SNAPSHOT_NOT_POSSIBLE,

@@ -21,6 +21,7 @@ import java.util.List;
   @JsonSubTypes.Type(value = AgentFrame.OpenStream.class, name = "open_stream"),
   @JsonSubTypes.Type(value = AgentFrame.CloseStream.class, name = "close_stream"),
   @JsonSubTypes.Type(value = AgentFrame.UploadSnapshot.class, name = "upload_snapshot"),
+  @JsonSubTypes.Type(value = AgentFrame.MeasureAgain.class, name = "measure_again"),
   @JsonSubTypes.Type(value = AgentFrame.Error.class, name = "error"),
   @JsonSubTypes.Type(value = AgentFrame.Hello.class, name = "hello"),
   @JsonSubTypes.Type(value = AgentFrame.HardwareReportFrame.class, name = "hardware_report"),
@@ -84,6 +85,13 @@ public sealed interface AgentFrame {
       implements AgentFrame {}
 
   record Preempt(String rentalId, String deadline) implements AgentFrame {}
+
+  /**
+   * Check again ({@code POST /v1/hosts/{id}/verify}): the agent measures the machine again and
+   * sends a new signed {@code hardware_report}, answered by a {@code verification_result} as at
+   * registration. {@code reason} is for the agent's log.
+   */
+  record MeasureAgain(String reason) implements AgentFrame {}
 
   /**
    * The lines of {@code rentalId} through {@code throughSeq} sent on this session are stored

@@ -208,6 +208,9 @@ public final class Host
 
   public record PreemptWorkload(String rentalId, Instant deadline) implements ToSession {}
 
+  /** Check again: the agent measures the machine again and sends a new signed report. */
+  public record MeasureAgainOnAgent(String reason) implements ToSession {}
+
   /**
    * The two ends of one SSH byte stream between a renter's websocket and the agent, as stream refs
    * materialized on the renter's node: the agent's stream socket (on whichever node it lands)
@@ -333,6 +336,15 @@ public final class Host
       implements Replying<HostView> {}
 
   public record Evict(String reason, ActorRef<StatusReply<HostView>> replyTo)
+      implements Replying<HostView> {}
+
+  /**
+   * Check again, from the host's provider: the agent measures again and resubmits its report, which
+   * is judged like any other. Refused ({@code host_offline}) while no agent is connected, and
+   * ({@code host_not_available}) for an evicted host, which only an operator reinstates. A request
+   * still unanswered within {@link #REQUEST_VERIFICATION_WINDOW} is not repeated.
+   */
+  public record RequestVerification(String ownerId, ActorRef<StatusReply<HostView>> replyTo)
       implements Replying<HostView> {}
 
   public record Reinstate(ActorRef<StatusReply<HostView>> replyTo) implements Replying<HostView> {}
@@ -502,8 +514,52 @@ public final class Host
       List<Verification.Check> checks,
       Instant lastHeartbeatAt,
       Instant registeredAt,
-      String evictionReason)
-      implements CborSerializable {}
+      String evictionReason,
+      Instant verificationRequestedAt,
+      Instant lastVerificationAt)
+      implements CborSerializable {
+    @JsonCreator
+    public HostView {}
+
+    /** A view without check-again times (a host that was never judged, or is gone). */
+    public HostView(
+        String hostId,
+        String ownerId,
+        String region,
+        String label,
+        String status,
+        boolean online,
+        boolean listed,
+        boolean draining,
+        boolean simulated,
+        String gpu,
+        List<CardView> cards,
+        Listing listing,
+        List<Verification.Check> checks,
+        Instant lastHeartbeatAt,
+        Instant registeredAt,
+        String evictionReason) {
+      this(
+          hostId,
+          ownerId,
+          region,
+          label,
+          status,
+          online,
+          listed,
+          draining,
+          simulated,
+          gpu,
+          cards,
+          listing,
+          checks,
+          lastHeartbeatAt,
+          registeredAt,
+          evictionReason,
+          null,
+          null);
+    }
+  }
 
   // ---------------------------------------------------------------------------------------------
   // Events
@@ -527,6 +583,9 @@ public final class Host
       implements Event {}
 
   public record WentOnline(Instant at) implements Event {}
+
+  /** The provider asked for a check again; the agent was told to measure again. */
+  public record VerificationRequested(Instant at) implements Event {}
 
   public record WentOffline(Instant lastHeartbeatAt, Instant at) implements Event {}
 
@@ -681,7 +740,7 @@ public final class Host
       Inventory verifiedCards = inventory.withCards(cards(e.outcome()));
       return new Active(
           enrollment,
-          standing.verified(e.outcome(), e.reportHash()),
+          standing.verified(e.outcome(), e.reportHash(), e.at()),
           presence,
           verifiedCards,
           listing,
@@ -759,9 +818,30 @@ public final class Host
    * What the host's reports and its operators made of it; an eviction holds until it is reinstated.
    */
   public record Standing(
-      Status status, Verification.Outcome outcome, String reportHash, String evictionReason)
+      Status status,
+      Verification.Outcome outcome,
+      String reportHash,
+      String evictionReason,
+      Instant judgedAt,
+      Instant checkRequestedAt)
       implements CborSerializable {
     static final Standing REGISTERED = new Standing(Status.REGISTERED, null, null, null);
+
+    /**
+     * {@code judgedAt}: when the latest report was judged (null in states written before it was
+     * kept); {@code checkRequestedAt}: a check again not yet answered by a report.
+     */
+    @JsonCreator
+    public Standing {}
+
+    public Standing(
+        Status status, Verification.Outcome outcome, String reportHash, String evictionReason) {
+      this(status, outcome, reportHash, evictionReason, null, null);
+    }
+
+    Standing checkRequested(Instant at) {
+      return new Standing(status, outcome, reportHash, evictionReason, judgedAt, at);
+    }
 
     boolean simulated() {
       return outcome != null && outcome.simulated();
@@ -769,29 +849,35 @@ public final class Host
 
     Standing cameOnline() {
       return status == Status.REGISTERED
-          ? new Standing(Status.VERIFYING, outcome, reportHash, evictionReason)
+          ? new Standing(
+              Status.VERIFYING, outcome, reportHash, evictionReason, judgedAt, checkRequestedAt)
           : this;
     }
 
-    Standing verified(Verification.Outcome passed, String hash) {
+    /** A passed report, judged {@code at}: it answers any check again asked before. */
+    Standing verified(Verification.Outcome passed, String hash, Instant at) {
       return new Standing(
           status == Status.EVICTED ? Status.EVICTED : Status.VERIFIED,
           passed,
           hash,
-          evictionReason);
+          evictionReason,
+          at,
+          null);
     }
 
     /** A failed report; {@code evict} when it failed a host that had been verified. */
-    Standing rejected(Verification.Outcome failed, String hash, boolean evict) {
+    Standing rejected(Verification.Outcome failed, String hash, boolean evict, Instant at) {
       return new Standing(
           evict || status == Status.EVICTED ? Status.EVICTED : Status.FAILED,
           failed,
           hash,
-          evict ? "failed re-verification" : evictionReason);
+          evict ? "failed re-verification" : evictionReason,
+          at,
+          null);
     }
 
     Standing evicted(String reason) {
-      return new Standing(Status.EVICTED, outcome, reportHash, reason);
+      return new Standing(Status.EVICTED, outcome, reportHash, reason, judgedAt, checkRequestedAt);
     }
 
     /** Back to what its latest report says. */
@@ -800,7 +886,9 @@ public final class Host
           outcome != null && outcome.passed() ? Status.VERIFIED : Status.FAILED,
           outcome,
           reportHash,
-          null);
+          null,
+          judgedAt,
+          checkRequestedAt);
     }
   }
 
@@ -1089,6 +1177,15 @@ public final class Host
         .onCommand(Register.class, this::onRegister)
         .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
         .onCommand(Get.class, this::onGetInvitation)
+        .onCommand(
+            RequestVerification.class,
+            (s, c) ->
+                Effect()
+                    .reply(
+                        c.replyTo(),
+                        s.ownerId().equals(c.ownerId())
+                            ? reply(Rejection.HOST_OFFLINE, "no agent has registered this host yet")
+                            : reply(Rejection.NOT_FOUND, "no such host")))
         .onCommand(StopWorkload.class, c -> Effect().noReply())
         .onCommand(UploadSnapshot.class, c -> Effect().noReply())
         .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
@@ -1125,6 +1222,7 @@ public final class Host
         .onCommand(Remove.class, this::onRemove)
         .onCommand(Evict.class, this::onEvict)
         .onCommand(Reinstate.class, this::onReinstate)
+        .onCommand(RequestVerification.class, this::onRequestVerification)
         .onCommand(Get.class, this::onGet)
         .onCommand(ReserveCards.class, this::onReserve)
         .onCommand(ConfirmCards.class, this::onConfirm)
@@ -1480,7 +1578,9 @@ public final class Host
         Verification.verify(cmd.report(), signatureValid, settings.catalog(), settings.policy());
     String hash = sha256(cmd.canonicalReport()) + (signatureValid ? ":signed" : ":unsigned");
     Standing standing = state.standing();
+    // A duplicate delivery is answered as before; a check again is always judged (and recorded).
     if (hash.equals(standing.reportHash())
+        && standing.checkRequestedAt() == null
         && standing.outcome() != null
         && standing.outcome().passed() == outcome.passed()) {
       return Effect()
@@ -1499,6 +1599,41 @@ public final class Host
               if (evict) notifyHostLost((Active) s, lastHeartbeatOr(state));
             })
         .thenReply(cmd.replyTo(), s -> StatusReply.success(outcome));
+  }
+
+  // ---- check again
+
+  /**
+   * How long a check again waits for its report before another request is sent to the agent (the
+   * agent's measurement takes well under this): within it, a second request is a no-op.
+   */
+  static final Duration REQUEST_VERIFICATION_WINDOW = Duration.ofSeconds(60);
+
+  private ReplyEffect<Event, State> onRequestVerification(Active state, RequestVerification cmd) {
+    if (!state.ownedBy(cmd.ownerId()))
+      return Effect().reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no such host"));
+    if (state.status() == Status.EVICTED)
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.HOST_NOT_AVAILABLE,
+                  "the host is evicted; an operator reinstates it (its next report is judged then)"));
+    if (session == null || !state.online())
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.HOST_OFFLINE,
+                  "the host's agent is not connected; start it, and it measures when it connects"));
+    Instant pending = state.standing().checkRequestedAt();
+    if (pending != null && now().isBefore(pending.plus(REQUEST_VERIFICATION_WINDOW)))
+      return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    ActorRef<ToSession> live = session;
+    return Effect()
+        .persist(new VerificationRequested(now()))
+        .thenRun(s -> live.tell(new MeasureAgainOnAgent("requested by the provider")))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view((Active) s)));
   }
 
   // ---- provider and operator controls
@@ -1899,8 +2034,13 @@ public final class Host
         .onEvent(ReportVerified.class, Active::withReportVerified)
         .onEvent(
             ReportRejected.class,
-            (s, e) -> s.withStanding(s.standing().rejected(e.outcome(), e.reportHash(), e.evict())))
+            (s, e) ->
+                s.withStanding(
+                    s.standing().rejected(e.outcome(), e.reportHash(), e.evict(), e.at())))
         .onEvent(WentOnline.class, (s, e) -> s.withOnline(e.at()))
+        .onEvent(
+            VerificationRequested.class,
+            (s, e) -> s.withStanding(s.standing().checkRequested(e.at())))
         .onEvent(
             CredentialReissued.class,
             (s, e) -> s.withEnrollment(s.enrollment().withCredentialHash(e.credentialHash())))
@@ -1967,7 +2107,9 @@ public final class Host
         standing.outcome() == null ? List.of() : standing.outcome().checks(),
         lastHeartbeatSeen(s),
         enrollment.registeredAt(),
-        standing.evictionReason());
+        standing.evictionReason(),
+        standing.checkRequestedAt(),
+        standing.judgedAt());
   }
 
   private Instant now() {

@@ -291,6 +291,11 @@ final class HostDriver {
     return kit.runCommand(Reinstate::new);
   }
 
+  CommandResultWithReply<Command, Event, State, StatusReply<HostView>> requestVerification(
+      String owner) {
+    return kit.runCommand(r -> new Host.RequestVerification(owner, r));
+  }
+
   CommandResultWithReply<Command, Event, State, StatusReply<HostView>> get(String owner) {
     return kit.runCommand(r -> new Get(owner, r));
   }

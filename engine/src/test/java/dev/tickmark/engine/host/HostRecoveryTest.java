@@ -62,6 +62,7 @@ class HostRecoveryTest {
           Host.ReportVerified.class,
           Host.ReportRejected.class,
           Host.WentOnline.class,
+          Host.VerificationRequested.class,
           Host.WentOffline.class,
           Host.ListingUpdated.class,
           Host.DrainStarted.class,
@@ -100,6 +101,12 @@ class HostRecoveryTest {
         "the restarted host takes its agent back");
     ok(host.verify(session.getRef(), host.signedReport()));
     check.run(); // ReportVerified
+    ok(host.attach(session.getRef())); // the restarted host takes its agent back
+    ok(host.requestVerification(OWNER));
+    session.expectMessageClass(Host.MeasureAgainOnAgent.class);
+    check.run(); // VerificationRequested
+    ok(host.attach(session.getRef()));
+    ok(host.verify(session.getRef(), host.signedReport())); // answers it (recorded again)
     ok(
         host.updateListing(
             OWNER,
@@ -194,6 +201,9 @@ class HostRecoveryTest {
                     at),
                 new Host.Invited(OWNER, REGION, null, host.tokenHash(), START, at),
                 new Host.Registered(host.publicKey, Host.sha256("secret"), at),
+                new Host.VerificationRequested(at),
+                enrolled.withStanding(enrolled.standing().checkRequested(at)),
+                new Host.MeasureAgainOnAgent("requested by the provider"),
                 new Host.ReportVerified(passed, "abc:signed", at),
                 new Host.ReportRejected(failed, "def:unsigned", true, at),
                 new Host.WentOnline(at),

@@ -586,6 +586,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
       onClaimStream(c);
     } else if (message instanceof Host.PreemptWorkload w) {
       send(new AgentFrame.Preempt(w.rentalId(), w.deadline().toString()));
+    } else if (message instanceof Host.MeasureAgainOnAgent again) {
+      send(new AgentFrame.MeasureAgain(again.reason()));
     }
     return this;
   }
