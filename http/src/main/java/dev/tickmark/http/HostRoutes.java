@@ -40,6 +40,7 @@ public final class HostRoutes {
           Operation.delete("/v1/hosts/{id}"),
           Operation.put("/v1/hosts/{id}/listing"),
           Operation.post("/v1/hosts/{id}/drain"),
+          Operation.post("/v1/hosts/{id}/verify"),
           Operation.post("/v1/hosts/{id}/reclaim"));
 
   record TokenRequest(String region, String label) {}
