@@ -486,14 +486,7 @@ export async function snapshots(view, { signal, refresh }) {
   document.title = "Snapshots — Tickmark";
   add(view, title("Snapshots"));
   if (!signedInOrPrompt(view)) return;
-  let r;
-  try {
-    r = await get("/v1/snapshots?limit=100", { signal });
-  } catch (e) {
-    if (!(e instanceof ApiError && e.status === 404)) throw e;
-    add(view, h("p", { class: "notice", id: "no-snapshots" }, "This node does not keep snapshots (no /v1/snapshots)."));
-    return;
-  }
+  const r = await get("/v1/snapshots?limit=100", { signal });
   const box = errorBox();
   add(view, 
     h("p", {}, "Workspaces kept when a rental stopped with a snapshot; launch with one to restore it. Storage is metered while a snapshot exists."),

@@ -450,6 +450,50 @@ class ConsoleBrowserTest {
     shot("keys");
   }
 
+  @Test
+  @Order(15)
+  void aRentalStoppedWithTheBoxTickedIsKeptAndListedAsASnapshot() {
+    String kept =
+        api.post(
+                "/v1/rentals",
+                renter.apiKey(),
+                "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\""
+                    + REGION
+                    + "\",\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
+                    + "\"command\":[\"sh\",\"-c\",\"echo kept > note.txt; sleep 3600\"]}")
+            .expect(201)
+            .json()
+            .get("rental")
+            .get("id")
+            .asText();
+    visit("#/rentals/" + kept, "rental");
+    wait.until(ExpectedConditions.textToBe(By.id("status"), "running"));
+    driver.findElement(By.id("keep-snapshot")).click();
+    driver.findElement(By.id("stop")).click();
+    wait.until(ExpectedConditions.textToBe(By.id("status"), "ended"));
+    String snapshotId =
+        api.get("/v1/rentals/" + kept, renter.apiKey()).json().get("snapshot_id").asText();
+    assertTrue(snapshotId.startsWith("snap_"), "the stop kept the workspace: " + snapshotId);
+
+    // the list is read when the page is drawn: visited again until the upload is done
+    wait.until(
+        d -> {
+          visit("#/snapshots", "snapshots");
+          String text = driver.findElement(By.id("view")).getText();
+          return text.contains(snapshotId) && text.contains("ready");
+        });
+    shot("snapshots");
+    driver.findElement(By.xpath("//button[text()='Delete " + snapshotId + "']")).click();
+    wait.until(
+        d ->
+            "deleted"
+                .equals(
+                    api.get("/v1/snapshots/" + snapshotId, renter.apiKey())
+                        .json()
+                        .get("status")
+                        .asText()));
+  }
+
   // ---- the provider
 
   @Test
