@@ -997,13 +997,13 @@ public final class Host
   private Instant lastHeartbeat; // when the heartbeat timeout was last reset
   private Instant
       lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
-  // Spot rentals whose agent was told their deadline, and those told it since they run (see
-  // preemptBeforeAvailabilityEnds).
   // The latest heartbeat that listed each rental holding cards here and still listed by the last
   // one (the rentals no longer listed are in the state: Inventory.unlisted). A rental running here
   // when this incarnation recovered starts at the last heartbeat in the journal: nothing later is
   // known of its workload.
   private final Map<String, Instant> listedAt = new HashMap<>();
+  // Spot rentals whose agent was told their deadline, and those told it since they run (see
+  // preemptBeforeAvailabilityEnds).
   private final java.util.Set<String> noticeGiven = new java.util.HashSet<>();
   private final java.util.Set<String> noticeGivenRunning = new java.util.HashSet<>();
 
