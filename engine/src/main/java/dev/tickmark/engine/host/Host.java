@@ -828,8 +828,9 @@ public final class Host
    * The host's cards (from its latest passed report), the rentals holding some of them, and the
    * rentals whose cards it released in the last {@link #REMEMBER_RELEASES} (by the events' own
    * time, so replay gives the same state): a proposal for one of those is refused. {@code
-   * unlisted}: the rentals holding cards whose workload a heartbeat no longer listed ({@link
-   * WorkloadUnlisted}); absent in states written before it.
+   * unlisted}: the rentals whose workload a heartbeat no longer listed while they held cards
+   * ({@link WorkloadUnlisted}), kept while they hold them and as long as their release is
+   * remembered; absent in states written before it.
    */
   public record Inventory(
       List<Card> cards,
@@ -882,7 +883,7 @@ public final class Host
       return new Inventory(newCards, reservations, released, unlisted);
     }
 
-    /** Only for a rental that still holds cards here (its release forgets it). */
+    /** Only for a rental that still holds cards here. */
     Inventory unlisting(WorkloadUnlisted e) {
       if (!reservations.containsKey(e.rentalId()) || unlisted.containsKey(e.rentalId()))
         return this;
@@ -918,8 +919,13 @@ public final class Host
             if (when.isAfter(since)) remembered.put(id, when);
           });
       remembered.put(rentalId, at);
-      Map<String, Unlisted> u = new HashMap<>(unlisted);
-      u.remove(rentalId);
+      // Kept as long as the release is remembered: the rental proves its end by asking the host,
+      // and its cards go back at the same time.
+      Map<String, Unlisted> u = new HashMap<>();
+      unlisted.forEach(
+          (id, v) -> {
+            if (r.containsKey(id) || remembered.containsKey(id)) u.put(id, v);
+          });
       return new Inventory(cards, Map.copyOf(r), remembered, u);
     }
 

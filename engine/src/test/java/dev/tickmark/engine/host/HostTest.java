@@ -656,6 +656,12 @@ class HostTest {
     ok(listing.evict("operator"));
     java.util.Collections.sort(lost);
     assertEquals(List.of("r1 " + both, "r2 " + onlyR2), lost);
+
+    // A rental proving its end asks while its cards go back: the bound outlives the release.
+    ok(listing.release("r1"));
+    listing.kit.restart();
+    assertEquals(both, liveness(listing, "r1").rentalListedAt());
+    assertEquals(onlyR2, liveness(listing, "r1").rentalGoneAt());
   }
 
   private static long unlistedEvents(HostDriver host) {
