@@ -1279,7 +1279,8 @@ public final class MarketBenchmark {
             long now = Host.micros(Instant.now());
             for (int i = slot; i < hosts.size(); i += slots) {
               host(hosts.get(i))
-                  .tell(new Host.Heartbeat(session, ++seq[i], health, List.of(), now));
+                  // null: no workload list (none runs), so none of its rentals is ever unlisted
+                  .tell(new Host.Heartbeat(session, ++seq[i], health, null, now));
             }
           },
           10,

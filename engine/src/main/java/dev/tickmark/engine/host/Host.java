@@ -428,7 +428,9 @@ public final class Host
    * rentalListedAt}: the latest heartbeat that listed it among the workloads the agent runs, and
    * {@code rentalGoneAt}: the first heartbeat after that one that no longer listed it (null: the
    * latest lists it). A heartbeat that no longer lists a rental proves its workload stopped; both
-   * are null when none is known (the agent lists none, or this incarnation heard none yet).
+   * are null when none is known (the agent lists none, or none listed it yet). Both survive a
+   * restart of the host: a rental running here then is taken as listed by the last heartbeat in the
+   * journal until a heartbeat lists it or omits it.
    */
   public record Liveness(
       boolean online, Instant lastHeartbeatAt, Instant rentalListedAt, Instant rentalGoneAt)
@@ -595,6 +597,16 @@ public final class Host
    * returns.
    */
   public record HeartbeatRecorded(Instant at) implements Event {}
+
+  /**
+   * The first heartbeat that no longer listed the workload of a rental holding cards here (at
+   * {@code at}): it stopped after {@code lastListedAt}, the latest heartbeat known to list it (for
+   * a rental running here when the host restarted and not listed since: the last heartbeat in the
+   * journal). Kept so that the bound survives a restart of this entity; once per rental, never per
+   * heartbeat.
+   */
+  public record WorkloadUnlisted(String rentalId, Instant lastListedAt, Instant at)
+      implements Event {}
 
   public record ListingUpdated(Listing listing, Instant at) implements Event {}
 
@@ -903,16 +915,27 @@ public final class Host
   /**
    * The host's cards (from its latest passed report), the rentals holding some of them, and the
    * rentals whose cards it released in the last {@link #REMEMBER_RELEASES} (by the events' own
-   * time, so replay gives the same state): a proposal for one of those is refused.
+   * time, so replay gives the same state): a proposal for one of those is refused. {@code
+   * unlisted}: the rentals whose workload a heartbeat no longer listed while they held cards
+   * ({@link WorkloadUnlisted}), kept while they hold them and as long as their release is
+   * remembered; absent in states written before it.
    */
   public record Inventory(
-      List<Card> cards, Map<String, Held> reservations, Map<String, Instant> released)
+      List<Card> cards,
+      Map<String, Held> reservations,
+      Map<String, Instant> released,
+      Map<String, Unlisted> unlisted)
       implements CborSerializable {
     static final Inventory NONE = new Inventory(List.of(), Map.of());
 
     @JsonCreator
     public Inventory {
       released = released == null ? Map.of() : Map.copyOf(released);
+      unlisted = unlisted == null ? Map.of() : Map.copyOf(unlisted);
+    }
+
+    Inventory(List<Card> cards, Map<String, Held> reservations, Map<String, Instant> released) {
+      this(cards, reservations, released, Map.of());
     }
 
     Inventory(List<Card> cards, Map<String, Held> reservations) {
@@ -945,7 +968,16 @@ public final class Host
     }
 
     Inventory withCards(List<Card> newCards) {
-      return new Inventory(newCards, reservations, released);
+      return new Inventory(newCards, reservations, released, unlisted);
+    }
+
+    /** Only for a rental that still holds cards here. */
+    Inventory unlisting(WorkloadUnlisted e) {
+      if (!reservations.containsKey(e.rentalId()) || unlisted.containsKey(e.rentalId()))
+        return this;
+      Map<String, Unlisted> u = new HashMap<>(unlisted);
+      u.put(e.rentalId(), new Unlisted(e.lastListedAt(), e.at()));
+      return new Inventory(cards, reservations, released, u);
     }
 
     Inventory reserving(CardsReserved e) {
@@ -975,15 +1007,28 @@ public final class Host
             if (when.isAfter(since)) remembered.put(id, when);
           });
       remembered.put(rentalId, at);
-      return new Inventory(cards, Map.copyOf(r), remembered);
+      // Kept as long as the release is remembered: the rental proves its end by asking the host,
+      // and its cards go back at the same time.
+      Map<String, Unlisted> u = new HashMap<>();
+      unlisted.forEach(
+          (id, v) -> {
+            if (r.containsKey(id) || remembered.containsKey(id)) u.put(id, v);
+          });
+      return new Inventory(cards, Map.copyOf(r), remembered, u);
     }
 
     private Inventory withReservation(String rentalId, Held held) {
       Map<String, Held> r = new HashMap<>(reservations);
       r.put(rentalId, held);
-      return new Inventory(cards, Map.copyOf(r), released);
+      return new Inventory(cards, Map.copyOf(r), released, unlisted);
     }
   }
+
+  /**
+   * A rental's workload stopped being listed: the latest heartbeat known to list it, and the first
+   * one after it that did not.
+   */
+  public record Unlisted(Instant listedAt, Instant goneAt) implements CborSerializable {}
 
   /**
    * The state of a registered host as snapshots held it before {@link Active}: one flat record.
@@ -1046,12 +1091,13 @@ public final class Host
   private Instant lastHeartbeat; // when the heartbeat timeout was last reset
   private Instant
       lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
+  // The latest heartbeat that listed each rental holding cards here and still listed by the last
+  // one (the rentals no longer listed are in the state: Inventory.unlisted). A rental running here
+  // when this incarnation recovered starts at the last heartbeat in the journal: nothing later is
+  // known of its workload.
+  private final Map<String, Instant> listedAt = new HashMap<>();
   // Spot rentals whose agent was told their deadline, and those told it since they run (see
   // preemptBeforeAvailabilityEnds).
-  // The latest heartbeat of this incarnation that listed each rental holding cards here.
-  private final Map<String, Instant> listedAt = new HashMap<>();
-  // For those: the first heartbeat since that no longer listed it.
-  private final Map<String, Instant> goneAt = new HashMap<>();
   private final java.util.Set<String> noticeGiven = new java.util.HashSet<>();
   private final java.util.Set<String> noticeGivenRunning = new java.util.HashSet<>();
 
@@ -1135,6 +1181,26 @@ public final class Host
           e.presence().lastHeartbeatAt() != null ? e.presence().lastHeartbeatAt() : now();
       scheduleHeartbeatCheck(settings.heartbeatTimeout());
     }
+    if (state instanceof Active a) assumeListedAtRecovery(a);
+  }
+
+  /**
+   * The workloads of rentals running here (confirmed) when this incarnation recovered are taken as
+   * last listed by the last heartbeat in the journal, so that the first heartbeat that omits one
+   * marks it gone: the heartbeats this entity heard after that record are lost with its previous
+   * incarnation, and one that no longer listed the workload may be among them. Unconfirmed
+   * reservations are left out: their workload may not have started yet.
+   */
+  private void assumeListedAtRecovery(Active state) {
+    Instant recorded = state.presence().lastHeartbeatAt();
+    if (recorded == null) return;
+    state
+        .reservations()
+        .forEach(
+            (rentalId, held) -> {
+              if (held.confirmed() && !state.inventory().unlisted().containsKey(rentalId))
+                listedAt.put(rentalId, recorded);
+            });
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1317,11 +1383,18 @@ public final class Host
   }
 
   private Liveness liveness(Active state, String rentalId) {
+    Unlisted unlisted = rentalId == null ? null : state.inventory().unlisted().get(rentalId);
     return new Liveness(
         state.presence().online(),
         lastHeartbeatSeen(state),
-        rentalId == null ? null : listedAt.get(rentalId),
-        rentalId == null ? null : goneAt.get(rentalId));
+        unlisted != null ? unlisted.listedAt() : rentalId == null ? null : listedAt.get(rentalId),
+        unlisted != null ? unlisted.goneAt() : null);
+  }
+
+  /** The latest heartbeat known to list the rental's workload (null: none known). */
+  private Instant lastListed(Active state, String rentalId) {
+    Unlisted unlisted = state.inventory().unlisted().get(rentalId);
+    return unlisted != null ? unlisted.listedAt() : listedAt.get(rentalId);
   }
 
   /** The latest proof of life: this incarnation's while the host is online, else the journal's. */
@@ -1487,7 +1560,7 @@ public final class Host
     lastHeartbeat = now();
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
-    noteListed(state, cmd.rentals());
+    List<WorkloadUnlisted> unlisted = noteListed(state, cmd.rentals());
     preemptBeforeAvailabilityEnds(state);
     String fault =
         cmd.gpus() == null
@@ -1508,6 +1581,7 @@ public final class Host
     // keep it.
     if (state.online() && ((!events.isEmpty()) || (rented && due)))
       events.add(0, new HeartbeatRecorded(now()));
+    events.addAll(unlisted);
     if (events.isEmpty()) return Effect().noReply();
     boolean evicting = events.stream().anyMatch(e -> e instanceof Evicted);
     return Effect()
@@ -1543,19 +1617,26 @@ public final class Host
         .thenNoReply();
   }
 
-  /** The rentals holding cards here that this heartbeat lists were running at its arrival. */
-  private void noteListed(Active state, List<String> rentals) {
+  /**
+   * The rentals holding cards here that this heartbeat lists were running at its arrival; the
+   * returned events record those it no longer lists, the first time. Once unlisted a rental stays
+   * so: the agent never runs a rental's workload twice (it wipes leftovers when it starts), so a
+   * later listing would prove nothing about the seconds in between.
+   */
+  private List<WorkloadUnlisted> noteListed(Active state, List<String> rentals) {
     listedAt.keySet().retainAll(state.reservations().keySet());
-    goneAt.keySet().retainAll(state.reservations().keySet());
-    if (rentals == null) return;
+    if (rentals == null) return List.of();
+    List<WorkloadUnlisted> unlisted = new ArrayList<>(0);
     for (String rentalId : state.reservations().keySet()) {
+      if (state.inventory().unlisted().containsKey(rentalId)) continue;
       if (rentals.contains(rentalId)) {
         listedAt.put(rentalId, lastConfirmed);
-        goneAt.remove(rentalId);
-      } else if (listedAt.containsKey(rentalId)) {
-        goneAt.putIfAbsent(rentalId, lastConfirmed);
+      } else {
+        Instant listed = listedAt.remove(rentalId);
+        if (listed != null) unlisted.add(new WorkloadUnlisted(rentalId, listed, lastConfirmed));
       }
     }
+    return unlisted;
   }
 
   private void scheduleHeartbeatCheck(Duration delay) {
@@ -1995,7 +2076,7 @@ public final class Host
   private void notifyHostLost(Active state, Instant lastHeartbeatAt) {
     Instant lostAt = now();
     for (String rentalId : state.reservations().keySet()) {
-      Instant listed = listedAt.get(rentalId);
+      Instant listed = lastListed(state, rentalId);
       Instant last =
           listed != null && lastHeartbeatAt != null && listed.isBefore(lastHeartbeatAt)
               ? listed
@@ -2050,6 +2131,7 @@ public final class Host
         .onEvent(
             WentOffline.class, (s, e) -> s.withPresence(new Presence(false, e.lastHeartbeatAt())))
         .onEvent(HeartbeatRecorded.class, (s, e) -> s.withPresence(new Presence(true, e.at())))
+        .onEvent(WorkloadUnlisted.class, (s, e) -> s.withInventory(s.inventory().unlisting(e)))
         .onEvent(ListingUpdated.class, (s, e) -> s.withListing(e.listing()))
         .onEvent(DrainStarted.class, (s, e) -> s.withDraining())
         .onEvent(Evicted.class, (s, e) -> s.withStanding(s.standing().evicted(e.reason())))

@@ -667,6 +667,9 @@ public final class Rental
   // proof
   // The latest heartbeat any liveness answer showed: a HostLost declared before it is stale.
   private Instant latestHeartbeat;
+  // The agent reported that the workload of this ended rental had stopped before the end: the end
+  // is proven no further than that, and no further than the host's last heartbeat that listed it.
+  private Instant reportedStop;
   // The last match answer was Matcher.Unavailable: the read side could not look, so the wait
   // deadline waits for a real answer.
   private boolean readSideDown;
@@ -1501,11 +1504,12 @@ public final class Rental
     if (heartbeat != null && (lastHeartbeatSeen == null || heartbeat.isAfter(lastHeartbeatSeen)))
       lastHeartbeatSeen = heartbeat;
     if (answer.liveness() != null && RentalBilling.goneBeforeEnd(answer.liveness(), state.endAt()))
-      return proveEnd(state, answer.liveness().rentalListedAt());
+      return proveReported(state, answer.liveness().rentalListedAt());
     if (heartbeat != null && !heartbeat.isBefore(state.endAt()))
-      return proveEnd(state, state.endAt());
+      return proveReported(state, state.endAt());
     // An offline host sends no more heartbeats: what it proved is all there will be.
-    if (answer.liveness() != null && !answer.liveness().online()) return proveEnd(state, heartbeat);
+    if (answer.liveness() != null && !answer.liveness().online())
+      return proveReported(state, heartbeat);
     // Not yet: the agent heartbeats every few seconds while it runs, and reports the stop; ask
     // again soon.
     timers.startSingleTimer(Timer.PROVE_END, Timer.PROVE_END, settings.retryInterval());
@@ -1516,7 +1520,19 @@ public final class Rental
   private ReplyEffect<Event, State> onHostLostEnding(Ending state, HostLost cmd) {
     if (state.finalSettled() || !fromHost(state.terms(), cmd.hostId()) || stale(cmd))
       return Effect().noReply();
-    return proveEnd(state, cmd.lastHeartbeatAt());
+    return proveReported(state, cmd.lastHeartbeatAt());
+  }
+
+  /**
+   * {@link #proveEnd}, and never past a stop the agent reported before the end ({@code provenUpTo}
+   * null stays null: nothing beyond what was settled).
+   */
+  private ReplyEffect<Event, State> proveReported(Ending state, Instant provenUpTo) {
+    return proveEnd(
+        state,
+        provenUpTo == null || reportedStop == null
+            ? provenUpTo
+            : earlier(provenUpTo, reportedStop));
   }
 
   /**
@@ -1565,6 +1581,13 @@ public final class Rental
   private ReplyEffect<Event, State> onWorkloadStoppedEnding(Ending state, WorkloadStopped cmd) {
     delivery.workloadStopped();
     if (state.finalSettled() || !fromHost(state.terms(), cmd.hostId())) return maybeClose(state);
+    if (cmd.at() != null && cmd.at().isBefore(state.endAt())) {
+      // It stopped on its own before the end, so a heartbeat may have stopped listing it before the
+      // end too: the host's answer bounds it (finding E), whichever of the two arrives first.
+      reportedStop = cmd.at();
+      askLivenessForEnd(state);
+      return Effect().noReply();
+    }
     return proveEnd(state, cmd.at() == null ? state.endAt() : earlier(cmd.at(), state.endAt()));
   }
 
@@ -1584,7 +1607,7 @@ public final class Rental
    */
   private ReplyEffect<Event, State> onAgentSilent(Ending state) {
     delivery.workloadStopped();
-    if (!state.finalSettled()) return proveEnd(state, lastHeartbeatSeen);
+    if (!state.finalSettled()) return proveReported(state, lastHeartbeatSeen);
     return maybeClose(state);
   }
 

@@ -258,9 +258,10 @@ final class HostDriver {
         r -> new VerifyReport(session, signed.report(), signed.canonical(), signed.signature(), r));
   }
 
+  /** A heartbeat that says nothing of the workloads (as from an agent that does not list them). */
   CommandResult<Command, Event, State> heartbeat(
       ActorRef<ToSession> session, long seq, List<GpuHealth> gpus) {
-    return heartbeat(session, seq, gpus, List.of());
+    return heartbeat(session, seq, gpus, null);
   }
 
   /** A heartbeat listing {@code rentals} as the workloads the agent runs. */

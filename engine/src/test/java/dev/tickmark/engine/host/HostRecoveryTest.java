@@ -72,7 +72,8 @@ class HostRecoveryTest {
           Host.CardsReserved.class,
           Host.CardsRented.class,
           Host.CardsReleased.class,
-          Host.HeartbeatRecorded.class);
+          Host.HeartbeatRecorded.class,
+          Host.WorkloadUnlisted.class);
 
   @Test
   void recoversTheSameStateAfterEveryKindOfEvent() {
@@ -131,6 +132,14 @@ class HostRecoveryTest {
         host.journal().get(host.journal().size() - 1).getClass(),
         "a rented host's heartbeat is kept");
     check.run(); // HeartbeatRecorded
+    ok(host.attach(session.getRef())); // the restarted host takes its agent back
+    host.heartbeat(session.getRef(), 2, HostDriver.healthy(4), List.of("r1"));
+    host.heartbeat(session.getRef(), 3, HostDriver.healthy(4), List.of());
+    assertInstanceOf(
+        Host.WorkloadUnlisted.class,
+        host.journal().get(host.journal().size() - 1),
+        "a heartbeat no longer lists r1's workload");
+    check.run(); // WorkloadUnlisted
     ok(host.reserve("r2", 1));
     ok(host.release("r2"));
     check.run(); // CardsReleased
@@ -218,6 +227,7 @@ class HostRecoveryTest {
                 new Host.CardsRented("r1", at),
                 new Host.CardsReleased("r1", List.of(0, 3), at),
                 new Host.HeartbeatRecorded(at),
+                new Host.WorkloadUnlisted("r1", START, at),
                 // states
                 Host.Empty.INSTANCE,
                 new Host.Invitation(OWNER, REGION, "rack-1", host.tokenHash(), at),

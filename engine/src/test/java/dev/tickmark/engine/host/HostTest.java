@@ -573,6 +573,101 @@ class HostTest {
         List.of("r1 " + both + " " + clock.instant(), "r2 " + third + " " + clock.instant()), lost);
   }
 
+  /**
+   * Finding E across a restart of the host entity (a node lost, the shard recovering elsewhere):
+   * what a heartbeat proved about a rental's workload is not forgotten with the actor. r1's
+   * workload stops being listed before the restart; r2's is listed by the last heartbeat in the
+   * journal and omitted by the first heartbeat after the restart. Neither is billed past what a
+   * heartbeat showed of it.
+   */
+  @Test
+  void aRestartedHostStillBoundsRentalsByTheLastHeartbeatThatListedThem() {
+    List<String> lost = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Host.RentalLink link =
+        new Host.RentalLink() {
+          @Override
+          public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {
+            throw new AssertionError("the notice says when the host was lost");
+          }
+
+          @Override
+          public void hostLost(
+              String rentalId, String hostId, Instant lastHeartbeatAt, Instant lostAt) {
+            lost.add(rentalId + " " + lastHeartbeatAt);
+          }
+
+          @Override
+          public void preempt(String rentalId, String hostId, Instant deadline) {}
+        };
+    Host.Settings base = HostDriver.settings(NEVER, false);
+    HostDriver listing =
+        new HostDriver(
+            testKit,
+            new Host.Settings(
+                base.heartbeatTimeout(),
+                base.heartbeatIntervalSeconds(),
+                base.catalog(),
+                base.policy(),
+                link),
+            clock,
+            4);
+    TestProbe<ToSession> session = listing.onMarket();
+    ok(listing.reserve("r1", 1));
+    ok(listing.reserve("r2", 1));
+    ok(listing.confirm("r1"));
+    ok(listing.confirm("r2"));
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(session.getRef(), 1, HostDriver.healthy(4), List.of("r1", "r2"));
+    Instant both = clock.instant();
+    clock.advance(Duration.ofSeconds(5));
+    // Recorded in the journal (a rented host's heartbeat, 10 s after the last record): after the
+    // restart it is the host's last proof of life, later than r1's last listing.
+    listing.heartbeat(session.getRef(), 2, HostDriver.healthy(4), List.of("r2"));
+    Instant onlyR2 = clock.instant();
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(session.getRef(), 3, HostDriver.healthy(4), List.of("r2"));
+    assertEquals(1, unlistedEvents(listing), "once per rental, not per heartbeat");
+
+    listing.kit.restart();
+    assertEquals(
+        new Host.Liveness(true, onlyR2, both, onlyR2),
+        liveness(listing, "r1"),
+        "the restarted host still knows r1's workload was gone");
+    assertEquals(onlyR2, liveness(listing, "r2").lastHeartbeatAt());
+
+    TestProbe<ToSession> again = testKit.createTestProbe();
+    ok(listing.attach(again.getRef())); // the agent reconnects to the new incarnation
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(again.getRef(), 1, HostDriver.healthy(4), List.of());
+    Instant afterRestart = clock.instant();
+    assertEquals(
+        new Host.Liveness(true, afterRestart, both, onlyR2),
+        liveness(listing, "r1"),
+        "r1 keeps the bound recorded before the restart");
+    assertEquals(
+        new Host.Liveness(true, afterRestart, onlyR2, afterRestart),
+        liveness(listing, "r2"),
+        "r2, omitted after the restart, is proven only to the last heartbeat in the journal");
+    clock.advance(Duration.ofSeconds(5));
+    listing.heartbeat(again.getRef(), 2, HostDriver.healthy(4), List.of());
+    assertEquals(2, unlistedEvents(listing));
+
+    listing.kit.restart();
+    ok(listing.evict("operator"));
+    java.util.Collections.sort(lost);
+    assertEquals(List.of("r1 " + both, "r2 " + onlyR2), lost);
+
+    // A rental proving its end asks while its cards go back: the bound outlives the release.
+    ok(listing.release("r1"));
+    listing.kit.restart();
+    assertEquals(both, liveness(listing, "r1").rentalListedAt());
+    assertEquals(onlyR2, liveness(listing, "r1").rentalGoneAt());
+  }
+
+  private static long unlistedEvents(HostDriver host) {
+    return host.journal().stream().filter(Host.WorkloadUnlisted.class::isInstance).count();
+  }
+
   private static Host.Liveness liveness(HostDriver host, String rentalId) {
     return host.kit.<Host.Liveness>runCommand(r -> new Host.GetLiveness(rentalId, r)).reply();
   }

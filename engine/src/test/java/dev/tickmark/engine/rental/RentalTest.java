@@ -913,6 +913,45 @@ class RentalTest {
   }
 
   /**
+   * The same, with the agent's answer to the stop (its workload died at 6 s, on its own) arriving
+   * before the host's liveness answer (simulation seed 5): the report is no proof past the last
+   * heartbeat that listed the workload; the bill does not depend on which of the two comes first.
+   */
+  @Test
+  void aReportThatTheWorkloadDiedBeforeTheStopIsBoundedByTheLastHeartbeatThatListedIt() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(true, now, at(5), at(7)));
+    f.clock.advance(Duration.ofSeconds(8));
+    f.host.holdLiveness.set(true);
+    f.stop();
+    var reported = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6)));
+    assertTrue(reported.hasNoEvents(), () -> "waits for the host: " + reported.events());
+    f.host.letLivenessThrough();
+    Rental.EndProven proven = f.awaitEvent(Rental.EndProven.class);
+    assertEquals(5, proven.billedSeconds());
+    assertEquals(List.of(5L), f.checkpointSeconds());
+  }
+
+  /**
+   * A report that the workload died before the stop is a bound too: a heartbeat after the stop that
+   * never stopped listing it before the end (the report beat the heartbeat) bills to the death.
+   */
+  @Test
+  void aReportThatTheWorkloadDiedBeforeTheStopBoundsTheBill() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(8));
+    f.host.holdLiveness.set(true);
+    f.stop();
+    f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6)));
+    f.host.letLivenessThrough(); // online, last heartbeat now, no listing known
+    Rental.EndProven proven = f.awaitEvent(Rental.EndProven.class);
+    assertEquals(6, proven.billedSeconds());
+    assertEquals(List.of(6L), f.checkpointSeconds());
+  }
+
+  /**
    * Finding F of the simulation: a HostLost the host sent when it went offline at 20 s arrives
    * after the agent came back and this rental saw a heartbeat at 25.3 s: it is stale and changes
    * nothing. A later loss still ends the rental.

@@ -33,11 +33,8 @@ class MarketSimulationTest {
 
   /**
    * The same with snapshots: workspaces kept, uploaded, suspended, resumed and deleted, their
-   * storage audited with the rest. Every invariant but {@code billed-within-listing}, which the
-   * runs above enforce: these runs take other paths, and seeds 3 and 5 reach the host-restart gap
-   * of finding E that docs/simulation.md lists as left (a host that restarted knows no heartbeat
-   * listing, so a workload that died just before is settled past its death) — a rental's, not a
-   * snapshot's.
+   * storage audited with the rest, every invariant enforced. (These runs take other paths: seeds 3
+   * and 5 are where {@code billed-within-listing} found finding E's host-restart gap.)
    */
   @Test
   void everySeedKeepsTheBooksWithSnapshots() {
@@ -45,10 +42,7 @@ class MarketSimulationTest {
     long kept = 0, ready = 0, suspended = 0;
     for (long seed : SEEDS) {
       MarketSimulation.Config config =
-          MarketSimulation.Config.of(seed)
-              .withoutKnownBugs()
-              .withSnapshots()
-              .withSwitchedOff("billed-within-listing");
+          MarketSimulation.Config.of(seed).withoutKnownBugs().withSnapshots();
       MarketSimulation.Result r = MarketSimulation.run(config, STEPS);
       kept += r.stats().getOrDefault("snapshots", 0L);
       ready += r.stats().getOrDefault("snapshots ready", 0L);

@@ -400,7 +400,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
                 hostInbox,
                 hb.seq(),
                 gpus,
-                hb.rentals() == null ? List.of() : hb.rentals(),
+                hb.rentals(), // null: an agent that does not list its workloads proves nothing
                 receivedAtMicros));
     return this;
   }
