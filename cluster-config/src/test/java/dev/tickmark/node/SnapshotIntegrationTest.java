@@ -110,9 +110,15 @@ class SnapshotIntegrationTest {
     assertEquals("deleted", deleted.get("status").asText(), deleted.toString());
     long cost = Money.parse(deleted.get("cost").asText());
     assertTrue(cost > 0, deleted.toString());
+    // the deletion's last capture lands after its answer, and the audit reads the ledger's read
+    // side: both are waited for
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode audit = api.audit();
+          assertTrue(Money.parse(audit.get("storage_revenue").asText()) >= cost, audit.toString());
+        });
     assertConserved(api);
-    JsonNode audit = api.audit();
-    assertTrue(Money.parse(audit.get("storage_revenue").asText()) >= cost, audit.toString());
 
     // a deleted snapshot is never restored, and costs nothing more
     api.post(
