@@ -75,7 +75,7 @@ class SnapshotNodeLossIntegrationTest {
     while (manifestChunks(db, snapshotId) == 0
         || manifestChunks(db, snapshotId) == missingChunks(db, snapshotId)) {
       assertTrue(System.nanoTime() < until, "the upload did not start");
-      Thread.sleep(10);
+      Thread.sleep(10); // polling the database with a deadline
     }
     first.destroyForcibly();
     assertTrue(first.waitFor(30, TimeUnit.SECONDS), "the killed node is gone");
@@ -97,7 +97,7 @@ class SnapshotNodeLossIntegrationTest {
       } else {
         assertEquals("uploading", status, "resumed, not failed: " + now);
         assertTrue(System.nanoTime() < deadline, "not ready in time: " + now);
-        Thread.sleep(200);
+        Thread.sleep(200); // polling with a deadline, every status looked at
       }
     }
 
