@@ -21,6 +21,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
@@ -238,9 +239,10 @@ class DockerRuntimeIntegrationTest {
             + devices
             + "/nvidia-uvm>/dev/nvidia-uvm",
         inspect(name, "{{range .HostConfig.Devices}}{{.PathOnHost}}>{{.PathInContainer}} {{end}}"));
+    // The docker CLI gathers -v flags in a map, so the binds come back in no fixed order.
     assertEquals(
-        scratch + ":/workspace " + scratch.resolveSibling("tickmark") + ":/run/tickmark:ro",
-        inspect(name, "{{range .HostConfig.Binds}}{{.}} {{end}}"));
+        Set.of(scratch + ":/workspace", scratch.resolveSibling("tickmark") + ":/run/tickmark:ro"),
+        Set.of(inspect(name, "{{range .HostConfig.Binds}}{{.}} {{end}}").trim().split(" ")));
     assertEquals("false", inspect(name, "{{.HostConfig.AutoRemove}}"));
     await("the workload's first line", () -> lines(log).contains("stdout:up"));
 
