@@ -385,8 +385,27 @@ public final class Host
   public record ConfirmCards(String rentalId, ActorRef<StatusReply<Reservation>> replyTo)
       implements Replying<Reservation> {}
 
-  public record ReleaseCards(String rentalId, ActorRef<StatusReply<Done>> replyTo)
-      implements Replying<Done> {}
+  /**
+   * Releases the rental's cards. {@code undoesProposal}: sent by the matcher to undo a proposal it
+   * got no answer to — a reservation the host holds for the rental may be one the rental has since
+   * taken (a duplicated match proposes again), so the host leaves it to the rental.
+   */
+  public record ReleaseCards(
+      String rentalId, boolean undoesProposal, ActorRef<StatusReply<Done>> replyTo)
+      implements Replying<Done> {
+    @JsonCreator
+    public ReleaseCards {}
+
+    public ReleaseCards(String rentalId, ActorRef<StatusReply<Done>> replyTo) {
+      this(rentalId, false, replyTo);
+    }
+
+    /** The matcher's undo of a proposal that got no answer in time. */
+    public static ReleaseCards undoingProposal(
+        String rentalId, ActorRef<StatusReply<Done>> replyTo) {
+      return new ReleaseCards(rentalId, true, replyTo);
+    }
+  }
 
   /** Starts the rental's workload on the agent; refused while the host has no live session. */
   public record StartWorkload(
@@ -1541,6 +1560,7 @@ public final class Host
 
   private ReplyEffect<Event, State> onHeartbeat(Active state, Heartbeat cmd) {
     if (session == null) {
+      noteListedByUnknownSession(state, cmd.rentals());
       // This incarnation knows no live session (the entity restarted or moved, or the session timed
       // out): a session
       // still heartbeating would otherwise be ignored until the host goes offline, and never learn
@@ -1637,6 +1657,20 @@ public final class Host
       }
     }
     return unlisted;
+  }
+
+  /**
+   * A heartbeat this incarnation refuses (it knows no session: it restarted or moved) still comes
+   * from the host's authenticated agent, so the workloads it lists were running at its arrival. It
+   * proves nothing of the host for billing, but it is the latest listing known: without it, a
+   * workload listed only there and gone by the next session would never be bounded.
+   */
+  private void noteListedByUnknownSession(Active state, List<String> rentals) {
+    if (rentals == null) return;
+    Instant arrived = now();
+    for (String rentalId : rentals)
+      if (state.reservations().containsKey(rentalId)
+          && !state.inventory().unlisted().containsKey(rentalId)) listedAt.put(rentalId, arrived);
   }
 
   private void scheduleHeartbeatCheck(Duration delay) {
@@ -1934,6 +1968,16 @@ public final class Host
     Held held = state.reservations().get(cmd.rentalId());
     if (held == null && state.inventory().wasReleased(cmd.rentalId()))
       return Effect().reply(cmd.replyTo(), StatusReply.ack());
+    if (held != null && cmd.undoesProposal()) {
+      // Finding J: a proposal answers with the reservation the rental already holds, so the undo of
+      // a timed-out one cannot tell whose this is. A confirmed one is the rental's; an unconfirmed
+      // one is checked with the rental now (it releases it if the rental does not want it).
+      if (!held.confirmed()) {
+        settings.rentals().checkReservation(cmd.rentalId(), hostId, context.getSelf().narrow());
+        checkReservationsLater();
+      }
+      return Effect().reply(cmd.replyTo(), StatusReply.ack());
+    }
     List<Integer> cards = held == null ? List.of() : held.cards();
     return Effect()
         .persist(new CardsReleased(cmd.rentalId(), cards, now()))

@@ -377,7 +377,9 @@ public final class Matcher {
       // the same sender.
       hosts
           .apply(hostId)
-          .tell(new Host.ReleaseCards(request.match.rentalId(), context.getSystem().ignoreRef()));
+          .tell(
+              Host.ReleaseCards.undoingProposal(
+                  request.match.rentalId(), context.getSystem().ignoreRef()));
     }
     proposeNext(request);
     return Behaviors.same();

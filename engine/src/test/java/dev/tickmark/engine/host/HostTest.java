@@ -37,11 +37,13 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.Base64;
 import java.util.List;
+import org.apache.pekko.Done;
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
+import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.persistence.testkit.javadsl.EventSourcedBehaviorTestKit;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -664,6 +666,39 @@ class HostTest {
     assertEquals(onlyR2, liveness(listing, "r1").rentalGoneAt());
   }
 
+  /**
+   * The second shape of finding E's restart gap (the snapshot simulation, seed 1): the only
+   * heartbeat that listed r1's workload reached a restarted incarnation that knew no session, which
+   * told the agent to reconnect; the workload died before the new session's first heartbeat, and
+   * its report was lost. The host had never seen it listed, so it bounded nothing and r1 was billed
+   * for a dead workload. The refused heartbeat now counts as the last listing.
+   */
+  @Test
+  void aWorkloadListedOnlyByAHeartbeatTheRestartedHostRefusedIsStillBounded() {
+    TestProbe<ToSession> session = host.onMarket();
+    ok(host.reserve("r1", 1));
+    host.kit.restart(); // before the confirmation: not assumed listed at recovery
+    ok(host.confirm("r1"));
+    clock.advance(Duration.ofSeconds(3));
+    assertTrue(
+        host.heartbeat(session.getRef(), 7, HostDriver.healthy(4), List.of("r1")).hasNoEvents());
+    Instant refusedListing = clock.instant();
+    assertEquals(Rejection.RECONNECT, session.expectMessageClass(CloseSession.class).code());
+
+    TestProbe<ToSession> again = session();
+    ok(host.attach(again.getRef()));
+    clock.advance(Duration.ofSeconds(3));
+    var omitted = host.heartbeat(again.getRef(), 1, HostDriver.healthy(4), List.of());
+    Instant gone = clock.instant();
+    assertTrue(
+        omitted.events().contains(new Host.WorkloadUnlisted("r1", refusedListing, gone)),
+        "the first heartbeat that omits it records it gone: " + omitted.events());
+    host.kit.restart();
+    Host.Liveness liveness = liveness(host, "r1");
+    assertEquals(refusedListing, liveness.rentalListedAt());
+    assertEquals(gone, liveness.rentalGoneAt());
+  }
+
   private static long unlistedEvents(HostDriver host) {
     return host.journal().stream().filter(Host.WorkloadUnlisted.class::isInstance).count();
   }
@@ -1125,6 +1160,76 @@ class HostTest {
     asked.clear();
     checked.kit.runCommand(Host.ReservationCheck.INSTANCE);
     assertEquals(List.of("r4" + at), asked);
+  }
+
+  /**
+   * Finding J of the simulation: a duplicated Match proposed to this host again after the rental
+   * had been matched here, started and confirmed its cards; that proposal was lost, the matcher's
+   * ask timed out, and its undo released the confirmed reservation, so the card went to a second
+   * rental. The matcher's undo now leaves a reservation the host holds to the rental: a confirmed
+   * one is kept, an unconfirmed one is checked with the rental at once.
+   */
+  @Test
+  void theMatchersUndoOfAProposalLeavesTheRentalsReservationToTheRental() {
+    List<String> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Host.RentalLink link =
+        new Host.RentalLink() {
+          @Override
+          public void hostLost(String rentalId, String hostId, Instant lastHeartbeatAt) {}
+
+          @Override
+          public void preempt(String rentalId, String hostId, Instant deadline) {}
+
+          @Override
+          public void checkReservation(
+              String rentalId,
+              String hostId,
+              org.apache.pekko.actor.typed.ActorRef<Host.ReservationWanted> replyTo) {
+            asked.add(rentalId);
+          }
+        };
+    Host.Settings base = HostDriver.settings(NEVER, false);
+    HostDriver undone =
+        new HostDriver(
+            testKit,
+            new Host.Settings(
+                base.heartbeatTimeout(),
+                base.heartbeatIntervalSeconds(),
+                base.catalog(),
+                base.policy(),
+                link),
+            clock,
+            4);
+    undone.onMarket();
+    ok(undone.reserve("r1", 1));
+    ok(undone.confirm("r1"));
+    var keep =
+        undone.kit.<StatusReply<Done>>runCommand(r -> Host.ReleaseCards.undoingProposal("r1", r));
+    assertTrue(keep.reply().isSuccess());
+    assertTrue(keep.hasNoEvents(), "a confirmed reservation is the rental's: the undo keeps it");
+    assertTrue(asked.isEmpty());
+
+    ok(undone.reserve("r2", 1));
+    var check =
+        undone.kit.<StatusReply<Done>>runCommand(r -> Host.ReleaseCards.undoingProposal("r2", r));
+    assertTrue(check.reply().isSuccess());
+    assertTrue(check.hasNoEvents());
+    assertEquals(List.of("r2"), asked, "an unconfirmed one is checked with its rental at once");
+    assertEquals(
+        List.of(new Host.CardsReleased("r2", List.of(1), START)),
+        undone.kit.runCommand(new Host.ReservationWanted("r2", false, false)).events(),
+        "and released when the rental does not want it");
+
+    var nothing =
+        undone.kit.<StatusReply<Done>>runCommand(r -> Host.ReleaseCards.undoingProposal("r3", r));
+    assertEquals(
+        List.of(new Host.CardsReleased("r3", List.of(), START)),
+        nothing.events(),
+        "an undo that finds nothing is remembered, so the late proposal reserves nothing");
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, undone.reserve("r3", 1));
+    undone.assertRecovers();
+    assertEquals(java.util.Set.of("r1"), undone.enrolled().inventory().reservations().keySet());
+    assertTrue(undone.enrolled().inventory().reservations().get("r1").confirmed());
   }
 
   @Test
