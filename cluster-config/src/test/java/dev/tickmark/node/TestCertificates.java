@@ -151,7 +151,8 @@ public record TestCertificates(Path caFile, Path certificateFile, Path keyFile) 
     return seq(tbs, ecdsaWithSha256, tagged(0x03, concat(new byte[] {0}, signer.sign())));
   }
 
-  // ---- just enough DER ---------------------------------------------------------------------------
+  // ---- just enough DER
+  // ---------------------------------------------------------------------------
 
   private static byte[] name(String commonName) {
     return seq(
@@ -166,8 +167,7 @@ public record TestCertificates(Path caFile, Path certificateFile, Path keyFile) 
   }
 
   private static byte[] time(Instant at) {
-    String utc =
-        DateTimeFormatter.ofPattern("yyMMddHHmmss'Z'").withZone(ZoneOffset.UTC).format(at);
+    String utc = DateTimeFormatter.ofPattern("yyMMddHHmmss'Z'").withZone(ZoneOffset.UTC).format(at);
     return tagged(0x17, utc.getBytes(StandardCharsets.US_ASCII));
   }
 
