@@ -80,12 +80,13 @@ abstract class ApiCommand implements Callable<Integer> {
   }
 
   /**
-   * {@code --ca}, else {@code $TICKMARK_CA}, else the saved login's: the PEM CA bundle to trust, or
-   * null for the system trust store.
+   * {@code --ca}, else {@code $TICKMARK_CA}, else the saved login's when the URL is the saved
+   * login's too: the PEM CA bundle to trust, or null for the system trust store.
    */
   final Path caFile() {
     String ca = firstOf(root().ca, cli().env.get(CA_ENV));
-    if (ca == null) ca = savedConfig().ca();
+    boolean savedUrl = firstOf(root().url, cli().env.get("TICKMARK_URL")) == null;
+    if (ca == null && savedUrl) ca = savedConfig().ca();
     if (ca == null) return null;
     Path file = Path.of(ca).toAbsolutePath();
     try {
