@@ -226,10 +226,8 @@ public final class ServerTls {
   private static List<Block> blocks(String variable, Path file) throws UnusableFiles {
     String text;
     try {
-      text = Files.readString(file, StandardCharsets.US_ASCII);
-    } catch (java.nio.charset.MalformedInputException e) {
-      throw new UnusableFiles(
-          variable + " (" + file + ") is not a PEM file (binary DER? convert with openssl to PEM)");
+      // Latin-1 reads any byte: a comment in UTF-8 beside the blocks does no harm
+      text = Files.readString(file, StandardCharsets.ISO_8859_1);
     } catch (IOException e) {
       throw new UnusableFiles(
           variable + " (" + file + ") cannot be read: " + e.getClass().getSimpleName());
@@ -244,6 +242,14 @@ public final class ServerTls {
             variable + " (" + file + "): a \"" + m.group(1) + "\" PEM block is not valid base64");
       }
     }
+    if (blocks.isEmpty() && !text.isEmpty() && text.charAt(0) == 0x30)
+      throw new UnusableFiles(
+          variable
+              + " ("
+              + file
+              + ") is binary DER, not PEM: convert it, e.g. openssl x509 -inform der -in "
+              + file
+              + " -out cert.pem (a key: openssl pkcs8 -topk8 -nocrypt -inform der -in …)");
     return blocks;
   }
 

@@ -98,6 +98,9 @@ class ServerTlsTest {
     assertTrue(
         refused(dir.resolve("missing.pem"), rsa.keyFile()).contains("cannot be read"),
         "a missing file");
+    Path der = dir.resolve("cert.der");
+    Files.write(der, rsa.serverCertificate().getEncoded());
+    assertTrue(refused(der, rsa.keyFile()).contains("is binary DER, not PEM"));
   }
 
   @Test
