@@ -19,7 +19,7 @@ SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
   cat <<EOF
-Usage: $0 --engine URL [--engine URL…] [--token TOKEN] [--jar PATH|URL] [--java PATH] [--root DIR] [--no-start] [--insecure]
+Usage: $0 --engine URL [--engine URL…] [--token TOKEN] [--jar PATH|URL] [--java PATH] [--root DIR] [--no-start] [--insecure] [--ca FILE]
        $0 --uninstall [--force] [--keep-state] [--root DIR]
 
   --engine URL    a node, wss://host[:port] (the agent refuses ws:// off loopback); repeat it for several
@@ -30,6 +30,8 @@ Usage: $0 --engine URL [--engine URL…] [--token TOKEN] [--jar PATH|URL] [--jav
   --root DIR      install under DIR instead of / (tests)
   --no-start      install and enable, do not (re)start
   --insecure      accept a plain ws:// engine off loopback (the credential then travels in clear text)
+  --ca FILE       a PEM bundle of the CAs the agent trusts for wss:// instead of the system trust store,
+                  copied to /etc/tickmark-agent/ca.pem (a reinstall without --ca keeps the one copied before)
   --uninstall     stop the service (the agent stops its rentals: SIGTERM, grace period) and remove it all;
                   refused while rentals run, unless --force: drain the host first ('tickmark host drain HOST')
   --keep-state    with --uninstall: keep /var/lib/tickmark-agent (the host's key and credential)
@@ -51,6 +53,7 @@ FORCE=0
 KEEP_STATE=0
 START=1
 INSECURE=0
+CA=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --engine) [ $# -ge 2 ] || die "--engine needs a URL"; ENGINES+=("$2"); shift 2 ;;
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
     --root) [ $# -ge 2 ] || die "--root needs a folder"; ROOT=$2; shift 2 ;;
     --no-start) START=0; shift ;;
     --insecure) INSECURE=1; shift ;;
+    --ca) [ $# -ge 2 ] || die "--ca needs a file"; CA=$2; shift 2 ;;
     --uninstall) UNINSTALL=1; shift ;;
     --force) FORCE=1; shift ;;
     --keep-state) KEEP_STATE=1; shift ;;
@@ -79,6 +83,7 @@ ROOT_FLAG=()
 OPT_DIR=/opt/$NAME
 ETC_DIR=/etc/$NAME
 ENV_FILE=$ETC_DIR/agent.env
+CA_FILE=$ETC_DIR/ca.pem
 UNIT_FILE=/etc/systemd/system/$UNIT
 STATE_DIR=/var/lib/$NAME
 
@@ -145,6 +150,10 @@ ENGINE=$(IFS=,; echo "${ENGINES[*]}")
 INSECURE_FLAG=""
 [ "$INSECURE" = 1 ] && INSECURE_FLAG=" --insecure"
 case "$TOKEN" in *[!A-Za-z0-9_.-]*) die "not a registration token: $TOKEN" ;; esac
+if [ -n "$CA" ]; then
+  [ -f "$CA" ] || die "no CA bundle at $CA"
+  grep -q -- "-----BEGIN CERTIFICATE-----" "$CA" || die "$CA holds no PEM certificate (BEGIN CERTIFICATE)"
+fi
 # a reinstall keeps the token written before (spent or not: the agent uses its credential once it has one)
 OLD_TOKEN=""
 if [ -z "$TOKEN" ] && [ -f "$ROOT$ENV_FILE" ]; then
@@ -207,6 +216,11 @@ chgrp "$GID_" "$ROOT$ENV_FILE.tmp"
 mv -f "$ROOT$ENV_FILE.tmp" "$ROOT$ENV_FILE"
 umask 022
 
+# the CA bundle is public (certificates only): world-readable like /etc/ssl/certs
+[ -n "$CA" ] && install -m 0644 "$CA" "$ROOT$CA_FILE"
+CA_FLAG=""
+[ -f "$ROOT$CA_FILE" ] && CA_FLAG=" --ca $CA_FILE"
+
 install -d -m 0700 "$ROOT$STATE_DIR"
 chown "$UID_:$GID_" "$ROOT$STATE_DIR"
 
@@ -223,7 +237,7 @@ User=$NAME
 Group=$NAME
 $GROUPS_LINE
 EnvironmentFile=$ENV_FILE
-ExecStart=$JAVA -jar $OPT_DIR/$NAME.jar --engine \${TICKMARK_AGENT_ENGINE} --state-dir $STATE_DIR$INSECURE_FLAG
+ExecStart=$JAVA -jar $OPT_DIR/$NAME.jar --engine \${TICKMARK_AGENT_ENGINE} --state-dir $STATE_DIR$INSECURE_FLAG$CA_FLAG
 # 2: bad usage, 3: refused by the node for good (spent or expired token, host removed): a restart cannot help
 Restart=on-failure
 RestartSec=5

@@ -257,7 +257,9 @@ public final class Agent implements AutoCloseable {
       for (int i = 0; i < config.simulatedGpus().cards(); i++) simulated.add(i);
       this.cards = Set.copyOf(simulated);
     }
-    this.http = HttpClient.newBuilder().connectTimeout(CONNECT_TIMEOUT).build();
+    // wss:// and https:// engines: the system trust store, or only --ca's CAs; names are verified
+    javax.net.ssl.SSLContext tls = dev.tickmark.wire.CaBundle.sslContextOrDefault(config.caFile());
+    this.http = HttpClient.newBuilder().sslContext(tls).connectTimeout(CONNECT_TIMEOUT).build();
     this.loop =
         Executors.newSingleThreadScheduledExecutor(
             r -> {
@@ -296,6 +298,7 @@ public final class Agent implements AutoCloseable {
             // HTTP/1.1: plain request/response to the engine, no h2c upgrade attempt on http://
             HttpClient.newBuilder()
                 .version(HttpClient.Version.HTTP_1_1)
+                .sslContext(tls)
                 .connectTimeout(CONNECT_TIMEOUT)
                 .build(),
             new EngineHttp.Endpoint() {
@@ -1017,6 +1020,8 @@ public final class Agent implements AutoCloseable {
   }
 
   private static String describe(Throwable t) {
+    String tls = dev.tickmark.wire.CaBundle.describe(t);
+    if (tls != null) return tls;
     for (Throwable c = t; c != null; c = c.getCause()) {
       if (c instanceof java.net.ConnectException) {
         return "cannot connect"

@@ -30,6 +30,9 @@ import java.util.Locale;
  * @param allowUnsandboxed allow {@code runtime} {@link RuntimeKind#PROCESS} with real GPUs ({@code
  *     --allow-unsandboxed}): a workload then runs next to the agent's key, unisolated; without it
  *     that combination is refused ({@link RuntimeChoice#check})
+ * @param caFile a PEM bundle of the CAs the agent trusts for {@code wss://} engines ({@code --ca}),
+ *     instead of the system trust store; null means the system trust store. The host name is
+ *     verified either way.
  */
 public record AgentConfig(
     List<URI> engines,
@@ -40,7 +43,8 @@ public record AgentConfig(
     Duration stopGrace,
     Duration sshIdleTimeout,
     boolean insecure,
-    boolean allowUnsandboxed) {
+    boolean allowUnsandboxed,
+    Path caFile) {
 
   /** The websocket path on a node. */
   public static final String CONNECT_PATH = "/v1/agent/connect";
@@ -101,6 +105,30 @@ public record AgentConfig(
     RuntimeChoice.check(runtime, simulatedGpus != null, allowUnsandboxed);
   }
 
+  /** The system trust store. */
+  public AgentConfig(
+      List<URI> engines,
+      String token,
+      Path stateDir,
+      SimulatedGpus simulatedGpus,
+      RuntimeKind runtime,
+      Duration stopGrace,
+      Duration sshIdleTimeout,
+      boolean insecure,
+      boolean allowUnsandboxed) {
+    this(
+        engines,
+        token,
+        stateDir,
+        simulatedGpus,
+        runtime,
+        stopGrace,
+        sshIdleTimeout,
+        insecure,
+        allowUnsandboxed,
+        null);
+  }
+
   /** Neither {@code --insecure} nor {@code --allow-unsandboxed}. */
   public AgentConfig(
       List<URI> engines,
@@ -140,7 +168,8 @@ public record AgentConfig(
         stopGrace,
         sshIdleTimeout,
         insecure,
-        allowUnsandboxed);
+        allowUnsandboxed,
+        caFile);
   }
 
   /** The same configuration with another stop grace period. */
@@ -154,7 +183,8 @@ public record AgentConfig(
         grace,
         sshIdleTimeout,
         insecure,
-        allowUnsandboxed);
+        allowUnsandboxed,
+        caFile);
   }
 
   /** The same configuration with another ssh idle timeout. */
@@ -168,7 +198,23 @@ public record AgentConfig(
         stopGrace,
         timeout,
         insecure,
-        allowUnsandboxed);
+        allowUnsandboxed,
+        caFile);
+  }
+
+  /** The same configuration trusting only the CAs in {@code pemFile} ({@code --ca}). */
+  public AgentConfig withCa(Path pemFile) {
+    return new AgentConfig(
+        engines,
+        token,
+        stateDir,
+        simulatedGpus,
+        runtime,
+        stopGrace,
+        sshIdleTimeout,
+        insecure,
+        allowUnsandboxed,
+        pemFile);
   }
 
   /**

@@ -19,18 +19,22 @@ record Arguments(
   }
 
   static final String TOKEN_ENV = "TICKMARK_AGENT_TOKEN";
+  static final String CA_ENV = "TICKMARK_AGENT_CA";
 
   static final String USAGE =
       """
       Usage: java -jar tickmark-agent.jar --engine URL [--engine URL…] [--token TOKEN] [--state-dir DIR]
                                           [--simulate-gpus CODE:COUNT[,CODE:COUNT…]] [--runtime sandbox|docker|process]
                                           [--stop-grace SECONDS] [--ssh-idle-timeout MINUTES]
-                                          [--insecure] [--allow-unsandboxed]
+                                          [--ca FILE] [--insecure] [--allow-unsandboxed]
              java -jar tickmark-agent.jar --print-report [--state-dir DIR]
 
         --engine URL          a node, wss://host:port (https accepted; ws:// and http:// only on loopback:
                               127.0.0.0/8, ::1, localhost); repeat the flag or separate with commas to give
                               several: the agent fails over between them, taking the next one on each reconnect
+        --ca FILE             trust only the CAs in this PEM bundle for wss:// engines instead of the system trust
+                              store (a private CA, a test certificate); the host name is verified either way
+                              (env TICKMARK_AGENT_CA)
         --insecure            allow plain ws:// engines off loopback: the host credential and every frame travel
                               in clear text (a warning says so at start); only on a network you trust
         --token TOKEN         registration token (tmkreg_…) for the first start; afterwards the host credential in
@@ -82,6 +86,7 @@ record Arguments(
     java.time.Duration sshIdleTimeout = null;
     boolean insecure = false;
     boolean allowUnsandboxed = false;
+    String ca = null;
     for (int i = 0; i < args.size(); i++) {
       String arg = args.get(i);
       String name = arg;
@@ -112,6 +117,7 @@ record Arguments(
             }
           }
         }
+        case "--ca" -> ca = value != null ? value : next(args, ++i, name);
         case "--token" -> token = value != null ? value : next(args, ++i, name);
         case "--state-dir" -> {
           String v = value != null ? value : next(args, ++i, name);
@@ -176,6 +182,17 @@ record Arguments(
     if (token != null && token.chars().anyMatch(ch -> ch <= ' ' || ch == 0x7f)) {
       throw new UsageException("the token contains spaces or control characters");
     }
+    if (ca == null || ca.isBlank()) ca = env.get(CA_ENV);
+    Path caFile = null;
+    if (ca != null && !ca.isBlank()) {
+      caFile =
+          Path.of(ca.startsWith("~/") ? System.getProperty("user.home") + ca.substring(1) : ca);
+      try {
+        dev.tickmark.wire.CaBundle.sslContext(caFile); // a broken bundle fails now, not on connect
+      } catch (IllegalArgumentException e) {
+        throw new UsageException("bad --ca: " + e.getMessage());
+      }
+    }
     AgentConfig config;
     try {
       config =
@@ -188,7 +205,8 @@ record Arguments(
               stopGrace,
               sshIdleTimeout,
               insecure,
-              allowUnsandboxed);
+              allowUnsandboxed,
+              caFile);
     } catch (IllegalArgumentException e) {
       // a plain ws:// engine off loopback, --runtime process with real GPUs
       throw new UsageException(e.getMessage());

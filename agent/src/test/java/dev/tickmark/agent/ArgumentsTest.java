@@ -88,6 +88,52 @@ class ArgumentsTest {
   }
 
   @Test
+  void caFromTheFlagOrTheEnvironmentAndABrokenBundleIsBadUsage() throws Exception {
+    Path ca = tmp.resolve("ca.pem");
+    javax.net.ssl.TrustManagerFactory system =
+        javax.net.ssl.TrustManagerFactory.getInstance(
+            javax.net.ssl.TrustManagerFactory.getDefaultAlgorithm());
+    system.init((java.security.KeyStore) null);
+    var anyCa =
+        ((javax.net.ssl.X509TrustManager) system.getTrustManagers()[0]).getAcceptedIssuers()[0];
+    java.nio.file.Files.writeString(
+        ca,
+        "-----BEGIN CERTIFICATE-----\n"
+            + java.util.Base64.getMimeEncoder().encodeToString(anyCa.getEncoded())
+            + "\n-----END CERTIFICATE-----\n");
+    assertEquals(
+        ca,
+        parse("--engine", "wss://n", "--token", "tmkreg_h_s", "--ca", ca.toString())
+            .config()
+            .caFile());
+    assertEquals(
+        ca,
+        Arguments.parse(
+                List.of("--engine", "wss://n", "--token", "tmkreg_h_s"),
+                Map.of(Arguments.CA_ENV, ca.toString()))
+            .config()
+            .caFile());
+    assertNull(parse("--engine", "wss://n", "--token", "tmkreg_h_s").config().caFile());
+    Path junk = tmp.resolve("junk.pem");
+    java.nio.file.Files.writeString(junk, "not a certificate\n");
+    Arguments.UsageException bad =
+        assertThrows(
+            Arguments.UsageException.class,
+            () -> parse("--engine", "wss://n", "--token", "tmkreg_h_s", "--ca", junk.toString()));
+    assertTrue(bad.getMessage().startsWith("bad --ca: "), bad.getMessage());
+    assertThrows(
+        Arguments.UsageException.class,
+        () ->
+            parse(
+                "--engine",
+                "wss://n",
+                "--token",
+                "tmkreg_h_s",
+                "--ca",
+                tmp.resolve("missing.pem").toString()));
+  }
+
+  @Test
   void stateDirAndSimulatedGpus() throws Exception {
     AgentConfig c =
         parse(

@@ -251,6 +251,48 @@ class InstallScriptTest {
   }
 
   @Test
+  void aCaBundleIsCopiedAndTheServiceTrustsItAlsoAfterAReinstallWithoutIt() throws Exception {
+    Path junk = root.resolve("junk.pem");
+    Files.writeString(junk, "no certificate\n");
+    Result refused =
+        install(
+            "--engine",
+            "wss://node1:8080",
+            "--token",
+            "tmkreg_host_1_secret",
+            "--ca",
+            junk.toString(),
+            "--jar",
+            jar.toString(),
+            "--java",
+            java);
+    assertEquals(1, refused.status(), refused.output());
+    assertTrue(refused.output().contains("holds no PEM certificate"), refused.output());
+    Path ca = root.resolve("ca-bundle.pem");
+    Files.writeString(
+        ca, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"); // copied as is
+    Result installed =
+        install(
+            "--engine",
+            "wss://node1:8080",
+            "--token",
+            "tmkreg_host_1_secret",
+            "--ca",
+            ca.toString(),
+            "--jar",
+            jar.toString(),
+            "--java",
+            java);
+    assertEquals(0, installed.status(), installed.output());
+    assertEquals(Files.readString(ca), Files.readString(root.resolve("etc/tickmark-agent/ca.pem")));
+    assertEquals("rw-r--r--", mode("etc/tickmark-agent/ca.pem"));
+    String unit = Files.readString(root.resolve(UNIT));
+    assertTrue(unit.contains(" --ca /etc/tickmark-agent/ca.pem"), unit);
+    assertEquals(0, firstInstall().status()); // again, without --ca
+    assertTrue(Files.readString(root.resolve(UNIT)).contains(" --ca /etc/tickmark-agent/ca.pem"));
+  }
+
+  @Test
   void uninstallIsRefusedWhileRentalsRunThenStopsTheServiceAndRemovesEverything() throws Exception {
     firstInstall();
     Files.createDirectories(root.resolve(STATE).resolve("rentals/rnt_7/scratch"));

@@ -30,9 +30,11 @@ final class AccountCommands {
       if (key.isEmpty())
         throw new ParameterException(
             spec.commandLine(), "No API key: pass --api-key or write it to stdin");
-      Http.Reply reply = new Http(url, key).get("/v1/account");
+      Http http = http(url, key);
+      Http.Reply reply = http.get("/v1/account");
       JsonNode account = reply.json();
-      new Config(url, key).save(configPath());
+      new Config(url, key, http.caFile() == null ? null : http.caFile().toString())
+          .save(configPath());
       if (json()) {
         printJson(reply);
       } else {

@@ -79,9 +79,34 @@ abstract class ApiCommand implements Callable<Integer> {
     return url;
   }
 
+  /**
+   * {@code --ca}, else {@code $TICKMARK_CA}, else the saved login's when the URL is the saved
+   * login's too: the PEM CA bundle to trust, or null for the system trust store.
+   */
+  final Path caFile() {
+    String ca = firstOf(root().ca, cli().env.get(CA_ENV));
+    boolean savedUrl = firstOf(root().url, cli().env.get("TICKMARK_URL")) == null;
+    if (ca == null && savedUrl) ca = savedConfig().ca();
+    if (ca == null) return null;
+    Path file = Path.of(ca).toAbsolutePath();
+    try {
+      dev.tickmark.wire.CaBundle.sslContext(file); // a broken bundle is bad usage, said up front
+    } catch (IllegalArgumentException e) {
+      throw new ParameterException(spec.commandLine(), "Bad --ca: " + e.getMessage());
+    }
+    return file;
+  }
+
+  static final String CA_ENV = "TICKMARK_CA";
+
+  /** A client for {@code url} with {@code bearer} (or none), trusting {@link #caFile()}. */
+  final Http http(String url, String bearer) {
+    return new Http(url, bearer, caFile());
+  }
+
   /** A client without credentials (catalog, offers). */
   final Http anonymous() {
-    return new Http(url(), null);
+    return http(url(), null);
   }
 
   /** A client with the caller's API key; without one this is {@code not_logged_in} (exit 1). */
@@ -93,7 +118,7 @@ abstract class ApiCommand implements Callable<Integer> {
           "not_logged_in",
           "no API key: run 'tickmark login', set TICKMARK_API_KEY or pass --api-key");
     }
-    return new Http(url(), key);
+    return http(url(), key);
   }
 
   /** Prints the API's JSON as it came. */

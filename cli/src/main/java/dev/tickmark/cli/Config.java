@@ -13,16 +13,23 @@ import java.util.Map;
 
 /**
  * The saved login: {@code ~/.config/tickmark/config.json} (or {@code $TICKMARK_CONFIG}) holding the
- * node's URL and an API key. The key is a secret, so the folder is 0700 and the file 0600, written
- * atomically so a reader never sees half of it.
+ * node's URL, an API key and the CA bundle given at login ({@code --ca}), if any. The key is a
+ * secret, so the folder is 0700 and the file 0600, written atomically so a reader never sees half
+ * of it.
  *
  * @param url the node's base URL, or null
  * @param apiKey the API key, or null
+ * @param ca the PEM CA bundle to trust for the node's certificate (an absolute path), or null for
+ *     the system trust store
  */
-record Config(String url, String apiKey) {
+record Config(String url, String apiKey, String ca) {
   static final String CONFIG_ENV = "TICKMARK_CONFIG";
 
-  static final Config EMPTY = new Config(null, null);
+  static final Config EMPTY = new Config(null, null, null);
+
+  Config(String url, String apiKey) {
+    this(url, apiKey, null);
+  }
 
   /**
    * {@code $TICKMARK_CONFIG}, else {@code $XDG_CONFIG_HOME/tickmark/config.json}, else {@code
@@ -46,7 +53,7 @@ record Config(String url, String apiKey) {
       JsonNode node = Http.JSON.readTree(Files.readString(file, StandardCharsets.UTF_8));
       if (node == null || !node.isObject())
         throw new CliException("bad_config", file + " is not a JSON object");
-      return new Config(text(node, "url"), text(node, "api_key"));
+      return new Config(text(node, "url"), text(node, "api_key"), text(node, "ca"));
     } catch (IOException e) {
       throw new CliException("bad_config", "cannot read " + file + ": " + e.getMessage());
     }
@@ -56,6 +63,7 @@ record Config(String url, String apiKey) {
     ObjectNode node = Http.JSON.createObjectNode();
     node.put("url", url);
     node.put("api_key", apiKey);
+    if (ca != null) node.put("ca", ca);
     try {
       Path dir = file.toAbsolutePath().getParent();
       createPrivateFolder(dir);
@@ -101,6 +109,12 @@ record Config(String url, String apiKey) {
 
   @Override
   public String toString() {
-    return "Config[url=" + url + ", apiKey=" + (apiKey == null ? "none" : "(set)") + "]";
+    return "Config[url="
+        + url
+        + ", apiKey="
+        + (apiKey == null ? "none" : "(set)")
+        + ", ca="
+        + ca
+        + "]";
   }
 }

@@ -2,6 +2,7 @@ package dev.tickmark.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.tickmark.wire.CaBundle;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStream;
@@ -14,6 +15,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.net.http.HttpTimeoutException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -74,24 +76,44 @@ final class Http {
   private final String baseUrl;
   private final String bearer;
   private final Duration streamSilence;
+  private final Path caFile;
 
   /**
    * @param baseUrl the node, {@code http(s)://host:port} with an optional base path
    * @param bearer the API key or operator token to send, or null
    */
   Http(String baseUrl, String bearer) {
-    this(baseUrl, bearer, STREAM_SILENCE);
+    this(baseUrl, bearer, STREAM_SILENCE, null);
+  }
+
+  /**
+   * @param caFile a PEM CA bundle to trust instead of the system trust store for {@code https://}
+   *     and {@code wss://}, or null; the host name is verified either way
+   */
+  Http(String baseUrl, String bearer, Path caFile) {
+    this(baseUrl, bearer, STREAM_SILENCE, caFile);
   }
 
   Http(String baseUrl, String bearer, Duration streamSilence) {
+    this(baseUrl, bearer, streamSilence, null);
+  }
+
+  Http(String baseUrl, String bearer, Duration streamSilence, Path caFile) {
     this.streamSilence = streamSilence;
     this.baseUrl = baseUrl.endsWith("/") ? baseUrl.substring(0, baseUrl.length() - 1) : baseUrl;
     this.bearer = bearer;
+    this.caFile = caFile;
     this.client =
         HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
+            .sslContext(CaBundle.sslContextOrDefault(caFile))
             .connectTimeout(CONNECT_TIMEOUT)
             .build();
+  }
+
+  /** The CA bundle this client trusts, or null for the system trust store. */
+  Path caFile() {
+    return caFile;
   }
 
   /**
@@ -128,6 +150,9 @@ final class Http {
 
   /** Why a websocket could not be opened, for one readable line. */
   UnreachableException unreachable(Throwable cause) {
+    String tls = CaBundle.describe(cause);
+    if (tls != null)
+      return new UnreachableException("cannot reach the engine at " + baseUrl + ": " + tls, cause);
     return cause instanceof IOException io
         ? unreachable(io)
         : new UnreachableException("cannot reach the engine at " + baseUrl + ": " + cause, cause);
@@ -308,7 +333,9 @@ final class Http {
 
   private UnreachableException unreachable(IOException e) {
     String why;
-    if (e instanceof HttpConnectTimeoutException)
+    String tls = CaBundle.describe(e);
+    if (tls != null) why = tls;
+    else if (e instanceof HttpConnectTimeoutException)
       why = "no connection within " + CONNECT_TIMEOUT.toSeconds() + " s";
     else if (e instanceof HttpTimeoutException)
       why = "no answer within " + REQUEST_TIMEOUT.toSeconds() + " s";

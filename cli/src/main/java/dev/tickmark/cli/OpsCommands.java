@@ -50,7 +50,7 @@ final class OpsCommands extends ApiCommand {
       if (token == null)
         throw new CliException(
             "no_operator_token", "pass --operator-token or set TICKMARK_OPERATOR_TOKEN");
-      return new Http(url(), token);
+      return http(url(), token);
     }
   }
 

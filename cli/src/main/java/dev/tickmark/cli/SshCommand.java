@@ -103,6 +103,7 @@ final class SshCommand extends ApiCommand {
     Map<String, String> env = ssh.environment();
     env.put("TICKMARK_URL", http.baseUrl());
     env.put("TICKMARK_API_KEY", http.bearer());
+    if (http.caFile() != null) env.put(ApiCommand.CA_ENV, http.caFile().toString());
     try {
       return ssh.start().waitFor();
     } catch (IOException e) {

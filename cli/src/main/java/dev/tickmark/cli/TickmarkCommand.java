@@ -23,7 +23,7 @@ import picocli.CommandLine.Spec;
     footer = {
       "",
       "Exit codes: 0 ok, 1 API error (error: <code>: <detail>), 2 bad usage, 3 engine unreachable.",
-      "Environment: TICKMARK_URL, TICKMARK_API_KEY, TICKMARK_OPERATOR_TOKEN, TICKMARK_CONFIG (see docs/cli.md)."
+      "Environment: TICKMARK_URL, TICKMARK_API_KEY, TICKMARK_CA, TICKMARK_OPERATOR_TOKEN, TICKMARK_CONFIG (see docs/cli.md)."
     },
     subcommands = {
       AccountCommands.Login.class,
@@ -63,6 +63,16 @@ final class TickmarkCommand implements Runnable {
       scope = ScopeType.INHERIT,
       description = "Your API key (else $TICKMARK_API_KEY, else the saved login).")
   String apiKey;
+
+  @Option(
+      names = "--ca",
+      paramLabel = "FILE",
+      scope = ScopeType.INHERIT,
+      description =
+          "Trust only the CAs in this PEM bundle for an https:// node, instead of the system trust"
+              + " store (else $TICKMARK_CA, else the saved login's). The host name is verified either"
+              + " way.")
+  String ca;
 
   @Option(
       names = "--json",

@@ -32,11 +32,18 @@ final class TestMarket {
   record Customer(String id, String apiKey) {}
 
   final Node node;
-  private final HttpClient http = HttpClient.newHttpClient();
+  private final HttpClient http;
   private final List<Agent> agents = new ArrayList<>();
 
   private TestMarket(Node node) {
     this.node = node;
+    // a node with TLS on: trust its own chain, as its dev agent does
+    this.http =
+        node.tls() == null
+            ? HttpClient.newHttpClient()
+            : HttpClient.newBuilder()
+                .sslContext(dev.tickmark.wire.CaBundle.sslContext(node.tls().certificateFile()))
+                .build();
   }
 
   /**

@@ -33,6 +33,11 @@ final class Banner {
         "==================================================================================");
     out.println(" Tickmark dev node ready");
     out.println("  API:             " + url);
+    if (node.tls() != null)
+      out.println(
+          "  TLS:             HTTPS/WSS only; clients trust "
+              + node.tls().certificateFile()
+              + " (curl --cacert, tickmark --ca)");
     out.println("  Operator token:  " + node.settings().operatorToken());
     out.println("  Webhook secret:  " + node.settings().webhookSecret());
     out.println(
@@ -84,7 +89,12 @@ final class Banner {
             + "/ops/ledger/audit");
     out.println();
     out.println(" Or with the CLI (bin/install-cli puts 'tickmark' on your PATH; docs/cli.md):");
-    out.println("  echo '" + renter.apiKey() + "' | bin/tickmark login --url " + url);
+    out.println(
+        "  echo '"
+            + renter.apiKey()
+            + "' | bin/tickmark login --url "
+            + url
+            + (node.tls() == null ? "" : " --ca " + node.tls().certificateFile()));
     out.println("  bin/tickmark offers");
     out.println("  bin/tickmark launch --gpu h100-80gb --max-price 3.00 -- sleep 3600");
     out.println("  bin/tickmark usage RENTAL_ID --follow");

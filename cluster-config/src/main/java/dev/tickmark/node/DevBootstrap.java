@@ -6,6 +6,7 @@ import dev.tickmark.agent.Agent;
 import dev.tickmark.agent.AgentConfig;
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.money.Money;
+import dev.tickmark.wire.CaBundle;
 import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -89,8 +90,15 @@ final class DevBootstrap {
               "{\"region\":\"eu-nl\",\"label\":\"dev simulated host\"}");
       token = created.get("token").asText();
     }
-    String engine = "ws://" + node.settings().hostname() + ":" + node.httpPort();
-    Agent agent = Agent.start(AgentConfig.simulated(engine, token, stateDir, SIMULATED_GPUS));
+    String engine =
+        (node.tls() == null ? "ws://" : "wss://")
+            + node.settings().hostname()
+            + ":"
+            + node.httpPort();
+    AgentConfig config = AgentConfig.simulated(engine, token, stateDir, SIMULATED_GPUS);
+    // with TLS on, the dev agent trusts the node's own certificate chain
+    if (node.tls() != null) config = config.withCa(node.tls().certificateFile());
+    Agent agent = Agent.start(config);
     CoordinatedShutdown.get(node.system())
         .addTask(
             CoordinatedShutdown.PhaseServiceUnbind(),
@@ -113,7 +121,12 @@ final class DevBootstrap {
             .method(method, HttpRequest.BodyPublishers.ofString(body))
             .build();
     HttpResponse<String> response =
-        HttpClient.newHttpClient().send(request, HttpResponse.BodyHandlers.ofString());
+        (node.tls() == null
+                ? HttpClient.newHttpClient()
+                : HttpClient.newBuilder()
+                    .sslContext(CaBundle.sslContext(node.tls().certificateFile()))
+                    .build())
+            .send(request, HttpResponse.BodyHandlers.ofString());
     if (response.statusCode() >= 300)
       throw new IOException(
           method + " " + path + " answered " + response.statusCode() + ": " + response.body());

@@ -30,6 +30,11 @@ public final class Main {
     try {
       log.info("Starting Tickmark node with {}", settings);
       node = Node.start(settings);
+    } catch (ServerTls.UnusableFiles e) {
+      // the message names the variable, the file and the fix; never key material
+      log.error("Tickmark node failed to start: {}", e.getMessage());
+      System.exit(1);
+      return;
     } catch (Exception e) {
       log.error("Tickmark node failed to start: {}", e.getMessage(), e);
       System.exit(1);

@@ -72,6 +72,7 @@ public final class Node implements AutoCloseable {
   private final ApiKeys apiKeys;
   private final DatabaseSettings database;
   private final String managementUrl;
+  private final ServerTls tls;
 
   private Node(
       ActorSystem<Void> system,
@@ -79,13 +80,15 @@ public final class Node implements AutoCloseable {
       NodeSettings settings,
       ApiKeys apiKeys,
       DatabaseSettings database,
-      String managementUrl) {
+      String managementUrl,
+      ServerTls tls) {
     this.system = system;
     this.binding = binding;
     this.settings = settings;
     this.apiKeys = apiKeys;
     this.database = database;
     this.managementUrl = managementUrl;
+    this.tls = tls;
   }
 
   /**
@@ -102,6 +105,13 @@ public final class Node implements AutoCloseable {
     }
     Config config = config(settings);
     checkIdempotencySettings(config);
+    // before the database: a wrong certificate or key file stops the node at once
+    ServerTls tls = ServerTls.fromConfig(config).orElse(null);
+    if (tls != null) {
+      log.info("TLS on: HTTPS and WSS only, certificate {}", tls.describe());
+      String warning = tls.validityWarning(java.time.Instant.now());
+      if (warning != null) log.warn(warning);
+    }
     int poolSize = config.getInt("tickmark.database.pool-size");
     EmbeddedDatabase embedded = null;
     DatabaseSettings database;
@@ -118,7 +128,7 @@ public final class Node implements AutoCloseable {
       int ran = Migrations.migrate(database);
       log.info("Schema is current ({} migrations applied now)", ran);
       system = ActorSystem.create(Behaviors.empty(), SYSTEM_NAME, config(settings, database));
-      return init(system, settings, database, embedded);
+      return init(system, settings, database, embedded, tls);
     } catch (Exception | Error e) {
       if (system != null) system.terminate();
       if (embedded != null) embedded.close();
@@ -152,7 +162,8 @@ public final class Node implements AutoCloseable {
       ActorSystem<Void> system,
       NodeSettings settings,
       DatabaseSettings database,
-      EmbeddedDatabase embedded)
+      EmbeddedDatabase embedded,
+      ServerTls tls)
       throws Exception {
     Config config = system.settings().config();
     Cluster cluster = Cluster.get(system);
@@ -252,7 +263,14 @@ public final class Node implements AutoCloseable {
             catalog,
             clock);
     ServerBinding binding =
-        HttpApi.bind(system, httpApi.route(), api.interfaceName(), api.port())
+        (tls == null
+                ? HttpApi.bind(system, httpApi.route(), api.interfaceName(), api.port())
+                : HttpApi.bindHttps(
+                    system,
+                    httpApi.route(),
+                    api.interfaceName(),
+                    api.port(),
+                    tls.connectionContext()))
             .toCompletableFuture()
             .get(30, TimeUnit.SECONDS);
     binding.addToCoordinatedShutdown(Duration.ofSeconds(10), system);
@@ -279,8 +297,11 @@ public final class Node implements AutoCloseable {
         config.getDuration("tickmark.snapshots.collect-interval"),
         config.getDuration("tickmark.snapshots.orphan-grace"));
     log.info(
-        "Tickmark node up: HTTP on {}:{}", api.interfaceName(), binding.localAddress().getPort());
-    return new Node(system, binding, settings, apiKeys, database, managementUrl);
+        "Tickmark node up: {} on {}:{}",
+        tls == null ? "HTTP" : "HTTPS",
+        api.interfaceName(),
+        binding.localAddress().getPort());
+    return new Node(system, binding, settings, apiKeys, database, managementUrl, tls);
   }
 
   /**
@@ -502,8 +523,14 @@ public final class Node implements AutoCloseable {
     return binding.localAddress().getPort();
   }
 
+  /** {@code https://…} when the node serves TLS, else {@code http://…}. */
   public String baseUrl() {
-    return "http://" + settings.hostname() + ":" + httpPort();
+    return (tls == null ? "http://" : "https://") + settings.hostname() + ":" + httpPort();
+  }
+
+  /** The node's TLS identity, or null when it serves plain HTTP. */
+  public ServerTls tls() {
+    return tls;
   }
 
   public NodeSettings settings() {

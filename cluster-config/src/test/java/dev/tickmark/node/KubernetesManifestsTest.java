@@ -230,6 +230,38 @@ class KubernetesManifestsTest {
   }
 
   @Test
+  void theNodeServesTlsWithTheCertificateOfAMountedTlsSecret() {
+    var mount =
+        container.getVolumeMounts().stream()
+            .filter(m -> m.getName().equals("tls"))
+            .findFirst()
+            .orElseThrow();
+    assertTrue(Boolean.TRUE.equals(mount.getReadOnly()), "the TLS Secret is mounted read-only");
+    var volume =
+        deployment.getSpec().getTemplate().getSpec().getVolumes().stream()
+            .filter(v -> v.getName().equals("tls"))
+            .findFirst()
+            .orElseThrow();
+    assertEquals("tickmark-tls", volume.getSecret().getSecretName());
+    assertTrue(
+        volume.getSecret().getOptional() == null || !volume.getSecret().getOptional(),
+        "a missing certificate stops the pod, it never serves plain HTTP by accident");
+    // a kubernetes.io/tls Secret's keys, where the node reads them
+    assertEquals(mount.getMountPath() + "/tls.crt", env.get(ServerTls.CERT_ENV));
+    assertEquals(mount.getMountPath() + "/tls.key", env.get(ServerTls.KEY_ENV));
+    assertEquals(
+        mount.getMountPath() + "/tls.crt", config.getString("tickmark.http.tls.certificate"));
+    assertEquals(
+        mount.getMountPath() + "/tls.key", config.getString("tickmark.http.tls.private-key"));
+    // the image's user (deploy/Dockerfile: uid 10001) reads the 0440 files through fsGroup
+    assertEquals(
+        10001L, deployment.getSpec().getTemplate().getSpec().getSecurityContext().getFsGroup());
+    assertEquals(0440, volume.getSecret().getDefaultMode());
+    Service api = one(Service.class, "tickmark");
+    assertEquals(443, api.getSpec().getPorts().get(0).getPort());
+  }
+
+  @Test
   void configurationComesFromTheConfigMapAndATemplateSecret() {
     List<String> configMaps = new ArrayList<>();
     List<String> secrets = new ArrayList<>();

@@ -24,8 +24,10 @@ import java.util.List;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.Http;
+import org.apache.pekko.http.javadsl.HttpsConnectionContext;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
+import org.apache.pekko.http.javadsl.model.headers.StrictTransportSecurity;
 import org.apache.pekko.http.javadsl.server.ExceptionHandler;
 import org.apache.pekko.http.javadsl.server.RejectionHandler;
 import org.apache.pekko.http.javadsl.server.Route;
@@ -195,6 +197,31 @@ public final class HttpApi {
   public static CompletionStage<ServerBinding> bind(
       ActorSystem<?> system, Route route, String interfaceName, int port) {
     return Http.get(system).newServerAt(interfaceName, port).bind(route);
+  }
+
+  /** {@value #HSTS_MAX_AGE_SECONDS} s: a year, what browsers' preload lists ask for. */
+  public static final long HSTS_MAX_AGE_SECONDS = 31_536_000;
+
+  /**
+   * HTTPS only on this port: every TLS connection (the API, the console, the agent's and renters'
+   * websockets) goes through {@code https}; a plain HTTP request fails the handshake. Every
+   * response carries {@code Strict-Transport-Security}, so a browser that once reached the node
+   * never tries plain HTTP on it again.
+   */
+  public static CompletionStage<ServerBinding> bindHttps(
+      ActorSystem<?> system,
+      Route route,
+      String interfaceName,
+      int port,
+      HttpsConnectionContext https) {
+    return Http.get(system)
+        .newServerAt(interfaceName, port)
+        .enableHttps(https)
+        .bind(strictTransportSecurity(route));
+  }
+
+  static Route strictTransportSecurity(Route inner) {
+    return respondWithHeader(StrictTransportSecurity.create(HSTS_MAX_AGE_SECONDS), () -> inner);
   }
 
   /**
