@@ -263,6 +263,20 @@ public record NodeSettings(
     return tokens;
   }
 
+  /**
+   * The same settings with other request rate limits ({@code tickmark.http.rate-limits}): per API
+   * key, and per client address for sign-up. For nodes embedded in test suites and benchmarks,
+   * whose clients all share one address and fire far more than a person would.
+   */
+  public NodeSettings withRateLimits(
+      double perKeyPerSecond, int perKeyBurst, double perAddressPerSecond, int perAddressBurst) {
+    String base = "tickmark.http.rate-limits.";
+    return withConfig(base + "per-key.per-second", perKeyPerSecond)
+        .withConfig(base + "per-key.burst", perKeyBurst)
+        .withConfig(base + "per-address.per-second", perAddressPerSecond)
+        .withConfig(base + "per-address.burst", perAddressBurst);
+  }
+
   /** Laid over the profile's configuration in dev mode. */
   static final String DEV_CONFIG = "dev.conf";
 
