@@ -26,10 +26,15 @@ final class TestNodes {
   private TestNodes() {}
 
   static NodeSettings settings(DatabaseSettings database) {
-    return NodeSettings.fromEnvironment(
-            Map.of(
-                "TICKMARK_OPERATOR_TOKEN", OPERATOR_TOKEN,
-                "TICKMARK_PAYMENT_WEBHOOK_SECRET", WEBHOOK_SECRET))
+    return settings(database, Map.of());
+  }
+
+  /** The same, with these environment variables too (named operator tokens). */
+  static NodeSettings settings(DatabaseSettings database, Map<String, String> env) {
+    Map<String, String> all = new java.util.HashMap<>(env);
+    all.put("TICKMARK_OPERATOR_TOKEN", OPERATOR_TOKEN);
+    all.put("TICKMARK_PAYMENT_WEBHOOK_SECRET", WEBHOOK_SECRET);
+    return NodeSettings.fromEnvironment(all)
         .withDatabase(database.url(), database.user(), database.password())
         .withPorts(0, -1, 0)
         .withExitJvmOnShutdown(false)

@@ -375,8 +375,8 @@ public final class AccountRoutes {
 
   /**
    * When a new key stops working: {@code expires_at} (a future RFC 3339 instant) or {@code
-   * expires_in_days} from now, within {@link #MAX_EXPIRY_DAYS} days; null for a key that does not
-   * expire. Anything else is 400 {@code invalid_expiry}.
+   * expires_in_days} from now, within {@link #MAX_EXPIRY_DAYS} days, to the second; null for a key
+   * that does not expire. Anything else is 400 {@code invalid_expiry}.
    */
   static Instant expiry(ApiKeyRequest request, Instant now) {
     if (request.expiresAt() != null && request.expiresInDays() != null)
@@ -387,7 +387,7 @@ public final class AccountRoutes {
       if (days < 1 || days > MAX_EXPIRY_DAYS)
         throw Problem.badRequest(
             "invalid_expiry", "expires_in_days must be from 1 to " + MAX_EXPIRY_DAYS);
-      return now.plus(Duration.ofDays(days));
+      return now.plus(Duration.ofDays(days)).truncatedTo(java.time.temporal.ChronoUnit.SECONDS);
     }
     if (request.expiresAt() == null) return null;
     Instant at;
@@ -403,7 +403,7 @@ public final class AccountRoutes {
     if (at.isAfter(latest))
       throw Problem.badRequest(
           "invalid_expiry", "expires_at is at most " + MAX_EXPIRY_DAYS + " days ahead");
-    return at;
+    return at.truncatedTo(java.time.temporal.ChronoUnit.SECONDS);
   }
 
   /** {@code GET /v1/account/audit}: the latest 200 changes, newest first. */
