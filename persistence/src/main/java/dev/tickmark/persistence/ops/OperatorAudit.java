@@ -55,15 +55,16 @@ public final class OperatorAudit {
   }
 
   /**
-   * The newest {@code limit} actions older than the row {@code before} (0: from the newest), newest
-   * first; {@code operator} narrows to one operator's (null: everyone's).
+   * The newest {@code limit} actions before the row {@code before} (0: from the newest), newest
+   * first by when they were answered (rows are written asynchronously, so their ids need not follow
+   * that order); {@code operator} narrows to one operator's (null: everyone's).
    */
   public CompletionStage<List<Entry>> latest(long before, String operator, int limit) {
     String sql =
         "SELECT id, at, operator, method, action, target, status, client_address FROM operator_audit"
-            + " WHERE (? = 0 OR id < ?)"
+            + " WHERE (? = 0 OR (at, id) < (SELECT c.at, c.id FROM operator_audit c WHERE c.id = ?))"
             + (operator == null ? "" : " AND operator = ?")
-            + " ORDER BY id DESC LIMIT ?";
+            + " ORDER BY at DESC, id DESC LIMIT ?";
     return jdbc.run(
         connection -> {
           try (PreparedStatement st = connection.prepareStatement(sql)) {
