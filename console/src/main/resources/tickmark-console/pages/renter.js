@@ -452,12 +452,14 @@ export async function keys(view, { signal, refresh }) {
     sshBox,
     h("h2", {}, "API keys"),
     table(
-      ["Prefix", "Label", "Scopes", "Created", "Revoked", ""],
+      ["Prefix", "Label", "Scopes", "Created", "Last used", "Expires", "Revoked", ""],
       api.keys.map((k) => [
         h("code", {}, k.prefix),
         k.label ?? "—",
         k.scopes.join(", "),
         when(k.created_at),
+        when(k.last_used_at),
+        when(k.expires_at),
         when(k.revoked_at),
         k.revoked_at ? "" : h("button", { type: "button", onclick: action(apiBox, async () => (await del(`/v1/account/api-keys/${k.id}`), refresh())) }, `Revoke ${k.prefix}`),
       ]),

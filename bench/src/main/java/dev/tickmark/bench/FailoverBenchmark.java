@@ -510,6 +510,13 @@ public final class FailoverBenchmark {
         env.put("TICKMARK_SEED_NODES", seeds);
         env.put("TICKMARK_OPERATOR_TOKEN", OPERATOR);
         env.put("TICKMARK_ALLOW_SIMULATED_HOSTS", "true");
+        // every client of the benchmark shares one address and polls hard: no rate limits
+        for (String limit :
+            List.of(
+                "TICKMARK_RATE_LIMIT_KEY_PER_SECOND",
+                "TICKMARK_RATE_LIMIT_KEY_BURST",
+                "TICKMARK_RATE_LIMIT_ADDRESS_PER_SECOND",
+                "TICKMARK_RATE_LIMIT_ADDRESS_BURST")) env.put(limit, "1000000");
         b.redirectErrorStream(true)
             .redirectOutput(logs.resolve("node-" + (i + 1) + ".log").toFile());
         processes[i] = b.start();

@@ -67,7 +67,9 @@ final class TestMarket {
             // write slowly
             .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
             .withConfig("tickmark.hosts.heartbeat-interval", "1s")
-            .withConfig("tickmark.rentals.settle-interval", "2s");
+            .withConfig("tickmark.rentals.settle-interval", "2s")
+            // the CLI's tests sign up and poll far faster than a person (all from one address)
+            .withRateLimits(1_000_000, 1_000_000, 1_000_000, 1_000_000);
     for (var entry : config.entrySet())
       settings = settings.withConfig(entry.getKey(), entry.getValue());
     return new TestMarket(Node.start(settings));

@@ -203,7 +203,7 @@ public final class Node implements AutoCloseable {
     LedgerReadModel ledgerReadModel = new LedgerReadModel(jdbc);
     ApiSettings api =
         ApiSettings.fromConfig(
-            config, settings.httpPort(), settings.operatorToken(), settings.webhookSecret());
+            config, settings.httpPort(), settings.operatorTokens(), settings.webhookSecret());
 
     Account.init(
         system,
@@ -259,6 +259,7 @@ public final class Node implements AutoCloseable {
             new RentalReadModel(jdbc),
             rentalLogs,
             payoutRuns,
+            new dev.tickmark.persistence.ops.OperatorAudit(jdbc),
             snapshotStorage(config, chunkStore, new SnapshotReadModel(jdbc)),
             catalog,
             clock);

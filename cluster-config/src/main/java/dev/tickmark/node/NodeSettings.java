@@ -3,6 +3,7 @@ package dev.tickmark.node;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import com.typesafe.config.ConfigParseOptions;
+import dev.tickmark.http.ApiSettings;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.Arrays;
@@ -24,6 +25,11 @@ import java.util.Map;
  *     null
  * @param discovery how the node finds its cluster: seed nodes (none = join itself) or Kubernetes
  *     bootstrap
+ * @param operatorToken {@code TICKMARK_OPERATOR_TOKEN} (generated when neither it nor {@code
+ *     TICKMARK_OPERATOR_TOKENS} is set), or null when only named tokens are given
+ * @param operatorTokens every operator token by the operator's name, as the audit log records it:
+ *     {@code operatorToken} as {@code "operator"}, and each of {@code TICKMARK_OPERATOR_TOKENS}
+ *     ({@code name:token,name:token})
  */
 public record NodeSettings(
     String profile,
@@ -39,6 +45,7 @@ public record NodeSettings(
     Path dataDir,
     String operatorToken,
     boolean operatorTokenGenerated,
+    Map<String, String> operatorTokens,
     String webhookSecret,
     boolean dev,
     boolean allowSimulatedHosts,
@@ -73,9 +80,25 @@ public record NodeSettings(
     // pass a map).
     Config config = load(profile, dev);
     String operatorToken = blankToNull(env.get("TICKMARK_OPERATOR_TOKEN"));
-    boolean generated = operatorToken == null;
+    Map<String, String> named = operatorTokens(blankToNull(env.get("TICKMARK_OPERATOR_TOKENS")));
+    boolean generated = operatorToken == null && named.isEmpty();
     if (generated) operatorToken = "tmkop_" + random(24);
-    else requireStrongSecret("TICKMARK_OPERATOR_TOKEN", operatorToken);
+    else if (operatorToken != null) requireStrongSecret("TICKMARK_OPERATOR_TOKEN", operatorToken);
+    Map<String, String> operatorTokens = new java.util.LinkedHashMap<>();
+    if (operatorToken != null) operatorTokens.put(DEFAULT_OPERATOR, operatorToken);
+    for (Map.Entry<String, String> e : named.entrySet()) {
+      if (operatorTokens.containsKey(e.getKey()))
+        throw new IllegalArgumentException(
+            "TICKMARK_OPERATOR_TOKENS names \""
+                + e.getKey()
+                + "\", the name TICKMARK_OPERATOR_TOKEN has; choose another");
+      if (operatorTokens.containsValue(e.getValue()))
+        throw new IllegalArgumentException(
+            "TICKMARK_OPERATOR_TOKENS gives operator \""
+                + e.getKey()
+                + "\" a token another operator has; each needs its own");
+      operatorTokens.put(e.getKey(), e.getValue());
+    }
     String webhookSecret = blankToNull(env.get("TICKMARK_PAYMENT_WEBHOOK_SECRET"));
     if (webhookSecret != null)
       requireStrongSecret("TICKMARK_PAYMENT_WEBHOOK_SECRET", webhookSecret);
@@ -102,6 +125,7 @@ public record NodeSettings(
         Path.of(env.getOrDefault("TICKMARK_DATA_DIR", "./data")),
         operatorToken,
         generated,
+        Map.copyOf(operatorTokens),
         webhookSecret,
         dev,
         Boolean.parseBoolean(
@@ -127,6 +151,7 @@ public record NodeSettings(
         dataDir,
         operatorToken,
         operatorTokenGenerated,
+        operatorTokens,
         webhookSecret,
         dev,
         allowSimulatedHosts,
@@ -149,6 +174,7 @@ public record NodeSettings(
         dataDir,
         operatorToken,
         operatorTokenGenerated,
+        operatorTokens,
         webhookSecret,
         dev,
         allowSimulatedHosts,
@@ -171,6 +197,7 @@ public record NodeSettings(
         dataDir,
         operatorToken,
         operatorTokenGenerated,
+        operatorTokens,
         webhookSecret,
         dev,
         allowSimulatedHosts,
@@ -196,11 +223,58 @@ public record NodeSettings(
         dataDir,
         operatorToken,
         operatorTokenGenerated,
+        operatorTokens,
         webhookSecret,
         dev,
         allowSimulatedHosts,
         exitJvmOnShutdown,
         Map.copyOf(overrides));
+  }
+
+  /** The name {@code TICKMARK_OPERATOR_TOKEN}'s holder has in the audit log. */
+  static final String DEFAULT_OPERATOR = ApiSettings.DEFAULT_OPERATOR;
+
+  /** An operator's name in {@code TICKMARK_OPERATOR_TOKENS}. */
+  private static final java.util.regex.Pattern OPERATOR_NAME =
+      java.util.regex.Pattern.compile("[a-z0-9][a-z0-9._-]{0,63}");
+
+  /**
+   * {@code TICKMARK_OPERATOR_TOKENS}: {@code name:token} pairs, comma-separated; each name is
+   * lowercase letters, digits, '.', '_' or '-' (at most 64), each token a strong secret. The error
+   * names the operator, never the token.
+   */
+  static Map<String, String> operatorTokens(String value) {
+    Map<String, String> tokens = new java.util.LinkedHashMap<>();
+    if (value == null) return tokens;
+    for (String pair : value.split(",")) {
+      if (pair.isBlank()) continue;
+      int colon = pair.indexOf(':');
+      String name = colon < 0 ? "" : pair.substring(0, colon).strip();
+      if (!OPERATOR_NAME.matcher(name).matches())
+        throw new IllegalArgumentException(
+            "TICKMARK_OPERATOR_TOKENS must be name:token pairs separated by commas, each name"
+                + " lowercase letters, digits, '.', '_' or '-' (at most 64)");
+      String token = pair.substring(colon + 1).strip();
+      requireStrongSecret("TICKMARK_OPERATOR_TOKENS (operator " + name + ")", token);
+      if (tokens.put(name, token) != null)
+        throw new IllegalArgumentException(
+            "TICKMARK_OPERATOR_TOKENS names operator \"" + name + "\" twice");
+    }
+    return tokens;
+  }
+
+  /**
+   * The same settings with other request rate limits ({@code tickmark.http.rate-limits}): per API
+   * key, and per client address for sign-up. For nodes embedded in test suites and benchmarks,
+   * whose clients all share one address and fire far more than a person would.
+   */
+  public NodeSettings withRateLimits(
+      double perKeyPerSecond, int perKeyBurst, double perAddressPerSecond, int perAddressBurst) {
+    String base = "tickmark.http.rate-limits.";
+    return withConfig(base + "per-key.per-second", perKeyPerSecond)
+        .withConfig(base + "per-key.burst", perKeyBurst)
+        .withConfig(base + "per-address.per-second", perAddressPerSecond)
+        .withConfig(base + "per-address.burst", perAddressBurst);
   }
 
   /** Laid over the profile's configuration in dev mode. */

@@ -201,6 +201,7 @@ final class ClusterProcesses implements AutoCloseable {
     e.put("TICKMARK_OPERATOR_TOKEN", TestNodes.OPERATOR_TOKEN);
     e.put("TICKMARK_PAYMENT_WEBHOOK_SECRET", TestNodes.WEBHOOK_SECRET);
     e.put("TICKMARK_ALLOW_SIMULATED_HOSTS", "true");
+    e.putAll(TestNodes.UNLIMITED_RATE_ENV);
     e.putAll(env);
     builder
         .redirectErrorStream(true)

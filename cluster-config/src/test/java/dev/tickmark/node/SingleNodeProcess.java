@@ -55,6 +55,7 @@ final class SingleNodeProcess {
     env.put("TICKMARK_OPERATOR_TOKEN", TestNodes.OPERATOR_TOKEN);
     env.put("TICKMARK_PAYMENT_WEBHOOK_SECRET", TestNodes.WEBHOOK_SECRET);
     env.put("TICKMARK_ALLOW_SIMULATED_HOSTS", "true");
+    env.putAll(TestNodes.UNLIMITED_RATE_ENV);
     env.put("TICKMARK_SETTLE_INTERVAL", "2s");
     // The agent's reconnect backoff reaches 30 s; give it a margin to reach the restarted node
     // before the host

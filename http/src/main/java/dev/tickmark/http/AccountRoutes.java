@@ -42,7 +42,9 @@ public final class AccountRoutes {
 
   record SignUpResponse(AccountView account, String apiKey) {}
 
-  record ApiKeyRequest(String label, List<String> scopes) {}
+  /** {@code expires_at} (RFC 3339) or {@code expires_in_days}, at most one; neither: no expiry. */
+  record ApiKeyRequest(
+      String label, List<String> scopes, String expiresAt, Integer expiresInDays) {}
 
   record CreatedKeyView(
       String id,
@@ -50,7 +52,8 @@ public final class AccountRoutes {
       String apiKey,
       String label,
       Instant createdAt,
-      List<String> scopes) {}
+      List<String> scopes,
+      Instant expiresAt) {}
 
   record KeyView(
       String id,
@@ -58,7 +61,12 @@ public final class AccountRoutes {
       String label,
       Instant createdAt,
       Instant revokedAt,
-      List<String> scopes) {}
+      List<String> scopes,
+      Instant lastUsedAt,
+      Instant expiresAt) {}
+
+  /** The furthest a key's expiry may be set. */
+  static final int MAX_EXPIRY_DAYS = 3650;
 
   record KeyList(List<KeyView> keys) {}
 
@@ -76,6 +84,8 @@ public final class AccountRoutes {
   private final Auth auth;
   private final SpendCaps spendCaps;
   private final Duration readYourWritesWait;
+  private final RateLimits rateLimits;
+  private final java.time.Clock clock;
 
   public AccountRoutes(
       Accounts accounts,
@@ -83,7 +93,11 @@ public final class AccountRoutes {
       SshKeys sshKeys,
       LedgerReadModel ledger,
       Auth auth,
+      RateLimits rateLimits,
+      java.time.Clock clock,
       Duration readYourWritesWait) {
+    this.rateLimits = rateLimits;
+    this.clock = clock;
     this.accounts = accounts;
     this.apiKeys = apiKeys;
     this.sshKeys = sshKeys;
@@ -100,13 +114,17 @@ public final class AccountRoutes {
             () ->
                 post(
                     () ->
-                        Responses.noStore(
+                        // no credential to count by: sign-ups are limited per client address
+                        rateLimits.perAddress(
                             () ->
-                                entity(
-                                    Unmarshaller.entityToByteString(),
-                                    body ->
-                                        completeWithFuture(
-                                            signUp(Json.read(body, SignUpRequest.class))))))),
+                                Responses.noStore(
+                                    () ->
+                                        entity(
+                                            Unmarshaller.entityToByteString(),
+                                            body ->
+                                                completeWithFuture(
+                                                    signUp(
+                                                        Json.read(body, SignUpRequest.class)))))))),
         // "/v1/account" and "/v1/account/..." only: a bare prefix would also match "/v1/accounts".
         pathPrefix(
             "account",
@@ -323,7 +341,10 @@ public final class AccountRoutes {
   private CompletionStage<CreatedKeyView> createKey(
       String accountId, org.apache.pekko.util.ByteString body) {
     ApiKeyRequest request =
-        body.isEmpty() ? new ApiKeyRequest(null, null) : Json.read(body, ApiKeyRequest.class);
+        body.isEmpty()
+            ? new ApiKeyRequest(null, null, null, null)
+            : Json.read(body, ApiKeyRequest.class);
+    Instant expiresAt = expiry(request, clock.instant());
     if (request.label() != null && request.label().length() > 200)
       throw Problem.badRequest("invalid_label", "label is at most 200 characters");
     // A new key may rent, provide and read unless payouts are asked for by name.
@@ -339,7 +360,7 @@ public final class AccountRoutes {
           "scopes must be a non-empty list of: "
               + String.join(", ", new java.util.TreeSet<>(ApiKeys.ALL_SCOPES)));
     return apiKeys
-        .create(accountId, request.label(), scopes)
+        .create(accountId, request.label(), scopes, expiresAt)
         .thenApply(
             k ->
                 new CreatedKeyView(
@@ -348,7 +369,41 @@ public final class AccountRoutes {
                     k.apiKey(),
                     request.label(),
                     k.createdAt(),
-                    List.copyOf(new java.util.TreeSet<>(scopes))));
+                    List.copyOf(new java.util.TreeSet<>(scopes)),
+                    k.expiresAt()));
+  }
+
+  /**
+   * When a new key stops working: {@code expires_at} (a future RFC 3339 instant) or {@code
+   * expires_in_days} from now, within {@link #MAX_EXPIRY_DAYS} days, to the second; null for a key
+   * that does not expire. Anything else is 400 {@code invalid_expiry}.
+   */
+  static Instant expiry(ApiKeyRequest request, Instant now) {
+    if (request.expiresAt() != null && request.expiresInDays() != null)
+      throw Problem.badRequest("invalid_expiry", "give expires_at or expires_in_days, not both");
+    Instant latest = now.plus(Duration.ofDays(MAX_EXPIRY_DAYS));
+    if (request.expiresInDays() != null) {
+      int days = request.expiresInDays();
+      if (days < 1 || days > MAX_EXPIRY_DAYS)
+        throw Problem.badRequest(
+            "invalid_expiry", "expires_in_days must be from 1 to " + MAX_EXPIRY_DAYS);
+      return now.plus(Duration.ofDays(days)).truncatedTo(java.time.temporal.ChronoUnit.SECONDS);
+    }
+    if (request.expiresAt() == null) return null;
+    Instant at;
+    try {
+      at = java.time.OffsetDateTime.parse(request.expiresAt()).toInstant();
+    } catch (java.time.format.DateTimeParseException e) {
+      throw Problem.badRequest(
+          "invalid_expiry",
+          "expires_at must be an RFC 3339 date and time, e.g. 2027-01-31T00:00:00Z");
+    }
+    if (!at.isAfter(now))
+      throw Problem.badRequest("invalid_expiry", "expires_at must be in the future");
+    if (at.isAfter(latest))
+      throw Problem.badRequest(
+          "invalid_expiry", "expires_at is at most " + MAX_EXPIRY_DAYS + " days ahead");
+    return at.truncatedTo(java.time.temporal.ChronoUnit.SECONDS);
   }
 
   /** {@code GET /v1/account/audit}: the latest 200 changes, newest first. */
@@ -420,7 +475,9 @@ public final class AccountRoutes {
                         k.label(),
                         k.createdAt(),
                         k.revokedAt(),
-                        List.copyOf(new java.util.TreeSet<>(k.scopes()))))
+                        List.copyOf(new java.util.TreeSet<>(k.scopes())),
+                        k.lastUsedAt(),
+                        k.expiresAt()))
             .toList());
   }
 }

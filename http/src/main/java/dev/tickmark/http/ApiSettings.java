@@ -11,6 +11,7 @@ import java.util.Locale;
  * What the HTTP edge needs to know that is not a collaborator. Secrets never appear in {@link
  * #toString()}.
  *
+ * @param operatorTokens each operator's name and token (name: what the audit log records)
  * @param readYourWritesWait how long a list waits for its projection to apply the writes made
  *     before it
  */
@@ -18,7 +19,7 @@ public record ApiSettings(
     String interfaceName,
     int port,
     Duration askTimeout,
-    String operatorToken,
+    java.util.Map<String, String> operatorTokens,
     String webhookSecret,
     Duration webhookTolerance,
     AgentSession.Limits agentLimits,
@@ -26,21 +27,33 @@ public record ApiSettings(
     Duration registrationTokenValidity,
     PayoutDebtor payoutDebtor,
     Duration readYourWritesWait,
-    StreamLimits.Settings streams) {
+    StreamLimits.Settings streams,
+    RateLimits.Settings rateLimits) {
+
+  /** The name a lone {@code TICKMARK_OPERATOR_TOKEN} is recorded under in the audit log. */
+  public static final String DEFAULT_OPERATOR = "operator";
+
+  /** With one operator token, named {@link #DEFAULT_OPERATOR}. */
+  public static ApiSettings fromConfig(
+      Config config, int port, String operatorToken, String webhookSecret) {
+    return fromConfig(
+        config, port, java.util.Map.of(DEFAULT_OPERATOR, operatorToken), webhookSecret);
+  }
 
   /**
    * From the node's config ({@code tickmark.http.*}, {@code tickmark.payments.tolerance}, the agent
    * socket's limits, {@code tickmark.hosts.registration-token-validity}, {@code
-   * tickmark.payouts.debtor}); the port and the secrets are the node's, from its environment.
+   * tickmark.payouts.debtor}, {@code tickmark.http.rate-limits}); the port and the secrets are the
+   * node's, from its environment.
    */
   public static ApiSettings fromConfig(
-      Config config, int port, String operatorToken, String webhookSecret) {
+      Config config, int port, java.util.Map<String, String> operatorTokens, String webhookSecret) {
     Config http = config.getConfig("tickmark.http");
     return new ApiSettings(
         http.getString("interface"),
         port,
         http.getDuration("ask-timeout"),
-        operatorToken,
+        java.util.Map.copyOf(operatorTokens),
         webhookSecret,
         config.getDuration("tickmark.payments.tolerance"),
         AgentSession.Limits.fromConfig(config),
@@ -48,7 +61,8 @@ public record ApiSettings(
         config.getDuration("tickmark.hosts.registration-token-validity"),
         PayoutDebtor.fromConfig(config.getConfig("tickmark.payouts.debtor")),
         http.getDuration("read-your-writes-wait"),
-        StreamLimits.Settings.fromConfig(config));
+        StreamLimits.Settings.fromConfig(config),
+        RateLimits.Settings.fromConfig(config));
   }
 
   /**

@@ -86,18 +86,28 @@ public final class HttpApi {
       RentalReadModel rentals,
       RentalLogs rentalLogs,
       PayoutRunReadModel payoutRuns,
+      dev.tickmark.persistence.ops.OperatorAudit operatorAudit,
       SnapshotStorage snapshots,
       Catalog catalog,
       Clock clock) {
     Accounts accounts = new Accounts(system, settings.askTimeout());
-    Auth auth = new Auth(apiKeys, settings.operatorToken());
+    RateLimits rateLimits = new RateLimits(settings.rateLimits());
+    Auth auth = new Auth(apiKeys, settings.operatorTokens(), rateLimits);
     Idempotency idempotency = new Idempotency(idempotencyKeys);
     WebhookSignature signature =
         settings.webhookSecret() == null || settings.webhookSecret().isBlank()
             ? null
             : new WebhookSignature(settings.webhookSecret(), settings.webhookTolerance());
     AccountRoutes accountRoutes =
-        new AccountRoutes(accounts, apiKeys, sshKeys, ledger, auth, settings.readYourWritesWait());
+        new AccountRoutes(
+            accounts,
+            apiKeys,
+            sshKeys,
+            ledger,
+            auth,
+            rateLimits,
+            clock,
+            settings.readYourWritesWait());
     PaymentRoutes paymentRoutes = new PaymentRoutes(accounts, paymentIds, signature, clock);
     OpsPayoutRoutes payoutRoutes =
         new OpsPayoutRoutes(
@@ -109,7 +119,14 @@ public final class HttpApi {
             auth,
             idempotency,
             new OpsHostRoutes(system, settings.askTimeout(), hosts),
-            payoutRoutes);
+            payoutRoutes,
+            new OperatorActions(
+                operatorAudit,
+                clock,
+                settings.rateLimits().trustedProxies(),
+                Operation.all(
+                    OpsRoutes.OPERATIONS, OpsHostRoutes.OPERATIONS, OpsPayoutRoutes.OPERATIONS)),
+            operatorAudit);
     HostRoutes hostRoutes =
         new HostRoutes(
             system,

@@ -22,7 +22,33 @@ public final class OpsRoutes {
           Operation.put("/ops/accounts/{id}/spend-cap"),
           Operation.post("/ops/accounts/{id}/suspend"),
           Operation.post("/ops/accounts/{id}/resume"),
-          Operation.get("/ops/ledger/audit"));
+          Operation.get("/ops/ledger/audit"),
+          Operation.get("/ops/audit"));
+
+  static final int MAX_AUDIT_PAGE = 200;
+
+  /** {@code GET /ops/audit}: operator actions, newest first. */
+  record OperatorActionView(
+      String id,
+      java.time.Instant at,
+      String operator,
+      String action,
+      String target,
+      int status,
+      String clientAddress) {
+    static OperatorActionView of(dev.tickmark.persistence.ops.OperatorAudit.Entry e) {
+      return new OperatorActionView(
+          Long.toString(e.id()),
+          e.at(),
+          e.operator(),
+          e.action(),
+          e.target(),
+          e.status(),
+          e.clientAddress());
+    }
+  }
+
+  record OperatorActionPage(java.util.List<OperatorActionView> entries, String nextBefore) {}
 
   record DepositRequest(String amount, String reference) {}
 
@@ -124,6 +150,8 @@ public final class OpsRoutes {
   private final SpendCaps spendCap;
   private final OpsHostRoutes hostRoutes;
   private final OpsPayoutRoutes payoutRoutes;
+  private final OperatorActions actions;
+  private final dev.tickmark.persistence.ops.OperatorAudit operatorAudit;
 
   OpsRoutes(
       Accounts accounts,
@@ -131,7 +159,9 @@ public final class OpsRoutes {
       Auth auth,
       Idempotency idempotency,
       OpsHostRoutes hostRoutes,
-      OpsPayoutRoutes payoutRoutes) {
+      OpsPayoutRoutes payoutRoutes,
+      OperatorActions actions,
+      dev.tickmark.persistence.ops.OperatorAudit operatorAudit) {
     this.accounts = accounts;
     this.ledger = ledger;
     this.auth = auth;
@@ -139,91 +169,123 @@ public final class OpsRoutes {
     this.spendCap = new SpendCaps(accounts);
     this.hostRoutes = hostRoutes;
     this.payoutRoutes = payoutRoutes;
+    this.actions = actions;
+    this.operatorAudit = operatorAudit;
   }
 
   public Route route() {
-    return auth.operator(
-        () ->
-            concat(
-                hostRoutes.route(),
-                payoutRoutes.route(),
-                pathPrefix(
-                    segment("accounts").slash(segment()),
-                    accountId ->
-                        concat(
-                            pathEnd(
+    return auth.operator(operator -> actions.recorded(operator, this::operatorRoutes));
+  }
+
+  private Route operatorRoutes() {
+    return concat(
+        path("audit", () -> get(this::operatorActions)),
+        hostRoutes.route(),
+        payoutRoutes.route(),
+        pathPrefix(
+            segment("accounts").slash(segment()),
+            accountId ->
+                concat(
+                    pathEnd(
+                        () ->
+                            get(
                                 () ->
-                                    get(
-                                        () ->
-                                            onSuccess(
-                                                accounts.openSummary(accountId),
-                                                s ->
-                                                    complete(
-                                                        Responses.json(
-                                                            200, OpsAccountView.of(s)))))),
-                            path(
-                                "deposits",
+                                    onSuccess(
+                                        accounts.openSummary(accountId),
+                                        s -> complete(Responses.json(200, OpsAccountView.of(s)))))),
+                    path(
+                        "deposits",
+                        () ->
+                            post(
                                 () ->
-                                    post(
-                                        () ->
-                                            extractUri(
-                                                uri ->
-                                                    entity(
-                                                        Unmarshaller.entityToByteString(),
-                                                        body ->
-                                                            idempotency.apply(
-                                                                "operator",
-                                                                uri.path(),
-                                                                body,
-                                                                () -> deposit(accountId, body)))))),
-                            path(
-                                "spend-cap",
-                                () ->
-                                    put(
-                                        () ->
+                                    extractUri(
+                                        uri ->
                                             entity(
                                                 Unmarshaller.entityToByteString(),
                                                 body ->
-                                                    onSuccess(
-                                                        spendCap.set(accountId, body),
-                                                        s ->
-                                                            complete(
-                                                                Responses.json(
-                                                                    200, OpsAccountView.of(s))))))),
-                            path(
-                                "suspend",
+                                                    idempotency.apply(
+                                                        "operator",
+                                                        uri.path(),
+                                                        body,
+                                                        () -> deposit(accountId, body)))))),
+                    path(
+                        "spend-cap",
+                        () ->
+                            put(
                                 () ->
-                                    post(
-                                        () ->
-                                            entity(
-                                                Unmarshaller.entityToByteString(),
-                                                body ->
-                                                    onSuccess(
-                                                        suspend(accountId, body),
-                                                        s ->
-                                                            complete(
-                                                                Responses.json(
-                                                                    200, OpsAccountView.of(s))))))),
-                            path(
-                                "resume",
-                                () ->
-                                    post(
-                                        () ->
+                                    entity(
+                                        Unmarshaller.entityToByteString(),
+                                        body ->
                                             onSuccess(
-                                                resume(accountId),
+                                                spendCap.set(accountId, body),
                                                 s ->
                                                     complete(
                                                         Responses.json(
-                                                            200, OpsAccountView.of(s)))))))),
-                path(
-                    segment("ledger").slash("audit"),
+                                                            200, OpsAccountView.of(s))))))),
+                    path(
+                        "suspend",
+                        () ->
+                            post(
+                                () ->
+                                    entity(
+                                        Unmarshaller.entityToByteString(),
+                                        body ->
+                                            onSuccess(
+                                                suspend(accountId, body),
+                                                s ->
+                                                    complete(
+                                                        Responses.json(
+                                                            200, OpsAccountView.of(s))))))),
+                    path(
+                        "resume",
+                        () ->
+                            post(
+                                () ->
+                                    onSuccess(
+                                        resume(accountId),
+                                        s ->
+                                            complete(
+                                                Responses.json(200, OpsAccountView.of(s)))))))),
+        path(
+            segment("ledger").slash("audit"),
+            () ->
+                get(
                     () ->
-                        get(
-                            () ->
-                                onSuccess(
-                                    ledger.audit(),
-                                    audit ->
-                                        complete(Responses.json(200, AuditView.of(audit))))))));
+                        onSuccess(
+                            ledger.audit(),
+                            audit -> complete(Responses.json(200, AuditView.of(audit)))))));
+  }
+
+  private Route operatorActions() {
+    return parameterOptional(
+        "limit",
+        limit ->
+            parameterOptional(
+                "before",
+                before ->
+                    parameterOptional(
+                        "operator",
+                        operator ->
+                            onSuccess(
+                                operatorActionPage(limit, before, operator),
+                                page -> complete(Responses.json(200, page))))));
+  }
+
+  private CompletionStage<OperatorActionPage> operatorActionPage(
+      java.util.Optional<String> limitParam,
+      java.util.Optional<String> beforeParam,
+      java.util.Optional<String> operator) {
+    int limit = limitParam.map(l -> Params.positiveInt("limit", l, MAX_AUDIT_PAGE)).orElse(50);
+    long before = beforeParam.map(b -> Params.nonNegativeLong("before", b)).orElse(0L);
+    if (operator.isPresent() && operator.get().length() > 64)
+      throw Problem.badRequest("invalid_parameter", "operator is at most 64 characters");
+    return operatorAudit
+        .latest(before, operator.orElse(null), limit)
+        .thenApply(
+            rows ->
+                new OperatorActionPage(
+                    rows.stream().map(OperatorActionView::of).toList(),
+                    rows.size() == limit ? Long.toString(rows.get(rows.size() - 1).id()) : null));
   }
 
   /**

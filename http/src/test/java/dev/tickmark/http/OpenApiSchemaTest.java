@@ -73,6 +73,8 @@ class OpenApiSchemaTest {
           Map.entry("OpsAccount", "dev.tickmark.http.OpsRoutes$OpsAccountView"),
           Map.entry("Deposit", "dev.tickmark.http.OpsRoutes$DepositView"),
           Map.entry("LedgerAudit", "dev.tickmark.http.OpsRoutes$AuditView"),
+          Map.entry("OperatorAction", "dev.tickmark.http.OpsRoutes$OperatorActionView"),
+          Map.entry("OperatorActionPage", "dev.tickmark.http.OpsRoutes$OperatorActionPage"),
           Map.entry("Payout", "dev.tickmark.http.OpsPayoutRoutes$PaymentView"),
           Map.entry("PayoutSkip", "dev.tickmark.http.OpsPayoutRoutes$SkipView"),
           Map.entry("PayoutRun", "dev.tickmark.http.OpsPayoutRoutes$RunView"),

@@ -43,7 +43,8 @@ public final class Migrations {
           "V11__api_key_scopes.sql",
           "V12__account_audit.sql",
           "V13__idempotency_key_expiry.sql",
-          "V14__snapshots.sql");
+          "V14__snapshots.sql",
+          "V15__operator_audit_and_key_use.sql");
 
   private Migrations() {}
 

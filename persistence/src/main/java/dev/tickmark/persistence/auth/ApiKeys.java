@@ -21,12 +21,18 @@ import java.util.concurrent.CompletionStage;
  * API keys {@code tmk_<key id>_<secret>}. The key id is public; only a SHA-256 of the secret is
  * stored (the secret is 192 random bits, so a fast hash is the right tool), and the full key is
  * returned once, at creation.
+ *
+ * <p>A key may expire ({@code expires_at}); past it {@link #principal} says so and the edge answers
+ * 401 {@code key_expired}. Each key's last use is recorded off the request path, at most once per
+ * {@link #LAST_USE_RESOLUTION} per key and node, so a busy key costs one UPDATE a minute, not one a
+ * request.
  */
 public final class ApiKeys {
   public static final String PREFIX = "tmk_";
 
   /** Shown once, never stored. */
-  public record CreatedKey(String keyId, String apiKey, String accountId, Instant createdAt) {
+  public record CreatedKey(
+      String keyId, String apiKey, String accountId, Instant createdAt, Instant expiresAt) {
     @Override
     public String toString() {
       return "CreatedKey[keyId=" + keyId + ", accountId=" + accountId + "]";
@@ -39,10 +45,22 @@ public final class ApiKeys {
       String label,
       Instant createdAt,
       Instant revokedAt,
-      Set<String> scopes) {}
+      Set<String> scopes,
+      Instant lastUsedAt,
+      Instant expiresAt) {}
 
-  /** Who a presented key speaks for, and what it may do. */
-  public record Principal(String accountId, String keyId, Set<String> scopes) {}
+  /**
+   * Who a presented key speaks for, and what it may do; {@code expired} when its {@code expires_at}
+   * has passed (it then speaks for nobody).
+   */
+  public record Principal(
+      String accountId, String keyId, Set<String> scopes, Instant expiresAt, boolean expired) {}
+
+  /** A key's last use is written at most this often per key (and node). */
+  public static final java.time.Duration LAST_USE_RESOLUTION = java.time.Duration.ofMinutes(1);
+
+  /** Keys whose last recorded use this node remembers; past it the memory starts over. */
+  static final int MAX_REMEMBERED_USES = 100_000;
 
   /** Every scope; an account's first key has all of them. */
   public static final Set<String> ALL_SCOPES = Set.of("read", "rent", "provide", "payouts");
@@ -52,6 +70,10 @@ public final class ApiKeys {
 
   private final Jdbc jdbc;
   private final Clock clock;
+
+  /** Key id → when this node last wrote its {@code last_used_at}. */
+  private final java.util.concurrent.ConcurrentHashMap<String, Instant> usesRecorded =
+      new java.util.concurrent.ConcurrentHashMap<>();
 
   public ApiKeys(Jdbc jdbc, Clock clock) {
     this.jdbc = jdbc;
@@ -64,6 +86,12 @@ public final class ApiKeys {
   }
 
   public CompletionStage<CreatedKey> create(String accountId, String label, Set<String> scopes) {
+    return create(accountId, label, scopes, null);
+  }
+
+  /** A key that is refused from {@code expiresAt} on (null: never). */
+  public CompletionStage<CreatedKey> create(
+      String accountId, String label, Set<String> scopes, Instant expiresAt) {
     if (scopes.isEmpty() || !ALL_SCOPES.containsAll(scopes))
       throw new IllegalArgumentException("scopes must be a non-empty subset of " + ALL_SCOPES);
     String stored = String.join(",", new java.util.TreeSet<>(scopes));
@@ -74,16 +102,17 @@ public final class ApiKeys {
         connection -> {
           try (PreparedStatement st =
               connection.prepareStatement(
-                  "INSERT INTO api_keys(key_id, account_id, secret_hash, label, created_at, scopes) VALUES (?, ?, ?, ?, ?, ?)")) {
+                  "INSERT INTO api_keys(key_id, account_id, secret_hash, label, created_at, scopes, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)")) {
             st.setString(1, keyId);
             st.setString(2, accountId);
             st.setBytes(3, sha256(secret));
             st.setString(4, label);
             st.setTimestamp(5, Timestamp.from(now));
             st.setString(6, stored);
+            st.setTimestamp(7, expiresAt == null ? null : Timestamp.from(expiresAt));
             st.executeUpdate();
           }
-          return new CreatedKey(keyId, PREFIX + keyId + "_" + secret, accountId, now);
+          return new CreatedKey(keyId, PREFIX + keyId + "_" + secret, accountId, now, expiresAt);
         });
   }
 
@@ -92,10 +121,15 @@ public final class ApiKeys {
    * secret matches.
    */
   public CompletionStage<Optional<String>> authenticate(String presented) {
-    return principal(presented).thenApply(p -> p.map(Principal::accountId));
+    return principal(presented)
+        .thenApply(p -> p.filter(principal -> !principal.expired()).map(Principal::accountId));
   }
 
-  /** The key's account and scopes, under the same conditions as {@link #authenticate}. */
+  /**
+   * The key's account and scopes, under the same conditions as {@link #authenticate} but for
+   * expiry: an expired key is returned with {@code expired} set, so the caller can say why it is
+   * refused. A key that is let in has its use recorded ({@link #LAST_USE_RESOLUTION}).
+   */
   public CompletionStage<Optional<Principal>> principal(String presented) {
     Optional<String[]> parts = parse(presented);
     if (parts.isEmpty())
@@ -103,18 +137,58 @@ public final class ApiKeys {
     String keyId = parts.get()[0];
     byte[] hash = sha256(parts.get()[1]);
     return jdbc.run(
-        connection -> {
-          try (PreparedStatement st =
-              connection.prepareStatement(
-                  "SELECT account_id, secret_hash, scopes FROM api_keys WHERE key_id = ? AND revoked_at IS NULL")) {
-            st.setString(1, keyId);
-            try (ResultSet rs = st.executeQuery()) {
-              if (rs.next() && MessageDigest.isEqual(hash, rs.getBytes(2)))
-                return Optional.of(new Principal(rs.getString(1), keyId, scopes(rs.getString(3))));
-              return Optional.empty();
-            }
-          }
-        });
+            connection -> {
+              try (PreparedStatement st =
+                  connection.prepareStatement(
+                      "SELECT account_id, secret_hash, scopes, expires_at FROM api_keys WHERE key_id = ? AND revoked_at IS NULL")) {
+                st.setString(1, keyId);
+                try (ResultSet rs = st.executeQuery()) {
+                  if (!rs.next() || !MessageDigest.isEqual(hash, rs.getBytes(2)))
+                    return Optional.<Principal>empty();
+                  Timestamp expires = rs.getTimestamp(4);
+                  Instant expiresAt = expires == null ? null : expires.toInstant();
+                  boolean expired = expiresAt != null && !clock.instant().isBefore(expiresAt);
+                  return Optional.of(
+                      new Principal(
+                          rs.getString(1), keyId, scopes(rs.getString(3)), expiresAt, expired));
+                }
+              }
+            })
+        .thenApply(
+            principal -> {
+              principal.filter(p -> !p.expired()).ifPresent(p -> noteUse(p.keyId()));
+              return principal;
+            });
+  }
+
+  /**
+   * Writes the key's {@code last_used_at} unless this node did so within {@link
+   * #LAST_USE_RESOLUTION}; the write is not waited for (a failed one is tried again on a later
+   * use).
+   */
+  private void noteUse(String keyId) {
+    Instant now = clock.instant();
+    Instant last = usesRecorded.get(keyId);
+    if (last != null && now.isBefore(last.plus(LAST_USE_RESOLUTION))) return;
+    if (last == null
+        ? usesRecorded.putIfAbsent(keyId, now) != null
+        : !usesRecorded.replace(keyId, last, now)) return; // another request records it
+    if (usesRecorded.size() > MAX_REMEMBERED_USES) usesRecorded.clear();
+    jdbc.run(
+            connection -> {
+              try (PreparedStatement st =
+                  connection.prepareStatement(
+                      "UPDATE api_keys SET last_used_at = ? WHERE key_id = ? AND (last_used_at IS NULL OR last_used_at < ?)")) {
+                st.setTimestamp(1, Timestamp.from(now));
+                st.setString(2, keyId);
+                st.setTimestamp(3, Timestamp.from(now));
+                return st.executeUpdate();
+              }
+            })
+        .whenComplete(
+            (updated, failure) -> {
+              if (failure != null) usesRecorded.remove(keyId, now);
+            });
   }
 
   public CompletionStage<List<KeyInfo>> list(String accountId) {
@@ -122,7 +196,7 @@ public final class ApiKeys {
         connection -> {
           try (PreparedStatement st =
               connection.prepareStatement(
-                  "SELECT key_id, label, created_at, revoked_at, scopes FROM api_keys WHERE account_id = ? ORDER BY created_at, key_id")) {
+                  "SELECT key_id, label, created_at, revoked_at, scopes, last_used_at, expires_at FROM api_keys WHERE account_id = ? ORDER BY created_at, key_id")) {
             st.setString(1, accountId);
             try (ResultSet rs = st.executeQuery()) {
               List<KeyInfo> keys = new ArrayList<>();
@@ -135,7 +209,9 @@ public final class ApiKeys {
                         rs.getString(2),
                         rs.getTimestamp(3).toInstant(),
                         revoked == null ? null : revoked.toInstant(),
-                        scopes(rs.getString(5))));
+                        scopes(rs.getString(5)),
+                        instant(rs.getTimestamp(6)),
+                        instant(rs.getTimestamp(7))));
               }
               return keys;
             }
@@ -159,8 +235,17 @@ public final class ApiKeys {
         });
   }
 
+  private static Instant instant(Timestamp t) {
+    return t == null ? null : t.toInstant();
+  }
+
   private static Set<String> scopes(String stored) {
     return Set.of(stored.split(","));
+  }
+
+  /** Whether {@code presented} has the shape of a key ({@code tmk_<hex>_<hex>}); no lookup. */
+  public static boolean wellFormed(String presented) {
+    return parse(presented).isPresent();
   }
 
   static Optional<String[]> parse(String presented) {

@@ -53,6 +53,75 @@ class ApiKeysIntegrationTest {
     assertFalse(created.toString().contains(secret), "toString hides the secret");
   }
 
+  /** A clock the test moves. */
+  static final class MovableClock extends Clock {
+    volatile java.time.Instant now = java.time.Instant.parse("2026-06-01T12:00:00Z");
+
+    @Override
+    public java.time.ZoneId getZone() {
+      return java.time.ZoneOffset.UTC;
+    }
+
+    @Override
+    public Clock withZone(java.time.ZoneId zone) {
+      return this;
+    }
+
+    @Override
+    public java.time.Instant instant() {
+      return now;
+    }
+  }
+
+  static ApiKeys.KeyInfo info(ApiKeys keys, String account, String keyId) {
+    return keys.list(account).toCompletableFuture().join().stream()
+        .filter(k -> k.keyId().equals(keyId))
+        .findFirst()
+        .orElseThrow();
+  }
+
+  /** Polls the key list until {@code lastUsedAt} is {@code expected} (the write is not awaited). */
+  static void awaitLastUse(ApiKeys keys, String account, String keyId, java.time.Instant expected)
+      throws InterruptedException {
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    while (!expected.equals(info(keys, account, keyId).lastUsedAt())) {
+      if (System.nanoTime() - deadline > 0)
+        assertEquals(expected, info(keys, account, keyId).lastUsedAt());
+      Thread.sleep(50);
+    }
+  }
+
+  @Test
+  void aKeysLastUseIsRecordedAndMovesOnOnceAMinuteHasPassed() throws Exception {
+    MovableClock clock = new MovableClock();
+    ApiKeys keys = new ApiKeys(jdbc, clock);
+    ApiKeys.CreatedKey created = keys.create("acc-use", "ci").toCompletableFuture().join();
+    assertEquals(null, info(keys, "acc-use", created.keyId()).lastUsedAt());
+    java.time.Instant first = clock.now;
+    auth(keys, created.apiKey());
+    awaitLastUse(keys, "acc-use", created.keyId(), first);
+    clock.now = first.plusSeconds(61);
+    auth(keys, created.apiKey());
+    awaitLastUse(keys, "acc-use", created.keyId(), first.plusSeconds(61));
+  }
+
+  @Test
+  void aKeyIsRefusedFromItsExpiryOn() {
+    MovableClock clock = new MovableClock();
+    ApiKeys keys = new ApiKeys(jdbc, clock);
+    java.time.Instant expiry = clock.now.plusSeconds(3600);
+    ApiKeys.CreatedKey created =
+        keys.create("acc-exp", null, ApiKeys.ALL_SCOPES, expiry).toCompletableFuture().join();
+    assertEquals(expiry, info(keys, "acc-exp", created.keyId()).expiresAt());
+    assertEquals(Optional.of("acc-exp"), auth(keys, created.apiKey()));
+    clock.now = expiry;
+    assertEquals(Optional.empty(), auth(keys, created.apiKey()), "expired at its expiry");
+    ApiKeys.Principal p =
+        keys.principal(created.apiKey()).toCompletableFuture().join().orElseThrow();
+    assertTrue(p.expired(), "the principal says why");
+    assertEquals(expiry, p.expiresAt());
+  }
+
   @Test
   void aRevokedKeyIsRefusedAndOnlyItsOwnerCanRevokeIt() {
     ApiKeys keys = new ApiKeys(jdbc, Clock.systemUTC());
