@@ -708,8 +708,12 @@ public final class Account
   public record Spending(int month, long captured) implements CborSerializable {
     static final Spending NONE = new Spending(0, 0);
 
+    /**
+     * The month's spending as the clock reads {@code currentMonth}: a clock behind the month of the
+     * last capture (stepped back, or a lagging node) is still in that later month, so it counts.
+     */
     long spentIn(int currentMonth) {
-      return month == currentMonth ? captured : 0;
+      return month >= currentMonth ? captured : 0;
     }
 
     Spending plusCapture(long amount, Instant at) {

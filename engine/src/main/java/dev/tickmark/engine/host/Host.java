@@ -1511,20 +1511,32 @@ public final class Host
     if (session != null && !session.equals(cmd.session())) {
       session.tell(new CloseSession(Rejection.REPLACED, "a newer session for this host connected"));
     }
+    // A reconnect after a silence past the timeout on this node's clock (a clock stepped forward
+    // while the agent reconnected) is an outage, as a late heartbeat is: no heartbeat proves the
+    // gap.
+    boolean lapsed = lapsed(state);
+    Instant lastProof = lastConfirmed != null ? lastConfirmed : lastHeartbeat;
     session = cmd.session();
     lastSeq = -1;
     lastHeartbeat = now();
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
     Attached attached = new Attached(hostId, settings.heartbeatIntervalSeconds());
-    List<Event> events = new ArrayList<>(2);
+    List<Event> events = new ArrayList<>(3);
+    if (lapsed) events.add(new WentOffline(lastProof, now()));
     if (cmd.sshHostKey() != null
         && !cmd.sshHostKey().equals(state.enrollment().sshHostKey())
         && dev.tickmark.wire.SshPublicKeys.isPublicKeyLine(cmd.sshHostKey()))
       events.add(new SshHostKeyChanged(cmd.sshHostKey(), now()));
-    if (!state.online()) events.add(new WentOnline(now()));
+    if (!state.online() || lapsed) events.add(new WentOnline(now()));
     if (events.isEmpty()) return Effect().reply(cmd.replyTo(), StatusReply.success(attached));
-    return Effect().persist(events).thenReply(cmd.replyTo(), s -> StatusReply.success(attached));
+    return Effect()
+        .persist(events)
+        .thenRun(
+            s -> {
+              if (lapsed) notifyHostLost((Active) s, lastProof);
+            })
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(attached));
   }
 
   // ---- streams to the workload (nothing persisted: they live as long as their sockets)
@@ -1573,6 +1585,10 @@ public final class Host
     }
     if (!cmd.session().equals(session) || cmd.seq() <= lastSeq)
       return Effect().noReply(); // stale or duplicate
+    // On this node's clock the host was silent past the timeout (the clock stepped forward, or the
+    // heartbeat check has not run yet): it is offline at its last heartbeat, whichever of the two
+    // the entity handles first. This heartbeat proves none of the gap, so none of it is billed.
+    if (lapsed(state)) return goOffline();
     metrics.heartbeats.increment();
     metrics.heartbeatHandling.recordMicros(
         micros(Instant.now()) - cmd.receivedAtMicros()); // wall clock, like the socket
@@ -1616,10 +1632,32 @@ public final class Host
   private ReplyEffect<Event, State> onHeartbeatCheck(Active state, HeartbeatCheck cmd) {
     if (!state.online()) return Effect().noReply();
     Duration silent = Duration.between(lastHeartbeat, now());
+    if (silent.isNegative()) {
+      // The clock stepped back past the last heartbeat: the silence counts from now, so a host
+      // that stays silent goes offline one timeout later, not an hour later.
+      lastHeartbeat = now();
+      scheduleHeartbeatCheck(settings.heartbeatTimeout());
+      return Effect().noReply();
+    }
     if (silent.compareTo(settings.heartbeatTimeout()) < 0) {
       scheduleHeartbeatCheck(settings.heartbeatTimeout().minus(silent));
       return Effect().noReply();
     }
+    return goOffline();
+  }
+
+  /** Whether the host, online, has been silent for the heartbeat timeout on this node's clock. */
+  private boolean lapsed(Active state) {
+    return state.online()
+        && lastHeartbeat != null
+        && Duration.between(lastHeartbeat, now()).compareTo(settings.heartbeatTimeout()) >= 0;
+  }
+
+  /**
+   * The heartbeat timeout: offline at the last proof of life, every rental on the host told so, the
+   * session closed.
+   */
+  private ReplyEffect<Event, State> goOffline() {
     ActorRef<ToSession> stale = session;
     session = null;
     Instant last = lastConfirmed != null ? lastConfirmed : lastHeartbeat;
@@ -2093,8 +2131,12 @@ public final class Host
   private void preemptBeforeAvailabilityEnds(Active state) {
     if (state.listing().availability().isEmpty() || state.reservations().isEmpty()) return;
     Duration notice = Duration.ofSeconds(state.listing().spotNoticeSeconds());
-    Instant ends = state.listing().availabilityEnds(now(), notice);
+    Instant now = now();
+    Instant ends = state.listing().availabilityEnds(now, notice);
     if (ends == null) return;
+    // A window that closed before any notice went out (the clock stepped past its end, the host
+    // was away across it) still gives the full notice, from now: never a deadline already due.
+    Instant deadline = ends.isAfter(now) ? ends : now.plus(notice);
     noticeGiven.retainAll(state.reservations().keySet());
     noticeGivenRunning.retainAll(state.reservations().keySet());
     state
@@ -2107,9 +2149,9 @@ public final class Host
               // heartbeat until it confirms its cards, and once more when it has; it ignores a
               // deadline it already has.
               if (!held.confirmed() || noticeGivenRunning.add(rentalId))
-                settings.rentals().preempt(rentalId, hostId, ends);
+                settings.rentals().preempt(rentalId, hostId, deadline);
               if (session != null && noticeGiven.add(rentalId))
-                session.tell(new PreemptWorkload(rentalId, ends));
+                session.tell(new PreemptWorkload(rentalId, deadline));
             });
   }
 

@@ -1280,7 +1280,12 @@ public final class Rental
    * a heartbeat a liveness answer showed since (the agent came back), and it arrived late.
    */
   private boolean stale(HostLost cmd) {
-    return cmd.lostAt() != null && latestHeartbeat != null && latestHeartbeat.isAfter(cmd.lostAt());
+    // A heartbeat later than this node's own now says the clocks disagree (this one stepped back):
+    // then instants cannot order a loss and a heartbeat, and the loss is taken as real.
+    return cmd.lostAt() != null
+        && latestHeartbeat != null
+        && latestHeartbeat.isAfter(cmd.lostAt())
+        && !latestHeartbeat.isAfter(now());
   }
 
   /** Billed to the last heartbeat, which the host itself reports: proven. */
@@ -1701,7 +1706,9 @@ public final class Rental
   }
 
   private void publishTick(Running state, long second) {
-    if (second == lastTick) return;
+    // The meter never shows less than was settled, nor goes back (a clock stepped back).
+    second = Math.max(second, RentalBilling.settledThrough(state.last()));
+    if (second <= lastTick) return;
     lastTick = second;
     if (subscribers.isEmpty()) return;
     Tick tick = new Tick(second, RentalBilling.cost(state.terms(), second));
@@ -1806,9 +1813,11 @@ public final class Rental
         null);
   }
 
-  /** The live meter: seconds since the start, within the limit. */
+  /** The live meter: seconds since the start, within the limit, never below what was settled. */
   private long liveSeconds(Running state) {
-    return Math.min(secondsBetween(state.startedAt(), now()), RentalBilling.limit(state).seconds());
+    long measured =
+        Math.min(secondsBetween(state.startedAt(), now()), RentalBilling.limit(state).seconds());
+    return Math.max(measured, RentalBilling.settledThrough(state.last()));
   }
 
   private View view(

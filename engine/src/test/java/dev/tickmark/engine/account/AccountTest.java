@@ -824,6 +824,39 @@ class AccountTest {
     assertEquals(70, summary().spentThisMonth());
   }
 
+  /**
+   * The node's clock steps forward an hour across the month's end, then back: the month of a spend
+   * cap is the latest month the account has seen (the clock's, or a capture's when the clock lags
+   * behind it), so the step forward opens February and the step back does not forget what February
+   * spent.
+   */
+  @Test
+  void aClockSteppingAnHourAcrossTheMonthsEndAndBackKeepsTheLaterMonthsSpending() {
+    clock.set(Instant.parse("2025-01-31T23:30:00Z"));
+    open("Ada");
+    ok(deposit("pay-1", 1_000));
+    ok(setCap(100L));
+    ok(placeHold("r1", 100));
+    ok(capture("r1", 10, 100));
+    ok(release("r1"));
+    assertRejected(Rejection.SPEND_CAP_REACHED, placeHold("r2", 1));
+
+    clock.advance(Duration.ofHours(1)); // 2025-02-01T00:30Z: a new month, a fresh cap
+    assertEquals(0, summary().spentThisMonth());
+    ok(placeHold("r2", 100));
+    ok(capture("r2", 10, 60));
+    ok(release("r2"));
+    assertEquals(60, summary().spentThisMonth());
+
+    clock.advance(Duration.ofHours(-1)); // back to 2025-01-31T23:30Z
+    assertEquals(60, summary().spentThisMonth(), "February's spending, not forgotten");
+    assertRejected(Rejection.SPEND_CAP_REACHED, placeHold("r3", 41));
+    ok(placeHold("r3", 40));
+    assertRecovers();
+    assertEquals(60, summary().spentThisMonth());
+    assertRejected(Rejection.SPEND_CAP_REACHED, placeHold("r4", 1));
+  }
+
   @Test
   void rejectsMissingOrBlankPostingKeysWithoutPersisting() {
     open("Ada");

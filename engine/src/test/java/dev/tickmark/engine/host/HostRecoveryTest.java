@@ -123,10 +123,12 @@ class HostRecoveryTest {
     ok(host.confirm("r1"));
     check.run(); // CardsRented
     ok(host.attach(session.getRef())); // the restarted host takes its agent back
-    clock.advance(
-        Duration.ofSeconds(
-            11)); // past the recording interval; the heartbeat below resets the timeout at once
-    host.heartbeat(session.getRef(), 1, HostDriver.healthy(4));
+    // Past the recording interval in heartbeats closer than the timeout: a heartbeat that comes
+    // after the timeout on the clock takes the host offline (HostClockTest).
+    for (int seq = 1; seq <= 40; seq++) {
+      clock.advance(Duration.ofMillis(250));
+      host.heartbeat(session.getRef(), seq, HostDriver.healthy(4));
+    }
     assertEquals(
         Host.HeartbeatRecorded.class,
         host.journal().get(host.journal().size() - 1).getClass(),

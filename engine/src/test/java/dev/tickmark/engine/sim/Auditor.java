@@ -594,6 +594,7 @@ final class Auditor {
     Instant billedEnd = r.startedAt.plusSeconds(e.billedSeconds());
     check(
         listed == null
+            || e.billedSeconds() == 0
             || gone == null
             || !gone.isBefore(e.endAt())
             || !billedEnd.isAfter(listed.plusSeconds(1)),

@@ -118,7 +118,65 @@ public final class MarketSimulation implements AutoCloseable {
       boolean payouts,
       Set<String> switchedOff,
       int traceLines,
-      boolean snapshots) {
+      boolean snapshots,
+      boolean clockStepsBack) {
+    /** Without backward clock steps: the runs as they were before the clock could step back. */
+    public Config(
+        long seed,
+        int renters,
+        int providers,
+        int hosts,
+        SimNetwork.Faults network,
+        boolean crashes,
+        boolean nodeLoss,
+        boolean agentFaults,
+        boolean clockJumps,
+        boolean partitions,
+        boolean payouts,
+        Set<String> switchedOff,
+        int traceLines,
+        boolean snapshots) {
+      this(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          switchedOff,
+          traceLines,
+          snapshots,
+          false);
+    }
+
+    /**
+     * The wall clock also steps back (1–120 s, or an hour) and forward an hour, besides its forward
+     * jumps of 1–120 s.
+     */
+    public Config withClockStepsBack() {
+      return new Config(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          switchedOff,
+          traceLines,
+          snapshots,
+          true);
+    }
+
     /** Without snapshots: the runs as they were before renters could keep a workspace. */
     public Config(
         long seed,
@@ -169,7 +227,8 @@ public final class MarketSimulation implements AutoCloseable {
           payouts,
           Set.copyOf(off),
           traceLines,
-          snapshots);
+          snapshots,
+          clockStepsBack);
     }
 
     /**
@@ -191,7 +250,8 @@ public final class MarketSimulation implements AutoCloseable {
           payouts,
           switchedOff,
           traceLines,
-          true);
+          true,
+          clockStepsBack);
     }
 
     /** Every fault on. */
@@ -241,7 +301,8 @@ public final class MarketSimulation implements AutoCloseable {
           payouts,
           Set.copyOf(off),
           traceLines,
-          snapshots);
+          snapshots,
+          clockStepsBack);
     }
 
     public Config withSeed(long s) {
@@ -259,7 +320,8 @@ public final class MarketSimulation implements AutoCloseable {
           payouts,
           switchedOff,
           traceLines,
-          snapshots);
+          snapshots,
+          clockStepsBack);
     }
 
     public String faults() {
@@ -289,6 +351,7 @@ public final class MarketSimulation implements AutoCloseable {
           + agentFaults
           + " clockJumps="
           + clockJumps
+          + (clockStepsBack ? " clockStepsBack=true" : "")
           + " partitions="
           + partitions;
     }
@@ -352,6 +415,9 @@ public final class MarketSimulation implements AutoCloseable {
   // Per rental: when the latest heartbeat that listed its workload reached its host, in virtual
   // milliseconds (wall clock jumps are no time the workload ran).
   private final Map<String, Long> lastListed = new TreeMap<>();
+  // Per rental: the latest clock reading of a heartbeat that listed it (a step back does not take a
+  // listing back: the seconds it proved stay proven).
+  private final Map<String, Instant> latestListedOnTheClock = new TreeMap<>();
   // Per rental: when the first heartbeat after that one that no longer listed it reached the host.
   private final Map<String, Long> goneSince = new TreeMap<>();
   // Per host: the rentals its latest heartbeats listed.
@@ -398,7 +464,7 @@ public final class MarketSimulation implements AutoCloseable {
             id -> reportedStops.getOrDefault(id, List.of()),
             this::lastListedOnTheClock,
             this::goneOnTheClock,
-            clock::jumpedMillis,
+            clock::jumpedForwardMillis,
             () -> step,
             config.switchedOff());
     this.sink =
@@ -446,7 +512,9 @@ public final class MarketSimulation implements AutoCloseable {
    * every instant the rental measures after it.
    */
   private Instant lastListedOnTheClock(String id) {
-    return onTheClock(lastListed.get(id));
+    Instant mapped = onTheClock(lastListed.get(id));
+    Instant latest = latestListedOnTheClock.get(id);
+    return mapped == null || latest == null || mapped.isAfter(latest) ? mapped : latest;
   }
 
   private Instant goneOnTheClock(String id) {
@@ -454,9 +522,10 @@ public final class MarketSimulation implements AutoCloseable {
   }
 
   private Instant onTheClock(Long virtualMillis) {
-    return virtualMillis == null
-        ? null
-        : clock.instant().minusMillis(loop.nowMillis() - virtualMillis);
+    if (virtualMillis == null) return null;
+    // Forward jumps since then are added; a step back does not move it below what the clock read.
+    long jumped = Math.max(clock.jumpedMillis(), clock.jumpedAt(virtualMillis));
+    return EPOCH.plusMillis(virtualMillis + jumped);
   }
 
   static String hocon(String loopId) {
@@ -660,10 +729,12 @@ public final class MarketSimulation implements AutoCloseable {
 
   private <C> void deliver(Slot<C> slot, C message) {
     if (message instanceof Host.Heartbeat || message instanceof Host.Attach)
-      lastProof.put(slot.id, clock.instant());
+      // The latest proof: a clock stepped back does not take back what was proven.
+      lastProof.merge(slot.id, clock.instant(), (a, b) -> a.isAfter(b) ? a : b);
     if (message instanceof Host.Heartbeat hb && hb.rentals() != null) {
       for (String id : hb.rentals()) {
         lastListed.put(id, loop.nowMillis());
+        latestListedOnTheClock.merge(id, clock.instant(), (a, b) -> a.isAfter(b) ? a : b);
         goneSince.remove(id);
       }
       Set<String> listedHere = listedOn.computeIfAbsent(slot.id, k -> new java.util.TreeSet<>());
@@ -1216,7 +1287,7 @@ public final class MarketSimulation implements AutoCloseable {
     for (Slot<Account.Command> a : accounts.values())
       a.live().tell(new Account.GetSummary(summaryCollector));
     loop.runUntilQuiet();
-    Duration slack = CLOSE_SLACK.plus(Duration.ofMillis(Math.max(0, clock.jumpedMillis())));
+    Duration slack = CLOSE_SLACK.plus(Duration.ofMillis(clock.jumpedForwardMillis()));
     auditor.afterStep(summaries, clock.instant(), RENTAL.stopTimeout(), slack);
     // (closes-in-time allows for every wall clock jump so far: a coarse net for rentals that never
     // close)
@@ -1450,6 +1521,20 @@ public final class MarketSimulation implements AutoCloseable {
   }
 
   private void clockJump() {
+    int kind = config.clockStepsBack() ? random.nextInt(10) : 9;
+    if (kind < 3) {
+      Duration by = Duration.ofMillis(1_000 + random.nextLong(119_000));
+      clock.jump(by.negated());
+      count("clock steps back");
+      note("wall clock steps back " + by.toMillis() + " ms");
+      return;
+    }
+    if (kind == 3 || kind == 4) {
+      clock.jump(kind == 3 ? Duration.ofHours(-1) : Duration.ofHours(1));
+      if (kind == 3) count("clock steps back");
+      note("wall clock steps " + (kind == 3 ? "back" : "forward") + " an hour");
+      return;
+    }
     Duration by = Duration.ofMillis(1_000 + random.nextLong(119_000));
     clock.jump(by);
     note("wall clock jumps forward " + by.toMillis() + " ms");
@@ -1555,6 +1640,7 @@ public final class MarketSimulation implements AutoCloseable {
         mode.startsWith("--without-known-bugs")
             ? Config.of(seed).withoutKnownBugs()
             : mode.startsWith("--calm") ? Config.calm(seed) : Config.of(seed);
+    if (mode.contains("+steps-back")) c = c.withClockStepsBack();
     return mode.endsWith("+snapshots") ? c.withSnapshots() : c;
   }
 }

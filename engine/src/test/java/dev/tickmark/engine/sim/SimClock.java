@@ -15,6 +15,9 @@ public final class SimClock extends Clock {
   private final SimLoop loop;
   private final Instant epoch;
   private long jumpMillis;
+  private long forwardMillis; // the forward jumps alone
+  // The cumulative jump from each virtual instant a jump was made on (for backward steps).
+  private final java.util.TreeMap<Long, Long> jumpsFrom = new java.util.TreeMap<>();
 
   SimClock(SimLoop loop, Instant epoch) {
     this.loop = loop;
@@ -24,10 +27,25 @@ public final class SimClock extends Clock {
   /** Steps the wall clock (forward when positive) without moving the timers. */
   void jump(Duration by) {
     jumpMillis += by.toMillis();
+    if (by.toMillis() > 0) forwardMillis += by.toMillis();
+    jumpsFrom.put(loop.nowMillis(), jumpMillis);
   }
 
   long jumpedMillis() {
     return jumpMillis;
+  }
+
+  /**
+   * The forward jumps so far (equal to {@link #jumpedMillis} while the clock never stepped back).
+   */
+  long jumpedForwardMillis() {
+    return forwardMillis;
+  }
+
+  /** The cumulative jump as the clock read at virtual time {@code virtualMillis}. */
+  long jumpedAt(long virtualMillis) {
+    var e = jumpsFrom.floorEntry(virtualMillis);
+    return e == null ? 0 : e.getValue();
   }
 
   @Override
