@@ -33,9 +33,18 @@ final class ClusterProcesses implements AutoCloseable {
    */
   static final Duration NODE_START = Duration.ofSeconds(90);
 
+  /**
+   * Where a node runs: the address it binds and announces (remoting, HTTP, management) and the
+   * command its JVM is started under (e.g. {@code ip netns exec NAME}; empty: directly).
+   */
+  record Placement(String host, List<String> launcher) {
+    static final Placement LOOPBACK = new Placement("127.0.0.1", List.of());
+  }
+
   /** One node: its ports, its process, and clients for its API and its management endpoint. */
   static final class NodeProcess {
     final int index;
+    final Placement placement;
     final int httpPort;
     final int managementPort;
     final int remotePort;
@@ -43,8 +52,15 @@ final class ClusterProcesses implements AutoCloseable {
     final ApiClient api;
     Process process;
 
-    NodeProcess(int index, int httpPort, int managementPort, int remotePort, Path log) {
+    NodeProcess(
+        int index,
+        Placement placement,
+        int httpPort,
+        int managementPort,
+        int remotePort,
+        Path log) {
       this.index = index;
+      this.placement = placement;
       this.httpPort = httpPort;
       this.managementPort = managementPort;
       this.remotePort = remotePort;
@@ -53,11 +69,15 @@ final class ClusterProcesses implements AutoCloseable {
     }
 
     String baseUrl() {
-      return "http://127.0.0.1:" + httpPort;
+      return "http://" + placement.host() + ":" + httpPort;
     }
 
     String engine() {
-      return "ws://127.0.0.1:" + httpPort;
+      return "ws://" + placement.host() + ":" + httpPort;
+    }
+
+    String managementUrl() {
+      return "http://" + placement.host() + ":" + managementPort;
     }
 
     boolean alive() {
@@ -66,7 +86,15 @@ final class ClusterProcesses implements AutoCloseable {
 
     @Override
     public String toString() {
-      return "node" + index + " (http " + httpPort + ", remoting " + remotePort + ")";
+      return "node"
+          + index
+          + " ("
+          + placement.host()
+          + ", http "
+          + httpPort
+          + ", remoting "
+          + remotePort
+          + ")";
     }
   }
 
@@ -85,14 +113,35 @@ final class ClusterProcesses implements AutoCloseable {
   ClusterProcesses(
       DatabaseSettings db, int size, Path logs, Map<String, String> env, List<String> jvmOptions)
       throws IOException {
+    this(db, java.util.Collections.nCopies(size, Placement.LOOPBACK), logs, env, jvmOptions);
+  }
+
+  /**
+   * One node per placement ({@code db} as the nodes reach it from there).
+   *
+   * @param env extra environment for every node
+   * @param jvmOptions extra JVM options for every node
+   */
+  ClusterProcesses(
+      DatabaseSettings db,
+      List<Placement> placements,
+      Path logs,
+      Map<String, String> env,
+      List<String> jvmOptions)
+      throws IOException {
     this.db = db;
     this.env = Map.copyOf(env);
     this.jvmOptions = List.copyOf(jvmOptions);
     Files.createDirectories(logs);
-    for (int i = 1; i <= size; i++) {
+    for (int i = 1; i <= placements.size(); i++) {
       nodes.add(
           new NodeProcess(
-              i, freePort(), freePort(), freePort(), logs.resolve("node-" + i + ".log")));
+              i,
+              placements.get(i - 1),
+              freePort(),
+              freePort(),
+              freePort(),
+              logs.resolve("node-" + i + ".log")));
     }
   }
 
@@ -156,7 +205,7 @@ final class ClusterProcesses implements AutoCloseable {
   }
 
   JsonNode management(NodeProcess node, String path) {
-    HttpResponse<String> response = get("http://127.0.0.1:" + node.managementPort + path);
+    HttpResponse<String> response = get(node.managementUrl() + path);
     if (response == null || response.statusCode() != 200) {
       throw new AssertionError(
           node
@@ -174,17 +223,17 @@ final class ClusterProcesses implements AutoCloseable {
 
   private void launch(NodeProcess node) throws IOException {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    List<String> command =
-        new ArrayList<>(
-            List.of(
-                java,
-                "-Xmx384m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Xshare:auto",
-                // The simulated hosts measure this machine's disk, which other builds keep busy:
-                // judge it as dev mode does.
-                "-Dtickmark.verification.min-disk-write-mib-per-s=10"));
+    List<String> command = new ArrayList<>(node.placement.launcher());
+    command.addAll(
+        List.of(
+            java,
+            "-Xmx384m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Xshare:auto",
+            // The simulated hosts measure this machine's disk, which other builds keep busy:
+            // judge it as dev mode does.
+            "-Dtickmark.verification.min-disk-write-mib-per-s=10"));
     command.addAll(jvmOptions);
     command.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
     ProcessBuilder builder = new ProcessBuilder(command);
@@ -193,7 +242,8 @@ final class ClusterProcesses implements AutoCloseable {
     e.put("TICKMARK_DB_URL", db.url());
     e.put("TICKMARK_DB_USER", db.user());
     e.put("TICKMARK_DB_PASSWORD", db.password());
-    e.put("TICKMARK_HOSTNAME", "127.0.0.1");
+    e.put("TICKMARK_HOSTNAME", node.placement.host());
+    e.put("TICKMARK_HTTP_INTERFACE", node.placement.host());
     e.put("TICKMARK_HTTP_PORT", Integer.toString(node.httpPort));
     e.put("TICKMARK_MANAGEMENT_PORT", Integer.toString(node.managementPort));
     e.put("TICKMARK_REMOTE_PORT", Integer.toString(node.remotePort));
@@ -212,7 +262,7 @@ final class ClusterProcesses implements AutoCloseable {
   private String seeds() {
     List<String> seeds = new ArrayList<>();
     for (NodeProcess n : nodes.subList(0, Math.min(2, nodes.size())))
-      seeds.add("127.0.0.1:" + n.remotePort);
+      seeds.add(n.placement.host() + ":" + n.remotePort);
     return String.join(",", seeds);
   }
 
@@ -224,7 +274,7 @@ final class ClusterProcesses implements AutoCloseable {
     while (true) {
       if (!node.process.isAlive())
         fail(node + " exited with " + node.process.exitValue() + ":\n" + tail(node.log));
-      HttpResponse<String> ready = get("http://127.0.0.1:" + node.managementPort + "/ready");
+      HttpResponse<String> ready = get(node.managementUrl() + "/ready");
       HttpResponse<String> health =
           ready != null && ready.statusCode() == 200 ? get(node.baseUrl() + "/health") : null;
       if (health != null && health.statusCode() == 200) return;

@@ -486,7 +486,7 @@ class MultiNodeFailoverIntegrationTest {
   // ------------------------------------------------------------------
 
   /** Ledger legs whose (account, kind, key) appears more than once: a posting applied twice. */
-  private static List<String> duplicateLedgerKeys(DatabaseSettings db) throws Exception {
+  static List<String> duplicateLedgerKeys(DatabaseSettings db) throws Exception {
     return query(
         db,
         "SELECT account_id || ' ' || kind || ' ' || entry_key || ' x' || COUNT(*) FROM ledger_entries"
@@ -497,7 +497,7 @@ class MultiNodeFailoverIntegrationTest {
    * Rentals whose captures do not add up to the cost of their billed seconds, or whose last capture
    * is not the end.
    */
-  private static List<String> capturesNotMatchingCheckpoints(DatabaseSettings db) throws Exception {
+  static List<String> capturesNotMatchingCheckpoints(DatabaseSettings db) throws Exception {
     return query(
         db,
         "SELECT r.rental_id || ' billed ' || r.billed_seconds || ' cost ' || r.cost || ' captured '"
@@ -505,7 +505,7 @@ class MultiNodeFailoverIntegrationTest {
             + " WHERE r.status = 'ended' GROUP BY r.rental_id, r.billed_seconds, r.cost HAVING COALESCE(-SUM(l.amount), 0) <> r.cost");
   }
 
-  private static List<String> query(DatabaseSettings db, String sql) throws Exception {
+  static List<String> query(DatabaseSettings db, String sql) throws Exception {
     List<String> rows = new ArrayList<>();
     try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
         Statement st = c.createStatement();
@@ -518,7 +518,7 @@ class MultiNodeFailoverIntegrationTest {
   // ---- API helpers
   // ----------------------------------------------------------------------------------
 
-  private static String launch(ApiClient api, ApiClient.Customer renter, String region) {
+  static String launch(ApiClient api, ApiClient.Customer renter, String region) {
     return api.post("/v1/rentals", renter.apiKey(), launchBody(region))
         .expect(201)
         .json()
@@ -527,14 +527,14 @@ class MultiNodeFailoverIntegrationTest {
         .asText();
   }
 
-  private static String launchBody(String region) {
+  static String launchBody(String region) {
     return "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\""
         + region
         + "\",\"max_price_per_gpu_hour\":\"3.00\","
         + "\"image\":\"ubuntu:24.04\",\"command\":[\"sleep\",\"3600\"]}";
   }
 
-  private static int offered(ApiClient api) {
+  static int offered(ApiClient api) {
     int cards = 0;
     for (JsonNode o :
         api.get("/v1/offers?gpu=h100-80gb&tier=on_demand", null).expect(200).json().get("offers")) {
@@ -543,12 +543,12 @@ class MultiNodeFailoverIntegrationTest {
     return cards;
   }
 
-  private static JsonNode rental(ApiClient api, ApiClient.Customer renter, String id) {
+  static JsonNode rental(ApiClient api, ApiClient.Customer renter, String id) {
     return api.get("/v1/rentals/" + id, renter.apiKey()).expect(200).json();
   }
 
   /** The renter's rentals as the read side lists them (no message reaches a rental entity). */
-  private static List<JsonNode> listedAll(ApiClient api, ApiClient.Customer renter) {
+  static List<JsonNode> listedAll(ApiClient api, ApiClient.Customer renter) {
     List<JsonNode> rows = new ArrayList<>();
     String after = null;
     do {
@@ -564,19 +564,18 @@ class MultiNodeFailoverIntegrationTest {
     return rows;
   }
 
-  private static JsonNode listed(ApiClient api, ApiClient.Customer renter, String id) {
+  static JsonNode listed(ApiClient api, ApiClient.Customer renter, String id) {
     for (JsonNode r : listedAll(api, renter)) if (r.get("id").asText().equals(id)) return r;
     throw new AssertionError("rental " + id + " not listed yet");
   }
 
-  private static void awaitListedStatus(
+  static void awaitListedStatus(
       ApiClient api, ApiClient.Customer renter, String id, String status) {
     eventually(
         WAIT, () -> assertEquals(status, listed(api, renter, id).get("status").asText(), id));
   }
 
-  private static JsonNode awaitStatus(
-      ApiClient api, ApiClient.Customer renter, String id, String status) {
+  static JsonNode awaitStatus(ApiClient api, ApiClient.Customer renter, String id, String status) {
     JsonNode[] last = new JsonNode[1];
     eventually(
         WAIT,

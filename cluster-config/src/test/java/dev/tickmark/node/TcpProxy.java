@@ -11,16 +11,25 @@ import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
  * A TCP forwarder from a local port to a node's, so that a test can cut an agent's connection
- * ({@link #dropConnections()}) and watch it reconnect, without touching the agent or the node.
+ * ({@link #dropConnections()}) and watch it reconnect, without touching the agent or the node; or
+ * from an address of a test's own network (a bridge) to a server on loopback, so that processes in
+ * network namespaces reach it.
  */
 final class TcpProxy implements AutoCloseable {
   private final ServerSocket server;
+  private final InetAddress targetHost;
   private final int target;
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
 
   TcpProxy(int targetPort) throws IOException {
+    this(InetAddress.getLoopbackAddress(), InetAddress.getLoopbackAddress(), targetPort);
+  }
+
+  /** Listens on a free port of {@code bind} and forwards to {@code targetHost:targetPort}. */
+  TcpProxy(InetAddress bind, InetAddress targetHost, int targetPort) throws IOException {
+    this.targetHost = targetHost;
     this.target = targetPort;
-    this.server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    this.server = new ServerSocket(0, 200, bind);
     Thread acceptor = new Thread(this::accept, "tcp-proxy");
     acceptor.setDaemon(true);
     acceptor.start();
@@ -34,7 +43,7 @@ final class TcpProxy implements AutoCloseable {
     while (!server.isClosed()) {
       try {
         Socket in = server.accept();
-        Socket out = new Socket(InetAddress.getLoopbackAddress(), target);
+        Socket out = new Socket(targetHost, target);
         sockets.add(in);
         sockets.add(out);
         pump(in, out);

@@ -1597,6 +1597,7 @@ public final class Host
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
     List<WorkloadUnlisted> unlisted = noteListed(state, cmd.rentals());
+    stopOrphanWorkloads(state, cmd.rentals());
     preemptBeforeAvailabilityEnds(state);
     String fault =
         cmd.gpus() == null
@@ -1709,6 +1710,21 @@ public final class Host
     for (String rentalId : rentals)
       if (state.reservations().containsKey(rentalId)
           && !state.inventory().unlisted().containsKey(rentalId)) listedAt.put(rentalId, arrived);
+  }
+
+  /**
+   * A workload the agent still runs for a rental that holds no cards here any more is stopped. Its
+   * rental's own stop can be lost (handed to a node that was cut off or went down before it reached
+   * the agent) while the rental still ends, settles and returns its cards: without this the
+   * workload would run on unbilled and the cards it occupies be rented again. Told again on every
+   * heartbeat that still lists it; the agent stops a workload once.
+   */
+  private void stopOrphanWorkloads(Active state, List<String> listed) {
+    if (listed == null) return;
+    for (String rentalId : listed) {
+      if (!state.reservations().containsKey(rentalId))
+        session.tell(new StopWorkloadOnAgent(rentalId, false));
+    }
   }
 
   private void scheduleHeartbeatCheck(Duration delay) {

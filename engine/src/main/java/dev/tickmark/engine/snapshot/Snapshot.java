@@ -1003,7 +1003,11 @@ public final class Snapshot
     if (!mayRead(originOf(state), cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
     return Effect()
         .persist(new Deleted(true, 0, 0, now()))
-        .thenRun(s -> uploadOver())
+        .thenRun(
+            s -> {
+              uploadOver();
+              finish((State.Deleted) s);
+            })
         .thenReply(cmd.replyTo(), s -> StatusReply.success(view(s)));
   }
 
@@ -1011,7 +1015,11 @@ public final class Snapshot
   private void finish(State.Deleted state) {
     timers.cancel(Timer.SETTLE);
     timers.cancel(Timer.GRACE_EXPIRED);
-    if (state.closed() || state.meter() == null) return;
+    if (state.closed()) return;
+    if (state.meter() == null) { // deleted before ready: only the hold an ask may have placed
+      if (!released) release(state.origin());
+      return;
+    }
     Meter meter = state.meter();
     if (meter.settledThrough() > capturedThrough && meter.settledThrough() > 0)
       deliver(state.origin(), meter);
@@ -1192,10 +1200,13 @@ public final class Snapshot
                         e.holdAmount(),
                         0,
                         0))))
+        // Deleted while uploading: once a manifest was recorded a hold may have been asked (by an
+        // earlier incarnation, its answer lost with it), so the hold is released before it closes.
         .onEvent(
             Deleted.class,
             (s, e) ->
-                (new State.Deleted(s.origin(), s.manifest(), null, null, null, e.at(), true)));
+                (new State.Deleted(
+                    s.origin(), s.manifest(), null, null, null, e.at(), s.manifest() == null)));
     b.forStateType(State.Ready.class)
         .onEvent(
             Settled.class,

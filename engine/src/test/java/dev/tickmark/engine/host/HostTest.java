@@ -1359,4 +1359,21 @@ class HostTest {
     host.kit.runCommand(new Host.StopWorkload("rnt_1"));
     assertFalse(expectOnSession(session, Host.StopWorkloadOnAgent.class).keepWorkspace());
   }
+
+  @Test
+  void aWorkloadStillListedAfterItsRentalReturnedTheCardsIsStopped() {
+    TestProbe<ToSession> session = host.onMarket();
+    ok(host.reserve("rnt_1", 1));
+    ok(host.confirm("rnt_1"));
+    host.heartbeat(session.getRef(), 1, HostDriver.healthy(4), List.of("rnt_1"));
+    session.expectNoMessage(Duration.ofMillis(50));
+
+    // The rental ended and returned its cards, but its stop never reached the agent (e.g. it was
+    // handed to a node cut off by a partition): the agent still lists the workload.
+    ok(host.release("rnt_1"));
+    host.heartbeat(session.getRef(), 2, HostDriver.healthy(4), List.of("rnt_1"));
+    assertEquals(
+        new Host.StopWorkloadOnAgent("rnt_1", false),
+        expectOnSession(session, Host.StopWorkloadOnAgent.class));
+  }
 }

@@ -425,4 +425,21 @@ class SnapshotTest {
     f.awaitAssert(() -> assertEquals(1, f.events(Snapshot.Closed.class).size()));
     assertEquals(0, f.summary().captured());
   }
+
+  @Test
+  void deletingWhileUploadingReleasesAHoldAnEarlierIncarnationPlaced() {
+    SnapshotFixture f = fixture(0);
+    f.create();
+    f.host.expectMessageClass(Host.UploadSnapshot.class, WAIT);
+    ok(f.manifest(GIB, 0));
+    f.deposit("pay-1", 5_000);
+    // The agent's complete made an earlier incarnation ask the hold; the account placed it, and the
+    // answer was lost with that incarnation (its node went down): this one is still uploading.
+    ok(f.<Account.HoldView>askAccount(r -> new Account.PlaceHold(f.snapshotId, 50, r)));
+    assertEquals(Status.DELETED, ok(f.ask(r -> new Snapshot.Delete(f.renterId, r))).status());
+    f.awaitAssert(() -> assertEquals(1, f.events(Snapshot.Closed.class).size()));
+    assertFalse(ok(f.hold()).open());
+    assertEquals(0, f.summary().held());
+    assertEquals(5_000, f.summary().balance());
+  }
 }
