@@ -1113,4 +1113,33 @@ class HttpFuzzIntegrationTest {
     }
     assertEquals(List.of(), secretsLogged.leaks, "credentials in the node's log");
   }
+
+  /**
+   * The operator's routes asked the entity of any id they were given: an id with a NUL (the
+   * fuzzer's {@code GET /ops/hosts/a%00%20…}) made the entity fail to recover from PostgreSQL, and
+   * the request waited for the ask timeout and answered 503 {@code unavailable}. Malformed ids are
+   * now 404 {@code not_found} at the edge, as on the customer routes.
+   */
+  @Example
+  void anOperatorRouteWithAMalformedIdIsNotFoundAtOnce() {
+    String op = "Bearer " + TestNodes.OPERATOR_TOKEN;
+    for (String[] request :
+        new String[][] {
+          {"GET", "/ops/hosts/a%00%20%25%25%F0%9F%99%82%2F%3F"},
+          {"GET", "/ops/hosts/host_%00"},
+          {"POST", "/ops/hosts/host_%00/reinstate"},
+          {"GET", "/ops/accounts/acc_%00"},
+          {"POST", "/ops/accounts/acc_%00/resume"},
+          {"GET", "/ops/payouts/pr_%00"},
+        }) {
+      long start = System.nanoTime();
+      Answer answer =
+          send(fixed(request[0], request[1], List.of(Header.of("Authorization", op)), false));
+      assertEquals(404, answer.status(), request[1] + " " + answer.text());
+      assertTrue(answer.text().contains("\"not_found\""), answer.text());
+      assertTrue(
+          Duration.ofNanos(System.nanoTime() - start).compareTo(Duration.ofSeconds(3)) < 0,
+          request[1] + " answered only after the ask timeout");
+    }
+  }
 }
