@@ -268,6 +268,10 @@ public final class HttpApi {
     if (status == StatusCodes.UNSUPPORTED_MEDIA_TYPE.intValue()) return "unsupported_media_type";
     if (status == StatusCodes.UNAUTHORIZED.intValue()) return "unauthorized";
     if (status == StatusCodes.NOT_ACCEPTABLE.intValue()) return "not_acceptable";
+    // answered by TransportProblems, before any route: the URI or the headers over the limits
+    if (status == StatusCodes.URI_TOO_LONG.intValue()) return "uri_too_long";
+    if (status == StatusCodes.REQUEST_HEADER_FIELDS_TOO_LARGE.intValue())
+      return "headers_too_large";
     if (status >= 500) return "internal";
     return "bad_request";
   }

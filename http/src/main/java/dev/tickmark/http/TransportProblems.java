@@ -28,14 +28,12 @@ public final class TransportProblems extends ParsingErrorHandler {
     return new Problem(code, codeFor(code), detail(info)).toResponse();
   }
 
-  /** The code of a request refused before routing ({@code payload_too_large} as the routes say). */
+  /**
+   * The code of a request refused before routing: the router's codes ({@link HttpApi#codeFor}),
+   * {@code bad_request} for anything but a size limit; never a 5xx (see above).
+   */
   public static String codeFor(int status) {
-    return switch (status) {
-      case 413 -> "payload_too_large";
-      case 414 -> "uri_too_long";
-      case 431 -> "headers_too_large";
-      default -> "bad_request";
-    };
+    return HttpApi.codeFor(status >= 500 ? 400 : status);
   }
 
   private static String detail(ErrorInfo info) {
