@@ -248,7 +248,28 @@ public final class HttpApi {
   static Route guarded(java.util.function.Supplier<Route> inner) {
     return handleExceptions(
         exceptionHandler(),
-        () -> handleRejections(rejectionHandler(), () -> withSizeLimit(MAX_BODY_BYTES, inner)));
+        () ->
+            handleRejections(
+                rejectionHandler(),
+                () -> withSizeLimit(MAX_BODY_BYTES, () -> refusingNulInPath(inner))));
+  }
+
+  /**
+   * A path segment with a NUL ({@code %00}) names nothing: no id holds one, and PostgreSQL cannot
+   * store or compare one, so a route that took it to the database or to an entity's journal got an
+   * error and answered 503 (the fuzzer's {@code DELETE /v1/account/ssh-keys/a%00…}, {@code GET
+   * /ops/hosts/a%00…}, which also waited for the ask timeout). Answered 404 {@code not_found} here.
+   */
+  static Route refusingNulInPath(java.util.function.Supplier<Route> inner) {
+    return extractUri(
+        uri -> {
+          for (String segment : uri.pathSegments())
+            if (segment.indexOf('\u0000') >= 0)
+              return complete(
+                  Problem.notFound("no such resource: a path segment holds a NUL character")
+                      .toResponse());
+          return inner.get();
+        });
   }
 
   static ExceptionHandler exceptionHandler() {
@@ -291,6 +312,10 @@ public final class HttpApi {
     if (status == StatusCodes.UNSUPPORTED_MEDIA_TYPE.intValue()) return "unsupported_media_type";
     if (status == StatusCodes.UNAUTHORIZED.intValue()) return "unauthorized";
     if (status == StatusCodes.NOT_ACCEPTABLE.intValue()) return "not_acceptable";
+    // answered by TransportProblems, before any route: the URI or the headers over the limits
+    if (status == StatusCodes.URI_TOO_LONG.intValue()) return "uri_too_long";
+    if (status == StatusCodes.REQUEST_HEADER_FIELDS_TOO_LARGE.intValue())
+      return "headers_too_large";
     if (status >= 500) return "internal";
     return "bad_request";
   }

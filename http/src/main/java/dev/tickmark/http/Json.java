@@ -72,6 +72,7 @@ public final class Json {
    */
   public static <T> T read(ByteString body, Class<T> type) {
     if (body.isEmpty()) throw Problem.badRequest("malformed_json", "the request needs a JSON body");
+    refuseNul(body);
     try {
       T value = MAPPER.readValue(body.toArray(), type);
       if (value == null)
@@ -100,6 +101,7 @@ public final class Json {
   }
 
   public static JsonNode tree(ByteString body) {
+    refuseNul(body);
     try {
       JsonNode node = MAPPER.readTree(body.toArray());
       if (node == null || !node.isObject())
@@ -107,6 +109,27 @@ public final class Json {
       return node;
     } catch (java.io.IOException e) {
       throw Problem.badRequest("malformed_json", "the request body is not valid JSON");
+    }
+  }
+
+  /**
+   * Refuses a body whose JSON text holds U+0000 (the escape {@code \\u0000}; a raw NUL is no JSON
+   * at all): PostgreSQL cannot store it in text, so a name or label with one answered 503 {@code
+   * database_unavailable} where it reached a table. {@code \\\\u0000}, an escaped backslash and the
+   * letters, is text like any other.
+   */
+  static void refuseNul(ByteString body) {
+    for (int i = 0; i < body.length() - 1; i++) {
+      if (body.apply(i) != '\\') continue;
+      if (body.apply(i + 1) == 'u'
+          && i + 5 < body.length()
+          && body.apply(i + 2) == '0'
+          && body.apply(i + 3) == '0'
+          && body.apply(i + 4) == '0'
+          && body.apply(i + 5) == '0')
+        throw Problem.badRequest(
+            "invalid_field", "text may not contain the NUL character (U+0000)");
+      i++; // the escaped character: never the start of another escape
     }
   }
 
