@@ -670,6 +670,8 @@ public final class Rental
   // The agent reported that the workload of this ended rental had stopped before the end: the end
   // is proven no further than that, and no further than the host's last heartbeat that listed it.
   private Instant reportedStop;
+  // Actor-local: the agent reported the workload stopped at or after the end (finding L).
+  private boolean reportCoversEnd;
   // The last match answer was Matcher.Unavailable: the read side could not look, so the wait
   // deadline waits for a real answer.
   private boolean readSideDown;
@@ -1515,6 +1517,7 @@ public final class Rental
     // An offline host sends no more heartbeats: what it proved is all there will be.
     if (answer.liveness() != null && !answer.liveness().online())
       return proveReported(state, heartbeat);
+    if (answer.liveness() != null && reportCoversEnd) return proveReported(state, state.endAt());
     // Not yet: the agent heartbeats every few seconds while it runs, and reports the stop; ask
     // again soon.
     timers.startSingleTimer(Timer.PROVE_END, Timer.PROVE_END, settings.retryInterval());
@@ -1593,7 +1596,14 @@ public final class Rental
       askLivenessForEnd(state);
       return Effect().noReply();
     }
-    return proveEnd(state, cmd.at() == null ? state.endAt() : earlier(cmd.at(), state.endAt()));
+    if (lastHeartbeatSeen != null && !lastHeartbeatSeen.isBefore(state.endAt()))
+      return proveEnd(state, cmd.at() == null ? state.endAt() : earlier(cmd.at(), state.endAt()));
+    // Finding L: a host that went offline before the end (its HostLost lost on the way) is not
+    // billed past its last heartbeat on the agent's word alone: the host's answer decides. While it
+    // is online, the report proves the run to the end, as before.
+    reportCoversEnd = true;
+    askLivenessForEnd(state);
+    return Effect().noReply();
   }
 
   private ReplyEffect<Event, State> onEndingTimer(Ending state, Timer timer) {

@@ -952,6 +952,29 @@ class RentalTest {
   }
 
   /**
+   * Finding L of the simulation (the million-step run, seed 54): a spot rental's host went offline
+   * (last heartbeat 30 s earlier), its HostLost was lost, the rental reached its preemption
+   * deadline and the agent's report that it stopped the workload there billed it to the deadline,
+   * past the host's last heartbeat. A report at or after the end is proven only as far as the
+   * host's heartbeats go.
+   */
+  @Test
+  void aReportAtTheEndFromAHostThatWentSilentIsBilledToItsLastHeartbeat() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.liveness.set(now -> new Host.Liveness(false, at(5)));
+    f.clock.advance(Duration.ofSeconds(8));
+    f.host.holdLiveness.set(true);
+    f.stop();
+    var reported = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8)));
+    assertTrue(reported.hasNoEvents(), () -> "waits for the host: " + reported.events());
+    f.host.letLivenessThrough();
+    Rental.EndProven proven = f.awaitEvent(Rental.EndProven.class);
+    assertEquals(5, proven.billedSeconds());
+    assertEquals(List.of(5L), f.checkpointSeconds());
+  }
+
+  /**
    * Finding F of the simulation: a HostLost the host sent when it went offline at 20 s arrives
    * after the agent came back and this rental saw a heartbeat at 25.3 s: it is stale and changes
    * nothing. A later loss still ends the rental.
