@@ -44,10 +44,10 @@ import org.apache.pekko.persistence.testkit.PersistenceTestKitSnapshotPlugin;
  * node's CPU per running rental and the tick lag of subscribed rentals; the database's share is
  * MarketBenchmark's (b) part, which launches through HTTP and cannot reach these sizes here.
  *
- * <p>Same-run baseline: before each size, as many plain actors with a 1 s timer each (what
- * "every rental wakes every second" costs at the least), measured over the same window. It uses
- * only the rental protocol that existed before issue 15, so the same class runs against an older
- * build's classpath for a before/after pair.
+ * <p>Same-run baseline: before each size, as many plain actors with a 1 s timer each (what "every
+ * rental wakes every second" costs at the least), measured over the same window. It uses only the
+ * rental protocol that existed before issue 15, so the same class runs against an older build's
+ * classpath for a before/after pair.
  *
  * <pre>
  * java -Xmx6g -cp bench/target/classes:cluster-config/target/tickmark-node.jar:$PERSISTENCE_TESTKIT \
@@ -387,7 +387,10 @@ public final class MeterTicksBenchmark {
       return opened.thenCompose(
           o ->
               AskPattern.<Account.Command, StatusReply<Account.Posting>>ask(
-                      ref, r -> new Account.Deposit("pay-" + id, deposit, r), ASK, system.scheduler())
+                      ref,
+                      r -> new Account.Deposit("pay-" + id, deposit, r),
+                      ASK,
+                      system.scheduler())
                   .toCompletableFuture());
     }
 
@@ -474,8 +477,7 @@ public final class MeterTicksBenchmark {
                     ASK,
                     system.scheduler())
                 .toCompletableFuture()
-                .thenAccept(
-                    v -> startedAtMicros[0] = Host.micros(v.getValue().startedAt())));
+                .thenAccept(v -> startedAtMicros[0] = Host.micros(v.getValue().startedAt())));
       }
       CompletableFuture.allOf(subscribed.toArray(CompletableFuture[]::new))
           .get(60, TimeUnit.SECONDS);
