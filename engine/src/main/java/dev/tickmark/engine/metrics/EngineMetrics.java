@@ -67,6 +67,16 @@ public final class EngineMetrics implements Extension {
   public final LongAdder microEurosMetered = new LongAdder();
 
   public final LongAdder settlements = new LongAdder();
+
+  /**
+   * A running rental's own timer fired: a settlement due, its limit or deadline, or a retry of an
+   * unproven settlement. Not per second: a rental sleeps between these instants.
+   */
+  public final LongAdder rentalWakes = new LongAdder();
+
+  /** Per-second ticks sent to subscribers by the node's {@code RentalTicks}. */
+  public final LongAdder ticksSent = new LongAdder();
+
   public final LongAdder agentSessionsOpened = new LongAdder();
   public final LongAdder agentSessionsClosed = new LongAdder();
 

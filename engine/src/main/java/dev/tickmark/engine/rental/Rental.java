@@ -29,6 +29,8 @@ import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.PostStop;
+import org.apache.pekko.actor.typed.PreRestart;
 import org.apache.pekko.actor.typed.RecipientRef;
 import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
@@ -157,7 +159,34 @@ public final class Rental
       Duration provisioningTimeout,
       Duration stopTimeout,
       Duration retryInterval,
-      Duration askTimeout) {
+      Duration askTimeout,
+      Duration maxWakeGap) {
+    /**
+     * The longest a running rental sleeps when none of its own instants (the next settlement, its
+     * limit, a preemption deadline) comes sooner: it bounds how late a wall clock stepped forward
+     * is noticed. Entity tests that move a clock by hand set it to a second.
+     */
+    public static final Duration DEFAULT_MAX_WAKE_GAP = Duration.ofSeconds(60);
+
+    public Settings(
+        Duration settleInterval,
+        long holdSeconds,
+        int feeBps,
+        Duration provisioningTimeout,
+        Duration stopTimeout,
+        Duration retryInterval,
+        Duration askTimeout) {
+      this(
+          settleInterval,
+          holdSeconds,
+          feeBps,
+          provisioningTimeout,
+          stopTimeout,
+          retryInterval,
+          askTimeout,
+          DEFAULT_MAX_WAKE_GAP);
+    }
+
     /**
      * From the node's config: {@code tickmark.rentals.*}, {@code tickmark.market.fee-bps}, {@code
      * tickmark.http.ask-timeout}.
@@ -171,7 +200,10 @@ public final class Rental
           rentals.getDuration("provisioning-timeout"),
           rentals.getDuration("stop-timeout"),
           rentals.getDuration("retry-interval"),
-          config.getDuration("tickmark.http.ask-timeout"));
+          config.getDuration("tickmark.http.ask-timeout"),
+          rentals.hasPath("max-wake-gap")
+              ? rentals.getDuration("max-wake-gap")
+              : DEFAULT_MAX_WAKE_GAP);
     }
   }
 
@@ -375,7 +407,8 @@ public final class Rental
   }
 
   enum Timer implements Command {
-    TICK,
+    /** A running rental's next own instant: a settlement due, its limit, its deadline. */
+    DUE,
     RETRY_HOLD,
     RETRY_MATCH,
     RESEND_START,
@@ -659,7 +692,8 @@ public final class Rental
   // The snapshot of a stop that keeps the workspace acknowledged its Create: until then the rental
   // does not close (a lost Create would leave the workspace kept for a snapshot that never exists).
   private boolean snapshotCreated;
-  private long lastTick = -1;
+  // The node's ticker, once a subscriber came: it sends the per-second ticks.
+  private ActorRef<RentalTicks.Command> ticks;
   private boolean
       askingLiveness; // one liveness question at a time, however slow the host's node answers
   private Instant
@@ -730,7 +764,11 @@ public final class Rental
 
   @Override
   public SignalHandler<State> signalHandler() {
-    return newSignalHandlerBuilder().onSignal(RecoveryCompleted.instance(), this::resume).build();
+    return newSignalHandlerBuilder()
+        .onSignal(RecoveryCompleted.instance(), this::resume)
+        .onSignal(PostStop.instance(), state -> stopTicks())
+        .onSignal(PreRestart.instance(), state -> stopTicks())
+        .build();
   }
 
   /** After a restart, pick up where the journal says we are; every step below is idempotent. */
@@ -741,7 +779,7 @@ public final class Rental
       resumeProvisioning(p);
     } else if (state instanceof Running r) {
       if (r.last() != null) delivery.deliver(r.order(), r.terms(), r.last(), false);
-      timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
+      wakeAtNextInstant(r);
     } else if (state instanceof Ending e) {
       createSnapshot(e);
       delivery.finish(e);
@@ -1128,7 +1166,7 @@ public final class Rental
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
     timers.cancel(
-        Timer.PREEMPTION_DUE); // from now on the tick ends it at the deadline, billed until then
+        Timer.PREEMPTION_DUE); // from now on DUE ends it at the deadline, billed until then
     return Effect()
         .persist(new Started(startedAt, now()))
         .thenRun(this::meteringStarted)
@@ -1139,29 +1177,88 @@ public final class Rental
     ports
         .host(state.terms().hostId())
         .tell(new Host.ConfirmCards(rentalId, context.getSystem().ignoreRef()));
-    timers.startTimerAtFixedRate(Timer.TICK, Timer.TICK, Duration.ofSeconds(1));
+    Running running = (Running) state;
+    wakeAtNextInstant(running);
     notifySubscribers(state);
+    for (ActorRef<Update> s : subscribers)
+      ticks().tell(new RentalTicks.Watch(rentalId, s, meter(running)));
   }
 
-  // ---- running: ticks, settlements, hold extension
+  // ---- running: its own instants, settlements, hold extension
 
   private ReplyEffect<Event, State> onRunningTimer(Running state, Timer timer) {
-    if (timer == Timer.TICK) return onTick(state);
+    if (timer == Timer.DUE) return onDue(state);
     if (timer == Timer.REDELIVER && state.last() != null)
       delivery.deliver(state.order(), state.terms(), state.last(), false);
     return Effect().noReply();
   }
 
-  private ReplyEffect<Event, State> onTick(Running state) {
+  /**
+   * One of the rental's own instants came (or the wake gap ran out): end it at its deadline or
+   * limit, ask for the proof of a settlement that is due, and sleep until the next instant. Its
+   * per-second ticks are {@link RentalTicks}' work, not this rental's.
+   */
+  private ReplyEffect<Event, State> onDue(Running state) {
+    metrics.rentalWakes.increment();
     Instant now = now();
     if (state.pastPreemptionDeadline(now))
       return endRunning(state, EndReason.PREEMPTED, state.preemptionDeadline(), false, null);
     long second = secondsBetween(state.startedAt(), now);
     RentalBilling.Limit limit = RentalBilling.limit(state);
     if (second >= limit.seconds()) return endAtLimit(state, limit);
-    publishTick(state, second);
     if (billing.settlementDue(state, second) && !askingLiveness) askLiveness(state);
+    wakeAtNextInstant(state);
     return Effect().noReply();
+  }
+
+  /**
+   * The next instant this running rental has to act at: its next settlement (while one is due and
+   * not yet proven by a heartbeat, a second from now, as it asks the host again), its limit (the
+   * cap, or the hold used up once it could not grow), its preemption deadline; never more than
+   * {@code maxWakeGap} away. Rescheduled whenever one of them moves.
+   */
+  private void wakeAtNextInstant(Running state) {
+    Instant now = now();
+    Instant settleAt = billing.nextSettlementAt(state);
+    Instant next = settleAt.isAfter(now) ? settleAt : now.plusSeconds(1);
+    next = earlier(next, state.startedAt().plusSeconds(RentalBilling.limit(state).seconds()));
+    if (state.preemptionDeadline() != null) next = earlier(next, state.preemptionDeadline());
+    next = earlier(next, now.plus(settings.maxWakeGap()));
+    Duration left = Duration.between(now, next);
+    timers.startSingleTimer(Timer.DUE, Timer.DUE, left.isNegative() ? Duration.ZERO : left);
+  }
+
+  /** The rental's limit or deadline moved: its next instant and its subscribers' meter move too. */
+  private void limitMoved(State state) {
+    if (!(state instanceof Running running)) return;
+    wakeAtNextInstant(running);
+    if (!subscribers.isEmpty()) ticks().tell(new RentalTicks.Rebase(rentalId, meter(running)));
+  }
+
+  /**
+   * What a subscriber's ticks are computed from: the frozen price and cards, the start, and where
+   * the meter stops (the limit, or the preemption deadline: the rental ends there).
+   */
+  static RentalTicks.Meter meter(Running state) {
+    long end = RentalBilling.limit(state).seconds();
+    if (state.preemptionDeadline() != null) {
+      Duration toDeadline = Duration.between(state.startedAt(), state.preemptionDeadline());
+      long deadlineSecond =
+          Math.max(0, toDeadline.getSeconds() + (toDeadline.getNano() > 0 ? 1 : 0));
+      end = Math.min(end, deadlineSecond);
+    }
+    return new RentalTicks.Meter(
+        state.startedAt(), state.terms().pricePerGpuHour(), state.terms().cards().size(), end);
+  }
+
+  private ActorRef<RentalTicks.Command> ticks() {
+    if (ticks == null) ticks = RentalTicks.of(context.getSystem(), clock);
+    return ticks;
+  }
+
+  /** This incarnation stops (ends, passivates, restarts): its subscribers' ticks stop with it. */
+  private void stopTicks() {
+    if (ticks != null) ticks.tell(new RentalTicks.Forget(rentalId));
   }
 
   private ReplyEffect<Event, State> endAtLimit(Running state, RentalBilling.Limit limit) {
@@ -1206,6 +1303,7 @@ public final class Rental
     countSettlement(previous, state.last());
     delivery.deliver(state.order(), state.terms(), state.last(), false);
     maybeExtend(state);
+    wakeAtNextInstant(state);
   }
 
   /**
@@ -1237,11 +1335,17 @@ public final class Rental
   private ReplyEffect<Event, State> onExtendAnswer(Running state, ExtendAnswer answer) {
     extending = false;
     if (answer.refusal() == null)
-      return Effect().persist(new HoldExtended(answer.newAmount(), now())).thenNoReply();
+      return Effect()
+          .persist(new HoldExtended(answer.newAmount(), now()))
+          .thenRun(this::limitMoved)
+          .thenNoReply();
     EndReason reason = EndReason.ofExtensionRefusal(answer.refusal());
     if (reason == null || reason == state.extensionRefused())
       return Effect().noReply(); // transient: retried next settlement
-    return Effect().persist(new ExtensionRefused(reason, now())).thenNoReply();
+    return Effect()
+        .persist(new ExtensionRefused(reason, now()))
+        .thenRun(this::limitMoved)
+        .thenNoReply();
   }
 
   private ReplyEffect<Event, State> onStopRunning(Running state, Stop cmd) {
@@ -1322,7 +1426,11 @@ public final class Rental
       return Effect().noReply();
     return Effect()
         .persist(new PreemptionScheduled(cmd.deadline(), now()))
-        .thenRun(s -> noticeGiven(cmd.deadline()))
+        .thenRun(
+            s -> {
+              noticeGiven(cmd.deadline());
+              limitMoved(s);
+            })
         .thenNoReply();
   }
 
@@ -1434,7 +1542,7 @@ public final class Rental
       boolean proven,
       String keepSnapshot,
       ActorRef<StatusReply<View>> replyTo) {
-    timers.cancel(Timer.TICK);
+    timers.cancel(Timer.DUE);
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
     timers.cancel(Timer.WAIT_EXPIRED);
@@ -1460,6 +1568,7 @@ public final class Rental
       ports.host(state.terms().hostId()).tell(new Host.StopWorkload(rentalId, keeps(state)));
     createSnapshot(state);
     answerCreator(state);
+    stopTicks();
     notifySubscribers(state);
     delivery.finish(state);
     if (!state.finalSettled()) askLivenessForEnd(state);
@@ -1700,12 +1809,15 @@ public final class Rental
     if (!(state instanceof Finished)) {
       subscribers.add(cmd.subscriber());
       context.watchWith(cmd.subscriber(), new Unsubscribe(cmd.subscriber()));
+      if (state instanceof Running running)
+        ticks().tell(new RentalTicks.Watch(rentalId, cmd.subscriber(), meter(running)));
     }
     return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
   }
 
   private ReplyEffect<Event, State> onUnsubscribe(State state, Unsubscribe cmd) {
     subscribers.remove(cmd.subscriber());
+    if (ticks != null) ticks.tell(new RentalTicks.Unwatch(rentalId, cmd.subscriber()));
     return Effect().noReply();
   }
 
@@ -1713,16 +1825,6 @@ public final class Rental
     if (subscribers.isEmpty()) return;
     View v = view(state);
     subscribers.forEach(s -> s.tell(new StatusChanged(v)));
-  }
-
-  private void publishTick(Running state, long second) {
-    // The meter never shows less than was settled, nor goes back (a clock stepped back).
-    second = Math.max(second, RentalBilling.settledThrough(state.last()));
-    if (second <= lastTick) return;
-    lastTick = second;
-    if (subscribers.isEmpty()) return;
-    Tick tick = new Tick(second, RentalBilling.cost(state.terms(), second));
-    subscribers.forEach(s -> s.tell(tick));
   }
 
   private void answerCreator(State state) {

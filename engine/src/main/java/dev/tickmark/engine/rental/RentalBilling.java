@@ -101,6 +101,14 @@ final class RentalBilling {
   }
 
   /**
+   * When the next settlement falls due: a settle interval after the last checkpoint (or the start).
+   * The rental sleeps until then; what it settles is still bounded by the host's heartbeat.
+   */
+  Instant nextSettlementAt(Running state) {
+    return state.startedAt().plusSeconds(settledThrough(state.last()) + settleIntervalSeconds);
+  }
+
+  /**
    * How far a running rental settles now, given the host's last heartbeat: never past it, nor past
    * the preemption deadline, the limit or what the hold covers. Checkpoints stay a settle interval
    * apart (the last heartbeat lags the clock by a few seconds, and settling whatever it covers

@@ -51,8 +51,8 @@ import org.apache.pekko.persistence.typed.PersistenceId;
  * the whole in-memory journal whenever one is created) and restarted by stopping and respawning it;
  * the REAL renter and provider {@link Account}s on the same journal so money is checked end to end,
  * a scripted host that answers like {@link Host} and reports what it was told, a matcher probe the
- * test answers, and a {@link TestClock} the test moves. The rental's TICK timer is real (1 s), so
- * tests advance the clock and then wait for the effect.
+ * test answers, and a {@link TestClock} the test moves. The rental's timers are real (it wakes at
+ * least every second here), so tests advance the clock and then wait for the effect.
  */
 final class RentalFixture {
   static final Instant START = Instant.parse("2025-03-14T10:00:00Z");
@@ -69,7 +69,22 @@ final class RentalFixture {
         Duration.ofSeconds(30),
         Duration.ofSeconds(30),
         Duration.ofMillis(200),
-        Duration.ofSeconds(2));
+        Duration.ofSeconds(2),
+        // The tests move a TestClock by hand; the rental's timers run on real time, so it wakes at
+        // least every second to see the moved clock (a node's wall clock moves by itself).
+        Duration.ofSeconds(1));
+  }
+
+  static Settings withMaxWakeGap(Settings s, Duration maxWakeGap) {
+    return new Settings(
+        s.settleInterval(),
+        s.holdSeconds(),
+        s.feeBps(),
+        s.provisioningTimeout(),
+        s.stopTimeout(),
+        s.retryInterval(),
+        s.askTimeout(),
+        maxWakeGap);
   }
 
   static Settings settings(Function<Settings, Settings> change) {
@@ -84,7 +99,8 @@ final class RentalFixture {
         s.provisioningTimeout(),
         s.stopTimeout(),
         s.retryInterval(),
-        s.askTimeout());
+        s.askTimeout(),
+        s.maxWakeGap());
   }
 
   static Settings withHoldSeconds(Settings s, long holdSeconds) {
@@ -95,7 +111,8 @@ final class RentalFixture {
         s.provisioningTimeout(),
         s.stopTimeout(),
         s.retryInterval(),
-        s.askTimeout());
+        s.askTimeout(),
+        s.maxWakeGap());
   }
 
   static Settings withProvisioningTimeout(Settings s, Duration timeout) {
@@ -106,7 +123,8 @@ final class RentalFixture {
         timeout,
         s.stopTimeout(),
         s.retryInterval(),
-        s.askTimeout());
+        s.askTimeout(),
+        s.maxWakeGap());
   }
 
   static Settings withAskTimeout(Settings s, Duration timeout) {
@@ -117,7 +135,8 @@ final class RentalFixture {
         s.provisioningTimeout(),
         s.stopTimeout(),
         s.retryInterval(),
-        timeout);
+        timeout,
+        s.maxWakeGap());
   }
 
   static Settings withFeeBps(Settings s, int feeBps) {
@@ -128,7 +147,8 @@ final class RentalFixture {
         s.provisioningTimeout(),
         s.stopTimeout(),
         s.retryInterval(),
-        s.askTimeout());
+        s.askTimeout(),
+        s.maxWakeGap());
   }
 
   static Spec spec(Listing.Tier tier, int count, long maxPrice, Long maxTotal, int waitSeconds) {

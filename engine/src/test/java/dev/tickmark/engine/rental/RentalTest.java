@@ -732,7 +732,8 @@ class RentalTest {
             Duration.ofSeconds(30),
             Duration.ofSeconds(2),
             Duration.ofMillis(200),
-            Duration.ofSeconds(2));
+            Duration.ofSeconds(2),
+            Duration.ofSeconds(1)); // wakes every second to see the hand-moved clock
     RentalFixture f = fixture(settings, DEPOSIT);
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.clock.advance(Duration.ofSeconds(10));
@@ -1451,7 +1452,8 @@ class RentalTest {
             Duration.ofSeconds(30),
             stopTimeout,
             Duration.ofMillis(100),
-            Duration.ofMillis(200));
+            Duration.ofMillis(200),
+            Duration.ofSeconds(1)); // wakes every second to see the hand-moved clock
     RentalFixture f = fixture(settings, DEPOSIT);
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.clock.advance(Duration.ofSeconds(13));

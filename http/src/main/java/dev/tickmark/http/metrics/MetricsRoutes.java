@@ -158,6 +158,14 @@ public final class MetricsRoutes {
         "tickmark_settlements_total",
         "Settlement checkpoints persisted by the rentals on this node.",
         metrics.settlements.sum());
+    out.counter(
+        "tickmark_rental_wakes_total",
+        "Running rentals' own timers fired on this node (a settlement due or retried, a limit, a deadline); a rental sleeps in between.",
+        metrics.rentalWakes.sum());
+    out.counter(
+        "tickmark_rental_ticks_total",
+        "Per-second meter ticks sent to subscribers (SSE, console), computed from the frozen price and the start.",
+        metrics.ticksSent.sum());
     histogram(
         out,
         "tickmark_match_latency_seconds",
