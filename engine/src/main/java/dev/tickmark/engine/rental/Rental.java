@@ -1248,7 +1248,11 @@ public final class Rental
       end = Math.min(end, deadlineSecond);
     }
     return new RentalTicks.Meter(
-        state.startedAt(), state.terms().pricePerGpuHour(), state.terms().cards().size(), end);
+        state.startedAt(),
+        state.terms().pricePerGpuHour(),
+        state.terms().cards().size(),
+        end,
+        RentalBilling.settledThrough(state.last()));
   }
 
   private ActorRef<RentalTicks.Command> ticks() {

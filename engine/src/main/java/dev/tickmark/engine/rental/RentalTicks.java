@@ -42,11 +42,17 @@ public final class RentalTicks {
   /**
    * What a subscriber's ticks are computed from: second {@code s} (from {@code startedAt}) costs
    * {@code Metering.cost(pricePerGpuHour, cards, s)}; no tick for a second at or past {@code
-   * endSecond} (the rental's limit or preemption deadline: it ends there).
+   * endSecond} (the rental's limit or preemption deadline: it ends there), and none below {@code
+   * settledSecond} (what was settled: a clock stepped back never shows the meter going back).
    */
-  public record Meter(Instant startedAt, long pricePerGpuHour, int cards, long endSecond) {
+  public record Meter(
+      Instant startedAt, long pricePerGpuHour, int cards, long endSecond, long settledSecond) {
+    public Meter(Instant startedAt, long pricePerGpuHour, int cards, long endSecond) {
+      this(startedAt, pricePerGpuHour, cards, endSecond, 0);
+    }
+
     long secondAt(Instant now) {
-      return RentalBilling.secondsBetween(startedAt, now);
+      return Math.max(settledSecond, RentalBilling.secondsBetween(startedAt, now));
     }
 
     Rental.Tick tick(long second) {
@@ -122,6 +128,7 @@ public final class RentalTicks {
     final Set<ActorRef<Rental.Update>> subscribers = new HashSet<>();
     long nextSecond;
     Instant due; // when nextSecond starts; null while it is not queued (past its end)
+    long lastSent = -1; // the latest second ticked: ticks never go back (a clock stepped back)
 
     Watched(String rentalId, Meter meter) {
       this.rentalId = rentalId;
@@ -173,9 +180,10 @@ public final class RentalTicks {
           context.watchWith(cmd.subscriber(), new SubscriberGone(cmd.subscriber()));
         bySubscriber.get(cmd.subscriber()).add(cmd.rentalId());
       }
-      long second = w.meter.secondAt(now);
+      long second = Math.max(w.meter.secondAt(now), w.lastSent);
       if (second < w.meter.endSecond()) {
         tell(cmd.subscriber(), w.meter.tick(second)); // the current second at once
+        w.lastSent = second;
         if (w.due == null || second + 1 < w.nextSecond) queueAt(w, second + 1);
       }
       return rearm(now);
@@ -186,7 +194,7 @@ public final class RentalTicks {
       if (w == null) return Behaviors.same();
       w.meter = cmd.meter();
       Instant now = clock.instant();
-      queueAt(w, w.meter.secondAt(now) + 1);
+      queueAt(w, Math.max(w.meter.secondAt(now), w.lastSent) + 1);
       return rearm(now);
     }
 
@@ -238,9 +246,12 @@ public final class RentalTicks {
         w.due = null;
         long second = w.meter.secondAt(now);
         if (second >= w.meter.endSecond()) continue; // the rental ends there; it forgets us
-        Rental.Tick tick = w.meter.tick(second);
-        w.subscribers.forEach(s -> tell(s, tick));
-        queueAt(w, second + 1);
+        if (second > w.lastSent) {
+          Rental.Tick tick = w.meter.tick(second);
+          w.subscribers.forEach(s -> tell(s, tick));
+          w.lastSent = second;
+        }
+        queueAt(w, Math.max(second, w.lastSent) + 1);
       }
       return rearm(now);
     }

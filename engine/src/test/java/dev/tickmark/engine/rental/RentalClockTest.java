@@ -136,6 +136,10 @@ class RentalClockTest {
     TestProbe<StatusReply<Rental.View>> subscribed = testKit.createTestProbe();
     f.tell(new Rental.Subscribe(f.renterId, updates.getRef(), subscribed.getRef()));
     RentalFixture.ok(subscribed.receiveMessage(RentalFixture.WAIT));
+    assertEquals(
+        22,
+        ((Rental.Tick) updates.receiveMessage(RentalFixture.WAIT)).second(),
+        "a new subscriber gets the current second at once");
 
     f.clock.advance(Duration.ofHours(-1));
     f.clock.advance(Duration.ofSeconds(1));
