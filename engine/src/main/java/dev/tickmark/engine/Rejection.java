@@ -22,6 +22,11 @@ public enum Rejection {
   SPEND_CAP_REACHED,
   HOLD_NOT_FOUND,
   HOLD_CLOSED,
+  /**
+   * A pending hold was not confirmed by its rental in time and went back to the balance (issue 15):
+   * its late confirmation is refused.
+   */
+  HOLD_EXPIRED,
   HOLD_EXCEEDED,
   IDEMPOTENCY_CONFLICT,
   AMOUNT_TOO_LARGE,
@@ -46,6 +51,11 @@ public enum Rejection {
   /** The host's agent is not connected: nothing can be asked of it now. */
   HOST_OFFLINE,
   INSUFFICIENT_CARDS,
+  /**
+   * A reservation its rental did not claim in time went back to the host's free cards: a late claim
+   * (its start) is refused.
+   */
+  RESERVATION_EXPIRED,
   PRICE_ABOVE_CEILING,
   INVALID_LISTING,
   INVALID_CARDS,

@@ -81,6 +81,8 @@ public final class Responses {
       case IDEMPOTENCY_CONFLICT,
           ALREADY_EXISTS,
           HOLD_CLOSED,
+          HOLD_EXPIRED,
+          RESERVATION_EXPIRED,
           NOT_RECLAIMABLE,
           HOST_BUSY,
           HOST_NOT_AVAILABLE,

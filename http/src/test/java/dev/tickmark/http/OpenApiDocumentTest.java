@@ -171,6 +171,9 @@ class OpenApiDocumentTest {
       Set.of(
           "hold_not_found",
           "hold_closed",
+          // a launch's pending hold or reservation that went back: the rental ends unstarted
+          "hold_expired",
+          "reservation_expired",
           "hold_exceeded",
           "insufficient_earnings",
           "invalid_key",

@@ -25,6 +25,7 @@ import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.cluster.sharding.typed.javadsl.Entity;
 import org.apache.pekko.cluster.sharding.typed.javadsl.EntityTypeKey;
@@ -89,8 +90,29 @@ public final class Account
   public record Deposit(String reference, long amount, ActorRef<StatusReply<Posting>> replyTo)
       implements Command {}
 
-  /** Reserves {@code amount} of the available balance for one rental. */
-  public record PlaceHold(String holdId, long amount, ActorRef<StatusReply<HoldView>> replyTo)
+  /**
+   * Reserves {@code amount} of the available balance for one rental. {@code confirmWithin}: the
+   * hold is pending, and goes back to the balance unless its rental confirms it ({@link
+   * ConfirmHold}) within this long (issue 15: a launch asks for its hold before it has recorded
+   * anything, so a crash must not leave a hold nobody releases); null: confirmed at once. Placing a
+   * confirmed hold over a pending one of the same id confirms it.
+   */
+  public record PlaceHold(
+      String holdId, long amount, Duration confirmWithin, ActorRef<StatusReply<HoldView>> replyTo)
+      implements Command {
+    @JsonCreator
+    public PlaceHold {}
+
+    public PlaceHold(String holdId, long amount, ActorRef<StatusReply<HoldView>> replyTo) {
+      this(holdId, amount, null, replyTo);
+    }
+  }
+
+  /**
+   * The rental recorded its match: its pending hold no longer expires. A confirmed hold answers as
+   * it stands; one that expired (or never was) is refused ({@code hold_expired}).
+   */
+  public record ConfirmHold(String holdId, ActorRef<StatusReply<HoldView>> replyTo)
       implements Command {}
 
   /**
@@ -287,7 +309,25 @@ public final class Account
 
   public record Deposited(String reference, long amount, Instant at) implements Event {}
 
-  public record HoldPlaced(String holdId, long amount, Instant at) implements Event {}
+  /** {@code expiresAt}: when a pending hold goes back unless confirmed (null: confirmed). */
+  public record HoldPlaced(String holdId, long amount, Instant at, Instant expiresAt)
+      implements Event {
+    @JsonCreator
+    public HoldPlaced {}
+
+    public HoldPlaced(String holdId, long amount, Instant at) {
+      this(holdId, amount, at, null);
+    }
+  }
+
+  /** A pending hold was confirmed by its rental: it stays until released. */
+  public record HoldConfirmed(String holdId, Instant at) implements Event {}
+
+  /**
+   * A pending hold nobody confirmed in time went back to the balance, whole ({@code released}); it
+   * is gone, not closed: nothing was captured from it and no rental will ever close it.
+   */
+  public record HoldExpired(String holdId, long released, Instant at) implements Event {}
 
   public record HoldExtended(String holdId, long newAmount, long added, Instant at)
       implements Event {}
@@ -518,7 +558,26 @@ public final class Account
     }
 
     Active withPlacedHold(HoldPlaced e) {
-      return withHold(e.holdId(), Hold.placed(e.amount()), e.amount());
+      if (e.expiresAt() == null) return withHold(e.holdId(), Hold.placed(e.amount()), e.amount());
+      return new Active(
+          profile,
+          totals.plusHeld(e.amount()),
+          spending,
+          marks.withHolds(
+              marks.holds().withPending(e.holdId(), Hold.placed(e.amount()), e.expiresAt())));
+    }
+
+    Active withConfirmedHold(HoldConfirmed e) {
+      return new Active(
+          profile, totals, spending, marks.withHolds(marks.holds().confirming(e.holdId())));
+    }
+
+    Active withExpiredHold(HoldExpired e) {
+      return new Active(
+          profile,
+          totals.minusHeld(e.released()),
+          spending,
+          marks.withHolds(marks.holds().expiring(e.holdId())));
     }
 
     Active withExtension(HoldExtended e) {
@@ -526,12 +585,13 @@ public final class Account
           e.holdId(), marks.holds().open().get(e.holdId()).extendedTo(e.newAmount()), e.added());
     }
 
+    /** A hold that grows, or is captured from, is in use: it is confirmed if it was pending. */
     private Active withHold(String holdId, Hold hold, long heldDelta) {
       return new Active(
           profile,
           totals.plusHeld(heldDelta),
           spending,
-          marks.withHolds(marks.holds().withOpen(holdId, hold)));
+          marks.withHolds(marks.holds().withOpen(holdId, hold).confirming(holdId)));
     }
 
     Active withCapture(Captured e) {
@@ -540,7 +600,7 @@ public final class Account
           profile,
           totals.plusCapture(e.amount()),
           spending.plusCapture(e.amount(), e.at()),
-          marks.withHolds(marks.holds().withOpen(e.holdId(), updated)));
+          marks.withHolds(marks.holds().withOpen(e.holdId(), updated).confirming(e.holdId())));
     }
 
     Active withRelease(HoldReleased e) {
@@ -780,14 +840,24 @@ public final class Account
    * Holds by id: open ones, and closed ones until their rental has closed too (then forgotten).
    * Kept as {@link PersistentMap}s, updated in O(log n).
    */
-  public record Holds(Map<String, Hold> open, Map<String, Hold> closed)
+  public record Holds(
+      Map<String, Hold> open, Map<String, Hold> closed, Map<String, Instant> pending)
       implements CborSerializable {
-    static final Holds NONE = new Holds(Map.of(), Map.of());
+    static final Holds NONE = new Holds(Map.of(), Map.of(), Map.of());
 
+    /**
+     * {@code pending}: the open holds not yet confirmed by their rental, with when each expires
+     * (absent in snapshots written before pending holds: none then).
+     */
     @JsonCreator
     public Holds {
       open = PersistentMap.of(open);
       closed = PersistentMap.of(closed);
+      pending = PersistentMap.of(pending == null ? Map.of() : pending);
+    }
+
+    public Holds(Map<String, Hold> open, Map<String, Hold> closed) {
+      this(open, closed, Map.of());
     }
 
     /** The hold, open or closed; null if there is none. */
@@ -804,16 +874,50 @@ public final class Account
       return closed.containsKey(holdId);
     }
 
+    boolean isPending(String holdId) {
+      return pending.containsKey(holdId);
+    }
+
+    /** The earliest instant a pending hold expires; null when none is pending. */
+    Instant nextExpiry() {
+      Instant next = null;
+      for (Instant at : pending.values()) if (next == null || at.isBefore(next)) next = at;
+      return next;
+    }
+
+    /** The pending holds whose time ran out at {@code now}, in id order (replay is the same). */
+    List<String> expiredAt(Instant now) {
+      return pending.entrySet().stream()
+          .filter(e -> !now.isBefore(e.getValue()))
+          .map(Map.Entry::getKey)
+          .sorted()
+          .toList();
+    }
+
     Holds withOpen(String holdId, Hold hold) {
-      return new Holds(with(open, holdId, hold), closed);
+      return new Holds(with(open, holdId, hold), closed, pending);
+    }
+
+    Holds withPending(String holdId, Hold hold, Instant expiresAt) {
+      return new Holds(with(open, holdId, hold), closed, with(pending, holdId, expiresAt));
+    }
+
+    /** Confirmed (explicitly, or by a capture or an extension): it no longer expires. */
+    Holds confirming(String holdId) {
+      return pending.containsKey(holdId) ? new Holds(open, closed, without(pending, holdId)) : this;
     }
 
     Holds closing(String holdId, Hold hold) {
-      return new Holds(without(open, holdId), with(closed, holdId, hold));
+      return new Holds(without(open, holdId), with(closed, holdId, hold), without(pending, holdId));
+    }
+
+    /** An expired pending hold is dropped: it was never used, and no rental will close it. */
+    Holds expiring(String holdId) {
+      return new Holds(without(open, holdId), closed, without(pending, holdId));
     }
 
     Holds forgetting(String holdId) {
-      return new Holds(open, without(closed, holdId));
+      return new Holds(open, without(closed, holdId), pending);
     }
   }
 
@@ -991,10 +1095,23 @@ public final class Account
     if (maxLiveRentals < 1)
       throw new IllegalArgumentException("max-live-rentals must be at least 1: " + maxLiveRentals);
     return Behaviors.setup(
-        context -> new Account(accountId, clock, payoutDetailsHold, maxLiveRentals, context));
+        context ->
+            Behaviors.withTimers(
+                timers ->
+                    new Account(
+                        accountId, clock, payoutDetailsHold, maxLiveRentals, context, timers)));
   }
 
   private final Duration payoutDetailsHold;
+  private final TimerScheduler<Command> timers;
+
+  /** The longest the account sleeps while it has pending holds. */
+  private static final Duration EXPIRY_LOOK_EVERY = Duration.ofSeconds(1);
+
+  /** The timer that releases pending holds their rentals did not confirm in time. */
+  private enum ExpireHolds implements Command {
+    INSTANCE
+  }
 
   /** The most open holds at once; a new one past it is refused ({@code too_many_rentals}). */
   private final int maxLiveRentals;
@@ -1004,7 +1121,8 @@ public final class Account
       Clock clock,
       Duration payoutDetailsHold,
       int maxLiveRentals,
-      ActorContext<Command> context) {
+      ActorContext<Command> context,
+      TimerScheduler<Command> timers) {
     super(
         PersistenceId.of(ENTITY_KEY.name(), accountId),
         SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
@@ -1013,6 +1131,7 @@ public final class Account
     this.payoutDetailsHold = payoutDetailsHold;
     this.maxLiveRentals = maxLiveRentals;
     this.context = context;
+    this.timers = timers;
   }
 
   /** An answer, and the event to persist before giving it (null: nothing to persist). */
@@ -1027,7 +1146,12 @@ public final class Account
     // After a restart (a failed write), whatever was buffered was never persisted nor answered: its
     // senders retry.
     return newSignalHandlerBuilder()
-        .onSignal(RecoveryCompleted.instance(), state -> forgetBuffer())
+        .onSignal(
+            RecoveryCompleted.instance(),
+            state -> {
+              forgetBuffer();
+              if (state instanceof Active a) expireLater(a);
+            })
         .build();
   }
 
@@ -1154,6 +1278,8 @@ public final class Account
         .onCommand(Resume.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(GetHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(ForgetClosed.class, cmd -> Effect().reply(cmd.replyTo(), Done.getInstance()))
+        .onCommand(ConfirmHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
+        .onCommand(ExpireHolds.class, cmd -> Effect().noReply())
         .onCommand(FlushPostings.class, cmd -> Effect().noReply());
   }
 
@@ -1173,6 +1299,8 @@ public final class Account
         .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), summary(state)))
         .onCommand(Deposit.class, this::onDeposit)
         .onCommand(PlaceHold.class, this::onPlaceHold)
+        .onCommand(ConfirmHold.class, this::onConfirmHold)
+        .onCommand(ExpireHolds.class, this::onExpireHolds)
         .onCommand(ExtendHold.class, this::onExtendHold)
         .onCommand(ReleaseHold.class, this::onReleaseHold)
         .onCommand(Payout.class, this::onPayout)
@@ -1245,6 +1373,8 @@ public final class Account
       // its
       // rental must be able to go on, or release it); a different amount is a conflict.
       if (existing.amount() >= cmd.amount() && state.marks().holds().isOpen(cmd.holdId())) {
+        if (cmd.confirmWithin() == null && state.marks().holds().isPending(cmd.holdId()))
+          return confirm(cmd.holdId(), cmd.replyTo());
         return Effect()
             .reply(cmd.replyTo(), StatusReply.success(existing.view(cmd.holdId(), true)));
       }
@@ -1268,6 +1398,12 @@ public final class Account
     if (cmd.amount() <= 0)
       return Effect()
           .reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a hold must be positive"));
+    if (cmd.confirmWithin() != null
+        && (cmd.confirmWithin().isNegative() || cmd.confirmWithin().isZero()))
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.INVALID_AMOUNT, "a pending hold needs a positive time to confirm"));
     // One open hold per live rental: the cap on an account's live rentals is checked here, where
     // holds are placed one at a time, so concurrent launches cannot slip past it.
     if (!cmd.holdId().startsWith(SNAPSHOT_HOLD_PREFIX)
@@ -1285,9 +1421,65 @@ public final class Account
     }
     ReplyEffect<Event, State> refused = refuseHoldGrowth(state, cmd.amount(), cmd.replyTo());
     if (refused != null) return refused;
+    Instant expiresAt = cmd.confirmWithin() == null ? null : now().plus(cmd.confirmWithin());
     return Effect()
-        .persist(new HoldPlaced(cmd.holdId(), cmd.amount(), now()))
+        .persist(new HoldPlaced(cmd.holdId(), cmd.amount(), now(), expiresAt))
+        .thenRun(s -> expireLater((Active) s))
         .thenReply(cmd.replyTo(), s -> holdView((Active) s, cmd.holdId()));
+  }
+
+  private ReplyEffect<Event, State> onConfirmHold(Active state, ConfirmHold cmd) {
+    Holds holds = state.marks().holds();
+    if (holds.isPending(cmd.holdId())) return confirm(cmd.holdId(), cmd.replyTo());
+    if (holds.isOpen(cmd.holdId()))
+      return Effect().reply(cmd.replyTo(), holdView(state, cmd.holdId()));
+    if (holds.isClosed(cmd.holdId()))
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.HOLD_CLOSED, "hold " + cmd.holdId() + " was released already"));
+    // Expired (its timer ran before the confirmation came), or never placed: either way the
+    // money went back, and a confirmation now would book a rental nothing covers.
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            reply(Rejection.HOLD_EXPIRED, "hold " + cmd.holdId() + " is not open to confirm"));
+  }
+
+  private ReplyEffect<Event, State> confirm(
+      String holdId, ActorRef<StatusReply<HoldView>> replyTo) {
+    return Effect()
+        .persist(new HoldConfirmed(holdId, now()))
+        .thenRun(s -> expireLater((Active) s))
+        .thenReply(replyTo, s -> holdView((Active) s, holdId));
+  }
+
+  /** Releases, each exactly once, the pending holds whose rentals did not confirm them in time. */
+  private ReplyEffect<Event, State> onExpireHolds(Active state, ExpireHolds cmd) {
+    Instant now = now();
+    Holds holds = state.marks().holds();
+    List<Event> expired = new ArrayList<>();
+    for (String holdId : holds.expiredAt(now))
+      expired.add(new HoldExpired(holdId, holds.open().get(holdId).remaining(), now));
+    if (expired.isEmpty()) {
+      expireLater(state);
+      return Effect().noReply();
+    }
+    return Effect().persist(expired).thenRun(s -> expireLater((Active) s)).thenNoReply();
+  }
+
+  /** Wakes the account when its earliest pending hold is due to expire (none: no timer). */
+  private void expireLater(Active state) {
+    Instant next = state.marks().holds().nextExpiry();
+    if (next == null) {
+      timers.cancel(ExpireHolds.INSTANCE);
+      return;
+    }
+    // Looked at again at least every second: a clock stepped forward is seen within a second.
+    Duration in = Duration.between(now(), next);
+    if (in.compareTo(EXPIRY_LOOK_EVERY) > 0) in = EXPIRY_LOOK_EVERY;
+    timers.startSingleTimer(
+        ExpireHolds.INSTANCE, ExpireHolds.INSTANCE, in.isNegative() ? Duration.ZERO : in);
   }
 
   private ReplyEffect<Event, State> onExtendHold(Active state, ExtendHold cmd) {
@@ -1661,6 +1853,8 @@ public final class Account
         .forStateType(Active.class)
         .onEvent(Deposited.class, Active::withDeposit)
         .onEvent(HoldPlaced.class, Active::withPlacedHold)
+        .onEvent(HoldConfirmed.class, Active::withConfirmedHold)
+        .onEvent(HoldExpired.class, Active::withExpiredHold)
         .onEvent(HoldExtended.class, Active::withExtension)
         .onEvent(Captured.class, Active::withCapture)
         .onEvent(StorageCaptured.class, (s, e) -> s.withCapture(e.asCapture()))

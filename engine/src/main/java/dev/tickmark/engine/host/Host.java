@@ -357,6 +357,9 @@ public final class Host
    * The matcher's proposal: reserve {@code count} free cards of {@code gpu} for a rental of {@code
    * renterId} at this host's floor. The host refuses its own owner ({@code own_host}); {@code
    * renterId == null} is a proposal from a node that predates the renter, which cannot be checked.
+   * {@code claimWithin}: the reservation is pending, and its cards go back unless its rental claims
+   * them (its first {@link StartWorkload}) within this long (issue 15: a launch reserves before it
+   * has recorded anything); null: kept until released, as before pending reservations.
    */
   public record ReserveCards(
       String rentalId,
@@ -365,10 +368,22 @@ public final class Host
       int count,
       Listing.Tier tier,
       long maxPricePerGpuHour,
+      Duration claimWithin,
       ActorRef<StatusReply<Reservation>> replyTo)
       implements Replying<Reservation> {
     @JsonCreator
     public ReserveCards {}
+
+    public ReserveCards(
+        String rentalId,
+        String renterId,
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        long maxPricePerGpuHour,
+        ActorRef<StatusReply<Reservation>> replyTo) {
+      this(rentalId, renterId, gpu, count, tier, maxPricePerGpuHour, null, replyTo);
+    }
 
     /** A proposal that does not say whose rental it is (tests of card bookkeeping). */
     public ReserveCards(
@@ -378,7 +393,7 @@ public final class Host
         Listing.Tier tier,
         long maxPricePerGpuHour,
         ActorRef<StatusReply<Reservation>> replyTo) {
-      this(rentalId, null, gpu, count, tier, maxPricePerGpuHour, replyTo);
+      this(rentalId, null, gpu, count, tier, maxPricePerGpuHour, null, replyTo);
     }
   }
 
@@ -480,6 +495,14 @@ public final class Host
 
   /** The timer that asks the rentals of unconfirmed reservations about them. */
   enum ReservationCheck implements Command {
+    INSTANCE
+  }
+
+  /** The longest the host sleeps while it has unclaimed reservations. */
+  private static final Duration EXPIRY_LOOK_EVERY = Duration.ofSeconds(1);
+
+  /** The timer that returns the cards of pending reservations nobody claimed in time. */
+  enum ExpireReservations implements Command {
     INSTANCE
   }
 
@@ -637,9 +660,32 @@ public final class Host
 
   public record Removed(Instant at) implements Event {}
 
+  /** {@code expiresAt}: when a pending reservation goes back unless claimed (null: never). */
   public record CardsReserved(
-      String rentalId, List<Integer> cards, long pricePerGpuHour, Listing.Tier tier, Instant at)
-      implements Event {}
+      String rentalId,
+      List<Integer> cards,
+      long pricePerGpuHour,
+      Listing.Tier tier,
+      Instant at,
+      Instant expiresAt)
+      implements Event {
+    @JsonCreator
+    public CardsReserved {}
+
+    public CardsReserved(
+        String rentalId, List<Integer> cards, long pricePerGpuHour, Listing.Tier tier, Instant at) {
+      this(rentalId, cards, pricePerGpuHour, tier, at, null);
+    }
+  }
+
+  /** The rental of a pending reservation claimed it (its first start): it no longer expires. */
+  public record CardsClaimed(String rentalId, Instant at) implements Event {}
+
+  /**
+   * A pending reservation nobody claimed in time: its cards went back, and the release is
+   * remembered as any other, so a late claim or proposal for the rental is refused.
+   */
+  public record CardsExpired(String rentalId, List<Integer> cards, Instant at) implements Event {}
 
   public record CardsRented(String rentalId, Instant at) implements Event {}
 
@@ -943,14 +989,28 @@ public final class Host
       List<Card> cards,
       Map<String, Held> reservations,
       Map<String, Instant> released,
-      Map<String, Unlisted> unlisted)
+      Map<String, Unlisted> unlisted,
+      Map<String, Instant> unclaimed)
       implements CborSerializable {
     static final Inventory NONE = new Inventory(List.of(), Map.of());
 
+    /**
+     * {@code unclaimed}: the pending reservations their rentals have not claimed yet, with when
+     * each expires (absent in states written before pending reservations).
+     */
     @JsonCreator
     public Inventory {
       released = released == null ? Map.of() : Map.copyOf(released);
       unlisted = unlisted == null ? Map.of() : Map.copyOf(unlisted);
+      unclaimed = unclaimed == null ? Map.of() : Map.copyOf(unclaimed);
+    }
+
+    Inventory(
+        List<Card> cards,
+        Map<String, Held> reservations,
+        Map<String, Instant> released,
+        Map<String, Unlisted> unlisted) {
+      this(cards, reservations, released, unlisted, Map.of());
     }
 
     Inventory(List<Card> cards, Map<String, Held> reservations, Map<String, Instant> released) {
@@ -977,17 +1037,47 @@ public final class Host
       return released.containsKey(rentalId);
     }
 
-    /** Unconfirmed reservations, by rental id. */
+    /**
+     * Unconfirmed reservations, by rental id: claimed (or from before pending reservations) but not
+     * yet running. An unclaimed one is not among them: it expires by itself.
+     */
     List<String> unconfirmed() {
       return reservations.entrySet().stream()
-          .filter(e -> !e.getValue().confirmed())
+          .filter(e -> !e.getValue().confirmed() && !unclaimed.containsKey(e.getKey()))
           .map(Map.Entry::getKey)
           .sorted()
           .toList();
     }
 
     Inventory withCards(List<Card> newCards) {
-      return new Inventory(newCards, reservations, released, unlisted);
+      return new Inventory(newCards, reservations, released, unlisted, unclaimed);
+    }
+
+    boolean isUnclaimed(String rentalId) {
+      return unclaimed.containsKey(rentalId);
+    }
+
+    /** The earliest instant an unclaimed reservation expires; null when none is unclaimed. */
+    Instant nextExpiry() {
+      Instant next = null;
+      for (Instant at : unclaimed.values()) if (next == null || at.isBefore(next)) next = at;
+      return next;
+    }
+
+    /** The unclaimed reservations whose time ran out at {@code now}, by rental id. */
+    List<String> expiredAt(Instant now) {
+      return unclaimed.entrySet().stream()
+          .filter(e -> !now.isBefore(e.getValue()))
+          .map(Map.Entry::getKey)
+          .sorted()
+          .toList();
+    }
+
+    Inventory claiming(String rentalId) {
+      if (!unclaimed.containsKey(rentalId)) return this;
+      Map<String, Instant> u = new HashMap<>(unclaimed);
+      u.remove(rentalId);
+      return new Inventory(cards, reservations, released, unlisted, u);
     }
 
     /** Only for a rental that still holds cards here. */
@@ -996,18 +1086,24 @@ public final class Host
         return this;
       Map<String, Unlisted> u = new HashMap<>(unlisted);
       u.put(e.rentalId(), new Unlisted(e.lastListedAt(), e.at()));
-      return new Inventory(cards, reservations, released, u);
+      return new Inventory(cards, reservations, released, u, unclaimed);
     }
 
     Inventory reserving(CardsReserved e) {
-      return withReservation(
-          e.rentalId(), new Held(e.cards(), e.pricePerGpuHour(), e.tier(), false));
+      Inventory reserved =
+          withReservation(e.rentalId(), new Held(e.cards(), e.pricePerGpuHour(), e.tier(), false));
+      if (e.expiresAt() == null) return reserved;
+      Map<String, Instant> u = new HashMap<>(unclaimed);
+      u.put(e.rentalId(), e.expiresAt());
+      return new Inventory(cards, reserved.reservations(), released, unlisted, u);
     }
 
+    /** Running is more than claimed: a rental whose workload runs here has claimed its cards. */
     Inventory renting(String rentalId) {
       Held h = reservations.get(rentalId);
       if (h == null) return this;
-      return withReservation(rentalId, new Held(h.cards(), h.price(), h.tier(), true));
+      return withReservation(rentalId, new Held(h.cards(), h.price(), h.tier(), true))
+          .claiming(rentalId);
     }
 
     /** Whether {@code rentalId}'s workload was started on its cards (not merely reserved). */
@@ -1033,13 +1129,15 @@ public final class Host
           (id, v) -> {
             if (r.containsKey(id) || remembered.containsKey(id)) u.put(id, v);
           });
-      return new Inventory(cards, Map.copyOf(r), remembered, u);
+      Map<String, Instant> stillUnclaimed = new HashMap<>(unclaimed);
+      stillUnclaimed.remove(rentalId);
+      return new Inventory(cards, Map.copyOf(r), remembered, u, stillUnclaimed);
     }
 
     private Inventory withReservation(String rentalId, Held held) {
       Map<String, Held> r = new HashMap<>(reservations);
       r.put(rentalId, held);
-      return new Inventory(cards, Map.copyOf(r), released, unlisted);
+      return new Inventory(cards, Map.copyOf(r), released, unlisted, unclaimed);
     }
   }
 
@@ -1191,6 +1289,7 @@ public final class Host
   private void onRecovered(State state) {
     if (state instanceof Active a && !a.inventory().unconfirmed().isEmpty())
       checkReservationsLater();
+    if (state instanceof Active a) expireLater(a);
     if (state instanceof Active e && e.presence().online()) {
       // The agent gets a full timeout to reach this incarnation before the host is declared
       // offline, but
@@ -1313,6 +1412,7 @@ public final class Host
         .onCommand(ConfirmCards.class, this::onConfirm)
         .onCommand(ReleaseCards.class, this::onRelease)
         .onCommand(ReservationCheck.class, this::onReservationCheck)
+        .onCommand(ExpireReservations.class, this::onExpireReservations)
         .onCommand(ReservationWanted.class, this::onReservationWanted)
         .onCommand(StartWorkload.class, this::onStartWorkload)
         .onCommand(StopWorkload.class, this::onStopWorkload)
@@ -1981,9 +2081,17 @@ public final class Host
                   free.size() + " free cards, " + cmd.count() + " asked"));
     }
     List<Integer> cards = List.copyOf(free.subList(0, cmd.count()));
+    Instant expiresAt =
+        cmd.claimWithin() == null || cmd.claimWithin().isNegative()
+            ? null
+            : now().plus(cmd.claimWithin());
     return Effect()
-        .persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now()))
-        .thenRun(s -> checkReservationsLater())
+        .persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now(), expiresAt))
+        .thenRun(
+            s -> {
+              checkReservationsLater();
+              expireLater((Active) s);
+            })
         .thenReply(
             cmd.replyTo(),
             s ->
@@ -2038,6 +2146,35 @@ public final class Host
         .thenReply(cmd.replyTo(), s -> StatusReply.ack());
   }
 
+  /** Returns the cards of pending reservations nobody claimed in time, each exactly once. */
+  private ReplyEffect<Event, State> onExpireReservations(Active state, ExpireReservations cmd) {
+    Instant now = now();
+    List<Event> expired = new ArrayList<>();
+    for (String rentalId : state.inventory().expiredAt(now))
+      expired.add(new CardsExpired(rentalId, state.reservations().get(rentalId).cards(), now));
+    if (expired.isEmpty()) {
+      expireLater(state);
+      return Effect().noReply();
+    }
+    return Effect().persist(expired).thenRun(s -> expireLater((Active) s)).thenNoReply();
+  }
+
+  /** Wakes the host when its earliest unclaimed reservation is due to expire (none: no timer). */
+  private void expireLater(Active state) {
+    Instant next = state.inventory().nextExpiry();
+    if (next == null) {
+      timers.cancel(ExpireReservations.INSTANCE);
+      return;
+    }
+    // Looked at again at least every second: a clock stepped forward is seen within a second.
+    Duration in = Duration.between(now(), next);
+    if (in.compareTo(EXPIRY_LOOK_EVERY) > 0) in = EXPIRY_LOOK_EVERY;
+    timers.startSingleTimer(
+        ExpireReservations.INSTANCE,
+        ExpireReservations.INSTANCE,
+        in.isNegative() ? Duration.ZERO : in);
+  }
+
   private void checkReservationsLater() {
     if (!timers.isTimerActive(ReservationCheck.INSTANCE))
       timers.startTimerWithFixedDelay(
@@ -2074,9 +2211,30 @@ public final class Host
 
   private ReplyEffect<Event, State> onStartWorkload(Active state, StartWorkload cmd) {
     Held held = state.reservations().get(cmd.rentalId());
-    if (held == null)
+    if (held == null) {
+      // A pending reservation that expired before this claim: its cards may be another's now.
+      if (state.inventory().wasReleased(cmd.rentalId()))
+        return Effect()
+            .reply(
+                cmd.replyTo(),
+                reply(
+                    Rejection.RESERVATION_EXPIRED,
+                    "the cards of rental " + cmd.rentalId() + " on this host went back"));
       return Effect()
           .reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
+    }
+    // The first start claims a pending reservation (it no longer expires), whether or not the agent
+    // can take it now: the rental asks again until it can.
+    if (state.inventory().isUnclaimed(cmd.rentalId()))
+      return Effect()
+          .persist(new CardsClaimed(cmd.rentalId(), now()))
+          .thenRun(
+              s -> {
+                expireLater((Active) s);
+                checkReservationsLater();
+                context.getSelf().tell(cmd);
+              })
+          .thenNoReply();
     if (session == null || !state.online())
       return Effect()
           .reply(
@@ -2243,6 +2401,11 @@ public final class Host
         .onEvent(CardsRented.class, (s, e) -> s.withInventory(s.inventory().renting(e.rentalId())))
         .onEvent(
             CardsReleased.class,
+            (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId(), e.at())))
+        .onEvent(
+            CardsClaimed.class, (s, e) -> s.withInventory(s.inventory().claiming(e.rentalId())))
+        .onEvent(
+            CardsExpired.class,
             (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId(), e.at())));
     return builder.build();
   }

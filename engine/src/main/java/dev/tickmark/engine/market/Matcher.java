@@ -95,7 +95,8 @@ public final class Matcher {
   /**
    * {@code renterId}: whose rental it is, never matched to a host it owns (null: a request from a
    * node that predates it); {@code deadline}: when the rental stops waiting for a match (null: no
-   * deadline).
+   * deadline); {@code claimWithin}: the reservation is pending, and goes back unless the rental
+   * claims it within this long ({@link Host.ReserveCards#claimWithin}; null: not pending).
    */
   public record Match(
       String rentalId,
@@ -106,10 +107,34 @@ public final class Matcher {
       String region,
       long maxPricePerGpuHour,
       Instant deadline,
+      Duration claimWithin,
       ActorRef<Result> replyTo)
       implements Command {
     @JsonCreator
     public Match {}
+
+    public Match(
+        String rentalId,
+        String renterId,
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        String region,
+        long maxPricePerGpuHour,
+        Instant deadline,
+        ActorRef<Result> replyTo) {
+      this(
+          rentalId,
+          renterId,
+          gpu,
+          count,
+          tier,
+          region,
+          maxPricePerGpuHour,
+          deadline,
+          null,
+          replyTo);
+    }
 
     /** A request that does not say whose rental it is (tests of matching alone). */
     public Match(
@@ -121,7 +146,7 @@ public final class Matcher {
         long maxPricePerGpuHour,
         Instant deadline,
         ActorRef<Result> replyTo) {
-      this(rentalId, null, gpu, count, tier, region, maxPricePerGpuHour, deadline, replyTo);
+      this(rentalId, null, gpu, count, tier, region, maxPricePerGpuHour, deadline, null, replyTo);
     }
   }
 
@@ -323,6 +348,7 @@ public final class Matcher {
                 m.count(),
                 m.tier(),
                 m.maxPricePerGpuHour(),
+                m.claimWithin(),
                 reply),
         (reservation, failure) -> new Proposed(request, next, reservation, failure));
   }

@@ -160,7 +160,36 @@ public final class Rental
       Duration stopTimeout,
       Duration retryInterval,
       Duration askTimeout,
-      Duration maxWakeGap) {
+      Duration maxWakeGap,
+      Duration confirmWithin) {
+    /**
+     * How long a launch's pending hold and reservation wait for the rental to confirm them before
+     * the account and the host take them back (issue 15, decision 1): far beyond a launch's
+     * seconds, well within what a renter waits for an answer.
+     */
+    public static final Duration DEFAULT_CONFIRM_WITHIN = Duration.ofSeconds(60);
+
+    public Settings(
+        Duration settleInterval,
+        long holdSeconds,
+        int feeBps,
+        Duration provisioningTimeout,
+        Duration stopTimeout,
+        Duration retryInterval,
+        Duration askTimeout,
+        Duration maxWakeGap) {
+      this(
+          settleInterval,
+          holdSeconds,
+          feeBps,
+          provisioningTimeout,
+          stopTimeout,
+          retryInterval,
+          askTimeout,
+          maxWakeGap,
+          DEFAULT_CONFIRM_WITHIN);
+    }
+
     /**
      * The longest a running rental sleeps when none of its own instants (the next settlement, its
      * limit, a preemption deadline) comes sooner: it bounds how late a wall clock stepped forward
@@ -203,7 +232,10 @@ public final class Rental
           config.getDuration("tickmark.http.ask-timeout"),
           rentals.hasPath("max-wake-gap")
               ? rentals.getDuration("max-wake-gap")
-              : DEFAULT_MAX_WAKE_GAP);
+              : DEFAULT_MAX_WAKE_GAP,
+          rentals.hasPath("confirm-within")
+              ? rentals.getDuration("confirm-within")
+              : DEFAULT_CONFIRM_WITHIN);
     }
   }
 
@@ -382,6 +414,9 @@ public final class Rental
   // Answers to this rental's own asks, and its timers: never sent by anyone else.
   private record HoldAnswer(long amount, Rejection refusal) implements Command {}
 
+  /** The account's answer to {@link Account.ConfirmHold}. */
+  private record HoldConfirmAnswer(Rejection refusal) implements Command {}
+
   private record MatchAnswer(Matcher.Result result) implements Command {}
 
   private record StartAnswer(Rejection refusal) implements Command {}
@@ -409,6 +444,8 @@ public final class Rental
   enum Timer implements Command {
     /** A running rental's next own instant: a settlement due, its limit, its deadline. */
     DUE,
+    /** A launch's hold or match is slow: the request is recorded and the rental waits as before. */
+    LAUNCH_EXPIRED,
     RETRY_HOLD,
     RETRY_MATCH,
     RESEND_START,
@@ -684,6 +721,18 @@ public final class Rental
   private final SettlementDelivery delivery;
   // Actor-local: who waits for the first match answer, live subscribers, and the asks in flight.
   private ActorRef<StatusReply<View>> creator;
+  // The launch under way before anything is recorded (issue 15): its hold and its match are asked
+  // for at once, and recorded together with the request once both are in. Null outside it; lost
+  // with a crash, when the pending hold and reservation expire by themselves.
+  private Launch launch;
+  // Waiting for a match (recorded): the hold answered in this incarnation, a match that came before
+  // it, and whether a match request is out.
+  private boolean holdInHand;
+  private Matcher.Matched earlyMatch;
+  private boolean matchInFlight;
+  // Provisioning: the account confirmed the hold (in this incarnation); the workload is started
+  // only then.
+  private boolean holdConfirmed;
   private long
       launchStepStarted; // System.nanoTime() when the launch's current step began; 0 outside a
   // launch
@@ -712,6 +761,26 @@ public final class Rental
   // A launch refused because its first match could not look: told 503 once the rental closed (hold
   // released).
   private ActorRef<StatusReply<View>> refusedCreator;
+
+  /** A launch before its request is recorded: what was asked, and the two answers so far. */
+  private static final class Launch {
+    final Order order;
+    final long startedNanos = System.nanoTime();
+    HoldAnswer hold;
+    MatchAnswer match;
+
+    Launch(Order order) {
+      this.order = order;
+    }
+
+    boolean holdRefused() {
+      return hold != null && hold.refusal() != null && hold.refusal() != Rejection.UNAVAILABLE;
+    }
+
+    Matcher.Matched matched() {
+      return match != null && match.result() instanceof Matcher.Matched m ? m : null;
+    }
+  }
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
     ClusterSharding.get(system)
@@ -790,7 +859,7 @@ public final class Rental
   }
 
   private void resumeProvisioning(Provisioning p) {
-    startWorkload(p.order(), p.terms());
+    confirmHold(p.order());
     // What is left of the timeout since the match, not a fresh one: a node that keeps crashing must
     // not
     // keep a rental provisioning forever. The agent gets at least one ask timeout to report a
@@ -823,10 +892,15 @@ public final class Rental
         newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
     empty
         .onCommand(Create.class, this::onCreate)
+        .onCommand(HoldAnswer.class, this::onLaunchHold)
+        .onCommand(MatchAnswer.class, this::onLaunchMatch)
+        .onCommand(Timer.class, this::onLaunchTimer)
+        .onCommand(CheckReservation.class, this::onCheckReservation)
+        // Anything else for a rental being launched waits until its request is recorded.
+        .onCommand(c -> launch != null, (st, c) -> Effect().stash())
         .onCommand(Get.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Stop.class, c -> Effect().reply(c.replyTo(), notFound()))
         .onCommand(Subscribe.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(CheckReservation.class, this::onCheckReservation)
         .onAnyCommand(c -> Effect().noReply());
     return empty;
   }
@@ -849,6 +923,7 @@ public final class Rental
         .onCommand(WorkloadFailed.class, (s, c) -> failProvisioningFrom(s, c.hostId()))
         .onCommand(HostLost.class, (s, c) -> failProvisioningFrom(s, c.hostId()))
         .onCommand(StartAnswer.class, this::onStartAnswer)
+        .onCommand(HoldConfirmAnswer.class, this::onHoldConfirmed)
         .onCommand(Preempt.class, this::onPreemptProvisioning)
         .onCommand(Timer.class, this::onProvisioningTimer)
         .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
@@ -903,22 +978,137 @@ public final class Rental
 
   // ---- creation, hold and matching
 
+  /**
+   * A launch asks for its hold and its match at once, both pending (they go back by themselves
+   * unless confirmed within {@link Settings#confirmWithin}), and records the request only with
+   * their answers: with the match when both are in, two writes in all (issue 15, decision 1).
+   */
   private ReplyEffect<Event, State> onCreate(Empty state, Create cmd) {
-    // Recorded before the hold is asked for, so a crash between the two cannot leave a hold nobody
-    // releases.
+    if (launch != null) return Effect().stash(); // a retry: answered once the request is recorded
     Order order = new Order(cmd.renterId(), cmd.spec(), billing.initialHold(cmd.spec()), now());
     creator = cmd.replyTo();
-    launchStepStarted = System.nanoTime();
+    launch = new Launch(order);
+    placeHold(order, settings.confirmWithin());
+    sendMatch(order, settings.confirmWithin());
+    timers.startSingleTimer(
+        Timer.LAUNCH_EXPIRED, Timer.LAUNCH_EXPIRED, settings.askTimeout().dividedBy(2));
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onLaunchHold(Empty state, HoldAnswer answer) {
+    if (launch == null) return Effect().noReply(); // a pending hold of a lost launch: it expires
+    if (launch.hold == null) metrics.launchHold.recordMicros(launchMicros());
+    launch.hold = answer;
+    if (answer.refusal() == Rejection.UNAVAILABLE) return recordRequest(); // retried as before
+    return decideLaunch();
+  }
+
+  private ReplyEffect<Event, State> onLaunchMatch(Empty state, MatchAnswer answer) {
+    if (launch == null) {
+      // The match of a launch this incarnation does not know (it crashed): the cards go back now
+      // rather than when they expire.
+      if (answer.result() instanceof Matcher.Matched m)
+        ports
+            .host(m.reservation().hostId())
+            .tell(new Host.ReleaseCards(rentalId, context.getSystem().ignoreRef()));
+      return Effect().noReply();
+    }
+    if (launch.match == null) metrics.launchMatch.recordMicros(launchMicros());
+    launch.match = answer;
+    return decideLaunch();
+  }
+
+  private ReplyEffect<Event, State> onLaunchTimer(Empty state, Timer timer) {
+    if (timer == Timer.LAUNCH_EXPIRED && launch != null) return recordRequest();
+    return Effect().noReply();
+  }
+
+  private long launchMicros() {
+    return (System.nanoTime() - launch.startedNanos) / 1_000;
+  }
+
+  /**
+   * Both answers in: matched and held, the request and the match are recorded in one write; a
+   * refused hold is recorded as the refusal, its reservation released at once; anything else (no
+   * capacity now, the read side down) records the request and goes on as a waiting rental.
+   */
+  private ReplyEffect<Event, State> decideLaunch() {
+    Order order = launch.order;
+    Requested requested =
+        new Requested(order.renterId(), order.spec(), order.holdAmount(), order.createdAt());
+    if (launch.holdRefused()) {
+      Rejection code = launch.hold.refusal();
+      Matcher.Matched m = launch.matched();
+      if (m != null)
+        ports
+            .host(m.reservation().hostId())
+            .tell(new Host.ReleaseCards(rentalId, context.getSystem().ignoreRef()));
+      ActorRef<StatusReply<View>> waiting = creator;
+      creator = null;
+      endLaunch();
+      // A match still on its way lands in RefusedRental, which releases its cards (onLateMatch).
+      return Effect()
+          .persist(List.of(requested, new Refused(code, now())))
+          .thenRun(s -> tellRefusal(waiting, code))
+          .thenNoReply()
+          .thenUnstashAll();
+    }
+    if (launch.hold == null || launch.match == null) return Effect().noReply();
+    Matcher.Matched m = launch.matched();
+    if (m == null) return recordRequest();
+    long bothIn = System.nanoTime();
+    endLaunch();
+    return Effect()
+        .persist(List.of(requested, new Matched(termsOf(m.reservation()), now())))
+        .thenRun(
+            s -> {
+              metrics.launchMatchedRecorded.recordMicros((System.nanoTime() - bothIn) / 1_000);
+              provisioningStarted(s);
+            })
+        .thenNoReply()
+        .thenUnstashAll();
+  }
+
+  /**
+   * The launch's answers did not make a match: the request is recorded alone, as before decision 1,
+   * and the rental waits. The hold is placed again as a confirmed one (it confirms the pending
+   * one); a match answer in hand is handed to the waiting rental, one still out will land there.
+   */
+  private ReplyEffect<Event, State> recordRequest() {
+    Order order = launch.order;
+    MatchAnswer known = launch.match;
+    boolean matchOut = known == null;
+    long launchMicros = launchMicros();
+    metrics.launchRecorded.recordMicros(launchMicros);
+    // The match out was asked for at the launch's start (by the rental's clock, so that a
+    // simulated run stays deterministic): asked again twice the ask timeout after it.
+    Duration retryIn =
+        settings.askTimeout().multipliedBy(2).minus(Duration.between(order.createdAt(), now()));
+    endLaunch();
     return Effect()
         .persist(
             new Requested(order.renterId(), order.spec(), order.holdAmount(), order.createdAt()))
-        .thenRun(s -> holdRequested(order))
-        .thenNoReply();
+        .thenRun(
+            s -> {
+              holdInHand = false;
+              matchInFlight = matchOut;
+              timers.startSingleTimer(Timer.WAIT_EXPIRED, Timer.WAIT_EXPIRED, remainingWait(order));
+              placeHold(order);
+              if (known != null) context.getSelf().tell(known);
+              // A matcher lost with its node never answers: asked again, as any waiting request.
+              else
+                timers.startSingleTimer(
+                    Timer.RETRY_MATCH,
+                    Timer.RETRY_MATCH,
+                    retryIn.isNegative() ? Duration.ZERO : retryIn);
+            })
+        .thenNoReply()
+        .thenUnstashAll();
   }
 
-  private void holdRequested(Order order) {
-    launchStep(metrics.launchRecorded);
-    placeHold(order);
+  private void endLaunch() {
+    launch = null;
+    timers.cancel(Timer.LAUNCH_EXPIRED);
   }
 
   private ReplyEffect<Event, State> onCreateAgain(State state, Create cmd) {
@@ -931,14 +1121,32 @@ public final class Rental
                 : reply(Rejection.ALREADY_EXISTS, "rental " + rentalId + " exists"));
   }
 
-  /** Idempotent: an open hold of at least this amount answers as it stands. */
+  /**
+   * Idempotent: an open hold of at least this amount answers as it stands (a confirmed placement
+   * confirms a pending one).
+   */
   private void placeHold(Order order) {
+    placeHold(order, null);
+  }
+
+  /** {@code confirmWithin}: a pending hold, for a launch (null: confirmed). */
+  private void placeHold(Order order, Duration confirmWithin) {
     context.askWithStatus(
         Account.HoldView.class,
         ports.account(order.renterId()),
         settings.askTimeout(),
-        reply -> new Account.PlaceHold(rentalId, order.holdAmount(), reply),
+        reply -> new Account.PlaceHold(rentalId, order.holdAmount(), confirmWithin, reply),
         (view, failure) -> new HoldAnswer(order.holdAmount(), Rejection.codeOf(failure)));
+  }
+
+  /** Matched and recorded: the hold must not expire under the rental. */
+  private void confirmHold(Order order) {
+    context.askWithStatus(
+        Account.HoldView.class,
+        ports.account(order.renterId()),
+        settings.askTimeout(),
+        reply -> new Account.ConfirmHold(rentalId, reply),
+        (view, failure) -> new HoldConfirmAnswer(Rejection.codeOf(failure)));
   }
 
   /** Records the launch step that just ended and starts timing the next one. */
@@ -952,8 +1160,13 @@ public final class Rental
   private ReplyEffect<Event, State> onHoldAnswer(Pending state, HoldAnswer answer) {
     if (answer.refusal() == null) {
       launchStep(metrics.launchHold);
-      timers.startSingleTimer(Timer.WAIT_EXPIRED, Timer.WAIT_EXPIRED, remainingWait(state.order()));
-      requestMatch(state.order());
+      holdInHand = true;
+      // Recorded in this incarnation, the wait runs already; after a restart it starts here.
+      if (!timers.isTimerActive(Timer.WAIT_EXPIRED))
+        timers.startSingleTimer(
+            Timer.WAIT_EXPIRED, Timer.WAIT_EXPIRED, remainingWait(state.order()));
+      if (earlyMatch != null) return matched(state, earlyMatch.reservation());
+      if (!matchInFlight && !timers.isTimerActive(Timer.RETRY_MATCH)) requestMatch(state.order());
       return Effect().noReply();
     }
     if (answer.refusal() == Rejection.UNAVAILABLE) {
@@ -973,6 +1186,19 @@ public final class Rental
   }
 
   private void requestMatch(Order order) {
+    sendMatch(order, settings.confirmWithin());
+    matchInFlight = true;
+    // A matcher lost with its node never answers: ask again. A late duplicate answer releases its
+    // cards (onLateMatch).
+    timers.startSingleTimer(
+        Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.askTimeout().multipliedBy(2));
+  }
+
+  /**
+   * Every reservation is pending until the rental's start claims it: one whose {@code Matched} is
+   * never recorded (a crash, a lost answer) goes back by itself.
+   */
+  private void sendMatch(Order order, Duration claimWithin) {
     Spec s = order.spec();
     // Past its wait only because the read side was down, the rental still takes a match: no
     // deadline to drop it on.
@@ -989,16 +1215,19 @@ public final class Rental
                 s.region(),
                 s.maxPricePerGpuHour(),
                 deadline,
+                claimWithin,
                 context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
-    // A matcher lost with its node never answers: ask again. A late duplicate answer releases its
-    // cards (onLateMatch).
-    timers.startSingleTimer(
-        Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.askTimeout().multipliedBy(2));
   }
 
   private ReplyEffect<Event, State> onMatchAnswer(Pending state, MatchAnswer answer) {
     launchStep(metrics.launchMatch);
-    if (answer.result() instanceof Matcher.Matched m) return matched(state, m.reservation());
+    matchInFlight = false;
+    if (answer.result() instanceof Matcher.Matched m) {
+      if (holdInHand) return matched(state, m.reservation());
+      earlyMatch = m; // the hold's answer is still out: matched once it is in
+      timers.cancel(Timer.RETRY_MATCH);
+      return Effect().noReply();
+    }
     if (answer.result() instanceof Matcher.Unavailable) return onReadSideDown(state);
     readSideDown = false;
     if (remainingWait(state.order()).compareTo(Duration.ZERO) <= 0)
@@ -1009,16 +1238,20 @@ public final class Rental
     return Effect().noReply();
   }
 
+  private Terms termsOf(Host.Reservation r) {
+    return new Terms(
+        r.hostId(),
+        r.providerId(),
+        r.cards(),
+        r.pricePerGpuHour(),
+        r.simulated(),
+        now(),
+        r.region());
+  }
+
   private ReplyEffect<Event, State> matched(Pending state, Host.Reservation r) {
-    Terms terms =
-        new Terms(
-            r.hostId(),
-            r.providerId(),
-            r.cards(),
-            r.pricePerGpuHour(),
-            r.simulated(),
-            now(),
-            r.region());
+    Terms terms = termsOf(r);
+    earlyMatch = null;
     timers.cancel(Timer.WAIT_EXPIRED);
     timers.cancel(Timer.RETRY_MATCH);
     return Effect()
@@ -1034,7 +1267,7 @@ public final class Rental
     notifySubscribers(state);
     timers.startSingleTimer(
         Timer.PROVISION_EXPIRED, Timer.PROVISION_EXPIRED, settings.provisioningTimeout());
-    startWorkload(state.order(), state.terms());
+    confirmHold(state.order()); // then the workload starts (onHoldConfirmed)
   }
 
   /**
@@ -1128,7 +1361,28 @@ public final class Rental
         (done, failure) -> new StartAnswer(Rejection.codeOf(failure)));
   }
 
+  /**
+   * The hold no longer expires: the workload may start (its start claims the reservation). A hold
+   * that expired before the confirmation came covers nothing: the rental ends unstarted, never
+   * charged, its cards released.
+   */
+  private ReplyEffect<Event, State> onHoldConfirmed(Provisioning state, HoldConfirmAnswer answer) {
+    if (answer.refusal() == null) {
+      holdConfirmed = true;
+      startWorkload(state.order(), state.terms());
+      return Effect().noReply();
+    }
+    if (answer.refusal() == Rejection.UNAVAILABLE) {
+      timers.startSingleTimer(Timer.RETRY_HOLD, Timer.RETRY_HOLD, settings.retryInterval());
+      return Effect().noReply();
+    }
+    return endUnstarted(state.order(), state.terms(), EndReason.PROVISIONING_FAILED, null);
+  }
+
   private ReplyEffect<Event, State> onStartAnswer(Provisioning state, StartAnswer answer) {
+    // The reservation expired before the start claimed it: the cards may be another's now.
+    if (answer.refusal() == Rejection.RESERVATION_EXPIRED)
+      return endUnstarted(state.order(), state.terms(), EndReason.PROVISIONING_FAILED, null);
     // The host is offline or busy reconnecting: try again until the provisioning timeout.
     if (answer.refusal() != null)
       timers.startSingleTimer(Timer.RETRY_MATCH, Timer.RETRY_MATCH, settings.retryInterval());
@@ -1141,8 +1395,13 @@ public final class Rental
           endUnstarted(state.order(), state.terms(), EndReason.PROVISIONING_FAILED, null);
       // The window closed before the workload started: nothing ran, nothing is charged.
       case PREEMPTION_DUE -> endUnstarted(state.order(), state.terms(), EndReason.PREEMPTED, null);
+      case RETRY_HOLD -> sideEffectOnly(() -> confirmHold(state.order()));
       case RETRY_MATCH, RESEND_START ->
-          sideEffectOnly(() -> startWorkload(state.order(), state.terms()));
+          sideEffectOnly(
+              () -> {
+                if (holdConfirmed) startWorkload(state.order(), state.terms());
+                else confirmHold(state.order());
+              });
       default -> Effect().noReply();
     };
   }
@@ -1788,6 +2047,9 @@ public final class Rental
   }
 
   private ReplyEffect<Event, State> onCheckReservation(State state, CheckReservation cmd) {
+    // A launch under way may be the one the reservation is for: its match is not recorded yet.
+    if (launch != null)
+      return Effect().reply(cmd.replyTo(), new Host.ReservationWanted(rentalId, true, false));
     return Effect().reply(cmd.replyTo(), reservationWanted(state, rentalId, cmd.hostId()));
   }
 

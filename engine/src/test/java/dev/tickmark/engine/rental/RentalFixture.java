@@ -384,6 +384,45 @@ final class RentalFixture {
         });
   }
 
+  /** Waits until the renter's account has recorded an event of {@code type}; the first one. */
+  <E extends Account.Event> E awaitAccountEvent(Class<E> type) {
+    return awaitAssert(
+        () -> {
+          List<E> found = renter.events(type);
+          assertTrue(
+              !found.isEmpty(), () -> "no " + type.getSimpleName() + " in " + renter.events());
+          return found.get(0);
+        });
+  }
+
+  /** Each journal write of this rental so far, as the events it wrote at once (recordWrites). */
+  final List<List<Object>> writes = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+  /**
+   * From now on, records each write of this rental to the journal; until {@link #stopRecording}.
+   * The policy is the test journal's, so only one test at a time may use it (they run in order).
+   */
+  void recordWrites() {
+    String pid = persistenceId();
+    PersistenceTestKit.create(testKit.system())
+        .withPolicy(
+            new org.apache.pekko.persistence.testkit.ProcessingPolicy<
+                org.apache.pekko.persistence.testkit.JournalOperation>() {
+              @Override
+              public org.apache.pekko.persistence.testkit.ProcessingResult tryProcess(
+                  String persistenceId, org.apache.pekko.persistence.testkit.JournalOperation op) {
+                if (persistenceId.equals(pid)
+                    && op instanceof org.apache.pekko.persistence.testkit.WriteEvents w)
+                  writes.add(List.copyOf(scala.jdk.javaapi.CollectionConverters.asJava(w.batch())));
+                return org.apache.pekko.persistence.testkit.ProcessingSuccess$.MODULE$;
+              }
+            });
+  }
+
+  void stopRecording() {
+    PersistenceTestKit.create(testKit.system()).resetPolicy();
+  }
+
   <S extends State> S awaitState(Class<S> type) {
     return awaitAssert(() -> assertInstanceOf(type, kit.getState()));
   }

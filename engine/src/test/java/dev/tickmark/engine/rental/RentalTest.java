@@ -146,18 +146,18 @@ class RentalTest {
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Create: hold first, then the matcher
+  // Create: the hold and the match at once, both pending; nothing recorded before their answers
+
+  private static final Duration CONFIRM_WITHIN = Rental.Settings.DEFAULT_CONFIRM_WITHIN;
 
   @Test
-  void createPlacesHoldForHoldSecondsAtTheCeilingThenAsksTheMatcher() {
+  void createAsksForAPendingHoldAndAMatchAtOnceAndRecordsNothingUntilTheyAnswer() {
     RentalFixture f = fixture();
     Spec spec = onDemand(CARDS, CEILING);
     f.create(spec);
 
     long hold = Metering.cost(CEILING, CARDS, 300);
     assertEquals(500_000, hold, "3 EUR per GPU-hour on 2 cards for 300 s");
-    assertEquals(List.of(new Rental.Requested(f.renterId, spec, hold, START)), f.events());
-
     Matcher.Match match = f.expectMatch();
     assertEquals(
         new Matcher.Match(
@@ -169,13 +169,25 @@ class RentalTest {
             REGION,
             CEILING,
             match.deadline(),
+            CONFIRM_WITHIN,
             match.replyTo()),
         match);
     org.junit.jupiter.api.Assertions.assertNotNull(
         match.deadline(), "the matcher knows when the rental stops waiting");
-    // The matcher is asked only once the account placed the hold.
     Account.PlaceHold placed = f.renter.expect(Account.PlaceHold.class, c -> true);
-    assertEquals(new Account.PlaceHold(f.rentalId, hold, placed.replyTo()), placed);
+    assertEquals(new Account.PlaceHold(f.rentalId, hold, CONFIRM_WITHIN, placed.replyTo()), placed);
+    f.awaitAccountEvent(Account.HoldPlaced.class);
+    assertEquals(
+        new Account.HoldPlaced(f.rentalId, hold, START, START.plus(CONFIRM_WITHIN)),
+        f.renter.events(Account.HoldPlaced.class).get(0),
+        "pending: it goes back unless the rental confirms it");
+    assertEquals(List.of(), f.events(), "nothing recorded while the match is out");
+
+    // No capacity now: the request is recorded alone, and the hold confirmed (a waiting rental).
+    match.replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
+    assertEquals(Rental.Status.PENDING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    assertEquals(List.of(new Rental.Requested(f.renterId, spec, hold, START)), f.events());
+    f.awaitAccountEvent(Account.HoldConfirmed.class);
     Account.HoldView view = ok(f.renter.hold(f.rentalId));
     assertEquals(new Account.HoldView(f.rentalId, hold, 0, 0, true), view);
     Account.Summary renter = f.renter.summary();
@@ -185,12 +197,108 @@ class RentalTest {
   }
 
   @Test
+  void aLaunchRecordsTheRequestAndTheMatchInOneWriteThenConfirmsTheHoldBeforeTheStart() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.recordWrites();
+    try {
+      f.create(spec);
+      f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+      assertEquals(
+          Rental.Status.PROVISIONING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    } finally {
+      f.stopRecording();
+    }
+    assertEquals(
+        List.of(Rental.Requested.class, Rental.Matched.class),
+        f.events().stream().map(Object::getClass).toList());
+    assertEquals(
+        List.of(List.of(Rental.Requested.class, Rental.Matched.class)),
+        f.writes.stream().map(w -> w.stream().map(Object::getClass).toList()).toList(),
+        "the request and its match are one atomic write");
+    // The start goes out only once the account confirmed the hold: it may not expire under a
+    // workload.
+    f.host.expect(Host.StartWorkload.class);
+    assertEquals(1, f.renter.events(Account.HoldConfirmed.class).size());
+  }
+
+  @Test
+  void aLaunchLostBeforeItRecordedAnythingLeavesItsPendingHoldToExpire() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch(); // out when the node goes (its reservation expires at the host, likewise)
+    f.awaitAccountEvent(Account.HoldPlaced.class);
+    assertEquals(Rental.Empty.INSTANCE, f.kit.restart().state(), "nothing was recorded");
+    assertEquals(List.of(), f.events());
+    // The pending hold goes back by itself, once, and nothing was charged.
+    f.clock.advance(CONFIRM_WITHIN);
+    f.awaitAccountEvent(Account.HoldExpired.class);
+    Account.Summary renter = f.renter.summary();
+    assertEquals(0, renter.held());
+    assertEquals(DEPOSIT, renter.available());
+    assertEquals(1, f.renter.events(Account.HoldExpired.class).size());
+    assertEquals(List.of(), f.events());
+  }
+
+  @Test
+  void aMatchWhoseHoldExpiredBeforeItsConfirmationEndsUnstartedAndChargesNothing() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.renter.drop.set(c -> c instanceof Account.ConfirmHold); // the confirmations are lost
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    assertEquals(
+        Rental.Status.PROVISIONING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    f.renter.expect(Account.ConfirmHold.class, c -> true);
+    f.clock.advance(CONFIRM_WITHIN);
+    f.awaitAccountEvent(Account.HoldExpired.class);
+    f.renter.drop.set(c -> false); // the next confirmation arrives, too late
+
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.PROVISIONING_FAILED, ended.reason());
+    assertEquals(0, ended.billedSeconds());
+    f.host.seen.fishForMessage(
+        RentalFixture.WAIT,
+        c ->
+            c instanceof Host.StartWorkload
+                ? org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.fail(
+                    "started on a hold that went back")
+                : c instanceof Host.ReleaseCards
+                    ? org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes.complete()
+                    : org.apache.pekko.actor.testkit.typed.javadsl.FishingOutcomes
+                        .continueAndIgnore());
+    f.awaitState(Rental.Finished.class);
+    Account.Summary renter = f.renter.summary();
+    assertEquals(0, renter.held());
+    assertEquals(DEPOSIT, renter.balance());
+    assertEquals(0, renter.captured());
+  }
+
+  @Test
+  void aStartRefusedBecauseTheReservationExpiredEndsUnstartedAndReleasesTheHold() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.host.startRefusal.set(Rejection.RESERVATION_EXPIRED);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class);
+
+    Ended ended = f.awaitEvent(Ended.class);
+    assertEquals(Rental.EndReason.PROVISIONING_FAILED, ended.reason());
+    assertEquals(0, ended.billedSeconds());
+    f.awaitState(Rental.Finished.class);
+    assertHoldReleased(f, DEPOSIT, 0);
+  }
+
+  @Test
   void holdIsCappedByTheRentalsMaxTotal() {
     RentalFixture f = fixture();
     Spec spec = spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, 123_456L, 30);
     f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "none"));
+    f.awaitEvent(Rental.Requested.class);
     assertEquals(new Rental.Requested(f.renterId, spec, 123_456, START), f.events().get(0));
-    f.expectMatch();
     assertEquals(123_456, ok(f.renter.hold(f.rentalId)).amount());
   }
 
@@ -215,6 +323,11 @@ class RentalTest {
     assertEquals(0, renter.held());
     assertEquals(0, renter.captured());
     assertRejected(Rejection.HOLD_NOT_FOUND, f.renter.hold(f.rentalId));
+    // The match was asked for with the hold; its reservation, when it comes, goes back at once.
+    Matcher.Match match = f.expectMatch();
+    Spec spec = onDemand(CARDS, CEILING);
+    match.replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.ReleaseCards.class);
     f.matcher.expectNoMessage(Duration.ofMillis(200));
 
     assertEquals(refused, f.kit.restart().state());
@@ -231,6 +344,7 @@ class RentalTest {
     f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
     // The creator hears after the first attempt, then the rental keeps asking.
     assertEquals(Rental.Status.PENDING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    f.awaitAccountEvent(Account.HoldConfirmed.class); // waiting, from the confirmed hold on
     f.clock.advance(Duration.ofSeconds(31));
     f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
 
@@ -281,6 +395,7 @@ class RentalTest {
     f.create(spec(Listing.Tier.ON_DEMAND, CARDS, CEILING, null, 1));
     f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
     assertEquals(Rental.Status.PENDING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    f.awaitAccountEvent(Account.HoldConfirmed.class);
     f.clock.advance(Duration.ofSeconds(2));
     for (int i = 0; i < 10; i++) f.expectMatch().replyTo().tell(unavailable(f));
     Matcher.Match next = f.expectMatch();
@@ -1539,7 +1654,8 @@ class RentalTest {
     RentalFixture f = fixture();
     Spec spec = onDemand(CARDS, CEILING);
     f.create(spec);
-    f.expectMatch();
+    f.expectMatch(); // never answered: the launch records its request and waits
+    f.awaitState(Rental.Pending.class);
     State before = f.kit.getState();
     assertEquals(before, f.kit.restart().state());
 

@@ -135,6 +135,9 @@ final class Auditor {
     int cards;
     final Map<String, List<Integer>> reservations = new TreeMap<>();
 
+    /** Rentals that claimed (started on) their reservation here: it may no longer expire. */
+    final java.util.Set<String> claimed = new java.util.TreeSet<>();
+
     /** While offline: the last heartbeat it went offline with, and when. */
     Instant offlineLastHeartbeat;
 
@@ -334,6 +337,31 @@ final class Auditor {
                   + (h.amount - h.captured));
       h.released = true;
       a.held -= e.released();
+    } else if (event instanceof Account.HoldExpired e) {
+      // A pending hold nobody confirmed: whole, never used, and gone (a late placement may open it
+      // again, pending once more).
+      HoldBook h = a.holds.get(e.holdId());
+      check(
+          h != null, "expire-once", () -> id + " expired hold " + e.holdId() + " it does not hold");
+      if (h != null) {
+        check(!h.released, "expire-once", () -> id + " expired released hold " + e.holdId());
+        check(
+            h.captured == 0 && e.released() == h.amount,
+            "expire-unused",
+            () ->
+                id
+                    + " expired hold "
+                    + e.holdId()
+                    + " releasing "
+                    + e.released()
+                    + " of "
+                    + h.amount
+                    + " with "
+                    + h.captured
+                    + " captured");
+        a.holds.remove(e.holdId());
+        a.held -= e.released();
+      }
     } else if (event instanceof Account.EarningsCredited e) {
       SourceBook s = a.sources.computeIfAbsent(e.sourceId(), k -> new SourceBook());
       String key = e.sourceId() + ":" + e.throughSecond();
@@ -744,6 +772,17 @@ final class Auditor {
       }
       h.reservations.put(e.rentalId(), e.cards());
     } else if (event instanceof Host.CardsReleased e) {
+      h.reservations.remove(e.rentalId());
+      h.claimed.remove(e.rentalId());
+    } else if (event instanceof Host.CardsClaimed e) {
+      h.claimed.add(e.rentalId());
+    } else if (event instanceof Host.CardsRented e) {
+      h.claimed.add(e.rentalId());
+    } else if (event instanceof Host.CardsExpired e) {
+      check(
+          h.reservations.containsKey(e.rentalId()) && !h.claimed.contains(e.rentalId()),
+          "expire-unclaimed",
+          () -> id + " expired the reservation of " + e.rentalId() + ", not one unclaimed here");
       h.reservations.remove(e.rentalId());
     }
   }

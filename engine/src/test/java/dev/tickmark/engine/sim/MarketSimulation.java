@@ -1377,6 +1377,7 @@ public final class MarketSimulation implements AutoCloseable {
             + " wait "
             + wait
             + " s");
+    launchedBy.put(id, renter);
     rental(id).live().tell(new Rental.Create(renter, spec, sink()));
   }
 
@@ -1554,6 +1555,9 @@ public final class MarketSimulation implements AutoCloseable {
    * Faults off, every rental stopped, the market left alone for 20 minutes; then nothing may remain
    * open.
    */
+  /** Who launched each rental, known before the rental records anything. */
+  private final Map<String, String> launchedBy = new TreeMap<>();
+
   private void rest() {
     resting = true;
     note("rest: faults off, every rental stopped");
@@ -1566,6 +1570,9 @@ public final class MarketSimulation implements AutoCloseable {
       Auditor.RentalBook b = auditor.rentals.get(r.id);
       if (b != null && b.renterId != null && !b.finished())
         r.live().tell(new Rental.Stop(b.renterId, sink()));
+      // A launch that has recorded nothing yet (issue 15): its stop waits until it has.
+      else if (b == null && launchedBy.containsKey(r.id))
+        r.live().tell(new Rental.Stop(launchedBy.get(r.id), sink()));
     }
     // Every snapshot deleted; again halfway, for those the stops just made.
     deleteEverySnapshot();

@@ -114,7 +114,10 @@ public final class HostProjection {
       update(c, hostId, at, "cards_taken = cards_taken + " + e.cards().size());
     } else if (event instanceof Host.CardsReleased e) {
       update(c, hostId, at, "cards_taken = GREATEST(0, cards_taken - " + e.cards().size() + ")");
+    } else if (event instanceof Host.CardsExpired e) {
+      update(c, hostId, at, "cards_taken = GREATEST(0, cards_taken - " + e.cards().size() + ")");
     }
+    // CardsClaimed: a claimed card was taken since its reservation; nothing changes here.
     // CardsRented: a reserved card is already taken; nothing changes here.
   }
 

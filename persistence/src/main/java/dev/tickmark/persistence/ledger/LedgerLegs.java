@@ -64,6 +64,11 @@ public final class LedgerLegs {
       return List.of(
           new Leg(
               accountId, HOLD_RELEASED, e.released(), "release:" + e.holdId(), e.holdId(), e.at()));
+    } else if (event instanceof Account.HoldExpired e) {
+      // A pending hold its rental never confirmed: the money goes back as a release does.
+      return List.of(
+          new Leg(
+              accountId, HOLD_RELEASED, e.released(), "expire:" + e.holdId(), e.holdId(), e.at()));
     } else if (event instanceof Account.EarningsCredited e) {
       // A source that ends on a second it already settled is closed by a credit of nothing under
       // that second's key:
