@@ -50,6 +50,13 @@ final class HostTestSupport {
             .withDatabase(db.url(), db.user(), db.password())
             .withPorts(0, -1, 0)
             .withExitJvmOnShutdown(false)
+            // As every test node: a suite fires requests faster than the defaults allow (on a
+            // quiet machine OpenApiIntegrationTest's sweep of paths passed 100 in a second).
+            .withRateLimits(
+                TestNodes.UNLIMITED_RATE,
+                TestNodes.UNLIMITED_RATE,
+                TestNodes.UNLIMITED_RATE,
+                TestNodes.UNLIMITED_RATE)
             .withConfig(TIMEOUT_KEY, HEARTBEAT_TIMEOUT.toMillis() + "ms")
             .withConfig(INTERVAL_KEY, "1s")
             .withConfig(HELLO_KEY, HELLO_TIMEOUT.toMillis() + "ms");
