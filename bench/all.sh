@@ -33,4 +33,4 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null || true)" ]; then commit="$commit+changes"; fi
 cp="bench/target/classes:cluster-config/target/tickmark-node.jar:$engine_tests:cli/target/tickmark.jar:$(cat "$cp_file")"
 # shellcheck disable=SC2086
-exec java ${JAVA_OPTS:-} -Dtickmark.bench.commit="$commit" -cp "$cp" dev.tickmark.bench.AllBenchmarks "$@"
+exec java ${JAVA_OPTS:--Xmx256m} -Dtickmark.bench.commit="$commit" -cp "$cp" dev.tickmark.bench.AllBenchmarks "$@"

@@ -137,7 +137,7 @@ public final class AllBenchmarks {
           new Bench(
               "simulation",
               "SimulationBenchmark",
-              List.of("--steps=4000", "--seeds=4", "--threads=2"),
+              List.of("--steps=10000", "--seeds=4", "--threads=2"),
               List.of("-Djava.util.concurrent.ForkJoinPool.common.parallelism=2"),
               List.of(),
               false,
@@ -276,8 +276,7 @@ public final class AllBenchmarks {
             env.get("TICKMARK_DB_URL"),
             "jdbc:postgresql://127.0.0.1:5432/postgres");
     String dbUser = first(args.string("db-user", null), env.get("TICKMARK_DB_USER"), "postgres");
-    String dbPassword =
-        first(args.string("db-password", null), env.get("TICKMARK_DB_PASSWORD"), "");
+    String dbPassword = first(args.string("db-password", null), env.get("TICKMARK_DB_PASSWORD"));
     try {
       args.requireEmpty();
     } catch (RuntimeException e) {
@@ -290,7 +289,7 @@ public final class AllBenchmarks {
     for (String n : skip) if (BENCHMARKS.stream().noneMatch(b -> b.name().equals(n))) unknown(n);
     env.put("TICKMARK_BENCH_DB_URL", dbUrl);
     env.put("TICKMARK_DB_USER", dbUser);
-    env.put("TICKMARK_DB_PASSWORD", dbPassword);
+    if (dbPassword != null) env.put("TICKMARK_DB_PASSWORD", dbPassword);
     Files.createDirectories(logs);
 
     String commit = System.getProperty("tickmark.bench.commit", "?");
@@ -307,7 +306,7 @@ public final class AllBenchmarks {
             + MarketBenchSupport.machine());
     OUT.println("load average at start: " + startLoad);
     OUT.println("logs: " + logs.toAbsolutePath());
-    String dbProblem = databaseProblem(dbUrl, dbUser, dbPassword);
+    String dbProblem = databaseProblem(dbUrl, dbUser, dbPassword == null ? "" : dbPassword);
     if (dbProblem != null) OUT.println("database: " + dbProblem);
 
     List<Outcome> outcomes = new ArrayList<>();
@@ -521,6 +520,7 @@ public final class AllBenchmarks {
   static String number(double v) {
     if (Double.isNaN(v)) return "—";
     double a = Math.abs(v);
+    if (v == Math.rint(v)) return String.format(Locale.ROOT, "%,.0f", v);
     if (a >= 100) return String.format(Locale.ROOT, "%,.0f", v);
     if (a >= 10) return String.format(Locale.ROOT, "%.1f", v);
     return String.format(Locale.ROOT, "%.2f", v);
@@ -566,6 +566,13 @@ public final class AllBenchmarks {
         .map(String::trim)
         .filter(s -> !s.isEmpty())
         .collect(Collectors.toCollection(java.util.LinkedHashSet::new));
+  }
+
+  @SafeVarargs
+  private static List<String> concat(List<String>... parts) {
+    List<String> all = new ArrayList<>();
+    for (List<String> p : parts) all.addAll(p);
+    return all;
   }
 
   private static String first(String... values) {
