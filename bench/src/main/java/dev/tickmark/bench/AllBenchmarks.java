@@ -138,7 +138,11 @@ public final class AllBenchmarks {
               "simulation",
               "SimulationBenchmark",
               List.of("--steps=10000", "--seeds=4", "--threads=2"),
-              List.of("-Djava.util.concurrent.ForkJoinPool.common.parallelism=2"),
+              List.of(
+                  "-Djava.util.concurrent.ForkJoinPool.common.parallelism=2",
+                  // each seed starts an actor system; on a saturated machine its logger may take
+                  // longer than Pekko's default 5 s to answer
+                  "-Dpekko.logger-startup-timeout=30s"),
               List.of(),
               false,
               240),

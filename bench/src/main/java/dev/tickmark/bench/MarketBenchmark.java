@@ -1133,9 +1133,9 @@ public final class MarketBenchmark {
         String note =
             String.format(
                 Locale.ROOT,
-                "%,d hosts, %d s at %d/s, via %s; %,d of %,d offered matched, %,d shed",
+                "%,d hosts, %.0f s at %d/s, via %s; %,d of %,d offered matched, %,d shed",
                 r.hosts(),
-                (int) r.seconds(),
+                r.seconds(),
                 r.rate(),
                 o.via(),
                 r.matched(),

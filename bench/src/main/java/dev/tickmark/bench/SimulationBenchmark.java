@@ -101,8 +101,19 @@ public final class SimulationBenchmark {
     long steps = 0, messages = 0, checks = 0, events = 0;
     int okSeeds = 0;
     StringBuilder failures = new StringBuilder();
+    long seed = first;
     for (Future<String[]> f : runs) {
-      String[] r = f.get();
+      String[] r;
+      try {
+        r = f.get();
+      } catch (java.util.concurrent.ExecutionException e) {
+        // A seed that could not run (e.g. its actor system's logger did not start in time on a
+        // saturated machine) is reported and counted as not ok; the other seeds still finish.
+        String why = "seed " + seed + ": did not run: " + e.getCause();
+        System.out.println(why);
+        r = new String[] {why + System.lineSeparator(), "0", "0", "0", "0"};
+      }
+      seed++;
       failures.append(r[0]);
       if (r[0].isEmpty()) okSeeds++;
       steps += Long.parseLong(r[1]);

@@ -281,8 +281,9 @@ public final class SshSessionsBenchmark {
     String note =
         String.format(
             Locale.ROOT,
-            "%d sessions started at once; setup p99 %s ms; node %.2f cores",
+            "%d sessions started in %.1f s; setup p99 %s ms; node %.2f cores",
             sessions.size(),
+            (spawned - phaseStart) / 1e9,
             MarketBenchSupport.ms(MarketBenchSupport.quantile(sorted, 0.99)),
             nodeCpuSeconds / phaseSeconds);
     BenchResult.against(
