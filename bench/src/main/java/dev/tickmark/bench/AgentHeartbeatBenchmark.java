@@ -461,5 +461,24 @@ public final class AgentHeartbeatBenchmark {
               s.cpu().jvmCores()));
     }
     OUT.println(line);
+    for (Stage s : stages) {
+      double due = s.verified() / (double) interval;
+      BenchResult.against(
+              "agent-heartbeat",
+              "heartbeats@" + s.target(),
+              "heartbeats handled ÷ due, " + s.target() + " agents",
+              s.heartbeats() / s.seconds(),
+              "heartbeats/s",
+              due,
+              "heartbeats due/s (verified agents ÷ interval)")
+          .withNote(
+              String.format(
+                  Locale.ROOT,
+                  "%,d verified, %,d sessions; handling p99 %s ms",
+                  s.verified(),
+                  s.nodeSessions(),
+                  MarketBenchSupport.ms(s.latency().quantileMicros(0.99))))
+          .print(OUT);
+    }
   }
 }

@@ -336,6 +336,44 @@ public final class FailoverBenchmark {
       report("all rentals", placement.keySet(), settledMs, visibleMs);
       if (settledMs.size() < rentals)
         OUT.printf("NOT RESUMED within %d s: %,d rentals%n", timeout, rentals - settledMs.size());
+      long[] all = settledMs.values().stream().mapToLong(Long::longValue).sorted().toArray();
+      long[] killed =
+          onKilled.stream()
+              .filter(settledMs::containsKey)
+              .mapToLong(settledMs::get)
+              .sorted()
+              .toArray();
+      String note =
+          String.format(
+              Locale.ROOT,
+              "%,d rentals, %,d on node%d; resumed %,d; node%d out of the membership after %s",
+              rentals,
+              onKilled.size(),
+              kill,
+              settledMs.size(),
+              kill,
+              downedMs < 0 ? "(not seen)" : ms(downedMs));
+      // Every rental settling again is the figure: unresumed rentals count as the timeout.
+      double allMax =
+          settledMs.size() < rentals
+              ? timeout
+              : (all.length == 0 ? Double.NaN : all[all.length - 1] / 1000.0);
+      BenchResult.absolute(
+              "failover",
+              "failover.all-settled",
+              "kill -9 -> every rental settled again (max)",
+              allMax,
+              "s")
+          .withNote(note)
+          .print(OUT);
+      BenchResult.absolute(
+              "failover",
+              "failover.killed-p50",
+              "kill -9 -> first settlement, killed node's rentals p50",
+              killed.length == 0 ? Double.NaN : MarketBenchSupport.quantile(killed, 0.5) / 1000.0,
+              "s")
+          .withNote(note)
+          .print(OUT);
       for (BenchAgent a : agents) a.close();
     }
 

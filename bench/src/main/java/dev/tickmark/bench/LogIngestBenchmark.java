@@ -239,6 +239,22 @@ public final class LogIngestBenchmark {
           u.machineCores(),
           acked == 0 ? 0.0 : (n1 - n0) * 1e6 / acked,
           db.analyzeSummary());
+      BenchResult.against(
+              "log-ingest",
+              "logs.stored",
+              "log lines stored ÷ offered, " + running + " rentals x " + rate + " lines/s",
+              stored,
+              "lines/s",
+              offered,
+              "lines offered/s")
+          .withNote(
+              String.format(
+                  Locale.ROOT,
+                  "%d of %d agents connected at the end; %s",
+                  connected,
+                  agents.size(),
+                  lag1 > lag0 + offered * 2 ? "backlog growing" : "backlog bounded"))
+          .print(OUT);
       for (BenchAgent a : agents) a.close();
     }
   }

@@ -1129,6 +1129,37 @@ public final class MarketBenchmark {
                 r.cpu().jvmCores(),
                 r.cpu().postgresCores()));
       }
+      for (RateResult r : results) {
+        String note =
+            String.format(
+                Locale.ROOT,
+                "%,d hosts, %.0f s at %d/s, via %s; %,d of %,d offered matched, %,d shed",
+                r.hosts(),
+                r.seconds(),
+                r.rate(),
+                o.via(),
+                r.matched(),
+                r.offered(),
+                r.shed());
+        BenchResult.absolute(
+                "market-match",
+                "launch.p99@" + r.rate(),
+                "launch -> matched p99 at " + r.rate() + "/s",
+                MarketBenchSupport.quantile(r.matchedMicros(), 0.99) / 1000.0,
+                "ms")
+            .withNote(note)
+            .print(OUT);
+        BenchResult.against(
+                "market-match",
+                "launch.matched-per-s@" + r.rate(),
+                "matched/s at " + r.rate() + "/s offered",
+                r.matched() / (r.seconds() + r.drainSeconds()),
+                "matches/s",
+                r.rate(),
+                "offered launches/s")
+            .withNote(note)
+            .print(OUT);
+      }
       lines.add(
           "m.* = matcher-side EngineMetrics.matchLatency (request at the matcher -> answer); node/pg = cores during arrivals;"
               + " errors = "
@@ -1545,6 +1576,44 @@ public final class MarketBenchmark {
           "ratio = seconds metered / (running x window); events/s = journal rows written by the node in the window;"
               + " lag = tick arrival - (started_at + second), per second of the probed rentals");
       if (stop != null) lines.add("stopped: " + stop);
+      for (Stage s : stages) {
+        String note =
+            String.format(
+                Locale.ROOT,
+                "%,d running (target %,d), %.0f s window%s",
+                s.running(),
+                s.target(),
+                s.seconds(),
+                stop == null ? "" : "; stopped: " + stop);
+        BenchResult.against(
+                "market-meter",
+                "meter.metered@" + s.target(),
+                "seconds metered ÷ due, " + s.target() + " rentals over HTTP + PostgreSQL",
+                s.secondsMetered() / s.seconds(),
+                "s/s",
+                s.running(),
+                "seconds due per second")
+            .withNote(note)
+            .print(OUT);
+        BenchResult.absolute(
+                "market-meter",
+                "meter.tick-lag-p99@" + s.target(),
+                "tick lag p99, " + s.target() + " rentals",
+                MarketBenchSupport.quantile(s.lagMicros(), 0.99) / 1000.0,
+                "ms")
+            .withNote(note)
+            .print(OUT);
+        BenchResult.against(
+                "market-meter",
+                "meter.events-vs-raw@" + s.target(),
+                "journal events/s ÷ raw batched rows/s, " + s.target() + " rentals",
+                s.journalEvents() / s.seconds(),
+                "events/s",
+                raw,
+                "raw plain rows/s")
+            .withNote(note)
+            .print(OUT);
+      }
       return lines;
     }
   }

@@ -141,6 +141,44 @@ public final class MeterTicksBenchmark {
             + " window; baseline = cores of as many plain actors with a 1 s timer (same JVM, just before);"
             + " lag = tick arrival - (started_at + second) over the probed rentals; base p99 = the"
             + " baseline timers' lag");
+    for (Stage s : stages) {
+      String note =
+          String.format(
+              Locale.ROOT,
+              "%,d rentals, ramp %.0f s, %.0f s window; baseline timers' lag p99 %s ms",
+              s.rentals(),
+              s.rampSeconds(),
+              s.seconds(),
+              MarketBenchSupport.ms(MarketBenchSupport.quantile(s.baselineLagMicros(), 0.99)));
+      BenchResult.against(
+              "meter-ticks",
+              "ticks.metered@" + s.rentals(),
+              "seconds metered ÷ due, " + s.rentals() + " rentals (entities, in-memory journal)",
+              s.secondsMetered() / s.seconds(),
+              "s/s",
+              s.rentals(),
+              "seconds due per second")
+          .withNote(note)
+          .print(OUT);
+      BenchResult.absolute(
+              "meter-ticks",
+              "ticks.lag-p99@" + s.rentals(),
+              "subscribers' tick lag p99, " + s.rentals() + " rentals",
+              MarketBenchSupport.quantile(s.lagMicros(), 0.99) / 1000.0,
+              "ms")
+          .withNote(note)
+          .print(OUT);
+      BenchResult.against(
+              "meter-ticks",
+              "ticks.cores@" + s.rentals(),
+              "JVM cores ÷ as many plain 1 s timers' cores, " + s.rentals() + " rentals",
+              s.cores(),
+              "cores",
+              s.baselineCores(),
+              "plain actors with a 1 s timer, cores")
+          .withNote(note)
+          .print(OUT);
+    }
     System.exit(0);
   }
 

@@ -267,6 +267,22 @@ public final class RelayBenchmark {
               median(r, 1),
               median(r, 2),
               median(r, 3));
+          if (way != ways.get(0))
+            BenchResult.against(
+                    "relay",
+                    "relay."
+                        + (way.bridge()
+                            ? "bridge"
+                            : way.name().contains("two") ? "two-nodes" : "one-node")
+                        + "."
+                        + direction,
+                    "scp " + direction + ", " + way.name() + " ÷ direct",
+                    mbps,
+                    "MB/s",
+                    direct,
+                    "direct (socat) MB/s")
+                .withNote(String.format(Locale.ROOT, "%d MiB, %d run(s)", mib, runs))
+                .print(OUT);
         }
       }
     } finally {

@@ -907,6 +907,24 @@ public final class SettlementBenchmark {
             String.format(Locale.ROOT, " ratio=%.3f", 2 * best(postings).perSecond() / baseRate));
       line.append(" balanced=").append(balanced).append(" ledger=").append(ledgerOk);
       OUT.println(line);
+      if (postings != null) {
+        LoadDriver.Figures f = best(postings);
+        BenchResult.against(
+                "settlement",
+                "settlement.write-path",
+                "settlement events/s (capture + credit) ÷ raw plain batched rows/s",
+                2 * f.perSecond(),
+                "events/s",
+                baseRate,
+                "raw plain rows/s")
+            .withNote(
+                (f == postings.quiet() ? "quiet seconds" : "all seconds")
+                    + "; balanced="
+                    + balanced
+                    + " ledger="
+                    + ledgerOk)
+            .print(OUT);
+      }
     }
 
     static final int MIN_QUIET_SECONDS = 5;

@@ -217,6 +217,37 @@ public final class SnapshotBenchmark {
           "| second snapshot stored again | %.1f %% of chunks | %.1f %% of bytes |%n",
           100.0 * again[0] / again[1],
           100.0 * again[2] / ready2.get("size_bytes").asLong());
+      String note = String.format(Locale.ROOT, "%d MiB workspace, one node", mib);
+      BenchResult.against(
+              "snapshot",
+              "snapshot.upload",
+              "snapshot upload (chunks stored) ÷ raw 4 MiB inserts",
+              window1[1] / 1e6 / window1[0],
+              "MB/s",
+              raw[0],
+              "raw insert MB/s")
+          .withNote(note)
+          .print(OUT);
+      BenchResult.against(
+              "snapshot",
+              "snapshot.download",
+              "snapshot download through the node ÷ raw read",
+              download[0] / 1e6 / download[1],
+              "MB/s",
+              raw[1],
+              "raw read MB/s")
+          .withNote(note)
+          .print(OUT);
+      BenchResult.against(
+              "snapshot",
+              "snapshot.restore",
+              "launch with restore -> running ÷ raw read",
+              archive1 / 1e6 / restoreSeconds,
+              "MB/s",
+              raw[1],
+              "raw read MB/s")
+          .withNote(note)
+          .print(OUT);
     } finally {
       if (agent != null) agent.close();
     }

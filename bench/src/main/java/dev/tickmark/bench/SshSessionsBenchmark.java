@@ -278,6 +278,25 @@ public final class SshSessionsBenchmark {
         u.jvmCores(),
         u.machineCores());
     if (sample != null) OUT.println("  a failed session: " + sample);
+    String note =
+        String.format(
+            Locale.ROOT,
+            "%d sessions started in %.1f s; setup p99 %s ms; node %.2f cores",
+            sessions.size(),
+            (spawned - phaseStart) / 1e9,
+            MarketBenchSupport.ms(MarketBenchSupport.quantile(sorted, 0.99)),
+            nodeCpuSeconds / phaseSeconds);
+    BenchResult.against(
+            "ssh-sessions",
+            "ssh-sessions." + phase,
+            "ssh sessions completed ÷ started, via "
+                + (phase.equals("cli") ? "tickmark connect" : "in-JVM bridge"),
+            ok,
+            "sessions",
+            sessions.size(),
+            "sessions started")
+        .withNote(note)
+        .print(OUT);
   }
 
   static void awaitCards(FailoverBenchmark.Http http, String url, int cards) throws Exception {
