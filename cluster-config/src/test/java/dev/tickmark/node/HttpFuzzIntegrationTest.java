@@ -505,7 +505,12 @@ class HttpFuzzIntegrationTest {
     String sample = OpenApiIntegrationTest.sample("{" + name + "}");
     int pick = random.nextInt(10);
     if (pick < 2 && real != null) return ascii(real, false);
-    if (pick < 3) return ascii(sampleFor(name, before), false);
+    if (pick < 3) {
+      // Sampled after a hostile segment such as "{id}", the sample may be cut out of place and
+      // hold a slash: then it is another path, as any hostile segment with one.
+      String sampled = sampleFor(name, before);
+      return ascii(sampled, sampled.isEmpty() || sampled.contains("/"));
+    }
     if (pick < 6) {
       String s = uriSafe(HOSTILE_SEGMENTS.get(random.nextInt(HOSTILE_SEGMENTS.size())));
       boolean shape =

@@ -126,8 +126,13 @@ class MetricsIntegrationTest {
               value(samples, "tickmark_settlements_total", Map.of()),
               "settlements counted");
           assertTrue(value(samples, "tickmark_match_latency_seconds_count", Map.of()) >= 1);
-          // The node's only launch, matched at its first attempt: each of its steps timed once.
-          for (String step : List.of("recorded", "hold", "match", "matched_recorded")) {
+          // The node's only launch, matched at its first attempt: each of its steps timed once; its
+          // request was recorded with its match (issue 15), so no request-only write was timed.
+          assertEquals(
+              0,
+              value(samples, "tickmark_launch_step_seconds_count", Map.of("step", "recorded")),
+              "recorded alone");
+          for (String step : List.of("hold", "match", "matched_recorded")) {
             assertEquals(
                 1,
                 value(samples, "tickmark_launch_step_seconds_count", Map.of("step", step)),

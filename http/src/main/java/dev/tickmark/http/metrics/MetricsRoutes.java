@@ -174,8 +174,9 @@ public final class MetricsRoutes {
     out.family(
         "tickmark_launch_step_seconds",
         "histogram",
-        "The steps of a launch on the rental's node: recorded (the request's write), hold (the renter's hold placed), "
-            + "match (request to the matcher's answer), matched_recorded (the match's write before the answer).");
+        "The steps of a launch on the rental's node: hold (the renter's pending hold placed) and match (the matcher's "
+            + "answer), both from the launch's start and asked for at once; matched_recorded (the request and its match, "
+            + "one write, before the answer); recorded (the request's own write, only for a launch that had to wait).");
     launchStep(out, "recorded", metrics.launchRecorded);
     launchStep(out, "hold", metrics.launchHold);
     launchStep(out, "match", metrics.launchMatch);
