@@ -779,7 +779,10 @@ public final class Rental
       resumeProvisioning(p);
     } else if (state instanceof Running r) {
       if (r.last() != null) delivery.deliver(r.order(), r.terms(), r.last(), false);
-      wakeAtNextInstant(r);
+      // Recovered (typically on a survivor after a node loss, woken by the RentalWaker): its own
+      // instants are looked at now, not a second from now, so an overdue settlement is asked for
+      // at once.
+      timers.startSingleTimer(Timer.DUE, Timer.DUE, Duration.ZERO);
     } else if (state instanceof Ending e) {
       createSnapshot(e);
       delivery.finish(e);
@@ -1270,13 +1273,25 @@ public final class Rental
         state, limit.reason(), state.startedAt().plusSeconds(limit.seconds()), false, null);
   }
 
+  /**
+   * The longest a running rental waits for its host's liveness before it asks again (a second
+   * later): the host answers from memory, so an answer this late was lost, typically with the
+   * host's shard moving after a node loss, and waiting the full ask timeout would hold the
+   * settlement back that much longer once the shard has moved.
+   */
+  static final Duration LIVENESS_ASK_TIMEOUT = Duration.ofSeconds(2);
+
   /** Settle only what the host is known to have run: up to its last heartbeat. */
   private void askLiveness(Running state) {
     askingLiveness = true;
+    Duration timeout =
+        settings.askTimeout().compareTo(LIVENESS_ASK_TIMEOUT) < 0
+            ? settings.askTimeout()
+            : LIVENESS_ASK_TIMEOUT;
     context.ask(
         Host.Liveness.class,
         ports.host(state.terms().hostId()),
-        settings.askTimeout(),
+        timeout,
         reply -> new Host.GetLiveness(rentalId, reply),
         (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
   }
