@@ -430,6 +430,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private Behavior<Msg> onReattached(Reattached r) {
     reattaching = false;
     if (!r.ok()) return fail(Rejection.RECONNECT.wire(), r.message());
+    metrics.agentSessionsReattached.increment();
     return this;
   }
 
