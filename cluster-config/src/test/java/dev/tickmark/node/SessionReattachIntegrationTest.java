@@ -37,7 +37,7 @@ class SessionReattachIntegrationTest {
             "session_reattach",
             Map.of(
                 "pekko.cluster.sharding.passivation.default-idle-strategy.idle-entity.timeout",
-                "400ms"));
+                "1s"));
     api = new ApiClient(node.baseUrl());
   }
 
@@ -49,19 +49,27 @@ class SessionReattachIntegrationTest {
   @Test
   void aSessionItsHostForgotAttachesItselfAgainWithoutTheAgentReconnecting() {
     Customer provider = api.signUp("reattach-provider");
-    Registered host = HostTestSupport.verifiedHost(node, api, provider, "eu-reattach");
+    // Registered, its session attached, heartbeating at once so that the entity stays awake until
+    // the
+    // test lets it sleep.
+    Registered host = HostTestSupport.register(node, api, provider, "eu-nl");
     AgentTestClient agent = host.agent();
+    agent.startHeartbeats(HostTestSupport.HEARTBEAT_PERIOD);
+    Eventually.eventually(
+        Duration.ofSeconds(10),
+        () ->
+            assertTrue(EngineMetrics.get(node.system()).heartbeats.sum() > 0, "heartbeats count"));
     agent.stopHeartbeats();
     EngineMetrics metrics = EngineMetrics.get(node.system());
     long before = metrics.agentSessionsReattached.sum();
     long heartbeatsBefore = metrics.heartbeats.sum();
     List<JsonNode> frames = new ArrayList<>(agent.drain());
 
-    // Heartbeats 1.5 s apart (the idle timeout is 0.4 s, the heartbeat timeout 3 s): the entity
+    // Heartbeats 2.5 s apart (the idle timeout is 1 s, the heartbeat timeout 3 s): the entity
     // passivates between two, and the next heartbeat meets an incarnation that knows no session.
-    for (int i = 0; i < 10 && metrics.agentSessionsReattached.sum() == before; i++) {
+    for (int i = 0; i < 8 && metrics.agentSessionsReattached.sum() == before; i++) {
       assertTrue(agent.heartbeat(), "the socket is open");
-      JsonNode frame = agent.poll(Duration.ofMillis(1500));
+      JsonNode frame = agent.poll(Duration.ofMillis(2500));
       if (frame != null) frames.add(frame);
     }
     assertTrue(
