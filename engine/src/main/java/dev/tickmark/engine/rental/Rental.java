@@ -1273,25 +1273,13 @@ public final class Rental
         state, limit.reason(), state.startedAt().plusSeconds(limit.seconds()), false, null);
   }
 
-  /**
-   * The longest a running rental waits for its host's liveness before it asks again (a second
-   * later): the host answers from memory, so an answer this late was lost, typically with the
-   * host's shard moving after a node loss, and waiting the full ask timeout would hold the
-   * settlement back that much longer once the shard has moved.
-   */
-  static final Duration LIVENESS_ASK_TIMEOUT = Duration.ofSeconds(2);
-
   /** Settle only what the host is known to have run: up to its last heartbeat. */
   private void askLiveness(Running state) {
     askingLiveness = true;
-    Duration timeout =
-        settings.askTimeout().compareTo(LIVENESS_ASK_TIMEOUT) < 0
-            ? settings.askTimeout()
-            : LIVENESS_ASK_TIMEOUT;
     context.ask(
         Host.Liveness.class,
         ports.host(state.terms().hostId()),
-        timeout,
+        settings.askTimeout(),
         reply -> new Host.GetLiveness(rentalId, reply),
         (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
   }
