@@ -332,6 +332,8 @@ public final class FailoverBenchmark {
           kill,
           downedMs < 0 ? "(not seen)" : ms(downedMs),
           agentsBackMs < 0 ? "(not seen)" : ms(agentsBackMs));
+      for (int n = 1; n <= cluster.size(); n++)
+        if (n != kill) OUT.println(phases(cluster.logs.resolve("node-" + n + ".log"), n, killedAt));
       report("rentals the killed node hosted", onKilled, settledMs, visibleMs);
       report("all rentals", placement.keySet(), settledMs, visibleMs);
       if (settledMs.size() < rentals)
@@ -383,6 +385,10 @@ public final class FailoverBenchmark {
           ids.stream().filter(settledMs::containsKey).mapToLong(settledMs::get).sorted().toArray();
       long[] visible =
           ids.stream().filter(visibleMs::containsKey).mapToLong(visibleMs::get).sorted().toArray();
+      // seconds after the kill -> rentals whose first settlement fell in that second
+      java.util.TreeMap<Long, Integer> perSecond = new java.util.TreeMap<>();
+      for (long t : settled) perSecond.merge(t / 1000, 1, Integer::sum);
+      OUT.println("  first settlements per second after the kill (" + what + "): " + perSecond);
       OUT.printf(
           Locale.ROOT,
           "%s (%,d, resumed %,d): kill -> first settlement p50 %s p90 %s p99 %s max %s;"
@@ -397,6 +403,48 @@ public final class FailoverBenchmark {
           ms(MarketBenchSupport.quantile(visible, 0.5)),
           ms(MarketBenchSupport.quantile(visible, 0.99)),
           ms(visible.length == 0 ? 0 : visible[visible.length - 1]));
+    }
+
+    /**
+     * Where a survivor's seconds went, from its log (lines start with the local time of day): the
+     * first time after the kill it marked the node unreachable, its resolver downed it (only the
+     * leader logs that), it saw the node removed (RentalWaker's line), it started a singleton it
+     * took over (only the new oldest), and the first wake of the rentals.
+     */
+    static String phases(Path log, int node, Instant killedAt) {
+      java.time.LocalTime kill =
+          java.time.LocalTime.ofInstant(killedAt, java.time.ZoneId.systemDefault());
+      String[][] marks = {
+        {"unreachable", "Marking node as UNREACHABLE"},
+        {"SBR decision", "SBR took decision"},
+        {"removed", "left the cluster: waking"},
+        {"singleton taken over", "Singleton manager starting singleton actor"},
+      };
+      StringBuilder out = new StringBuilder("phases on node" + node + " (kill +):");
+      List<String> lines;
+      try {
+        lines = Files.readAllLines(log);
+      } catch (IOException e) {
+        return out.append(" (log unreadable: ").append(e.getMessage()).append(')').toString();
+      }
+      for (String[] mark : marks) {
+        String seen = "-";
+        for (String line : lines) {
+          if (line.length() < 12 || !line.contains(mark[1])) continue;
+          java.time.LocalTime at;
+          try {
+            at = java.time.LocalTime.parse(line.substring(0, 12));
+          } catch (java.time.format.DateTimeParseException e) {
+            continue;
+          }
+          long millis = Duration.between(kill, at).toMillis();
+          if (millis < 0) continue;
+          seen = ms(millis);
+          break;
+        }
+        out.append(' ').append(mark[0]).append(' ').append(seen).append(';');
+      }
+      return out.toString();
     }
 
     static String ms(long millis) {
@@ -772,6 +820,10 @@ public final class FailoverBenchmark {
     final AtomicLong seq = new AtomicLong();
     volatile boolean connected;
     volatile boolean closed;
+
+    /** Ticker ticks (100 ms) between heartbeats: the welcome's interval, as the real agent does. */
+    volatile int heartbeatTicks = 50;
+
     volatile String credential;
     volatile String hostId;
     private int attempts;
@@ -862,8 +914,8 @@ public final class FailoverBenchmark {
             long tick = TICKS.incrementAndGet();
             for (BenchAgent a : ALL) {
               if (!a.connected) continue;
-              if ((tick + a.index) % 50 == 0)
-                a.outbox.add(a.heartbeat()); // every 5 s, spread over the agents
+              if ((tick + a.index) % a.heartbeatTicks == 0)
+                a.outbox.add(a.heartbeat()); // as the welcome says, spread over the agents
               AgentFrame next = a.outbox.poll();
               if (next == null && logLinesPerSecond > 0) next = a.nextLogs();
               if (next != null) a.send(next);
@@ -956,6 +1008,7 @@ public final class FailoverBenchmark {
                 Ed25519.encodePublic(key.getPublic())));
       } else if (frame instanceof AgentFrame.Welcome w) {
         if (w.hostCredential() != null) credential = w.hostCredential();
+        if (w.heartbeatIntervalS() > 0) heartbeatTicks = w.heartbeatIntervalS() * 10;
         hostId = w.hostId();
         JsonNode tree =
             Frames.reportTree(MarketBenchmark.report("bench-host-" + index, cards, model));

@@ -32,10 +32,14 @@ final class RentalWaker {
   private static final Logger log = LoggerFactory.getLogger(RentalWaker.class);
 
   /**
-   * After the margin, the coordinator still has to hand the shards over; a second wake catches the
+   * After the margin, the coordinator still has to take the removed region's shards back (at the
+   * margin itself) and, if it moved too, register the regions: a wake sent then waits in its region
+   * until the shard has a home. The first wake follows the margin closely; a second catches the
    * slow ones.
    */
-  private static final Duration SETTLE = Duration.ofSeconds(2);
+  static final Duration FIRST_WAKE = Duration.ofMillis(500);
+
+  static final Duration SECOND_WAKE = Duration.ofSeconds(3);
 
   private RentalWaker() {}
 
@@ -64,15 +68,14 @@ final class RentalWaker {
                 log.info(
                     "{} left the cluster: waking unfinished rentals and snapshots in {} and {}",
                     removed.member().address(),
-                    margin.plus(SETTLE),
-                    margin.plus(SETTLE.multipliedBy(3)));
+                    margin.plus(FIRST_WAKE),
+                    margin.plus(SECOND_WAKE));
                 system
                     .scheduler()
-                    .scheduleOnce(margin.plus(SETTLE), wake, system.executionContext());
+                    .scheduleOnce(margin.plus(FIRST_WAKE), wake, system.executionContext());
                 system
                     .scheduler()
-                    .scheduleOnce(
-                        margin.plus(SETTLE.multipliedBy(3)), wake, system.executionContext());
+                    .scheduleOnce(margin.plus(SECOND_WAKE), wake, system.executionContext());
                 return Behaviors.same();
               });
         });

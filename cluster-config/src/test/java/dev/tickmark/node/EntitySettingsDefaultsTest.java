@@ -59,7 +59,7 @@ class EntitySettingsDefaultsTest {
     assertEquals(Verification.Policy.defaults(false), Verification.Policy.fromConfig(c));
     Host.Settings host = Host.Settings.fromConfig(c, Catalog.load(), Host.RentalLink.NONE);
     assertEquals(Duration.ofSeconds(30), host.heartbeatTimeout());
-    assertEquals(5, host.heartbeatIntervalSeconds());
+    assertEquals(2, host.heartbeatIntervalSeconds());
     assertEquals(
         new AgentSession.Limits(65536, 20, 40, Duration.ofSeconds(10), ASK),
         AgentSession.Limits.fromConfig(c));

@@ -80,6 +80,12 @@ public final class EngineMetrics implements Extension {
   public final LongAdder agentSessionsOpened = new LongAdder();
   public final LongAdder agentSessionsClosed = new LongAdder();
 
+  /**
+   * Sessions that attached themselves again after their host's entity forgot them (it restarted, or
+   * moved after a node loss), without the agent reconnecting.
+   */
+  public final LongAdder agentSessionsReattached = new LongAdder();
+
   public long agentSessionsOpen() {
     return agentSessionsOpened.sum() - agentSessionsClosed.sum();
   }

@@ -848,7 +848,10 @@ public final class Rental
       resumeProvisioning(p);
     } else if (state instanceof Running r) {
       if (r.last() != null) delivery.deliver(r.order(), r.terms(), r.last(), false);
-      wakeAtNextInstant(r);
+      // Recovered (typically on a survivor after a node loss, woken by the RentalWaker): its own
+      // instants are looked at now, not a second from now, so an overdue settlement is asked for
+      // at once.
+      timers.startSingleTimer(Timer.DUE, Timer.DUE, Duration.ZERO);
     } else if (state instanceof Ending e) {
       createSnapshot(e);
       delivery.finish(e);

@@ -124,6 +124,11 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private record AttachedToHost(String hostId, String credential, int heartbeatIntervalSeconds)
       implements Msg {}
 
+  /**
+   * The host's entity took this session back after it had forgotten it ({@code ok}), or did not.
+   */
+  private record Reattached(boolean ok, String message) implements Msg {}
+
   private record Verified(Verification.Outcome outcome) implements Msg {}
 
   private record Failed(String code, String message) implements Msg {}
@@ -179,6 +184,7 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   private String hostId;
   private String sshHostKey;
   private boolean active;
+  private boolean reattaching;
   private boolean closed;
   // token bucket for the frame rate limit
   private double tokens;
@@ -239,6 +245,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
         .onMessage(FromHost.class, this::onFromHost)
         .onMessage(Registered.class, this::onRegistered)
         .onMessage(AttachedToHost.class, this::onAttached)
+        .onMessage(Reattached.class, this::onReattached)
+        .onMessage(RetryAttach.class, this::onRetryAttach)
         .onMessage(Verified.class, this::onVerified)
         .onMessage(LogsStored.class, this::onLogsStored)
         .onMessage(ForwardToRental.class, this::onForwardToRental)
@@ -332,23 +340,97 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   }
 
   private void attach(String credential) {
+    attach(credential, 1);
+  }
+
+  private void attach(String credential, int attempt) {
     getContext()
         .askWithStatus(
             Host.Attached.class,
             host(),
-            limits.askTimeout(),
+            attachTimeout(),
             reply -> new Host.Attach(hostInbox, sshHostKey, reply),
             (attached, failure) ->
                 attached != null
                     ? new AttachedToHost(
                         attached.hostId(), credential, attached.heartbeatIntervalSeconds())
-                    : failed(failure));
+                    : retryable(failure, attempt)
+                        ? new RetryAttach(credential, attempt + 1, false, null)
+                        : failed(failure));
+  }
+
+  /**
+   * One attach may take this long before the session asks again: after a node loss, an attach sent
+   * while the host's shard is still homed on the lost node is not refused but lost, and the shard
+   * moves within seconds. Asking again keeps the agent's socket open, rather than have it back off,
+   * reconnect and attach once more.
+   */
+  static final Duration ATTACH_ATTEMPT_TIMEOUT = Duration.ofSeconds(2);
+
+  /** Attempts (each {@link #ATTACH_ATTEMPT_TIMEOUT}) before the agent is told to reconnect. */
+  static final int ATTACH_ATTEMPTS = 10;
+
+  private record RetryAttach(String credential, int attempt, boolean reattach, String message)
+      implements Msg {}
+
+  private Duration attachTimeout() {
+    return limits.askTimeout().compareTo(ATTACH_ATTEMPT_TIMEOUT) < 0
+        ? limits.askTimeout()
+        : ATTACH_ATTEMPT_TIMEOUT;
+  }
+
+  /** No answer in time (not a refusal, which is final), and attempts left. */
+  private static boolean retryable(Throwable failure, int attempt) {
+    return !(failure instanceof StatusReply.ErrorMessage) && attempt < ATTACH_ATTEMPTS;
+  }
+
+  private Behavior<Msg> onRetryAttach(RetryAttach r) {
+    if (closed) return this;
+    if (r.reattach()) reattachAttempt(r.message(), r.attempt());
+    else attach(r.credential(), r.attempt());
+    return this;
   }
 
   private Behavior<Msg> onAttached(AttachedToHost a) {
     active = true;
     timers.cancel(HelloTimeout.INSTANCE);
     send(new AgentFrame.Welcome(a.hostId(), a.credential(), a.heartbeatIntervalSeconds()));
+    return this;
+  }
+
+  /**
+   * The host's entity forgot this session (it restarted, or moved to another node after a node
+   * loss): this live, authenticated session attaches itself again, as a reconnect would, but
+   * without the agent's round trip (closing the socket, backing off, the challenge, a new hardware
+   * report). Only if that fails does the agent get {@code reconnect}. The heartbeat that told the
+   * entity about this session already counts as the listing of its workloads; the entity's next
+   * heartbeat from here proves the time as always.
+   */
+  private Behavior<Msg> reattach(String message) {
+    if (closed || !active) return fail(Rejection.RECONNECT.wire(), message);
+    if (reattaching) return this;
+    reattaching = true;
+    reattachAttempt(message, 1);
+    return this;
+  }
+
+  private void reattachAttempt(String message, int attempt) {
+    getContext()
+        .askWithStatus(
+            Host.Attached.class,
+            host(),
+            attachTimeout(),
+            reply -> new Host.Attach(hostInbox, sshHostKey, reply),
+            (attached, failure) ->
+                attached == null && retryable(failure, attempt)
+                    ? new RetryAttach(null, attempt + 1, true, message)
+                    : new Reattached(attached != null, message));
+  }
+
+  private Behavior<Msg> onReattached(Reattached r) {
+    reattaching = false;
+    if (!r.ok()) return fail(Rejection.RECONNECT.wire(), r.message());
+    metrics.agentSessionsReattached.increment();
     return this;
   }
 
@@ -559,6 +641,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
 
   private Behavior<Msg> onFromHost(FromHost m) {
     Host.ToSession message = m.message();
+    if (message instanceof Host.CloseSession close && close.code() == Rejection.RECONNECT)
+      return reattach(close.message());
     if (message instanceof Host.CloseSession close)
       return fail(close.code().wire(), close.message());
     if (closed) return this;

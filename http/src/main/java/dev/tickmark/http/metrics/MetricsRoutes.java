@@ -187,6 +187,11 @@ public final class MetricsRoutes {
         "Host agent websocket sessions open on this node.",
         metrics.agentSessionsOpen());
     out.counter(
+        "tickmark_agent_sessions_reattached_total",
+        "Agent sessions on this node that attached themselves again after their host's entity forgot them"
+            + " (it restarted, or moved after a node loss), without the agent reconnecting.",
+        metrics.agentSessionsReattached.sum());
+    out.counter(
         "tickmark_heartbeats_total",
         "Agent heartbeats handled by the host entities on this node.",
         metrics.heartbeats.sum());
