@@ -1,6 +1,7 @@
 package dev.tickmark.node;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.persistence.TestDatabase;
@@ -55,6 +56,8 @@ class JournalBatchingIntegrationTest {
 
       // Every writer keeps one event in flight, so the journal's batches mix many entities; every
       // third writer tags its events twice.
+      long batchesBefore = BatchedJournalDao.taggedBatchesWritten();
+      long eventsBefore = BatchedJournalDao.taggedEventsWritten();
       List<ActorRef<Writer.Command>> writers = new ArrayList<>();
       for (int i = 0; i < WRITERS; i++) writers.add(spawn(system, i, "a"));
       for (int round = 1; round <= EVENTS_EACH; round++) {
@@ -63,6 +66,15 @@ class JournalBatchingIntegrationTest {
         CompletableFuture.allOf(acks.toArray(CompletableFuture[]::new))
             .get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
       }
+
+      long batches = BatchedJournalDao.taggedBatchesWritten() - batchesBefore;
+      long batched = BatchedJournalDao.taggedEventsWritten() - eventsBefore;
+      assertTrue(
+          batched >= (long) WRITERS * EVENTS_EACH,
+          "every event went through the batched write: " + batched);
+      assertTrue(
+          batches < batched / 2,
+          batched + " events in " + batches + " batches: concurrent writers share batches");
 
       long taggedTwice = (WRITERS + 2) / 3;
       try (Connection c =

@@ -8,6 +8,7 @@ import java.sql.Types;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.concurrent.atomic.LongAdder;
 import org.apache.pekko.persistence.jdbc.config.EventJournalTableColumnNames;
 import org.apache.pekko.persistence.jdbc.config.EventJournalTableConfiguration;
 import org.apache.pekko.persistence.jdbc.config.EventTagTableConfiguration;
@@ -47,6 +48,19 @@ import slick.jdbc.SimpleJdbcAction;
  * plugin's own code. Chosen with {@code jdbc-journal.dao}.
  */
 public class BatchedJournalDao extends DefaultJournalDao {
+  private static final LongAdder TAGGED_BATCHES = new LongAdder();
+  private static final LongAdder TAGGED_EVENTS = new LongAdder();
+
+  /** Batches of tagged events this JVM's journals wrote in two statements. */
+  public static long taggedBatchesWritten() {
+    return TAGGED_BATCHES.sum();
+  }
+
+  /** The events in {@link #taggedBatchesWritten}. */
+  public static long taggedEventsWritten() {
+    return TAGGED_EVENTS.sum();
+  }
+
   private final String insertEvents;
   private final String insertTags;
 
@@ -153,6 +167,8 @@ public class BatchedJournalDao extends DefaultJournalDao {
       insertEvents(connection, rows);
       insertTags(connection, rows);
       connection.commit();
+      TAGGED_BATCHES.increment();
+      TAGGED_EVENTS.add(rows.size());
     } catch (SQLException | RuntimeException e) {
       try {
         connection.rollback();
