@@ -48,7 +48,10 @@ class EntitySettingsDefaultsTest {
             Duration.ofSeconds(120),
             Duration.ofSeconds(30),
             Duration.ofSeconds(1),
-            ASK),
+            ASK,
+            Duration.ofSeconds(60),
+            Duration.ofSeconds(60),
+            5_000),
         Rental.Settings.fromConfig(c));
     assertEquals(
         new Matcher.Settings(ASK, 16, 10_000, Duration.ofSeconds(2)),
@@ -86,6 +89,7 @@ class EntitySettingsDefaultsTest {
     Rental.Settings rental = Rental.Settings.fromConfig(c);
     assertEquals(Duration.ofSeconds(2), rental.settleInterval());
     assertEquals(Duration.ofSeconds(3), rental.askTimeout());
+    assertEquals(Duration.ofSeconds(60), rental.maxSettleInterval());
     assertEquals(4, Matcher.Settings.fromConfig(c).maxInFlight());
     assertEquals(2, PayoutRun.Settings.fromConfig(c).parallelism());
     assertEquals(

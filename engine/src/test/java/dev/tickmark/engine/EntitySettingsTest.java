@@ -52,7 +52,10 @@ class EntitySettingsTest {
             Duration.ofSeconds(90),
             Duration.ofSeconds(15),
             Duration.ofMillis(500),
-            Duration.ofSeconds(7)),
+            Duration.ofSeconds(7),
+            Rental.Settings.DEFAULT_MAX_WAKE_GAP,
+            Rental.Settings.DEFAULT_MAX_SETTLE_INTERVAL,
+            Rental.Settings.DEFAULT_SETTLE_STRETCH_FROM),
         Rental.Settings.fromConfig(CONFIG));
   }
 

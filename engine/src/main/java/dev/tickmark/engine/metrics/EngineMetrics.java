@@ -69,6 +69,12 @@ public final class EngineMetrics implements Extension {
   public final LongAdder settlements = new LongAdder();
 
   /**
+   * Rentals running on this node now (each counted by its incarnation while it runs): the load that
+   * stretches the settle interval.
+   */
+  public final LongAdder runningRentals = new LongAdder();
+
+  /**
    * A running rental's own timer fired: a settlement due, its limit or deadline, or a retry of an
    * unproven settlement. Not per second: a rental sleeps between these instants.
    */

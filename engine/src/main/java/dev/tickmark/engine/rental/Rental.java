@@ -161,6 +161,8 @@ public final class Rental
       Duration retryInterval,
       Duration askTimeout,
       Duration maxWakeGap,
+      Duration maxSettleInterval,
+      int settleStretchFrom,
       Duration confirmWithin) {
     /**
      * How long a launch's pending hold and reservation wait for the rental to confirm them before
@@ -169,6 +171,51 @@ public final class Rental
      */
     public static final Duration DEFAULT_CONFIRM_WITHIN = Duration.ofSeconds(60);
 
+    public Settings(
+        Duration settleInterval,
+        long holdSeconds,
+        int feeBps,
+        Duration provisioningTimeout,
+        Duration stopTimeout,
+        Duration retryInterval,
+        Duration askTimeout,
+        Duration maxWakeGap,
+        Duration maxSettleInterval,
+        int settleStretchFrom) {
+      this(
+          settleInterval,
+          holdSeconds,
+          feeBps,
+          provisioningTimeout,
+          stopTimeout,
+          retryInterval,
+          askTimeout,
+          maxWakeGap,
+          maxSettleInterval,
+          settleStretchFrom,
+          DEFAULT_CONFIRM_WITHIN);
+    }
+
+    /**
+     * The longest a running rental sleeps when none of its own instants (the next settlement, its
+     * limit, a preemption deadline) comes sooner: it bounds how late a wall clock stepped forward
+     * is noticed. Entity tests that move a clock by hand set it to a second.
+     */
+    public static final Duration DEFAULT_MAX_WAKE_GAP = Duration.ofSeconds(60);
+
+    /**
+     * Under load the settle interval grows up to this ({@code settle-interval-max}); within a
+     * quarter of {@code hold-duration} (see {@link RentalBilling#intervalSeconds}).
+     */
+    public static final Duration DEFAULT_MAX_SETTLE_INTERVAL = Duration.ofSeconds(60);
+
+    /**
+     * From this many running rentals on a node the settle interval grows in proportion ({@code
+     * settle-stretch-from}); 0: never.
+     */
+    public static final int DEFAULT_SETTLE_STRETCH_FROM = 5_000;
+
+    /** The settle interval never grows: entity tests and callers that name every setting. */
     public Settings(
         Duration settleInterval,
         long holdSeconds,
@@ -187,15 +234,9 @@ public final class Rental
           retryInterval,
           askTimeout,
           maxWakeGap,
-          DEFAULT_CONFIRM_WITHIN);
+          settleInterval,
+          0);
     }
-
-    /**
-     * The longest a running rental sleeps when none of its own instants (the next settlement, its
-     * limit, a preemption deadline) comes sooner: it bounds how late a wall clock stepped forward
-     * is noticed. Entity tests that move a clock by hand set it to a second.
-     */
-    public static final Duration DEFAULT_MAX_WAKE_GAP = Duration.ofSeconds(60);
 
     public Settings(
         Duration settleInterval,
@@ -233,6 +274,12 @@ public final class Rental
           rentals.hasPath("max-wake-gap")
               ? rentals.getDuration("max-wake-gap")
               : DEFAULT_MAX_WAKE_GAP,
+          rentals.hasPath("settle-interval-max")
+              ? rentals.getDuration("settle-interval-max")
+              : DEFAULT_MAX_SETTLE_INTERVAL,
+          rentals.hasPath("settle-stretch-from")
+              ? rentals.getInt("settle-stretch-from")
+              : DEFAULT_SETTLE_STRETCH_FROM,
           rentals.hasPath("confirm-within")
               ? rentals.getDuration("confirm-within")
               : DEFAULT_CONFIRM_WITHIN);
@@ -743,6 +790,9 @@ public final class Rental
   private boolean snapshotCreated;
   // The node's ticker, once a subscriber came: it sends the per-second ticks.
   private ActorRef<RentalTicks.Command> ticks;
+  // Counted in the node's running rentals (EngineMetrics.runningRentals), the settle interval's
+  // load.
+  private boolean countedRunning;
   private boolean
       askingLiveness; // one liveness question at a time, however slow the host's node answers
   private Instant
@@ -1468,7 +1518,7 @@ public final class Rental
     long second = secondsBetween(state.startedAt(), now);
     RentalBilling.Limit limit = RentalBilling.limit(state);
     if (second >= limit.seconds()) return endAtLimit(state, limit);
-    if (billing.settlementDue(state, second) && !askingLiveness) askLiveness(state);
+    if (billing.settlementDue(state, second, runningHere()) && !askingLiveness) askLiveness(state);
     wakeAtNextInstant(state);
     return Effect().noReply();
   }
@@ -1481,7 +1531,8 @@ public final class Rental
    */
   private void wakeAtNextInstant(Running state) {
     Instant now = now();
-    Instant settleAt = billing.nextSettlementAt(state);
+    countRunning();
+    Instant settleAt = billing.nextSettlementAt(state, runningHere());
     Instant next = settleAt.isAfter(now) ? settleAt : now.plusSeconds(1);
     next = earlier(next, state.startedAt().plusSeconds(RentalBilling.limit(state).seconds()));
     if (state.preemptionDeadline() != null) next = earlier(next, state.preemptionDeadline());
@@ -1525,6 +1576,25 @@ public final class Rental
   /** This incarnation stops (ends, passivates, restarts): its subscribers' ticks stop with it. */
   private void stopTicks() {
     if (ticks != null) ticks.tell(new RentalTicks.Forget(rentalId));
+    if (countedRunning) {
+      countedRunning = false;
+      metrics.runningRentals.decrement();
+    }
+  }
+
+  /**
+   * This incarnation is running: counted in the node's running rentals (once; {@link #stopTicks}
+   * uncounts it when it ends, passivates or restarts).
+   */
+  private void countRunning() {
+    if (countedRunning) return;
+    countedRunning = true;
+    metrics.runningRentals.increment();
+  }
+
+  /** The node's load that stretches the settle interval: its running rentals. */
+  private long runningHere() {
+    return metrics.runningRentals.sum();
   }
 
   private ReplyEffect<Event, State> endAtLimit(Running state, RentalBilling.Limit limit) {
@@ -1553,7 +1623,9 @@ public final class Rental
       return Effect().noReply();
     noteHeartbeat(answer.liveness());
     Instant now = now();
-    long second = billing.settleThrough(state, RentalBilling.runningProof(answer.liveness()), now);
+    long second =
+        billing.settleThrough(
+            state, RentalBilling.runningProof(answer.liveness()), now, runningHere());
     if (second == RentalBilling.NONE) {
       maybeExtend(state); // the hold may be what holds the settlement back
       return Effect().noReply();

@@ -31,14 +31,79 @@ final class RentalBilling {
   private final int feeBps;
   private final long settleIntervalSeconds;
 
+  /** The longest settle interval under load: the configured one, within a quarter hold window. */
+  private final long maxSettleIntervalSeconds;
+
+  /** Running rentals on the node from which the settle interval grows; 0: it never grows. */
+  private final long stretchFromRentals;
+
   RentalBilling(long holdSeconds, int feeBps, Duration settleInterval) {
+    this(holdSeconds, feeBps, settleInterval, settleInterval, 0);
+  }
+
+  RentalBilling(
+      long holdSeconds,
+      int feeBps,
+      Duration settleInterval,
+      Duration maxSettleInterval,
+      long stretchFromRentals) {
     this.holdSeconds = holdSeconds;
     this.feeBps = feeBps;
     this.settleIntervalSeconds = settleInterval.toSeconds();
+    this.maxSettleIntervalSeconds =
+        Math.max(
+            settleIntervalSeconds,
+            Math.min(maxSettleInterval.toSeconds(), holdSeconds / HOLD_WINDOW_PARTS));
+    this.stretchFromRentals = Math.max(0, stretchFromRentals);
   }
 
   static RentalBilling of(Rental.Settings settings) {
-    return new RentalBilling(settings.holdSeconds(), settings.feeBps(), settings.settleInterval());
+    return new RentalBilling(
+        settings.holdSeconds(),
+        settings.feeBps(),
+        settings.settleInterval(),
+        settings.maxSettleInterval(),
+        settings.settleStretchFrom());
+  }
+
+  /**
+   * A stretched settle interval stays within this part of the hold window ({@code hold-seconds}):
+   * the hold grows at a settlement once less than half a window is left, so a settlement a quarter
+   * window apart still finds a quarter window held ahead of it when it asks.
+   */
+  static final long HOLD_WINDOW_PARTS = 4;
+
+  /**
+   * The node-wide settle interval at a load of {@code runningRentals}: {@code base} up to {@code
+   * from} running rentals, then in proportion to them ({@code base × running / from}, so the node
+   * keeps settling about {@code from / base} times a second), up to {@code max}. {@code from} 0:
+   * never stretched.
+   */
+  static long stretchedSeconds(long base, long max, long from, long runningRentals) {
+    if (from <= 0 || runningRentals <= from || max <= base) return base;
+    long high = Math.multiplyHigh(base, runningRentals);
+    long product = base * runningRentals;
+    if (high != 0 || product < 0) return max;
+    return Math.max(base, Math.min(max, product / from));
+  }
+
+  /**
+   * The settle interval of this running rental while {@code runningRentals} rentals run on its
+   * node: the stretched interval, but its next settlement never beyond the seconds its hold covers,
+   * its limit or its preemption deadline (it ends there anyway, with a final settlement); never
+   * shorter than the configured {@code settle-interval}. Cumulative totals make any interval exact:
+   * a settlement only ever moves the checkpoint to a second the host proved.
+   */
+  long intervalSeconds(Running state, long runningRentals) {
+    long interval =
+        stretchedSeconds(
+            settleIntervalSeconds, maxSettleIntervalSeconds, stretchFromRentals, runningRentals);
+    if (interval == settleIntervalSeconds) return interval;
+    long end = Math.min(heldSeconds(state), limit(state).seconds());
+    if (state.preemptionDeadline() != null)
+      end = Math.min(end, secondsBetween(state.startedAt(), state.preemptionDeadline()));
+    long ahead = end - settledThrough(state.last());
+    return Math.max(settleIntervalSeconds, Math.min(interval, ahead));
   }
 
   /**
@@ -97,7 +162,12 @@ final class RentalBilling {
    * run.
    */
   boolean settlementDue(Running state, long second) {
-    return second - settledThrough(state.last()) >= settleIntervalSeconds;
+    return settlementDue(state, second, 0);
+  }
+
+  /** The same at a node load of {@code runningRentals} ({@link #intervalSeconds}). */
+  boolean settlementDue(Running state, long second, long runningRentals) {
+    return second - settledThrough(state.last()) >= intervalSeconds(state, runningRentals);
   }
 
   /**
@@ -105,7 +175,14 @@ final class RentalBilling {
    * The rental sleeps until then; what it settles is still bounded by the host's heartbeat.
    */
   Instant nextSettlementAt(Running state) {
-    return state.startedAt().plusSeconds(settledThrough(state.last()) + settleIntervalSeconds);
+    return nextSettlementAt(state, 0);
+  }
+
+  /** The same at a node load of {@code runningRentals} ({@link #intervalSeconds}). */
+  Instant nextSettlementAt(Running state, long runningRentals) {
+    return state
+        .startedAt()
+        .plusSeconds(settledThrough(state.last()) + intervalSeconds(state, runningRentals));
   }
 
   /**
@@ -116,14 +193,22 @@ final class RentalBilling {
    * that settles less. {@link #NONE} when nothing is to be settled.
    */
   long settleThrough(Running state, Instant lastHeartbeat, Instant now) {
+    return settleThrough(state, lastHeartbeat, now, 0);
+  }
+
+  /**
+   * The same at a node load of {@code runningRentals}: checkpoints stay {@link #intervalSeconds}
+   * apart.
+   */
+  long settleThrough(Running state, Instant lastHeartbeat, Instant now, long runningRentals) {
+    long interval = intervalSeconds(state, runningRentals);
     Instant upTo = earlier(now, lastHeartbeat);
     if (state.preemptionDeadline() != null) upTo = earlier(upTo, state.preemptionDeadline());
     long covered = secondsBetween(state.startedAt(), upTo);
     long second = Math.min(covered, Math.min(limit(state).seconds(), heldSeconds(state)));
     long settled = settledThrough(state.last());
     boolean stoppedShort = second < covered;
-    if (second <= settled || (second - settled < settleIntervalSeconds && !stoppedShort))
-      return NONE;
+    if (second <= settled || (second - settled < interval && !stoppedShort)) return NONE;
     return second;
   }
 

@@ -257,8 +257,9 @@ public final class RentalTicks {
     }
 
     private void tell(ActorRef<Rental.Update> subscriber, Rental.Tick tick) {
-      subscriber.tell(tick);
+      // Counted before it is sent: whoever receives it then sees it counted.
       metrics.ticksSent.increment();
+      subscriber.tell(tick);
     }
 
     private void queueAt(Watched w, long second) {

@@ -237,4 +237,127 @@ class RentalBillingTest {
             null);
     assertEquals(0, billing.extensionTarget(atCap), "the cap is already held");
   }
+
+  // ---- the settle interval under load (issue 15, decision 3)
+
+  /** 10 s, growing from 1,000 running rentals up to 60 s (the 300 s hold allows 75). */
+  private final RentalBilling stretching =
+      new RentalBilling(300, 1_500, Duration.ofSeconds(10), Duration.ofSeconds(60), 1_000);
+
+  private Checkpoint atStretching(long second) {
+    return stretching.checkpoint(terms(2, ONE_PER_SECOND), second, START.plusSeconds(second));
+  }
+
+  @Test
+  void theSettleIntervalGrowsInProportionToTheRunningRentalsBeyondTheThresholdUpToItsMaximum() {
+    assertEquals(10, RentalBilling.stretchedSeconds(10, 60, 5_000, 0));
+    assertEquals(10, RentalBilling.stretchedSeconds(10, 60, 5_000, 5_000), "up to the threshold");
+    assertEquals(10, RentalBilling.stretchedSeconds(10, 60, 5_000, 5_499), "10.99 s: floored");
+    assertEquals(20, RentalBilling.stretchedSeconds(10, 60, 5_000, 10_000));
+    assertEquals(50, RentalBilling.stretchedSeconds(10, 60, 5_000, 25_000));
+    assertEquals(60, RentalBilling.stretchedSeconds(10, 60, 5_000, 30_001), "the maximum");
+    assertEquals(60, RentalBilling.stretchedSeconds(10, 60, 5_000, Long.MAX_VALUE), "no overflow");
+    assertEquals(10, RentalBilling.stretchedSeconds(10, 60, 0, 1_000_000), "0: never grows");
+    assertEquals(10, RentalBilling.stretchedSeconds(10, 5, 5_000, 1_000_000), "max below base");
+    // The node keeps settling about threshold / base = 500 times a second until the maximum.
+    for (long k = 5_000; k <= 30_000; k += 2_500)
+      assertEquals(
+          500.0, (double) k / RentalBilling.stretchedSeconds(10, 60, 5_000, k), 50.0, "at " + k);
+  }
+
+  @Test
+  void aStretchedIntervalStopsAtWhatTheHoldCoversAndNeverGoesBelowTheConfiguredOne() {
+    // 2 cards at 1 µ€ per GPU-second, 600 µ€ held: the hold covers 300 s.
+    assertEquals(10, stretching.intervalSeconds(running(600, List.of()), 500), "no load");
+    assertEquals(30, stretching.intervalSeconds(running(600, List.of()), 3_000));
+    assertEquals(60, stretching.intervalSeconds(running(600, List.of()), 1_000_000));
+    assertEquals(
+        20,
+        stretching.intervalSeconds(running(600, List.of(atStretching(280))), 1_000_000),
+        "20 s held ahead");
+    assertEquals(
+        10,
+        stretching.intervalSeconds(running(600, List.of(atStretching(295))), 1_000_000),
+        "5 s held ahead: the configured interval (the settlement itself stops at the hold)");
+  }
+
+  @Test
+  void aStretchedIntervalStopsAtTheLimitAndThePreemptionDeadline() {
+    Running capped =
+        running(
+            spec(2, ONE_PER_SECOND, 1_001L),
+            2_000,
+            terms(2, ONE_PER_SECOND),
+            List.of(atStretching(470)),
+            null,
+            null);
+    assertEquals(30, stretching.intervalSeconds(capped, 1_000_000), "the cap ends it at 500 s");
+    Running spot =
+        running(
+            spec(2, ONE_PER_SECOND, null),
+            10_000,
+            terms(2, ONE_PER_SECOND),
+            List.of(atStretching(70)),
+            null,
+            START.plusSeconds(100));
+    assertEquals(30, stretching.intervalSeconds(spot, 1_000_000), "preempted at 100 s");
+  }
+
+  @Test
+  void theMaximumStaysWithinAQuarterOfTheHoldWindow() {
+    RentalBilling shortHold =
+        new RentalBilling(120, 1_500, Duration.ofSeconds(10), Duration.ofSeconds(60), 1_000);
+    assertEquals(30, shortHold.intervalSeconds(running(100_000, List.of()), 1_000_000));
+    RentalBilling tinyHold =
+        new RentalBilling(20, 1_500, Duration.ofSeconds(10), Duration.ofSeconds(60), 1_000);
+    assertEquals(
+        10,
+        tinyHold.intervalSeconds(running(100_000, List.of()), 1_000_000),
+        "never below the configured interval");
+  }
+
+  @Test
+  void dueNextAndHowFarFollowTheStretchedInterval() {
+    Running r = running(600, List.of());
+    assertEquals(false, stretching.settlementDue(r, 29, 3_000));
+    assertEquals(true, stretching.settlementDue(r, 30, 3_000));
+    assertEquals(true, stretching.settlementDue(r, 10, 500), "no load: every 10 s");
+    assertEquals(START.plusSeconds(30), stretching.nextSettlementAt(r, 3_000));
+    assertEquals(START.plusSeconds(10), stretching.nextSettlementAt(r, 0));
+    assertEquals(
+        RentalBilling.NONE,
+        stretching.settleThrough(r, START.plusSeconds(25), START.plusSeconds(40), 3_000),
+        "25 s proven: under the stretched interval");
+    assertEquals(
+        31, stretching.settleThrough(r, START.plusSeconds(31), START.plusSeconds(40), 3_000));
+    assertEquals(
+        25,
+        stretching.settleThrough(r, START.plusSeconds(25), START.plusSeconds(40), 0),
+        "the same proof settles at no load");
+  }
+
+  @Test
+  void underAnyLoadASettlementNeverPassesTheProofOrTheHoldAndNeverGoesBack() {
+    long[] loads = {0, 999, 1_000, 2_500, 6_000, 1_000_000, Long.MAX_VALUE};
+    for (long load : loads) {
+      for (long settled : new long[] {0, 10, 150, 280, 295, 300}) {
+        Running r = running(600, settled == 0 ? List.of() : List.of(atStretching(settled)));
+        for (long proof = 0; proof <= 400; proof += 7) {
+          long second =
+              stretching.settleThrough(
+                  r, START.plusSeconds(proof), START.plusSeconds(proof + 3), load);
+          if (second == RentalBilling.NONE) continue;
+          String where = "load " + load + ", settled " + settled + ", proof " + proof;
+          assertEquals(true, second <= proof, where + ": never past the heartbeat");
+          assertEquals(true, second <= 300, where + ": never past the hold");
+          assertEquals(true, second > settled, where + ": never back");
+          long interval = stretching.intervalSeconds(r, load);
+          assertEquals(
+              true,
+              second - settled >= interval || second == 300,
+              where + ": a full interval apart unless the hold stops it");
+        }
+      }
+    }
+  }
 }

@@ -22,6 +22,7 @@ import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.market.Matcher;
+import dev.tickmark.engine.metrics.EngineMetrics;
 import dev.tickmark.engine.money.Metering;
 import dev.tickmark.engine.rental.Rental.Checkpoint;
 import dev.tickmark.engine.rental.Rental.Ended;
@@ -835,6 +836,51 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(11)); // at 23, heard up to 22
     f.awaitCheckpoints(12L, 22L);
     f.awaitAssert(() -> assertConserved(f, cost(22)));
+  }
+
+  @Test
+  void underTheNodesLoadCheckpointsComeAStretchedIntervalApartAndStayExact() {
+    Settings s = settings();
+    // 10 s, growing from 1,000,000 running rentals on the node, up to 40 s (the 300 s hold allows
+    // 75 s).
+    Settings stretching =
+        new Settings(
+            s.settleInterval(),
+            s.holdSeconds(),
+            s.feeBps(),
+            s.provisioningTimeout(),
+            s.stopTimeout(),
+            s.retryInterval(),
+            s.askTimeout(),
+            s.maxWakeGap(),
+            Duration.ofSeconds(40),
+            1_000_000);
+    // A system of its own: its node metrics count this rental's wakes and load alone.
+    ActorTestKit own = ActorTestKit.create("RentalStretchTest", CONFIG);
+    try {
+      EngineMetrics metrics = EngineMetrics.get(own.system());
+      RentalFixture f = new RentalFixture(own, stretching, DEPOSIT);
+      f.running(onDemand(CARDS, CEILING), FLOOR);
+      f.awaitAssert(() -> assertEquals(1, metrics.runningRentals.sum(), "this rental runs"));
+      // The node runs 3,000,000 more rentals: settle every 30 s.
+      metrics.runningRentals.add(3_000_000);
+      f.clock.advance(Duration.ofSeconds(29));
+      long wakes = metrics.rentalWakes.sum();
+      f.awaitAssert(
+          () ->
+              assertTrue(
+                  metrics.rentalWakes.sum() >= wakes + 2, "woke at 29 s, the heartbeat at 29 s"));
+      assertEquals(List.of(), f.checkpointSeconds(), "29 s: not due under this load");
+      f.clock.advance(Duration.ofSeconds(1));
+      f.awaitCheckpoints(30L);
+      // The load is gone: back to 10 s.
+      metrics.runningRentals.add(-3_000_000);
+      f.clock.advance(Duration.ofSeconds(10));
+      f.awaitCheckpoints(30L, 40L);
+      f.awaitAssert(() -> assertConserved(f, cost(40)));
+    } finally {
+      own.shutdownTestKit();
+    }
   }
 
   @Test

@@ -64,6 +64,14 @@ public final class MarketSimulation implements AutoCloseable {
   static final int FEE_BPS = 1_500;
   static final Duration HEARTBEAT_TIMEOUT = Duration.ofSeconds(30);
   static final int HEARTBEAT_SECONDS = 5;
+
+  /**
+   * {@code -Dsim.settle-stretch-from=N}: the settle interval grows from N running rentals (up to 60
+   * s, issue 15), so a run with a handful of rentals settles as a loaded node would; 0 (the
+   * default): never, as the suite runs.
+   */
+  static final int SETTLE_STRETCH_FROM = Integer.getInteger("sim.settle-stretch-from", 0);
+
   static final Rental.Settings RENTAL =
       new Rental.Settings(
           Duration.ofSeconds(10),
@@ -72,7 +80,10 @@ public final class MarketSimulation implements AutoCloseable {
           Duration.ofSeconds(120),
           Duration.ofSeconds(30),
           Duration.ofSeconds(1),
-          Duration.ofSeconds(5));
+          Duration.ofSeconds(5),
+          Rental.Settings.DEFAULT_MAX_WAKE_GAP,
+          SETTLE_STRETCH_FROM > 0 ? Duration.ofSeconds(60) : Duration.ofSeconds(10),
+          SETTLE_STRETCH_FROM);
 
   /**
    * Storage at 100 µ€ per GiB-second (1–8 GiB snapshots cost 0.36–2.88 EUR an hour, so renters'
