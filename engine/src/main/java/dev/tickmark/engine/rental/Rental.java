@@ -1133,10 +1133,11 @@ public final class Rental
     boolean matchOut = known == null;
     long launchMicros = launchMicros();
     metrics.launchRecorded.recordMicros(launchMicros);
-    // The match out was asked for at the launch's start (by the rental's clock, so that a
-    // simulated run stays deterministic): asked again twice the ask timeout after it.
+    // The match out was asked for at the launch's start, half an ask timeout ago when the launch
+    // timer ran out: asked again twice the ask timeout after it, as any request (no wall-clock
+    // reading here, so that a simulated run stays deterministic).
     Duration retryIn =
-        settings.askTimeout().multipliedBy(2).minus(Duration.between(order.createdAt(), now()));
+        settings.askTimeout().multipliedBy(2).minus(settings.askTimeout().dividedBy(2));
     endLaunch();
     return Effect()
         .persist(
