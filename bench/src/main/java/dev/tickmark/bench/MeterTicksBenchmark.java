@@ -81,15 +81,19 @@ public final class MeterTicksBenchmark {
     int[] sizes = {10_000, 25_000};
     int window = 30;
     int probes = 100;
+    int rampTimeout = 120;
     for (String a : argv) {
       if (a.startsWith("--sizes="))
         sizes =
             Arrays.stream(a.substring(8).split(",")).mapToInt(Integer::parseInt).sorted().toArray();
       else if (a.startsWith("--window=")) window = Integer.parseInt(a.substring(9));
       else if (a.startsWith("--probes=")) probes = Integer.parseInt(a.substring(9));
+      else if (a.startsWith("--ramp-timeout="))
+        rampTimeout = Integer.parseInt(a.substring("--ramp-timeout=".length()));
       else {
         System.err.println(
-            "Usage: MeterTicksBenchmark [--sizes=10000,25000] [--window=30] [--probes=100]");
+            "Usage: MeterTicksBenchmark [--sizes=10000,25000] [--window=30] [--probes=100]"
+                + " [--ramp-timeout=120]");
         System.exit(2);
       }
     }
@@ -98,7 +102,7 @@ public final class MeterTicksBenchmark {
     OUT.println("build: " + build());
     List<Stage> stages = new ArrayList<>();
     for (int k : sizes) {
-      Stage s = new MeterTicksBenchmark.Run(k, window, probes).run();
+      Stage s = new MeterTicksBenchmark.Run(k, window, probes, rampTimeout).run();
       stages.add(s);
       print(s);
     }
@@ -234,6 +238,7 @@ public final class MeterTicksBenchmark {
     final int k;
     final int window;
     final int probeCount;
+    final int rampTimeoutSeconds;
     final Clock clock = Clock.systemUTC();
     final ActorSystem<Void> system;
     final Map<String, ActorRef<Rental.Command>> rentals = new ConcurrentHashMap<>();
@@ -245,8 +250,9 @@ public final class MeterTicksBenchmark {
     final int renters = 200;
     final int providers = 100;
 
-    Run(int k, int window, int probes) {
+    Run(int k, int window, int probes, int rampTimeoutSeconds) {
       this.k = k;
+      this.rampTimeoutSeconds = rampTimeoutSeconds;
       this.window = window;
       this.probeCount = probes;
       this.system = ActorSystem.create(Behaviors.empty(), "meter-ticks-" + k, config());
@@ -489,7 +495,7 @@ public final class MeterTicksBenchmark {
             "   %,d launches unanswered within %d s (the node could not keep up)%n",
             launchesUnanswered.get(),
             ASK.toSeconds());
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(rampTimeoutSeconds);
       while (started.get() < k && System.nanoTime() < deadline) Thread.sleep(100);
     }
 
