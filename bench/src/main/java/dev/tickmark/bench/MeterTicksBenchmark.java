@@ -247,12 +247,21 @@ public final class MeterTicksBenchmark {
     final ActorRef<Matcher.Command> matcher;
     final AtomicInteger started = new AtomicInteger();
     final AtomicInteger launchesUnanswered = new AtomicInteger();
-    final int renters = 200;
+    final AtomicInteger launchesRefused = new AtomicInteger();
+
+    /**
+     * Renters the rentals are spread over: at most 50 live rentals each, half an account's limit
+     * ({@code tickmark.accounts.max-live-rentals}, 100), which would otherwise refuse launches past
+     * 20,000.
+     */
+    final int renters;
+
     final int providers = 100;
 
     Run(int k, int window, int probes, int rampTimeoutSeconds) {
       this.k = k;
       this.rampTimeoutSeconds = rampTimeoutSeconds;
+      this.renters = Math.max(200, (k + 49) / 50);
       this.window = window;
       this.probeCount = probes;
       this.system = ActorSystem.create(Behaviors.empty(), "meter-ticks-" + k, config());
@@ -480,6 +489,11 @@ public final class MeterTicksBenchmark {
               AskPattern.<Rental.Command, StatusReply<Rental.View>>ask(
                       ref, r -> new Rental.Create(renter, spec, r), ASK, system.scheduler())
                   .toCompletableFuture()
+                  .thenApply(
+                      reply -> {
+                        if (reply.isError()) launchesRefused.incrementAndGet();
+                        return reply;
+                      })
                   .exceptionally(
                       failure -> {
                         launchesUnanswered.incrementAndGet(); // counted; the rest go on
@@ -495,6 +509,8 @@ public final class MeterTicksBenchmark {
             "   %,d launches unanswered within %d s (the node could not keep up)%n",
             launchesUnanswered.get(),
             ASK.toSeconds());
+      if (launchesRefused.get() > 0)
+        OUT.printf(Locale.ROOT, "   %,d launches refused%n", launchesRefused.get());
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(rampTimeoutSeconds);
       while (started.get() < k && System.nanoTime() < deadline) Thread.sleep(100);
     }
