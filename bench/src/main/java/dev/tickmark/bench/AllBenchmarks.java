@@ -113,11 +113,12 @@ public final class AllBenchmarks {
           new Bench(
               "meter-ticks",
               "MeterTicksBenchmark",
-              List.of("--sizes=10000", "--window=10", "--probes=50"),
+              // the target's size; the window covers one stretched settle interval (50 s at 25,000)
+              List.of("--sizes=25000", "--window=50", "--probes=50", "--ramp-timeout=240"),
               List.of("-Xmx6g"),
               List.of(),
               false,
-              360),
+              600),
           new Bench(
               "agent-heartbeat",
               "AgentHeartbeatBenchmark",
