@@ -8,6 +8,7 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import org.apache.pekko.http.javadsl.model.ContentTypes;
 import org.apache.pekko.http.javadsl.model.HttpEntities;
@@ -20,9 +21,11 @@ import org.apache.pekko.util.ByteString;
  * {@code Idempotency-Key} on money-moving POSTs: the same key and body get the first response
  * again; the same key with another body gets 409 {@code idempotency_key_reused}. 5xx answers are
  * not kept, so a retry after an outage runs the request again (the engine's own posting keys keep
- * that safe). A key is remembered for a day by default (then a request with it runs afresh), and
- * one whose request never answered (its node crashed) is taken over by the next request with the
- * same body after a minute: see {@link IdempotencyKeys}.
+ * that safe, and a request that creates something derives its id from the key's {@link Attempt#seed
+ * seed}, so the retry finds it instead of creating it twice). A key is remembered for a day by
+ * default (then a request with it runs afresh), and one whose request never answered (its node
+ * crashed) is taken over by the next request with the same body after a minute: see {@link
+ * IdempotencyKeys}.
  */
 public final class Idempotency {
   private final IdempotencyKeys keys;
@@ -31,15 +34,55 @@ public final class Idempotency {
     this.keys = keys;
   }
 
+  /**
+   * What a request run under {@code Idempotency-Key} knows of its key: its seed, and whether a
+   * failure is known to have left nothing behind.
+   */
+  public static final class Attempt {
+    private static final Attempt WITHOUT_KEY = new Attempt(null);
+
+    private final Long seed;
+    private volatile boolean leftNothing;
+
+    private Attempt(Long seed) {
+      this.seed = seed;
+    }
+
+    /**
+     * Drawn once per key and kept across retries of the same request after a 5xx or a crash, so an
+     * id derived from it names what the first attempt may have created; null without a key.
+     */
+    public Long seed() {
+      return seed;
+    }
+
+    /**
+     * The request fails with a 5xx that is known to have left nothing behind (not "no answer in
+     * time"): a retry with the key starts afresh, with a new seed.
+     */
+    public void leftNothing() {
+      leftNothing = true;
+    }
+  }
+
   public Route apply(
       String principal,
       String path,
       ByteString body,
       Supplier<CompletionStage<HttpResponse>> action) {
+    return applyWith(principal, path, body, attempt -> action.get());
+  }
+
+  /** As {@link #apply}, for a request that derives what it creates from {@link Attempt#seed}. */
+  public Route applyWith(
+      String principal,
+      String path,
+      ByteString body,
+      Function<Attempt, CompletionStage<HttpResponse>> action) {
     return optionalHeaderValueByName(
         "Idempotency-Key",
         header -> {
-          if (header.isEmpty()) return completeWithFuture(answer(action));
+          if (header.isEmpty()) return completeWithFuture(answer(action, Attempt.WITHOUT_KEY));
           String key = header.get();
           if (key.isBlank() || key.length() > 255) {
             return complete(
@@ -70,17 +113,23 @@ public final class Idempotency {
                                       "a request with this Idempotency-Key is still running; retry shortly")
                                   .toResponse());
                         }
-                        long claimId = ((IdempotencyKeys.Fresh) claim).claimId();
-                        return answer(action)
-                            .thenCompose(response -> remember(principal, key, claimId, response));
+                        var fresh = (IdempotencyKeys.Fresh) claim;
+                        Attempt attempt = new Attempt(fresh.seed());
+                        return answer(action, attempt)
+                            .thenCompose(
+                                response ->
+                                    remember(principal, key, fresh.claimId(), attempt, response));
                       }));
         });
   }
 
   private CompletionStage<HttpResponse> remember(
-      String principal, String key, long claimId, HttpResponse response) {
+      String principal, String key, long claimId, Attempt attempt, HttpResponse response) {
     if (response.status().intValue() >= 500)
-      return keys.release(principal, key, claimId).thenApply(done -> response);
+      return (attempt.leftNothing
+              ? keys.forget(principal, key, claimId)
+              : keys.release(principal, key, claimId))
+          .thenApply(done -> response);
     String body =
         ((org.apache.pekko.http.javadsl.model.HttpEntity.Strict) response.entity())
             .getData()
@@ -90,10 +139,10 @@ public final class Idempotency {
   }
 
   private static CompletionStage<HttpResponse> answer(
-      Supplier<CompletionStage<HttpResponse>> action) {
+      Function<Attempt, CompletionStage<HttpResponse>> action, Attempt attempt) {
     CompletionStage<HttpResponse> started;
     try {
-      started = action.get();
+      started = action.apply(attempt);
     } catch (RuntimeException e) {
       return CompletableFuture.completedFuture(Responses.problemFor(e).toResponse());
     }

@@ -1,6 +1,11 @@
 package dev.tickmark.http;
 
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.security.SecureRandom;
+import java.util.Arrays;
 import java.util.HexFormat;
 
 /** Public identifiers: a type prefix and 96 random bits, unguessable so ids leak nothing. */
@@ -24,6 +29,25 @@ public final class Ids {
       if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
     }
     return true;
+  }
+
+  /**
+   * An id of the same shape derived from {@code principal} and a secret {@code seed} (an
+   * Idempotency-Key's): the same pair always names the same resource, and without the seed it
+   * cannot be guessed.
+   */
+  static String derived(String prefix, String principal, long seed) {
+    try {
+      MessageDigest digest = MessageDigest.getInstance("SHA-256");
+      digest.update(prefix.getBytes(StandardCharsets.UTF_8));
+      digest.update((byte) 0);
+      digest.update(principal.getBytes(StandardCharsets.UTF_8));
+      digest.update((byte) 0);
+      digest.update(ByteBuffer.allocate(Long.BYTES).putLong(seed).array());
+      return prefix + HexFormat.of().formatHex(Arrays.copyOf(digest.digest(), 12));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e);
+    }
   }
 
   static String random(int bytes) {

@@ -196,11 +196,13 @@ public final class RentalRoutes {
                                                     entity(
                                                         Unmarshaller.entityToByteString(),
                                                         body ->
-                                                            idempotency.apply(
+                                                            idempotency.applyWith(
                                                                 renter,
                                                                 uri.path(),
                                                                 body,
-                                                                () -> launch(renter, body))))),
+                                                                attempt ->
+                                                                    launch(
+                                                                        renter, body, attempt))))),
                                     get(
                                         () ->
                                             parameterOptional(
@@ -280,10 +282,21 @@ public final class RentalRoutes {
         v -> complete(Responses.json(202, new LaunchResponse(view(v)))));
   }
 
-  private CompletionStage<HttpResponse> launch(String renter, ByteString body) {
+  /**
+   * Under an {@code Idempotency-Key} the rental's id derives from the key's seed: a retry after a
+   * 5xx (no answer in time) or after the first attempt's node crashed reaches the rental the first
+   * attempt may have created, which answers as it stands, instead of launching a second one. The
+   * one 5xx known to leave nothing (the market could not be read: that rental ended at once,
+   * nothing charged) lets a retry launch afresh.
+   */
+  private CompletionStage<HttpResponse> launch(
+      String renter, ByteString body, Idempotency.Attempt attempt) {
     LaunchRequest request = Json.read(body, LaunchRequest.class);
     Rental.Spec spec = spec(request);
-    String rentalId = "rnt_" + Ids.random(12);
+    String rentalId =
+        attempt.seed() == null
+            ? "rnt_" + Ids.random(12)
+            : Ids.derived("rnt_", renter, attempt.seed());
     return withRestore(renter, request.restore(), spec)
         .thenCompose(s -> withAccountKeys(renter, s))
         .thenCompose(
@@ -292,6 +305,10 @@ public final class RentalRoutes {
                     .entityRefFor(Rental.ENTITY_KEY, rentalId)
                     .<Rental.View>askWithStatus(
                         reply -> new Rental.Create(renter, withKeys, reply), launchTimeout))
+        .whenComplete(
+            (v, failure) -> {
+              if (Rental.endedUnlaunched(failure)) attempt.leftNothing();
+            })
         .thenApply(v -> Responses.json(201, new LaunchResponse(view(v))));
   }
 

@@ -44,7 +44,8 @@ public final class Migrations {
           "V12__account_audit.sql",
           "V13__idempotency_key_expiry.sql",
           "V14__snapshots.sql",
-          "V15__operator_audit_and_key_use.sql");
+          "V15__operator_audit_and_key_use.sql",
+          "V16__idempotency_key_seed.sql");
 
   private Migrations() {}
 

@@ -379,8 +379,24 @@ public final class Rental
 
   public interface Command extends CborSerializable {}
 
+  /**
+   * Launches the rental; sent again to an existing rental of the same renter (a retried launch), it
+   * answers as the first did: the rental as it stands, or the same refusal.
+   */
   public record Create(String renterId, Spec spec, ActorRef<StatusReply<View>> replyTo)
       implements Command {}
+
+  /**
+   * Whether a {@link Create}'s failure says the rental ended without launching and left nothing
+   * behind: refused {@code unavailable} (the market could not be read; it closed, nothing charged,
+   * its hold released). No answer in time is not: that rental may still launch.
+   */
+  public static boolean endedUnlaunched(Throwable failure) {
+    Throwable t = failure;
+    while (t instanceof java.util.concurrent.CompletionException && t.getCause() != null)
+      t = t.getCause();
+    return t instanceof StatusReply.ErrorMessage && Rejection.codeOf(t) == Rejection.UNAVAILABLE;
+  }
 
   /**
    * {@code renterId == null}: an operator or the system. Another renter's rental answers not_found.
@@ -1167,12 +1183,12 @@ public final class Rental
 
   private ReplyEffect<Event, State> onCreateAgain(State state, Create cmd) {
     boolean same = state.order() != null && state.order().ownedBy(cmd.renterId());
-    return Effect()
-        .reply(
-            cmd.replyTo(),
-            same
-                ? StatusReply.success(view(state))
-                : reply(Rejection.ALREADY_EXISTS, "rental " + rentalId + " exists"));
+    if (!same)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.ALREADY_EXISTS, "rental " + rentalId + " exists"));
+    if (state instanceof RefusedRental refused)
+      return Effect().reply(cmd.replyTo(), reply(refused.code(), refusalDetail(refused.code())));
+    return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
   }
 
   /**

@@ -333,6 +333,35 @@ class RentalTest {
 
     assertEquals(refused, f.kit.restart().state());
     assertEquals(Rental.Status.REFUSED, ok(f.stop(f.renterId)).status());
+
+    // A retried launch (an Idempotency-Key's retry reaches the same rental) gets the same refusal,
+    // and nothing is placed or recorded again.
+    int recorded = f.events().size();
+    f.create(spec);
+    assertRejected(Rejection.INSUFFICIENT_FUNDS, f.creator.receiveMessage(RentalFixture.WAIT));
+    assertEquals(recorded, f.events().size());
+    assertEquals(0, f.renter.summary().held());
+  }
+
+  @Test
+  void aRetriedLaunchOfAMatchedRentalAnswersTheRentalAsItStands() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    Matcher.Match match = f.expectMatch();
+    match.replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    View first = ok(f.creator.receiveMessage(RentalFixture.WAIT));
+    assertEquals(Rental.Status.PROVISIONING, first.status());
+    int recorded = f.events().size();
+    long held = f.renter.summary().held();
+
+    f.create(spec);
+    View again = ok(f.creator.receiveMessage(RentalFixture.WAIT));
+    assertEquals(first.id(), again.id());
+    assertEquals(Rental.Status.PROVISIONING, again.status());
+    f.matcher.expectNoMessage(Duration.ofMillis(200));
+    assertEquals(recorded, f.events().size(), "a retried launch records nothing");
+    assertEquals(held, f.renter.summary().held(), "and places no second hold");
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 package dev.tickmark.persistence.auth;
 
 import dev.tickmark.persistence.Jdbc;
+import java.security.SecureRandom;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.Timestamp;
@@ -22,6 +23,13 @@ import java.util.concurrent.ThreadLocalRandom;
  * {@code InProgress}. Both happen in the claim's single upsert, so of two requests racing for a key
  * exactly one gets it; each claim has its own id, so a request that answers after its claim was
  * taken over changes nothing.
+ *
+ * <p>Each record also draws a {@code seed} once, which a request may derive the ids it creates from
+ * (a launch derives its rental's id): a request that got no answer worth keeping (a 5xx: the engine
+ * may or may not have acted) {@link #release releases} the key without forgetting the seed, and so
+ * does an abandoned claim, so the request that takes the key over lands on what the first one may
+ * have created instead of creating it twice. Only an expired record, a different body after a
+ * release, or a release that {@link #forget knows nothing was done} starts with a new seed.
  */
 public final class IdempotencyKeys {
   public static final Duration DEFAULT_TTL = Duration.ofHours(24);
@@ -33,7 +41,7 @@ public final class IdempotencyKeys {
    * The key was free (or expired, or abandoned) and is now claimed by this request, as {@code
    * claimId}.
    */
-  public record Fresh(long claimId) implements Claim {}
+  public record Fresh(long claimId, long seed) implements Claim {}
 
   public record Replay(int status, String body) implements Claim {}
 
@@ -42,6 +50,9 @@ public final class IdempotencyKeys {
 
   /** The first request with this key has not finished yet. */
   public record InProgress() implements Claim {}
+
+  /** Seeds become ids that must stay unguessable. */
+  private static final SecureRandom SEEDS = new SecureRandom();
 
   private final Jdbc jdbc;
   private final Clock clock;
@@ -71,31 +82,42 @@ public final class IdempotencyKeys {
   public CompletionStage<Claim> claim(String principal, String key, byte[] requestHash) {
     Instant now = clock.instant();
     long claimId = ThreadLocalRandom.current().nextLong();
+    long newSeed = SEEDS.nextLong();
     return jdbc.run(
         connection -> {
-          // One statement: a new key is inserted; an expired record (any body) or an abandoned
-          // claim (same body, no answer) is taken over. The conflicting row is locked while the
-          // WHERE is checked, so a concurrent claim sees the taken-over row and is refused.
+          // One statement: a new key is inserted; an expired record (any body), a released one or
+          // an abandoned claim (same body, no answer) is taken over. The conflicting row is locked
+          // while the WHERE is checked, so a concurrent claim sees the taken-over row and is
+          // refused. The seed survives a takeover with the same body of a record that has not
+          // expired: whatever the earlier request created is found again.
           try (PreparedStatement upsert =
               connection.prepareStatement(
                   "INSERT INTO idempotency_keys AS k"
-                      + " (principal, idempotency_key, request_hash, created_at, claim_id)"
-                      + " VALUES (?, ?, ?, ?, ?)"
+                      + " (principal, idempotency_key, request_hash, created_at, claim_id, seed)"
+                      + " VALUES (?, ?, ?, ?, ?, ?)"
                       + " ON CONFLICT (principal, idempotency_key) DO UPDATE SET"
                       + " request_hash = EXCLUDED.request_hash, status = NULL,"
                       + " response_body = NULL, created_at = EXCLUDED.created_at,"
-                      + " claim_id = EXCLUDED.claim_id"
+                      + " claim_id = EXCLUDED.claim_id, released = FALSE,"
+                      + " seed = CASE WHEN k.created_at >= ? AND k.request_hash = EXCLUDED.request_hash"
+                      + " THEN COALESCE(k.seed, EXCLUDED.seed) ELSE EXCLUDED.seed END"
                       + " WHERE k.created_at < ?"
+                      + " OR (k.status IS NULL AND k.released)"
                       + " OR (k.status IS NULL AND k.request_hash = EXCLUDED.request_hash"
-                      + " AND k.created_at < ?)")) {
+                      + " AND k.created_at < ?)"
+                      + " RETURNING seed")) {
             upsert.setString(1, principal);
             upsert.setString(2, key);
             upsert.setBytes(3, requestHash);
             upsert.setTimestamp(4, Timestamp.from(now));
             upsert.setLong(5, claimId);
-            upsert.setTimestamp(6, Timestamp.from(now.minus(ttl)));
-            upsert.setTimestamp(7, Timestamp.from(now.minus(inProgressTimeout)));
-            if (upsert.executeUpdate() == 1) return new Fresh(claimId);
+            upsert.setLong(6, newSeed);
+            upsert.setTimestamp(7, Timestamp.from(now.minus(ttl)));
+            upsert.setTimestamp(8, Timestamp.from(now.minus(ttl)));
+            upsert.setTimestamp(9, Timestamp.from(now.minus(inProgressTimeout)));
+            try (ResultSet claimed = upsert.executeQuery()) {
+              if (claimed.next()) return new Fresh(claimId, claimed.getLong(1));
+            }
           }
           try (PreparedStatement select =
               connection.prepareStatement(
@@ -103,7 +125,7 @@ public final class IdempotencyKeys {
             select.setString(1, principal);
             select.setString(2, key);
             try (ResultSet rs = select.executeQuery()) {
-              // released or deleted between our two statements: let the client retry
+              // forgotten or deleted between our two statements: let the client retry
               if (!rs.next()) return new InProgress();
               if (!Arrays.equals(rs.getBytes(1), requestHash)) return new Conflict();
               int status = rs.getInt(2);
@@ -136,9 +158,31 @@ public final class IdempotencyKeys {
 
   /**
    * Frees a key whose request failed without an answer worth keeping (a 5xx), so a retry can run;
-   * nothing if its claim was taken.
+   * its seed stays, for the retry with the same body to find what this request may have created.
+   * Nothing if its claim was taken.
    */
   public CompletionStage<Void> release(String principal, String key, long claimId) {
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+              connection.prepareStatement(
+                  "UPDATE idempotency_keys SET released = TRUE WHERE principal = ?"
+                      + " AND idempotency_key = ? AND claim_id = ? AND status IS NULL")) {
+            st.setString(1, principal);
+            st.setString(2, key);
+            st.setLong(3, claimId);
+            st.executeUpdate();
+          }
+          return null;
+        });
+  }
+
+  /**
+   * Frees a key whose request is known to have done nothing that lasts (a 5xx after which nothing
+   * it created is left to find): the record goes, and the next request with the key starts afresh,
+   * with a new seed. Nothing if its claim was taken.
+   */
+  public CompletionStage<Void> forget(String principal, String key, long claimId) {
     return jdbc.run(
         connection -> {
           try (PreparedStatement st =

@@ -139,6 +139,54 @@ class IdempotencyKeysIntegrationTest {
   }
 
   @Test
+  void aReleasedKeyIsTakenOverAtOnceWithItsSeedAndOnlyAFreshStartDrawsANewOne() throws Exception {
+    String p = principal();
+    var first = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "a"));
+    // a 5xx: the engine may have acted, so the retry with the same body gets the same seed, at once
+    keys.release(p, "k", first.claimId()).toCompletableFuture().get();
+    var retry = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "a"));
+    assertNotEquals(first.claimId(), retry.claimId());
+    assertEquals(first.seed(), retry.seed(), "a released key keeps its seed for the same body");
+    // the retry holds the key: a concurrent one waits, as for any claim
+    assertInstanceOf(IdempotencyKeys.InProgress.class, claim(p, "k", "a"));
+
+    // abandoned (its node crashed): the takeover keeps the seed too
+    clock.advance(IN_PROGRESS.plusSeconds(1));
+    var takeover = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "a"));
+    assertEquals(first.seed(), takeover.seed(), "an abandoned claim keeps its seed");
+
+    // a release, then another body: nothing of the first request is wanted, a new seed
+    keys.release(p, "k", takeover.claimId()).toCompletableFuture().get();
+    var other = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "b"));
+    assertNotEquals(first.seed(), other.seed(), "another body starts afresh");
+
+    // known to have done nothing: forgotten, the next request starts afresh
+    keys.forget(p, "k", other.claimId()).toCompletableFuture().get();
+    assertEquals(0, count(p, "k"));
+    var afresh = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "b"));
+    assertNotEquals(other.seed(), afresh.seed(), "a forgotten key draws a new seed");
+
+    // released and then expired: a new seed even for the same body
+    keys.release(p, "k", afresh.claimId()).toCompletableFuture().get();
+    clock.advance(TTL.plusSeconds(1));
+    var expired = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "b"));
+    assertNotEquals(afresh.seed(), expired.seed(), "an expired record draws a new seed");
+  }
+
+  @Test
+  void aLateReleaseOrForgetOfATakenOverClaimChangesNothing() throws Exception {
+    String p = principal();
+    var crashed = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "a"));
+    clock.advance(IN_PROGRESS.plusSeconds(1));
+    var takeover = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "a"));
+    keys.forget(p, "k", crashed.claimId()).toCompletableFuture().get();
+    keys.release(p, "k", crashed.claimId()).toCompletableFuture().get();
+    assertInstanceOf(IdempotencyKeys.InProgress.class, claim(p, "k", "a"));
+    keys.complete(p, "k", takeover.claimId(), 201, "{}").toCompletableFuture().get();
+    assertInstanceOf(IdempotencyKeys.Replay.class, claim(p, "k", "a"));
+  }
+
+  @Test
   void ofManyRacingTakeoversExactlyOneWins() throws Exception {
     String p = principal();
     assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "race", "a"));

@@ -1,0 +1,85 @@
+package dev.tickmark.node;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import dev.tickmark.agent.Agent;
+import dev.tickmark.persistence.DatabaseSettings;
+import dev.tickmark.persistence.TestDatabase;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.Statement;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A launch whose first attempt got no answer in time (a 503: the engine may still act on it) and is
+ * retried with the same {@code Idempotency-Key} ends as one rental, not two: the retry reaches the
+ * rental the first attempt created. The stall is real: the test holds PostgreSQL's lock on the
+ * journal table, so every write of the launch waits past the node's launch timeout, then lets go.
+ */
+class LaunchRetryIntegrationTest {
+  private Node node;
+  private Agent agent;
+
+  @AfterEach
+  void stop() throws Exception {
+    if (agent != null) agent.close();
+    if (node != null) node.close();
+  }
+
+  @Test
+  void aLaunchRetriedAfterItTimedOutIsTheSameRental() throws Exception {
+    Path temp = Files.createTempDirectory("tickmark-launch-retry");
+    DatabaseSettings db = TestDatabase.fresh("launch_retry");
+    // a launch answers within 3 x ask-timeout: 3 s here
+    node =
+        Node.start(
+            RentingSupport.renting(TestNodes.settings(db))
+                .withConfig("tickmark.http.ask-timeout", "1s"));
+    ApiClient api = new ApiClient(node.baseUrl());
+    ApiClient.Customer provider = api.signUp("Provider");
+    agent = RentingSupport.listedHost(node, api, provider, temp.resolve("agent"), "eu-de", 2);
+    ApiClient.Customer renter = RentingSupport.renter(api, "Renter", "10");
+    Map<String, String> key = Map.of("Idempotency-Key", "launch-that-timed-out");
+    String body = RentingSupport.launchBody("eu-de");
+
+    try (Connection lock = DriverManager.getConnection(db.url(), db.user(), db.password());
+        Statement st = lock.createStatement()) {
+      lock.setAutoCommit(false);
+      // reads go on; every insert into the journal waits for this transaction
+      st.execute("LOCK TABLE event_journal IN EXCLUSIVE MODE");
+      api.send("POST", "/v1/rentals", renter.apiKey(), body, key).expectProblem(503, "unavailable");
+      lock.rollback();
+    }
+
+    // the stalled launch goes on once the journal takes writes again; its retry finds it
+    JsonNode retried =
+        api.send("POST", "/v1/rentals", renter.apiKey(), body, key)
+            .expect(201)
+            .json()
+            .get("rental");
+    String id = retried.get("id").asText();
+    RentingSupport.awaitStatus(api, renter, id, "running");
+    JsonNode replayed =
+        api.send("POST", "/v1/rentals", renter.apiKey(), body, key).expect(201).json();
+    assertEquals(id, replayed.get("rental").get("id").asText(), "the answer kept is the retry's");
+
+    JsonNode listed = api.get("/v1/rentals", renter.apiKey()).expect(200).json().get("rentals");
+    assertEquals(1, listed.size(), "one launch, one rental: " + listed);
+    assertEquals(id, listed.get(0).get("id").asText());
+    // one hold, the rental's own: the first attempt's hold is the retry's, not a second one
+    JsonNode entries =
+        api.get("/v1/account/ledger?limit=500", renter.apiKey()).expect(200).json().get("entries");
+    int holds = 0;
+    for (JsonNode entry : entries) {
+      if (!entry.get("kind").asText().equals("hold")) continue;
+      holds++;
+      assertEquals(id, entry.get("rental_id").asText(), entries.toString());
+    }
+    assertEquals(1, holds, "one hold: " + entries);
+  }
+}
