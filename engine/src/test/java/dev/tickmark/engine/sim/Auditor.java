@@ -161,6 +161,7 @@ final class Auditor {
   private final Function<String, List<Instant>> reportedStops;
   private final Function<String, Instant> lastListed;
   private final Function<String, Instant> goneSince;
+  private final java.util.function.BiPredicate<String, Instant> goneBeforeTheEnd;
   private final java.util.function.LongSupplier clockJumped;
   private final java.util.function.LongSupplier step;
   private final Set<String> switchedOff;
@@ -174,6 +175,7 @@ final class Auditor {
       Function<String, List<Instant>> reportedStops,
       Function<String, Instant> lastListed,
       Function<String, Instant> goneSince,
+      java.util.function.BiPredicate<String, Instant> goneBeforeTheEnd,
       java.util.function.LongSupplier clockJumped,
       java.util.function.LongSupplier step,
       Set<String> switchedOff) {
@@ -183,6 +185,7 @@ final class Auditor {
     this.reportedStops = reportedStops;
     this.lastListed = lastListed;
     this.goneSince = goneSince;
+    this.goneBeforeTheEnd = goneBeforeTheEnd;
     this.clockJumped = clockJumped;
     this.step = step;
     this.switchedOff = switchedOff;
@@ -616,7 +619,8 @@ final class Auditor {
     }
     // Finding E: nothing after the workload was gone is billed. The agent lists the workloads it
     // runs in every heartbeat; once one that no longer listed this one reached the host before the
-    // end, the bill goes no further than the last heartbeat that listed it.
+    // end (in the order things happened, whatever the clock read), the bill goes no further than
+    // the last heartbeat that listed it.
     Instant listed = lastListed.apply(r.id);
     Instant gone = goneSince.apply(r.id);
     Instant billedEnd = r.startedAt.plusSeconds(e.billedSeconds());
@@ -624,7 +628,7 @@ final class Auditor {
         listed == null
             || e.billedSeconds() == 0
             || gone == null
-            || !gone.isBefore(e.endAt())
+            || !goneBeforeTheEnd.test(r.id, e.endAt())
             || !billedEnd.isAfter(listed.plusSeconds(1)),
         "billed-within-listing",
         () ->

@@ -431,6 +431,7 @@ public final class MarketSimulation implements AutoCloseable {
   private final Map<String, Instant> latestListedOnTheClock = new TreeMap<>();
   // Per rental: when the first heartbeat after that one that no longer listed it reached the host.
   private final Map<String, Long> goneSince = new TreeMap<>();
+  private final Map<String, Long> endedAtVirtual = new TreeMap<>();
   // Per host: the rentals its latest heartbeats listed.
   private final Map<String, Set<String>> listedOn = new TreeMap<>();
   private final Map<String, Long> depositsMade = new TreeMap<>();
@@ -475,6 +476,7 @@ public final class MarketSimulation implements AutoCloseable {
             id -> reportedStops.getOrDefault(id, List.of()),
             this::lastListedOnTheClock,
             this::goneOnTheClock,
+            this::goneBeforeTheEnd,
             clock::jumpedForwardMillis,
             () -> step,
             config.switchedOff());
@@ -530,6 +532,18 @@ public final class MarketSimulation implements AutoCloseable {
 
   private Instant goneOnTheClock(String id) {
     return onTheClock(goneSince.get(id));
+  }
+
+  /**
+   * Whether the first heartbeat that no longer listed rental {@code id}'s workload reached its host
+   * before the rental's end instant, in the order things happened: a clock stepped back between the
+   * two can put the omission's clock reading before an end it followed.
+   */
+  private boolean goneBeforeTheEnd(String id, Instant endAt) {
+    Long gone = goneSince.get(id);
+    if (gone == null) return false;
+    Long end = endedAtVirtual.get(id);
+    return end == null ? onTheClock(gone).isBefore(endAt) : gone < end;
   }
 
   private Instant onTheClock(Long virtualMillis) {
@@ -860,6 +874,11 @@ public final class MarketSimulation implements AutoCloseable {
       String text = e instanceof Host.Registered ? "Registered" : e.toString();
       digest.update((pid + " " + text + "\n").getBytes(UTF_8));
       if (e instanceof Rental.Ended ended) {
+        // when the end instant was, in the simulation's own time: the clock's reading at the write,
+        // less how far before it the end lies (a step of the clock in between is not undone)
+        endedAtVirtual.put(
+            pid.substring(pid.indexOf('|') + 1),
+            loop.nowMillis() - Duration.between(ended.endAt(), clock.instant()).toMillis());
         note(
             "  "
                 + pid

@@ -64,7 +64,9 @@ class MarketSimulationTest {
   void everySeedKeepsTheBooksWhenTheClockStepsBack() {
     StringBuilder failures = new StringBuilder();
     long steppedBack = 0;
-    for (long seed : List.of(1L, 2L)) {
+    // seed 11: an omission that followed a renter's stop but, the clock stepped back between them,
+    // read earlier than it (docs/simulation.md)
+    for (long seed : List.of(1L, 2L, 11L)) {
       MarketSimulation.Config config =
           MarketSimulation.Config.of(seed).withoutKnownBugs().withClockStepsBack();
       MarketSimulation.Result r = MarketSimulation.run(config, 3_000);
