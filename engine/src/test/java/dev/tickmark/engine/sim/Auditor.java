@@ -89,6 +89,10 @@ final class Auditor {
     Rental.Terms terms;
     Instant startedAt;
     Instant deadline;
+
+    /** The seconds settled when the notice that set {@link #deadline} came. */
+    long settledAtNotice;
+
     final List<Rental.Checkpoint> checkpoints = new ArrayList<>();
     Rental.EndReason reason;
     Instant endAt;
@@ -430,8 +434,10 @@ final class Auditor {
       } else if (event instanceof Rental.HoldExtended e) {
         r.holdAmount = e.holdAmount();
       } else if (event instanceof Rental.PreemptionScheduled e) {
-        r.deadline =
-            r.deadline == null || e.deadline().isBefore(r.deadline) ? e.deadline() : r.deadline;
+        if (r.deadline == null || e.deadline().isBefore(r.deadline)) {
+          r.deadline = e.deadline();
+          r.settledAtNotice = r.last() == null ? 0 : r.last().throughSecond();
+        }
       } else if (event instanceof Rental.Settled e) {
         onSettled(r, e, ending);
       } else if (event instanceof Rental.Ended e) {
@@ -667,7 +673,11 @@ final class Auditor {
     if (e.reason() == Rental.EndReason.PREEMPTED) {
       Instant billedTo = r.startedAt.plusSeconds(e.billedSeconds());
       check(
-          r.deadline != null && !billedTo.isAfter(r.deadline),
+          // What was settled before the notice came was proven before any deadline existed: a
+          // clock stepped back after those seconds can give a deadline that reads earlier than them
+          // (in time that only moves forward the notice, and so its deadline, comes after them).
+          r.deadline != null
+              && (!billedTo.isAfter(r.deadline) || e.billedSeconds() <= r.settledAtNotice),
           "preempted-within-deadline",
           () -> where + ": billed to " + billedTo + ", deadline " + r.deadline);
     }
