@@ -162,19 +162,7 @@ public final class IdempotencyKeys {
    * Nothing if its claim was taken.
    */
   public CompletionStage<Void> release(String principal, String key, long claimId) {
-    return jdbc.run(
-        connection -> {
-          try (PreparedStatement st =
-              connection.prepareStatement(
-                  "UPDATE idempotency_keys SET released = TRUE WHERE principal = ?"
-                      + " AND idempotency_key = ? AND claim_id = ? AND status IS NULL")) {
-            st.setString(1, principal);
-            st.setString(2, key);
-            st.setLong(3, claimId);
-            st.executeUpdate();
-          }
-          return null;
-        });
+    return onOwnClaim("UPDATE idempotency_keys SET released = TRUE WHERE", principal, key, claimId);
   }
 
   /**
@@ -183,12 +171,18 @@ public final class IdempotencyKeys {
    * with a new seed. Nothing if its claim was taken.
    */
   public CompletionStage<Void> forget(String principal, String key, long claimId) {
+    return onOwnClaim("DELETE FROM idempotency_keys WHERE", principal, key, claimId);
+  }
+
+  /** Runs {@code statement} on the key's record while {@code claimId} still holds it unanswered. */
+  private CompletionStage<Void> onOwnClaim(
+      String statement, String principal, String key, long claimId) {
     return jdbc.run(
         connection -> {
           try (PreparedStatement st =
               connection.prepareStatement(
-                  "DELETE FROM idempotency_keys WHERE principal = ? AND idempotency_key = ?"
-                      + " AND claim_id = ? AND status IS NULL")) {
+                  statement
+                      + " principal = ? AND idempotency_key = ? AND claim_id = ? AND status IS NULL")) {
             st.setString(1, principal);
             st.setString(2, key);
             st.setLong(3, claimId);
