@@ -38,8 +38,9 @@ public final class IdempotencyKeys {
   public sealed interface Claim permits Fresh, Replay, Conflict, InProgress {}
 
   /**
-   * The key was free (or expired, or abandoned) and is now claimed by this request, as {@code
-   * claimId}.
+   * The key was free (or expired, released, or abandoned) and is now claimed by this request, as
+   * {@code claimId}; {@code seed} is the record's (kept from the earlier claim when it was released
+   * or abandoned with the same body).
    */
   public record Fresh(long claimId, long seed) implements Claim {}
 
