@@ -1038,12 +1038,13 @@ public final class Host
     }
 
     /**
-     * Unconfirmed reservations, by rental id: claimed (or from before pending reservations) but not
-     * yet running. An unclaimed one is not among them: it expires by itself.
+     * Unconfirmed reservations, by rental id: not yet running, whether claimed or still pending. A
+     * pending one expires by itself, but at an instant of the host's clock: after the clock steps
+     * back that can be an hour away, so its rental is asked as well.
      */
     List<String> unconfirmed() {
       return reservations.entrySet().stream()
-          .filter(e -> !e.getValue().confirmed() && !unclaimed.containsKey(e.getKey()))
+          .filter(e -> !e.getValue().confirmed())
           .map(Map.Entry::getKey)
           .sorted()
           .toList();

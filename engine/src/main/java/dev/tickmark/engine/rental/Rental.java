@@ -924,6 +924,8 @@ public final class Rental
       if (!e.finalSettled()) askLivenessForEnd(e);
     } else if (state instanceof Finished f) {
       createSnapshot(f);
+    } else if (state instanceof RefusedRental r) {
+      releaseRefusedHold(r.order());
     }
   }
 
@@ -952,6 +954,7 @@ public final class Rental
         .orElse(provisioningHandler())
         .orElse(runningHandler())
         .orElse(endingHandler())
+        .orElse(refusedHandler())
         .orElse(anyStateHandler())
         .build();
   }
@@ -1025,6 +1028,16 @@ public final class Rental
         .onCommand(Timer.class, this::onEndingTimer)
         .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
         .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())));
+  }
+
+  private CommandHandlerWithReplyBuilderByState<Command, Event, RefusedRental, State>
+      refusedHandler() {
+    return newCommandHandlerWithReplyBuilder()
+        .forStateType(RefusedRental.class)
+        .onCommand(Released.class, this::onRefusedHoldReleased)
+        .onCommand(
+            c -> c == Timer.RETRY_HOLD,
+            (s, c) -> sideEffectOnly(() -> releaseRefusedHold(s.order())));
   }
 
   /** Commands every non-empty state answers the same way. */
@@ -1118,7 +1131,11 @@ public final class Rental
       // A match still on its way lands in RefusedRental, which releases its cards (onLateMatch).
       return Effect()
           .persist(List.of(requested, new Refused(code, now())))
-          .thenRun(s -> tellRefusal(waiting, code))
+          .thenRun(
+              s -> {
+                tellRefusal(waiting, code);
+                releaseRefusedHold(order);
+              })
           .thenNoReply()
           .thenUnstashAll();
     }
@@ -1146,7 +1163,6 @@ public final class Rental
   private ReplyEffect<Event, State> recordRequest() {
     Order order = launch.order;
     MatchAnswer known = launch.match;
-    boolean matchOut = known == null;
     long launchMicros = launchMicros();
     metrics.launchRecorded.recordMicros(launchMicros);
     // The match out was asked for at the launch's start, half an ask timeout ago when the launch
@@ -1161,9 +1177,12 @@ public final class Rental
         .thenRun(
             s -> {
               holdInHand = false;
-              matchInFlight = matchOut;
+              // Out, or its answer in hand and handed on below: either way the hold's answer must
+              // not ask for another match before that answer is seen.
+              matchInFlight = true;
               timers.startSingleTimer(Timer.WAIT_EXPIRED, Timer.WAIT_EXPIRED, remainingWait(order));
-              placeHold(order);
+              // The answer in hand goes into the mailbox before the hold is asked for, so that it
+              // is handled before the hold's answer can arrive.
               if (known != null) context.getSelf().tell(known);
               // A matcher lost with its node never answers: asked again, as any waiting request.
               else
@@ -1171,6 +1190,7 @@ public final class Rental
                     Timer.RETRY_MATCH,
                     Timer.RETRY_MATCH,
                     retryIn.isNegative() ? Duration.ZERO : retryIn);
+              placeHold(order);
             })
         .thenNoReply()
         .thenUnstashAll();
@@ -1247,8 +1267,37 @@ public final class Rental
     creator = null;
     return Effect()
         .persist(new Refused(answer.refusal(), now()))
-        .thenRun(s -> tellRefusal(waiting, answer.refusal()))
+        .thenRun(
+            s -> {
+              tellRefusal(waiting, answer.refusal());
+              releaseRefusedHold(state.order());
+            })
         .thenNoReply();
+  }
+
+  /**
+   * A refused rental holds nothing, but a {@code PlaceHold} of its may still be on the way: an
+   * earlier attempt whose ask timed out (held in a moving shard's buffer, say) before the retry was
+   * refused. Releasing the hold id leaves the account a tombstone, so that such a placement is
+   * refused ({@code hold_closed}) when it lands, or released if it landed first; retried until the
+   * account answers, and again after a restart (answered from the tombstone, nothing written).
+   */
+  private void releaseRefusedHold(Order order) {
+    context.askWithStatus(
+        Account.HoldView.class,
+        ports.account(order.renterId()),
+        settings.askTimeout(),
+        reply -> new Account.ReleaseHold(rentalId, reply),
+        (v, failure) ->
+            new Released(
+                Released.What.HOLD,
+                failure == null || Rejection.codeOf(failure) == Rejection.HOLD_NOT_FOUND));
+  }
+
+  private ReplyEffect<Event, State> onRefusedHoldReleased(RefusedRental state, Released r) {
+    if (!r.ok())
+      timers.startSingleTimer(Timer.RETRY_HOLD, Timer.RETRY_HOLD, settings.retryInterval());
+    return Effect().noReply();
   }
 
   private static void tellRefusal(ActorRef<StatusReply<View>> waiting, Rejection code) {

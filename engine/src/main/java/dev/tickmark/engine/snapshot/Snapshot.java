@@ -497,6 +497,7 @@ public final class Snapshot
     if (state instanceof State.Uploading u) uploading(u.origin());
     else if (state instanceof State.Ready r) metering(r.origin(), r.meter(), null);
     else if (state instanceof State.Suspended s) metering(s.origin(), s.meter(), s.since());
+    else if (state instanceof State.Failed f) releaseFailed(f);
     else if (state instanceof State.Deleted d) finish(d);
   }
 
@@ -573,7 +574,14 @@ public final class Snapshot
         .forStateType(State.Failed.class)
         .onCommand(RecordManifest.class, this::onManifestFailed)
         .onCommand(Complete.class, this::onCompleteFailed)
-        .onCommand(Delete.class, this::onDeleteUnmetered);
+        .onCommand(Delete.class, this::onDeleteUnmetered)
+        .onCommand(ReleaseAnswer.class, this::onFailedReleaseAnswer)
+        .onCommand(
+            Timer.REDELIVER::equals,
+            (s, c) -> {
+              releaseFailed(s);
+              return Effect().noReply();
+            });
   }
 
   private CommandHandlerWithReplyBuilderByState<Command, Event, State.Deleted, State>
@@ -641,8 +649,30 @@ public final class Snapshot
   private ReplyEffect<Event, State> fail(String code, String detail) {
     return Effect()
         .persist(new UploadFailed(code, detail, now()))
-        .thenRun(s -> uploadOver())
+        .thenRun(this::failed)
         .thenNoReply();
+  }
+
+  private void failed(State state) {
+    uploadOver();
+    releaseFailed((State.Failed) state);
+  }
+
+  /**
+   * A failed upload holds nothing, but once its manifest was recorded the agent's complete may have
+   * asked for the hold, and the account placed it with its answer lost (or it is still on the way):
+   * the hold id is released, which releases such a hold or leaves a tombstone that refuses it.
+   * Retried until the account answers, and after a restart (answered from the closed hold or the
+   * tombstone, nothing written).
+   */
+  private void releaseFailed(State.Failed state) {
+    if (state.manifest() != null) release(state.origin());
+  }
+
+  private ReplyEffect<Event, State> onFailedReleaseAnswer(State.Failed state, ReleaseAnswer a) {
+    if (a.ok()) failedDeliveries = 0;
+    else redeliverLater();
+    return Effect().noReply();
   }
 
   private void uploadOver() {
@@ -710,7 +740,7 @@ public final class Snapshot
     String code = "workspace_gone".equals(reason) ? reason : "agent_failed";
     return Effect()
         .persist(new UploadFailed(code, reason, now()))
-        .thenRun(s -> uploadOver())
+        .thenRun(this::failed)
         .thenReply(cmd.replyTo(), s -> StatusReply.success(view(s)));
   }
 
@@ -1244,12 +1274,20 @@ public final class Snapshot
                     s.since())))
         .onEvent(Resumed.class, (s, e) -> (new State.Ready(s.origin(), s.manifest(), s.meter())))
         .onEvent(Deleted.class, (s, e) -> (deleted(s.origin(), s.manifest(), s.meter(), e)));
+    // Deleted once failed: as while uploading, a hold may have been placed once a manifest was
+    // recorded, so it is released before the snapshot closes.
     b.forStateType(State.Failed.class)
         .onEvent(
             Deleted.class,
             (s, e) ->
                 (new State.Deleted(
-                    s.origin(), s.manifest(), null, s.code(), s.detail(), e.at(), true)));
+                    s.origin(),
+                    s.manifest(),
+                    null,
+                    s.code(),
+                    s.detail(),
+                    e.at(),
+                    s.manifest() == null)));
     b.forStateType(State.Deleted.class)
         .onEvent(
             Closed.class,

@@ -130,6 +130,59 @@ class HostPendingReservationTest {
     assertEquals(List.of("r-5"), List.copyOf(host.enrolled().reservations().keySet()));
   }
 
+  /**
+   * Seed 34 of the whole-market simulation (with clock steps back): a pending reservation's expiry
+   * is an instant on the host's clock, so when the clock stepped back an hour the cards of a rental
+   * that never learned of them (its match answer lost) stayed reserved for that hour. The host's
+   * check with the rentals now covers pending reservations too: a rental that will not use them
+   * gives them back within a check, whatever the clock says.
+   */
+  @Test
+  void aPendingReservationWhoseClockSteppedBackIsCheckedWithItsRental() {
+    List<String> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
+    Host.RentalLink link =
+        new Host.RentalLink() {
+          @Override
+          public void hostLost(String rentalId, String hostId, java.time.Instant lastHeartbeatAt) {}
+
+          @Override
+          public void preempt(String rentalId, String hostId, java.time.Instant deadline) {}
+
+          @Override
+          public void checkReservation(
+              String rentalId,
+              String hostId,
+              org.apache.pekko.actor.typed.ActorRef<Host.ReservationWanted> replyTo) {
+            asked.add(rentalId);
+          }
+        };
+    Host.Settings base = HostDriver.settings(NEVER, false);
+    HostDriver host =
+        new HostDriver(
+            testKit,
+            new Host.Settings(
+                base.heartbeatTimeout(),
+                base.heartbeatIntervalSeconds(),
+                base.catalog(),
+                base.policy(),
+                link),
+            new TestClock(START),
+            2);
+    host.onMarket();
+    ok(reservePending(host, "r-6", 1));
+    host.clock.set(START.minus(Duration.ofHours(1))); // the wall clock steps back an hour
+
+    assertTrue(host.kit.runCommand(Host.ReservationCheck.INSTANCE).hasNoEvents());
+    assertEquals(List.of("r-6"), asked, "the pending reservation is asked about too");
+    var unwanted = host.kit.runCommand(new Host.ReservationWanted("r-6", false, false));
+    assertEquals(
+        List.of(new Host.CardsReleased("r-6", List.of(0), START.minus(Duration.ofHours(1)))),
+        unwanted.events());
+    assertTrue(host.enrolled().reservations().isEmpty());
+    assertTrue(events(host, CardsExpired.class).isEmpty(), "released once, never also expired");
+    host.assertRecovers();
+  }
+
   // ---------------------------------------------------------------------------------------------
 
   private static CommandResultWithReply<

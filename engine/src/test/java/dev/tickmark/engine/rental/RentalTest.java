@@ -12,6 +12,7 @@ import static dev.tickmark.engine.rental.RentalFixture.withAskTimeout;
 import static dev.tickmark.engine.rental.RentalFixture.withProvisioningTimeout;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -36,10 +37,12 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pekko.actor.testkit.typed.annotations.JUnit5TestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.ActorTestKit;
 import org.apache.pekko.actor.testkit.typed.javadsl.JUnit5TestKitBuilder;
 import org.apache.pekko.actor.testkit.typed.javadsl.TestKitJUnit5Extension;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.persistence.testkit.javadsl.EventSourcedBehaviorTestKit;
 import org.junit.jupiter.api.Test;
@@ -490,11 +493,12 @@ class RentalTest {
     assertTrue(f.events(Rental.Settled.class).isEmpty());
     assertHoldReleased(f, DEPOSIT, 0);
     assertConserved(f, 0);
-    // (Whether a second match can leave before the end is a race seen twice in CI, not traced: a
-    // late
-    // match to an ended rental returns its cards,
-    // matchAnsweredAfterTheRentalEndedReleasesTheReservedCards.)
     assertEquals(Rental.Status.ENDED, f.get().status());
+    // One match asked for in all. Seen twice in CI before it was fixed: the launch recorded its
+    // request with the matcher's answer in hand, asked for the hold, then handed itself that
+    // answer;
+    // when the account answered in between, the hold's answer asked the matcher again.
+    f.matcher.expectNoMessage(Duration.ofMillis(500));
   }
 
   @Test
@@ -1725,6 +1729,47 @@ class RentalTest {
     Account.Summary renter = f.renter.summary();
     assertEquals(0, renter.held());
     assertEquals(DEPOSIT, renter.balance());
+  }
+
+  /**
+   * Seed 5 of the whole-market simulation (with snapshots and clock steps back) left a renter's
+   * money held at rest: a waiting rental's confirmed {@code PlaceHold} went unanswered (held in a
+   * moving shard's buffer), its retry was refused, the rental ended refused, and then the first one
+   * landed and opened a hold nobody would release. A refused rental now releases its hold id, so
+   * the late placement is refused ({@code hold_closed}).
+   */
+  @Test
+  void aPlacementThatLandsAfterItsRentalWasRefusedOpensNoHold() {
+    long deposit = 1_000;
+    RentalFixture f =
+        fixture(RentalFixture.withAskTimeout(settings(), Duration.ofMillis(300)), deposit);
+    // The launch's pending hold is lost (the request is recorded, the rental waits), and so is the
+    // first confirmed one: it is kept here, to land late.
+    AtomicReference<Account.PlaceHold> late = new AtomicReference<>();
+    f.renter.drop.set(
+        c ->
+            c instanceof Account.PlaceHold p
+                && (p.confirmWithin() != null || late.compareAndSet(null, p)));
+    f.create(onDemand(CARDS, CEILING));
+    f.expectMatch().replyTo().tell(new Matcher.NoMatch(f.rentalId, "none"));
+
+    // Recorded, the rental waits; the retried placement reaches the account, which refuses it:
+    // the renter cannot pay.
+    assertEquals(Rental.Status.PENDING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    assertEquals(Rejection.INSUFFICIENT_FUNDS, f.awaitState(Rental.RefusedRental.class).code());
+    assertNotNull(late.get(), "the first confirmed placement was kept back");
+    f.awaitAccountEvent(Account.UnplacedHoldReleased.class);
+
+    // The renter pays in; the first placement lands now.
+    f.renter.deposit("top-up", DEPOSIT);
+    TestProbe<StatusReply<Account.HoldView>> answer = testKit.createTestProbe();
+    Account.PlaceHold first = late.get();
+    f.renter.account.tell(
+        new Account.PlaceHold(first.holdId(), first.amount(), null, answer.getRef()));
+    assertRejected(Rejection.HOLD_CLOSED, answer.receiveMessage(RentalFixture.WAIT));
+    Account.Summary renter = f.renter.summary();
+    assertEquals(0, renter.held());
+    assertEquals(deposit + DEPOSIT, renter.balance());
   }
 
   // ---------------------------------------------------------------------------------------------

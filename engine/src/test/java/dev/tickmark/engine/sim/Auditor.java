@@ -431,6 +431,13 @@ final class Auditor {
         r.terms = e.terms();
       } else if (event instanceof Rental.Started e) {
         r.startedAt = e.startedAt();
+        // Its workload runs only on cards its host claimed for it: a reservation that expired
+        // (the rental confirmed too late) was refused, never started.
+        HostBook h = r.terms == null ? null : hosts.get(r.terms.hostId());
+        check(
+            h == null || h.claimed.contains(id),
+            "started-on-claimed-cards",
+            () -> id + " started on " + r.terms.hostId() + " without a claimed reservation there");
       } else if (event instanceof Rental.HoldExtended e) {
         r.holdAmount = e.holdAmount();
       } else if (event instanceof Rental.PreemptionScheduled e) {
@@ -654,10 +661,18 @@ final class Auditor {
         && host.offlineLastHeartbeat != null
         && e.at().isAfter(host.offlineAt.plus(inFlight))) {
       // The host went offline (its rentals were told) well before this end: nothing after its last
-      // heartbeat is billed.
+      // heartbeat is billed. "Last" as host-lost-within-heartbeats reads it, the latest clock
+      // reading
+      // of a heartbeat it received: after a step back the one it went offline with can read earlier
+      // than one received before it, which proved the seconds billed (seed 1 with snapshots).
+      Instant proof = lastProofOfLife.apply(r.terms.hostId());
+      Instant lastHeartbeat =
+          proof != null && proof.isAfter(host.offlineLastHeartbeat)
+              ? proof
+              : host.offlineLastHeartbeat;
       Instant billedTo = r.startedAt.plusSeconds(e.billedSeconds());
       check(
-          !billedTo.isAfter(host.offlineLastHeartbeat.plusSeconds(1)) || e.billedSeconds() == 0,
+          !billedTo.isAfter(lastHeartbeat.plusSeconds(1)) || e.billedSeconds() == 0,
           "billed-while-host-offline",
           () ->
               where
@@ -931,7 +946,12 @@ final class Auditor {
         it.remove(); // closed: its books do not change any more
       }
       if (r.refused) it.remove();
-      if (r.live()) {
+      // A matched rental holds its cards while its host reserves them for it: one whose pending
+      // reservation expired before it confirmed (a forward clock jump) holds nothing, and its late
+      // claim is refused (started-on-claimed-cards); the host never reserves a card twice
+      // (card-once).
+      HostBook reservedOn = r.terms == null ? null : hosts.get(r.terms.hostId());
+      if (r.live() && (reservedOn == null || reservedOn.reservations.containsKey(r.id))) {
         String hostId = r.terms.hostId();
         for (Map.Entry<String, List<Integer>> other : liveCards.entrySet()) {
           String[] parts = other.getKey().split(" ", 2);

@@ -442,4 +442,47 @@ class SnapshotTest {
     assertEquals(0, f.summary().held());
     assertEquals(5_000, f.summary().balance());
   }
+
+  /**
+   * Seed 7 of the whole-market simulation (with snapshots and clock steps back) left a renter's
+   * money held at rest: the account placed a snapshot's hold, its answer was lost, the agent then
+   * reported the workspace gone, and neither the failure nor the later delete released it.
+   */
+  @Test
+  void anUploadThatFailsAfterItsHoldWasPlacedReleasesTheHold() {
+    SnapshotFixture f = fixture(0);
+    f.create();
+    f.host.expectMessageClass(Host.UploadSnapshot.class, WAIT);
+    ok(f.manifest(GIB, 0));
+    f.deposit("pay-1", 5_000);
+    // The agent's complete made the snapshot ask the hold; the account placed it, its answer lost.
+    ok(f.<Account.HoldView>askAccount(r -> new Account.PlaceHold(f.snapshotId, 50, r)));
+    assertEquals(
+        Status.FAILED, ok(f.ask(r -> new Snapshot.Fail(f.hostId, "workspace_gone", r))).status());
+    f.awaitAssert(() -> assertFalse(ok(f.hold()).open()));
+    assertEquals(0, f.summary().held());
+    assertEquals(5_000, f.summary().balance());
+
+    assertEquals(Status.DELETED, ok(f.ask(r -> new Snapshot.Delete(f.renterId, r))).status());
+    f.awaitAssert(() -> assertEquals(1, f.events(Snapshot.Closed.class).size()));
+    assertEquals(5_000, f.summary().balance());
+  }
+
+  @Test
+  void aFailedUploadWhoseHoldIsPlacedLateDoesNotKeepIt() {
+    SnapshotFixture f = fixture(0);
+    f.create();
+    f.host.expectMessageClass(Host.UploadSnapshot.class, WAIT);
+    ok(f.manifest(GIB, 0));
+    f.deposit("pay-1", 5_000);
+    assertEquals(
+        Status.FAILED, ok(f.ask(r -> new Snapshot.Fail(f.hostId, "workspace_gone", r))).status());
+    f.awaitAssert(
+        () -> assertEquals(1, f.accountEvents(Account.UnplacedHoldReleased.class).size()));
+    // A placement asked before the failure (by an earlier incarnation) lands now: refused.
+    assertRejected(
+        Rejection.HOLD_CLOSED,
+        f.<Account.HoldView>askAccount(r -> new Account.PlaceHold(f.snapshotId, 50, r)));
+    assertEquals(0, f.summary().held());
+  }
 }
