@@ -363,12 +363,18 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
    * One attach may take this long before the session asks again: after a node loss, an attach sent
    * while the host's shard is still homed on the lost node is not refused but lost, and the shard
    * moves within seconds. Asking again keeps the agent's socket open, rather than have it back off,
-   * reconnect and attach once more.
+   * reconnect and attach once more. Short, because the attempt that follows the shard's move is
+   * what lets the host's rentals settle again (an attach is idempotent, and its host's entity goes
+   * on recovering whether or not the ask waits): half a second after the move on average with 1 s,
+   * one second with 2 s (FailoverBenchmark, docs/benchmarks.md).
    */
-  static final Duration ATTACH_ATTEMPT_TIMEOUT = Duration.ofSeconds(2);
+  static final Duration ATTACH_ATTEMPT_TIMEOUT = Duration.ofMillis(1_000);
 
-  /** Attempts (each {@link #ATTACH_ATTEMPT_TIMEOUT}) before the agent is told to reconnect. */
-  static final int ATTACH_ATTEMPTS = 10;
+  /**
+   * Attempts (each {@link #ATTACH_ATTEMPT_TIMEOUT}) before the agent is told to reconnect: 20 s in
+   * all, longer than a node loss keeps a shard homeless.
+   */
+  static final int ATTACH_ATTEMPTS = 20;
 
   private record RetryAttach(String credential, int attempt, boolean reattach, String message)
       implements Msg {}
