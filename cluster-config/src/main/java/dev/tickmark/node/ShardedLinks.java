@@ -66,4 +66,9 @@ final class ShardedLinks implements Rental.Ports, Snapshot.Ports, Host.RentalLin
         .entityRefFor(Rental.ENTITY_KEY, rentalId)
         .tell(new Rental.CheckReservation(hostId, replyTo));
   }
+
+  @Override
+  public void hostAttached(String rentalId, String hostId) {
+    sharding.entityRefFor(Rental.ENTITY_KEY, rentalId).tell(new Rental.HostAttached(hostId));
+  }
 }

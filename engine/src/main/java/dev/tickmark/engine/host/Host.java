@@ -112,6 +112,12 @@ public final class Host
      */
     default void checkReservation(
         String rentalId, String hostId, ActorRef<ReservationWanted> replyTo) {}
+
+    /**
+     * Tells rental {@code rentalId}, running here, that the host's agent attached just now (see
+     * {@code Rental.HostAttached}); the default tells nothing.
+     */
+    default void hostAttached(String rentalId, String hostId) {}
   }
 
   /**
@@ -1630,14 +1636,31 @@ public final class Host
         && dev.tickmark.wire.SshPublicKeys.isPublicKeyLine(cmd.sshHostKey()))
       events.add(new SshHostKeyChanged(cmd.sshHostKey(), now()));
     if (!state.online() || lapsed) events.add(new WentOnline(now()));
-    if (events.isEmpty()) return Effect().reply(cmd.replyTo(), StatusReply.success(attached));
+    if (events.isEmpty()) {
+      tellRentalsAttached(state);
+      return Effect().reply(cmd.replyTo(), StatusReply.success(attached));
+    }
     return Effect()
         .persist(events)
         .thenRun(
             s -> {
               if (lapsed) notifyHostLost((Active) s, lastProof);
+              tellRentalsAttached((Active) s);
             })
         .thenReply(cmd.replyTo(), s -> StatusReply.success(attached));
+  }
+
+  /**
+   * The attach proves the host alive now: the rentals running here may settle on it at once (after
+   * a node loss they are waiting for exactly this proof, FailoverBenchmark).
+   */
+  private void tellRentalsAttached(Active state) {
+    state
+        .reservations()
+        .forEach(
+            (rentalId, held) -> {
+              if (held.confirmed()) settings.rentals().hostAttached(rentalId, hostId);
+            });
   }
 
   // ---- streams to the workload (nothing persisted: they live as long as their sockets)

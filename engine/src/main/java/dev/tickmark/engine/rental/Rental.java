@@ -474,6 +474,14 @@ public final class Rental
   public record CheckReservation(String hostId, ActorRef<Host.ReservationWanted> replyTo)
       implements Command {}
 
+  /**
+   * From the host this rental runs on: its agent's session has just attached (a reconnect, or the
+   * host's entity moved after a node loss), which proves the host alive now. A settlement waiting
+   * for that proof is asked for at once rather than at the rental's next look, up to a second
+   * later.
+   */
+  public record HostAttached(String hostId) implements Command {}
+
   // Answers to this rental's own asks, and its timers: never sent by anyone else.
   private record HoldAnswer(long amount, Rejection refusal) implements Command {}
 
@@ -1006,6 +1014,9 @@ public final class Rental
     return newCommandHandlerWithReplyBuilder()
         .forStateType(Running.class)
         .onCommand(Timer.class, this::onRunningTimer)
+        .onCommand(
+            HostAttached.class,
+            (s, c) -> s.terms().hostId().equals(c.hostId()) ? onDue(s) : Effect().noReply())
         .onCommand(LivenessAnswer.class, this::onLiveness)
         .onCommand(Delivered.class, this::onDeliveredRunning)
         .onCommand(ExtendAnswer.class, this::onExtendAnswer)
@@ -1283,15 +1294,7 @@ public final class Rental
    * account answers, and again after a restart (answered from the tombstone, nothing written).
    */
   private void releaseRefusedHold(Order order) {
-    context.askWithStatus(
-        Account.HoldView.class,
-        ports.account(order.renterId()),
-        settings.askTimeout(),
-        reply -> new Account.ReleaseHold(rentalId, reply),
-        (v, failure) ->
-            new Released(
-                Released.What.HOLD,
-                failure == null || Rejection.codeOf(failure) == Rejection.HOLD_NOT_FOUND));
+    delivery.releaseHold(order.renterId());
   }
 
   private ReplyEffect<Event, State> onRefusedHoldReleased(RefusedRental state, Released r) {

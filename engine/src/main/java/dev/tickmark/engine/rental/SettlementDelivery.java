@@ -162,9 +162,17 @@ final class SettlementDelivery {
     if (holdReleased
         || !state.finalSettled()
         || (state.last() != null && capturedThrough < state.last().throughSecond())) return;
+    releaseHold(state.order().renterId());
+  }
+
+  /**
+   * Asks the renter's account to release the rental's hold; the answer is a {@link Released}: done
+   * too when the account never had it (it keeps a tombstone against a late placement).
+   */
+  void releaseHold(String renterId) {
     context.askWithStatus(
         Account.HoldView.class,
-        ports.account(state.order().renterId()),
+        ports.account(renterId),
         settings.askTimeout(),
         reply -> new Account.ReleaseHold(rentalId, reply),
         (v, failure) ->

@@ -76,16 +76,7 @@ class HostClockTest {
             preempted.add(rentalId + "@" + deadline);
           }
         };
-    return new HostDriver(
-        testKit,
-        new Host.Settings(
-            base.heartbeatTimeout(),
-            base.heartbeatIntervalSeconds(),
-            base.catalog(),
-            base.policy(),
-            link),
-        clock,
-        4);
+    return new HostDriver(testKit, HostDriver.withRentals(base, link), clock, 4);
   }
 
   private static Host.Liveness liveness(HostDriver host, String rentalId) {

@@ -85,6 +85,16 @@ final class HostDriver {
         heartbeatTimeout, 5, CATALOG, Verification.Policy.defaults(allowSimulated));
   }
 
+  /** {@code base}'s settings, with the host telling its rentals through {@code link}. */
+  static Host.Settings withRentals(Host.Settings base, Host.RentalLink link) {
+    return new Host.Settings(
+        base.heartbeatTimeout(),
+        base.heartbeatIntervalSeconds(),
+        base.catalog(),
+        base.policy(),
+        link);
+  }
+
   static String nextHostId() {
     return "host" + IDS.incrementAndGet();
   }

@@ -139,33 +139,11 @@ class HostPendingReservationTest {
    */
   @Test
   void aPendingReservationWhoseClockSteppedBackIsCheckedWithItsRental() {
-    List<String> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
-    Host.RentalLink link =
-        new Host.RentalLink() {
-          @Override
-          public void hostLost(String rentalId, String hostId, java.time.Instant lastHeartbeatAt) {}
-
-          @Override
-          public void preempt(String rentalId, String hostId, java.time.Instant deadline) {}
-
-          @Override
-          public void checkReservation(
-              String rentalId,
-              String hostId,
-              org.apache.pekko.actor.typed.ActorRef<Host.ReservationWanted> replyTo) {
-            asked.add(rentalId);
-          }
-        };
-    Host.Settings base = HostDriver.settings(NEVER, false);
+    RecordingRentalLink link = new RecordingRentalLink();
     HostDriver host =
         new HostDriver(
             testKit,
-            new Host.Settings(
-                base.heartbeatTimeout(),
-                base.heartbeatIntervalSeconds(),
-                base.catalog(),
-                base.policy(),
-                link),
+            HostDriver.withRentals(HostDriver.settings(NEVER, false), link),
             new TestClock(START),
             2);
     host.onMarket();
@@ -173,7 +151,7 @@ class HostPendingReservationTest {
     host.clock.set(START.minus(Duration.ofHours(1))); // the wall clock steps back an hour
 
     assertTrue(host.kit.runCommand(Host.ReservationCheck.INSTANCE).hasNoEvents());
-    assertEquals(List.of("r-6"), asked, "the pending reservation is asked about too");
+    assertEquals(List.of("r-6"), link.checked, "the pending reservation is asked about too");
     var unwanted = host.kit.runCommand(new Host.ReservationWanted("r-6", false, false));
     assertEquals(
         List.of(new Host.CardsReleased("r-6", List.of(0), START.minus(Duration.ofHours(1)))),

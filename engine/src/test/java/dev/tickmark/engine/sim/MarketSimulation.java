@@ -521,6 +521,11 @@ public final class MarketSimulation implements AutoCloseable {
               String rentalId, String hostId, ActorRef<Host.ReservationWanted> replyTo) {
             fromHost(hostId, rentalId, new Rental.CheckReservation(hostId, replyTo));
           }
+
+          @Override
+          public void hostAttached(String rentalId, String hostId) {
+            fromHost(hostId, rentalId, new Rental.HostAttached(hostId));
+          }
         };
     setUp();
   }
