@@ -428,11 +428,7 @@ class SnapshotTest {
 
   @Test
   void deletingWhileUploadingReleasesAHoldAnEarlierIncarnationPlaced() {
-    SnapshotFixture f = fixture(0);
-    f.create();
-    f.host.expectMessageClass(Host.UploadSnapshot.class, WAIT);
-    ok(f.manifest(GIB, 0));
-    f.deposit("pay-1", 5_000);
+    SnapshotFixture f = uploadingWithManifestAndFunds();
     // The agent's complete made an earlier incarnation ask the hold; the account placed it, and the
     // answer was lost with that incarnation (its node went down): this one is still uploading.
     ok(f.<Account.HoldView>askAccount(r -> new Account.PlaceHold(f.snapshotId, 50, r)));
@@ -450,11 +446,7 @@ class SnapshotTest {
    */
   @Test
   void anUploadThatFailsAfterItsHoldWasPlacedReleasesTheHold() {
-    SnapshotFixture f = fixture(0);
-    f.create();
-    f.host.expectMessageClass(Host.UploadSnapshot.class, WAIT);
-    ok(f.manifest(GIB, 0));
-    f.deposit("pay-1", 5_000);
+    SnapshotFixture f = uploadingWithManifestAndFunds();
     // The agent's complete made the snapshot ask the hold; the account placed it, its answer lost.
     ok(f.<Account.HoldView>askAccount(r -> new Account.PlaceHold(f.snapshotId, 50, r)));
     assertEquals(
@@ -470,11 +462,7 @@ class SnapshotTest {
 
   @Test
   void aFailedUploadWhoseHoldIsPlacedLateDoesNotKeepIt() {
-    SnapshotFixture f = fixture(0);
-    f.create();
-    f.host.expectMessageClass(Host.UploadSnapshot.class, WAIT);
-    ok(f.manifest(GIB, 0));
-    f.deposit("pay-1", 5_000);
+    SnapshotFixture f = uploadingWithManifestAndFunds();
     assertEquals(
         Status.FAILED, ok(f.ask(r -> new Snapshot.Fail(f.hostId, "workspace_gone", r))).status());
     f.awaitAssert(
@@ -484,5 +472,15 @@ class SnapshotTest {
         Rejection.HOLD_CLOSED,
         f.<Account.HoldView>askAccount(r -> new Account.PlaceHold(f.snapshotId, 50, r)));
     assertEquals(0, f.summary().held());
+  }
+
+  /** Uploading, its manifest recorded (so a complete may ask for the hold), the renter funded. */
+  private SnapshotFixture uploadingWithManifestAndFunds() {
+    SnapshotFixture f = fixture(0);
+    f.create();
+    f.host.expectMessageClass(Host.UploadSnapshot.class, WAIT);
+    ok(f.manifest(GIB, 0));
+    f.deposit("pay-1", 5_000);
+    return f;
   }
 }
