@@ -1070,10 +1070,7 @@ class HostTest {
   @Test
   void anAttachTellsTheRentalsRunningHere() {
     RecordingRentalLink link = new RecordingRentalLink();
-    HostDriver host =
-        new HostDriver(
-            testKit, HostDriver.withRentals(HostDriver.settings(NEVER, false), link), clock, 4);
-    host.onMarket();
+    HostDriver host = onMarketTelling(link);
     ok(host.reserve("r1", 1));
     ok(host.confirm("r1"));
     ok(host.reserve("r2", 1)); // reserved, not running here
@@ -1094,10 +1091,7 @@ class HostTest {
   void unconfirmedReservationsAreCheckedWithTheirRentals() {
     RecordingRentalLink link = new RecordingRentalLink();
     List<String> asked = link.checked;
-    HostDriver checked =
-        new HostDriver(
-            testKit, HostDriver.withRentals(HostDriver.settings(NEVER, false), link), clock, 4);
-    checked.onMarket();
+    HostDriver checked = onMarketTelling(link);
     ok(checked.reserve("r2", 1));
     ok(checked.reserve("r1", 1));
     ok(checked.reserve("r3", 1));
@@ -1139,10 +1133,7 @@ class HostTest {
   void theMatchersUndoOfAProposalLeavesTheRentalsReservationToTheRental() {
     RecordingRentalLink link = new RecordingRentalLink();
     List<String> asked = link.checked;
-    HostDriver undone =
-        new HostDriver(
-            testKit, HostDriver.withRentals(HostDriver.settings(NEVER, false), link), clock, 4);
-    undone.onMarket();
+    HostDriver undone = onMarketTelling(link);
     ok(undone.reserve("r1", 1));
     ok(undone.confirm("r1"));
     var keep =
@@ -1317,5 +1308,14 @@ class HostTest {
     assertEquals(
         new Host.StopWorkloadOnAgent("rnt_1", false),
         expectOnSession(session, Host.StopWorkloadOnAgent.class));
+  }
+
+  /** A host with four cards on the market, telling its rentals through {@code link}. */
+  private HostDriver onMarketTelling(RecordingRentalLink link) {
+    HostDriver host =
+        new HostDriver(
+            testKit, HostDriver.withRentals(HostDriver.settings(NEVER, false), link), clock, 4);
+    host.onMarket();
+    return host;
   }
 }
