@@ -277,10 +277,9 @@ public final class OpsRoutes {
       java.util.Optional<String> operator) {
     int limit = limitParam.map(l -> Params.positiveInt("limit", l, MAX_AUDIT_PAGE)).orElse(50);
     long before = beforeParam.map(b -> Params.nonNegativeLong("before", b)).orElse(0L);
-    if (operator.isPresent() && operator.get().length() > 64)
-      throw Problem.badRequest("invalid_parameter", "operator is at most 64 characters");
+    String byOperator = operator.map(o -> Params.text("operator", o, 64)).orElse(null);
     return operatorAudit
-        .latest(before, operator.orElse(null), limit)
+        .latest(before, byOperator, limit)
         .thenApply(
             rows ->
                 new OperatorActionPage(
