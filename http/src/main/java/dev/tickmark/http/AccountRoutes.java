@@ -16,7 +16,6 @@ import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 
 /** Sign-up, the caller's own account, its spend cap, its ledger and its API keys. */
 public final class AccountRoutes {
@@ -119,8 +118,7 @@ public final class AccountRoutes {
                             () ->
                                 Responses.noStore(
                                     () ->
-                                        entity(
-                                            Unmarshaller.entityToByteString(),
+                                        RequestBody.read(
                                             body ->
                                                 completeWithFuture(
                                                     signUp(
@@ -151,8 +149,7 @@ public final class AccountRoutes {
             () ->
                 put(
                     () ->
-                        entity(
-                            Unmarshaller.entityToByteString(),
+                        RequestBody.read(
                             body ->
                                 onSuccess(
                                     spendCaps.set(accountId, body),
@@ -162,8 +159,7 @@ public final class AccountRoutes {
             () ->
                 put(
                     () ->
-                        entity(
-                            Unmarshaller.entityToByteString(),
+                        RequestBody.read(
                             body ->
                                 onSuccess(
                                     setPayoutDetails(accountId, body),
@@ -201,8 +197,7 @@ public final class AccountRoutes {
                             concat(
                                 post(
                                     () ->
-                                        entity(
-                                            Unmarshaller.entityToByteString(),
+                                        RequestBody.read(
                                             body ->
                                                 onSuccess(
                                                     addSshKey(accountId, body),
@@ -243,8 +238,7 @@ public final class AccountRoutes {
                                     () ->
                                         Responses.noStore(
                                             () ->
-                                                entity(
-                                                    Unmarshaller.entityToByteString(),
+                                                RequestBody.read(
                                                     body ->
                                                         onSuccess(
                                                             createKey(accountId, body),

@@ -22,7 +22,6 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.util.ByteString;
 
@@ -131,8 +130,7 @@ public final class HostRoutes {
                                     () ->
                                         Responses.noStore(
                                             () ->
-                                                entity(
-                                                    Unmarshaller.entityToByteString(),
+                                                RequestBody.read(
                                                     body ->
                                                         onSuccess(
                                                             createToken(owner, body),
@@ -185,8 +183,7 @@ public final class HostRoutes {
                                             () ->
                                                 put(
                                                     () ->
-                                                        entity(
-                                                            Unmarshaller.entityToByteString(),
+                                                        RequestBody.read(
                                                             body -> {
                                                               Listing listing = listing(body);
                                                               return detail(
@@ -233,8 +230,7 @@ public final class HostRoutes {
                                             () ->
                                                 post(
                                                     () ->
-                                                        entity(
-                                                            Unmarshaller.entityToByteString(),
+                                                        RequestBody.read(
                                                             body -> {
                                                               List<Integer> cards =
                                                                   Json.read(

@@ -14,7 +14,6 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.util.ByteString;
 
@@ -85,8 +84,7 @@ final class OpsHostRoutes {
                                 () ->
                                     post(
                                         () ->
-                                            entity(
-                                                Unmarshaller.entityToByteString(),
+                                            RequestBody.read(
                                                 body ->
                                                     detail(
                                                         ask(

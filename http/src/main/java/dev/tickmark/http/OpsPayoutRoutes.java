@@ -26,7 +26,6 @@ import org.apache.pekko.http.javadsl.model.MediaTypes;
 import org.apache.pekko.http.javadsl.model.headers.ContentDisposition;
 import org.apache.pekko.http.javadsl.model.headers.ContentDispositionTypes;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.util.ByteString;
 
@@ -146,8 +145,7 @@ final class OpsPayoutRoutes {
                                             optionalHeaderValueByName(
                                                 "Idempotency-Key",
                                                 key ->
-                                                    entity(
-                                                        Unmarshaller.entityToByteString(),
+                                                    RequestBody.read(
                                                         body ->
                                                             idempotency.apply(
                                                                 "operator",

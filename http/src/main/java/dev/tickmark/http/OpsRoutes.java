@@ -9,7 +9,6 @@ import dev.tickmark.persistence.ledger.LedgerReadModel;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.util.ByteString;
 
 /** Operator endpoints under {@code /ops}, behind the operator token. */
@@ -200,8 +199,7 @@ public final class OpsRoutes {
                                 () ->
                                     extractUri(
                                         uri ->
-                                            entity(
-                                                Unmarshaller.entityToByteString(),
+                                            RequestBody.read(
                                                 body ->
                                                     idempotency.apply(
                                                         "operator",
@@ -213,8 +211,7 @@ public final class OpsRoutes {
                         () ->
                             put(
                                 () ->
-                                    entity(
-                                        Unmarshaller.entityToByteString(),
+                                    RequestBody.read(
                                         body ->
                                             onSuccess(
                                                 spendCap.set(accountId, body),
@@ -227,8 +224,7 @@ public final class OpsRoutes {
                         () ->
                             post(
                                 () ->
-                                    entity(
-                                        Unmarshaller.entityToByteString(),
+                                    RequestBody.read(
                                         body ->
                                             onSuccess(
                                                 suspend(accountId, body),

@@ -9,7 +9,6 @@ import java.time.Clock;
 import java.util.concurrent.CompletionStage;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.util.ByteString;
 
 /**
@@ -51,8 +50,7 @@ public final class PaymentRoutes {
                     optionalHeaderValueByName(
                         "Tickmark-Signature",
                         header ->
-                            entity(
-                                Unmarshaller.entityToByteString(),
+                            RequestBody.read(
                                 body -> completeWithFuture(receive(header.orElse(null), body))))));
   }
 

@@ -28,7 +28,6 @@ import org.apache.pekko.http.javadsl.marshalling.sse.EventStreamMarshalling;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.sse.ServerSentEvent;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.japi.Pair;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.stream.Materializer;
@@ -193,8 +192,7 @@ public final class RentalRoutes {
                                         () ->
                                             extractUri(
                                                 uri ->
-                                                    entity(
-                                                        Unmarshaller.entityToByteString(),
+                                                    RequestBody.read(
                                                         body ->
                                                             idempotency.applyWith(
                                                                 renter,
@@ -247,8 +245,7 @@ public final class RentalRoutes {
                                             () ->
                                                 post(
                                                     () ->
-                                                        entity(
-                                                            Unmarshaller.entityToByteString(),
+                                                        RequestBody.read(
                                                             body -> stop(renter, id, body)))),
                                         path(
                                             "usage",

@@ -9,6 +9,7 @@ import dev.tickmark.engine.snapshot.Snapshot;
 import dev.tickmark.http.Ids;
 import dev.tickmark.http.Json;
 import dev.tickmark.http.Problem;
+import dev.tickmark.http.RequestBody;
 import dev.tickmark.http.Responses;
 import dev.tickmark.http.SnapshotRoutes;
 import java.security.MessageDigest;
@@ -31,7 +32,6 @@ import org.apache.pekko.http.javadsl.model.HttpEntities;
 import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
 import org.apache.pekko.http.javadsl.server.Route;
-import org.apache.pekko.http.javadsl.unmarshalling.Unmarshaller;
 import org.apache.pekko.http.scaladsl.model.EntityStreamSizeException;
 import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.stream.Materializer;
@@ -171,20 +171,11 @@ public final class SnapshotTransferRoutes {
                     () ->
                         withSizeLimit(
                             maxManifestBytes,
-                            () ->
-                                entity(
-                                    Unmarshaller.entityToByteString(),
-                                    body -> answer(manifest(host, sid, body)))))),
+                            () -> RequestBody.read(body -> answer(manifest(host, sid, body)))))),
         path(segment("chunks").slash(segment()), sha -> put(() -> chunk(host, sid, sha))),
         path("complete", () -> post(() -> answer(completeUpload(host, sid)))),
         path(
-            "failed",
-            () ->
-                post(
-                    () ->
-                        entity(
-                            Unmarshaller.entityToByteString(),
-                            body -> answer(failed(host, sid, body))))));
+            "failed", () -> post(() -> RequestBody.read(body -> answer(failed(host, sid, body))))));
   }
 
   private CompletionStage<HttpResponse> manifest(String host, String sid, ByteString body) {
