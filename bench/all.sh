@@ -24,9 +24,11 @@ if [ -z "$engine_tests" ]; then
 fi
 cp_file=bench/target/classpath-ext.txt
 if [ ! -s "$cp_file" ] || [ bench/pom.xml -nt "$cp_file" ]; then
-  mvn -B -q -o -pl bench dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
+  # In the reactor (-am, packaged): alone, bench's own dev.tickmark dependencies are looked up in the
+  # local repository, where nothing was installed, and the look-up fails before any is excluded.
+  mvn -B -q -o -pl bench -am -DskipTests package dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
     -Dmdep.outputFile=target/classpath-ext.txt \
-    || mvn -B -q -pl bench dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
+    || mvn -B -q -pl bench -am -DskipTests package dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
       -Dmdep.outputFile=target/classpath-ext.txt
 fi
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
