@@ -9,6 +9,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
+import java.util.function.LongSupplier;
 
 /**
  * One rental's output on its way to the engine: numbers each line ({@code seq} from 1), stamps it,
@@ -89,13 +90,19 @@ final class RentalLog {
   private boolean closed;
   private final SeqStore seqStore;
   private long reservedThrough;
+  private final LongSupplier nanoTime; // the rate bucket's time: System::nanoTime, or a test's own
 
   RentalLog(String rentalId, Limits limits, Clock clock) {
     this(rentalId, limits, clock, SeqStore.NONE);
   }
 
   RentalLog(String rentalId, Limits limits, Clock clock, SeqStore seqStore) {
+    this(rentalId, limits, clock, seqStore, System::nanoTime);
+  }
+
+  RentalLog(String rentalId, Limits limits, Clock clock, SeqStore seqStore, LongSupplier nanoTime) {
     this.rentalId = rentalId;
+    this.nanoTime = nanoTime;
     this.limits = limits;
     this.clock = clock;
     this.seqStore = seqStore;
@@ -104,7 +111,7 @@ final class RentalLog {
     this.ackedThrough = reservedThrough; // nothing below it is ours to send
     this.sentThrough = reservedThrough;
     this.tokens = limits.bytesPerSecond();
-    this.lastRefillNanos = System.nanoTime();
+    this.lastRefillNanos = nanoTime.getAsLong();
   }
 
   String rentalId() {
@@ -260,7 +267,7 @@ final class RentalLog {
   }
 
   private void refill() {
-    long now = System.nanoTime();
+    long now = nanoTime.getAsLong();
     tokens =
         Math.min(
             limits.bytesPerSecond(),

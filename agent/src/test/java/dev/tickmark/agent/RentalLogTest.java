@@ -17,6 +17,12 @@ class RentalLogTest {
     return new RentalLog("rnt_1", limits, Clock.systemUTC());
   }
 
+  /** A log whose rate bucket reads its time from {@code nanos[0]}. */
+  private static RentalLog log(RentalLog.Limits limits, long[] nanos) {
+    return new RentalLog(
+        "rnt_1", limits, Clock.systemUTC(), RentalLog.SeqStore.NONE, () -> nanos[0]);
+  }
+
   private static List<String> texts(List<AgentFrame.LogLine> lines) {
     return lines.stream().map(AgentFrame.LogLine::text).toList();
   }
@@ -41,8 +47,9 @@ class RentalLogTest {
 
   @Test
   void outputOverTheRateIsDroppedAndOneSystemLineSaysHowManyBytes() {
-    // 100 bytes/s, a full bucket of 100: five lines of 19 bytes (20 with the line end) pass
-    RentalLog log = log(new RentalLog.Limits(100, 16 * 1024, 10_000, 1 << 22));
+    // 100 bytes/s, a full bucket of 100: five lines of 19 bytes (20 with the line end) pass; the
+    // bucket's time stands still, so none refills in between however slow the machine
+    RentalLog log = log(new RentalLog.Limits(100, 16 * 1024, 10_000, 1 << 22), new long[] {0});
     for (int i = 0; i < 12; i++)
       log.append(RentalLog.Stream.STDOUT, "x".repeat(18) + (char) ('a' + i), 19);
     log.close();
@@ -57,17 +64,26 @@ class RentalLogTest {
         "one line for the whole episode: seven lines of 20 bytes");
   }
 
+  /**
+   * The bucket's time moves only when the test says: with the system's, 8 ms between the first two
+   * lines (a loaded CI machine) refilled enough for "dropped" to pass, and the test failed.
+   */
   @Test
-  void aSecondOverflowEpisodeGetsItsOwnLineBeforeTheNextLineLetThrough() throws Exception {
-    RentalLog log = log(new RentalLog.Limits(1000, 16 * 1024, 10_000, 1 << 22));
+  void aSecondOverflowEpisodeGetsItsOwnLineBeforeTheNextLineLetThrough() {
+    long[] nanos = {0};
+    RentalLog log = log(new RentalLog.Limits(1000, 16 * 1024, 10_000, 1 << 22), nanos);
     log.append(RentalLog.Stream.STDOUT, "x".repeat(999), 999); // the whole bucket
     log.append(RentalLog.Stream.STDOUT, "dropped", 7);
-    long deadline = System.nanoTime() + 5_000_000_000L;
-    while (log.nextSeq() < 4 && System.nanoTime() < deadline) {
-      log.append(RentalLog.Stream.STDOUT, "later", 5); // let through once the bucket refilled
-    }
+    // an episode lasts until the bucket is half full again: 600 ms give back 600 bytes
+    nanos[0] += 600_000_000;
+    log.append(RentalLog.Stream.STDOUT, "later", 5);
+
     List<String> texts = texts(log.batch(1 << 20));
-    assertTrue(texts.get(1).matches("tickmark: \\d+ bytes of output dropped .*"), texts.get(1));
+    assertEquals(3, texts.size(), texts.toString());
+    assertEquals(
+        "tickmark: 8 bytes of output dropped (more than 1000 bytes/s)",
+        texts.get(1),
+        texts.toString());
     assertEquals("later", texts.get(2));
   }
 
