@@ -248,7 +248,7 @@ class CliSshIntegrationTest {
           WAIT,
           () -> {
             try {
-              open.add(RawStream.open(rental).socket());
+              open.add(RawStream.open(rental, Duration.ofSeconds(5)).socket());
             } catch (Exception e) {
               throw new AssertionError("a ninth stream once one closed: " + e);
             }
@@ -262,6 +262,10 @@ class CliSshIntegrationTest {
   /** {@code /v1/rentals/{id}/connect} without ssh: the websocket and the first bytes it carries. */
   record RawStream(java.net.http.WebSocket socket, String firstBytes) {
     static RawStream open(String rental) throws Exception {
+      return open(rental, WAIT);
+    }
+
+    static RawStream open(String rental, Duration within) throws Exception {
       java.util.concurrent.CompletableFuture<String> first =
           new java.util.concurrent.CompletableFuture<>();
       java.net.http.WebSocket socket;
@@ -280,13 +284,35 @@ class CliSshIntegrationTest {
                         first.complete(StandardCharsets.US_ASCII.decode(data).toString());
                         return null;
                       }
+
+                      // A stream the agent refused (it had not yet let go of the one just
+                      // closed) is closed by the node: fail at once, so that a retry is a try,
+                      // not a wait for bytes that cannot come
+                      @Override
+                      public java.util.concurrent.CompletionStage<?> onClose(
+                          java.net.http.WebSocket ws, int status, String reason) {
+                        first.completeExceptionally(
+                            new IllegalStateException(
+                                "closed before any byte: " + status + " " + reason));
+                        return null;
+                      }
+
+                      @Override
+                      public void onError(java.net.http.WebSocket ws, Throwable error) {
+                        first.completeExceptionally(error);
+                      }
                     })
-                .get(WAIT.toSeconds(), TimeUnit.SECONDS);
+                .get(within.toSeconds(), TimeUnit.SECONDS);
       } catch (java.util.concurrent.ExecutionException e) {
         if (e.getCause() instanceof Exception cause) throw cause;
         throw e;
       }
-      return new RawStream(socket, first.get(WAIT.toSeconds(), TimeUnit.SECONDS));
+      try {
+        return new RawStream(socket, first.get(within.toSeconds(), TimeUnit.SECONDS));
+      } catch (Exception e) {
+        socket.abort();
+        throw e;
+      }
     }
   }
 
