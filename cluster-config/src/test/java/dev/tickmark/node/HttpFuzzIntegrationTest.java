@@ -409,6 +409,14 @@ class HttpFuzzIntegrationTest {
     return false;
   }
 
+  /** The document's operation of that method and path template. */
+  static Op operation(String method, String path) {
+    return ops.stream()
+        .filter(o -> o.method().equals(method) && o.path().equals(path))
+        .findFirst()
+        .orElseThrow();
+  }
+
   static String pathOf(Hostile request) {
     return new String(request.target(), StandardCharsets.ISO_8859_1).replaceAll("\\?.*", "");
   }
@@ -1203,10 +1211,7 @@ class HttpFuzzIntegrationTest {
     String op = "Bearer " + TestNodes.OPERATOR_TOKEN;
     Hostile request =
         new Hostile(
-            ops.stream()
-                .filter(o -> o.method().equals("GET") && o.path().equals("/ops/accounts/{id}"))
-                .findFirst()
-                .orElseThrow(),
+            operation("GET", "/ops/accounts/{id}"),
             "/ops/accounts/../../ops/hosts?status=1.5".getBytes(StandardCharsets.US_ASCII),
             List.of(Header.of("Authorization", op)),
             null,
@@ -1220,10 +1225,7 @@ class HttpFuzzIntegrationTest {
     Answer above =
         send(
             new Hostile(
-                ops.stream()
-                    .filter(o -> o.method().equals("GET") && o.path().equals("/console/{file}"))
-                    .findFirst()
-                    .orElseThrow(),
+                operation("GET", "/console/{file}"),
                 "/console/../../ops/hosts".getBytes(StandardCharsets.US_ASCII),
                 List.of(Header.of("Authorization", "Bearer " + renter.apiKey())),
                 null,
@@ -1299,11 +1301,7 @@ class HttpFuzzIntegrationTest {
       List<Header> headers = new ArrayList<>();
       if (!r[1].equals("/v1/accounts")) headers.add(Header.of("Authorization", key));
       headers.add(Header.of("Content-Type", "application/json"));
-      Op op =
-          ops.stream()
-              .filter(o -> o.method().equals(r[0]) && o.path().equals(r[1]))
-              .findFirst()
-              .orElseThrow();
+      Op op = operation(r[0], r[1]);
       Hostile request =
           new Hostile(
               op,
@@ -1338,11 +1336,7 @@ class HttpFuzzIntegrationTest {
         new String[][] {
           {"POST", "/v1/hosts/registration-tokens"}, {"POST", "/v1/account/api-keys"},
         }) {
-      Op op =
-          ops.stream()
-              .filter(o -> o.method().equals(r[0]) && o.path().equals(r[1]))
-              .findFirst()
-              .orElseThrow();
+      Op op = operation(r[0], r[1]);
       Answer answer =
           send(
               new Hostile(
