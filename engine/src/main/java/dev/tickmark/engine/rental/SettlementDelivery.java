@@ -14,7 +14,6 @@ import dev.tickmark.engine.rental.Rental.Timer;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
-import java.util.concurrent.ThreadLocalRandom;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
@@ -114,11 +113,26 @@ final class SettlementDelivery {
   }
 
   private void redeliverLater() {
-    int spread = ThreadLocalRandom.current().nextInt(REDELIVERY_SPREAD_PERMILLE + 1);
+    int spread = redeliverySpread(rentalId, failedDeliveries);
     timers.startSingleTimer(
         Timer.REDELIVER,
         Timer.REDELIVER,
         redeliveryDelay(settings.retryInterval(), failedDeliveries++, spread));
+  }
+
+  /**
+   * Where in the spread this rental's {@code failuresInARow}-th retry falls, in [0, {@link
+   * #REDELIVERY_SPREAD_PERMILLE}]: a hash of the two, so rentals whose deliveries failed together
+   * retry apart, and each retry of one rental lands elsewhere, as a random draw would, while the
+   * same rental and retry always wait the same. (A {@code ThreadLocalRandom} draw made a rental's
+   * timing depend on the thread it ran on: the JDK mixes the thread's id into the sequence.)
+   */
+  static int redeliverySpread(String rentalId, int failuresInARow) {
+    long h = rentalId.hashCode() * 0x9E3779B97F4A7C15L + failuresInARow;
+    h = (h ^ (h >>> 33)) * 0xFF51AFD7ED558CCDL; // MurmurHash3's 64-bit finalizer
+    h = (h ^ (h >>> 33)) * 0xC4CEB9FE1A85EC53L;
+    h ^= h >>> 33;
+    return (int) Math.floorMod(h, (long) REDELIVERY_SPREAD_PERMILLE + 1);
   }
 
   /**

@@ -33,6 +33,7 @@ import dev.tickmark.engine.rental.Rental.State;
 import dev.tickmark.engine.rental.Rental.View;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -1712,6 +1713,27 @@ class RentalTest {
             interval, Integer.MAX_VALUE, SettlementDelivery.REDELIVERY_SPREAD_PERMILLE));
     assertEquals(
         Duration.ofMillis(160), SettlementDelivery.redeliveryDelay(Duration.ofMillis(200), 0, 0));
+  }
+
+  @Test
+  void redeliveriesOfRentalsThatFailedTogetherSpreadOverTheWholeRange() {
+    int[] quarters = new int[4];
+    int moved = 0;
+    for (int i = 0; i < 10_000; i++) {
+      String id = "r-" + i;
+      int spread = SettlementDelivery.redeliverySpread(id, 0);
+      assertTrue(
+          spread >= 0 && spread <= SettlementDelivery.REDELIVERY_SPREAD_PERMILLE, "" + spread);
+      quarters[Math.min(3, spread * 4 / (SettlementDelivery.REDELIVERY_SPREAD_PERMILLE + 1))]++;
+      if (SettlementDelivery.redeliverySpread(id, 1) != spread) moved++;
+    }
+    for (int q : quarters)
+      assertTrue(q > 2_200 && q < 2_800, "a quarter of the spread: " + Arrays.toString(quarters));
+    assertTrue(moved > 9_900, "a rental's next retry lands elsewhere in the spread: " + moved);
+    assertEquals(
+        SettlementDelivery.redeliverySpread("r-42", 2),
+        SettlementDelivery.redeliverySpread("r-42", 2),
+        "the same rental and retry wait the same");
   }
 
   @Test

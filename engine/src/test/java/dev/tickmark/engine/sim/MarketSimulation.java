@@ -451,7 +451,6 @@ public final class MarketSimulation implements AutoCloseable {
     this.config = config;
     this.random = new SplittableRandom(config.seed());
     this.loop = SimLoop.create();
-    SimLoop.seedThreadLocalRandom(config.seed());
     this.clock = new SimClock(loop, EPOCH);
     try {
       this.digest = MessageDigest.getInstance("SHA-256");
@@ -470,8 +469,6 @@ public final class MarketSimulation implements AutoCloseable {
                         .withFallback(ConfigFactory.defaultReference())));
     loop.runUntilQuiet();
     loop.ownedBy(Thread.currentThread());
-    SimLoop.seedThreadLocalRandom(
-        config.seed()); // again: start-up ran on two threads and drew from it in no fixed order
     this.network = new SimNetwork(loop, random.split(), system, config.network());
     this.auditor =
         new Auditor(

@@ -114,6 +114,25 @@ class MarketSimulationTest {
   }
 
   /**
+   * A seed is the same run on any thread: a benchmark's pool thread gives the run that {@code
+   * MarketSimulation.main} and this suite give. (Retries spread with {@code ThreadLocalRandom} made
+   * every thread another run: the JDK mixes the thread's id into that sequence.)
+   */
+  @Test
+  void aSeedRunsTheSameOnAnotherThread() throws InterruptedException {
+    MarketSimulation.Config config = MarketSimulation.Config.of(1).withoutKnownBugs();
+    MarketSimulation.Result here = MarketSimulation.run(config, 2_000);
+    MarketSimulation.Result[] there = new MarketSimulation.Result[1];
+    Thread other = new Thread(() -> there[0] = MarketSimulation.run(config, 2_000), "another");
+    other.start();
+    other.join();
+    assertEquals(
+        here.traceHash(),
+        there[0].traceHash(),
+        () -> "same seed, another thread:\n" + here.trace() + "\n---\n" + there[0].trace());
+  }
+
+  /**
    * With every fault on, the known bugs show up; the run (violations and trace) is still the same
    * twice.
    */

@@ -81,37 +81,6 @@ public final class SimLoop {
     return loop;
   }
 
-  /**
-   * Seeds this thread's {@link java.util.concurrent.ThreadLocalRandom}. The rental spreads its
-   * redeliveries with it ({@code Rental.redeliverLater}), and the JDK seeds it from the time of
-   * day; the entities run on this thread only, so seeding it here makes that spread part of the
-   * seed's run. Test-only, through {@code sun.misc.Unsafe} (the JDK offers no API for it), so that
-   * no engine code has to change for the simulation.
-   */
-  static void seedThreadLocalRandom(long seed) {
-    try {
-      java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
-      f.setAccessible(true);
-      sun.misc.Unsafe unsafe = (sun.misc.Unsafe) f.get(null);
-      Thread t = Thread.currentThread();
-      @SuppressWarnings("deprecation")
-      long seedAt =
-          unsafe.objectFieldOffset(Thread.class.getDeclaredField("threadLocalRandomSeed"));
-      @SuppressWarnings("deprecation")
-      long probeAt =
-          unsafe.objectFieldOffset(Thread.class.getDeclaredField("threadLocalRandomProbe"));
-      @SuppressWarnings("deprecation")
-      long secondaryAt =
-          unsafe.objectFieldOffset(Thread.class.getDeclaredField("threadLocalRandomSecondarySeed"));
-      unsafe.putLong(t, seedAt, seed * 0x9E3779B97F4A7C15L);
-      unsafe.putInt(t, probeAt, 0x9E3779B9);
-      unsafe.putInt(t, secondaryAt, (int) seed | 1);
-    } catch (ReflectiveOperationException | RuntimeException e) {
-      throw new IllegalStateException(
-          "cannot seed ThreadLocalRandom: runs of one seed will differ in redelivery timing", e);
-    }
-  }
-
   void close() {
     LOOPS.remove(id);
   }
