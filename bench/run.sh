@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Runs the settlement benchmark from a built tree (mvn -B install -DskipTests first) in its own JVM.
+# Runs the settlement benchmark from a built tree (mvn -B -q -DskipTests package first) in its own JVM.
 # Arguments go to the program (--help lists them); JAVA_OPTS carries JVM flags and -D journal settings:
 #   JAVA_OPTS="-Djdbc-journal.parallelism=2" bench/run.sh --duration=30
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -d bench/target/classes/dev/tickmark/bench ]; then
-  echo "bench is not built: run 'mvn -B install -DskipTests' in $(pwd) first" >&2
+if [ ! -d bench/target/classes/dev/tickmark/bench ] || ! ls cluster-config/target/tickmark-node.jar >/dev/null 2>&1; then
+  echo "bench is not built: run 'mvn -B -q -DskipTests package' in $(pwd) first" >&2
   exit 2
 fi
-cp_file=bench/target/classpath.txt
+# The class path as bench/all.sh resolves it: the project's own modules from their build (nothing needs installing).
+cp_file=bench/target/classpath-ext.txt
 if [ ! -s "$cp_file" ] || [ bench/pom.xml -nt "$cp_file" ]; then
-  mvn -B -q -o -pl bench dependency:build-classpath -Dmdep.outputFile=target/classpath.txt \
-    || mvn -B -q -pl bench dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+  mvn -B -q -o -pl bench -am -DskipTests package dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
+    -Dmdep.outputFile=target/classpath-ext.txt \
+    || mvn -B -q -pl bench -am -DskipTests package dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
+      -Dmdep.outputFile=target/classpath-ext.txt
 fi
 # shellcheck disable=SC2086
-exec java ${JAVA_OPTS:-} -cp "bench/target/classes:$(cat "$cp_file")" dev.tickmark.bench.SettlementBenchmark "$@"
+exec java ${JAVA_OPTS:-} -cp "bench/target/classes:cluster-config/target/tickmark-node.jar:$(cat "$cp_file")" \
+  dev.tickmark.bench.SettlementBenchmark "$@"
