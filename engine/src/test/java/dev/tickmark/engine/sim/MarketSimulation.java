@@ -188,6 +188,26 @@ public final class MarketSimulation implements AutoCloseable {
           true);
     }
 
+    /** The same run, its report keeping the last {@code lines} lines of the trace. */
+    public Config withTraceLines(int lines) {
+      return new Config(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          switchedOff,
+          lines,
+          snapshots,
+          clockStepsBack);
+    }
+
     /** Without snapshots: the runs as they were before renters could keep a workspace. */
     public Config(
         long seed,
@@ -368,13 +388,18 @@ public final class MarketSimulation implements AutoCloseable {
     }
   }
 
+  /**
+   * {@code stepDigests}: the trace hash as it stood after each step (its first 12 hex digits), so
+   * that two runs of one seed that differ show the step where they parted.
+   */
   public record Result(
       long seed,
       long steps,
       String traceHash,
       List<Auditor.Violation> violations,
       String trace,
-      Map<String, Long> stats) {
+      Map<String, Long> stats,
+      List<String> stepDigests) {
     public boolean ok() {
       return violations.isEmpty();
     }
@@ -409,6 +434,7 @@ public final class MarketSimulation implements AutoCloseable {
   private final Verification.Policy policy = Verification.Policy.defaults(false);
   private final MessageDigest digest;
   private final ArrayDeque<String> trace = new ArrayDeque<>();
+  private final List<String> stepDigests = new ArrayList<>();
   private final Map<String, Long> stats = new TreeMap<>();
   long step;
   private boolean resting;
@@ -906,6 +932,16 @@ public final class MarketSimulation implements AutoCloseable {
     auditor.onWrite(pid, batch);
   }
 
+  /** The trace hash of everything so far, without ending the digest. */
+  private String digestSoFar() {
+    try {
+      byte[] hash = ((MessageDigest) digest.clone()).digest();
+      return HexFormat.of().formatHex(hash, 0, 6);
+    } catch (CloneNotSupportedException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
   private void note(String line) {
     String stamped =
         String.format(
@@ -1277,6 +1313,7 @@ public final class MarketSimulation implements AutoCloseable {
       loop.advance(pause());
       long t1 = System.nanoTime();
       audit();
+      stepDigests.add(digestSoFar());
       actNanos += t1 - t0;
       auditNanos += System.nanoTime() - t1;
     }
@@ -1312,7 +1349,8 @@ public final class MarketSimulation implements AutoCloseable {
         HexFormat.of().formatHex(digest.digest()),
         List.copyOf(auditor.violations),
         String.join("\n", trace) + "\n",
-        Map.copyOf(stats));
+        Map.copyOf(stats),
+        List.copyOf(stepDigests));
   }
 
   private long pause() {

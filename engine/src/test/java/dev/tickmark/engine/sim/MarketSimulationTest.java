@@ -1,7 +1,9 @@
 package dev.tickmark.engine.sim;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -99,15 +101,76 @@ class MarketSimulationTest {
     assertTrue(failures.length() == 0, failures::toString);
   }
 
+  /** Whole traces, so that two runs that differ show the steps where they parted. */
+  static final int WHOLE_TRACE = 1_000_000;
+
+  /**
+   * The two runs give the same trace hash; if not, the message names the first step whose hash
+   * differs and both runs' trace lines up to it.
+   */
+  static void assertSameRun(MarketSimulation.Result a, MarketSimulation.Result b, String what) {
+    if (a.traceHash().equals(b.traceHash())) return;
+    int step = 0;
+    while (step < Math.min(a.stepDigests().size(), b.stepDigests().size())
+        && a.stepDigests().get(step).equals(b.stepDigests().get(step))) step++;
+    int parted = step + 1; // steps count from 1
+    fail(
+        what
+            + ": the runs parted at step "
+            + parted
+            + " of "
+            + a.steps()
+            + " / "
+            + b.steps()
+            + "\nfirst run, up to it:\n"
+            + linesUpTo(a.trace(), parted)
+            + "\nsecond run, up to it:\n"
+            + linesUpTo(b.trace(), parted));
+  }
+
+  /** The trace's lines of the five steps up to {@code step} (lines start with "#step "). */
+  static String linesUpTo(String trace, int step) {
+    StringBuilder out = new StringBuilder();
+    for (String line : trace.split("\n")) {
+      if (!line.startsWith("#")) continue;
+      int end = line.indexOf(' ');
+      if (end < 2) continue;
+      int at = Integer.parseInt(line.substring(1, end));
+      if (at > step - 5 && at <= step) out.append(line).append('\n');
+    }
+    return out.toString();
+  }
+
+  @Test
+  void twoRunsThatDifferAreReportedAtTheStepWhereTheyParted() {
+    String trace = "#1 1s tick\n#2 2s launch r1\n#3 3s tick\n#4 4s stop r1\n";
+    MarketSimulation.Result a =
+        new MarketSimulation.Result(
+            7, 4, "aaaa", List.of(), trace, java.util.Map.of(), List.of("01", "02", "03", "04"));
+    MarketSimulation.Result b =
+        new MarketSimulation.Result(
+            7,
+            4,
+            "bbbb",
+            List.of(),
+            trace.replace("#3 3s tick", "#3 3s crash host:h1"),
+            java.util.Map.of(),
+            List.of("01", "02", "0x", "0y"));
+    AssertionError e = assertThrows(AssertionError.class, () -> assertSameRun(a, b, "a seed"));
+    assertTrue(e.getMessage().contains("parted at step 3 of 4"), e.getMessage());
+    assertTrue(e.getMessage().contains("#3 3s crash host:h1"), e.getMessage());
+    assertTrue(
+        !e.getMessage().contains("#4 4s stop"), "only the steps up to it: " + e.getMessage());
+    assertSameRun(a, a, "the same run"); // no failure
+  }
+
   @Test
   void aSeedRunsTheSameTwice() {
-    MarketSimulation.Config config = MarketSimulation.Config.of(42).withoutKnownBugs();
+    MarketSimulation.Config config =
+        MarketSimulation.Config.of(42).withoutKnownBugs().withTraceLines(WHOLE_TRACE);
     MarketSimulation.Result first = MarketSimulation.run(config, 2_000);
     MarketSimulation.Result second = MarketSimulation.run(config, 2_000);
-    assertEquals(
-        first.traceHash(),
-        second.traceHash(),
-        () -> "same seed, different runs:\n" + first.trace() + "\n---\n" + second.trace());
+    assertSameRun(first, second, "seed 42 twice");
     assertEquals(first.violations(), second.violations());
     MarketSimulation.Result other = MarketSimulation.run(config.withSeed(43), 2_000);
     assertTrue(!other.traceHash().equals(first.traceHash()), "another seed gives another run");
@@ -120,16 +183,14 @@ class MarketSimulationTest {
    */
   @Test
   void aSeedRunsTheSameOnAnotherThread() throws InterruptedException {
-    MarketSimulation.Config config = MarketSimulation.Config.of(1).withoutKnownBugs();
+    MarketSimulation.Config config =
+        MarketSimulation.Config.of(1).withoutKnownBugs().withTraceLines(WHOLE_TRACE);
     MarketSimulation.Result here = MarketSimulation.run(config, 2_000);
     MarketSimulation.Result[] there = new MarketSimulation.Result[1];
     Thread other = new Thread(() -> there[0] = MarketSimulation.run(config, 2_000), "another");
     other.start();
     other.join();
-    assertEquals(
-        here.traceHash(),
-        there[0].traceHash(),
-        () -> "same seed, another thread:\n" + here.trace() + "\n---\n" + there[0].trace());
+    assertSameRun(here, there[0], "seed 1 on main and on another thread");
   }
 
   /**
@@ -138,10 +199,10 @@ class MarketSimulationTest {
    */
   @Test
   void aFailingSeedReproducesExactly() {
-    MarketSimulation.Config config = MarketSimulation.Config.of(1);
+    MarketSimulation.Config config = MarketSimulation.Config.of(1).withTraceLines(WHOLE_TRACE);
     MarketSimulation.Result first = MarketSimulation.run(config, 3_000);
     MarketSimulation.Result second = MarketSimulation.run(config, 3_000);
-    assertEquals(first.traceHash(), second.traceHash());
+    assertSameRun(first, second, "seed 1 with every fault, twice");
     assertEquals(first.violations(), second.violations());
     assertEquals(first.trace(), second.trace());
   }
