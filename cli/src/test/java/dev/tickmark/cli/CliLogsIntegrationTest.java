@@ -73,8 +73,15 @@ class CliLogsIntegrationTest {
     String id = launched.get("rental").get("id").asText();
 
     CliRunner.Background following = cli.start("logs", id, "-f");
+    // Both earlier lines are in before the last is let out: stdout and stderr are two pipes, which
+    // the agent reads apart, so a "bye" written just after "oops" may be read first (it was, once,
+    // in CI: the tail's last line was then "oops", on stderr).
     Eventually.eventually(
-        TestMarket.WAIT, () -> assertTrue(following.out().toString().contains("hello")));
+        TestMarket.WAIT,
+        () -> {
+          assertTrue(following.out().toString().contains("hello"));
+          assertTrue(following.err().toString().contains("oops"));
+        });
     Files.writeString(go, ""); // the workload prints its last line and exits: the rental ends
 
     CliRunner.Result followed =
