@@ -1730,10 +1730,6 @@ class RentalTest {
     for (int q : quarters)
       assertTrue(q > 2_200 && q < 2_800, "a quarter of the spread: " + Arrays.toString(quarters));
     assertTrue(moved > 9_900, "a rental's next retry lands elsewhere in the spread: " + moved);
-    assertEquals(
-        SettlementDelivery.redeliverySpread("r-42", 2),
-        SettlementDelivery.redeliverySpread("r-42", 2),
-        "the same rental and retry wait the same");
   }
 
   @Test
