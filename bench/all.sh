@@ -22,17 +22,9 @@ if [ -z "$engine_tests" ]; then
   echo "engine's test jar is missing: run 'mvn -B -q -o -DskipTests package' in $(pwd) first" >&2
   exit 2
 fi
-cp_file=bench/target/classpath-ext.txt
-if [ ! -s "$cp_file" ] || [ bench/pom.xml -nt "$cp_file" ]; then
-  # In the reactor (-am, packaged): alone, bench's own dev.tickmark dependencies are looked up in the
-  # local repository, where nothing was installed, and the look-up fails before any is excluded.
-  mvn -B -q -o -pl bench -am -DskipTests package dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
-    -Dmdep.outputFile=target/classpath-ext.txt \
-    || mvn -B -q -pl bench -am -DskipTests package dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
-      -Dmdep.outputFile=target/classpath-ext.txt
-fi
+source bench/third-party-classpath.sh
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null || true)" ]; then commit="$commit+changes"; fi
-cp="bench/target/classes:cluster-config/target/tickmark-node.jar:$engine_tests:cli/target/tickmark.jar:$(cat "$cp_file")"
+cp="bench/target/classes:cluster-config/target/tickmark-node.jar:$engine_tests:cli/target/tickmark.jar:$third_party_cp"
 # shellcheck disable=SC2086
 exec java ${JAVA_OPTS:--Xmx256m} -Dtickmark.bench.commit="$commit" -cp "$cp" dev.tickmark.bench.AllBenchmarks "$@"

@@ -6,10 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tree=$1; shift
-cp_file=bench/target/classpath-ext.txt # third-party jars only, as bench/all.sh writes it
-[ -s "$cp_file" ] || mvn -B -q -o -pl bench -am -DskipTests package dependency:build-classpath \
-  -DexcludeGroupIds=dev.tickmark -Dmdep.outputFile=target/classpath-ext.txt
-ext=$(tr ':' '\n' < "$cp_file" | grep -v '/dev/tickmark/' | paste -sd:)
+source bench/third-party-classpath.sh
+ext=$(tr ':' '\n' <<< "$third_party_cp" | grep -v '/dev/tickmark/' | paste -sd:)
 mods=""
 for m in cluster-config engine persistence http console agent wire cli; do mods="$mods:$tree/$m/target/classes"; done
 exec java ${JAVA_OPTS:--Xmx4g} -cp "bench/target/classes$mods:$tree/engine/target/test-classes:$ext" \

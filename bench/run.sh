@@ -8,14 +8,7 @@ if [ ! -d bench/target/classes/dev/tickmark/bench ] || ! ls cluster-config/targe
   echo "bench is not built: run 'mvn -B -q -DskipTests package' in $(pwd) first" >&2
   exit 2
 fi
-# The class path as bench/all.sh resolves it: the project's own modules from their build (nothing needs installing).
-cp_file=bench/target/classpath-ext.txt
-if [ ! -s "$cp_file" ] || [ bench/pom.xml -nt "$cp_file" ]; then
-  mvn -B -q -o -pl bench -am -DskipTests package dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
-    -Dmdep.outputFile=target/classpath-ext.txt \
-    || mvn -B -q -pl bench -am -DskipTests package dependency:build-classpath -DexcludeGroupIds=dev.tickmark \
-      -Dmdep.outputFile=target/classpath-ext.txt
-fi
+source bench/third-party-classpath.sh
 # shellcheck disable=SC2086
-exec java ${JAVA_OPTS:-} -cp "bench/target/classes:cluster-config/target/tickmark-node.jar:$(cat "$cp_file")" \
+exec java ${JAVA_OPTS:-} -cp "bench/target/classes:cluster-config/target/tickmark-node.jar:$third_party_cp" \
   dev.tickmark.bench.SettlementBenchmark "$@"
