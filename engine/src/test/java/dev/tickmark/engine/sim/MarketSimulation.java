@@ -170,42 +170,12 @@ public final class MarketSimulation implements AutoCloseable {
      * jumps of 1–120 s.
      */
     public Config withClockStepsBack() {
-      return new Config(
-          seed,
-          renters,
-          providers,
-          hosts,
-          network,
-          crashes,
-          nodeLoss,
-          agentFaults,
-          clockJumps,
-          partitions,
-          payouts,
-          switchedOff,
-          traceLines,
-          snapshots,
-          true);
+      return with(seed, network, switchedOff, traceLines, snapshots, true);
     }
 
     /** The same run, its report keeping the last {@code lines} lines of the trace. */
     public Config withTraceLines(int lines) {
-      return new Config(
-          seed,
-          renters,
-          providers,
-          hosts,
-          network,
-          crashes,
-          nodeLoss,
-          agentFaults,
-          clockJumps,
-          partitions,
-          payouts,
-          switchedOff,
-          lines,
-          snapshots,
-          clockStepsBack);
+      return with(seed, network, switchedOff, lines, snapshots, clockStepsBack);
     }
 
     /** Without snapshots: the runs as they were before renters could keep a workspace. */
@@ -244,22 +214,7 @@ public final class MarketSimulation implements AutoCloseable {
     public Config withSwitchedOff(String... invariants) {
       Set<String> off = new java.util.TreeSet<>(switchedOff);
       off.addAll(List.of(invariants));
-      return new Config(
-          seed,
-          renters,
-          providers,
-          hosts,
-          network,
-          crashes,
-          nodeLoss,
-          agentFaults,
-          clockJumps,
-          partitions,
-          payouts,
-          Set.copyOf(off),
-          traceLines,
-          snapshots,
-          clockStepsBack);
+      return with(seed, network, Set.copyOf(off), traceLines, snapshots, clockStepsBack);
     }
 
     /**
@@ -267,22 +222,7 @@ public final class MarketSimulation implements AutoCloseable {
      * them; storage is metered and its money audited.
      */
     public Config withSnapshots() {
-      return new Config(
-          seed,
-          renters,
-          providers,
-          hosts,
-          network,
-          crashes,
-          nodeLoss,
-          agentFaults,
-          clockJumps,
-          partitions,
-          payouts,
-          switchedOff,
-          traceLines,
-          true,
-          clockStepsBack);
+      return with(seed, network, switchedOff, traceLines, true, clockStepsBack);
     }
 
     /** Every fault on. */
@@ -318,27 +258,24 @@ public final class MarketSimulation implements AutoCloseable {
      */
     public Config withoutKnownBugs() {
       Set<String> off = new java.util.TreeSet<>(switchedOff);
-      return new Config(
-          seed,
-          renters,
-          providers,
-          hosts,
-          network.withoutKnownBugs(),
-          crashes,
-          nodeLoss,
-          agentFaults,
-          clockJumps,
-          partitions,
-          payouts,
-          Set.copyOf(off),
-          traceLines,
-          snapshots,
-          clockStepsBack);
+      return with(
+          seed, network.withoutKnownBugs(), Set.copyOf(off), traceLines, snapshots, clockStepsBack);
     }
 
     public Config withSeed(long s) {
+      return with(s, network, switchedOff, traceLines, snapshots, clockStepsBack);
+    }
+
+    /** This configuration with the components the {@code with…} methods change. */
+    private Config with(
+        long seed,
+        SimNetwork.Faults network,
+        Set<String> switchedOff,
+        int traceLines,
+        boolean snapshots,
+        boolean clockStepsBack) {
       return new Config(
-          s,
+          seed,
           renters,
           providers,
           hosts,
