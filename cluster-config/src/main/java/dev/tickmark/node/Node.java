@@ -105,6 +105,7 @@ public final class Node implements AutoCloseable {
     }
     Config config = config(settings);
     checkIdempotencySettings(config);
+    checkFailoverSettings(config);
     // before the database: a wrong certificate or key file stops the node at once
     ServerTls tls = ServerTls.fromConfig(config).orElse(null);
     if (tls != null) {
@@ -134,6 +135,27 @@ public final class Node implements AutoCloseable {
       if (embedded != null) embedded.close();
       throw e;
     }
+  }
+
+  /** Without shard leases the downed side must be given time to stop (docs/runbook.md). */
+  static final Duration MARGIN_WITHOUT_LEASES = Duration.ofSeconds(5);
+
+  /**
+   * Without shard leases, only {@code down-removal-margin} keeps a lost node's shards from starting
+   * on the survivors while the downed side may still run them: refuse to start with the 1 ms margin
+   * that only leases make safe.
+   */
+  static void checkFailoverSettings(Config config) {
+    boolean leases = !config.getString("pekko.cluster.sharding.use-lease").isBlank();
+    Duration margin = config.getDuration("pekko.cluster.down-removal-margin");
+    if (!leases && margin.compareTo(MARGIN_WITHOUT_LEASES) < 0)
+      throw new IllegalArgumentException(
+          "pekko.cluster.down-removal-margin ("
+              + margin
+              + ") must be at least "
+              + MARGIN_WITHOUT_LEASES.toSeconds()
+              + " s when shards run without leases (TICKMARK_SHARD_LEASE is empty):"
+              + " set TICKMARK_DOWN_REMOVAL_MARGIN=5s; see docs/runbook.md \"Failover timing and split brain\"");
   }
 
   /**

@@ -190,4 +190,41 @@ class EntitySettingsDefaultsTest {
             IllegalArgumentException.class, () -> Node.checkIdempotencySettings(tooShort));
     assertTrue(refused.getMessage().contains("in-progress-timeout"), refused.getMessage());
   }
+
+  @Test
+  void shardsRunUnderLeasesWithoutAMarginAndWithoutLeasesAMarginIsRequired() {
+    Config c = Node.config(NodeSettings.fromEnvironment(Map.of()), database(8));
+    assertEquals("tickmark.shard-lease", c.getString("pekko.cluster.sharding.use-lease"));
+    assertEquals(
+        "tickmark.shard-lease",
+        c.getString("pekko.cluster.sharding.coordinator-singleton.use-lease"));
+    assertEquals(
+        "tickmark.shard-lease",
+        c.getString("pekko.cluster.sharded-daemon-process.sharding.use-lease"),
+        "the projections' daemon processes shard under the same leases");
+    assertEquals(Duration.ofMillis(1), c.getDuration("pekko.cluster.down-removal-margin"));
+    assertTrue(
+        c.getDuration("tickmark.shard-lease.heartbeat-timeout").toMillis()
+            < c.getDuration("pekko.cluster.failure-detector.acceptable-heartbeat-pause").toMillis()
+                + c.getDuration("pekko.cluster.split-brain-resolver.stable-after").toMillis(),
+        "a crashed node's leases lapse before the survivors can remove it");
+    Node.checkFailoverSettings(c);
+
+    Config withoutLeases =
+        Node.config(
+            NodeSettings.fromEnvironment(Map.of())
+                .withConfig("pekko.cluster.sharding.use-lease", "")
+                .withConfig("pekko.cluster.sharding.coordinator-singleton.use-lease", ""),
+            database(8));
+    IllegalArgumentException refused =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            IllegalArgumentException.class, () -> Node.checkFailoverSettings(withoutLeases));
+    assertTrue(refused.getMessage().contains("TICKMARK_DOWN_REMOVAL_MARGIN"), refused.getMessage());
+    Node.checkFailoverSettings(
+        Node.config(
+            NodeSettings.fromEnvironment(Map.of())
+                .withConfig("pekko.cluster.sharding.use-lease", "")
+                .withConfig("pekko.cluster.down-removal-margin", "5s"),
+            database(8)));
+  }
 }

@@ -45,7 +45,8 @@ public final class Migrations {
           "V13__idempotency_key_expiry.sql",
           "V14__snapshots.sql",
           "V15__operator_audit_and_key_use.sql",
-          "V16__idempotency_key_seed.sql");
+          "V16__idempotency_key_seed.sql",
+          "V17__shard_leases.sql");
 
   private Migrations() {}
 
