@@ -86,8 +86,9 @@ public final class ShardLeases implements Extension {
     HikariConfig hikari = new HikariConfig();
     hikari.setPoolName("tickmark-shard-leases");
     hikari.setJdbcUrl(db.getString("url"));
-    hikari.setUsername(db.getString("user"));
-    hikari.setPassword(db.getString("password"));
+    hikari.setUsername(stringOrNull(db, "user"));
+    hikari.setPassword(
+        stringOrNull(db, "password")); // none with trust auth (the embedded database)
     hikari.setMaximumPoolSize(lease.getInt("connections"));
     hikari.setMinimumIdle(1);
     hikari.setConnectionTimeout(2_000);
@@ -104,6 +105,10 @@ public final class ShardLeases implements Extension {
             "release-shard-leases",
             () -> CompletableFuture.supplyAsync(this::releaseAllAndClose, calls));
     system.getWhenTerminated().thenRun(this::close);
+  }
+
+  private static String stringOrNull(Config config, String path) {
+    return config.hasPath(path) ? config.getString(path) : null; // hasPath is false for null
   }
 
   public static ShardLeases get(ActorSystem<?> system) {

@@ -57,12 +57,17 @@ class PostgresLeaseIntegrationTest {
    * ShardLeases#renewNow}) and when its row lapses ({@link #lapse}).
    */
   static ActorSystem<Void> node(String name) {
+    return node(name, db.password());
+  }
+
+  /** {@code password} null: as the node's config has it for the embedded database (trust auth). */
+  static ActorSystem<Void> node(String name, String password) {
+    Map<String, Object> database = new java.util.HashMap<>();
+    database.put("test-db.url", db.url());
+    database.put("test-db.user", db.user());
+    database.put("test-db.password", password);
     Config config =
-        ConfigFactory.parseMap(
-                Map.of(
-                    "test-db.url", db.url(),
-                    "test-db.user", db.user(),
-                    "test-db.password", db.password()))
+        ConfigFactory.parseMap(database)
             .withFallback(
                 ConfigFactory.parseString(
                     """
@@ -162,7 +167,7 @@ class PostgresLeaseIntegrationTest {
     assertFalse(onA.checkLease());
     assertNull(holderOf("shard-2"));
 
-    ActorSystem<Void> nodeC = node("c");
+    ActorSystem<Void> nodeC = node("c", null);
     assertTrue(answer(lease(nodeC, "shard-3").acquire()));
     assertTrue(answer(lease(nodeC, "shard-4").acquire()));
     assertEquals(ShardLeases.get(nodeC).holder(), holderOf("shard-3"));
