@@ -37,42 +37,38 @@ class AskAgainOnTimeoutTest {
     assertEquals(3, asked.get(), "two unanswered, the third answered");
   }
 
-  @Test
-  void aRefusalIsFinal() {
-    AtomicInteger asked = new AtomicInteger();
+  /** How the questions ended when none was answered; {@code ask} counts them. */
+  static Throwable failureOf(java.util.function.Supplier<CompletionStage<String>> ask) {
     ExecutionException failed =
         assertThrows(
             ExecutionException.class,
-            () ->
-                AgentSocket.<String>askAgainOnTimeout(
-                        () -> {
-                          asked.incrementAndGet();
-                          return CompletableFuture.failedStage(
-                              new StatusReply.ErrorMessage("unauthorized"));
-                        },
-                        5)
-                    .toCompletableFuture()
-                    .get());
-    assertInstanceOf(StatusReply.ErrorMessage.class, failed.getCause());
+            () -> AgentSocket.askAgainOnTimeout(ask, 5).toCompletableFuture().get());
+    return failed.getCause();
+  }
+
+  @Test
+  void aRefusalIsFinal() {
+    AtomicInteger asked = new AtomicInteger();
+    Throwable failure =
+        failureOf(
+            () -> {
+              asked.incrementAndGet();
+              return CompletableFuture.failedStage(new StatusReply.ErrorMessage("unauthorized"));
+            });
+    assertInstanceOf(StatusReply.ErrorMessage.class, failure);
     assertEquals(1, asked.get());
   }
 
   @Test
   void theLastTimeoutIsTheAnswerWhenNoAttemptIsAnswered() {
     AtomicInteger asked = new AtomicInteger();
-    ExecutionException failed =
-        assertThrows(
-            ExecutionException.class,
-            () ->
-                AgentSocket.<String>askAgainOnTimeout(
-                        () -> {
-                          asked.incrementAndGet();
-                          return timedOut();
-                        },
-                        5)
-                    .toCompletableFuture()
-                    .get());
-    assertInstanceOf(TimeoutException.class, failed.getCause());
+    Throwable failure =
+        failureOf(
+            () -> {
+              asked.incrementAndGet();
+              return timedOut();
+            });
+    assertInstanceOf(TimeoutException.class, failure);
     assertEquals(5, asked.get(), "as many questions as attempts");
   }
 }

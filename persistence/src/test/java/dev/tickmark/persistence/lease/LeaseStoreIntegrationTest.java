@@ -8,8 +8,6 @@ import dev.tickmark.persistence.DatabaseSettings;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.Migrations;
 import dev.tickmark.persistence.TestDatabase;
-import java.sql.Connection;
-import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.List;
 import java.util.Set;
@@ -31,6 +29,7 @@ class LeaseStoreIntegrationTest {
   static Jdbc jdbc;
   static LeaseStore store;
   static ExecutorService threads;
+  static LeaseRows rows;
 
   @BeforeAll
   static void start() throws Exception {
@@ -38,6 +37,7 @@ class LeaseStoreIntegrationTest {
     Migrations.migrate(db);
     jdbc = Jdbc.create(db, "lease-test", Executors.newFixedThreadPool(2));
     store = new LeaseStore(jdbc.dataSource());
+    rows = new LeaseRows(() -> jdbc.dataSource().getConnection());
     threads = Executors.newFixedThreadPool(2);
   }
 
@@ -47,26 +47,12 @@ class LeaseStoreIntegrationTest {
     if (threads != null) threads.shutdownNow();
   }
 
-  /** The holder's row lapses now, as if it had not renewed for the TTL (no waiting in the test). */
   static void lapse(String holder) throws Exception {
-    try (Connection c = jdbc.dataSource().getConnection();
-        PreparedStatement st =
-            c.prepareStatement(
-                "UPDATE lease_holders SET expires_at = clock_timestamp() - interval '1 millisecond'"
-                    + " WHERE holder = ?")) {
-      st.setString(1, holder);
-      assertEquals(1, st.executeUpdate(), holder + " is registered");
-    }
+    rows.lapse(holder);
   }
 
   static String holderOf(String lease) throws Exception {
-    try (Connection c = jdbc.dataSource().getConnection();
-        PreparedStatement st = c.prepareStatement("SELECT holder FROM leases WHERE name = ?")) {
-      st.setString(1, lease);
-      try (var rs = st.executeQuery()) {
-        return rs.next() ? rs.getString(1) : null;
-      }
-    }
+    return rows.holderOf(lease);
   }
 
   @Test

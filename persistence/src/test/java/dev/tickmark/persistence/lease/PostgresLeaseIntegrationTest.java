@@ -12,7 +12,6 @@ import dev.tickmark.persistence.Migrations;
 import dev.tickmark.persistence.TestDatabase;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Optional;
@@ -101,25 +100,14 @@ class PostgresLeaseIntegrationTest {
     return DriverManager.getConnection(db.url(), db.user(), db.password());
   }
 
+  static final LeaseRows rows = new LeaseRows(PostgresLeaseIntegrationTest::connection);
+
   static void lapse(ActorSystem<?> node) throws Exception {
-    try (Connection c = connection();
-        PreparedStatement st =
-            c.prepareStatement(
-                "UPDATE lease_holders SET expires_at = clock_timestamp() - interval '1 millisecond'"
-                    + " WHERE holder = ?")) {
-      st.setString(1, ShardLeases.get(node).holder());
-      assertEquals(1, st.executeUpdate());
-    }
+    rows.lapse(ShardLeases.get(node).holder());
   }
 
   static String holderOf(String lease) throws Exception {
-    try (Connection c = connection();
-        PreparedStatement st = c.prepareStatement("SELECT holder FROM leases WHERE name = ?")) {
-      st.setString(1, lease);
-      try (var rs = st.executeQuery()) {
-        return rs.next() ? rs.getString(1) : null;
-      }
-    }
+    return rows.holderOf(lease);
   }
 
   @Test
@@ -191,13 +179,7 @@ class PostgresLeaseIntegrationTest {
   }
 
   static String wantedBy(String lease) throws Exception {
-    try (Connection c = connection();
-        PreparedStatement st = c.prepareStatement("SELECT wanted_by FROM leases WHERE name = ?")) {
-      st.setString(1, lease);
-      try (var rs = st.executeQuery()) {
-        return rs.next() ? rs.getString(1) : null;
-      }
-    }
+    return rows.wantedBy(lease);
   }
 
   /**
