@@ -34,7 +34,8 @@ import org.slf4j.LoggerFactory;
  * needs this node's row to have lapsed for {@code heartbeat-timeout}); a renewal that fails, for
  * instance while PostgreSQL is down, loses nothing, so a database outage stops no shard
  * (docs/runbook.md "Failover timing and split brain" argues why that is safe). The node gives all
- * its leases up at the end of its coordinated shutdown, once its shards have stopped.
+ * its leases up in its coordinated shutdown's {@code cluster-shutdown} phase: after its shards and
+ * singletons have stopped, before the node closes its database (an embedded one included).
  */
 public final class ShardLeases implements Extension {
   private static final Logger log = LoggerFactory.getLogger(ShardLeases.class);
@@ -101,9 +102,13 @@ public final class ShardLeases implements Extension {
     heartbeat.scheduleWithFixedDelay(this::renew, 0, interval.toMillis(), TimeUnit.MILLISECONDS);
     CoordinatedShutdown.get(Adapter.toClassic(system))
         .addTask(
-            CoordinatedShutdown.PhaseBeforeActorSystemTerminate(),
+            CoordinatedShutdown.PhaseClusterShutdown(),
             "release-shard-leases",
-            () -> CompletableFuture.supplyAsync(this::releaseAllAndClose, calls));
+            // a thread of its own: not queued behind releases waiting for a database gone already
+            () ->
+                CompletableFuture.supplyAsync(
+                    this::releaseAllAndClose,
+                    task -> daemon("release-all").newThread(task).start()));
     system.getWhenTerminated().thenRun(this::close);
   }
 
@@ -149,6 +154,10 @@ public final class ShardLeases implements Extension {
             releasesToRetry.remove(lease.name(), lease);
             return released;
           } catch (Exception e) {
+            if (leaving()) { // the shutdown's release of all leases, or their lapse, follows
+              log.debug("Releasing lease {} failed while leaving: {}", lease.name(), e.toString());
+              return false;
+            }
             // kept, or the next node to start this shard would wait until this node's row lapses
             releasesToRetry.put(lease.name(), lease);
             log.warn("Releasing lease {} failed, retrying: {}", lease.name(), e.toString());
@@ -249,6 +258,11 @@ public final class ShardLeases implements Extension {
                   return false;
                 }),
         calls);
+  }
+
+  /** The node's coordinated shutdown has begun. */
+  private boolean leaving() {
+    return closed || CoordinatedShutdown.get(classic).getShutdownReason().isPresent();
   }
 
   private synchronized void ensureRegistered() {
