@@ -592,8 +592,21 @@ public final class Rental
    * Metering stopped at {@code endAt}, {@code billedSeconds} after the start; the money is being
    * finished.
    */
-  public record Ended(EndReason reason, Instant endAt, long billedSeconds, Instant at)
-      implements Event {}
+  public record Ended(
+      EndReason reason, Instant endAt, long billedSeconds, Instant at, boolean onAgentReport)
+      implements Event {
+    /**
+     * {@code onAgentReport}: the end is the agent's word that the workload stopped on its own
+     * (false in events written before it was kept); the host's heartbeats bound it before it is
+     * settled.
+     */
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public Ended {}
+
+    public Ended(EndReason reason, Instant endAt, long billedSeconds, Instant at) {
+      this(reason, endAt, billedSeconds, at, false);
+    }
+  }
 
   /**
    * The host proved the rental ran only {@code billedSeconds} of what its end claimed (its agent
@@ -726,7 +739,7 @@ public final class Rental
    * Metering is over; the final settlement, the hold and the cards are being finished ("stopping").
    * {@code billedSeconds}: what the end bills — until {@link #finalSettled()}, what it claims, to
    * be proven by the host. {@code recordedAt}: when the end was recorded (null in snapshots written
-   * before it was kept).
+   * before it was kept). {@code onAgentReport}: see {@link Ended#onAgentReport()}.
    */
   public record Ending(
       Order order,
@@ -736,8 +749,24 @@ public final class Rental
       EndReason reason,
       Instant endAt,
       long billedSeconds,
-      Instant recordedAt)
+      Instant recordedAt,
+      boolean onAgentReport)
       implements State {
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public Ending {}
+
+    Ending(
+        Order order,
+        Terms terms,
+        Instant startedAt,
+        List<Checkpoint> checkpoints,
+        EndReason reason,
+        Instant endAt,
+        long billedSeconds,
+        Instant recordedAt) {
+      this(order, terms, startedAt, checkpoints, reason, endAt, billedSeconds, recordedAt, false);
+    }
+
     Checkpoint last() {
       return checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
     }
@@ -751,11 +780,13 @@ public final class Rental
           reason,
           endAt,
           billedSeconds,
-          recordedAt);
+          recordedAt,
+          onAgentReport);
     }
 
     Ending proven(long billed) {
-      return new Ending(order, terms, startedAt, checkpoints, reason, endAt, billed, recordedAt);
+      return new Ending(
+          order, terms, startedAt, checkpoints, reason, endAt, billed, recordedAt, onAgentReport);
     }
 
     /** The final settlement is recorded: every billed second is settled, and proven by the host. */
@@ -1691,6 +1722,7 @@ public final class Rental
     if (answer.liveness() == null || answer.liveness().lastHeartbeatAt() == null)
       return Effect().noReply();
     noteHeartbeat(answer.liveness());
+    if (RentalBilling.gone(answer.liveness())) return endGone(state, answer.liveness());
     Instant now = now();
     long second =
         billing.settleThrough(
@@ -1816,16 +1848,57 @@ public final class Rental
   private ReplyEffect<Event, State> onWorkloadStoppedRunning(Running state, WorkloadStopped cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
     Instant stoppedAt = cmd.at() == null ? now() : earlier(cmd.at(), now());
+    return endOnAgentReport(state, stoppedAt, cmd.afterNotice());
+  }
+
+  /**
+   * The workload stopped on its own at {@code stoppedAt}, on the agent's word. The end is recorded
+   * at once, but settled only once the host has answered: a heartbeat that no longer listed the
+   * workload may have reached it before this report reached the rental, and then nothing past the
+   * last heartbeat that listed it is billed (see {@link #onEndLiveness}).
+   */
+  private ReplyEffect<Event, State> endOnAgentReport(
+      Running state, Instant stoppedAt, boolean afterNotice) {
     Instant deadline = state.preemptionDeadline();
-    // After a notice the workload is told (a notice file, SIGTERM 30 s before the deadline): one
-    // that stops then, at the deadline or well before it, was preempted; billed to its stop.
+    EndReason reason = EndReason.HOST_LOST;
+    Instant endAt = stoppedAt;
+    if (deadline != null) {
+      // After a notice the workload is told (a notice file, SIGTERM 30 s before the deadline): one
+      // that stops then, at the deadline or well before it, was preempted; billed to its stop.
+      reason = EndReason.PREEMPTED;
+      endAt = earlier(stoppedAt, deadline);
+    } else if (afterNotice && state.order().spec().tier() == Listing.Tier.SPOT) {
+      // the host's notice and the agent's report race each other: a spot rental the agent says it
+      // preempted was preempted, whichever arrived first
+      reason = EndReason.PREEMPTED;
+    }
+    Instant end = RentalBilling.endInstant(state, endAt);
+    return end(
+        state.order(),
+        state.terms(),
+        state.startedAt(),
+        state.checkpoints(),
+        reason,
+        end,
+        RentalBilling.billedAtEnd(state, end),
+        false,
+        null,
+        true,
+        null);
+  }
+
+  /**
+   * A liveness answer shows that the workload of this running rental is gone: a heartbeat no longer
+   * listed it (the agent restarted and wiped it, or its report of the stop was lost). It ends as if
+   * the host were lost, billed to the last heartbeat that listed it, which the host proved; after a
+   * preemption notice it was preempted.
+   */
+  private ReplyEffect<Event, State> endGone(Running state, Host.Liveness liveness) {
+    Instant listed = liveness.rentalListedAt();
+    Instant deadline = state.preemptionDeadline();
     if (deadline != null)
-      return endRunning(state, EndReason.PREEMPTED, earlier(stoppedAt, deadline), true, null);
-    // the host's notice and the agent's report race each other: a spot rental the agent says it
-    // preempted was preempted, whichever arrived first
-    if (cmd.afterNotice() && state.order().spec().tier() == Listing.Tier.SPOT)
-      return endRunning(state, EndReason.PREEMPTED, stoppedAt, true, null);
-    return endRunning(state, EndReason.HOST_LOST, stoppedAt, true, null);
+      return endRunning(state, EndReason.PREEMPTED, earlier(listed, deadline), true, null);
+    return endRunning(state, EndReason.HOST_LOST, listed, true, null);
   }
 
   private ReplyEffect<Event, State> onPreempt(Running state, Preempt cmd) {
@@ -1949,6 +2022,32 @@ public final class Rental
       boolean proven,
       String keepSnapshot,
       ActorRef<StatusReply<View>> replyTo) {
+    return end(
+        order,
+        terms,
+        startedAt,
+        checkpoints,
+        reason,
+        endAt,
+        billedSeconds,
+        proven,
+        keepSnapshot,
+        false,
+        replyTo);
+  }
+
+  private ReplyEffect<Event, State> end(
+      Order order,
+      Terms terms,
+      Instant startedAt,
+      List<Checkpoint> checkpoints,
+      EndReason reason,
+      Instant endAt,
+      long billedSeconds,
+      boolean proven,
+      String keepSnapshot,
+      boolean onAgentReport,
+      ActorRef<StatusReply<View>> replyTo) {
     timers.cancel(Timer.DUE);
     timers.cancel(Timer.RETRY_MATCH);
     timers.cancel(Timer.RESEND_START);
@@ -1961,7 +2060,7 @@ public final class Rental
       events.add(new Settled(billing.checkpoint(terms, billedSeconds, now), now));
     }
     if (keepSnapshot != null) events.add(new SnapshotKept(keepSnapshot, now));
-    events.add(new Ended(reason, endAt, billedSeconds, now));
+    events.add(new Ended(reason, endAt, billedSeconds, now, onAgentReport));
     return Effect()
         .persist(events)
         .thenRun(s -> ended(previous, events, (Ending) s, replyTo))
@@ -2026,14 +2125,20 @@ public final class Rental
     if (answer.liveness() != null) noteHeartbeat(answer.liveness());
     if (heartbeat != null && (lastHeartbeatSeen == null || heartbeat.isAfter(lastHeartbeatSeen)))
       lastHeartbeatSeen = heartbeat;
-    if (answer.liveness() != null && RentalBilling.goneBeforeEnd(answer.liveness(), state.endAt()))
+    // The end is the agent's report that the workload stopped: a heartbeat that no longer listed
+    // it bounds it, whether it reached the host before the end was recorded or after (the two race
+    // each other on their way, and a heartbeat is the proof).
+    if (answer.liveness() != null
+        && (RentalBilling.goneBeforeEnd(answer.liveness(), state.endAt())
+            || (state.onAgentReport() && RentalBilling.gone(answer.liveness()))))
       return proveReported(state, answer.liveness().rentalListedAt());
     if (heartbeat != null && !heartbeat.isBefore(state.endAt()))
       return proveReported(state, state.endAt());
     // An offline host sends no more heartbeats: what it proved is all there will be.
     if (answer.liveness() != null && !answer.liveness().online())
       return proveReported(state, heartbeat);
-    if (answer.liveness() != null && reportCoversEnd) return proveReported(state, state.endAt());
+    if (answer.liveness() != null && (reportCoversEnd || state.onAgentReport()))
+      return proveReported(state, state.endAt());
     // Not yet: the agent heartbeats every few seconds while it runs, and reports the stop; ask
     // again soon.
     timers.startSingleTimer(Timer.PROVE_END, Timer.PROVE_END, settings.retryInterval());
@@ -2415,7 +2520,8 @@ public final class Rental
                     e.reason(),
                     e.endAt(),
                     e.billedSeconds(),
-                    e.at()));
+                    e.at(),
+                    e.onAgentReport()));
     b.forStateType(Ending.class)
         .onEvent(Settled.class, (s, e) -> s.settled(e.checkpoint()))
         .onEvent(EndProven.class, (s, e) -> s.proven(e.billedSeconds()))

@@ -232,6 +232,14 @@ final class RentalBilling {
    * to the last heartbeat that listed it. (A workload the agent stops after the end stops being
    * listed after the end.)
    */
+  /**
+   * Whether a liveness answer shows that the rental's workload is gone: a heartbeat no longer
+   * listed it, after one that did (the agent runs a workload once, so it does not come back).
+   */
+  static boolean gone(Host.Liveness liveness) {
+    return liveness.rentalListedAt() != null && liveness.rentalGoneAt() != null;
+  }
+
   static boolean goneBeforeEnd(Host.Liveness liveness, Instant endAt) {
     return liveness.rentalListedAt() != null
         && liveness.rentalGoneAt() != null

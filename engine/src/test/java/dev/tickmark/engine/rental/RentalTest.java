@@ -1060,24 +1060,72 @@ class RentalTest {
   }
 
   /**
-   * Finding E of the simulation: the workload stopped on its own at 12.6 s; heartbeats after it no
-   * longer list it, and the agent's report is late. A settlement goes no further than the last
-   * heartbeat that listed it, so the report ends the rental billed to its stop.
+   * Finding E of the simulation, and a workload that vanished (the agent restarted and wiped it,
+   * and never reported its stop): heartbeats after 12 s no longer list it. The rental does not run
+   * on with its hold and cards taken: the host's answer ends it host_lost, billed to the last
+   * heartbeat that listed it, and the agent's late report changes nothing.
    */
   @Test
-  void aWorkloadThatStoppedOnItsOwnIsNotSettledPastTheLastHeartbeatThatListedIt() {
+  void aWorkloadTheHostNoLongerListsEndsBilledToTheLastHeartbeatThatListedIt() {
     RentalFixture f = fixture();
     f.running(onDemand(CARDS, CEILING), FLOOR);
     f.host.liveness.set(now -> new Host.Liveness(true, now, at(12), at(15)));
     f.clock.advance(Duration.ofSeconds(30));
-    f.awaitCheckpoints(12L);
-    f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(12).plusMillis(600)));
     Ended ended = f.awaitEvent(Ended.class);
     assertEquals(Rental.EndReason.HOST_LOST, ended.reason());
-    assertEquals(at(12).plusMillis(600), ended.endAt());
+    assertEquals(at(12), ended.endAt());
     assertEquals(12, ended.billedSeconds());
     assertEquals(List.of(12L), f.checkpointSeconds());
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(12)));
+    var late = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(12).plusMillis(600)));
+    assertTrue(
+        late.events().stream()
+            .noneMatch(
+                e ->
+                    e instanceof Ended
+                        || e instanceof Rental.Settled
+                        || e instanceof Rental.EndProven),
+        () -> "" + late.events());
+    f.awaitState(Rental.Finished.class);
+    assertEquals(1, f.events(Ended.class).size());
+    assertEquals(List.of(12L), f.checkpointSeconds());
+  }
+
+  /**
+   * Simulation seed 5 (clock steps back, snapshots): the agent reports the workload stopped at 8.3
+   * s, but a heartbeat that no longer listed it (the last one that did came at 5 s) reached the
+   * host before the report reached the rental. Which of the two arrives first must not decide the
+   * bill: the end is recorded at the report, and settled only to the last heartbeat that listed it.
+   */
+  @Test
+  void aReportThatRacesTheHeartbeatThatNoLongerListedTheWorkloadIsBoundedByTheLastListing() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(9));
+    f.host.holdLiveness.set(true);
+    var reported = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8).plusMillis(300)));
+    assertEquals(
+        List.of(new Ended(Rental.EndReason.HOST_LOST, at(8).plusMillis(300), 8, at(9), true)),
+        reported.events(),
+        "recorded at the report, not settled before the host answered");
+    f.host.liveness.set(now -> new Host.Liveness(true, now, at(5), at(8).plusMillis(700)));
+    f.host.letLivenessThrough();
+    Rental.EndProven proven = f.awaitEvent(Rental.EndProven.class);
+    assertEquals(5, proven.billedSeconds());
+    assertEquals(List.of(5L), f.checkpointSeconds());
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(5)));
+  }
+
+  /** The same report, with no heartbeat that stopped listing the workload: billed to the stop. */
+  @Test
+  void aReportTheHostsHeartbeatsDoNotContradictIsBilledToTheStop() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(9));
+    f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8).plusMillis(300)));
+    f.awaitCheckpoints(8L);
+    assertTrue(f.events(Rental.EndProven.class).isEmpty());
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(8)));
   }
 
   /**
@@ -1299,7 +1347,8 @@ class RentalTest {
     f.clock.advance(Duration.ofMillis(15_200));
     var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(19).plusMillis(800)));
     assertEquals(
-        new Ended(Rental.EndReason.PREEMPTED, at(19).plusMillis(800), 19, at(20).plusMillis(200)),
+        new Ended(
+            Rental.EndReason.PREEMPTED, at(19).plusMillis(800), 19, at(20).plusMillis(200), true),
         stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
     f.awaitAssert(() -> assertConserved(f, cost(19)));
   }
@@ -1315,7 +1364,7 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(3));
     var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8)));
     assertEquals(
-        new Ended(Rental.EndReason.PREEMPTED, at(8), 8, at(8)),
+        new Ended(Rental.EndReason.PREEMPTED, at(8), 8, at(8), true),
         stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
     f.awaitAssert(() -> assertConserved(f, cost(8)));
   }
@@ -1329,7 +1378,7 @@ class RentalTest {
     f.clock.advance(Duration.ofSeconds(6));
     var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6), true));
     assertEquals(
-        new Ended(Rental.EndReason.PREEMPTED, at(6), 6, at(6)),
+        new Ended(Rental.EndReason.PREEMPTED, at(6), 6, at(6), true),
         stopped.events().stream().filter(e -> e instanceof Ended).findFirst().orElseThrow());
     f.awaitAssert(() -> assertConserved(f, cost(6)));
   }
@@ -1531,11 +1580,10 @@ class RentalTest {
         6,
         f.events(Ended.class).get(0).billedSeconds(),
         "billed to the instant the agent saw it stop");
-    assertTrue(
-        again.events().stream().noneMatch(e -> e instanceof Ended || e instanceof Rental.Settled),
-        "" + again.events());
+    assertTrue(again.events().stream().noneMatch(e -> e instanceof Ended), "" + again.events());
     f.awaitState(Rental.Finished.class);
     assertEquals(1, f.events(Ended.class).size());
+    assertEquals(List.of(6L), f.checkpointSeconds(), "settled once, whichever report proved it");
     assertEquals(1, f.events(Rental.Closed.class).size());
     f.awaitAssert(() -> assertConserved(f, cost(6)));
   }
