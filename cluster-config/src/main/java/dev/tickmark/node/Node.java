@@ -34,6 +34,7 @@ import dev.tickmark.persistence.rentals.RentalReadModel;
 import dev.tickmark.persistence.snapshots.PgChunkStore;
 import dev.tickmark.persistence.snapshots.SnapshotProjection;
 import dev.tickmark.persistence.snapshots.SnapshotReadModel;
+import java.io.IOException;
 import java.time.Clock;
 import java.time.Duration;
 import java.util.HashMap;
@@ -41,7 +42,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.CoordinatedShutdown;
 import org.apache.pekko.actor.typed.ActorSystem;
@@ -116,8 +119,10 @@ public final class Node implements AutoCloseable {
     int poolSize = config.getInt("tickmark.database.pool-size");
     EmbeddedDatabase embedded = null;
     DatabaseSettings database;
+    CompletableFuture<Void> systemDone = new CompletableFuture<>();
     if (settings.dbUrl() == null) {
-      embedded = EmbeddedDatabase.start(settings.dataDir().resolve("postgres"), 0, true);
+      embedded = EmbeddedDatabase.start(settings.dataDir().resolve("postgres"), 0, true, false);
+      stopAtJvmExit(embedded, systemDone);
       database = embedded.settings("postgres", poolSize);
     } else {
       database =
@@ -129,12 +134,45 @@ public final class Node implements AutoCloseable {
       int ran = Migrations.migrate(database);
       log.info("Schema is current ({} migrations applied now)", ran);
       system = ActorSystem.create(Behaviors.empty(), SYSTEM_NAME, config(settings, database));
+      system.getWhenTerminated().whenComplete((done, failure) -> systemDone.complete(null));
       return init(system, settings, database, embedded, tls);
     } catch (Exception | Error e) {
       if (system != null) system.terminate();
       if (embedded != null) embedded.close();
+      systemDone.complete(null);
       throw e;
     }
+  }
+
+  /** How long the JVM's exit waits for the actor system before it stops the embedded PostgreSQL. */
+  static final Duration EMBEDDED_STOP_WAIT = Duration.ofSeconds(60);
+
+  /**
+   * The embedded PostgreSQL is stopped by the coordinated shutdown, after everything that writes to
+   * it ({@link #closeDatabaseOnShutdown}). The JVM runs the coordinated shutdown on a shutdown hook
+   * of its own, concurrently with every other hook: this one stops the server only once the actor
+   * system has terminated (or after {@link #EMBEDDED_STOP_WAIT}), so that no PostgreSQL process
+   * outlives a node that exits some other way.
+   */
+  private static void stopAtJvmExit(EmbeddedDatabase embedded, CompletableFuture<Void> systemDone) {
+    Runtime.getRuntime()
+        .addShutdownHook(
+            new Thread(
+                () -> {
+                  try {
+                    systemDone.get(EMBEDDED_STOP_WAIT.toMillis(), TimeUnit.MILLISECONDS);
+                  } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                  } catch (ExecutionException | TimeoutException e) {
+                    log.warn("The actor system did not terminate in time: {}", e.toString());
+                  }
+                  try {
+                    embedded.close();
+                  } catch (IOException | RuntimeException e) {
+                    log.warn("Embedded PostgreSQL did not stop cleanly: {}", e.getMessage());
+                  }
+                },
+                "stop-embedded-postgres"));
   }
 
   /** Without shard leases the downed side must be given time to stop (docs/runbook.md). */

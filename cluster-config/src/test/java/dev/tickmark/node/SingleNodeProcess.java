@@ -30,6 +30,27 @@ final class SingleNodeProcess {
    */
   static Process start(DatabaseSettings db, int httpPort, Path log, List<String> properties)
       throws Exception {
+    return start(
+        Map.of(
+            "TICKMARK_DB_URL", db.url(),
+            "TICKMARK_DB_USER", db.user(),
+            "TICKMARK_DB_PASSWORD", db.password()),
+        httpPort,
+        log,
+        properties);
+  }
+
+  /**
+   * A node on its own embedded PostgreSQL, its data in {@code dataDir} (what {@code java -jar} does
+   * with no {@code TICKMARK_DB_URL}).
+   */
+  static Process startEmbedded(Path dataDir, int httpPort, Path log) throws Exception {
+    return start(Map.of("TICKMARK_DATA_DIR", dataDir.toString()), httpPort, log, List.of());
+  }
+
+  private static Process start(
+      Map<String, String> database, int httpPort, Path log, List<String> properties)
+      throws Exception {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     List<String> command = new ArrayList<>();
     command.add(java);
@@ -46,9 +67,7 @@ final class SingleNodeProcess {
     ProcessBuilder builder = new ProcessBuilder(command);
     Map<String, String> env = builder.environment();
     env.keySet().removeIf(k -> k.startsWith("TICKMARK_"));
-    env.put("TICKMARK_DB_URL", db.url());
-    env.put("TICKMARK_DB_USER", db.user());
-    env.put("TICKMARK_DB_PASSWORD", db.password());
+    env.putAll(database);
     env.put("TICKMARK_HTTP_PORT", Integer.toString(httpPort));
     env.put("TICKMARK_MANAGEMENT_PORT", Integer.toString(freePort()));
     env.put("TICKMARK_REMOTE_PORT", Integer.toString(freePort()));

@@ -16,6 +16,8 @@ public final class EmbeddedDatabase implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(EmbeddedDatabase.class);
 
   private final EmbeddedPostgres postgres;
+  private final java.util.concurrent.atomic.AtomicBoolean closed =
+      new java.util.concurrent.atomic.AtomicBoolean();
 
   private EmbeddedDatabase(EmbeddedPostgres postgres) {
     this.postgres = postgres;
@@ -26,9 +28,21 @@ public final class EmbeddedDatabase implements AutoCloseable {
    * port.
    */
   public static EmbeddedDatabase start(Path dataDir, int port, boolean durable) throws IOException {
+    return start(dataDir, port, durable, true);
+  }
+
+  /**
+   * {@code stopWithJvm} false: the caller stops it ({@link #close()}), after everything that writes
+   * to it. The library's own JVM shutdown hook would stop it as soon as the JVM starts shutting
+   * down, concurrently with a node's coordinated shutdown and so before the node's last writes (its
+   * shard leases given back, the journal's last events).
+   */
+  public static EmbeddedDatabase start(Path dataDir, int port, boolean durable, boolean stopWithJvm)
+      throws IOException {
     Files.createDirectories(dataDir);
     EmbeddedPostgres.Builder builder =
         EmbeddedPostgres.builder()
+            .setRegisterShutdownHook(stopWithJvm)
             .setDataDirectory(dataDir)
             .setCleanDataDirectory(false)
             .setPGStartupWait(Duration.ofSeconds(60))
@@ -62,8 +76,9 @@ public final class EmbeddedDatabase implements AutoCloseable {
         "jdbc:postgresql://127.0.0.1:" + port() + "/" + database, "postgres", "", poolSize);
   }
 
+  /** Stops the server (once; later calls do nothing). */
   @Override
   public void close() throws IOException {
-    postgres.close();
+    if (closed.compareAndSet(false, true)) postgres.close();
   }
 }
