@@ -61,6 +61,40 @@ class EmbeddedDatabaseShutdownIntegrationTest {
     }
   }
 
+  /**
+   * A node killed with {@code kill -9} runs no shutdown at all, and its PostgreSQL outlives it,
+   * holding the data directory. The next start on that directory stops the orphan first and comes
+   * up (it used to wait 60 s for the directory's lock and give up, so {@code bin/dev} could not be
+   * started again after a crash).
+   */
+  @Test
+  void aNodeStartsAgainOnTheDataOfOneThatWasKilled() throws Exception {
+    Path data = temp.resolve("data");
+    Path pid = data.resolve("postgres").resolve("postmaster.pid");
+    Path log = temp.resolve("node.log");
+    Process killed = SingleNodeProcess.startEmbedded(data, SingleNodeProcess.freePort(), log);
+    long orphan = Long.parseLong(Files.readAllLines(pid).get(0).strip());
+    killed.destroyForcibly().waitFor(30, TimeUnit.SECONDS); // SIGKILL: no hook runs
+    assertTrue(
+        ProcessHandle.of(orphan).map(ProcessHandle::isAlive).orElse(false),
+        "its PostgreSQL outlived it");
+
+    Path againLog = temp.resolve("again.log");
+    Process again = null;
+    try {
+      again = SingleNodeProcess.startEmbedded(data, SingleNodeProcess.freePort(), againLog);
+      assertFalse(
+          ProcessHandle.of(orphan).map(ProcessHandle::isAlive).orElse(false),
+          "the orphan was stopped");
+      again.destroy();
+      assertTrue(again.waitFor(90, TimeUnit.SECONDS), "the node exits");
+    } finally {
+      if (again != null) again.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
+      ProcessHandle.of(orphan).ifPresent(ProcessHandle::destroyForcibly);
+    }
+    assertFalse(Files.exists(pid), "stopped cleanly:\n" + SingleNodeProcess.tail(againLog));
+  }
+
   private static long count(String url, String table) {
     try (Connection c = DriverManager.getConnection(url, "postgres", "");
         Statement st = c.createStatement();

@@ -40,6 +40,7 @@ public final class EmbeddedDatabase implements AutoCloseable {
   public static EmbeddedDatabase start(Path dataDir, int port, boolean durable, boolean stopWithJvm)
       throws IOException {
     Files.createDirectories(dataDir);
+    stopOrphanedServer(dataDir);
     EmbeddedPostgres.Builder builder =
         EmbeddedPostgres.builder()
             .setRegisterShutdownHook(stopWithJvm)
@@ -61,6 +62,68 @@ public final class EmbeddedDatabase implements AutoCloseable {
         pg.getPort(),
         dataDir.toAbsolutePath());
     return new EmbeddedDatabase(pg);
+  }
+
+  /** How long a server left running by a previous process is given to stop on SIGTERM. */
+  static final Duration ORPHAN_STOP_WAIT = Duration.ofSeconds(30);
+
+  /**
+   * A process that held this server and was killed ({@code kill -9}, the OOM killer) ran no
+   * shutdown hook: its PostgreSQL still runs on {@code dataDir}, and a new server there would wait
+   * for the data directory's lock until it gave up. Such an orphan (its parent is no longer a Java
+   * process) is stopped first — SIGTERM, then SIGKILL, after which PostgreSQL recovers from its WAL
+   * as after a crash. A server whose parent still runs belongs to another live process: refused at
+   * once, with the reason.
+   */
+  private static void stopOrphanedServer(Path dataDir) throws IOException {
+    Path pidFile = dataDir.resolve("postmaster.pid");
+    if (!Files.isRegularFile(pidFile)) return;
+    long pid;
+    try {
+      pid = Long.parseLong(Files.readAllLines(pidFile).get(0).strip());
+    } catch (RuntimeException e) {
+      return; // unreadable or half written: PostgreSQL judges a stale lock file itself
+    }
+    ProcessHandle server = ProcessHandle.of(pid).orElse(null);
+    if (server == null || !server.isAlive() || !isPostgres(server, dataDir)) return;
+    ProcessHandle parent = server.parent().orElse(null);
+    if (parent != null && parent.isAlive() && isJava(parent))
+      throw new IOException(
+          "PostgreSQL (pid "
+              + pid
+              + ") already runs on "
+              + dataDir.toAbsolutePath()
+              + " for another running process (pid "
+              + parent.pid()
+              + "): stop that one first, or give this one its own data directory");
+    log.warn(
+        "Stopping the embedded PostgreSQL (pid {}) that a process killed without shutting down left running on {}",
+        pid,
+        dataDir.toAbsolutePath());
+    server.destroy();
+    try {
+      server.onExit().get(ORPHAN_STOP_WAIT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
+    } catch (java.util.concurrent.TimeoutException e) {
+      log.warn("It did not stop within {}; killing it", ORPHAN_STOP_WAIT);
+      server.destroyForcibly();
+      server.onExit().join();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while stopping an orphaned PostgreSQL", e);
+    } catch (java.util.concurrent.ExecutionException e) {
+      throw new IOException(e.getCause());
+    }
+  }
+
+  private static boolean isPostgres(ProcessHandle process, Path dataDir) {
+    String command = process.info().commandLine().orElse("");
+    return command.contains("postgres")
+        && (command.contains(dataDir.toAbsolutePath().normalize().toString())
+            || command.contains(dataDir.toString()));
+  }
+
+  private static boolean isJava(ProcessHandle process) {
+    return process.info().command().map(c -> c.endsWith("java")).orElse(false);
   }
 
   public int port() {

@@ -1113,6 +1113,21 @@ public final class Account
     INSTANCE
   }
 
+  /**
+   * A pending hold's own timer, on the scheduler's monotonic time: its confirmation window is over,
+   * whatever the wall clock reads. Its expiry instant is one of the account's clock, so a clock
+   * stepped back (an hour, say) would otherwise keep the money held for as long as the step.
+   */
+  private record HoldWindowOver(String holdId) implements Command {}
+
+  /**
+   * What a pending hold is given at most after a recovery, which cannot tell how much of its window
+   * was used up in real time: more than any launch's window (the rentals' {@code confirm-within} is
+   * 60 s). A confirmation that comes even later is refused ({@code hold_expired}) and its launch
+   * fails cleanly.
+   */
+  static final Duration PENDING_AT_MOST_AFTER_RECOVERY = Duration.ofMinutes(5);
+
   /** The most open holds at once; a new one past it is refused ({@code too_many_rentals}). */
   private final int maxLiveRentals;
 
@@ -1150,7 +1165,10 @@ public final class Account
             RecoveryCompleted.instance(),
             state -> {
               forgetBuffer();
-              if (state instanceof Active a) expireLater(a);
+              if (state instanceof Active a) {
+                expireLater(a);
+                a.marks().holds().pending().forEach(this::startWindowAfterRecovery);
+              }
             })
         .build();
   }
@@ -1280,6 +1298,7 @@ public final class Account
         .onCommand(ForgetClosed.class, cmd -> Effect().reply(cmd.replyTo(), Done.getInstance()))
         .onCommand(ConfirmHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
         .onCommand(ExpireHolds.class, cmd -> Effect().noReply())
+        .onCommand(HoldWindowOver.class, cmd -> Effect().noReply())
         .onCommand(FlushPostings.class, cmd -> Effect().noReply());
   }
 
@@ -1301,6 +1320,7 @@ public final class Account
         .onCommand(PlaceHold.class, this::onPlaceHold)
         .onCommand(ConfirmHold.class, this::onConfirmHold)
         .onCommand(ExpireHolds.class, this::onExpireHolds)
+        .onCommand(HoldWindowOver.class, this::onHoldWindowOver)
         .onCommand(ExtendHold.class, this::onExtendHold)
         .onCommand(ReleaseHold.class, this::onReleaseHold)
         .onCommand(Payout.class, this::onPayout)
@@ -1424,7 +1444,11 @@ public final class Account
     Instant expiresAt = cmd.confirmWithin() == null ? null : now().plus(cmd.confirmWithin());
     return Effect()
         .persist(new HoldPlaced(cmd.holdId(), cmd.amount(), now(), expiresAt))
-        .thenRun(s -> expireLater((Active) s))
+        .thenRun(
+            s -> {
+              expireLater((Active) s);
+              if (cmd.confirmWithin() != null) startWindow(cmd.holdId(), cmd.confirmWithin());
+            })
         .thenReply(cmd.replyTo(), s -> holdView((Active) s, cmd.holdId()));
   }
 
@@ -1466,6 +1490,28 @@ public final class Account
       return Effect().noReply();
     }
     return Effect().persist(expired).thenRun(s -> expireLater((Active) s)).thenNoReply();
+  }
+
+  /** A pending hold's window ran out in real time: released (exactly once) unless confirmed. */
+  private ReplyEffect<Event, State> onHoldWindowOver(Active state, HoldWindowOver cmd) {
+    Holds holds = state.marks().holds();
+    if (!holds.isPending(cmd.holdId())) return Effect().noReply();
+    return Effect()
+        .persist(new HoldExpired(cmd.holdId(), holds.open().get(cmd.holdId()).remaining(), now()))
+        .thenRun(s -> expireLater((Active) s))
+        .thenNoReply();
+  }
+
+  private void startWindow(String holdId, Duration window) {
+    HoldWindowOver over = new HoldWindowOver(holdId);
+    timers.startSingleTimer(over, over, window);
+  }
+
+  private void startWindowAfterRecovery(String holdId, Instant expiresAt) {
+    Duration left = Duration.between(now(), expiresAt);
+    if (left.isNegative()) left = Duration.ZERO;
+    if (left.compareTo(PENDING_AT_MOST_AFTER_RECOVERY) > 0) left = PENDING_AT_MOST_AFTER_RECOVERY;
+    startWindow(holdId, left);
   }
 
   /** Wakes the account when its earliest pending hold is due to expire (none: no timer). */

@@ -216,6 +216,9 @@ final class SettlementDelivery {
             ? now
             : state.recordedAt(); // snapshots written before it was kept
     Duration left = Duration.between(now, recorded.plus(settings.stopTimeout()));
+    // A clock stepped back since the end (or a recovery after that) would read the deadline as far
+    // away as the step: the silence lasts at most one stop timeout from now.
+    if (left.compareTo(settings.stopTimeout()) > 0) left = settings.stopTimeout();
     timers.startSingleTimer(
         Timer.STOP_EXPIRED, Timer.STOP_EXPIRED, left.isNegative() ? Duration.ZERO : left);
   }

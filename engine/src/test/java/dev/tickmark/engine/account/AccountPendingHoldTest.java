@@ -146,6 +146,25 @@ class AccountPendingHoldTest {
     assertEquals(2 * HOLD - 1_000, summary().held());
   }
 
+  /**
+   * Simulation seed 16 (clock steps back, snapshots): a launch's pending hold lost every answer,
+   * then the wall clock stepped back an hour. The expiry instant, on that clock, was an hour away
+   * again; the hold's window is timed in real time as well, so the money goes back when the window
+   * is over, and a late confirmation is refused.
+   */
+  @Test
+  void aClockSteppedBackDoesNotKeepAPendingHoldPastItsWindow() {
+    ok(
+        kit.<StatusReply<HoldView>>runCommand(
+            r -> new Account.PlaceHold("r-7", HOLD, Duration.ofMillis(500), r)));
+    clock.advance(Duration.ofHours(-1));
+    HoldExpired expired = awaitOne(HoldExpired.class);
+    assertEquals(new HoldExpired("r-7", HOLD, START.minus(Duration.ofHours(1))), expired);
+    assertEquals(0, summary().held());
+    assertRejected(Rejection.HOLD_EXPIRED, confirm("r-7"));
+    assertEquals(1, events(HoldExpired.class).size(), "released exactly once");
+  }
+
   @Test
   void aPendingHoldStillExpiresAfterTheAccountRestarts() {
     ok(placePending("r-5"));

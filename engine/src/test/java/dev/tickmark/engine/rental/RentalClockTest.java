@@ -63,6 +63,27 @@ class RentalClockTest {
     return f;
   }
 
+  /**
+   * Simulation seed 38 (`+steps-back`): a stopped rental whose agent never reported the stop waits
+   * the stop timeout from its end, then closes billed to the last heartbeat. Recovered after the
+   * clock stepped back an hour, it read that deadline as an hour away and stayed {@code stopping}
+   * for the hour, with nothing left to do. A recovered rental waits at most one stop timeout.
+   */
+  @Test
+  void aStoppedRentalRecoveredAfterABackwardStepStillClosesWithinTheStopTimeout() {
+    RentalFixture f =
+        new RentalFixture(
+            testKit, RentalFixture.withStopTimeout(settings(), Duration.ofSeconds(2)), DEPOSIT);
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(12));
+    f.awaitCheckpoints(12L);
+    f.stop(); // the agent never answers
+    f.awaitEvent(Ended.class);
+    f.clock.advance(Duration.ofHours(-1));
+    f.restart();
+    f.awaitState(Rental.Finished.class);
+  }
+
   /** Nothing stays held, the renter paid {@code charged}, and it all went to provider and fee. */
   private static void assertSettledAt(RentalFixture f, long charged) {
     Account.Summary renter = f.renter.summary();

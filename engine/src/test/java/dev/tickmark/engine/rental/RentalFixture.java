@@ -139,6 +139,18 @@ final class RentalFixture {
         s.maxWakeGap());
   }
 
+  static Settings withStopTimeout(Settings s, Duration timeout) {
+    return new Settings(
+        s.settleInterval(),
+        s.holdSeconds(),
+        s.feeBps(),
+        s.provisioningTimeout(),
+        timeout,
+        s.retryInterval(),
+        s.askTimeout(),
+        s.maxWakeGap());
+  }
+
   static Settings withFeeBps(Settings s, int feeBps) {
     return new Settings(
         s.settleInterval(),
