@@ -52,11 +52,7 @@ class WorkloadVanishedIntegrationTest {
       ApiClient api = new ApiClient(node.baseUrl());
       ApiClient.Customer provider = api.signUp("Provider");
       String token =
-          api.post("/v1/hosts/registration-tokens", provider.apiKey(), "{\"region\":\"eu-nl\"}")
-              .expect(201)
-              .json()
-              .get("token")
-              .asText();
+          HostTestSupport.registrationToken(api, provider, "eu-nl").get("token").asText();
       Path state = temp.resolve("agent");
       Process agent = startAgent(node, state, token);
       String hostId = verifiedHostId(api, provider);
@@ -69,7 +65,7 @@ class WorkloadVanishedIntegrationTest {
 
       ApiClient.Customer renter = RentingSupport.renter(api, "Renter", DEPOSIT);
       String id = RentingSupport.launch(api, renter, "eu-nl");
-      JsonNode running = awaitStatus(api, renter, id, "running");
+      JsonNode running = RentingSupport.awaitStatus(api, renter, id, "running");
       Instant startedAt = Instant.parse(running.get("started_at").asText());
       // settled at least once: a heartbeat that listed the workload reached the host
       eventually(WAIT, () -> assertTrue(captures(api, renter) >= 1, "settled"));
@@ -78,7 +74,7 @@ class WorkloadVanishedIntegrationTest {
       agent.destroyForcibly().waitFor(10, TimeUnit.SECONDS); // no rental_stopped, no close frame
       startAgent(node, state, null); // the kept credential; it wipes the workload's leftovers
 
-      JsonNode ended = awaitStatus(api, renter, id, "ended");
+      JsonNode ended = RentingSupport.awaitStatus(api, renter, id, "ended");
       assertEquals("host_lost", ended.get("end_reason").asText(), ended.toString());
       long billed = ended.get("billed_seconds").asLong();
       long untilKilled = Duration.between(startedAt, killedAt).toSeconds();
@@ -160,17 +156,5 @@ class WorkloadVanishedIntegrationTest {
     for (JsonNode e : api.ledger(renter.apiKey(), "?limit=500").get("entries"))
       if (e.get("kind").asText().equals("capture")) captured++;
     return captured;
-  }
-
-  private static JsonNode awaitStatus(
-      ApiClient api, ApiClient.Customer renter, String id, String status) {
-    JsonNode[] last = new JsonNode[1];
-    eventually(
-        WAIT,
-        () -> {
-          last[0] = api.get("/v1/rentals/" + id, renter.apiKey()).expect(200).json();
-          assertEquals(status, last[0].get("status").asText(), last[0].toString());
-        });
-    return last[0];
   }
 }

@@ -1702,13 +1702,26 @@ public final class Rental
         state, limit.reason(), state.startedAt().plusSeconds(limit.seconds()), false, null);
   }
 
+  /**
+   * The longest a running rental waits for its host's answer. The host answers from memory within
+   * milliseconds; a question that goes unanswered went to a host entity that is gone (its node was
+   * lost, and the entity starts on a survivor once the node is removed), and the rental asks again
+   * at its next look, a second later, instead of waiting out the ask timeout. A question that times
+   * out settles nothing, so this moves no money.
+   */
+  static final Duration LIVENESS_ASK_AT_MOST = Duration.ofSeconds(2);
+
   /** Settle only what the host is known to have run: up to its last heartbeat. */
   private void askLiveness(Running state) {
     askingLiveness = true;
+    Duration timeout =
+        settings.askTimeout().compareTo(LIVENESS_ASK_AT_MOST) > 0
+            ? LIVENESS_ASK_AT_MOST
+            : settings.askTimeout();
     context.ask(
         Host.Liveness.class,
         ports.host(state.terms().hostId()),
-        settings.askTimeout(),
+        timeout,
         reply -> new Host.GetLiveness(rentalId, reply),
         (liveness, failure) -> new LivenessAnswer(failure == null ? liveness : null));
   }
@@ -1790,7 +1803,7 @@ public final class Rental
   private ReplyEffect<Event, State> onStopRunning(Running state, Stop cmd) {
     if (!state.order().ownedBy(cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
     String keep = cmd.snapshot() ? Snapshot.idForRental(rentalId) : null;
-    return endRunning(state, EndReason.STOPPED_BY_RENTER, now(), false, keep, cmd.replyTo());
+    return endRunning(state, EndReason.STOPPED_BY_RENTER, now(), false, keep, false, cmd.replyTo());
   }
 
   /**
@@ -1872,19 +1885,7 @@ public final class Rental
       // preempted was preempted, whichever arrived first
       reason = EndReason.PREEMPTED;
     }
-    Instant end = RentalBilling.endInstant(state, endAt);
-    return end(
-        state.order(),
-        state.terms(),
-        state.startedAt(),
-        state.checkpoints(),
-        reason,
-        end,
-        RentalBilling.billedAtEnd(state, end),
-        false,
-        null,
-        true,
-        null);
+    return endRunning(state, reason, endAt, false, null, true, null);
   }
 
   /**
@@ -1966,7 +1967,7 @@ public final class Rental
       Instant endAt,
       boolean proven,
       ActorRef<StatusReply<View>> replyTo) {
-    return endRunning(state, reason, endAt, proven, null, replyTo);
+    return endRunning(state, reason, endAt, proven, null, false, replyTo);
   }
 
   private ReplyEffect<Event, State> endRunning(
@@ -1975,6 +1976,7 @@ public final class Rental
       Instant endAt,
       boolean proven,
       String keepSnapshot,
+      boolean onAgentReport,
       ActorRef<StatusReply<View>> replyTo) {
     Instant end = RentalBilling.endInstant(state, endAt);
     long billed = RentalBilling.billedAtEnd(state, end);
@@ -1988,6 +1990,7 @@ public final class Rental
         billed,
         proven,
         keepSnapshot,
+        onAgentReport,
         replyTo);
   }
 
@@ -2008,21 +2011,6 @@ public final class Rental
       boolean proven,
       ActorRef<StatusReply<View>> replyTo) {
     return end(
-        order, terms, startedAt, checkpoints, reason, endAt, billedSeconds, proven, null, replyTo);
-  }
-
-  private ReplyEffect<Event, State> end(
-      Order order,
-      Terms terms,
-      Instant startedAt,
-      List<Checkpoint> checkpoints,
-      EndReason reason,
-      Instant endAt,
-      long billedSeconds,
-      boolean proven,
-      String keepSnapshot,
-      ActorRef<StatusReply<View>> replyTo) {
-    return end(
         order,
         terms,
         startedAt,
@@ -2031,7 +2019,7 @@ public final class Rental
         endAt,
         billedSeconds,
         proven,
-        keepSnapshot,
+        null,
         false,
         replyTo);
   }

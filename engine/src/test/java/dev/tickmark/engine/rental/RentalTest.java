@@ -831,6 +831,28 @@ class RentalTest {
     assertEquals(0, f.provider.summary().credited());
   }
 
+  /**
+   * Failover (issue 15): a running rental's question to its host went to an entity on a node that
+   * was lost, and is never answered. The rental asks again within a few seconds however long the
+   * ask timeout is, so it settles again soon after the host's entity starts on a survivor.
+   */
+  @Test
+  void anUnansweredLivenessQuestionIsAskedAgainWithoutWaitingOutALongAskTimeout() {
+    RentalFixture f = fixture(withAskTimeout(settings(), Duration.ofSeconds(30)), DEPOSIT);
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.holdLiveness.set(true); // unanswered, as by an entity on a lost node
+    f.clock.advance(Duration.ofSeconds(12));
+    f.awaitAssert(() -> assertEquals(1, f.host.heldLivenessAsks(), "asked once"));
+    long asked = System.nanoTime();
+    f.awaitAssert(() -> assertEquals(2, f.host.heldLivenessAsks(), "asked again"));
+    Duration between = Duration.ofNanos(System.nanoTime() - asked);
+    assertTrue(
+        between.compareTo(Rental.LIVENESS_ASK_AT_MOST.plusSeconds(3)) < 0,
+        "asked again after " + between + ", not after the 30 s ask timeout");
+    f.host.letLivenessThrough();
+    f.awaitCheckpoints(12L);
+  }
+
   @Test
   void aLivenessAnswerThatArrivesAfterTheStopSettlesNothingMore() {
     RentalFixture f = fixture();
