@@ -34,10 +34,10 @@ class EmbeddedDatabaseShutdownIntegrationTest {
   @Test
   void aNodeStoppedWithSigtermGivesItsLeasesBackBeforeItStopsItsEmbeddedDatabase()
       throws Exception {
-    Path data = temp.resolve("data");
+    Path data = temp.resolve("data"); // the default ./data of a node run in temp
     Path pid = data.resolve("postgres").resolve("postmaster.pid");
     Path log = temp.resolve("node.log");
-    Process node = SingleNodeProcess.startEmbedded(data, SingleNodeProcess.freePort(), log);
+    Process node = SingleNodeProcess.startEmbedded(temp, SingleNodeProcess.freePort(), log);
     try {
       int port = Integer.parseInt(Files.readAllLines(pid).get(3).strip()); // postmaster.pid: port
       String url = "jdbc:postgresql://127.0.0.1:" + port + "/postgres";
@@ -69,10 +69,10 @@ class EmbeddedDatabaseShutdownIntegrationTest {
    */
   @Test
   void aNodeStartsAgainOnTheDataOfOneThatWasKilled() throws Exception {
-    Path data = temp.resolve("data");
+    Path data = temp.resolve("data"); // the default ./data of a node run in temp
     Path pid = data.resolve("postgres").resolve("postmaster.pid");
     Path log = temp.resolve("node.log");
-    Process killed = SingleNodeProcess.startEmbedded(data, SingleNodeProcess.freePort(), log);
+    Process killed = SingleNodeProcess.startEmbedded(temp, SingleNodeProcess.freePort(), log);
     long orphan = Long.parseLong(Files.readAllLines(pid).get(0).strip());
     killed.destroyForcibly().waitFor(30, TimeUnit.SECONDS); // SIGKILL: no hook runs
     assertTrue(
@@ -82,7 +82,7 @@ class EmbeddedDatabaseShutdownIntegrationTest {
     Path againLog = temp.resolve("again.log");
     Process again = null;
     try {
-      again = SingleNodeProcess.startEmbedded(data, SingleNodeProcess.freePort(), againLog);
+      again = SingleNodeProcess.startEmbedded(temp, SingleNodeProcess.freePort(), againLog);
       assertFalse(
           ProcessHandle.of(orphan).map(ProcessHandle::isAlive).orElse(false),
           "the orphan was stopped");

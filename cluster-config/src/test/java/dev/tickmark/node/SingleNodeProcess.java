@@ -41,15 +41,22 @@ final class SingleNodeProcess {
   }
 
   /**
-   * A node on its own embedded PostgreSQL, its data in {@code dataDir} (what {@code java -jar} does
-   * with no {@code TICKMARK_DB_URL}).
+   * A node on its own embedded PostgreSQL, run in {@code workDir} with the default data directory
+   * ({@code ./data}), as {@code bin/dev} runs it: what {@code java -jar} does with no {@code
+   * TICKMARK_DB_URL}.
    */
-  static Process startEmbedded(Path dataDir, int httpPort, Path log) throws Exception {
-    return start(Map.of("TICKMARK_DATA_DIR", dataDir.toString()), httpPort, log, List.of());
+  static Process startEmbedded(Path workDir, int httpPort, Path log) throws Exception {
+    return start(Map.of(), workDir, httpPort, log, List.of());
   }
 
   private static Process start(
       Map<String, String> database, int httpPort, Path log, List<String> properties)
+      throws Exception {
+    return start(database, null, httpPort, log, properties);
+  }
+
+  private static Process start(
+      Map<String, String> database, Path workDir, int httpPort, Path log, List<String> properties)
       throws Exception {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     List<String> command = new ArrayList<>();
@@ -65,6 +72,7 @@ final class SingleNodeProcess {
     command.add(System.getProperty("java.class.path"));
     command.add(Main.class.getName());
     ProcessBuilder builder = new ProcessBuilder(command);
+    if (workDir != null) builder.directory(workDir.toFile());
     Map<String, String> env = builder.environment();
     env.keySet().removeIf(k -> k.startsWith("TICKMARK_"));
     env.putAll(database);

@@ -85,7 +85,7 @@ public final class EmbeddedDatabase implements AutoCloseable {
       return; // unreadable or half written: PostgreSQL judges a stale lock file itself
     }
     ProcessHandle server = ProcessHandle.of(pid).orElse(null);
-    if (server == null || !server.isAlive() || !isPostgres(server, dataDir)) return;
+    if (server == null || !server.isAlive() || !isPostgres(server)) return;
     ProcessHandle parent = server.parent().orElse(null);
     if (parent != null && parent.isAlive() && isJava(parent))
       throw new IOException(
@@ -99,7 +99,7 @@ public final class EmbeddedDatabase implements AutoCloseable {
     log.warn(
         "Stopping the embedded PostgreSQL (pid {}) that a process killed without shutting down left running on {}",
         pid,
-        dataDir.toAbsolutePath());
+        dataDir.toAbsolutePath().normalize());
     server.destroy();
     try {
       server.onExit().get(ORPHAN_STOP_WAIT.toMillis(), java.util.concurrent.TimeUnit.MILLISECONDS);
@@ -115,11 +115,17 @@ public final class EmbeddedDatabase implements AutoCloseable {
     }
   }
 
-  private static boolean isPostgres(ProcessHandle process, Path dataDir) {
-    String command = process.info().commandLine().orElse("");
-    return command.contains("postgres")
-        && (command.contains(dataDir.toAbsolutePath().normalize().toString())
-            || command.contains(dataDir.toString()));
+  /**
+   * The process whose id is in this data directory's lock file is a PostgreSQL server (not another
+   * process that reused the id). Its {@code -D} argument is no help: it may be relative to the
+   * working directory of the process that started it ({@code bin/dev} gives {@code data/postgres}).
+   */
+  private static boolean isPostgres(ProcessHandle process) {
+    return process
+        .info()
+        .command()
+        .map(c -> Path.of(c).getFileName().toString().equals("postgres"))
+        .orElse(false);
   }
 
   private static boolean isJava(ProcessHandle process) {
