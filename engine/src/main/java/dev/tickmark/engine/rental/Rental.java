@@ -755,16 +755,10 @@ public final class Rental
     @com.fasterxml.jackson.annotation.JsonCreator
     public Ending {}
 
-    Ending(
-        Order order,
-        Terms terms,
-        Instant startedAt,
-        List<Checkpoint> checkpoints,
-        EndReason reason,
-        Instant endAt,
-        long billedSeconds,
-        Instant recordedAt) {
-      this(order, terms, startedAt, checkpoints, reason, endAt, billedSeconds, recordedAt, false);
+    /** A rental that ended before it ran: nothing to bill. */
+    static Ending unstarted(Order order, Terms terms, Ended e) {
+      return new Ending(
+          order, terms, null, List.of(), e.reason(), e.endAt(), 0, e.at(), e.onAgentReport());
     }
 
     Checkpoint last() {
@@ -2475,10 +2469,7 @@ public final class Rental
     b.forStateType(Pending.class)
         .onEvent(Refused.class, (s, e) -> new RefusedRental(s.order(), e.code()))
         .onEvent(Matched.class, (s, e) -> new Provisioning(s.order(), e.terms(), null))
-        .onEvent(
-            Ended.class,
-            (s, e) ->
-                new Ending(s.order(), null, null, List.of(), e.reason(), e.endAt(), 0, e.at()));
+        .onEvent(Ended.class, (s, e) -> Ending.unstarted(s.order(), null, e));
     b.forStateType(Provisioning.class)
         .onEvent(
             Started.class,
@@ -2486,11 +2477,7 @@ public final class Rental
                 new Running(
                     s.order(), s.terms(), e.startedAt(), List.of(), null, s.preemptionDeadline()))
         .onEvent(PreemptionScheduled.class, (s, e) -> s.withPreemption(e.deadline()))
-        .onEvent(
-            Ended.class,
-            (s, e) ->
-                new Ending(
-                    s.order(), s.terms(), null, List.of(), e.reason(), e.endAt(), 0, e.at()));
+        .onEvent(Ended.class, (s, e) -> Ending.unstarted(s.order(), s.terms(), e));
     b.forStateType(Running.class)
         .onEvent(Settled.class, (s, e) -> s.settled(e.checkpoint()))
         .onEvent(HoldExtended.class, (s, e) -> s.withHold(e.holdAmount()))
