@@ -94,7 +94,13 @@ final class SingleNodeProcess {
     long deadline = System.nanoTime() + NODE_START.toNanos();
     while (true) {
       if (!process.isAlive())
-        fail("the node exited with " + process.exitValue() + ":\n" + tail(log));
+        fail(
+            "the node exited with "
+                + process.exitValue()
+                + ":\n"
+                + errors(log)
+                + "\n...\n"
+                + tail(log));
       try {
         if (api.get("/health", null).status() == 200) return process;
       } catch (AssertionError notYet) {
@@ -103,6 +109,23 @@ final class SingleNodeProcess {
       if (System.nanoTime() - deadline >= 0)
         fail("the node did not answer /health within " + NODE_START + ":\n" + tail(log));
       Thread.sleep(200);
+    }
+  }
+
+  /**
+   * The log's first ERROR lines: why a node that failed to start did so, which its shutdown's lines
+   * push out of the {@link #tail}.
+   */
+  static String errors(Path log) {
+    try {
+      return String.join(
+          "\n",
+          Files.readAllLines(log, StandardCharsets.UTF_8).stream()
+              .filter(l -> l.contains(" ERROR ") || l.contains("failed to start"))
+              .limit(10)
+              .toList());
+    } catch (IOException e) {
+      return "(no log: " + e + ")";
     }
   }
 

@@ -46,7 +46,8 @@ public final class Migrations {
           "V14__snapshots.sql",
           "V15__operator_audit_and_key_use.sql",
           "V16__idempotency_key_seed.sql",
-          "V17__shard_leases.sql");
+          "V17__shard_leases.sql",
+          "V18__event_tag_by_tag.sql");
 
   private Migrations() {}
 
