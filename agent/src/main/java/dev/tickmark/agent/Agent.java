@@ -787,12 +787,8 @@ public final class Agent implements AutoCloseable {
             s.index(),
             s.fault());
     }
-    send(
-        c,
-        c.session.heartbeat(
-            Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS),
-            samples,
-            rentals.running()));
+    Instant at = Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS);
+    send(c, c.session.heartbeat(at, samples, rentals.listedBy(at)));
     c.ping();
     heartbeatsSent.incrementAndGet();
   }

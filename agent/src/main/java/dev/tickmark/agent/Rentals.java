@@ -148,6 +148,7 @@ final class Rentals {
     String authorizedKeys;
     State state = State.STARTING;
     Instant startedAt;
+    Instant listedFrom; // heartbeats stamped after this list it (until it stops)
     Instant endedAt;
     String failure;
     boolean stopWanted;
@@ -175,6 +176,7 @@ final class Rentals {
   private final Runtime runtime;
   private final Supplier<Set<Integer>> cards;
   private final Clock clock;
+  private Instant lastListingAt; // the latest stamp of a heartbeat's listing (listedBy)
   private final Executor loop;
   private final Scheduler scheduler;
   private final Outbox outbox;
@@ -267,6 +269,16 @@ final class Rentals {
     else if (frame instanceof AgentFrame.Preempt p) onPreempt(p);
     else if (frame instanceof AgentFrame.UploadSnapshot u) onUpload(u);
     else throw new IllegalArgumentException("not a rental frame: " + Session.frameType(frame));
+  }
+
+  /**
+   * What a heartbeat stamped {@code at} lists: {@link #running()}. The stamp is remembered so that
+   * a rental that starts running later says it is listed from after it ({@code listed_from}), even
+   * if the clock stepped back in between.
+   */
+  List<String> listedBy(Instant at) {
+    if (lastListingAt == null || at.isAfter(lastListingAt)) lastListingAt = at;
+    return running();
   }
 
   /** The rentals whose workload runs now (for heartbeats), in the order they were started. */
@@ -541,6 +553,11 @@ final class Rentals {
     }
     r.state = State.RUNNING;
     r.startedAt = handle.startedAt();
+    // Heartbeats are stamped before they list (same thread): every one sent so far is stamped no
+    // later than lastListingAt, so one stamped after listedFrom was built after this line.
+    Instant now = now();
+    r.listedFrom =
+        lastListingAt != null && !now.isAfter(lastListingAt) ? lastListingAt.plusMillis(1) : now;
     log.info("rental {}: running since {}", r.id, r.startedAt);
     access.running(r.id, r.authorizedKeys);
     outbox.send(started(r));
@@ -637,7 +654,8 @@ final class Rentals {
   }
 
   private static AgentFrame.RentalStarted started(Rental r) {
-    return new AgentFrame.RentalStarted(r.id, at(r.startedAt));
+    return new AgentFrame.RentalStarted(
+        r.id, at(r.startedAt), r.listedFrom == null ? null : at(r.listedFrom));
   }
 
   /** A workload that ended because of its notice says so: the rental ends preempted. */

@@ -182,8 +182,9 @@ class RentalsTest {
     return new AgentFrame.StopRental(id, false);
   }
 
+  /** No heartbeat was stamped in these tests: listed from the (fixed) clock's now. */
   private static AgentFrame.RentalStarted started(String id, Instant at) {
-    return new AgentFrame.RentalStarted(id, at.toString());
+    return new AgentFrame.RentalStarted(id, at.toString(), T0.toString());
   }
 
   /** The report of a workload that ended because of its preemption notice. */
@@ -247,6 +248,35 @@ class RentalsTest {
     assertEquals(List.of(started("rnt_1", T1)), drain());
     assertEquals("2026-11-29T18:00:01.250Z", T1.toString());
     assertEquals(List.of("rnt_1"), rentals.running());
+  }
+
+  /**
+   * {@code listed_from} is later than the stamp of every heartbeat listed before the workload ran,
+   * even when the clock stepped back since (here the last heartbeat's stamp, T2, is ahead of the
+   * fixed clock's T0), so the host can tell a late heartbeat built before the start from one that
+   * omits a workload that is gone. Every heartbeat stamped after it lists the workload.
+   */
+  @Test
+  void aWorkloadIsListedFromAfterEveryHeartbeatStampedBeforeItRan() {
+    rentals.onFrame(start("rnt_1", 0));
+    assertEquals(List.of(), rentals.listedBy(T2), "a heartbeat built while it starts");
+    runtime.started("rnt_1", T1);
+    assertEquals(
+        List.of(new AgentFrame.RentalStarted("rnt_1", T1.toString(), "2026-11-29T18:05:00.001Z")),
+        drain());
+    assertEquals(List.of("rnt_1"), rentals.listedBy(T2.plusMillis(2)));
+
+    rentals.onFrame(start("rnt_1", 0)); // a duplicate start: the same answer
+    assertEquals(
+        List.of(new AgentFrame.RentalStarted("rnt_1", T1.toString(), "2026-11-29T18:05:00.001Z")),
+        drain());
+
+    rentals.listedBy(T0.minusSeconds(5)); // an earlier stamp does not take the mark back
+    rentals.onFrame(start("rnt_2", 1));
+    runtime.started("rnt_2", T1);
+    assertEquals(
+        List.of(new AgentFrame.RentalStarted("rnt_2", T1.toString(), "2026-11-29T18:05:00.003Z")),
+        drain());
   }
 
   @Test

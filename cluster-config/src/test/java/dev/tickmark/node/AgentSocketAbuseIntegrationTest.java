@@ -370,6 +370,24 @@ class AgentSocketAbuseIntegrationTest {
     }
   }
 
+  /**
+   * {@code listed_from} is compared with the host's heartbeats to prove a workload gone, so one
+   * that is no instant is a malformed frame, like a malformed {@code at}.
+   */
+  @Test
+  void aRentalStartedWhoseListedFromIsNoInstantIsMalformed() {
+    String at = Instant.now().toString();
+    for (AgentFrame.RentalStarted started :
+        List.of(
+            new AgentFrame.RentalStarted("rnt_whatever", at, "soon"),
+            new AgentFrame.RentalStarted("rnt_whatever", "now", at))) {
+      try (AgentTestClient agent = welcomedTargetSession()) {
+        agent.send(started);
+        agent.expectErrorAndClose("malformed_frame");
+      }
+    }
+  }
+
   @Test
   void aHelloWithABadSignatureIsRefused() {
     // signed by the right key, but over another nonce

@@ -141,7 +141,16 @@ public sealed interface AgentFrame {
   record Heartbeat(long seq, String at, List<GpuSample> gpus, List<String> rentals)
       implements AgentFrame {}
 
-  record RentalStarted(String rentalId, String at) implements AgentFrame {}
+  /**
+   * {@code listedFrom}: the agent's instant from which every heartbeat it sends lists the rental
+   * (until it stops), later than the {@code at} of every heartbeat it sent before; absent from
+   * older agents. A heartbeat stamped later that omits the rental proves its workload gone.
+   */
+  record RentalStarted(String rentalId, String at, String listedFrom) implements AgentFrame {
+    public RentalStarted(String rentalId, String at) {
+      this(rentalId, at, null);
+    }
+  }
 
   record RentalFailed(String rentalId, String reason) implements AgentFrame {}
 

@@ -322,14 +322,26 @@ public final class Host
 
   /**
    * {@code receivedAtMicros}: when the node's socket read it (epoch µs), to measure handling lag.
+   * {@code agentAt}: the agent's own stamp (its clock; null when absent or unreadable), compared
+   * only with the same agent's {@code listed_from} ({@link ConfirmCards}).
    */
   public record Heartbeat(
       ActorRef<ToSession> session,
       long seq,
       List<GpuHealth> gpus,
       List<String> rentals,
+      Instant agentAt,
       long receivedAtMicros)
-      implements Command {}
+      implements Command {
+    public Heartbeat(
+        ActorRef<ToSession> session,
+        long seq,
+        List<GpuHealth> gpus,
+        List<String> rentals,
+        long receivedAtMicros) {
+      this(session, seq, gpus, rentals, null, receivedAtMicros);
+    }
+  }
 
   public record UpdateListing(
       String ownerId, Listing listing, ActorRef<StatusReply<HostView>> replyTo)
@@ -403,8 +415,23 @@ public final class Host
     }
   }
 
-  public record ConfirmCards(String rentalId, ActorRef<StatusReply<Reservation>> replyTo)
-      implements Replying<Reservation> {}
+  /**
+   * The rental's workload runs: its reservation is rented. {@code listedFrom}: the agent's instant
+   * from which its heartbeats list the workload (null: not known), so that one stamped later that
+   * omits it proves the workload gone even if no heartbeat this entity heard ever listed it; {@code
+   * startedAt}: when the rental heard the agent say it started, the last instant the workload is
+   * then known to have run.
+   */
+  public record ConfirmCards(
+      String rentalId,
+      Instant listedFrom,
+      Instant startedAt,
+      ActorRef<StatusReply<Reservation>> replyTo)
+      implements Replying<Reservation> {
+    public ConfirmCards(String rentalId, ActorRef<StatusReply<Reservation>> replyTo) {
+      this(rentalId, null, null, replyTo);
+    }
+  }
 
   /**
    * Releases the rental's cards. {@code undoesProposal}: sent by the matcher to undo a proposal it
@@ -516,10 +543,15 @@ public final class Host
    * A rental's answer to {@link RentalLink#checkReservation}: {@code wanted} false when the rental
    * will never use the reservation (it ended, was matched elsewhere, or does not exist); {@code
    * running} when its workload runs on this host (the reservation is confirmed, as by {@link
-   * ConfirmCards}).
+   * ConfirmCards}, with its {@code listedFrom} and {@code startedAt}).
    */
-  public record ReservationWanted(String rentalId, boolean wanted, boolean running)
-      implements Command {}
+  public record ReservationWanted(
+      String rentalId, boolean wanted, boolean running, Instant listedFrom, Instant startedAt)
+      implements Command {
+    public ReservationWanted(String rentalId, boolean wanted, boolean running) {
+      this(rentalId, wanted, running, null, null);
+    }
+  }
 
   public record Registration(String hostId, String hostCredential) implements CborSerializable {
     @Override
@@ -1220,6 +1252,18 @@ public final class Host
   // when this incarnation recovered starts at the last heartbeat in the journal: nothing later is
   // known of its workload.
   private final Map<String, Instant> listedAt = new HashMap<>();
+  // Rentals confirmed by this incarnation that no heartbeat it heard has listed yet, with the
+  // agent's listed_from: the first heartbeat stamped after it that omits the workload proves it
+  // gone (the host restarted between the workload's start and its confirmation, and the workload
+  // ended before any heartbeat reached this incarnation listing it).
+  private final Map<String, AwaitedListing> awaitingListing = new HashMap<>();
+
+  /**
+   * {@code startedAt}: when the rental heard the agent's start, the bill's bound if the workload is
+   * found gone before any heartbeat here listed it.
+   */
+  private record AwaitedListing(Instant listedFrom, Instant startedAt) {}
+
   // Spot rentals whose agent was told their deadline, and those told it since they run (see
   // preemptBeforeAvailabilityEnds).
   private final java.util.Set<String> noticeGiven = new java.util.HashSet<>();
@@ -1720,7 +1764,7 @@ public final class Host
     lastHeartbeat = now();
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
-    List<WorkloadUnlisted> unlisted = noteListed(state, cmd.rentals());
+    List<WorkloadUnlisted> unlisted = noteListed(state, cmd.rentals(), cmd.agentAt());
     stopOrphanWorkloads(state, cmd.rentals());
     preemptBeforeAvailabilityEnds(state);
     String fault =
@@ -1805,18 +1849,32 @@ public final class Host
    * returned events record those it no longer lists, the first time. Once unlisted a rental stays
    * so: the agent never runs a rental's workload twice (it wipes leftovers when it starts), so a
    * later listing would prove nothing about the seconds in between.
+   *
+   * <p>A confirmed rental no heartbeat heard here has listed is unlisted by a heartbeat the agent
+   * stamped ({@code agentAt}) after the rental's {@code listed_from} that omits it: the agent lists
+   * a running workload in every heartbeat it stamps after that instant, so an older heartbeat that
+   * arrives late cannot be taken for one. Its bill then stops where the agent last said it ran: at
+   * its start.
    */
-  private List<WorkloadUnlisted> noteListed(Active state, List<String> rentals) {
+  private List<WorkloadUnlisted> noteListed(Active state, List<String> rentals, Instant agentAt) {
     listedAt.keySet().retainAll(state.reservations().keySet());
+    awaitingListing.keySet().retainAll(state.reservations().keySet());
     if (rentals == null) return List.of();
     List<WorkloadUnlisted> unlisted = new ArrayList<>(0);
     for (String rentalId : state.reservations().keySet()) {
       if (state.inventory().unlisted().containsKey(rentalId)) continue;
       if (rentals.contains(rentalId)) {
         listedAt.put(rentalId, lastConfirmed);
+        awaitingListing.remove(rentalId);
       } else {
         Instant listed = listedAt.remove(rentalId);
-        if (listed != null) unlisted.add(new WorkloadUnlisted(rentalId, listed, lastConfirmed));
+        AwaitedListing awaited = awaitingListing.get(rentalId);
+        if (listed != null) {
+          unlisted.add(new WorkloadUnlisted(rentalId, listed, lastConfirmed));
+        } else if (awaited != null && agentAt != null && agentAt.isAfter(awaited.listedFrom())) {
+          awaitingListing.remove(rentalId);
+          unlisted.add(new WorkloadUnlisted(rentalId, awaited.startedAt(), lastConfirmed));
+        }
       }
     }
     return unlisted;
@@ -2131,6 +2189,7 @@ public final class Host
     if (held == null)
       return Effect()
           .reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
+    awaitListing(state, cmd.rentalId(), cmd.listedFrom(), cmd.startedAt());
     if (held.confirmed())
       return Effect()
           .reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), held)));
@@ -2228,9 +2287,23 @@ public final class Host
       return Effect()
           .persist(new CardsReleased(answer.rentalId(), held.cards(), now()))
           .thenNoReply();
-    if (answer.running())
+    if (answer.running()) {
+      awaitListing(state, answer.rentalId(), answer.listedFrom(), answer.startedAt());
       return Effect().persist(new CardsRented(answer.rentalId(), now())).thenNoReply();
+    }
     return Effect().noReply();
+  }
+
+  /**
+   * A confirmed rental whose workload no heartbeat heard here has listed waits for its first
+   * listing from the agent's {@code listedFrom} on (see {@link #noteListed}).
+   */
+  private void awaitListing(Active state, String rentalId, Instant listedFrom, Instant startedAt) {
+    if (listedFrom == null
+        || startedAt == null
+        || listedAt.containsKey(rentalId)
+        || state.inventory().unlisted().containsKey(rentalId)) return;
+    awaitingListing.putIfAbsent(rentalId, new AwaitedListing(listedFrom, startedAt));
   }
 
   private ReplyEffect<Event, State> onStartWorkload(Active state, StartWorkload cmd) {

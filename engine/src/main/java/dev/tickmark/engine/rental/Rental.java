@@ -435,7 +435,16 @@ public final class Rental
   }
 
   // From the host's agent (through its session) and the host entity; each is safe to deliver twice.
-  public record WorkloadStarted(String hostId, Instant at) implements Command {}
+  /**
+   * {@code listedFrom}: the agent's instant (its clock) from which its heartbeats list the
+   * workload; null from agents that do not say. Passed on to the host with the confirmation of the
+   * cards.
+   */
+  public record WorkloadStarted(String hostId, Instant at, Instant listedFrom) implements Command {
+    public WorkloadStarted(String hostId, Instant at) {
+      this(hostId, at, null);
+    }
+  }
 
   public record WorkloadFailed(String hostId, String reason) implements Command {}
 
@@ -574,7 +583,11 @@ public final class Rental
 
   public record Matched(Terms terms, Instant at) implements Event {}
 
-  public record Started(Instant startedAt, Instant at) implements Event {}
+  /**
+   * {@code agentListedFrom}: the agent's {@code listed_from} (its clock), kept for the host's
+   * confirmation ({@link Host.ConfirmCards}); null from older agents and older events.
+   */
+  public record Started(Instant startedAt, Instant at, Instant agentListedFrom) implements Event {}
 
   public record Settled(Checkpoint checkpoint, Instant at) implements Event {}
 
@@ -690,13 +703,15 @@ public final class Rental
     }
   }
 
+  /** {@code agentListedFrom}: see {@link Started}. */
   public record Running(
       Order order,
       Terms terms,
       Instant startedAt,
       List<Checkpoint> checkpoints,
       EndReason extensionRefused,
-      Instant preemptionDeadline)
+      Instant preemptionDeadline,
+      Instant agentListedFrom)
       implements State {
     Checkpoint last() {
       return checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
@@ -704,16 +719,29 @@ public final class Rental
 
     Running settled(Checkpoint c) {
       return new Running(
-          order, terms, startedAt, append(checkpoints, c), extensionRefused, preemptionDeadline);
+          order,
+          terms,
+          startedAt,
+          append(checkpoints, c),
+          extensionRefused,
+          preemptionDeadline,
+          agentListedFrom);
     }
 
     Running withHold(long amount) {
       return new Running(
-          order.withHold(amount), terms, startedAt, checkpoints, null, preemptionDeadline);
+          order.withHold(amount),
+          terms,
+          startedAt,
+          checkpoints,
+          null,
+          preemptionDeadline,
+          agentListedFrom);
     }
 
     Running extensionRefused(EndReason reason) {
-      return new Running(order, terms, startedAt, checkpoints, reason, preemptionDeadline);
+      return new Running(
+          order, terms, startedAt, checkpoints, reason, preemptionDeadline, agentListedFrom);
     }
 
     Running keeping(String snapshotId) {
@@ -723,11 +751,13 @@ public final class Rental
           startedAt,
           checkpoints,
           extensionRefused,
-          preemptionDeadline);
+          preemptionDeadline,
+          agentListedFrom);
     }
 
     Running withPreemption(Instant deadline) {
-      return new Running(order, terms, startedAt, checkpoints, extensionRefused, deadline);
+      return new Running(
+          order, terms, startedAt, checkpoints, extensionRefused, deadline, agentListedFrom);
     }
 
     boolean pastPreemptionDeadline(Instant now) {
@@ -1574,7 +1604,7 @@ public final class Rental
     timers.cancel(
         Timer.PREEMPTION_DUE); // from now on DUE ends it at the deadline, billed until then
     return Effect()
-        .persist(new Started(startedAt, now()))
+        .persist(new Started(startedAt, now(), cmd.listedFrom()))
         .thenRun(this::meteringStarted)
         .thenNoReply();
   }
@@ -1582,7 +1612,12 @@ public final class Rental
   private void meteringStarted(State state) {
     ports
         .host(state.terms().hostId())
-        .tell(new Host.ConfirmCards(rentalId, context.getSystem().ignoreRef()));
+        .tell(
+            new Host.ConfirmCards(
+                rentalId,
+                ((Running) state).agentListedFrom(),
+                ((Running) state).startedAt(),
+                context.getSystem().ignoreRef()));
     Running running = (Running) state;
     wakeAtNextInstant(running);
     notifySubscribers(state);
@@ -2296,7 +2331,9 @@ public final class Rental
         state.terms() != null
             && state.terms().hostId().equals(hostId)
             && !(state instanceof Finished);
-    return new Host.ReservationWanted(rentalId, here, here && state instanceof Running);
+    return state instanceof Running r && here
+        ? new Host.ReservationWanted(rentalId, true, true, r.agentListedFrom(), r.startedAt())
+        : new Host.ReservationWanted(rentalId, here, false);
   }
 
   // ---- views and subscribers
@@ -2475,7 +2512,13 @@ public final class Rental
             Started.class,
             (s, e) ->
                 new Running(
-                    s.order(), s.terms(), e.startedAt(), List.of(), null, s.preemptionDeadline()))
+                    s.order(),
+                    s.terms(),
+                    e.startedAt(),
+                    List.of(),
+                    null,
+                    s.preemptionDeadline(),
+                    e.agentListedFrom()))
         .onEvent(PreemptionScheduled.class, (s, e) -> s.withPreemption(e.deadline()))
         .onEvent(Ended.class, (s, e) -> Ending.unstarted(s.order(), s.terms(), e));
     b.forStateType(Running.class)

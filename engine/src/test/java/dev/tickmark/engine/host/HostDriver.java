@@ -281,6 +281,17 @@ final class HostDriver {
         new Heartbeat(session, seq, gpus, rentals, Host.micros(java.time.Instant.now())));
   }
 
+  /** A heartbeat the agent stamped {@code agentAt} (its own clock). */
+  CommandResult<Command, Event, State> heartbeat(
+      ActorRef<ToSession> session,
+      long seq,
+      List<GpuHealth> gpus,
+      List<String> rentals,
+      java.time.Instant agentAt) {
+    return kit.runCommand(
+        new Heartbeat(session, seq, gpus, rentals, agentAt, Host.micros(java.time.Instant.now())));
+  }
+
   CommandResultWithReply<Command, Event, State, StatusReply<HostView>> updateListing(
       String owner, Listing listing) {
     return kit.runCommand(r -> new UpdateListing(owner, listing, r));
@@ -328,6 +339,12 @@ final class HostDriver {
 
   CommandResultWithReply<Command, Event, State, StatusReply<Reservation>> confirm(String rentalId) {
     return kit.runCommand(r -> new ConfirmCards(rentalId, r));
+  }
+
+  /** The rental's confirmation with the agent's {@code listed_from} and its own start. */
+  CommandResultWithReply<Command, Event, State, StatusReply<Reservation>> confirm(
+      String rentalId, java.time.Instant listedFrom, java.time.Instant startedAt) {
+    return kit.runCommand(r -> new ConfirmCards(rentalId, listedFrom, startedAt, r));
   }
 
   CommandResultWithReply<Command, Event, State, StatusReply<Done>> release(String rentalId) {

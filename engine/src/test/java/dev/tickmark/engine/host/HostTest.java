@@ -679,6 +679,94 @@ class HostTest {
     assertEquals(gone, liveness.rentalGoneAt());
   }
 
+  /**
+   * The simulation's open hole (docs/simulation.md, "What is left"): the host entity restarted
+   * after r1's workload started and before its rental confirmed the cards, so the new incarnation
+   * did not take r1 as listed; the workload then died, its report was lost, and heartbeats that
+   * never listed it went on proving its seconds. The confirmation now carries the agent's {@code
+   * listed_from}: a heartbeat the agent stamped after it that omits r1 proves the workload gone,
+   * and the bill stops at the rental's start, the last instant the agent said it ran. A heartbeat
+   * stamped before it (sent before the workload ran, arriving late) or with no stamp proves
+   * nothing.
+   */
+  @Test
+  void aConfirmedWorkloadNoHeartbeatHereListedIsGoneOnceOneStampedAfterItsListedFromOmitsIt() {
+    TestProbe<ToSession> session = host.onMarket();
+    ok(host.reserve("r1", 1));
+    host.kit.restart(); // between the workload's start and its confirmation
+    TestProbe<ToSession> again = session();
+    ok(host.attach(again.getRef()));
+    // The agent's clock is its own: 40 s behind this node's here, compared only with itself.
+    Instant listedFrom = clock.instant().minusSeconds(40);
+    Instant startedAt = clock.instant(); // when the rental heard rental_started
+    clock.advance(Duration.ofSeconds(1));
+    ok(host.confirm("r1", listedFrom, startedAt));
+
+    clock.advance(Duration.ofSeconds(1));
+    assertTrue(
+        host.heartbeat(
+                again.getRef(), 1, HostDriver.healthy(4), List.of(), listedFrom.minusMillis(1))
+            .hasNoEvents(),
+        "a heartbeat stamped before listed_from may have been built before the workload ran");
+    clock.advance(Duration.ofSeconds(1));
+    assertTrue(
+        host.heartbeat(again.getRef(), 2, HostDriver.healthy(4), List.of(), listedFrom)
+            .hasNoEvents(),
+        "nor one stamped in the same millisecond");
+    clock.advance(Duration.ofSeconds(1));
+    assertTrue(
+        host.heartbeat(again.getRef(), 3, HostDriver.healthy(4), List.of()).hasNoEvents(),
+        "nor one without a stamp (an older agent)");
+    assertEquals(new Host.Liveness(true, clock.instant(), null, null), liveness(host, "r1"));
+
+    clock.advance(Duration.ofSeconds(5));
+    var omitted =
+        host.heartbeat(
+            again.getRef(), 4, HostDriver.healthy(4), List.of(), listedFrom.plusSeconds(8));
+    Instant gone = clock.instant();
+    assertEquals(
+        List.of(new Host.WorkloadUnlisted("r1", startedAt, gone)),
+        omitted.events().stream().filter(e -> e instanceof Host.WorkloadUnlisted).toList());
+    clock.advance(Duration.ofSeconds(5));
+    host.heartbeat(again.getRef(), 5, HostDriver.healthy(4), List.of(), listedFrom.plusSeconds(13));
+    assertEquals(1, unlistedEvents(host), "once");
+    host.kit.restart();
+    assertEquals(startedAt, liveness(host, "r1").rentalListedAt());
+    assertEquals(gone, liveness(host, "r1").rentalGoneAt());
+    session.expectNoMessage(Duration.ZERO);
+  }
+
+  /**
+   * The same through the host's own question (its confirmation lost with the node): the rental's
+   * answer that it runs here carries {@code listed_from}. A heartbeat that lists the workload first
+   * makes the usual bound apply: the last heartbeat that listed it.
+   */
+  @Test
+  void theRentalsAnswerThatItRunsHereCarriesListedFromAndAListingTakesOver() {
+    host.onMarket();
+    ok(host.reserve("r1", 1));
+    ok(host.reserve("r2", 1));
+    host.kit.restart();
+    TestProbe<ToSession> again = session();
+    ok(host.attach(again.getRef()));
+    Instant listedFrom = clock.instant().plusSeconds(7); // the agent's clock
+    Instant startedAt = clock.instant();
+    clock.advance(Duration.ofSeconds(1));
+    host.kit.runCommand(new Host.ReservationWanted("r1", true, true, listedFrom, startedAt));
+    ok(host.confirm("r2", listedFrom, startedAt));
+    assertTrue(host.view().cards().stream().noneMatch(c -> "reserved".equals(c.state())));
+
+    clock.advance(Duration.ofSeconds(5));
+    host.heartbeat(
+        again.getRef(), 1, HostDriver.healthy(4), List.of("r2"), listedFrom.plusSeconds(6));
+    Instant r2Listed = clock.instant();
+    clock.advance(Duration.ofSeconds(5));
+    host.heartbeat(again.getRef(), 2, HostDriver.healthy(4), List.of(), listedFrom.plusSeconds(11));
+    Instant gone = clock.instant();
+    assertEquals(new Host.Liveness(true, gone, startedAt, r2Listed), liveness(host, "r1"));
+    assertEquals(new Host.Liveness(true, gone, r2Listed, gone), liveness(host, "r2"));
+  }
+
   private static long unlistedEvents(HostDriver host) {
     return host.journal().stream().filter(Host.WorkloadUnlisted.class::isInstance).count();
   }

@@ -60,7 +60,13 @@ class RentalBillingTest {
       EndReason refused,
       Instant preemption) {
     return new Running(
-        new Order("renter-1", spec, hold, START), terms, START, checkpoints, refused, preemption);
+        new Order("renter-1", spec, hold, START),
+        terms,
+        START,
+        checkpoints,
+        refused,
+        preemption,
+        null);
   }
 
   private static Running running(long hold, List<Checkpoint> checkpoints) {

@@ -545,7 +545,9 @@ class RentalTest {
         checkReservation(f, "h-9"),
         "matched elsewhere");
     f.tell(new Rental.WorkloadStarted(f.hostId, f.clock.instant()));
-    assertEquals(new Host.ReservationWanted(f.rentalId, true, true), checkReservation(f, f.hostId));
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, true, true, null, f.get().startedAt()),
+        checkReservation(f, f.hostId));
     f.stop();
     assertEquals(
         new Host.ReservationWanted(f.rentalId, true, false),
@@ -555,6 +557,36 @@ class RentalTest {
     f.awaitState(Rental.Finished.class);
     assertEquals(
         new Host.ReservationWanted(f.rentalId, false, false), checkReservation(f, f.hostId));
+  }
+
+  /**
+   * The agent's {@code listed_from} and the rental's start go to the host with the confirmation of
+   * the cards, and with the answer that the workload runs there, also after a restart of the
+   * rental: the host uses them to tell a heartbeat that omits a gone workload from one built before
+   * the workload ran, and to bound its bill.
+   */
+  @Test
+  void theAgentsListedFromReachesTheHostWithTheConfirmationAndSurvivesARestart() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING);
+    f.create(spec);
+    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    f.host.expect(Host.StartWorkload.class);
+    Instant listedFrom = f.clock.instant().minusSeconds(30); // the agent's clock, not this one
+    f.tell(new Rental.WorkloadStarted(f.hostId, f.clock.instant(), listedFrom));
+
+    Host.ConfirmCards confirm = f.host.expect(Host.ConfirmCards.class);
+    assertEquals(f.rentalId, confirm.rentalId());
+    assertEquals(listedFrom, confirm.listedFrom());
+    Instant startedAt = f.get().startedAt();
+    assertEquals(startedAt, confirm.startedAt());
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, true, true, listedFrom, startedAt),
+        checkReservation(f, f.hostId));
+    f.restart();
+    assertEquals(
+        new Host.ReservationWanted(f.rentalId, true, true, listedFrom, startedAt),
+        checkReservation(f, f.hostId));
   }
 
   private static Host.ReservationWanted checkReservation(RentalFixture f, String hostId) {

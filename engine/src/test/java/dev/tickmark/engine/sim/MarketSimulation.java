@@ -1023,6 +1023,9 @@ public final class MarketSimulation implements AutoCloseable {
     long silentUntil = -1;
     long downUntil = -1;
     final Map<String, Boolean> workloads = new TreeMap<>(); // rental → started
+    // As the agent's Rentals: each running workload's listed_from, after every heartbeat's stamp.
+    final Map<String, Instant> listedFrom = new TreeMap<>();
+    Instant lastListingAt;
     // Workloads that stopped on their own, and when: a stop_rental for one is answered with its
     // end, as the agent does (Rentals: "rental_stopped (its end; now for an unknown one)").
     final Map<String, Instant> ended = new TreeMap<>();
@@ -1103,9 +1106,16 @@ public final class MarketSimulation implements AutoCloseable {
     void heartbeatLoop() {
       if (reachable()) {
         if (attached) {
+          Instant at = clock.instant();
+          if (lastListingAt == null || at.isAfter(lastListingAt)) lastListingAt = at;
           Host.Heartbeat hb =
               new Host.Heartbeat(
-                  session, ++seq, healthy(), List.copyOf(running()), Host.micros(Instant.now()));
+                  session,
+                  ++seq,
+                  healthy(),
+                  List.copyOf(running()),
+                  at,
+                  Host.micros(Instant.now()));
           send(Link.AGENT_TO_HOST, "agent:" + hostId, host(hostId), hb);
         } else if (attachingSince < 0 || loop.nowMillis() - attachingSince > 6_000) {
           connect(false);
@@ -1135,7 +1145,9 @@ public final class MarketSimulation implements AutoCloseable {
       } else if (m instanceof Host.RunWorkload w) {
         Boolean started = workloads.get(w.rentalId());
         if (Boolean.TRUE.equals(started)) {
-          report(new Rental.WorkloadStarted(hostId, clock.instant()), w.rentalId());
+          report(
+              new Rental.WorkloadStarted(hostId, clock.instant(), listedFrom.get(w.rentalId())),
+              w.rentalId());
         } else if (started == null) {
           workloads.put(w.rentalId(), false);
           loop.after(100 + random.nextLong(3000), () -> startWorkload(w.rentalId()));
@@ -1185,7 +1197,11 @@ public final class MarketSimulation implements AutoCloseable {
         return;
       }
       workloads.put(rentalId, true);
-      report(new Rental.WorkloadStarted(hostId, clock.instant()), rentalId);
+      Instant now = clock.instant();
+      Instant from =
+          lastListingAt != null && !now.isAfter(lastListingAt) ? lastListingAt.plusMillis(1) : now;
+      listedFrom.put(rentalId, from);
+      report(new Rental.WorkloadStarted(hostId, now, from), rentalId);
     }
 
     /**

@@ -284,8 +284,16 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
     if (frame instanceof AgentFrame.HardwareReportFrame report) return onReport(report);
     if (frame instanceof AgentFrame.Heartbeat heartbeat)
       return onHeartbeat(heartbeat, in.receivedAtMicros());
-    if (frame instanceof AgentFrame.RentalStarted m)
-      return toRental(m.rentalId(), m.at(), at -> new Rental.WorkloadStarted(hostId, at), false);
+    if (frame instanceof AgentFrame.RentalStarted m) {
+      java.time.Instant listedFrom;
+      try {
+        listedFrom = m.listedFrom() == null ? null : java.time.Instant.parse(m.listedFrom());
+      } catch (java.time.format.DateTimeParseException e) {
+        return fail("malformed_frame", "\"listed_from\" must be an ISO-8601 instant");
+      }
+      return toRental(
+          m.rentalId(), m.at(), at -> new Rental.WorkloadStarted(hostId, at, listedFrom), false);
+    }
     if (frame instanceof AgentFrame.RentalStopped m)
       return toRental(
           m.rentalId(),
@@ -472,7 +480,8 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
   }
 
   private Behavior<Msg> onHeartbeat(AgentFrame.Heartbeat hb, long receivedAtMicros) {
-    recordLag(hb.at(), receivedAtMicros);
+    java.time.Instant stamped = agentInstant(hb.at());
+    recordLag(stamped, receivedAtMicros);
     List<Host.GpuHealth> gpus =
         hb.gpus() == null
             ? List.of()
@@ -489,23 +498,29 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
                 hb.seq(),
                 gpus,
                 hb.rentals(), // null: an agent that does not list its workloads proves nothing
+                stamped,
                 receivedAtMicros));
     return this;
   }
 
   /**
-   * Receipt minus the agent's own {@code at}: an unparseable {@code at} is not a lag, and does not
-   * end the session.
+   * A heartbeat's own {@code at}; null when absent or unparseable: the heartbeat still counts, but
+   * its lag is unknown and its omissions prove nothing of rentals it has never listed.
    */
-  private void recordLag(String at, long receivedAtMicros) {
-    if (at == null) return;
+  private static java.time.Instant agentInstant(String at) {
+    if (at == null) return null;
     try {
-      java.time.Instant sent = java.time.Instant.parse(at);
-      metrics.heartbeatLag.recordMicros(
-          receivedAtMicros - (sent.getEpochSecond() * 1_000_000 + sent.getNano() / 1_000));
+      return java.time.Instant.parse(at);
     } catch (java.time.format.DateTimeParseException e) {
-      // the heartbeat still counts; its lag is unknown
+      return null;
     }
+  }
+
+  /** Receipt minus the agent's own {@code at}. */
+  private void recordLag(java.time.Instant sent, long receivedAtMicros) {
+    if (sent == null) return;
+    metrics.heartbeatLag.recordMicros(
+        receivedAtMicros - (sent.getEpochSecond() * 1_000_000 + sent.getNano() / 1_000));
   }
 
   /**
