@@ -321,13 +321,21 @@ final class RentalFixture {
    * running.
    */
   View running(Spec spec, long floor) {
+    return running(spec, floor, null);
+  }
+
+  /**
+   * As {@link #running(Spec, long)}, the agent saying its heartbeats list it from {@code
+   * listedFrom}.
+   */
+  View running(Spec spec, long floor, Instant listedFrom) {
     create(spec);
     Matcher.Match match = expectMatch();
     match.replyTo().tell(new Matcher.Matched(rentalId, reservation(spec, floor)));
     View provisioning = ok(creator.receiveMessage(WAIT));
     assertEquals(Rental.Status.PROVISIONING, provisioning.status());
     host.expect(Host.StartWorkload.class);
-    tell(new Rental.WorkloadStarted(hostId, clock.instant()));
+    tell(new Rental.WorkloadStarted(hostId, clock.instant(), listedFrom));
     View running = get();
     assertEquals(Rental.Status.RUNNING, running.status());
     return running;

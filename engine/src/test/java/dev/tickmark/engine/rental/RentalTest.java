@@ -568,12 +568,8 @@ class RentalTest {
   @Test
   void theAgentsListedFromReachesTheHostWithTheConfirmationAndSurvivesARestart() {
     RentalFixture f = fixture();
-    Spec spec = onDemand(CARDS, CEILING);
-    f.create(spec);
-    f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
-    f.host.expect(Host.StartWorkload.class);
     Instant listedFrom = f.clock.instant().minusSeconds(30); // the agent's clock, not this one
-    f.tell(new Rental.WorkloadStarted(f.hostId, f.clock.instant(), listedFrom));
+    f.running(onDemand(CARDS, CEILING), FLOOR, listedFrom);
 
     Host.ConfirmCards confirm = f.host.expect(Host.ConfirmCards.class);
     assertEquals(f.rentalId, confirm.rentalId());
