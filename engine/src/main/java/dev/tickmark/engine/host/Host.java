@@ -725,7 +725,18 @@ public final class Host
    */
   public record CardsExpired(String rentalId, List<Integer> cards, Instant at) implements Event {}
 
-  public record CardsRented(String rentalId, Instant at) implements Event {}
+  /**
+   * The rental's workload runs on its cards. {@code listedFrom} (the agent's clock) and {@code
+   * startedAt} (the rental's) come with a confirmation from an agent that stamps its heartbeats
+   * (null otherwise): kept so that any heartbeat the agent stamped after {@code listedFrom} that
+   * omits the workload proves it gone, in this incarnation or a later one.
+   */
+  public record CardsRented(String rentalId, Instant at, Instant listedFrom, Instant startedAt)
+      implements Event {
+    public CardsRented(String rentalId, Instant at) {
+      this(rentalId, at, null, null);
+    }
+  }
 
   public record CardsReleased(String rentalId, List<Integer> cards, Instant at) implements Event {}
 
@@ -765,8 +776,30 @@ public final class Host
 
   public record Card(int index, String uuid, String gpu) implements CborSerializable {}
 
-  public record Held(List<Integer> cards, long price, Listing.Tier tier, boolean confirmed)
-      implements CborSerializable {}
+  /**
+   * Cards held for a rental. {@code listedFrom} and {@code startedAt}: see {@link CardsRented}
+   * (null until then, or from an agent that does not stamp its heartbeats).
+   */
+  public record Held(
+      List<Integer> cards,
+      long price,
+      Listing.Tier tier,
+      boolean confirmed,
+      Instant listedFrom,
+      Instant startedAt)
+      implements CborSerializable {
+    public Held(List<Integer> cards, long price, Listing.Tier tier, boolean confirmed) {
+      this(cards, price, tier, confirmed, null, null);
+    }
+
+    /**
+     * Whether a heartbeat the agent stamped {@code agentAt} was built after this rental's workload
+     * ran, so that omitting it proves the workload gone.
+     */
+    boolean listedBy(Instant agentAt) {
+      return confirmed && listedFrom != null && agentAt != null && agentAt.isAfter(listedFrom);
+    }
+  }
 
   /**
    * A registered host until it is removed, in parts that cannot be mixed up: how it was enrolled
@@ -1138,11 +1171,14 @@ public final class Host
     }
 
     /** Running is more than claimed: a rental whose workload runs here has claimed its cards. */
-    Inventory renting(String rentalId) {
-      Held h = reservations.get(rentalId);
+    Inventory renting(CardsRented e) {
+      Held h = reservations.get(e.rentalId());
       if (h == null) return this;
-      return withReservation(rentalId, new Held(h.cards(), h.price(), h.tier(), true))
-          .claiming(rentalId);
+      Held rented =
+          e.listedFrom() == null || e.startedAt() == null
+              ? new Held(h.cards(), h.price(), h.tier(), true, h.listedFrom(), h.startedAt())
+              : new Held(h.cards(), h.price(), h.tier(), true, e.listedFrom(), e.startedAt());
+      return withReservation(e.rentalId(), rented).claiming(e.rentalId());
     }
 
     /** Whether {@code rentalId}'s workload was started on its cards (not merely reserved). */
@@ -1252,17 +1288,6 @@ public final class Host
   // when this incarnation recovered starts at the last heartbeat in the journal: nothing later is
   // known of its workload.
   private final Map<String, Instant> listedAt = new HashMap<>();
-  // Rentals confirmed by this incarnation that no heartbeat it heard has listed yet, with the
-  // agent's listed_from: the first heartbeat stamped after it that omits the workload proves it
-  // gone (the host restarted between the workload's start and its confirmation, and the workload
-  // ended before any heartbeat reached this incarnation listing it).
-  private final Map<String, AwaitedListing> awaitingListing = new HashMap<>();
-
-  /**
-   * {@code startedAt}: when the rental heard the agent's start, the bill's bound if the workload is
-   * found gone before any heartbeat here listed it.
-   */
-  private record AwaitedListing(Instant listedFrom, Instant startedAt) {}
 
   // Spot rentals whose agent was told their deadline, and those told it since they run (see
   // preemptBeforeAvailabilityEnds).
@@ -1740,16 +1765,17 @@ public final class Host
 
   private ReplyEffect<Event, State> onHeartbeat(Active state, Heartbeat cmd) {
     if (session == null) {
-      noteListedByUnknownSession(state, cmd.rentals());
+      List<WorkloadUnlisted> unlisted =
+          noteListed(state, cmd.rentals(), cmd.agentAt(), now(), false);
       // This incarnation knows no live session (the entity restarted or moved, or the session timed
-      // out): a session
-      // still heartbeating would otherwise be ignored until the host goes offline, and never learn
-      // it should reconnect.
+      // out): a session still heartbeating would otherwise be ignored until the host goes offline,
+      // and never learn it should reconnect.
       cmd.session()
           .tell(
               new CloseSession(
                   Rejection.RECONNECT, "this host does not know this session any more; reconnect"));
-      return Effect().noReply();
+      if (unlisted.isEmpty()) return Effect().noReply();
+      return Effect().persist(List.<Event>copyOf(unlisted)).thenNoReply();
     }
     if (!cmd.session().equals(session) || cmd.seq() <= lastSeq)
       return Effect().noReply(); // stale or duplicate
@@ -1764,7 +1790,8 @@ public final class Host
     lastHeartbeat = now();
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
-    List<WorkloadUnlisted> unlisted = noteListed(state, cmd.rentals(), cmd.agentAt());
+    List<WorkloadUnlisted> unlisted =
+        noteListed(state, cmd.rentals(), cmd.agentAt(), lastConfirmed, true);
     stopOrphanWorkloads(state, cmd.rentals());
     preemptBeforeAvailabilityEnds(state);
     String fault =
@@ -1845,53 +1872,47 @@ public final class Host
   }
 
   /**
-   * The rentals holding cards here that this heartbeat lists were running at its arrival; the
-   * returned events record those it no longer lists, the first time. Once unlisted a rental stays
-   * so: the agent never runs a rental's workload twice (it wipes leftovers when it starts), so a
-   * later listing would prove nothing about the seconds in between.
+   * The rentals holding cards here that this heartbeat lists were running at its arrival ({@code
+   * at}); the returned events record those it no longer lists, the first time. Once unlisted a
+   * rental stays so: the agent never runs a rental's workload twice (it wipes leftovers when it
+   * starts), so a later listing would prove nothing about the seconds in between.
    *
-   * <p>A confirmed rental no heartbeat heard here has listed is unlisted by a heartbeat the agent
-   * stamped ({@code agentAt}) after the rental's {@code listed_from} that omits it: the agent lists
-   * a running workload in every heartbeat it stamps after that instant, so an older heartbeat that
-   * arrives late cannot be taken for one. Its bill then stops where the agent last said it ran: at
-   * its start.
+   * <p>A heartbeat of the live session ({@code live}) comes after every earlier one of it (its
+   * sequence number), so omitting a rental listed before proves the workload gone. Otherwise a
+   * rental is gone once the agent omits it from a heartbeat it stamped ({@code agentAt}) after the
+   * rental's {@code listed_from} ({@link Held#listedBy}): the agent lists a running workload in
+   * every heartbeat it stamps after that instant, so an older heartbeat that arrives late cannot be
+   * taken for one. Its bill then stops at the last listing known, or where the agent last said it
+   * ran: at its start.
+   *
+   * <p>A heartbeat this incarnation refuses (not {@code live}: it knows no session, having
+   * restarted or moved) still comes from the host's authenticated agent. It proves nothing of the
+   * host for billing, but its listings are the latest known: without them, a workload listed only
+   * there and gone by the next session would never be bounded. Its omissions count only by the
+   * stamp, since it may be a late one of a session long replaced; without them, a workload this
+   * incarnation took as listed at recovery that died just before the restart was billed on until
+   * the next session's heartbeat proved the renter's stop (the simulation's seed 4,
+   * docs/simulation.md).
    */
-  private List<WorkloadUnlisted> noteListed(Active state, List<String> rentals, Instant agentAt) {
+  private List<WorkloadUnlisted> noteListed(
+      Active state, List<String> rentals, Instant agentAt, Instant at, boolean live) {
     listedAt.keySet().retainAll(state.reservations().keySet());
-    awaitingListing.keySet().retainAll(state.reservations().keySet());
     if (rentals == null) return List.of();
     List<WorkloadUnlisted> unlisted = new ArrayList<>(0);
-    for (String rentalId : state.reservations().keySet()) {
-      if (state.inventory().unlisted().containsKey(rentalId)) continue;
-      if (rentals.contains(rentalId)) {
-        listedAt.put(rentalId, lastConfirmed);
-        awaitingListing.remove(rentalId);
-      } else {
-        Instant listed = listedAt.remove(rentalId);
-        AwaitedListing awaited = awaitingListing.get(rentalId);
-        if (listed != null) {
-          unlisted.add(new WorkloadUnlisted(rentalId, listed, lastConfirmed));
-        } else if (awaited != null && agentAt != null && agentAt.isAfter(awaited.listedFrom())) {
-          awaitingListing.remove(rentalId);
-          unlisted.add(new WorkloadUnlisted(rentalId, awaited.startedAt(), lastConfirmed));
-        }
-      }
-    }
+    state
+        .reservations()
+        .forEach(
+            (rentalId, held) -> {
+              if (state.inventory().unlisted().containsKey(rentalId)) return;
+              if (rentals.contains(rentalId)) {
+                listedAt.put(rentalId, at);
+              } else if ((live && listedAt.containsKey(rentalId)) || held.listedBy(agentAt)) {
+                Instant listed = listedAt.remove(rentalId);
+                unlisted.add(
+                    new WorkloadUnlisted(rentalId, listed != null ? listed : held.startedAt(), at));
+              }
+            });
     return unlisted;
-  }
-
-  /**
-   * A heartbeat this incarnation refuses (it knows no session: it restarted or moved) still comes
-   * from the host's authenticated agent, so the workloads it lists were running at its arrival. It
-   * proves nothing of the host for billing, but it is the latest listing known: without it, a
-   * workload listed only there and gone by the next session would never be bounded.
-   */
-  private void noteListedByUnknownSession(Active state, List<String> rentals) {
-    if (rentals == null) return;
-    Instant arrived = now();
-    for (String rentalId : rentals)
-      if (state.reservations().containsKey(rentalId)
-          && !state.inventory().unlisted().containsKey(rentalId)) listedAt.put(rentalId, arrived);
   }
 
   /**
@@ -2189,12 +2210,13 @@ public final class Host
     if (held == null)
       return Effect()
           .reply(cmd.replyTo(), reply(Rejection.NOT_FOUND, "no reservation for " + cmd.rentalId()));
-    awaitListing(state, cmd.rentalId(), cmd.listedFrom(), cmd.startedAt());
-    if (held.confirmed())
+    boolean learnsListedFrom =
+        held.listedFrom() == null && cmd.listedFrom() != null && cmd.startedAt() != null;
+    if (held.confirmed() && !learnsListedFrom)
       return Effect()
           .reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), held)));
     return Effect()
-        .persist(new CardsRented(cmd.rentalId(), now()))
+        .persist(new CardsRented(cmd.rentalId(), now(), cmd.listedFrom(), cmd.startedAt()))
         .thenReply(
             cmd.replyTo(),
             s ->
@@ -2287,23 +2309,12 @@ public final class Host
       return Effect()
           .persist(new CardsReleased(answer.rentalId(), held.cards(), now()))
           .thenNoReply();
-    if (answer.running()) {
-      awaitListing(state, answer.rentalId(), answer.listedFrom(), answer.startedAt());
-      return Effect().persist(new CardsRented(answer.rentalId(), now())).thenNoReply();
-    }
+    if (answer.running())
+      return Effect()
+          .persist(
+              new CardsRented(answer.rentalId(), now(), answer.listedFrom(), answer.startedAt()))
+          .thenNoReply();
     return Effect().noReply();
-  }
-
-  /**
-   * A confirmed rental whose workload no heartbeat heard here has listed waits for its first
-   * listing from the agent's {@code listedFrom} on (see {@link #noteListed}).
-   */
-  private void awaitListing(Active state, String rentalId, Instant listedFrom, Instant startedAt) {
-    if (listedFrom == null
-        || startedAt == null
-        || listedAt.containsKey(rentalId)
-        || state.inventory().unlisted().containsKey(rentalId)) return;
-    awaitingListing.putIfAbsent(rentalId, new AwaitedListing(listedFrom, startedAt));
   }
 
   private ReplyEffect<Event, State> onStartWorkload(Active state, StartWorkload cmd) {
@@ -2495,7 +2506,7 @@ public final class Host
         .onEvent(Reinstated.class, (s, e) -> s.withStanding(s.standing().reinstated()))
         .onEvent(Removed.class, (s, e) -> s.enrollment().removed())
         .onEvent(CardsReserved.class, (s, e) -> s.withInventory(s.inventory().reserving(e)))
-        .onEvent(CardsRented.class, (s, e) -> s.withInventory(s.inventory().renting(e.rentalId())))
+        .onEvent(CardsRented.class, (s, e) -> s.withInventory(s.inventory().renting(e)))
         .onEvent(
             CardsReleased.class,
             (s, e) -> s.withInventory(s.inventory().releasing(e.rentalId(), e.at())))

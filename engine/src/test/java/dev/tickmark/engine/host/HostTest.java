@@ -737,6 +737,69 @@ class HostTest {
   }
 
   /**
+   * The simulation's seed 4 (docs/simulation.md): r1's workload died (its report lost) just before
+   * the host entity restarted, so the new incarnation took r1 as listed by the last heartbeat in
+   * its journal. The agent's next heartbeat, which omitted r1, came from the old session and was
+   * refused; the omission did not count, and the renter's stop was proven by the next session's
+   * heartbeat to its instant, seconds after the workload died. The listed_from kept with the
+   * confirmation now tells a refused heartbeat built after the workload ran (its omission proves
+   * the workload gone) from a late one built before (proves nothing). A rental confirmed without a
+   * listed_from (an older agent) is left as before.
+   */
+  @Test
+  void aRefusedHeartbeatStampedAfterListedFromThatOmitsAWorkloadProvesItGone() {
+    TestProbe<ToSession> session = host.onMarket();
+    ok(host.reserve("r1", 1));
+    ok(host.reserve("r2", 1));
+    Instant listedFrom = clock.instant().minusSeconds(40); // the agent's clock
+    Instant startedAt = clock.instant();
+    ok(host.confirm("r1", listedFrom, startedAt));
+    ok(host.confirm("r2"));
+    clock.advance(Duration.ofSeconds(10));
+    var recorded =
+        host.heartbeat(
+            session.getRef(),
+            1,
+            HostDriver.healthy(4),
+            List.of("r1", "r2"),
+            listedFrom.plusSeconds(10));
+    Instant listed = clock.instant();
+    assertTrue(
+        recorded.events().contains(new Host.HeartbeatRecorded(listed)),
+        "a rented host's heartbeat is recorded: " + recorded.events());
+
+    host.kit.restart(); // the node is lost; r1's workload died just before
+    assertEquals(listed, liveness(host, "r1").rentalListedAt(), "taken as listed at recovery");
+
+    clock.advance(Duration.ofSeconds(1));
+    assertTrue(
+        host.heartbeat(
+                session.getRef(), 0, HostDriver.healthy(4), List.of(), listedFrom.minusMillis(1))
+            .hasNoEvents(),
+        "a late heartbeat built before the workload ran proves nothing");
+    assertEquals(Rejection.RECONNECT, session.expectMessageClass(CloseSession.class).code());
+    clock.advance(Duration.ofSeconds(1));
+    var omitted =
+        host.heartbeat(
+            session.getRef(), 2, HostDriver.healthy(4), List.of(), listedFrom.plusSeconds(12));
+    Instant gone = clock.instant();
+    assertEquals(List.<Object>of(new Host.WorkloadUnlisted("r1", listed, gone)), omitted.events());
+    assertEquals(Rejection.RECONNECT, session.expectMessageClass(CloseSession.class).code());
+    clock.advance(Duration.ofSeconds(1));
+    assertTrue(
+        host.heartbeat(
+                session.getRef(), 3, HostDriver.healthy(4), List.of(), listedFrom.plusSeconds(13))
+            .hasNoEvents(),
+        "once");
+
+    host.kit.restart();
+    assertEquals(listed, liveness(host, "r1").rentalListedAt());
+    assertEquals(gone, liveness(host, "r1").rentalGoneAt());
+    assertEquals(listed, liveness(host, "r2").rentalListedAt(), "no listed_from: as before");
+    assertEquals(null, liveness(host, "r2").rentalGoneAt());
+  }
+
+  /**
    * The same through the host's own question (its confirmation lost with the node): the rental's
    * answer that it runs here carries {@code listed_from}. A heartbeat that lists the workload first
    * makes the usual bound apply: the last heartbeat that listed it.
