@@ -94,12 +94,7 @@ class AgentSnapshotTest {
   }
 
   private static void await(String what, BooleanSupplier done) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (!done.getAsBoolean()) {
-      if (System.nanoTime() > deadline)
-        throw new AssertionError("not within " + WAIT_S + " s: " + what);
-      Thread.sleep(20); // polling with a deadline
-    }
+    Eventually.until(WAIT_S, () -> what, done);
   }
 
   private static AgentFrame.StartRental startRental(

@@ -418,12 +418,7 @@ class AgentSshTest {
 
   private static void awaitTrue(BooleanSupplier condition, String what)
       throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline)
-        throw new AssertionError("not within " + WAIT_S + " s: " + what);
-      Thread.sleep(20); // polling with a deadline
-    }
+    Eventually.until(WAIT_S, () -> what, condition);
   }
 
   private static String readLine(Socket s) throws IOException {

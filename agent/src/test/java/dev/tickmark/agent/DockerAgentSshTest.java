@@ -178,19 +178,18 @@ class DockerAgentSshTest {
 
   @Test
   void theContainersOutputReachesTheNodeAsLogs() throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    List<String> seen = List.of();
-    while (System.nanoTime() < deadline) {
-      seen =
-          node.framesOf(AgentFrame.Logs.class).stream()
-              .filter(f -> f.rentalId().equals(rental))
-              .flatMap(f -> f.lines().stream())
-              .map(l -> l.stream() + ":" + l.text())
-              .toList();
-      if (seen.containsAll(List.of("stdout:workload says hi", "stderr:workload warns"))) return;
-      Thread.sleep(50); // polling with a deadline
-    }
-    throw new AssertionError("the workload's lines did not reach the node: " + seen);
+    Eventually.until(
+        WAIT_S,
+        () -> "the workload's lines reaching the node; seen " + logLines(),
+        () -> logLines().containsAll(List.of("stdout:workload says hi", "stderr:workload warns")));
+  }
+
+  private List<String> logLines() {
+    return node.framesOf(AgentFrame.Logs.class).stream()
+        .filter(f -> f.rentalId().equals(rental))
+        .flatMap(f -> f.lines().stream())
+        .map(l -> l.stream() + ":" + l.text())
+        .toList();
   }
 
   @Test

@@ -122,12 +122,7 @@ class DockerRuntimeIntegrationTest {
   }
 
   private static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline)
-        throw new AssertionError("not within " + WAIT_S + " s: " + what);
-      Thread.sleep(50); // polling with a deadline
-    }
+    Eventually.until(WAIT_S, () -> what, condition);
   }
 
   /** A non-loopback IPv4 address of this host, or null. */

@@ -61,12 +61,7 @@ class ProcessRuntimeTest {
 
   /** Polls {@code condition} until it holds, failing after {@link #WAIT_S} seconds. */
   static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() - deadline > 0)
-        throw new AssertionError("not within " + WAIT_S + " s: " + what);
-      Thread.sleep(10);
-    }
+    Eventually.until(WAIT_S, () -> what, condition);
   }
 
   private static String read(Path file) throws IOException {

@@ -215,12 +215,10 @@ class SandboxRuntimeTest {
                 log)
             .get(WAIT_S, TimeUnit.SECONDS);
     Path scratch = state.resolve("rentals/rnt_restored/scratch");
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (!Files.exists(scratch.resolve("d/new/g"))) {
-      if (System.nanoTime() > deadline)
-        throw new AssertionError("nothing written: " + log.batch(1 << 20));
-      Thread.sleep(20); // polling with a deadline
-    }
+    Eventually.until(
+        WAIT_S,
+        () -> "a file written; the log: " + log.batch(1 << 20),
+        () -> Files.exists(scratch.resolve("d/new/g")));
     rt.stop("rnt_restored", true).get(WAIT_S, TimeUnit.SECONDS);
     h.ended().get(WAIT_S, TimeUnit.SECONDS);
     List<String> out = log.batch(1 << 20).stream().map(AgentFrame.LogLine::text).toList();
@@ -251,11 +249,7 @@ class SandboxRuntimeTest {
                 log)
             .get(WAIT_S, TimeUnit.SECONDS);
     Path ready = state.resolve("rentals/rnt_spot/scratch/ready");
-    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (!Files.exists(ready)) {
-      if (System.nanoTime() > until) throw new AssertionError("the workload did not start");
-      Thread.sleep(20); // polling with a deadline
-    }
+    Eventually.until(WAIT_S, () -> "the workload's start", () -> Files.exists(ready));
     Instant deadline = Instant.parse("2026-11-29T18:02:00Z");
     assertTrue(rt.notice("rnt_spot", deadline));
     assertTrue(rt.terminate("rnt_spot").get(WAIT_S, TimeUnit.SECONDS));
@@ -299,11 +293,7 @@ class SandboxRuntimeTest {
             .get(WAIT_S, TimeUnit.SECONDS);
     // stopped only once its trap is set (a stop before that is no test of SIGTERM; seen in CI)
     Path ready = state.resolve("rentals/rnt_stop/scratch/ready");
-    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (!Files.exists(ready)) {
-      if (System.nanoTime() > until) throw new AssertionError("the workload did not start");
-      Thread.sleep(20); // polling with a deadline
-    }
+    Eventually.until(WAIT_S, () -> "the workload's start", () -> Files.exists(ready));
     String ns = rt.pidNamespace("rnt_stop");
     assertNotNull(ns);
     assertFalse(SandboxRuntime.inNamespace("pid", ns).isEmpty());
@@ -372,11 +362,10 @@ class SandboxRuntimeTest {
                     + " while($c=$s->accept){print $c \"inside \".<$c>; close $c}"),
             log)
         .get(WAIT_S, TimeUnit.SECONDS);
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (log.batch(1 << 20).stream().noneMatch(l -> l.text().equals("listening"))) {
-      if (System.nanoTime() > deadline) throw new AssertionError("the server did not start");
-      Thread.sleep(20); // polling the log with a deadline
-    }
+    Eventually.until(
+        WAIT_S,
+        () -> "the server's start",
+        () -> log.batch(1 << 20).stream().anyMatch(l -> l.text().equals("listening")));
     Workspace.Sandboxed ws =
         assertInstanceOf(Workspace.Sandboxed.class, rt.workspace("rnt_srv").orElseThrow());
 

@@ -91,12 +91,10 @@ final class SshClientSupport {
   static <T extends AgentFrame> T next(
       ScriptedNode node, Class<T> type, Predicate<T> which, long waitS)
       throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(waitS);
-    while (true) {
-      for (T f : node.framesOf(type)) if (which.test(f)) return f;
-      if (System.nanoTime() > deadline)
-        throw new AssertionError("no matching " + type.getSimpleName() + " within " + waitS + " s");
-      Thread.sleep(20); // polling with a deadline (the queue is only looked at, never drained)
-    }
+    // the frames are only looked at, never drained
+    return Eventually.found(
+        waitS,
+        () -> "a matching " + type.getSimpleName(),
+        () -> node.framesOf(type).stream().filter(which).findFirst());
   }
 }
