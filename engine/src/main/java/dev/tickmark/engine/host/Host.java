@@ -1283,11 +1283,7 @@ public final class Host
   private Instant lastHeartbeat; // when the heartbeat timeout was last reset
   private Instant
       lastConfirmed; // the latest proof of life: what rentals on this host may be billed up to
-  // The latest heartbeat that listed each rental holding cards here and still listed by the last
-  // one (the rentals no longer listed are in the state: Inventory.unlisted). A rental running here
-  // when this incarnation recovered starts at the last heartbeat in the journal: nothing later is
-  // known of its workload.
-  private final Map<String, Instant> listedAt = new HashMap<>();
+  private final WorkloadListings listings = new WorkloadListings();
 
   // Spot rentals whose agent was told their deadline, and those told it since they run (see
   // preemptBeforeAvailabilityEnds).
@@ -1375,26 +1371,7 @@ public final class Host
           e.presence().lastHeartbeatAt() != null ? e.presence().lastHeartbeatAt() : now();
       scheduleHeartbeatCheck(settings.heartbeatTimeout());
     }
-    if (state instanceof Active a) assumeListedAtRecovery(a);
-  }
-
-  /**
-   * The workloads of rentals running here (confirmed) when this incarnation recovered are taken as
-   * last listed by the last heartbeat in the journal, so that the first heartbeat that omits one
-   * marks it gone: the heartbeats this entity heard after that record are lost with its previous
-   * incarnation, and one that no longer listed the workload may be among them. Unconfirmed
-   * reservations are left out: their workload may not have started yet.
-   */
-  private void assumeListedAtRecovery(Active state) {
-    Instant recorded = state.presence().lastHeartbeatAt();
-    if (recorded == null) return;
-    state
-        .reservations()
-        .forEach(
-            (rentalId, held) -> {
-              if (held.confirmed() && !state.inventory().unlisted().containsKey(rentalId))
-                listedAt.put(rentalId, recorded);
-            });
+    if (state instanceof Active a) listings.assumeListedAtRecovery(a);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1582,14 +1559,8 @@ public final class Host
     return new Liveness(
         state.presence().online(),
         lastHeartbeatSeen(state),
-        unlisted != null ? unlisted.listedAt() : rentalId == null ? null : listedAt.get(rentalId),
+        rentalId == null ? null : listings.lastListed(state, rentalId),
         unlisted != null ? unlisted.goneAt() : null);
-  }
-
-  /** The latest heartbeat known to list the rental's workload (null: none known). */
-  private Instant lastListed(Active state, String rentalId) {
-    Unlisted unlisted = state.inventory().unlisted().get(rentalId);
-    return unlisted != null ? unlisted.listedAt() : listedAt.get(rentalId);
   }
 
   /** The latest proof of life: this incarnation's while the host is online, else the journal's. */
@@ -1766,7 +1737,7 @@ public final class Host
   private ReplyEffect<Event, State> onHeartbeat(Active state, Heartbeat cmd) {
     if (session == null) {
       List<WorkloadUnlisted> unlisted =
-          noteListed(state, cmd.rentals(), cmd.agentAt(), now(), false);
+          listings.noteHeartbeat(state, cmd.rentals(), cmd.agentAt(), now(), false);
       // This incarnation knows no live session (the entity restarted or moved, or the session timed
       // out): a session still heartbeating would otherwise be ignored until the host goes offline,
       // and never learn it should reconnect.
@@ -1791,7 +1762,7 @@ public final class Host
     lastConfirmed = lastHeartbeat;
     scheduleHeartbeatCheck(settings.heartbeatTimeout());
     List<WorkloadUnlisted> unlisted =
-        noteListed(state, cmd.rentals(), cmd.agentAt(), lastConfirmed, true);
+        listings.noteHeartbeat(state, cmd.rentals(), cmd.agentAt(), lastConfirmed, true);
     stopOrphanWorkloads(state, cmd.rentals());
     preemptBeforeAvailabilityEnds(state);
     String fault =
@@ -1869,50 +1840,6 @@ public final class Host
                         "no heartbeat for " + settings.heartbeatTimeout().toSeconds() + " s"));
             })
         .thenNoReply();
-  }
-
-  /**
-   * The rentals holding cards here that this heartbeat lists were running at its arrival ({@code
-   * at}); the returned events record those it no longer lists, the first time. Once unlisted a
-   * rental stays so: the agent never runs a rental's workload twice (it wipes leftovers when it
-   * starts), so a later listing would prove nothing about the seconds in between.
-   *
-   * <p>A heartbeat of the live session ({@code live}) comes after every earlier one of it (its
-   * sequence number), so omitting a rental listed before proves the workload gone. Otherwise a
-   * rental is gone once the agent omits it from a heartbeat it stamped ({@code agentAt}) after the
-   * rental's {@code listed_from} ({@link Held#listedBy}): the agent lists a running workload in
-   * every heartbeat it stamps after that instant, so an older heartbeat that arrives late cannot be
-   * taken for one. Its bill then stops at the last listing known, or where the agent last said it
-   * ran: at its start.
-   *
-   * <p>A heartbeat this incarnation refuses (not {@code live}: it knows no session, having
-   * restarted or moved) still comes from the host's authenticated agent. It proves nothing of the
-   * host for billing, but its listings are the latest known: without them, a workload listed only
-   * there and gone by the next session would never be bounded. Its omissions count only by the
-   * stamp, since it may be a late one of a session long replaced; without them, a workload this
-   * incarnation took as listed at recovery that died just before the restart was billed on until
-   * the next session's heartbeat proved the renter's stop (the simulation's seed 4,
-   * docs/simulation.md).
-   */
-  private List<WorkloadUnlisted> noteListed(
-      Active state, List<String> rentals, Instant agentAt, Instant at, boolean live) {
-    listedAt.keySet().retainAll(state.reservations().keySet());
-    if (rentals == null) return List.of();
-    List<WorkloadUnlisted> unlisted = new ArrayList<>(0);
-    state
-        .reservations()
-        .forEach(
-            (rentalId, held) -> {
-              if (state.inventory().unlisted().containsKey(rentalId)) return;
-              if (rentals.contains(rentalId)) {
-                listedAt.put(rentalId, at);
-              } else if ((live && listedAt.containsKey(rentalId)) || held.listedBy(agentAt)) {
-                Instant listed = listedAt.remove(rentalId);
-                unlisted.add(
-                    new WorkloadUnlisted(rentalId, listed != null ? listed : held.startedAt(), at));
-              }
-            });
-    return unlisted;
   }
 
   /**
@@ -2444,7 +2371,7 @@ public final class Host
   private void notifyHostLost(Active state, Instant lastHeartbeatAt) {
     Instant lostAt = now();
     for (String rentalId : state.reservations().keySet()) {
-      Instant listed = lastListed(state, rentalId);
+      Instant listed = listings.lastListed(state, rentalId);
       Instant last =
           listed != null && lastHeartbeatAt != null && listed.isBefore(lastHeartbeatAt)
               ? listed
