@@ -787,8 +787,9 @@ public final class Agent implements AutoCloseable {
             s.index(),
             s.fault());
     }
-    Instant at = Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS);
-    send(c, c.session.heartbeat(at, samples, rentals.listedBy(at)));
+    Rentals.Listing listing =
+        rentals.heartbeat(Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS));
+    send(c, c.session.heartbeat(listing.at(), samples, listing.rentals()));
     c.ping();
     heartbeatsSent.incrementAndGet();
   }

@@ -176,7 +176,7 @@ final class Rentals {
   private final Runtime runtime;
   private final Supplier<Set<Integer>> cards;
   private final Clock clock;
-  private Instant lastListingAt; // the latest stamp of a heartbeat's listing (listedBy)
+  private Instant lastStamp; // the latest stamp of a heartbeat or a listed_from: stamps only grow
   private final Executor loop;
   private final Scheduler scheduler;
   private final Outbox outbox;
@@ -271,14 +271,24 @@ final class Rentals {
     else throw new IllegalArgumentException("not a rental frame: " + Session.frameType(frame));
   }
 
+  /** A heartbeat's stamp ({@code at}) and the workloads it lists. */
+  record Listing(Instant at, List<String> rentals) {}
+
   /**
-   * What a heartbeat stamped {@code at} lists: {@link #running()}. The stamp is remembered so that
-   * a rental that starts running later says it is listed from after it ({@code listed_from}), even
-   * if the clock stepped back in between.
+   * What a heartbeat built now lists ({@link #running()}), and its stamp: the clock's reading
+   * {@code now}, but always after every stamp given before, a heartbeat's or a {@code listed_from}.
+   * So a heartbeat stamped after a rental's {@code listed_from} was built after the rental ran, and
+   * lists it while it runs, even if the clock stepped back in between: the host takes one that
+   * omits it as proof it is gone. After a step back the stamps hold just past the last one until
+   * the clock catches up.
    */
-  List<String> listedBy(Instant at) {
-    if (lastListingAt == null || at.isAfter(lastListingAt)) lastListingAt = at;
-    return running();
+  Listing heartbeat(Instant now) {
+    return new Listing(nextStamp(now), running());
+  }
+
+  private Instant nextStamp(Instant now) {
+    lastStamp = lastStamp != null && !now.isAfter(lastStamp) ? lastStamp.plusMillis(1) : now;
+    return lastStamp;
   }
 
   /** The rentals whose workload runs now (for heartbeats), in the order they were started. */
@@ -553,11 +563,9 @@ final class Rentals {
     }
     r.state = State.RUNNING;
     r.startedAt = handle.startedAt();
-    // Heartbeats are stamped before they list (same thread): every one sent so far is stamped no
-    // later than lastListingAt, so one stamped after listedFrom was built after this line.
-    Instant now = now();
-    r.listedFrom =
-        lastListingAt != null && !now.isAfter(lastListingAt) ? lastListingAt.plusMillis(1) : now;
+    // Heartbeats are stamped as they list, on this thread: every one sent so far is stamped before
+    // listedFrom, and every later one after it.
+    r.listedFrom = nextStamp(now());
     log.info("rental {}: running since {}", r.id, r.startedAt);
     access.running(r.id, r.authorizedKeys);
     outbox.send(started(r));

@@ -184,7 +184,15 @@ class RentalsTest {
 
   /** No heartbeat was stamped in these tests: listed from the (fixed) clock's now. */
   private static AgentFrame.RentalStarted started(String id, Instant at) {
-    return new AgentFrame.RentalStarted(id, at.toString(), T0.toString());
+    return started(id, at, 0);
+  }
+
+  /**
+   * The rental that started after {@code earlier} others on the fixed clock: stamps only grow, so
+   * its listed_from is that many milliseconds past the clock's now.
+   */
+  private static AgentFrame.RentalStarted started(String id, Instant at, int earlier) {
+    return new AgentFrame.RentalStarted(id, at.toString(), T0.plusMillis(earlier).toString());
   }
 
   /** The report of a workload that ended because of its preemption notice. */
@@ -252,31 +260,44 @@ class RentalsTest {
 
   /**
    * {@code listed_from} is later than the stamp of every heartbeat listed before the workload ran,
-   * even when the clock stepped back since (here the last heartbeat's stamp, T2, is ahead of the
-   * fixed clock's T0), so the host can tell a late heartbeat built before the start from one that
-   * omits a workload that is gone. Every heartbeat stamped after it lists the workload.
+   * and every heartbeat stamped after it lists the workload, even when the clock stepped back (here
+   * the last heartbeat's stamp, T2, is ahead of the fixed clock's T0): stamps only grow. So the
+   * host can tell a late heartbeat built before the start from one that omits a workload that is
+   * gone.
    */
   @Test
   void aWorkloadIsListedFromAfterEveryHeartbeatStampedBeforeItRan() {
     rentals.onFrame(start("rnt_1", 0));
-    assertEquals(List.of(), rentals.listedBy(T2), "a heartbeat built while it starts");
+    assertEquals(
+        new Rentals.Listing(T2, List.of()),
+        rentals.heartbeat(T2),
+        "a heartbeat built while it starts");
     runtime.started("rnt_1", T1);
     assertEquals(
         List.of(new AgentFrame.RentalStarted("rnt_1", T1.toString(), "2026-11-29T18:05:00.001Z")),
         drain());
-    assertEquals(List.of("rnt_1"), rentals.listedBy(T2.plusMillis(2)));
+    assertEquals(new Rentals.Listing(T2.plusMillis(2), List.of("rnt_1")), rentals.heartbeat(T2));
 
     rentals.onFrame(start("rnt_1", 0)); // a duplicate start: the same answer
     assertEquals(
         List.of(new AgentFrame.RentalStarted("rnt_1", T1.toString(), "2026-11-29T18:05:00.001Z")),
         drain());
 
-    rentals.listedBy(T0.minusSeconds(5)); // an earlier stamp does not take the mark back
+    assertEquals(
+        T2.plusMillis(3),
+        rentals.heartbeat(T0.minusSeconds(5)).at(),
+        "a clock stepped back does not take the stamps back");
     rentals.onFrame(start("rnt_2", 1));
     runtime.started("rnt_2", T1);
     assertEquals(
-        List.of(new AgentFrame.RentalStarted("rnt_2", T1.toString(), "2026-11-29T18:05:00.003Z")),
+        List.of(new AgentFrame.RentalStarted("rnt_2", T1.toString(), "2026-11-29T18:05:00.004Z")),
         drain());
+    Rentals.Listing next = rentals.heartbeat(T0.minusSeconds(4));
+    assertEquals(new Rentals.Listing(T2.plusMillis(5), List.of("rnt_1", "rnt_2")), next);
+    assertEquals(
+        new Rentals.Listing(T2.plusSeconds(60), List.of("rnt_1", "rnt_2")),
+        rentals.heartbeat(T2.plusSeconds(60)),
+        "once the clock is past the stamps, they follow it again");
   }
 
   @Test
@@ -686,13 +707,13 @@ class RentalsTest {
     rentals.resync();
 
     assertEquals(
-        List.of(started("rnt_1", T1), stopped("rnt_2", T2), started("rnt_3", T1)), drain());
+        List.of(started("rnt_1", T1), stopped("rnt_2", T2), started("rnt_3", T1, 2)), drain());
 
     runtime.ended("rnt_1", T2);
     assertEquals(List.of(stopped("rnt_1", T2)), drain());
 
     rentals.resync(); // another reconnect: the end of rnt_2 was delivered, so it is not repeated
-    assertEquals(List.of(started("rnt_3", T1)), drain());
+    assertEquals(List.of(started("rnt_3", T1, 2)), drain());
   }
 
   @Test
@@ -719,7 +740,7 @@ class RentalsTest {
     assertEquals(
         List.of("rnt_1", "rnt_2"), runtime.starts.stream().map(Runtime.Spec::rentalId).toList());
     runtime.started("rnt_2", T2);
-    assertEquals(List.of(stopped("rnt_1", T2), started("rnt_2", T2)), drain());
+    assertEquals(List.of(stopped("rnt_1", T2), started("rnt_2", T2, 1)), drain());
   }
 
   @Test
@@ -742,7 +763,7 @@ class RentalsTest {
 
     assertTrue(drained.isDone());
     assertEquals(
-        List.of(stopped("rnt_1", T2), started("rnt_2", T1), stopped("rnt_2", T2)), drain());
+        List.of(stopped("rnt_1", T2), started("rnt_2", T1, 1), stopped("rnt_2", T2)), drain());
   }
 
   @Test

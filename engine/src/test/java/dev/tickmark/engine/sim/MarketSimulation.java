@@ -1023,9 +1023,17 @@ public final class MarketSimulation implements AutoCloseable {
     long silentUntil = -1;
     long downUntil = -1;
     final Map<String, Boolean> workloads = new TreeMap<>(); // rental → started
-    // As the agent's Rentals: each running workload's listed_from, after every heartbeat's stamp.
+    // As the agent's Rentals: each running workload's listed_from, and stamps (heartbeats' and
+    // listed_from) that only grow, whatever the clock does.
     final Map<String, Instant> listedFrom = new TreeMap<>();
-    Instant lastListingAt;
+    Instant lastStamp;
+
+    Instant nextStamp() {
+      Instant now = clock.instant();
+      lastStamp = lastStamp != null && !now.isAfter(lastStamp) ? lastStamp.plusMillis(1) : now;
+      return lastStamp;
+    }
+
     // Workloads that stopped on their own, and when: a stop_rental for one is answered with its
     // end, as the agent does (Rentals: "rental_stopped (its end; now for an unknown one)").
     final Map<String, Instant> ended = new TreeMap<>();
@@ -1106,8 +1114,7 @@ public final class MarketSimulation implements AutoCloseable {
     void heartbeatLoop() {
       if (reachable()) {
         if (attached) {
-          Instant at = clock.instant();
-          if (lastListingAt == null || at.isAfter(lastListingAt)) lastListingAt = at;
+          Instant at = nextStamp();
           Host.Heartbeat hb =
               new Host.Heartbeat(
                   session,
@@ -1198,8 +1205,7 @@ public final class MarketSimulation implements AutoCloseable {
       }
       workloads.put(rentalId, true);
       Instant now = clock.instant();
-      Instant from =
-          lastListingAt != null && !now.isAfter(lastListingAt) ? lastListingAt.plusMillis(1) : now;
+      Instant from = nextStamp();
       listedFrom.put(rentalId, from);
       report(new Rental.WorkloadStarted(hostId, now, from), rentalId);
     }
