@@ -796,7 +796,7 @@ public final class Host
      * Whether a heartbeat the agent stamped {@code agentAt} was built after this rental's workload
      * ran, so that omitting it proves the workload gone.
      */
-    boolean listedBy(Instant agentAt) {
+    boolean wouldBeListedBy(Instant agentAt) {
       return confirmed && listedFrom != null && agentAt != null && agentAt.isAfter(listedFrom);
     }
   }
@@ -1174,11 +1174,12 @@ public final class Host
     Inventory renting(CardsRented e) {
       Held h = reservations.get(e.rentalId());
       if (h == null) return this;
-      Held rented =
-          e.listedFrom() == null || e.startedAt() == null
-              ? new Held(h.cards(), h.price(), h.tier(), true, h.listedFrom(), h.startedAt())
-              : new Held(h.cards(), h.price(), h.tier(), true, e.listedFrom(), e.startedAt());
-      return withReservation(e.rentalId(), rented).claiming(e.rentalId());
+      boolean stamped = e.listedFrom() != null && e.startedAt() != null; // else keep the first
+      Instant listedFrom = stamped ? e.listedFrom() : h.listedFrom();
+      Instant startedAt = stamped ? e.startedAt() : h.startedAt();
+      return withReservation(
+              e.rentalId(), new Held(h.cards(), h.price(), h.tier(), true, listedFrom, startedAt))
+          .claiming(e.rentalId());
     }
 
     /** Whether {@code rentalId}'s workload was started on its cards (not merely reserved). */

@@ -44,10 +44,10 @@ final class WorkloadListings {
    * <p>A heartbeat of the live session ({@code live}) comes after every earlier one of it (its
    * sequence number), so omitting a rental listed before proves the workload gone. Otherwise a
    * rental is gone once the agent omits it from a heartbeat it stamped ({@code agentAt}) after the
-   * rental's {@code listed_from} ({@link Host.Held#listedBy}): the agent lists a running workload
-   * in every heartbeat it stamps after that instant, so an older heartbeat that arrives late cannot
-   * be taken for one. Its bill then stops at the last listing known, or where the agent last said
-   * it ran: at its start.
+   * rental's {@code listed_from} ({@link Host.Held#wouldBeListedBy}): the agent lists a running
+   * workload in every heartbeat it stamps after that instant, so an older heartbeat that arrives
+   * late cannot be taken for one. Its bill then stops at the last listing known, or where the agent
+   * last said it ran: at its start.
    *
    * <p>A heartbeat the incarnation refuses (not {@code live}: it knows no session, having restarted
    * or moved) still comes from the host's authenticated agent. It proves nothing of the host for
@@ -70,7 +70,8 @@ final class WorkloadListings {
               if (state.inventory().unlisted().containsKey(rentalId)) return;
               if (rentals.contains(rentalId)) {
                 listedAt.put(rentalId, at);
-              } else if ((live && listedAt.containsKey(rentalId)) || held.listedBy(agentAt)) {
+              } else if ((live && listedAt.containsKey(rentalId))
+                  || held.wouldBeListedBy(agentAt)) {
                 Instant listed = listedAt.remove(rentalId);
                 unlisted.add(
                     new Host.WorkloadUnlisted(
