@@ -424,6 +424,11 @@ public final class Agent implements AutoCloseable {
     return streams == null ? 0 : streams.count(rentalId);
   }
 
+  /** Whether an upload of a snapshot is under way here (a reminder meanwhile is ignored). */
+  boolean snapshotUploading(String snapshotId) {
+    return snapshots.uploading(snapshotId);
+  }
+
   /** The SSH sessions open now. */
   int sshSessions() {
     return ssh == null ? 0 : ssh.sessionCount();

@@ -316,6 +316,9 @@ class AgentSnapshotTest {
     assertEquals(List.of(), node.snapshots.chunkPuts);
     assertEquals(1, node.snapshots.manifestPuts.size());
     assertFalse(node.snapshots.completed.containsKey("snap_a"));
+    // the upload deletes its archive just before it ends, and a reminder while it is under way is
+    // ignored: the next reminder must come after it has ended
+    await("the upload ended", () -> !agent.snapshotUploading("snap_a"));
 
     // nothing is left to upload: a later reminder says the workspace is gone
     node.send(new AgentFrame.UploadSnapshot("rnt_a", "snap_a", List.of()));
