@@ -1071,9 +1071,21 @@ public final class Host
      */
     @JsonCreator
     public Inventory {
-      released = released == null ? Map.of() : Map.copyOf(released);
-      unlisted = unlisted == null ? Map.of() : Map.copyOf(unlisted);
-      unclaimed = unclaimed == null ? Map.of() : Map.copyOf(unclaimed);
+      reservations = byRentalId(reservations);
+      released = byRentalId(released);
+      unlisted = byRentalId(unlisted);
+      unclaimed = byRentalId(unclaimed);
+    }
+
+    /**
+     * An unmodifiable copy that iterates by rental id: the order of the events and messages a
+     * command derives from these maps is then the same on every node and in every run ({@code
+     * Map.copyOf} iterates in an order each JVM salts, so a heartbeat that unlisted two workloads
+     * journaled them in one order or the other; docs/simulation.md, "Determinism").
+     */
+    private static <V> Map<String, V> byRentalId(Map<String, V> map) {
+      if (map == null || map.isEmpty()) return Map.of();
+      return java.util.Collections.unmodifiableSortedMap(new java.util.TreeMap<>(map));
     }
 
     Inventory(
@@ -1207,13 +1219,13 @@ public final class Host
           });
       Map<String, Instant> stillUnclaimed = new HashMap<>(unclaimed);
       stillUnclaimed.remove(rentalId);
-      return new Inventory(cards, Map.copyOf(r), remembered, u, stillUnclaimed);
+      return new Inventory(cards, r, remembered, u, stillUnclaimed);
     }
 
     private Inventory withReservation(String rentalId, Held held) {
       Map<String, Held> r = new HashMap<>(reservations);
       r.put(rentalId, held);
-      return new Inventory(cards, Map.copyOf(r), released, unlisted, unclaimed);
+      return new Inventory(cards, r, released, unlisted, unclaimed);
     }
   }
 

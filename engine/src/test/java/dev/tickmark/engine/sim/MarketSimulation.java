@@ -748,9 +748,9 @@ public final class MarketSimulation implements AutoCloseable {
   }
 
   /**
-   * A host tells its rentals in the order of its reservations map, an immutable {@code Map.copyOf}
-   * whose iteration order the JDK salts per JVM: what one command of a host tells its rentals is
-   * sent at the end of that command, by rental id.
+   * What one command of a host tells its rentals is sent at the end of that command, by rental id
+   * (since 2026-12-04 the host iterates its reservations by rental id itself; before, a {@code
+   * Map.copyOf} iterated them in an order the JDK salts per JVM).
    */
   private final Map<String, List<Map.Entry<String, Rental.Command>>> hostNotices = new TreeMap<>();
 
