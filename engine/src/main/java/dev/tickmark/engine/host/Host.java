@@ -1792,7 +1792,13 @@ public final class Host
       events.add(new Evicted("GPU fault reported: " + fault, now()));
     boolean rented = state.reservations().values().stream().anyMatch(Held::confirmed);
     Instant recorded = state.presence().lastHeartbeatAt();
-    boolean due = recorded == null || !now().isBefore(recorded.plus(RECORD_HEARTBEAT_EVERY));
+    // Due as well when the clock stepped back past the record: the record would otherwise stand,
+    // ahead of every heartbeat, until the clock caught up (an hour), and a restart would take the
+    // host as alive, and its workloads as listed, up to that future instant.
+    boolean due =
+        recorded == null
+            || now().isBefore(recorded)
+            || !now().isBefore(recorded.plus(RECORD_HEARTBEAT_EVERY));
     // Whenever this heartbeat is persisted anyway (an eviction), or a rented host's record is due,
     // keep it.
     if (state.online() && ((!events.isEmpty()) || (rented && due)))

@@ -884,6 +884,10 @@ public final class Rental
   private Instant reportedStop;
   // Actor-local: the agent reported the workload stopped at or after the end (finding L).
   private boolean reportCoversEnd;
+  // Actor-local: the agent's report that ended this rental was stamped ahead of this node's clock
+  // (the clock stepped back after the workload died, or the agent's runs ahead), so the end is this
+  // node's now, which the report does not prove: the host's heartbeats decide (finding V).
+  private boolean reportAheadOfClock;
   // The last match answer was Matcher.Unavailable: the read side could not look, so the wait
   // deadline waits for a real answer.
   private boolean readSideDown;
@@ -1889,7 +1893,9 @@ public final class Rental
    */
   private ReplyEffect<Event, State> onWorkloadStoppedRunning(Running state, WorkloadStopped cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
-    Instant stoppedAt = cmd.at() == null ? now() : earlier(cmd.at(), now());
+    Instant now = now();
+    reportAheadOfClock = cmd.at() != null && cmd.at().isAfter(now);
+    Instant stoppedAt = cmd.at() == null ? now : earlier(cmd.at(), now);
     return endOnAgentReport(state, stoppedAt, cmd.afterNotice());
   }
 
@@ -2154,7 +2160,8 @@ public final class Rental
     // An offline host sends no more heartbeats: what it proved is all there will be.
     if (answer.liveness() != null && !answer.liveness().online())
       return proveReported(state, heartbeat);
-    if (answer.liveness() != null && (reportCoversEnd || state.onAgentReport()))
+    if (answer.liveness() != null
+        && (reportCoversEnd || (state.onAgentReport() && !reportAheadOfClock)))
       return proveReported(state, state.endAt());
     // Not yet: the agent heartbeats every few seconds while it runs, and reports the stop; ask
     // again soon.

@@ -171,6 +171,29 @@ class HostClockTest {
   }
 
   /**
+   * −1 h while a rental runs: the record of the last heartbeat lies an hour ahead of the clock. The
+   * next heartbeat is recorded at once, not once the clock has caught up, so a restart finds the
+   * host alive, and r1 listed, up to it. Before, the simulation's seed 50 (20,000 steps) restarted
+   * such a host, took it as alive and r1 as listed up to the heartbeat before the step, an hour
+   * ahead, and billed r1 twenty minutes past the last heartbeat that listed its workload.
+   */
+  @Test
+  void aHeartbeatAfterTheClockStepsBackIsRecordedAtOnce() {
+    HostDriver host = host(TIMEOUT);
+    TestProbe<ToSession> session = rented(host);
+
+    clock.advance(Duration.ofHours(-1).plusSeconds(5));
+    var beat = host.heartbeat(session.getRef(), 2, HostDriver.healthy(4), List.of("r1"));
+    Instant afterStep = clock.instant();
+    assertEquals(List.<Object>of(new Host.HeartbeatRecorded(afterStep)), beat.events());
+
+    host.kit.restart();
+    Host.Liveness recovered = liveness(host, "r1");
+    assertEquals(afterStep, recovered.lastHeartbeatAt());
+    assertEquals(afterStep, recovered.rentalListedAt());
+  }
+
+  /**
    * Availability is read on the clock: a step into Friday 11:00–12:00 opens the host, a step back
    * out closes it to new rentals, and a step past the window's end before any notice went out gives
    * the spot rental its full notice from then, not a deadline already due.

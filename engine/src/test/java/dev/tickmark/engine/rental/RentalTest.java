@@ -11,6 +11,7 @@ import static dev.tickmark.engine.rental.RentalFixture.spec;
 import static dev.tickmark.engine.rental.RentalFixture.withAskTimeout;
 import static dev.tickmark.engine.rental.RentalFixture.withProvisioningTimeout;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -1176,6 +1177,38 @@ class RentalTest {
     f.awaitCheckpoints(8L);
     assertTrue(f.events(Rental.EndProven.class).isEmpty());
     f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(8)));
+  }
+
+  /**
+   * Finding V of the simulation (seed 68, {@code +steps-back}, 20,000 steps): the agent's report is
+   * stamped ahead of this node's clock (the clock stepped back after the workload died), so the end
+   * is the rental's own now, 9 s, which the report does not prove. The host's last heartbeat, 8.7
+   * s, came before it: the rental waits for the host's heartbeats, and the next one no longer lists
+   * the workload, so it is billed to the last one that did, not to 9 s.
+   */
+  @Test
+  void aReportStampedAheadOfTheClockIsBilledOnlyAsFarAsTheHostsHeartbeats() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    Instant lastBeat = at(8).plusMillis(700);
+    f.host.liveness.set(now -> new Host.Liveness(true, lastBeat, lastBeat, null));
+    f.clock.advance(Duration.ofSeconds(9));
+    int asked = f.host.livenessAsks.get();
+    var reported = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(30)));
+    assertEquals(
+        List.of(new Ended(Rental.EndReason.HOST_LOST, at(9), 9, at(9), true)), reported.events());
+    f.awaitAssert(
+        () ->
+            assertTrue(
+                f.host.livenessAsks.get() >= asked + 2,
+                "asks the host again: its first answer proved nothing past 8.7 s"));
+    assertTrue(f.events(Rental.EndProven.class).isEmpty());
+    assertFalse(f.checkpointSeconds().contains(9L), f.checkpointSeconds().toString());
+
+    f.host.liveness.set(now -> new Host.Liveness(true, now, lastBeat, now));
+    Rental.EndProven proven = f.awaitEvent(Rental.EndProven.class);
+    assertEquals(8, proven.billedSeconds());
+    assertEquals(8L, f.checkpointSeconds().get(f.checkpointSeconds().size() - 1));
   }
 
   /**
