@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.fail;
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.tickmark.persistence.DatabaseSettings;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -307,10 +306,7 @@ final class ClusterProcesses implements AutoCloseable {
   }
 
   static int freePort() throws IOException {
-    try (ServerSocket socket = new ServerSocket(0)) {
-      socket.setReuseAddress(true);
-      return socket.getLocalPort();
-    }
+    return TestPorts.free();
   }
 
   /** Stops what still runs: SIGTERM, then SIGKILL after 20 s. */

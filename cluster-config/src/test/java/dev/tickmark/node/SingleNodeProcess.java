@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import dev.tickmark.persistence.DatabaseSettings;
 import java.io.IOException;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -139,9 +138,6 @@ final class SingleNodeProcess {
   }
 
   static int freePort() throws IOException {
-    try (ServerSocket socket = new ServerSocket(0)) {
-      socket.setReuseAddress(true);
-      return socket.getLocalPort();
-    }
+    return TestPorts.free();
   }
 }
