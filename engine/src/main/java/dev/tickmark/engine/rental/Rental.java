@@ -813,6 +813,16 @@ public final class Rental
           order, terms, startedAt, checkpoints, reason, endAt, billed, recordedAt, onAgentReport);
     }
 
+    /**
+     * The end is the instant it was recorded, not one the agent's report gave: the report was
+     * stamped ahead of this node's clock (the clock stepped back after the workload died, or the
+     * agent's runs ahead) or not stamped, so it proves nothing about that instant and only the
+     * host's heartbeats do (finding V). Derived from the record, so it holds after a restart.
+     */
+    boolean endedWhenRecorded() {
+      return recordedAt != null && recordedAt.equals(endAt);
+    }
+
     /** The final settlement is recorded: every billed second is settled, and proven by the host. */
     boolean finalSettled() {
       return RentalBilling.settledThrough(last()) >= billedSeconds;
@@ -884,10 +894,6 @@ public final class Rental
   private Instant reportedStop;
   // Actor-local: the agent reported the workload stopped at or after the end (finding L).
   private boolean reportCoversEnd;
-  // Actor-local: the agent's report that ended this rental was stamped ahead of this node's clock
-  // (the clock stepped back after the workload died, or the agent's runs ahead), so the end is this
-  // node's now, which the report does not prove: the host's heartbeats decide (finding V).
-  private boolean reportAheadOfClock;
   // The last match answer was Matcher.Unavailable: the read side could not look, so the wait
   // deadline waits for a real answer.
   private boolean readSideDown;
@@ -1894,7 +1900,6 @@ public final class Rental
   private ReplyEffect<Event, State> onWorkloadStoppedRunning(Running state, WorkloadStopped cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
     Instant now = now();
-    reportAheadOfClock = cmd.at() != null && cmd.at().isAfter(now);
     Instant stoppedAt = cmd.at() == null ? now : earlier(cmd.at(), now);
     return endOnAgentReport(state, stoppedAt, cmd.afterNotice());
   }
@@ -2161,7 +2166,7 @@ public final class Rental
     if (answer.liveness() != null && !answer.liveness().online())
       return proveReported(state, heartbeat);
     if (answer.liveness() != null
-        && (reportCoversEnd || (state.onAgentReport() && !reportAheadOfClock)))
+        && (reportCoversEnd || (state.onAgentReport() && !state.endedWhenRecorded())))
       return proveReported(state, state.endAt());
     // Not yet: the agent heartbeats every few seconds while it runs, and reports the stop; ask
     // again soon.

@@ -1212,6 +1212,34 @@ class RentalTest {
   }
 
   /**
+   * Finding V across a restart: the rule that such an end waits for the host's heartbeats is
+   * derived from what the rental recorded (its end is the instant it was recorded), so a rental
+   * that restarts while it waits does not then take the report as proof.
+   */
+  @Test
+  void aReportStampedAheadOfTheClockStaysUnprovenAcrossARestart() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    Instant lastBeat = at(8).plusMillis(700);
+    f.host.liveness.set(now -> new Host.Liveness(true, lastBeat, lastBeat, null));
+    f.clock.advance(Duration.ofSeconds(9));
+    f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(30)));
+    f.restart();
+    int asked = f.host.livenessAsks.get();
+    f.awaitAssert(
+        () ->
+            assertTrue(
+                f.host.livenessAsks.get() >= asked + 2,
+                "asks the host again after the restart: its answer proved nothing past 8.7 s"));
+    assertTrue(f.events(Rental.EndProven.class).isEmpty());
+    assertFalse(f.checkpointSeconds().contains(9L), f.checkpointSeconds().toString());
+
+    f.host.liveness.set(now -> new Host.Liveness(true, now, lastBeat, now));
+    Rental.EndProven proven = f.awaitEvent(Rental.EndProven.class);
+    assertEquals(8, proven.billedSeconds());
+  }
+
+  /**
    * Found with finding E's check (seed 7): an agent that re-attached after an outage (its machine
    * lost, its workloads with it) proves itself alive, not the workload; until a heartbeat lists the
    * workload again the rental settles no further than the last one that did.
