@@ -378,9 +378,8 @@ class HttpFuzzIntegrationTest {
     // A body that never arrives (Content-Length promising more, then the end of the stream) fails
     // the route's entity directive, and the route tree goes on to the next alternative: POST
     // /v1/hosts/registration-tokens is then answered by /v1/hosts/{id} (404 "no such host"). Still
-    // a
-    // stable problem, but not one the operation lists: an open finding (docs/security.md). A
-    // body over the limit no longer goes on: RequestBody.read answers it 413 where it is read.
+    // a stable problem, but not one the operation lists: an open finding (docs/security.md). A body
+    // over the limit no longer goes on: RequestBody.read answers it 413 where it is read.
     boolean truncatedBody = request.closeAfterBody() && request.body() != null;
     // however the path was made, dot segments in it make it another path
     boolean pathChanged = request.pathChanged() || hasDotSegments(request);

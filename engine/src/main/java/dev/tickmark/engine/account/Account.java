@@ -1033,15 +1033,11 @@ public final class Account
   private final ActorContext<Command> context;
 
   // Settlement postings (captures, earnings credits, and forgetting closed rentals) are validated
-  // as they
-  // arrive, against the state as it will be once the ones before them are persisted, and written
-  // together:
-  // one write per batch instead of one per posting, so an account with thousands of running rentals
-  // keeps up
-  // (a provider with 10,000 rentals is credited 1,000 times a second). Answers go out after the
-  // write. Any
-  // other command waits (stashed) until the batch is written, so commands still take effect in
-  // arrival order.
+  // as they arrive, against the state as it will be once the ones before them are persisted, and
+  // written together: one write per batch instead of one per posting, so an account with thousands
+  // of running rentals keeps up (a provider with 10,000 rentals is credited 1,000 times a second).
+  // Answers go out after the write. Any other command waits (stashed) until the batch is written,
+  // so commands still take effect in arrival order.
   private final List<Event> pendingEvents = new ArrayList<>();
   private final List<Runnable> pendingAnswers = new ArrayList<>();
 
@@ -1390,8 +1386,7 @@ public final class Account
     Hold existing = state.marks().holds().get(cmd.holdId());
     if (existing != null) {
       // A retried PlaceHold answers the hold as it stands (even once suspended: the hold exists and
-      // its
-      // rental must be able to go on, or release it); a different amount is a conflict.
+      // its rental must be able to go on, or release it); a different amount is a conflict.
       if (existing.amount() >= cmd.amount() && state.marks().holds().isOpen(cmd.holdId())) {
         if (cmd.confirmWithin() == null && state.marks().holds().isPending(cmd.holdId()))
           return confirm(cmd.holdId(), cmd.replyTo());

@@ -1377,8 +1377,8 @@ public final class Host
     if (state instanceof Active a) expireLater(a);
     if (state instanceof Active e && e.presence().online()) {
       // The agent gets a full timeout to reach this incarnation before the host is declared
-      // offline, but
-      // nothing after the last heartbeat in the journal is billed unless the agent comes back.
+      // offline, but nothing after the last heartbeat in the journal is billed unless the agent
+      // comes back.
       lastHeartbeat = now();
       lastConfirmed =
           e.presence().lastHeartbeatAt() != null ? e.presence().lastHeartbeatAt() : now();

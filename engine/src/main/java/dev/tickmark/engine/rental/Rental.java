@@ -869,9 +869,8 @@ public final class Rental
   // Provisioning: the account confirmed the hold (in this incarnation); the workload is started
   // only then.
   private boolean holdConfirmed;
-  private long
-      launchStepStarted; // System.nanoTime() when the launch's current step began; 0 outside a
-  // launch
+  // System.nanoTime() when the launch's current step began; 0 outside a launch.
+  private long launchStepStarted;
   private final Set<ActorRef<Update>> subscribers = new HashSet<>();
   private boolean extending;
   // The snapshot of a stop that keeps the workspace acknowledged its Create: until then the rental
@@ -882,11 +881,10 @@ public final class Rental
   // Counted in the node's running rentals (EngineMetrics.runningRentals), the settle interval's
   // load.
   private boolean countedRunning;
-  private boolean
-      askingLiveness; // one liveness question at a time, however slow the host's node answers
-  private Instant
-      lastHeartbeatSeen; // the latest heartbeat a liveness answer showed while an end waits for its
-  // proof
+  // One liveness question at a time, however slow the host's node answers.
+  private boolean askingLiveness;
+  // The latest heartbeat a liveness answer showed while an end waits for its proof.
+  private Instant lastHeartbeatSeen;
   // The latest heartbeat any liveness answer showed: a HostLost declared before it is stale.
   private Instant latestHeartbeat;
   // The agent reported that the workload of this ended rental had stopped before the end: the end
@@ -1005,8 +1003,7 @@ public final class Rental
   private void resumeProvisioning(Provisioning p) {
     confirmHold(p.order());
     // What is left of the timeout since the match, not a fresh one: a node that keeps crashing must
-    // not
-    // keep a rental provisioning forever. The agent gets at least one ask timeout to report a
+    // not keep a rental provisioning forever. The agent gets at least one ask timeout to report a
     // start.
     Duration left =
         Duration.between(now(), p.terms().matchedAt().plus(settings.provisioningTimeout()));
@@ -1768,9 +1765,8 @@ public final class Rental
   private ReplyEffect<Event, State> onLiveness(Running state, LivenessAnswer answer) {
     askingLiveness = false;
     // No answer (the host's shard moving, an ask timeout) or no heartbeat yet proves nothing: no
-    // settlement now,
-    // the next tick asks again. A settled second is never taken back, so it is only ever one the
-    // host covered.
+    // settlement now, the next tick asks again. A settled second is never taken back, so it is only
+    // ever one the host covered.
     if (answer.liveness() == null || answer.liveness().lastHeartbeatAt() == null)
       return Effect().noReply();
     noteHeartbeat(answer.liveness());

@@ -178,9 +178,8 @@ class AccountModelTest {
     final Map<String, ModelHold> holds = new HashMap<>();
     final Map<String, ModelSource> sources = new HashMap<>();
     // Closed rentals forgotten: what their holds captured and their sources credited (no longer in
-    // the entity's
-    // maps), the tombstones in two generations of a day, and the ids whose tombstone has been
-    // dropped.
+    // the entity's maps), the tombstones in two generations of a day, and the ids whose tombstone
+    // has been dropped.
     long forgottenCaptured;
     long forgottenProvider;
     long forgottenPlatform;
@@ -916,9 +915,8 @@ class AccountModelTest {
       Instant now = clock.instant();
       Summary before = model.summary(now);
       // A duplicate of a placement or credit whose tombstone has been dropped (a day or more after
-      // its rental
-      // closed) opens a new hold or source, as designed; the model knows, and such a replay is no
-      // duplicate.
+      // its rental closed) opens a new hold or source, as designed; the model knows, and such a
+      // replay is no duplicate.
       boolean reopens = reopensAfterTombstone(op);
       Outcome expected = op.apply(model, now);
       Delivery result = deliver(op);
@@ -959,8 +957,7 @@ class AccountModelTest {
       }
 
       // Every fifth step asks the entity (GetSummary); the others read the same summary function
-      // off the
-      // state the testkit returned with the reply, which halves the round trips of a step.
+      // off the state the testkit returned with the reply, which halves the round trips of a step.
       Summary after = step % 5 == 0 ? summary() : summaryOf(result.state(), now);
       assertEquals(model.summary(now), after, this::where);
       assertConserved(after, result.state());

@@ -177,8 +177,7 @@ class AccountPendingHoldTest {
   @Test
   void aLatePendingPlacementAfterTheExpiryOpensAHoldThatExpiresAgain() {
     // A duplicate of the launch's PlaceHold delivered after the expiry: it is a hold again,
-    // pending,
-    // that goes back the same way; never two at once.
+    // pending, that goes back the same way; never two at once.
     ok(placePending("r-6"));
     clock.advance(WITHIN);
     awaitOne(HoldExpired.class);

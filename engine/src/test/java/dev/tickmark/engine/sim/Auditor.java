@@ -662,9 +662,9 @@ final class Auditor {
         && e.at().isAfter(host.offlineAt.plus(inFlight))) {
       // The host went offline (its rentals were told) well before this end: nothing after its last
       // heartbeat is billed. "Last" as host-lost-within-heartbeats reads it, the latest clock
-      // reading
-      // of a heartbeat it received: after a step back the one it went offline with can read earlier
-      // than one received before it, which proved the seconds billed (seed 1 with snapshots).
+      // reading of a heartbeat it received: after a step back the one it went offline with can read
+      // earlier than one received before it, which proved the seconds billed (seed 1 with
+      // snapshots).
       Instant proof = lastProofOfLife.apply(r.terms.hostId());
       Instant lastHeartbeat =
           proof != null && proof.isAfter(host.offlineLastHeartbeat)

@@ -422,13 +422,10 @@ public final class AgentSocket {
               : new AgentSession.Inbound(s, nowMicros()));
     }
     // A streamed (fragmented or large) message is read to its end, but kept only up to the limit;
-    // past
-    // it the session hears at once and closes the socket. Cancelling the message's stream instead
-    // would
-    // end the websocket's whole inbound side (Pekko HTTP's splitAfter propagates a substream
-    // cancel), and
-    // failing it (limitWeighted) fails the socket with 1011: either way the agent never got its
-    // error frame.
+    // past it the session hears at once and closes the socket. Cancelling the message's stream
+    // instead would end the websocket's whole inbound side (Pekko HTTP's splitAfter propagates a
+    // substream cancel), and failing it (limitWeighted) fails the socket with 1011: either way the
+    // agent never got its error frame.
     CompletableFuture<AgentSession.Msg> result = new CompletableFuture<>();
     StringBuilder sb = new StringBuilder();
     text.getStreamedText()

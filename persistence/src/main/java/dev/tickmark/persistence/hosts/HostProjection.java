@@ -68,8 +68,7 @@ public final class HostProjection {
       }
     } else if (event instanceof Host.ReportRejected e) {
       // A failed report leaves no verified cards: cards_total > 0 is what Reinstated reads as "the
-      // last
-      // report passed" (the entity reinstates to verified only then, else to failed).
+      // last report passed" (the entity reinstates to verified only then, else to failed).
       update(
           c,
           hostId,

@@ -228,13 +228,10 @@ public final class LedgerReadModel {
     long mismatched, pendingCaptures, pendingCredits;
     try (Statement st = connection.createStatement();
         // Settlements are cumulative (key <rental>:<second>), and each account applies the latest
-        // one it receives
-        // from its own high-water mark: when one side missed a settlement (its node was lost) and
-        // the next covered
-        // it, the two sides took different steps to the same totals. So the sides are compared
-        // cumulatively, per
-        // rental, at every second both have recorded; what one side has beyond the other is still
-        // on its way.
+        // one it receives from its own high-water mark: when one side missed a settlement (its node
+        // was lost) and the next covered it, the two sides took different steps to the same totals.
+        // So the sides are compared cumulatively, per rental, at every second both have recorded;
+        // what one side has beyond the other is still on its way.
         ResultSet rs =
             st.executeQuery(
                 "WITH legs AS (SELECT rental_id, CAST(substring(entry_key FROM '[0-9]+$') AS BIGINT) AS second,"
