@@ -497,11 +497,26 @@ public final class Host
    * latest lists it). A heartbeat that no longer lists a rental proves its workload stopped; both
    * are null when none is known (the agent lists none, or none listed it yet). Both survive a
    * restart of the host: a rental running here then is taken as listed by the last heartbeat in the
-   * journal until a heartbeat lists it or omits it.
+   * journal until a heartbeat lists it or omits it. {@code rentalUnconfirmed}: this host holds the
+   * rental's cards but was never told that its workload runs ({@link ConfirmCards} lost on its way,
+   * and this incarnation heard no heartbeat list it): it cannot tell when the workload stops, so
+   * its heartbeats prove nothing of the rental until the confirmation comes.
    */
   public record Liveness(
-      boolean online, Instant lastHeartbeatAt, Instant rentalListedAt, Instant rentalGoneAt)
+      boolean online,
+      Instant lastHeartbeatAt,
+      Instant rentalListedAt,
+      Instant rentalGoneAt,
+      boolean rentalUnconfirmed)
       implements CborSerializable {
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public Liveness {}
+
+    public Liveness(
+        boolean online, Instant lastHeartbeatAt, Instant rentalListedAt, Instant rentalGoneAt) {
+      this(online, lastHeartbeatAt, rentalListedAt, rentalGoneAt, false);
+    }
+
     public Liveness(boolean online, Instant lastHeartbeatAt) {
       this(online, lastHeartbeatAt, null, null);
     }
@@ -1569,11 +1584,14 @@ public final class Host
 
   private Liveness liveness(Active state, String rentalId) {
     Unlisted unlisted = rentalId == null ? null : state.inventory().unlisted().get(rentalId);
+    Instant listed = rentalId == null ? null : listings.lastListed(state, rentalId);
+    Held held = rentalId == null ? null : state.reservations().get(rentalId);
     return new Liveness(
         state.presence().online(),
         lastHeartbeatSeen(state),
-        rentalId == null ? null : listings.lastListed(state, rentalId),
-        unlisted != null ? unlisted.goneAt() : null);
+        listed,
+        unlisted != null ? unlisted.goneAt() : null,
+        held != null && !held.confirmed() && listed == null);
   }
 
   /** The latest proof of life: this incarnation's while the host is online, else the journal's. */

@@ -657,10 +657,10 @@ public final class Rental
     INSTANCE
   }
 
-  /** Everything a live rental carries; each state type adds what its phase knows. */
   /**
-   * {@code snapshotId}: the snapshot keeping its workspace once stopped with one (null otherwise,
-   * and in states recorded before snapshots).
+   * Everything a live rental carries; each state type adds what its phase knows. {@code
+   * snapshotId}: the snapshot keeping its workspace once stopped with one (null otherwise, and in
+   * states recorded before snapshots).
    */
   public record Order(
       String renterId, Spec spec, long holdAmount, Instant createdAt, String snapshotId)
@@ -1617,19 +1617,27 @@ public final class Rental
   }
 
   private void meteringStarted(State state) {
+    Running running = (Running) state;
+    confirmCards(running);
+    wakeAtNextInstant(running);
+    notifySubscribers(state);
+    for (ActorRef<Update> s : subscribers)
+      ticks().tell(new RentalTicks.Watch(rentalId, s, meter(running)));
+  }
+
+  /**
+   * Tells the host that the workload runs, with the agent's {@code listed_from}: from then on a
+   * heartbeat that omits it proves it gone, whichever incarnation of the host hears it.
+   */
+  private void confirmCards(Running state) {
     ports
         .host(state.terms().hostId())
         .tell(
             new Host.ConfirmCards(
                 rentalId,
-                ((Running) state).agentListedFrom(),
-                ((Running) state).startedAt(),
+                state.agentListedFrom(),
+                state.startedAt(),
                 context.getSystem().ignoreRef()));
-    Running running = (Running) state;
-    wakeAtNextInstant(running);
-    notifySubscribers(state);
-    for (ActorRef<Update> s : subscribers)
-      ticks().tell(new RentalTicks.Watch(rentalId, s, meter(running)));
   }
 
   // ---- running: its own instants, settlements, hold extension
@@ -1771,6 +1779,13 @@ public final class Rental
       return Effect().noReply();
     noteHeartbeat(answer.liveness());
     if (RentalBilling.gone(answer.liveness())) return endGone(state, answer.liveness());
+    if (answer.liveness().rentalUnconfirmed()) {
+      // The host never heard that the workload runs (the confirmation was lost, and the host has
+      // restarted since): it would not see a heartbeat omit it, so its heartbeats prove nothing of
+      // this rental. Tell it again; the next settlement waits for an answer that knows.
+      confirmCards(state);
+      return Effect().noReply();
+    }
     Instant now = now();
     long second =
         billing.settleThrough(

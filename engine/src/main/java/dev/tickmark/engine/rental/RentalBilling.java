@@ -227,12 +227,6 @@ final class RentalBilling {
   }
 
   /**
-   * Whether a liveness answer shows that the workload of a rental ended at {@code endAt} was gone
-   * before that end: a heartbeat earlier than the end no longer listed it. It is then proven only
-   * to the last heartbeat that listed it. (A workload the agent stops after the end stops being
-   * listed after the end.)
-   */
-  /**
    * Whether a liveness answer shows that the rental's workload is gone: a heartbeat no longer
    * listed it, after one that did (the agent runs a workload once, so it does not come back).
    */
@@ -240,6 +234,12 @@ final class RentalBilling {
     return liveness.rentalListedAt() != null && liveness.rentalGoneAt() != null;
   }
 
+  /**
+   * Whether a liveness answer shows that the workload of a rental ended at {@code endAt} was gone
+   * before that end: a heartbeat earlier than the end no longer listed it. It is then proven only
+   * to the last heartbeat that listed it. (A workload the agent stops after the end stops being
+   * listed after the end.)
+   */
   static boolean goneBeforeEnd(Host.Liveness liveness, Instant endAt) {
     return liveness.rentalListedAt() != null
         && liveness.rentalGoneAt() != null

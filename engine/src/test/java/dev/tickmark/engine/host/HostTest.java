@@ -737,6 +737,34 @@ class HostTest {
   }
 
   /**
+   * The simulation's seed 109: a host that holds a rental's cards, was never told its workload runs
+   * (the confirmation lost) and heard no heartbeat list it since it restarted cannot see one omit
+   * it, and says so; a heartbeat that lists it, or the confirmation, ends that.
+   */
+  @Test
+  void aHostNeverToldThatAWorkloadRunsSaysSoUntilAHeartbeatListsItOrItIsConfirmed() {
+    host.onMarket();
+    ok(host.reserve("r1", 1));
+    ok(host.reserve("r2", 1));
+    host.kit.restart(); // both confirmations lost, and the host restarted
+    TestProbe<ToSession> again = session();
+    ok(host.attach(again.getRef()));
+    clock.advance(Duration.ofSeconds(1));
+    host.heartbeat(again.getRef(), 1, HostDriver.healthy(4), List.of());
+    assertTrue(liveness(host, "r1").rentalUnconfirmed(), "its omission proved nothing here");
+    assertTrue(liveness(host, "r2").rentalUnconfirmed());
+
+    clock.advance(Duration.ofSeconds(1));
+    host.heartbeat(again.getRef(), 2, HostDriver.healthy(4), List.of("r2"));
+    assertFalse(liveness(host, "r2").rentalUnconfirmed(), "listed here: an omission now counts");
+    assertTrue(liveness(host, "r1").rentalUnconfirmed());
+
+    ok(host.confirm("r1", clock.instant().minusSeconds(5), clock.instant()));
+    assertFalse(liveness(host, "r1").rentalUnconfirmed());
+    assertFalse(liveness(host, "r3").rentalUnconfirmed(), "holds no cards for r3: nothing to say");
+  }
+
+  /**
    * The simulation's seed 4 (docs/simulation.md): r1's workload died (its report lost) just before
    * the host entity restarted, so the new incarnation took r1 as listed by the last heartbeat in
    * its journal. The agent's next heartbeat, which omitted r1, came from the old session and was

@@ -586,6 +586,31 @@ class RentalTest {
         checkReservation(f, f.hostId));
   }
 
+  /**
+   * Simulation seed 109 (+steps-back, 20,000 steps): the confirmation was lost and the host
+   * restarted before any heartbeat of its new incarnation listed the workload, so the host could
+   * not see one omit it, and the rental was billed 45 s past the heartbeat that did. A host that
+   * answers so proves nothing; the rental tells it again and settles once the host knows.
+   */
+  @Test
+  void aHostThatWasNeverToldTheWorkloadRunsProvesNothingUntilItIsToldAgain() {
+    RentalFixture f = fixture();
+    f.host.liveness.set(now -> new Host.Liveness(true, now, null, null, true));
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.expect(Host.ConfirmCards.class); // at the start: lost, as far as the host knows
+    int asked = f.host.livenessAsks.get();
+    f.clock.advance(Duration.ofSeconds(25));
+    Host.ConfirmCards again = f.host.expect(Host.ConfirmCards.class);
+    assertEquals(f.rentalId, again.rentalId());
+    assertEquals(f.get().startedAt(), again.startedAt());
+    assertTrue(f.host.livenessAsks.get() > asked, "the host was asked");
+    assertEquals(List.of(), f.checkpointSeconds(), "nothing settled on an unconfirmed host's word");
+
+    f.host.liveness.set(now -> new Host.Liveness(true, now, now, null, false));
+    f.clock.advance(Duration.ofSeconds(5));
+    f.awaitCheckpoints(30L);
+  }
+
   private static Host.ReservationWanted checkReservation(RentalFixture f, String hostId) {
     return f.kit
         .<Host.ReservationWanted>runCommand(r -> new Rental.CheckReservation(hostId, r))
