@@ -56,8 +56,10 @@ final class Http {
     }
   }
 
-  /** One Server-Sent Event: its type ({@code message} if unnamed) and its data. */
-  /** {@code id}: the event's {@code id:} field, null when it had none. */
+  /**
+   * One Server-Sent Event: its type ({@code message} if unnamed), its data, and {@code id}, the
+   * event's {@code id:} field (null when it had none).
+   */
   record Event(String type, String data, String id) {
     Event(String type, String data) {
       this(type, data, null);

@@ -163,10 +163,6 @@ class AccountHttpIntegrationTest {
     assertEquals("40.000000", api.balance(payer.apiKey()));
   }
 
-  /**
-   * A launch whose hourly ceiling ({@code max_price_per_gpu_hour × count}) is over 1 000 000 EUR is
-   * refused at the edge: it used to overflow the hold arithmetic inside the rental (503).
-   */
   /** Responses that carry an API key say no cache may keep them; others say nothing. */
   @Test
   void responsesCarryingAKeyAreNeverCached() {
@@ -178,6 +174,10 @@ class AccountHttpIntegrationTest {
     assertEquals(null, api.get("/v1/account", key).expect(200).header("Cache-Control"));
   }
 
+  /**
+   * A launch whose hourly ceiling ({@code max_price_per_gpu_hour × count}) is over 1 000 000 EUR is
+   * refused at the edge: it used to overflow the hold arithmetic inside the rental (503).
+   */
   @Test
   void aLaunchWhoseHourlyCeilingCouldOverflowIsRefused400() {
     Customer renter = signUp("Overflowing renter");

@@ -698,15 +698,15 @@ final class Auditor {
     }
   }
 
+  /** A rental's final bill: its end, and the seconds billed once the host had its say. */
+  private record FinalBill(
+      Rental.EndReason reason, Instant endAt, long billedSeconds, Instant at) {}
+
   /**
    * A stopping rental whose agent never reports the workload stopped closes once its money and
    * cards are done and its stop timeout has passed since it ended — not a stop timeout after its
    * last redelivery.
    */
-  /** A rental's final bill: its end, and the seconds billed once the host had its say. */
-  private record FinalBill(
-      Rental.EndReason reason, Instant endAt, long billedSeconds, Instant at) {}
-
   private void onClosed(RentalBook r) {
     if (r.startedAt == null || r.terms == null || r.endedAt == null) return;
     boolean reported =

@@ -1601,13 +1601,13 @@ public final class MarketSimulation implements AutoCloseable {
     note("partition " + endpoint + " for " + millis + " ms");
   }
 
+  /** Who launched each rental, known before the rental records anything. */
+  private final Map<String, String> launchedBy = new TreeMap<>();
+
   /**
    * Faults off, every rental stopped, the market left alone for 20 minutes; then nothing may remain
    * open.
    */
-  /** Who launched each rental, known before the rental records anything. */
-  private final Map<String, String> launchedBy = new TreeMap<>();
-
   private void rest() {
     resting = true;
     note("rest: faults off, every rental stopped");

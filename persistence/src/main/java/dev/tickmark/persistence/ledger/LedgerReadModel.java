@@ -93,7 +93,6 @@ public final class LedgerReadModel {
         });
   }
 
-  /** Entries of one account, oldest first, after the entry id {@code after} (0 for the start). */
   /** One line of an account's audit trail ({@link AccountAudit}). */
   public record AuditEntry(Instant at, String kind, String detail, Instant effectiveAt) {}
 
@@ -124,6 +123,7 @@ public final class LedgerReadModel {
         });
   }
 
+  /** Entries of one account, oldest first, after the entry id {@code after} (0 for the start). */
   public CompletionStage<List<Entry>> statement(String accountId, long after, int limit) {
     return jdbc.run(
         connection -> {
