@@ -129,6 +129,13 @@ public final class Host
   static final Duration CHECK_RESERVATIONS_EVERY = Duration.ofSeconds(60);
 
   /**
+   * After a restart the first check comes this soon: a confirmation lost before the restart left a
+   * running workload's cards unconfirmed, and until the host knows the workload runs it cannot see
+   * a heartbeat omit it (simulation finding X).
+   */
+  static final Duration CHECK_RESERVATIONS_AFTER_RECOVERY = Duration.ofSeconds(1);
+
+  /**
    * How long a host remembers the rentals whose cards it released, and refuses to reserve cards for
    * them again: a late or duplicated proposal of the matcher is long delivered or dropped by then.
    */
@@ -1388,7 +1395,11 @@ public final class Host
 
   private void onRecovered(State state) {
     if (state instanceof Active a && !a.inventory().unconfirmed().isEmpty())
-      checkReservationsLater();
+      timers.startTimerWithFixedDelay(
+          ReservationCheck.INSTANCE,
+          ReservationCheck.INSTANCE,
+          CHECK_RESERVATIONS_AFTER_RECOVERY,
+          CHECK_RESERVATIONS_EVERY);
     if (state instanceof Active a) expireLater(a);
     if (state instanceof Active e && e.presence().online()) {
       // The agent gets a full timeout to reach this incarnation before the host is declared

@@ -1333,6 +1333,30 @@ class HostTest {
   }
 
   /**
+   * Finding X of the simulation: a rental's confirmation lost before the host restarted leaves its
+   * running workload's cards unconfirmed, and the host cannot see a heartbeat omit it until it
+   * knows. The restarted host asks the rentals of its unconfirmed reservations at once, not a
+   * minute later.
+   */
+  @Test
+  void aRestartedHostChecksItsUnconfirmedReservationsAtOnce() {
+    RecordingRentalLink link = new RecordingRentalLink();
+    HostDriver checked = onMarketTelling(link);
+    ok(checked.reserve("r1", 1));
+    ok(checked.reserve("r2", 1));
+    ok(checked.confirm("r2"));
+    checked.kit.restart();
+    testKit
+        .createTestProbe()
+        .awaitAssert(
+            Duration.ofSeconds(10),
+            () -> {
+              assertEquals(List.of("r1"), link.checked);
+              return null;
+            });
+  }
+
+  /**
    * Finding J of the simulation: a duplicated Match proposed to this host again after the rental
    * had been matched here, started and confirmed its cards; that proposal was lost, the matcher's
    * ask timed out, and its undo released the confirmed reservation, so the card went to a second
