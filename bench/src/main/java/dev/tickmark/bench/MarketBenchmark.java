@@ -119,6 +119,10 @@ public final class MarketBenchmark {
                                    every shard is started first, as on a node that has run for a while)
         --max-in-flight=N          launches in flight at once; arrivals beyond are shed and counted (default 1000)
         --wait-seconds=N           the rentals' wait_seconds (default 10)
+        --floor=S                  before each rate up to --floor-max-rate, S seconds of the launch's durable writes
+                                   alone at the same rate (two single-row commits side by side, then a third), the
+                                   baseline of the launch's latency (default 10; 0 = none)
+        --floor-max-rate=N         the highest rate with a commit floor (default 200)
         (b) meter: concurrently running rentals
         --meter-sizes=1000,2000,5000,10000   running rentals K, ascending (the same rentals keep running)
         --meter-window=S           measured seconds per K (default 30; settlements are every 10 s)
@@ -197,7 +201,9 @@ public final class MarketBenchmark {
       int rawRows,
       int renters,
       int providers,
-      boolean coldShards) {
+      boolean coldShards,
+      int floorSeconds,
+      int floorMaxRate) {
     static Options of(Args a) {
       Options o =
           new Options(
@@ -222,7 +228,9 @@ public final class MarketBenchmark {
               a.integer("raw-rows", 100_000),
               a.integer("renters", 200),
               a.integer("providers", 100),
-              Boolean.parseBoolean(a.string("cold-shards", "false")));
+              Boolean.parseBoolean(a.string("cold-shards", "false")),
+              a.integer("floor", 10),
+              a.integer("floor-max-rate", 200));
       if (!o.via.equals("http") && !o.via.equals("sharding"))
         throw new IllegalArgumentException("--via is http or sharding");
       return o;
@@ -678,7 +686,31 @@ public final class MarketBenchmark {
         CpuSample.Usage cpu,
         int rentalsStopped,
         List<HistogramSnapshot> steps,
-        GcSample.Usage gc) {}
+        GcSample.Usage gc,
+        CommitFloor.Result floor) {
+      RateResult withFloor(CommitFloor.Result f) {
+        return new RateResult(
+            hosts,
+            rate,
+            offered,
+            sent,
+            shed,
+            matched,
+            pending,
+            otherStatus,
+            errors,
+            matchedMicros,
+            allMicros,
+            seconds,
+            drainSeconds,
+            matcher,
+            cpu,
+            rentalsStopped,
+            steps,
+            gc,
+            f);
+      }
+    }
 
     /** The launch steps of {@link EngineMetrics}, in order, with the names printed. */
     private List<LatencyHistogram> steps() {
@@ -714,7 +746,8 @@ public final class MarketBenchmark {
           for (int rate : o.rates()) {
             // Each rate starts from a market with every card free again, and a few quiet seconds.
             Thread.sleep(3000);
-            RateResult r = runRate(hosts, rate, o.duration());
+            CommitFloor.Result floor = commitFloor(rate);
+            RateResult r = runRate(hosts, rate, o.duration()).withFloor(floor);
             results.add(r);
             print(r);
           }
@@ -724,6 +757,17 @@ public final class MarketBenchmark {
         OUT.println("database: " + db.analyzeSummary());
       }
       return summary(results);
+    }
+
+    /** The launch's durable writes alone at {@code rate}, just before its launches; null if off. */
+    private CommitFloor.Result commitFloor(int rate) throws Exception {
+      if (o.floorSeconds() <= 0 || rate > o.floorMaxRate()) return null;
+      OUT.printf(
+          "-- commit floor: the launch's three commits alone, %,d/s for %d s%n",
+          rate, o.floorSeconds());
+      try (CommitFloor floor = new CommitFloor(db.url, db.user, db.password, 16)) {
+        return floor.run(rate, o.floorSeconds());
+      }
     }
 
     /**
@@ -963,7 +1007,8 @@ public final class MarketBenchmark {
           c0.until(c1),
           ids.size(),
           steps,
-          g0.until(g1));
+          g0.until(g1),
+          null);
     }
 
     private final AtomicInteger launchCounter = new AtomicInteger();
@@ -1066,6 +1111,20 @@ public final class MarketBenchmark {
             .append(k + 1 < r.steps().size() ? ";" : "");
       }
       OUT.println(steps);
+      if (r.floor() != null)
+        OUT.printf(
+            Locale.ROOT,
+            "   commit floor (two commits side by side, then one; same rate, just before): p50 %s ms,"
+                + " p99 %s ms, p999 %s ms, max %s ms; %,d failed%s%n",
+            MarketBenchSupport.ms(MarketBenchSupport.quantile(r.floor().micros(), 0.5)),
+            MarketBenchSupport.ms(MarketBenchSupport.quantile(r.floor().micros(), 0.99)),
+            MarketBenchSupport.ms(MarketBenchSupport.quantile(r.floor().micros(), 0.999)),
+            MarketBenchSupport.ms(
+                r.floor().micros().length == 0
+                    ? 0
+                    : r.floor().micros()[r.floor().micros().length - 1]),
+            r.floor().failed(),
+            r.floor().firstFailure() == null ? "" : " (first: " + r.floor().firstFailure() + ")");
       OUT.println("   garbage collection during arrivals: " + r.gc());
       OUT.println("   cores during arrivals: " + MarketBenchSupport.cores(r.cpu()));
     }
@@ -1149,6 +1208,17 @@ public final class MarketBenchmark {
                 "ms")
             .withNote(note)
             .print(OUT);
+        if (r.floor() != null && r.floor().micros().length > 0)
+          BenchResult.against(
+                  "market-match",
+                  "launch.p99-over-commit-floor@" + r.rate(),
+                  "launch -> matched p99 at " + r.rate() + "/s",
+                  MarketBenchSupport.quantile(r.matchedMicros(), 0.99) / 1000.0,
+                  "ms",
+                  MarketBenchSupport.quantile(r.floor().micros(), 0.99) / 1000.0,
+                  "p99 of the launch's three commits alone, same rate (ms)")
+              .withNote(note)
+              .print(OUT);
         BenchResult.against(
                 "market-match",
                 "launch.matched-per-s@" + r.rate(),
@@ -1159,6 +1229,20 @@ public final class MarketBenchmark {
                 "offered launches/s")
             .withNote(note)
             .print(OUT);
+      }
+      for (RateResult r : results) {
+        if (r.floor() == null || r.floor().micros().length == 0) continue;
+        long launchP99 = MarketBenchSupport.quantile(r.matchedMicros(), 0.99);
+        long floorP99 = MarketBenchSupport.quantile(r.floor().micros(), 0.99);
+        lines.add(
+            String.format(
+                Locale.ROOT,
+                "commit floor at %,d/s (%,d hosts): p50 %s ms, p99 %s ms; launch p99 / floor p99 = %.2f",
+                r.rate(),
+                r.hosts(),
+                MarketBenchSupport.ms(MarketBenchSupport.quantile(r.floor().micros(), 0.5)),
+                MarketBenchSupport.ms(floorP99),
+                (double) launchP99 / floorP99));
       }
       lines.add(
           "m.* = matcher-side EngineMetrics.matchLatency (request at the matcher -> answer); node/pg = cores during arrivals;"
