@@ -36,6 +36,7 @@ import org.openqa.selenium.By;
 import org.openqa.selenium.JavascriptExecutor;
 import org.openqa.selenium.Keys;
 import org.openqa.selenium.OutputType;
+import org.openqa.selenium.StaleElementReferenceException;
 import org.openqa.selenium.WebElement;
 import org.openqa.selenium.chrome.ChromeDriver;
 import org.openqa.selenium.chrome.ChromeDriverService;
@@ -135,6 +136,10 @@ class ConsoleBrowserTest {
         new ChromeDriverService.Builder().usingDriverExecutable(DRIVER.toFile()).build();
     driver = new ChromeDriver(service, options);
     wait = new WebDriverWait(driver, WAIT, Duration.ofMillis(200));
+    // The console redraws a view when its data arrives: an element found just before a redraw is
+    // stale when read, and the condition is simply asked again (CI once failed on it in
+    // aProviderChecksAgainAndSeesTheNewVerdict).
+    wait.ignoring(StaleElementReferenceException.class);
     Files.createDirectories(SHOTS);
   }
 
