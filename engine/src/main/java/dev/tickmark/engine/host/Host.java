@@ -1395,11 +1395,7 @@ public final class Host
 
   private void onRecovered(State state) {
     if (state instanceof Active a && !a.inventory().unconfirmed().isEmpty())
-      timers.startTimerWithFixedDelay(
-          ReservationCheck.INSTANCE,
-          ReservationCheck.INSTANCE,
-          CHECK_RESERVATIONS_AFTER_RECOVERY,
-          CHECK_RESERVATIONS_EVERY);
+      checkReservationsLater(CHECK_RESERVATIONS_AFTER_RECOVERY);
     if (state instanceof Active a) expireLater(a);
     if (state instanceof Active e && e.presence().online()) {
       // The agent gets a full timeout to reach this incarnation before the host is declared
@@ -1595,14 +1591,12 @@ public final class Host
 
   private Liveness liveness(Active state, String rentalId) {
     Unlisted unlisted = rentalId == null ? null : state.inventory().unlisted().get(rentalId);
-    Instant listed = rentalId == null ? null : listings.lastListed(state, rentalId);
-    Held held = rentalId == null ? null : state.reservations().get(rentalId);
     return new Liveness(
         state.presence().online(),
         lastHeartbeatSeen(state),
-        listed,
+        rentalId == null ? null : listings.lastListed(state, rentalId),
         unlisted != null ? unlisted.goneAt() : null,
-        held != null && !held.confirmed() && listed == null);
+        rentalId != null && listings.blindTo(state, rentalId));
   }
 
   /** The latest proof of life: this incarnation's while the host is online, else the journal's. */
@@ -2256,9 +2250,14 @@ public final class Host
   }
 
   private void checkReservationsLater() {
+    checkReservationsLater(CHECK_RESERVATIONS_EVERY);
+  }
+
+  /** Checks unconfirmed reservations every minute, the first time after {@code first}. */
+  private void checkReservationsLater(Duration first) {
     if (!timers.isTimerActive(ReservationCheck.INSTANCE))
       timers.startTimerWithFixedDelay(
-          ReservationCheck.INSTANCE, ReservationCheck.INSTANCE, CHECK_RESERVATIONS_EVERY);
+          ReservationCheck.INSTANCE, ReservationCheck.INSTANCE, first, CHECK_RESERVATIONS_EVERY);
   }
 
   /** Asks the rental of every unconfirmed reservation whether it still wants it. */

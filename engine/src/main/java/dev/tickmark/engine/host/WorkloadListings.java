@@ -81,6 +81,16 @@ final class WorkloadListings {
     return unlisted;
   }
 
+  /**
+   * Whether a heartbeat that omits the rental's workload would prove nothing here: the host holds
+   * its cards but was never told the workload runs (no confirmation, so no {@code listed_from}),
+   * and no heartbeat this incarnation heard has listed it (simulation finding X).
+   */
+  boolean blindTo(Host.Active state, String rentalId) {
+    Host.Held held = state.reservations().get(rentalId);
+    return held != null && !held.confirmed() && lastListed(state, rentalId) == null;
+  }
+
   /** The latest heartbeat known to list the rental's workload (null: none known). */
   Instant lastListed(Host.Active state, String rentalId) {
     Host.Unlisted unlisted = state.inventory().unlisted().get(rentalId);

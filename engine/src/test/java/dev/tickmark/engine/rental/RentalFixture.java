@@ -395,6 +395,14 @@ final class RentalFixture {
     awaitAssert(() -> assertEquals(List.of(expected), checkpointSeconds()));
   }
 
+  /**
+   * Waits until the host was asked twice more than {@code asked}: the first of those questions may
+   * have been out already, so the second shows that an answer was handled since.
+   */
+  void awaitAskedTwiceSince(int asked, String why) {
+    awaitAssert(() -> assertTrue(host.livenessAsks.get() >= asked + 2, why));
+  }
+
   <E extends Event> E awaitEvent(Class<E> type) {
     return awaitAssert(
         () -> {

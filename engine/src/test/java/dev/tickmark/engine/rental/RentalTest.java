@@ -941,11 +941,7 @@ class RentalTest {
     f.clock.advance(
         Duration.ofSeconds(10)); // heard up to 7: too little since the start to checkpoint
     int asks = f.host.livenessAsks.get();
-    f.awaitAssert(
-        () ->
-            assertTrue(
-                f.host.livenessAsks.get() >= asks + 2,
-                "asked twice, so the first answer was handled"));
+    f.awaitAskedTwiceSince(asks, "asked twice, so the first answer was handled");
     assertEquals(List.of(), f.checkpointSeconds());
     f.clock.advance(Duration.ofSeconds(2)); // heard up to 12
     f.awaitCheckpoints(12L);
@@ -1061,10 +1057,7 @@ class RentalTest {
     f.awaitCheckpoints(15L);
     f.stop();
     int asks = f.host.livenessAsks.get();
-    f.awaitAssert(
-        () ->
-            assertTrue(
-                f.host.livenessAsks.get() >= asks + 2, "the end waits for a heartbeat after it"));
+    f.awaitAskedTwiceSince(asks, "the end waits for a heartbeat after it");
     assertEquals(
         List.of(15L), f.checkpointSeconds(), "nothing settled past the last heartbeat yet");
 
@@ -1237,11 +1230,7 @@ class RentalTest {
         List.of(new Ended(Rental.EndReason.HOST_LOST, at(9), 9, at(9), true)), reported.events());
     if (restartWhileWaiting) f.restart();
     int asked = f.host.livenessAsks.get();
-    f.awaitAssert(
-        () ->
-            assertTrue(
-                f.host.livenessAsks.get() >= asked + 2,
-                "asks the host again: its answer proved nothing past 8.7 s"));
+    f.awaitAskedTwiceSince(asked, "asks the host again: its answer proved nothing past 8.7 s");
     assertTrue(f.events(Rental.EndProven.class).isEmpty());
     assertFalse(f.checkpointSeconds().contains(9L), f.checkpointSeconds().toString());
 
