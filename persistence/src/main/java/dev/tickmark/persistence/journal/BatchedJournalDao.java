@@ -1,10 +1,8 @@
 package dev.tickmark.persistence.journal;
 
-import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
-import java.sql.Types;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -31,21 +29,22 @@ import slick.jdbc.JdbcProfile;
 import slick.jdbc.SimpleJdbcAction;
 
 /**
- * The plugin's journal DAO with one change: a batch of <em>tagged</em> events is written in two
- * statements instead of one round trip per event. pekko-persistence-jdbc 1.1 inserts tagged events
+ * The plugin's journal DAO with one change: a batch of <em>tagged</em> events is written in one
+ * statement instead of one round trip per event. pekko-persistence-jdbc 1.1 inserts tagged events
  * with {@code INSERT … RETURNING ordering} to learn the ids its {@code event_tag} rows point to,
  * and Slick never batches an insert that returns keys: every event is its own round trip (the
  * "row-by-row RETURNING + tags" baseline of {@code SettlementBenchmark}, a fifth of what batched
  * inserts reach). Every Tickmark event is tagged, so that was the write path of every settlement.
  *
- * <p>Here one transaction per batch, as the plugin's: the events as one JDBC batch without {@code
- * RETURNING} (the driver's {@code reWriteBatchedInserts} makes it multi-row inserts), then every
- * tag row of the batch in one {@code INSERT … SELECT} that finds each event's {@code ordering} by
- * its primary key ({@code persistence_id, sequence_number}) from arrays. Rows, columns, orderings
- * and tags are exactly what the plugin writes, so its read journal, recovery and projections read
- * them unchanged; the rows are sorted by sequence number first, as the plugin sorts them, so one
- * entity's events get increasing orderings. A batch without tags, reads and deletes are the
- * plugin's own code. Chosen with {@code jdbc-journal.dao}.
+ * <p>Here one statement per batch, hence one transaction and one round trip: a data-modifying
+ * {@code WITH} inserts the batch's events from arrays, in batch order, and returns the {@code
+ * ordering} each was given, and the same statement inserts every tag row against those orderings.
+ * (It replaced two statements in an explicit transaction, events then tags found by primary key:
+ * the same PostgreSQL time per event, two round trips more; docs/benchmarks.md.) Rows, columns,
+ * orderings and tags are exactly what the plugin writes, so its read journal, recovery and
+ * projections read them unchanged; the rows are sorted by sequence number first, as the plugin
+ * sorts them, so one entity's events get increasing orderings. A batch without tags, reads and
+ * deletes are the plugin's own code. Chosen with {@code jdbc-journal.dao}.
  */
 public class BatchedJournalDao extends DefaultJournalDao {
   private static final LongAdder TAGGED_BATCHES = new LongAdder();
@@ -61,8 +60,7 @@ public class BatchedJournalDao extends DefaultJournalDao {
     return TAGGED_EVENTS.sum();
   }
 
-  private final String insertEvents;
-  private final String insertTags;
+  private final String insertEventsAndTags;
 
   public BatchedJournalDao(
       JdbcBackend.JdbcDatabaseDef db,
@@ -77,40 +75,52 @@ public class BatchedJournalDao extends DefaultJournalDao {
     EventJournalTableColumnNames c = journal.columnNames();
     String journalTable = qualified(journal.schemaName(), journal.tableName());
     String tagTable = qualified(tags.schemaName(), tags.tableName());
-    insertEvents =
-        "INSERT INTO "
+    String columns =
+        String.join(
+            ", ",
+            c.deleted(),
+            c.persistenceId(),
+            c.sequenceNumber(),
+            c.writer(),
+            c.writeTimestamp(),
+            c.adapterManifest(),
+            c.eventPayload(),
+            c.eventSerId(),
+            c.eventSerManifest(),
+            c.metaPayload(),
+            c.metaSerId(),
+            c.metaSerManifest());
+    // The events are inserted in array order (ORDER BY the ordinality), so their orderings follow
+    // the batch's; the tag rows join what the insert returns, never the table.
+    insertEventsAndTags =
+        "WITH events AS (INSERT INTO "
             + journalTable
             + " ("
-            + String.join(
-                ", ",
-                c.deleted(),
-                c.persistenceId(),
-                c.sequenceNumber(),
-                c.writer(),
-                c.writeTimestamp(),
-                c.adapterManifest(),
-                c.eventPayload(),
-                c.eventSerId(),
-                c.eventSerManifest(),
-                c.metaPayload(),
-                c.metaSerId(),
-                c.metaSerManifest())
-            + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    insertTags =
-        "INSERT INTO "
+            + columns
+            + ") SELECT "
+            + columns
+            + " FROM unnest(?::bool[], ?::varchar[], ?::int8[], ?::varchar[], ?::int8[],"
+            + " ?::varchar[], ?::bytea[], ?::int4[], ?::varchar[], ?::bytea[], ?::int4[], ?::varchar[])"
+            + " WITH ORDINALITY AS e("
+            + columns
+            + ", position) ORDER BY position RETURNING "
+            + c.ordering()
+            + ", "
+            + c.persistenceId()
+            + ", "
+            + c.sequenceNumber()
+            + ") INSERT INTO "
             + tagTable
             + " ("
             + tags.columnNames().eventId()
             + ", "
             + tags.columnNames().tag()
-            + ") SELECT j."
+            + ") SELECT events."
             + c.ordering()
-            + ", t.tag FROM unnest(?::varchar[], ?::bigint[], ?::varchar[]) AS t(pid, seq, tag)"
-            + " JOIN "
-            + journalTable
-            + " j ON j."
+            + ", t.tag FROM unnest(?::varchar[], ?::int8[], ?::varchar[]) AS t(pid, seq, tag)"
+            + " JOIN events ON events."
             + c.persistenceId()
-            + " = t.pid AND j."
+            + " = t.pid AND events."
             + c.sequenceNumber()
             + " = t.seq";
   }
@@ -172,83 +182,86 @@ public class BatchedJournalDao extends DefaultJournalDao {
     return db().run((DBIOAction) write);
   }
 
-  /** The batch's events and tags in one transaction. */
+  /**
+   * The batch's events and tags in one statement, hence one transaction and one round trip: the
+   * events from arrays in batch order, each given its {@code ordering} as it is inserted, and the
+   * tag rows from the orderings the insert returns.
+   */
   void write(Connection connection, List<Row> rows) throws SQLException {
-    boolean autoCommit = connection.getAutoCommit();
-    connection.setAutoCommit(false);
-    try {
-      insertEvents(connection, rows);
-      insertTags(connection, rows);
-      connection.commit();
-      TAGGED_BATCHES.increment();
-      TAGGED_EVENTS.add(rows.size());
-    } catch (SQLException | RuntimeException e) {
-      try {
-        connection.rollback();
-      } catch (SQLException rollback) {
-        e.addSuppressed(rollback);
-      }
-      throw e;
-    } finally {
-      connection.setAutoCommit(autoCommit);
-    }
-  }
-
-  private void insertEvents(Connection connection, List<Row> rows) throws SQLException {
-    try (PreparedStatement ps = connection.prepareStatement(insertEvents)) {
-      for (Row r : rows) {
-        JournalPekkoSerializationRow e = r.row();
-        ps.setBoolean(1, e.deleted());
-        ps.setString(2, e.persistenceId());
-        ps.setLong(3, e.sequenceNumber());
-        ps.setString(4, e.writer());
-        ps.setLong(5, e.writeTimestamp());
-        ps.setString(6, e.adapterManifest());
-        ps.setBytes(7, e.eventPayload());
-        ps.setInt(8, e.eventSerId());
-        ps.setString(9, e.eventSerManifest());
-        if (e.metaPayload().isDefined()) ps.setBytes(10, e.metaPayload().get());
-        else ps.setNull(10, Types.BINARY);
-        if (e.metaSerId().isDefined()) ps.setInt(11, (Integer) e.metaSerId().get());
-        else ps.setNull(11, Types.INTEGER);
-        if (e.metaSerManifest().isDefined()) ps.setString(12, e.metaSerManifest().get());
-        else ps.setNull(12, Types.VARCHAR);
-        ps.addBatch();
-      }
-      ps.executeBatch();
-    }
-  }
-
-  private void insertTags(Connection connection, List<Row> rows) throws SQLException {
-    List<String> pids = new ArrayList<>();
-    List<Long> seqs = new ArrayList<>();
-    List<String> tags = new ArrayList<>();
-    for (Row r : rows) {
-      for (String tag : r.tags()) {
-        pids.add(r.row().persistenceId());
-        seqs.add(r.row().sequenceNumber());
-        tags.add(tag);
+    int n = rows.size();
+    int tagCount = 0;
+    for (Row r : rows) tagCount += r.tags().size();
+    boolean[] deleted = new boolean[n];
+    long[] seqs = new long[n], stamps = new long[n];
+    int[] serIds = new int[n];
+    Integer[] metaSerIds = new Integer[n];
+    String[] pids = new String[n], writers = new String[n], adapters = new String[n];
+    String[] manifests = new String[n], metaManifests = new String[n];
+    byte[][] payloads = new byte[n][], metaPayloads = new byte[n][];
+    String[] tagPids = new String[tagCount], tagNames = new String[tagCount];
+    long[] tagSeqs = new long[tagCount];
+    for (int i = 0, t = 0; i < n; i++) {
+      JournalPekkoSerializationRow e = rows.get(i).row();
+      deleted[i] = e.deleted();
+      pids[i] = e.persistenceId();
+      seqs[i] = e.sequenceNumber();
+      writers[i] = e.writer();
+      stamps[i] = e.writeTimestamp();
+      adapters[i] = e.adapterManifest();
+      payloads[i] = e.eventPayload();
+      serIds[i] = e.eventSerId();
+      manifests[i] = e.eventSerManifest();
+      metaPayloads[i] = e.metaPayload().isDefined() ? e.metaPayload().get() : null;
+      metaSerIds[i] = e.metaSerId().isDefined() ? (Integer) e.metaSerId().get() : null;
+      metaManifests[i] = e.metaSerManifest().isDefined() ? e.metaSerManifest().get() : null;
+      for (String tag : rows.get(i).tags()) {
+        tagPids[t] = e.persistenceId();
+        tagSeqs[t] = e.sequenceNumber();
+        tagNames[t++] = tag;
       }
     }
-    Array pidArray = connection.createArrayOf("varchar", pids.toArray());
-    Array seqArray = connection.createArrayOf("bigint", seqs.toArray());
-    Array tagArray = connection.createArrayOf("varchar", tags.toArray());
-    try (PreparedStatement ps = connection.prepareStatement(insertTags)) {
-      ps.setArray(1, pidArray);
-      ps.setArray(2, seqArray);
-      ps.setArray(3, tagArray);
+    // Java arrays go to the driver as they are (setObject): it encodes them by their Java type,
+    // most in binary, without the type-name lookup of createArrayOf (4 % of a node's CPU at 150
+    // launches/s, under JFR).
+    Object[] columns = {
+      deleted,
+      pids,
+      seqs,
+      writers,
+      stamps,
+      adapters,
+      payloads,
+      serIds,
+      manifests,
+      metaPayloads,
+      metaSerIds,
+      metaManifests,
+      tagPids,
+      tagSeqs,
+      tagNames
+    };
+    try (PreparedStatement ps = connection.prepareStatement(insertEventsAndTags)) {
+      for (int c = 0; c < columns.length; c++) ps.setObject(c + 1, columns[c]);
       int inserted = ps.executeUpdate();
-      if (inserted != tags.size())
+      if (inserted != tagCount)
         throw new SQLException(
             "wrote "
                 + inserted
                 + " of "
-                + tags.size()
+                + tagCount
                 + " tag rows: an event of the batch is missing");
-    } finally {
-      pidArray.free();
-      seqArray.free();
-      tagArray.free();
+      if (!connection.getAutoCommit()) connection.commit();
+      TAGGED_BATCHES.increment();
+      TAGGED_EVENTS.add(n);
+    } catch (SQLException | RuntimeException e) {
+      if (!connection.getAutoCommit()) {
+        try {
+          connection.rollback();
+        } catch (SQLException rollback) {
+          e.addSuppressed(rollback);
+        }
+      }
+      throw e;
     }
   }
 
