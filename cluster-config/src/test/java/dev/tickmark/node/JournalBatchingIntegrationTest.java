@@ -156,6 +156,56 @@ class JournalBatchingIntegrationTest {
     }
   }
 
+  /**
+   * An entity's several events of one write go into one batch with orderings in their sequence
+   * order, and read back by tag in that order.
+   */
+  @Test
+  void oneWritesEventsKeepTheirOrder() throws Exception {
+    var database = TestDatabase.fresh("journal_batching_many");
+    try (Node node = Node.start(TestNodes.settings(database))) {
+      ActorSystem<Void> system = node.system();
+      List<ActorRef<Writer.Command>> writers = new ArrayList<>();
+      for (int i = 0; i < 20; i++) writers.add(spawn(system, i, "many"));
+      List<CompletableFuture<Done>> acks = new ArrayList<>();
+      for (int round = 0; round < 4; round++) {
+        for (ActorRef<Writer.Command> w : writers)
+          acks.add(
+              AskPattern.<Writer.Command, Done>ask(
+                      w, r -> new Writer.WriteMany(7, r), TIMEOUT, system.scheduler())
+                  .toCompletableFuture());
+      }
+      CompletableFuture.allOf(acks.toArray(CompletableFuture[]::new))
+          .get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+      try (Connection c =
+              DriverManager.getConnection(database.url(), database.user(), database.password());
+          Statement st = c.createStatement()) {
+        assertEquals(
+            20L * 4 * 7,
+            count(
+                st, "SELECT count(*) FROM event_journal WHERE persistence_id LIKE 'BatchTest|%'"));
+        assertEquals(
+            0,
+            count(
+                st,
+                "SELECT count(*) FROM (SELECT ordering, lag(ordering) OVER (PARTITION BY persistence_id"
+                    + " ORDER BY sequence_number) AS before FROM event_journal"
+                    + " WHERE persistence_id LIKE 'BatchTest|%') x WHERE x.before >= x.ordering"));
+      }
+      JdbcReadJournal query =
+          PersistenceQuery.get(system.classicSystem())
+              .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier());
+      List<EventEnvelope> byTag =
+          query
+              .currentEventsByTag("batch-test-w5", Offset.noOffset())
+              .runWith(Sink.seq(), system)
+              .toCompletableFuture()
+              .get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+      assertEquals(4 * 7, byTag.size());
+      for (int k = 0; k < byTag.size(); k++) assertEquals(k + 1, byTag.get(k).sequenceNr());
+    }
+  }
+
   private static ActorRef<Writer.Command> spawn(ActorSystem<Void> system, int i, String round) {
     return system.systemActorOf(
         new Writer("w" + i, i % 3 == 0), "batch-test-" + round + "-" + i, Props.empty());
@@ -181,6 +231,9 @@ class JournalBatchingIntegrationTest {
     record Write(ActorRef<Done> replyTo) implements Command {}
 
     record Count(ActorRef<Long> replyTo) implements Command {}
+
+    /** Persists {@code events} tagged events in one write. */
+    record WriteMany(int events, ActorRef<Done> replyTo) implements Command {}
 
     private final String id;
     private final Set<String> tags;
@@ -214,6 +267,14 @@ class JournalBatchingIntegrationTest {
                           new Account.Captured(
                               id, state + 1, 803 * (state + 1), 8030, Instant.now()))
                       .thenReply(cmd.replyTo(), s -> Done.getInstance()))
+          .onCommand(
+              WriteMany.class,
+              (state, cmd) -> {
+                List<Account.Captured> events = new ArrayList<>();
+                for (long k = state + 1; k <= state + cmd.events(); k++)
+                  events.add(new Account.Captured(id, k, 803 * k, 8030, Instant.now()));
+                return Effect().persist(events).thenReply(cmd.replyTo(), s -> Done.getInstance());
+              })
           .onCommand(Count.class, (state, cmd) -> Effect().reply(cmd.replyTo(), state))
           .build();
     }
