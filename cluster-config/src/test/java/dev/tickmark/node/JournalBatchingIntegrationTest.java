@@ -100,13 +100,7 @@ class JournalBatchingIntegrationTest {
                 "SELECT count(*) FROM event_tag t LEFT JOIN event_journal j ON j.ordering = t.event_id"
                     + " WHERE j.ordering IS NULL"));
         // One entity's events have increasing orderings.
-        assertEquals(
-            0,
-            count(
-                st,
-                "SELECT count(*) FROM (SELECT ordering, lag(ordering) OVER (PARTITION BY persistence_id"
-                    + " ORDER BY sequence_number) AS before FROM event_journal"
-                    + " WHERE persistence_id LIKE 'BatchTest|%') x WHERE x.before >= x.ordering"));
+        assertEquals(0, count(st, OUT_OF_ORDER), "events whose ordering is below the one before");
       }
 
       JdbcReadJournal query =
@@ -184,13 +178,7 @@ class JournalBatchingIntegrationTest {
             20L * 4 * 7,
             count(
                 st, "SELECT count(*) FROM event_journal WHERE persistence_id LIKE 'BatchTest|%'"));
-        assertEquals(
-            0,
-            count(
-                st,
-                "SELECT count(*) FROM (SELECT ordering, lag(ordering) OVER (PARTITION BY persistence_id"
-                    + " ORDER BY sequence_number) AS before FROM event_journal"
-                    + " WHERE persistence_id LIKE 'BatchTest|%') x WHERE x.before >= x.ordering"));
+        assertEquals(0, count(st, OUT_OF_ORDER), "events whose ordering is below the one before");
       }
       JdbcReadJournal query =
           PersistenceQuery.get(system.classicSystem())
@@ -216,6 +204,12 @@ class JournalBatchingIntegrationTest {
     return AskPattern.<Writer.Command, Done>ask(w, Writer.Write::new, TIMEOUT, system.scheduler())
         .toCompletableFuture();
   }
+
+  /** One entity's events whose ordering is not above that of its previous event. */
+  private static final String OUT_OF_ORDER =
+      "SELECT count(*) FROM (SELECT ordering, lag(ordering) OVER (PARTITION BY persistence_id"
+          + " ORDER BY sequence_number) AS before FROM event_journal"
+          + " WHERE persistence_id LIKE 'BatchTest|%') x WHERE x.before >= x.ordering";
 
   private static long count(Statement st, String sql) throws Exception {
     try (ResultSet rs = st.executeQuery(sql)) {
