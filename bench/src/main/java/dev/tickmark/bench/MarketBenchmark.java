@@ -687,30 +687,7 @@ public final class MarketBenchmark {
         int rentalsStopped,
         List<HistogramSnapshot> steps,
         GcSample.Usage gc,
-        CommitFloor.Result floor) {
-      RateResult withFloor(CommitFloor.Result f) {
-        return new RateResult(
-            hosts,
-            rate,
-            offered,
-            sent,
-            shed,
-            matched,
-            pending,
-            otherStatus,
-            errors,
-            matchedMicros,
-            allMicros,
-            seconds,
-            drainSeconds,
-            matcher,
-            cpu,
-            rentalsStopped,
-            steps,
-            gc,
-            f);
-      }
-    }
+        CommitFloor.Result floor) {}
 
     /** The launch steps of {@link EngineMetrics}, in order, with the names printed. */
     private List<LatencyHistogram> steps() {
@@ -740,14 +717,14 @@ public final class MarketBenchmark {
             // several times the CPU cost.
             OUT.printf(
                 "-- warm-up (not measured): %d launches/s for %d s%n", o.warmupRate(), o.warmup());
-            runRate(hosts, o.warmupRate(), o.warmup());
+            runRate(hosts, o.warmupRate(), o.warmup(), null);
             warm = true;
           }
           for (int rate : o.rates()) {
             // Each rate starts from a market with every card free again, and a few quiet seconds.
             Thread.sleep(3000);
             CommitFloor.Result floor = commitFloor(rate);
-            RateResult r = runRate(hosts, rate, o.duration()).withFloor(floor);
+            RateResult r = runRate(hosts, rate, o.duration(), floor);
             results.add(r);
             print(r);
           }
@@ -880,9 +857,11 @@ public final class MarketBenchmark {
 
     /**
      * Open loop: arrival i is due at t0 + i/rate whatever happened to the earlier ones; latency
-     * counts from when it was due.
+     * counts from when it was due. {@code floor}: the commit floor measured just before (null:
+     * none).
      */
-    RateResult runRate(int hosts, int rate, int duration) throws Exception {
+    RateResult runRate(int hosts, int rate, int duration, CommitFloor.Result floor)
+        throws Exception {
       OUT.printf("-- %,d hosts, %,d launches/s for %d s%n", hosts, rate, duration);
       int offered = rate * duration;
       AtomicInteger inFlight = new AtomicInteger();
@@ -1008,7 +987,7 @@ public final class MarketBenchmark {
           ids.size(),
           steps,
           g0.until(g1),
-          null);
+          floor);
     }
 
     private final AtomicInteger launchCounter = new AtomicInteger();
