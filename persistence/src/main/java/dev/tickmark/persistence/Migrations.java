@@ -47,7 +47,8 @@ public final class Migrations {
           "V15__operator_audit_and_key_use.sql",
           "V16__idempotency_key_seed.sql",
           "V17__shard_leases.sql",
-          "V18__event_tag_by_tag.sql");
+          "V18__event_tag_by_tag.sql",
+          "V19__ledger_without_key_index.sql");
 
   private Migrations() {}
 

@@ -4,8 +4,12 @@ import dev.tickmark.engine.account.Account;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.PooledJdbcSession;
 import dev.tickmark.persistence.SlicedProjections;
+import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.SQLException;
 import java.sql.Timestamp;
+import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
@@ -35,6 +39,67 @@ public final class LedgerProjection {
         system, "ledger-writer", Account.allTags(), tag -> projection(system, jdbc, tag));
   }
 
+  /**
+   * All legs of a group in one statement, its columns bound as arrays: a multi-row insert would
+   * bind nine parameters a leg (three legs a settlement), which the driver encodes one by one and
+   * PostgreSQL parses one by one. Rows go in the group's order, so ids follow the events.
+   */
+  private static final String INSERT =
+      "INSERT INTO ledger_entries"
+          + " (account_id, kind, amount, entry_key, rental_id, at, persistence_id, sequence_number, leg)"
+          + " SELECT account_id, kind, amount, entry_key, rental_id,"
+          + " TIMESTAMPTZ 'epoch' + at_micros * INTERVAL '1 microsecond', persistence_id, sequence_number, leg"
+          + " FROM unnest(?::varchar[], ?::varchar[], ?::int8[], ?::varchar[], ?::varchar[], ?::int8[],"
+          + " ?::varchar[], ?::int8[], ?::int2[]) WITH ORDINALITY AS l(account_id, kind, amount, entry_key,"
+          + " rental_id, at_micros, persistence_id, sequence_number, leg, position)"
+          + " ORDER BY position ON CONFLICT (persistence_id, sequence_number, leg) DO NOTHING";
+
+  /** Writes the ledger legs of a group of account events, in the connection's transaction. */
+  public static void insertLegs(Connection connection, List<EventEnvelope<Account.Event>> envelopes)
+      throws SQLException {
+    List<List<LedgerLegs.Leg>> legsOf = new ArrayList<>(envelopes.size());
+    int n = 0;
+    for (EventEnvelope<Account.Event> envelope : envelopes) {
+      String accountId = PersistenceId.extractEntityId(envelope.persistenceId());
+      List<LedgerLegs.Leg> legs = LedgerLegs.of(accountId, envelope.event());
+      legsOf.add(legs);
+      n += legs.size();
+    }
+    if (n == 0) return;
+    String[] accounts = new String[n], kinds = new String[n], keys = new String[n];
+    String[] rentals = new String[n], pids = new String[n];
+    long[] amounts = new long[n], atMicros = new long[n], seqs = new long[n];
+    short[] legNumbers = new short[n];
+    int i = 0;
+    for (int e = 0; e < envelopes.size(); e++) {
+      EventEnvelope<Account.Event> envelope = envelopes.get(e);
+      List<LedgerLegs.Leg> legs = legsOf.get(e);
+      for (short leg = 0; leg < legs.size(); leg++, i++) {
+        LedgerLegs.Leg l = legs.get(leg);
+        accounts[i] = l.accountId();
+        kinds[i] = l.kind();
+        amounts[i] = l.amount();
+        keys[i] = l.key();
+        rentals[i] = l.rentalId();
+        atMicros[i] = micros(l.at());
+        pids[i] = envelope.persistenceId();
+        seqs[i] = envelope.sequenceNr();
+        legNumbers[i] = leg;
+      }
+    }
+    Object[] columns = {accounts, kinds, amounts, keys, rentals, atMicros, pids, seqs, legNumbers};
+    try (PreparedStatement insert = connection.prepareStatement(INSERT)) {
+      for (int c = 0; c < columns.length; c++) insert.setObject(c + 1, columns[c]);
+      insert.executeUpdate();
+    }
+  }
+
+  /** Rounded to the microsecond, as PostgreSQL rounds a timestamp it is given with more digits. */
+  static long micros(Instant at) {
+    return Math.addExact(
+        Math.multiplyExact(at.getEpochSecond(), 1_000_000L), (at.getNano() + 500) / 1000);
+  }
+
   static GroupedProjection<Offset, EventEnvelope<Account.Event>> projection(
       ActorSystem<?> system, Jdbc jdbc, String tag) {
     SourceProvider<Offset, EventEnvelope<Account.Event>> source =
@@ -50,11 +115,6 @@ public final class LedgerProjection {
 
   static final class Writer
       extends JdbcHandler<List<EventEnvelope<Account.Event>>, PooledJdbcSession> {
-    private static final String INSERT =
-        "INSERT INTO ledger_entries"
-            + " (account_id, kind, amount, entry_key, rental_id, at, persistence_id, sequence_number, leg)"
-            + " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (persistence_id, sequence_number, leg) DO NOTHING";
-
     private static final String AUDIT =
         "INSERT INTO account_audit"
             + " (persistence_id, sequence_number, account_id, kind, detail, effective_at, at)"
@@ -86,28 +146,7 @@ public final class LedgerProjection {
               }
               if (lines > 0) audit.executeBatch();
             }
-            try (PreparedStatement insert = connection.prepareStatement(INSERT)) {
-              int rows = 0;
-              for (EventEnvelope<Account.Event> envelope : envelopes) {
-                String accountId = PersistenceId.extractEntityId(envelope.persistenceId());
-                List<LedgerLegs.Leg> legs = LedgerLegs.of(accountId, envelope.event());
-                for (int leg = 0; leg < legs.size(); leg++) {
-                  LedgerLegs.Leg l = legs.get(leg);
-                  insert.setString(1, l.accountId());
-                  insert.setString(2, l.kind());
-                  insert.setLong(3, l.amount());
-                  insert.setString(4, l.key());
-                  insert.setString(5, l.rentalId());
-                  insert.setTimestamp(6, Timestamp.from(l.at()));
-                  insert.setString(7, envelope.persistenceId());
-                  insert.setLong(8, envelope.sequenceNr());
-                  insert.setShort(9, (short) leg);
-                  insert.addBatch();
-                  rows++;
-                }
-              }
-              if (rows > 0) insert.executeBatch();
-            }
+            insertLegs(connection, envelopes);
             return null;
           });
     }

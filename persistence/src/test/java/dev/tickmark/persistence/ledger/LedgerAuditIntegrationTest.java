@@ -9,11 +9,12 @@ import dev.tickmark.persistence.DatabaseSettings;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.Migrations;
 import dev.tickmark.persistence.TestDatabase;
-import java.sql.PreparedStatement;
-import java.sql.Timestamp;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Executors;
+import org.apache.pekko.persistence.query.Offset;
+import org.apache.pekko.projection.eventsourced.EventEnvelope;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -43,32 +44,14 @@ class LedgerAuditIntegrationTest {
 
   private static long seq;
 
-  /** Writes the legs of {@code events} as the projection does (one row per leg). */
+  /** Writes the legs of {@code events} with the ledger projection's own write. */
   static void book(String accountId, List<Account.Event> events) {
+    List<EventEnvelope<Account.Event>> group = new ArrayList<>();
+    for (Account.Event e : events)
+      group.add(EventEnvelope.create(Offset.noOffset(), "Account|" + accountId, ++seq, e, 0L));
     jdbc.run(
             c -> {
-              try (PreparedStatement st =
-                  c.prepareStatement(
-                      "INSERT INTO ledger_entries (account_id, kind, amount, entry_key, rental_id,"
-                          + " at, persistence_id, sequence_number, leg) VALUES (?,?,?,?,?,?,?,?,?)")) {
-                for (Account.Event e : events) {
-                  seq++;
-                  short leg = 0;
-                  for (LedgerLegs.Leg l : LedgerLegs.of(accountId, e)) {
-                    st.setString(1, l.accountId());
-                    st.setString(2, l.kind());
-                    st.setLong(3, l.amount());
-                    st.setString(4, l.key());
-                    st.setString(5, l.rentalId());
-                    st.setTimestamp(6, Timestamp.from(l.at()));
-                    st.setString(7, "Account|" + accountId);
-                    st.setLong(8, seq);
-                    st.setShort(9, leg++);
-                    st.addBatch();
-                  }
-                }
-                st.executeBatch();
-              }
+              LedgerProjection.insertLegs(c, group);
               return null;
             })
         .toCompletableFuture()
