@@ -72,12 +72,24 @@ public final class AllBenchmarks {
           new Bench(
               "settlement",
               "SettlementBenchmark",
+              // a minute's warm-up: on 2 cores the JIT compiles the posting path for that long, and
+              // a shorter one measures the compiler (docs/benchmarks.md, "The settlement write
+              // path,
+              // warm")
               List.of(
-                  "--warmup=5",
+                  "--warmup=60",
                   "--duration=20",
                   "--probe=0",
                   "--raw-rows=20000",
                   "--ledger-wait=30"),
+              List.of(),
+              List.of(),
+              true,
+              360),
+          new Bench(
+              "ledger-write",
+              "LedgerWriteBenchmark",
+              List.of("--settlements=50000", "--rounds=2"),
               List.of(),
               List.of(),
               true,

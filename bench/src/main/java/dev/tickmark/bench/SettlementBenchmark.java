@@ -112,7 +112,8 @@ public final class SettlementBenchmark {
           --db-password=PW    (default: $TICKMARK_DB_PASSWORD, else empty)
           --accounts=N        renter accounts, and as many provider accounts (default 500)
           --rentals=N         concurrent rentals = settlement postings in flight (default 1000)
-          --warmup=S          unmeasured seconds before the window (default 10)
+          --warmup=S          unmeasured seconds before the window (default 10; on 2 cores the JIT
+                              compiles for about a minute, so a steady-state figure wants 60)
           --duration=S        measured seconds (default 30)
           --postings=N        measure N postings instead of a duration (default 0 = use duration)
           --settle-seconds=S  seconds each settlement covers (default 10)
