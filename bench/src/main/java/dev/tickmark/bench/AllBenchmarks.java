@@ -72,10 +72,8 @@ public final class AllBenchmarks {
           new Bench(
               "settlement",
               "SettlementBenchmark",
-              // a minute's warm-up: on 2 cores the JIT compiles the posting path for that long, and
-              // a shorter one measures the compiler (docs/benchmarks.md, "The settlement write
-              // path,
-              // warm")
+              // a minute's warm-up: on 2 cores the JIT compiles the posting path for that long
+              // (docs/benchmarks.md, "The settlement write path, warm")
               List.of(
                   "--warmup=60",
                   "--duration=20",
