@@ -48,7 +48,8 @@ public final class Migrations {
           "V16__idempotency_key_seed.sql",
           "V17__shard_leases.sql",
           "V18__event_tag_by_tag.sql",
-          "V19__ledger_without_key_index.sql");
+          "V19__ledger_without_key_index.sql",
+          "V20__event_tag_without_foreign_key.sql");
 
   private Migrations() {}
 
