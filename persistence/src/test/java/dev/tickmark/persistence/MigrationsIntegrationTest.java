@@ -46,8 +46,8 @@ class MigrationsIntegrationTest {
         rs.next();
         assertEquals(Migrations.FILES.size(), rs.getInt(1));
       }
-      // V20: a tag row is not checked against the journal (it cost 0.4 of a tagged write); the
-      // journal's DAO writes tags only from the orderings of their own events.
+      // V20: a tag row is not checked against the journal (the check was 0.4 of a tagged batch's
+      // time); the journal's DAO writes tags only from the orderings of their own events.
       try (ResultSet rs =
           st.executeQuery(
               "SELECT count(*) FROM pg_constraint WHERE conrelid = 'event_tag'::regclass"
