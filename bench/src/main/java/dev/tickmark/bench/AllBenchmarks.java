@@ -95,12 +95,16 @@ public final class AllBenchmarks {
           new Bench(
               "market-match",
               "MarketBenchmark",
+              // warmed up at saturation: for the first minute C2 takes a quarter of the node's CPU
+              // (docs/benchmarks.md, "The launch, warm"); 16 cards a host leave free ones after it
               List.of(
                   "--parts=match",
                   "--hosts=1000",
+                  "--cards=16",
                   "--rates=20,200,1000",
                   "--duration=10",
-                  "--warmup=10",
+                  "--warmup=45",
+                  "--warmup-rate=1000",
                   "--drain=10",
                   "--floor=5"),
               List.of("-Xmx4g"),

@@ -76,6 +76,19 @@ class EntitySettingsDefaultsTest {
   }
 
   @Test
+  void theActorsDispatcherHasAThreadPerCore() {
+    Config dispatcher = shipped().getConfig("pekko.actor.default-dispatcher.fork-join-executor");
+    int cores = Runtime.getRuntime().availableProcessors();
+    assertEquals(2, dispatcher.getInt("parallelism-min"));
+    assertEquals(
+        Math.min(Math.max(2, cores), dispatcher.getInt("parallelism-max")),
+        org.apache.pekko.dispatch.ThreadPoolConfig.scaledPoolSize(
+            dispatcher.getInt("parallelism-min"),
+            dispatcher.getDouble("parallelism-factor"),
+            dispatcher.getInt("parallelism-max")));
+  }
+
+  @Test
   void anOverrideReachesTheEntitiesSettings() {
     NodeSettings settings =
         NodeSettings.fromEnvironment(Map.of())
