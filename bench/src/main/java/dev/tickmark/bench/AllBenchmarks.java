@@ -95,7 +95,7 @@ public final class AllBenchmarks {
           new Bench(
               "market-match",
               "MarketBenchmark",
-              // warmed up at saturation: for the first minute C2 takes a quarter of the node's CPU
+              // warmed up at saturation: in the first minutes C2 takes a quarter of the node's CPU
               // (docs/benchmarks.md, "The launch, warm"); 16 cards a host leave free ones after it
               List.of(
                   "--parts=match",
