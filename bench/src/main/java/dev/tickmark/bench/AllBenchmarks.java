@@ -112,6 +112,25 @@ public final class AllBenchmarks {
               true,
               360),
           new Bench(
+              "market-small-hosts",
+              "MarketBenchmark",
+              // 10,000 hosts of 2 cards: the cheapest fill within the host read side's lag, so the
+              // matcher must look past them (docs/benchmarks.md, "Small hosts under load")
+              List.of(
+                  "--parts=match",
+                  "--hosts=10000",
+                  "--cards=2",
+                  "--rates=200",
+                  "--duration=10",
+                  "--warmup=30",
+                  "--warmup-rate=1000",
+                  "--drain=10",
+                  "--floor=0"),
+              List.of("-Xmx4g"),
+              List.of(),
+              true,
+              360),
+          new Bench(
               "market-meter",
               "MarketBenchmark",
               List.of(

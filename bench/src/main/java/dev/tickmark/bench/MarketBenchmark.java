@@ -112,6 +112,7 @@ public final class MarketBenchmark {
         --rates=20,200,1000        arrivals per second, each for --duration seconds (default 20,200,1000)
         --duration=S               seconds per rate (default 15)
         --warmup=S                 unmeasured launches first, at --warmup-rate/s (default 20 s at 20/s)
+        --warmup-rounds=N          that many warm-ups, each ending with its rentals stopped (default 1)
         --drain=S                  at most S seconds to wait for answers after a rate's arrivals (default 20)
         --cards=N                  cards per host (default 8)
         --via=http|sharding        POST /v1/rentals with API keys (default), or Rental.Create through sharding
@@ -186,6 +187,7 @@ public final class MarketBenchmark {
       int duration,
       int warmup,
       int warmupRate,
+      int warmupRounds,
       int drain,
       int cards,
       String via,
@@ -213,6 +215,7 @@ public final class MarketBenchmark {
               a.integer("duration", 15),
               a.integer("warmup", 20),
               a.integer("warmup-rate", 20),
+              a.integer("warmup-rounds", 1),
               a.integer("drain", 20),
               a.integer("cards", 8),
               a.string("via", "http"),
@@ -715,9 +718,12 @@ public final class MarketBenchmark {
           if (!warm) {
             // The JIT compiles the launch path first: the first seconds run interpreted code at
             // several times the CPU cost.
-            OUT.printf(
-                "-- warm-up (not measured): %d launches/s for %d s%n", o.warmupRate(), o.warmup());
-            runRate(hosts, o.warmupRate(), o.warmup(), null);
+            for (int round = 1; round <= o.warmupRounds(); round++) {
+              OUT.printf(
+                  "-- warm-up %d of %d (not measured): %d launches/s for %d s%n",
+                  round, o.warmupRounds(), o.warmupRate(), o.warmup());
+              runRate(hosts, o.warmupRate(), o.warmup(), null);
+            }
             warm = true;
           }
           for (int rate : o.rates()) {
@@ -1171,8 +1177,9 @@ public final class MarketBenchmark {
         String note =
             String.format(
                 Locale.ROOT,
-                "%,d hosts, %.0f s at %d/s, via %s; %,d of %,d offered matched, %,d shed",
+                "%,d hosts of %d cards, %.0f s at %d/s, via %s; %,d of %,d offered matched, %,d shed",
                 r.hosts(),
+                o.cards(),
                 r.seconds(),
                 r.rate(),
                 o.via(),

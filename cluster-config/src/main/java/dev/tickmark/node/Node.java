@@ -273,8 +273,9 @@ public final class Node implements AutoCloseable {
     Host.init(system, Host.Settings.fromConfig(config, catalog, links), clock);
     Matcher.init(
         system,
-        (gpu, region, tier, maxPrice, count, renterId) ->
-            hostReadModel.candidates(gpu, region, tier, maxPrice, count, renterId, clock.instant()),
+        (gpu, region, tier, maxPrice, count, renterId, held) ->
+            hostReadModel.candidates(
+                gpu, region, tier, maxPrice, count, renterId, held, clock.instant()),
         links::host,
         Matcher.Settings.fromConfig(config),
         clock);

@@ -58,14 +58,20 @@ public final class Matcher {
   /** Where candidates come from (the host read side), kept out of the engine's knowledge of SQL. */
   @FunctionalInterface
   public interface Candidates {
-    /** Hosts that may have the cards, none of them owned by {@code renterId} (when not null). */
+    /**
+     * Hosts that may have the cards, none of them owned by {@code renterId} (when not null). {@code
+     * heldByMatcher}: cards this matcher has proposed or given on a host (host id to cards) that
+     * the read side may not show yet. Hosts that still look free after those come first in the
+     * answer, looked for past the cheapest few; the others only when none does.
+     */
     CompletionStage<List<Candidate>> find(
         String gpu,
         String region,
         Listing.Tier tier,
         long maxPricePerGpuHour,
         int count,
-        String renterId);
+        String renterId,
+        Map<String, Integer> heldByMatcher);
   }
 
   /**
@@ -275,12 +281,34 @@ public final class Matcher {
       Match m = request.match;
       context.pipeToSelf(
           candidates.find(
-              m.gpu(), m.region(), m.tier(), m.maxPricePerGpuHour(), m.count(), m.renterId()),
+              m.gpu(),
+              m.region(),
+              m.tier(),
+              m.maxPricePerGpuHour(),
+              m.count(),
+              m.renterId(),
+              held()),
           (found, failure) ->
               failure == null
                   ? new CandidatesFound(request, found)
                   : new CandidatesFailed(request, failure));
     }
+  }
+
+  /**
+   * What this matcher holds beyond the read side, host by host, as an immutable copy: the query
+   * runs on another thread. Without it, under load, the read side's cheapest hosts are all taken
+   * already (small hosts fill within its lag) and every candidate it offers is refused.
+   */
+  private Map<String, Integer> held() {
+    if (proposed.isEmpty() && taken.isEmpty()) return Map.of();
+    long now = System.nanoTime();
+    Map<String, Integer> held = new HashMap<>(proposed);
+    for (String hostId : List.copyOf(taken.keySet())) {
+      int cards = recentlyTaken(hostId, now);
+      if (cards > 0) held.merge(hostId, cards, Integer::sum);
+    }
+    return Map.copyOf(held);
   }
 
   private boolean expired(Request request) {

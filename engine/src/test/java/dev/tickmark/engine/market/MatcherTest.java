@@ -83,7 +83,7 @@ class MatcherTest {
       List<Candidate> candidates, Hosts hosts, Duration askTimeout) {
     return testKit.spawn(
         Matcher.create(
-            (gpu, region, tier, max, count, renter) ->
+            (gpu, region, tier, max, count, renter, held) ->
                 CompletableFuture.completedFuture(candidates),
             hosts::ref,
             askTimeout));
@@ -160,6 +160,54 @@ class MatcherTest {
     hosts.expectNoProposal(Duration.ofMillis(100)); // h-c, the dearest, is never asked
   }
 
+  /**
+   * The read side lags behind the cards the matcher gives out; the query is told which hosts the
+   * matcher holds cards on, proposed (no answer yet) or given moments ago, so that it can look past
+   * them instead of offering only hosts that are full already.
+   */
+  @Test
+  void tellsTheReadSideWhichCardsItHoldsThatItMayNotShowYet() {
+    Hosts hosts = new Hosts("h-a", "h-b");
+    List<Map<String, Integer>> heldAsked = new java.util.concurrent.CopyOnWriteArrayList<>();
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(
+            Matcher.create(
+                (gpu, region, tier, max, count, renter, held) -> {
+                  heldAsked.add(held);
+                  return CompletableFuture.completedFuture(
+                      List.of(new Candidate("h-a", 1, 4), new Candidate("h-b", 2, 4)));
+                },
+                hosts::ref,
+                WAIT));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String first = rentalId();
+    matcher.tell(
+        new Match(first, GPU, 3, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    Host.ReserveCards proposal = hosts.expectProposal("h-a");
+    assertEquals(List.of(Map.of()), heldAsked, "nothing held before the first proposal");
+
+    // While h-a has not answered, its 3 cards count as held.
+    String second = rentalId();
+    matcher.tell(
+        new Match(second, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
+    assertEquals(Map.of("h-a", 3), heldAsked.get(1));
+    hosts
+        .expectProposal("h-b")
+        .replyTo()
+        .tell(StatusReply.success(reservation("h-b", second, List.of(0), 2)));
+    replyTo.receiveMessage(WAIT);
+
+    // Given: still held (the read side may not show it yet), with h-b's card.
+    proposal.replyTo().tell(StatusReply.success(reservation("h-a", first, List.of(0, 1, 2), 1)));
+    replyTo.receiveMessage(WAIT);
+    matcher.tell(
+        new Match(
+            rentalId(), GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    hosts.expectProposal("h-a");
+    assertEquals(Map.of("h-a", 3, "h-b", 1), heldAsked.get(2));
+  }
+
   @Test
   void answersNoMatchWhenEveryCandidateRefuses() {
     Hosts hosts = new Hosts("h-a", "h-b");
@@ -196,7 +244,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter) ->
+                (gpu, region, tier, max, count, renter, held) ->
                     readSideDown.get()
                         ? CompletableFuture.failedFuture(
                             new SQLTransientConnectionException(
@@ -350,7 +398,7 @@ class MatcherTest {
     Map<String, MarketHost> byId = Map.of(own.hostId, own, other.hostId, other);
     List<String> askedFor = new java.util.concurrent.CopyOnWriteArrayList<>();
     Matcher.Candidates unfiltered =
-        (gpu, region, tier, max, count, renter) -> {
+        (gpu, region, tier, max, count, renter, held) -> {
           askedFor.add(renter);
           return CompletableFuture.completedFuture(
               List.of(
@@ -382,7 +430,7 @@ class MatcherTest {
 
     // with only its own host on the market, the renter gets no match
     Matcher.Candidates onlyOwn =
-        (gpu, region, tier, max, count, r) ->
+        (gpu, region, tier, max, count, r, held) ->
             CompletableFuture.completedFuture(List.of(new Candidate(own.hostId, own.floor, 4)));
     ActorRef<Matcher.Command> second =
         testKit.spawn(Matcher.create(onlyOwn, id -> byId.get(id).ref, WAIT));
@@ -456,7 +504,7 @@ class MatcherTest {
     // The read side lags: it still offers every card of every host, whatever was taken since.
     List<Candidate> stale = market.stream().map(h -> new Candidate(h.hostId, h.floor, 8)).toList();
     Matcher.Candidates candidates =
-        (gpu, region, tier, max, count, renter) -> CompletableFuture.completedFuture(stale);
+        (gpu, region, tier, max, count, renter, held) -> CompletableFuture.completedFuture(stale);
     // Two matchers propose at once (a shard moving between nodes): the hosts still hand each card
     // out once.
     List<ActorRef<Matcher.Command>> matchers =

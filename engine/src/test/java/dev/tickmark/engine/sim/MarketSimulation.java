@@ -780,7 +780,13 @@ public final class MarketSimulation implements AutoCloseable {
    * would find it.
    */
   private CompletableFuture<List<Matcher.Candidate>> candidates(
-      String gpu, String region, Listing.Tier tier, long maxPrice, int count, String renterId) {
+      String gpu,
+      String region,
+      Listing.Tier tier,
+      long maxPrice,
+      int count,
+      String renterId,
+      Map<String, Integer> heldByMatcher) {
     List<Matcher.Candidate> found = new ArrayList<>();
     Instant now = clock.instant();
     for (Map.Entry<String, Auditor.HostBook> e : auditor.hosts.entrySet()) {

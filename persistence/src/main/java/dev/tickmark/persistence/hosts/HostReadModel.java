@@ -145,6 +145,9 @@ public final class HostReadModel {
 
   static final int ENOUGH_CANDIDATES = 8;
 
+  /** At most this many rows of a page make room for the hosts a matcher holds cards on. */
+  static final int MAX_HELD_ROWS = 2_048;
+
   /**
    * Hosts that may have {@code count} free cards of {@code gpu} at or below {@code maxPrice} now,
    * as the read side sees them, cheapest first, and only as many as a match can use (about {@value
@@ -169,6 +172,25 @@ public final class HostReadModel {
       int count,
       String renterId,
       Instant now) {
+    return candidates(gpu, region, tier, maxPrice, count, renterId, Map.of(), now);
+  }
+
+  /**
+   * The same, for a matcher that holds cards the read side may not show yet ({@code heldByMatcher},
+   * host id to cards): enough candidates that still have {@code count} free cards after those, read
+   * past the held hosts, cheapest first; the held hosts only when no other is found (the matcher's
+   * count may be stale, and the host decides). Each held host hides at most one row, so a page of
+   * {@value #CANDIDATE_PAGE} plus one row per held host usually suffices.
+   */
+  public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(
+      String gpu,
+      String region,
+      Listing.Tier tier,
+      long maxPrice,
+      int count,
+      String renterId,
+      Map<String, Integer> heldByMatcher,
+      Instant now) {
     String price = tier == Listing.Tier.SPOT ? "spot_price" : "on_demand_price";
     String sql =
         "SELECT host_id, "
@@ -182,21 +204,23 @@ public final class HostReadModel {
             + (renterId == null ? "" : " AND owner_id <> ?")
             + " ORDER BY "
             + price
-            + ", cards_total - cards_taken DESC, host_id LIMIT "
-            + CANDIDATE_PAGE
-            + " OFFSET ?";
+            + ", cards_total - cards_taken DESC, host_id LIMIT ? OFFSET ?";
+    int page = CANDIDATE_PAGE + Math.min(heldByMatcher.size(), MAX_HELD_ROWS);
+    int wanted = Math.max(1, count);
     return jdbc.run(
         connection -> {
-          List<dev.tickmark.engine.market.Matcher.Candidate> out = new ArrayList<>();
+          List<dev.tickmark.engine.market.Matcher.Candidate> free = new ArrayList<>();
+          List<dev.tickmark.engine.market.Matcher.Candidate> held = new ArrayList<>();
           try (PreparedStatement st = connection.prepareStatement(sql)) {
             int i = 1;
             st.setString(i++, gpu);
-            st.setInt(i++, Math.max(1, count));
+            st.setInt(i++, wanted);
             st.setLong(i++, maxPrice);
             if (region != null) st.setString(i++, region);
             if (renterId != null) st.setString(i++, renterId);
+            st.setInt(i++, page);
             int offsetIndex = i;
-            for (int offset = 0; out.size() < ENOUGH_CANDIDATES; offset += CANDIDATE_PAGE) {
+            for (int offset = 0; free.size() < ENOUGH_CANDIDATES; offset += page) {
               st.setInt(offsetIndex, offset);
               int rows = 0;
               try (ResultSet rs = st.executeQuery()) {
@@ -213,15 +237,18 @@ public final class HostReadModel {
                               HostProjection.windowsFrom(availability),
                               true)
                           .availableAt(now)) continue;
-                  out.add(
+                  var candidate =
                       new dev.tickmark.engine.market.Matcher.Candidate(
-                          rs.getString(1), rs.getLong(2), rs.getInt(3)));
+                          rs.getString(1), rs.getLong(2), rs.getInt(3));
+                  int heldHere = heldByMatcher.getOrDefault(candidate.hostId(), 0);
+                  if (candidate.freeCards() - heldHere >= wanted) free.add(candidate);
+                  else if (held.size() < CANDIDATE_PAGE) held.add(candidate);
                 }
               }
-              if (rows < CANDIDATE_PAGE) break;
+              if (rows < page) break;
             }
           }
-          return out;
+          return free.isEmpty() ? held : free;
         });
   }
 

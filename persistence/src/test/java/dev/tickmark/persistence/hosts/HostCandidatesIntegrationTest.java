@@ -15,7 +15,9 @@ import java.sql.PreparedStatement;
 import java.sql.Timestamp;
 import java.time.Instant;
 import java.time.ZoneOffset;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
@@ -190,6 +192,56 @@ class HostCandidatesIntegrationTest {
     }
     assertEquals(
         List.of(), candidates(null, Listing.Tier.ON_DEMAND, 2, 1), "nothing at or below 0.000002");
+  }
+
+  static List<Candidate> candidatesBeyond(Map<String, Integer> heldByMatcher) throws Exception {
+    return hosts
+        .candidates(
+            "h100-80gb", null, Listing.Tier.ON_DEMAND, 3_000_000, 1, null, heldByMatcher, NOW)
+        .toCompletableFuture()
+        .get(10, TimeUnit.SECONDS);
+  }
+
+  /**
+   * Under load the read side lags: the cheapest hosts it shows free were filled by the matcher
+   * moments ago. Told what the matcher holds, it reads past them, cheapest first.
+   */
+  @Test
+  void readsPastTheHostsTheMatcherHoldsEveryFreeCardOf() throws Exception {
+    Map<String, Integer> held = new HashMap<>();
+    held.put("h-noon", 8);
+    for (int i = 200; i < 300; i++) held.put("h-" + i, 8 - i % 8); // every free card
+    List<Candidate> found = candidatesBeyond(held);
+    assertTrue(found.size() >= HostReadModel.ENOUGH_CANDIDATES, found.toString());
+    assertEquals("h-199", found.get(0).hostId(), "the cheapest host not held");
+    assertTrue(found.stream().noneMatch(c -> held.containsKey(c.hostId())), found.toString());
+    for (int i = 1; i < found.size(); i++)
+      assertTrue(
+          found.get(i - 1).floorPricePerGpuHour() <= found.get(i).floorPricePerGpuHour(),
+          found.toString());
+
+    // A host with a card left after what the matcher holds there is still offered.
+    assertEquals(
+        List.of("h-noon", "h-299", "h-298"),
+        candidatesBeyond(Map.of("h-299", 4)).subList(0, 3).stream().map(Candidate::hostId).toList(),
+        "h-299 has 5 free cards, 4 held");
+    assertEquals(
+        List.of("h-noon", "h-298"),
+        candidatesBeyond(Map.of("h-299", 5)).subList(0, 2).stream()
+            .map(Candidate::hostId)
+            .toList());
+  }
+
+  /** The matcher's count may be stale: when it holds every host, they are offered anyway. */
+  @Test
+  void offersTheHeldHostsWhenNoOtherIsFree() throws Exception {
+    Map<String, Integer> held = new HashMap<>();
+    held.put("h-noon", 8);
+    for (int i = 0; i < 300; i++) held.put("h-" + i, 8);
+    List<Candidate> plain = candidates(null, Listing.Tier.ON_DEMAND, 3_000_000, 1);
+    List<Candidate> offered = candidatesBeyond(held);
+    assertTrue(offered.size() <= HostReadModel.CANDIDATE_PAGE, offered.toString());
+    assertEquals(plain, offered.subList(0, plain.size()), "the cheapest, as without the held");
   }
 
   @Test
