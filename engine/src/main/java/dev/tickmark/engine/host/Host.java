@@ -587,6 +587,11 @@ public final class Host
 
   public record Attached(String hostId, int heartbeatIntervalSeconds) implements CborSerializable {}
 
+  /**
+   * {@code reservedAt}: when the reservation this answer made was recorded (its event's instant);
+   * null when an answer repeats an earlier one or confirms it. The matcher compares it with the
+   * host read side's last update, to tell whether the read side shows these cards taken yet.
+   */
   public record Reservation(
       String hostId,
       String providerId,
@@ -596,8 +601,49 @@ public final class Host
       Listing.Tier tier,
       boolean confirmed,
       boolean simulated,
-      String region)
-      implements CborSerializable {}
+      String region,
+      Instant reservedAt)
+      implements CborSerializable {
+    @JsonCreator
+    public Reservation {}
+
+    public Reservation(
+        String hostId,
+        String providerId,
+        String rentalId,
+        List<Integer> cards,
+        long pricePerGpuHour,
+        Listing.Tier tier,
+        boolean confirmed,
+        boolean simulated,
+        String region) {
+      this(
+          hostId,
+          providerId,
+          rentalId,
+          cards,
+          pricePerGpuHour,
+          tier,
+          confirmed,
+          simulated,
+          region,
+          null);
+    }
+
+    Reservation reservedAt(Instant at) {
+      return new Reservation(
+          hostId,
+          providerId,
+          rentalId,
+          cards,
+          pricePerGpuHour,
+          tier,
+          confirmed,
+          simulated,
+          region,
+          at);
+    }
+  }
 
   public record CardView(int index, String uuid, String gpu, String state, String rentalId)
       implements CborSerializable {}
@@ -2153,12 +2199,13 @@ public final class Host
                   free.size() + " free cards, " + cmd.count() + " asked"));
     }
     List<Integer> cards = List.copyOf(free.subList(0, cmd.count()));
+    Instant at = now();
     Instant expiresAt =
         cmd.claimWithin() == null || cmd.claimWithin().isNegative()
             ? null
-            : now().plus(cmd.claimWithin());
+            : at.plus(cmd.claimWithin());
     return Effect()
-        .persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), now(), expiresAt))
+        .persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), at, expiresAt))
         .thenRun(
             s -> {
               checkReservationsLater();
@@ -2169,9 +2216,10 @@ public final class Host
             s ->
                 StatusReply.success(
                     reservation(
-                        (Active) s,
-                        cmd.rentalId(),
-                        ((Active) s).reservations().get(cmd.rentalId()))));
+                            (Active) s,
+                            cmd.rentalId(),
+                            ((Active) s).reservations().get(cmd.rentalId()))
+                        .reservedAt(at)));
   }
 
   private ReplyEffect<Event, State> onConfirm(Active state, ConfirmCards cmd) {

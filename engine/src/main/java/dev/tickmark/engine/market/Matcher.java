@@ -9,8 +9,10 @@ import dev.tickmark.engine.metrics.EngineMetrics;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.time.temporal.ChronoUnit;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -52,17 +54,59 @@ public final class Matcher {
   public static final EntityTypeKey<Command> ENTITY_KEY =
       EntityTypeKey.create(Command.class, "Matcher");
 
-  /** A host that may have the cards, as the read side sees it. */
-  public record Candidate(String hostId, long floorPricePerGpuHour, int freeCards) {}
+  /**
+   * A host that may have the cards, as the read side sees it; {@code asOf}: the instant of the
+   * host's last event the read side shows (null: unknown).
+   */
+  public record Candidate(String hostId, long floorPricePerGpuHour, int freeCards, Instant asOf) {
+    public Candidate(String hostId, long floorPricePerGpuHour, int freeCards) {
+      this(hostId, floorPricePerGpuHour, freeCards, null);
+    }
+  }
+
+  /**
+   * Cards this matcher holds on one host: proposed with no answer yet ({@code reservedAt} null), or
+   * reserved at {@code reservedAt}.
+   */
+  public record Holding(int cards, Instant reservedAt) {
+    /** Whether a read side that shows the host as of {@code asOf} does not show these cards yet. */
+    boolean beyond(Instant asOf) {
+      return reservedAt == null
+          || asOf == null
+          || reservedAt.truncatedTo(ChronoUnit.MICROS).isAfter(asOf);
+    }
+  }
+
+  /**
+   * What this matcher holds, host by host, as an immutable copy for the candidate query (which runs
+   * on another thread).
+   */
+  public record Holdings(Map<String, List<Holding>> byHost) {
+    public static final Holdings NONE = new Holdings(Map.of());
+
+    /** Cards held on {@code hostId} that a read side showing it as of {@code asOf} does not. */
+    public int beyond(String hostId, Instant asOf) {
+      List<Holding> held = byHost.get(hostId);
+      if (held == null) return 0;
+      int cards = 0;
+      for (Holding h : held) if (h.beyond(asOf)) cards += h.cards();
+      return cards;
+    }
+
+    /** Hosts with cards held. */
+    public int hosts() {
+      return byHost.size();
+    }
+  }
 
   /** Where candidates come from (the host read side), kept out of the engine's knowledge of SQL. */
   @FunctionalInterface
   public interface Candidates {
     /**
      * Hosts that may have the cards, none of them owned by {@code renterId} (when not null). {@code
-     * heldByMatcher}: cards this matcher has proposed or given on a host (host id to cards) that
-     * the read side may not show yet. Hosts that still look free after those come first in the
-     * answer, looked for past the cheapest few; the others only when none does.
+     * held}: cards this matcher has proposed or given that the read side may not show yet. The
+     * answer is the cheapest hosts that still have the cards after those, read past the held ones;
+     * the held ones only when no other is found.
      */
     CompletionStage<List<Candidate>> find(
         String gpu,
@@ -71,13 +115,13 @@ public final class Matcher {
         long maxPricePerGpuHour,
         int count,
         String renterId,
-        Map<String, Integer> heldByMatcher);
+        Holdings held);
   }
 
   /**
    * {@code maxInFlight}: requests matched at once; {@code maxQueued}: requests waiting beyond those
-   * before new ones are turned away; {@code readSideLag}: how long cards given out are still
-   * counted as taken locally, covering the host projection's lag.
+   * before new ones are turned away; {@code readSideLag}: how long, at most, cards given out are
+   * counted as taken locally until the host read side shows them (it usually does much sooner).
    */
   public record Settings(
       Duration askTimeout, int maxInFlight, int maxQueued, Duration readSideLag) {
@@ -225,14 +269,12 @@ public final class Matcher {
       new HashSet<>(); // rentals queued or in flight: a resubmission is not matched twice
   private final Map<String, Integer> proposed =
       new HashMap<>(); // host -> cards proposed, no answer yet
-  private final Map<String, Taken> taken =
+  private final Map<String, List<Given>> given =
       new HashMap<>(); // host -> cards given recently, maybe not on the read side yet
   private int inFlight;
 
-  private static final class Taken {
-    int cards;
-    long untilNanos;
-  }
+  /** Cards a host gave this matcher, counted at most until {@code untilNanos}. */
+  private record Given(Holding holding, long untilNanos) {}
 
   private Matcher(
       ActorContext<Command> context,
@@ -296,19 +338,25 @@ public final class Matcher {
   }
 
   /**
-   * What this matcher holds beyond the read side, host by host, as an immutable copy: the query
-   * runs on another thread. Without it, under load, the read side's cheapest hosts are all taken
-   * already (small hosts fill within its lag) and every candidate it offers is refused.
+   * What this matcher holds, for the candidate query. Without it, under load, the read side's
+   * cheapest hosts are all taken already (small hosts fill within its lag) and every candidate it
+   * offers is refused.
    */
-  private Map<String, Integer> held() {
-    if (proposed.isEmpty() && taken.isEmpty()) return Map.of();
+  private Holdings held() {
+    if (proposed.isEmpty() && given.isEmpty()) return Holdings.NONE;
     long now = System.nanoTime();
-    Map<String, Integer> held = new HashMap<>(proposed);
-    for (String hostId : List.copyOf(taken.keySet())) {
-      int cards = recentlyTaken(hostId, now);
-      if (cards > 0) held.merge(hostId, cards, Integer::sum);
+    Map<String, List<Holding>> held = new HashMap<>(2 * (proposed.size() + given.size()));
+    proposed.forEach((hostId, cards) -> held.put(hostId, List.of(new Holding(cards, null))));
+    for (String hostId : List.copyOf(given.keySet())) {
+      List<Given> recent = recentlyGiven(hostId, now);
+      if (recent.isEmpty()) continue;
+      List<Holding> all = new ArrayList<>(recent.size() + 1);
+      all.addAll(held.getOrDefault(hostId, List.of()));
+      for (Given g : recent) all.add(g.holding());
+      held.put(hostId, List.copyOf(all));
     }
-    return Map.copyOf(held);
+    // Not copied again: nothing changes it after this, and the query sees it through its future.
+    return new Holdings(Collections.unmodifiableMap(held));
   }
 
   private boolean expired(Request request) {
@@ -316,6 +364,7 @@ public final class Matcher {
   }
 
   private Behavior<Command> onCandidates(CandidatesFound found) {
+    forgetShown(found.candidates());
     found.request().remaining = ordered(found.candidates());
     proposeNext(found.request());
     return Behaviors.same();
@@ -391,7 +440,9 @@ public final class Matcher {
     int chosen = 0;
     for (int i = 0; i < remaining.size(); i++) {
       Candidate c = remaining.get(i);
-      if (c.freeCards() - proposed.getOrDefault(c.hostId(), 0) - recentlyTaken(c.hostId(), now)
+      if (c.freeCards()
+              - proposed.getOrDefault(c.hostId(), 0)
+              - givenBeyond(c.hostId(), c.asOf(), now)
           >= request.match.count()) {
         chosen = i;
         break;
@@ -404,14 +455,38 @@ public final class Matcher {
     return next;
   }
 
-  private int recentlyTaken(String hostId, long now) {
-    Taken t = taken.get(hostId);
-    if (t == null) return 0;
-    if (now - t.untilNanos > 0) {
-      taken.remove(hostId);
-      return 0;
+  /** The cards given on {@code hostId} still counted, dropping those counted long enough. */
+  private List<Given> recentlyGiven(String hostId, long now) {
+    List<Given> list = given.get(hostId);
+    if (list == null) return List.of();
+    list.removeIf(g -> now - g.untilNanos() > 0);
+    if (list.isEmpty()) {
+      given.remove(hostId);
+      return List.of();
     }
-    return t.cards;
+    return list;
+  }
+
+  /** Cards given on {@code hostId} that a read side showing it as of {@code asOf} does not show. */
+  private int givenBeyond(String hostId, Instant asOf, long now) {
+    int cards = 0;
+    for (Given g : recentlyGiven(hostId, now))
+      if (g.holding().beyond(asOf)) cards += g.holding().cards();
+    return cards;
+  }
+
+  /**
+   * Cards the read side shows taken need no counting here: counted twice, they would hide a cheaper
+   * host's last free cards from the next request.
+   */
+  private void forgetShown(List<Candidate> candidates) {
+    if (given.isEmpty()) return;
+    for (Candidate c : candidates) {
+      List<Given> list = given.get(c.hostId());
+      if (list == null || c.asOf() == null) continue;
+      list.removeIf(g -> !g.holding().beyond(c.asOf()));
+      if (list.isEmpty()) given.remove(c.hostId());
+    }
   }
 
   private Behavior<Command> onProposed(Proposed p) {
@@ -420,9 +495,12 @@ public final class Matcher {
     int count = request.match.count();
     proposed.computeIfPresent(hostId, (h, n) -> n - count > 0 ? n - count : null);
     if (p.reservation() != null) {
-      Taken t = taken.computeIfAbsent(hostId, h -> new Taken());
-      t.cards += count;
-      t.untilNanos = System.nanoTime() + settings.readSideLag().toNanos();
+      given
+          .computeIfAbsent(hostId, h -> new ArrayList<>())
+          .add(
+              new Given(
+                  new Holding(count, p.reservation().reservedAt()),
+                  System.nanoTime() + settings.readSideLag().toNanos()));
       done(request, new Matched(request.match.rentalId(), p.reservation()));
       return Behaviors.same();
     }

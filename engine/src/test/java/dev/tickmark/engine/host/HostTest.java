@@ -1213,8 +1213,10 @@ class HostTest {
             Listing.Tier.ON_DEMAND,
             false,
             false,
-            HostDriver.REGION),
-        reservation);
+            HostDriver.REGION,
+            START),
+        reservation,
+        "reservedAt: the reservation's event's instant, for the matcher to compare with the read side");
     assertEquals(
         List.of(
             new Host.CardsReserved("r1", List.of(0, 1), ON_DEMAND, Listing.Tier.ON_DEMAND, START)),
@@ -1403,11 +1405,24 @@ class HostTest {
   void reservingIsIdempotentPerRental() {
     host.onMarket();
     Reservation first = ok(host.reserve("r1", 2));
+    assertEquals(START, first.reservedAt());
+    // The same reservation, answered again: no new instant (nothing reserved now).
+    Reservation same =
+        new Reservation(
+            first.hostId(),
+            first.providerId(),
+            first.rentalId(),
+            first.cards(),
+            first.pricePerGpuHour(),
+            first.tier(),
+            first.confirmed(),
+            first.simulated(),
+            first.region());
     var again = host.reserve("r1", 2);
-    assertEquals(first, ok(again));
+    assertEquals(same, ok(again));
     assertTrue(again.hasNoEvents());
     // A re-sent proposal with other terms still answers the reservation the rental holds.
-    assertEquals(first, ok(host.reserve("r1", H100, 4, Listing.Tier.SPOT, 1)));
+    assertEquals(same, ok(host.reserve("r1", H100, 4, Listing.Tier.SPOT, 1)));
     assertEquals(List.of(2, 3), ok(host.reserve("r2", 2)).cards());
     assertRejected(Rejection.INSUFFICIENT_CARDS, host.reserve("r3", 1));
   }

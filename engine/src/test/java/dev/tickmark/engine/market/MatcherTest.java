@@ -89,6 +89,24 @@ class MatcherTest {
             askTimeout));
   }
 
+  private static final Instant T0 = Instant.parse("2026-12-05T06:00:00Z");
+  private static final Instant T1 = T0.plusSeconds(1);
+
+  private static Host.Reservation reservation(
+      String hostId, String rentalId, List<Integer> cards, long floor, Instant reservedAt) {
+    return new Host.Reservation(
+        hostId,
+        "provider-" + hostId,
+        rentalId,
+        cards,
+        floor,
+        Listing.Tier.ON_DEMAND,
+        false,
+        false,
+        REGION,
+        reservedAt);
+  }
+
   private static Host.Reservation reservation(
       String hostId, String rentalId, List<Integer> cards, long floor) {
     return new Host.Reservation(
@@ -161,14 +179,14 @@ class MatcherTest {
   }
 
   /**
-   * The read side lags behind the cards the matcher gives out; the query is told which hosts the
-   * matcher holds cards on, proposed (no answer yet) or given moments ago, so that it can look past
-   * them instead of offering only hosts that are full already.
+   * The read side lags behind the cards the matcher gives out; the query is told which cards the
+   * matcher holds, proposed (no answer yet) or given (when), so that it can look past the hosts
+   * they fill instead of offering only hosts that are full already.
    */
   @Test
   void tellsTheReadSideWhichCardsItHoldsThatItMayNotShowYet() {
     Hosts hosts = new Hosts("h-a", "h-b");
-    List<Map<String, Integer>> heldAsked = new java.util.concurrent.CopyOnWriteArrayList<>();
+    List<Matcher.Holdings> heldAsked = new java.util.concurrent.CopyOnWriteArrayList<>();
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
@@ -184,28 +202,74 @@ class MatcherTest {
     matcher.tell(
         new Match(first, GPU, 3, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
     Host.ReserveCards proposal = hosts.expectProposal("h-a");
-    assertEquals(List.of(Map.of()), heldAsked, "nothing held before the first proposal");
+    assertEquals(List.of(Matcher.Holdings.NONE), heldAsked, "nothing held before");
 
-    // While h-a has not answered, its 3 cards count as held.
+    // While h-a has not answered, its 3 cards count as held, whatever the read side's instant.
     String second = rentalId();
     matcher.tell(
         new Match(second, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
     hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
-    assertEquals(Map.of("h-a", 3), heldAsked.get(1));
+    assertEquals(3, heldAsked.get(1).beyond("h-a", Instant.MAX));
+    assertEquals(0, heldAsked.get(1).beyond("h-b", null));
     hosts
         .expectProposal("h-b")
         .replyTo()
-        .tell(StatusReply.success(reservation("h-b", second, List.of(0), 2)));
+        .tell(StatusReply.success(reservation("h-b", second, List.of(0), 2, T1)));
     replyTo.receiveMessage(WAIT);
 
-    // Given: still held (the read side may not show it yet), with h-b's card.
-    proposal.replyTo().tell(StatusReply.success(reservation("h-a", first, List.of(0, 1, 2), 1)));
+    // Given: held until a read side updated at or after the reservation shows it.
+    proposal
+        .replyTo()
+        .tell(StatusReply.success(reservation("h-a", first, List.of(0, 1, 2), 1, T1)));
     replyTo.receiveMessage(WAIT);
     matcher.tell(
         new Match(
             rentalId(), GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
     hosts.expectProposal("h-a");
-    assertEquals(Map.of("h-a", 3, "h-b", 1), heldAsked.get(2));
+    Matcher.Holdings third = heldAsked.get(2);
+    assertEquals(3, third.beyond("h-a", T1.minusMillis(1)), "the read side before it");
+    assertEquals(0, third.beyond("h-a", T1), "the read side showing it");
+    assertEquals(1, third.beyond("h-b", T1.minusMillis(1)));
+  }
+
+  /**
+   * Once the read side shows the cards a host gave, they are not counted again: the cheapest host's
+   * last free card goes to the next request, not a dearer host's.
+   */
+  @Test
+  void keepsTheLowestFloorOnceTheReadSideShowsTheCardsGiven() {
+    Hosts hosts = new Hosts("h-a", "h-b");
+    java.util.concurrent.atomic.AtomicReference<List<Candidate>> readSide =
+        new java.util.concurrent.atomic.AtomicReference<>(
+            List.of(new Candidate("h-a", 1, 2, T0), new Candidate("h-b", 2, 4, T0)));
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(
+            Matcher.create(
+                (gpu, region, tier, max, count, renter, held) ->
+                    CompletableFuture.completedFuture(readSide.get()),
+                hosts::ref,
+                WAIT));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String first = rentalId();
+    matcher.tell(
+        new Match(first, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    hosts
+        .expectProposal("h-a")
+        .replyTo()
+        .tell(StatusReply.success(reservation("h-a", first, List.of(0), 1, T1)));
+    assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT));
+
+    // The host projection has caught up: h-a shows 1 card free, as of the reservation.
+    readSide.set(List.of(new Candidate("h-a", 1, 1, T1), new Candidate("h-b", 2, 4, T1)));
+    String second = rentalId();
+    matcher.tell(
+        new Match(second, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    hosts
+        .expectProposal("h-a")
+        .replyTo()
+        .tell(StatusReply.success(reservation("h-a", second, List.of(1), 1, T1.plusMillis(5))));
+    assertEquals("h-a", ((Matcher.Matched) replyTo.receiveMessage(WAIT)).reservation().hostId());
+    hosts.expectNoProposal(Duration.ofMillis(100));
   }
 
   @Test

@@ -786,7 +786,7 @@ public final class MarketSimulation implements AutoCloseable {
       long maxPrice,
       int count,
       String renterId,
-      Map<String, Integer> heldByMatcher) {
+      Matcher.Holdings held) {
     List<Matcher.Candidate> found = new ArrayList<>();
     Instant now = clock.instant();
     for (Map.Entry<String, Auditor.HostBook> e : auditor.hosts.entrySet()) {
@@ -801,7 +801,7 @@ public final class MarketSimulation implements AutoCloseable {
       Long floor = h.listing.floorFor(tier);
       if (floor == null || floor > maxPrice || !h.listing.availableAt(now)) continue;
       int free = h.cards - h.reservations.values().stream().mapToInt(List::size).sum();
-      if (free >= count) found.add(new Matcher.Candidate(e.getKey(), floor, free));
+      if (free >= count) found.add(new Matcher.Candidate(e.getKey(), floor, free, now));
     }
     return CompletableFuture.completedFuture(found);
   }

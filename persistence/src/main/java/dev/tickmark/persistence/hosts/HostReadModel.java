@@ -2,6 +2,7 @@ package dev.tickmark.persistence.hosts;
 
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.ProjectionProgress;
 import java.sql.PreparedStatement;
@@ -145,8 +146,11 @@ public final class HostReadModel {
 
   static final int ENOUGH_CANDIDATES = 8;
 
-  /** At most this many rows of a page make room for the hosts a matcher holds cards on. */
-  static final int MAX_HELD_ROWS = 2_048;
+  /**
+   * At most this many rows of a page make room for the hosts a matcher holds cards on; where more
+   * are hidden, the next page is read.
+   */
+  static final int MAX_HELD_ROWS = 4 * CANDIDATE_PAGE;
 
   /**
    * Hosts that may have {@code count} free cards of {@code gpu} at or below {@code maxPrice} now,
@@ -172,15 +176,15 @@ public final class HostReadModel {
       int count,
       String renterId,
       Instant now) {
-    return candidates(gpu, region, tier, maxPrice, count, renterId, Map.of(), now);
+    return candidates(gpu, region, tier, maxPrice, count, renterId, Matcher.Holdings.NONE, now);
   }
 
   /**
-   * The same, for a matcher that holds cards the read side may not show yet ({@code heldByMatcher},
-   * host id to cards): enough candidates that still have {@code count} free cards after those, read
-   * past the held hosts, cheapest first; the held hosts only when no other is found (the matcher's
-   * count may be stale, and the host decides). Each held host hides at most one row, so a page of
-   * {@value #CANDIDATE_PAGE} plus one row per held host usually suffices.
+   * The same, for a matcher that holds cards the read side may not show yet ({@code held}, each
+   * compared with the row's last update): enough candidates that still have {@code count} free
+   * cards after those, read past the held hosts, cheapest first; the held hosts only when no other
+   * is found (the matcher's count may be stale, and the host decides). Each held host hides at most
+   * one row, so a page of {@value #CANDIDATE_PAGE} plus one row per held host usually suffices.
    */
   public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(
       String gpu,
@@ -189,13 +193,13 @@ public final class HostReadModel {
       long maxPrice,
       int count,
       String renterId,
-      Map<String, Integer> heldByMatcher,
+      Matcher.Holdings held,
       Instant now) {
     String price = tier == Listing.Tier.SPOT ? "spot_price" : "on_demand_price";
     String sql =
         "SELECT host_id, "
             + price
-            + ", cards_total - cards_taken, availability FROM hosts"
+            + ", cards_total - cards_taken, availability, updated_at FROM hosts"
             + " WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
             + " AND cards_total - cards_taken >= ? AND "
             + price
@@ -205,12 +209,12 @@ public final class HostReadModel {
             + " ORDER BY "
             + price
             + ", cards_total - cards_taken DESC, host_id LIMIT ? OFFSET ?";
-    int page = CANDIDATE_PAGE + Math.min(heldByMatcher.size(), MAX_HELD_ROWS);
+    int page = CANDIDATE_PAGE + Math.min(held.hosts(), MAX_HELD_ROWS);
     int wanted = Math.max(1, count);
     return jdbc.run(
         connection -> {
-          List<dev.tickmark.engine.market.Matcher.Candidate> free = new ArrayList<>();
-          List<dev.tickmark.engine.market.Matcher.Candidate> held = new ArrayList<>();
+          List<Matcher.Candidate> free = new ArrayList<>();
+          List<Matcher.Candidate> full = new ArrayList<>();
           try (PreparedStatement st = connection.prepareStatement(sql)) {
             int i = 1;
             st.setString(i++, gpu);
@@ -238,17 +242,20 @@ public final class HostReadModel {
                               true)
                           .availableAt(now)) continue;
                   var candidate =
-                      new dev.tickmark.engine.market.Matcher.Candidate(
-                          rs.getString(1), rs.getLong(2), rs.getInt(3));
-                  int heldHere = heldByMatcher.getOrDefault(candidate.hostId(), 0);
-                  if (candidate.freeCards() - heldHere >= wanted) free.add(candidate);
-                  else if (held.size() < CANDIDATE_PAGE) held.add(candidate);
+                      new Matcher.Candidate(
+                          rs.getString(1),
+                          rs.getLong(2),
+                          rs.getInt(3),
+                          rs.getTimestamp(5).toInstant());
+                  if (candidate.freeCards() - held.beyond(candidate.hostId(), candidate.asOf())
+                      >= wanted) free.add(candidate);
+                  else if (full.size() < CANDIDATE_PAGE) full.add(candidate);
                 }
               }
               if (rows < page) break;
             }
           }
-          return free.isEmpty() ? held : free;
+          return free.isEmpty() ? full : free;
         });
   }
 

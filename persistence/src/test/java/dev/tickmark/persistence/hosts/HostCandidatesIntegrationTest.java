@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.market.Matcher.Candidate;
 import dev.tickmark.persistence.DatabaseSettings;
 import dev.tickmark.persistence.Jdbc;
@@ -194,12 +195,46 @@ class HostCandidatesIntegrationTest {
         List.of(), candidates(null, Listing.Tier.ON_DEMAND, 2, 1), "nothing at or below 0.000002");
   }
 
-  static List<Candidate> candidatesBeyond(Map<String, Integer> heldByMatcher) throws Exception {
+  /** Candidates for a matcher holding {@code cards} on each host, reserved at {@code at}. */
+  static List<Candidate> candidatesBeyond(Map<String, Integer> cards, Instant at) throws Exception {
+    Map<String, List<Matcher.Holding>> byHost = new HashMap<>();
+    cards.forEach((host, n) -> byHost.put(host, List.of(new Matcher.Holding(n, at))));
     return hosts
         .candidates(
-            "h100-80gb", null, Listing.Tier.ON_DEMAND, 3_000_000, 1, null, heldByMatcher, NOW)
+            "h100-80gb",
+            null,
+            Listing.Tier.ON_DEMAND,
+            3_000_000,
+            1,
+            null,
+            new Matcher.Holdings(byHost),
+            NOW)
         .toCompletableFuture()
         .get(10, TimeUnit.SECONDS);
+  }
+
+  /** Cards proposed, with no answer yet: the read side cannot show them. */
+  static List<Candidate> candidatesBeyond(Map<String, Integer> cards) throws Exception {
+    return candidatesBeyond(cards, null);
+  }
+
+  /**
+   * Cards reserved at or before the row's last update are on the read side already; counted again
+   * they would hide a host's last free cards.
+   */
+  @Test
+  void countsOnlyTheCardsReservedAfterTheRowsLastUpdate() throws Exception {
+    // every row was last updated at NOW; h-299 has 5 free cards
+    assertEquals(
+        "h-299",
+        candidatesBeyond(Map.of("h-299", 5), NOW).get(1).hostId(),
+        "reserved at the row's update: shown already");
+    assertEquals(
+        "h-298",
+        candidatesBeyond(Map.of("h-299", 5), NOW.plusMillis(1)).get(1).hostId(),
+        "reserved after it: not shown yet");
+    assertEquals(
+        "h-299", candidatesBeyond(Map.of("h-299", 5), NOW.minusSeconds(1)).get(1).hostId());
   }
 
   /**
