@@ -629,20 +629,6 @@ public final class Host
           region,
           null);
     }
-
-    Reservation reservedAt(Instant at) {
-      return new Reservation(
-          hostId,
-          providerId,
-          rentalId,
-          cards,
-          pricePerGpuHour,
-          tier,
-          confirmed,
-          simulated,
-          region,
-          at);
-    }
   }
 
   public record CardView(int index, String uuid, String gpu, String state, String rentalId)
@@ -2216,10 +2202,10 @@ public final class Host
             s ->
                 StatusReply.success(
                     reservation(
-                            (Active) s,
-                            cmd.rentalId(),
-                            ((Active) s).reservations().get(cmd.rentalId()))
-                        .reservedAt(at)));
+                        (Active) s,
+                        cmd.rentalId(),
+                        ((Active) s).reservations().get(cmd.rentalId()),
+                        at)));
   }
 
   private ReplyEffect<Event, State> onConfirm(Active state, ConfirmCards cmd) {
@@ -2476,6 +2462,10 @@ public final class Host
   }
 
   private Reservation reservation(Active state, String rentalId, Held held) {
+    return reservation(state, rentalId, held, null);
+  }
+
+  private Reservation reservation(Active state, String rentalId, Held held, Instant reservedAt) {
     return new Reservation(
         hostId,
         state.enrollment().ownerId(),
@@ -2485,7 +2475,8 @@ public final class Host
         held.tier(),
         held.confirmed(),
         state.standing().simulated(),
-        state.enrollment().region());
+        state.enrollment().region(),
+        reservedAt);
   }
 
   // ---------------------------------------------------------------------------------------------

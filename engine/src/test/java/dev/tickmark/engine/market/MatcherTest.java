@@ -109,16 +109,7 @@ class MatcherTest {
 
   private static Host.Reservation reservation(
       String hostId, String rentalId, List<Integer> cards, long floor) {
-    return new Host.Reservation(
-        hostId,
-        "provider-" + hostId,
-        rentalId,
-        cards,
-        floor,
-        Listing.Tier.ON_DEMAND,
-        false,
-        false,
-        REGION);
+    return reservation(hostId, rentalId, cards, floor, null);
   }
 
   private static <T> StatusReply<T> refused(Rejection code) {
