@@ -93,6 +93,14 @@ public final class AllBenchmarks {
               true,
               300),
           new Bench(
+              "projection-write",
+              "ProjectionWriteBenchmark",
+              List.of("--rentals=5000", "--rounds=2"),
+              List.of(),
+              List.of(),
+              true,
+              300),
+          new Bench(
               "market-match",
               "MarketBenchmark",
               // warmed up at saturation: in the first minutes C2 takes a quarter of the node's CPU

@@ -65,6 +65,28 @@ public final class SlicedProjections {
    */
   public static <E> GroupedProjection<Offset, EventEnvelope<E>> exactlyOnceInGroups(
       ActorSystem<?> system, Jdbc jdbc, String name, String tag, EventWriter<E> writer) {
+    return inGroups(
+        system,
+        jdbc,
+        name,
+        tag,
+        (connection, envelopes) -> {
+          for (EventEnvelope<E> envelope : envelopes)
+            writer.write(
+                connection,
+                PersistenceId.extractEntityId(envelope.persistenceId()),
+                envelope.event());
+        });
+  }
+
+  /** Writes a whole group of events on the projection's connection. */
+  @FunctionalInterface
+  private interface GroupWriter<E> {
+    void write(Connection connection, List<EventEnvelope<E>> envelopes) throws SQLException;
+  }
+
+  private static <E> GroupedProjection<Offset, EventEnvelope<E>> inGroups(
+      ActorSystem<?> system, Jdbc jdbc, String name, String tag, GroupWriter<E> writer) {
     return JdbcProjection.groupedWithin(
             ProjectionId.of(name, tag),
             EventSourcedProvider.<E>eventsByTag(system, JdbcReadJournal.Identifier(), tag),
@@ -72,6 +94,36 @@ public final class SlicedProjections {
             () -> new InGroups<>(writer),
             system)
         .withGroup(GROUP_SIZE, GROUP_WITHIN);
+  }
+
+  /**
+   * Adds the statements one event of the entity {@code entityId} needs to its group's {@link
+   * StatementBatch}.
+   */
+  @FunctionalInterface
+  public interface BatchedEventWriter<E> {
+    void write(StatementBatch out, String entityId, E event);
+  }
+
+  /**
+   * As {@link #exactlyOnceInGroups}, but a group's statements go to PostgreSQL in {@link
+   * StatementBatch}es, a round trip for each run of one statement rather than one for each event:
+   * for the projections that see every launch and every settlement.
+   */
+  public static <E> GroupedProjection<Offset, EventEnvelope<E>> exactlyOnceInBatches(
+      ActorSystem<?> system, Jdbc jdbc, String name, String tag, BatchedEventWriter<E> writer) {
+    return inGroups(
+        system,
+        jdbc,
+        name,
+        tag,
+        (connection, envelopes) -> {
+          StatementBatch batch = new StatementBatch();
+          for (EventEnvelope<E> envelope : envelopes)
+            writer.write(
+                batch, PersistenceId.extractEntityId(envelope.persistenceId()), envelope.event());
+          batch.send(connection);
+        });
   }
 
   /**
@@ -84,9 +136,9 @@ public final class SlicedProjections {
 
   private static final class InGroups<E>
       extends JdbcHandler<List<EventEnvelope<E>>, PooledJdbcSession> {
-    private final EventWriter<E> writer;
+    private final GroupWriter<E> writer;
 
-    InGroups(EventWriter<E> writer) {
+    InGroups(GroupWriter<E> writer) {
       this.writer = writer;
     }
 
@@ -95,10 +147,7 @@ public final class SlicedProjections {
         throws Exception {
       session.withConnection(
           c -> {
-            for (EventEnvelope<E> envelope : envelopes) {
-              writer.write(
-                  c, PersistenceId.extractEntityId(envelope.persistenceId()), envelope.event());
-            }
+            writer.write(c, envelopes);
             return null;
           });
     }

@@ -6,9 +6,7 @@ import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.SlicedProjections;
-import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.SQLException;
+import dev.tickmark.persistence.StatementBatch;
 import java.sql.Timestamp;
 import java.sql.Types;
 import java.util.List;
@@ -34,43 +32,42 @@ public final class HostProjection {
 
   static GroupedProjection<Offset, EventEnvelope<Host.Event>> projection(
       ActorSystem<?> system, Jdbc jdbc, String tag) {
-    return SlicedProjections.exactlyOnceInGroups(system, jdbc, NAME, tag, HostProjection::apply);
+    return SlicedProjections.exactlyOnceInBatches(system, jdbc, NAME, tag, HostProjection::apply);
   }
 
-  static void apply(Connection c, String hostId, Host.Event event) throws SQLException {
+  public static void apply(StatementBatch out, String hostId, Host.Event event) {
     Timestamp at = Timestamp.from(event.at());
     if (event instanceof Host.Invited e) {
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "INSERT INTO hosts(host_id, owner_id, region, label, status, created_at, updated_at)"
-                  + " VALUES (?, ?, ?, ?, 'invited', ?, ?) ON CONFLICT (host_id) DO NOTHING")) {
-        st.setString(1, hostId);
-        st.setString(2, e.ownerId());
-        st.setString(3, e.region());
-        st.setString(4, e.label());
-        st.setTimestamp(5, at);
-        st.setTimestamp(6, at);
-        st.executeUpdate();
-      }
+      out.create(
+          "INSERT INTO hosts(host_id, owner_id, region, label, status, created_at, updated_at)"
+              + " VALUES (?, ?, ?, ?, 'invited', ?, ?) ON CONFLICT (host_id) DO NOTHING",
+          st -> {
+            st.setString(1, hostId);
+            st.setString(2, e.ownerId());
+            st.setString(3, e.region());
+            st.setString(4, e.label());
+            st.setTimestamp(5, at);
+            st.setTimestamp(6, at);
+          });
     } else if (event instanceof Host.Registered) {
-      update(c, hostId, at, "status = 'registered'");
+      update(out, hostId, at, "status = 'registered'");
     } else if (event instanceof Host.ReportVerified e) {
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "UPDATE hosts SET status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'verified' END,"
-                  + " gpu = ?, cards_total = ?, simulated = ?, updated_at = ? WHERE host_id = ?")) {
-        st.setString(1, e.outcome().cards().isEmpty() ? null : e.outcome().cards().get(0).gpu());
-        st.setInt(2, e.outcome().cards().size());
-        st.setBoolean(3, e.outcome().simulated());
-        st.setTimestamp(4, at);
-        st.setString(5, hostId);
-        st.executeUpdate();
-      }
+      out.add(
+          "UPDATE hosts SET status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'verified' END,"
+              + " gpu = ?, cards_total = ?, simulated = ?, updated_at = ? WHERE host_id = ?",
+          st -> {
+            st.setString(
+                1, e.outcome().cards().isEmpty() ? null : e.outcome().cards().get(0).gpu());
+            st.setInt(2, e.outcome().cards().size());
+            st.setBoolean(3, e.outcome().simulated());
+            st.setTimestamp(4, at);
+            st.setString(5, hostId);
+          });
     } else if (event instanceof Host.ReportRejected e) {
       // A failed report leaves no verified cards: cards_total > 0 is what Reinstated reads as "the
       // last report passed" (the entity reinstates to verified only then, else to failed).
       update(
-          c,
+          out,
           hostId,
           at,
           (e.evict()
@@ -79,55 +76,69 @@ public final class HostProjection {
               + ", cards_total = 0");
     } else if (event instanceof Host.WentOnline) {
       update(
-          c,
+          out,
           hostId,
           at,
           "online = TRUE, status = CASE WHEN status = 'registered' THEN 'verifying' ELSE status END");
     } else if (event instanceof Host.WentOffline) {
-      update(c, hostId, at, "online = FALSE");
+      update(out, hostId, at, "online = FALSE");
     } else if (event instanceof Host.ListingUpdated e) {
       Listing l = e.listing();
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "UPDATE hosts SET listed = ?, on_demand_price = ?, spot_price = ?,"
-                  + " spot_notice_seconds = ?, availability = ?, updated_at = ? WHERE host_id = ?")) {
-        st.setBoolean(1, l.listed());
-        st.setLong(2, l.onDemandPrice());
-        if (l.spotPrice() == null) st.setNull(3, Types.BIGINT);
-        else st.setLong(3, l.spotPrice());
-        st.setInt(4, l.spotNoticeSeconds());
-        st.setString(5, windowsJson(l.availability()));
-        st.setTimestamp(6, at);
-        st.setString(7, hostId);
-        st.executeUpdate();
-      }
+      String availability = windowsJson(l.availability());
+      out.add(
+          "UPDATE hosts SET listed = ?, on_demand_price = ?, spot_price = ?,"
+              + " spot_notice_seconds = ?, availability = ?, updated_at = ? WHERE host_id = ?",
+          st -> {
+            st.setBoolean(1, l.listed());
+            st.setLong(2, l.onDemandPrice());
+            if (l.spotPrice() == null) st.setNull(3, Types.BIGINT);
+            else st.setLong(3, l.spotPrice());
+            st.setInt(4, l.spotNoticeSeconds());
+            st.setString(5, availability);
+            st.setTimestamp(6, at);
+            st.setString(7, hostId);
+          });
     } else if (event instanceof Host.DrainStarted) {
-      update(c, hostId, at, "draining = TRUE");
+      update(out, hostId, at, "draining = TRUE");
     } else if (event instanceof Host.Evicted) {
-      update(c, hostId, at, "status = 'evicted'");
+      update(out, hostId, at, "status = 'evicted'");
     } else if (event instanceof Host.Reinstated) {
-      update(c, hostId, at, "status = CASE WHEN cards_total > 0 THEN 'verified' ELSE 'failed' END");
+      update(
+          out, hostId, at, "status = CASE WHEN cards_total > 0 THEN 'verified' ELSE 'failed' END");
     } else if (event instanceof Host.Removed) {
-      update(c, hostId, at, "status = 'removed', online = FALSE, listed = FALSE");
+      update(out, hostId, at, "status = 'removed', online = FALSE, listed = FALSE");
     } else if (event instanceof Host.CardsReserved e) {
-      update(c, hostId, at, "cards_taken = cards_taken + " + e.cards().size());
+      cardsTaken(out, hostId, at, e.cards().size());
     } else if (event instanceof Host.CardsReleased e) {
-      update(c, hostId, at, "cards_taken = GREATEST(0, cards_taken - " + e.cards().size() + ")");
+      cardsTaken(out, hostId, at, -e.cards().size());
     } else if (event instanceof Host.CardsExpired e) {
-      update(c, hostId, at, "cards_taken = GREATEST(0, cards_taken - " + e.cards().size() + ")");
+      cardsTaken(out, hostId, at, -e.cards().size());
     }
     // CardsClaimed: a claimed card was taken since its reservation; nothing changes here.
     // CardsRented: a reserved card is already taken; nothing changes here.
   }
 
-  private static void update(Connection c, String hostId, Timestamp at, String set)
-      throws SQLException {
-    try (PreparedStatement st =
-        c.prepareStatement("UPDATE hosts SET " + set + ", updated_at = ? WHERE host_id = ?")) {
-      st.setTimestamp(1, at);
-      st.setString(2, hostId);
-      st.executeUpdate();
-    }
+  /**
+   * One statement for every reservation, release and expiry (the change as a parameter), so that a
+   * group's run of them, the bulk of a busy market's host events, goes as one batch.
+   */
+  private static void cardsTaken(StatementBatch out, String hostId, Timestamp at, int change) {
+    out.add(
+        "UPDATE hosts SET cards_taken = GREATEST(0, cards_taken + ?), updated_at = ? WHERE host_id = ?",
+        st -> {
+          st.setInt(1, change);
+          st.setTimestamp(2, at);
+          st.setString(3, hostId);
+        });
+  }
+
+  private static void update(StatementBatch out, String hostId, Timestamp at, String set) {
+    out.add(
+        "UPDATE hosts SET " + set + ", updated_at = ? WHERE host_id = ?",
+        st -> {
+          st.setTimestamp(1, at);
+          st.setString(2, hostId);
+        });
   }
 
   record WindowRow(String day, int startMinute, int endMinute) {}

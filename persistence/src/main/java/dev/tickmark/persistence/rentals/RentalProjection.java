@@ -3,10 +3,11 @@ package dev.tickmark.persistence.rentals;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.SlicedProjections;
-import java.sql.Connection;
+import dev.tickmark.persistence.StatementBatch;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Timestamp;
+import java.sql.Types;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.persistence.query.Offset;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
@@ -28,107 +29,122 @@ public final class RentalProjection {
 
   static GroupedProjection<Offset, EventEnvelope<Rental.Event>> projection(
       ActorSystem<?> system, Jdbc jdbc, String tag) {
-    return SlicedProjections.exactlyOnceInGroups(system, jdbc, NAME, tag, RentalProjection::apply);
+    return SlicedProjections.exactlyOnceInBatches(system, jdbc, NAME, tag, RentalProjection::apply);
   }
 
-  static void apply(Connection c, String id, Rental.Event event) throws SQLException {
+  private static final String INSERT =
+      "INSERT INTO rentals(rental_id, renter_id, status, gpu, card_count, tier, region,"
+          + " max_price_per_gpu_hour, created_at, updated_at)"
+          + " VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING";
+
+  /**
+   * Every later event is this one statement (a column it does not name is left as it is), so that a
+   * group's updates, of whatever event, go to PostgreSQL as one batch.
+   */
+  private static final String UPDATE =
+      "UPDATE rentals SET status = COALESCE(?, status),"
+          + " price_per_gpu_hour = COALESCE(?, price_per_gpu_hour), host_id = COALESCE(?, host_id),"
+          + " simulated = COALESCE(?, simulated), matched_at = COALESCE(?, matched_at),"
+          + " region = COALESCE(region, ?), started_at = COALESCE(?, started_at),"
+          + " billed_seconds = COALESCE(?, billed_seconds), cost = COALESCE(?, cost),"
+          + " preemption_deadline = COALESCE(?, preemption_deadline),"
+          + " ended_at = COALESCE(?, ended_at), end_reason = COALESCE(?, end_reason),"
+          + " updated_at = ? WHERE rental_id = ?";
+
+  public static void apply(StatementBatch out, String id, Rental.Event event) {
     Timestamp at = Timestamp.from(event.at());
     if (event instanceof Rental.Requested e) {
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "INSERT INTO rentals(rental_id, renter_id, status, gpu, card_count, tier, region,"
-                  + " max_price_per_gpu_hour, created_at, updated_at) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")) {
-        st.setString(1, id);
-        st.setString(2, e.renterId());
-        st.setString(3, e.spec().gpu());
-        st.setInt(4, e.spec().count());
-        st.setString(5, e.spec().tier().wire());
-        st.setString(6, e.spec().region());
-        st.setLong(7, e.spec().maxPricePerGpuHour());
-        st.setTimestamp(8, at);
-        st.setTimestamp(9, at);
-        st.executeUpdate();
-      }
-    } else if (event instanceof Rental.Refused) {
-      update(c, id, at, "status = 'refused'");
+      out.create(
+          INSERT,
+          st -> {
+            st.setString(1, id);
+            st.setString(2, e.renterId());
+            st.setString(3, e.spec().gpu());
+            st.setInt(4, e.spec().count());
+            st.setString(5, e.spec().tier().wire());
+            st.setString(6, e.spec().region());
+            st.setLong(7, e.spec().maxPricePerGpuHour());
+            st.setTimestamp(8, at);
+            st.setTimestamp(9, at);
+          });
+      return;
+    }
+    Change change = new Change();
+    if (event instanceof Rental.Refused) {
+      change.status = "refused";
     } else if (event instanceof Rental.Matched e) {
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "UPDATE rentals SET status = 'provisioning', price_per_gpu_hour = ?, host_id = ?,"
-                  + " simulated = ?, matched_at = ?, region = COALESCE(region, ?), updated_at = ? WHERE rental_id = ?")) {
-        st.setLong(1, e.terms().pricePerGpuHour());
-        st.setString(2, e.terms().hostId());
-        st.setBoolean(3, e.terms().simulated());
-        st.setTimestamp(4, Timestamp.from(e.terms().matchedAt()));
-        st.setString(5, e.terms().region());
-        st.setTimestamp(6, at);
-        st.setString(7, id);
-        st.executeUpdate();
-      }
+      change.status = "provisioning";
+      change.pricePerGpuHour = e.terms().pricePerGpuHour();
+      change.hostId = e.terms().hostId();
+      change.simulated = e.terms().simulated();
+      change.matchedAt = Timestamp.from(e.terms().matchedAt());
+      change.regionIfNone = e.terms().region();
     } else if (event instanceof Rental.Started e) {
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "UPDATE rentals SET status = 'running', started_at = ?, updated_at = ? WHERE rental_id = ?")) {
-        st.setTimestamp(1, Timestamp.from(e.startedAt()));
-        st.setTimestamp(2, at);
-        st.setString(3, id);
-        st.executeUpdate();
-      }
+      change.status = "running";
+      change.startedAt = Timestamp.from(e.startedAt());
     } else if (event instanceof Rental.Settled e) {
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "UPDATE rentals SET billed_seconds = ?, cost = ?, updated_at = ? WHERE rental_id = ?")) {
-        st.setLong(1, e.checkpoint().throughSecond());
-        st.setLong(2, e.checkpoint().cost());
-        st.setTimestamp(3, at);
-        st.setString(4, id);
-        st.executeUpdate();
-      }
+      change.billedSeconds = e.checkpoint().throughSecond();
+      change.cost = e.checkpoint().cost();
     } else if (event instanceof Rental.PreemptionScheduled e) {
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "UPDATE rentals SET preemption_deadline = ?, updated_at = ? WHERE rental_id = ?")) {
-        st.setTimestamp(1, Timestamp.from(e.deadline()));
-        st.setTimestamp(2, at);
-        st.setString(3, id);
-        st.executeUpdate();
-      }
+      change.preemptionDeadline = Timestamp.from(e.deadline());
     } else if (event instanceof Rental.Ended e) {
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "UPDATE rentals SET status = 'stopping', ended_at = ?, end_reason = ?,"
-                  + " billed_seconds = ?, updated_at = ? WHERE rental_id = ?")) {
-        st.setTimestamp(1, Timestamp.from(e.endAt()));
-        st.setString(2, e.reason().wire());
-        st.setLong(3, e.billedSeconds());
-        st.setTimestamp(4, at);
-        st.setString(5, id);
-        st.executeUpdate();
-      }
+      change.status = "stopping";
+      change.endedAt = Timestamp.from(e.endAt());
+      change.endReason = e.reason().wire();
+      change.billedSeconds = e.billedSeconds();
     } else if (event instanceof Rental.EndProven e) {
       // The host proved less than the end claimed: the bill is what was proven (the last Settled
       // carries its cost).
-      try (PreparedStatement st =
-          c.prepareStatement(
-              "UPDATE rentals SET billed_seconds = ?, updated_at = ? WHERE rental_id = ?")) {
-        st.setLong(1, e.billedSeconds());
-        st.setTimestamp(2, at);
-        st.setString(3, id);
-        st.executeUpdate();
-      }
+      change.billedSeconds = e.billedSeconds();
     } else if (event instanceof Rental.Closed) {
-      update(c, id, at, "status = 'ended'");
+      change.status = "ended";
+    } else {
+      // HoldExtended, ExtensionRefused: money bookkeeping the list does not show.
+      return;
     }
-    // HoldExtended, ExtensionRefused: money bookkeeping the list does not show.
+    out.add(UPDATE, st -> change.set(st, at, id));
   }
 
-  private static void update(Connection c, String id, Timestamp at, String set)
-      throws SQLException {
-    try (PreparedStatement st =
-        c.prepareStatement("UPDATE rentals SET " + set + ", updated_at = ? WHERE rental_id = ?")) {
-      st.setTimestamp(1, at);
-      st.setString(2, id);
-      st.executeUpdate();
+  /** The columns one event sets ({@link #UPDATE}'s parameters); null leaves a column as it is. */
+  private static final class Change {
+    String status;
+    Long pricePerGpuHour;
+    String hostId;
+    Boolean simulated;
+    Timestamp matchedAt;
+    String regionIfNone;
+    Timestamp startedAt;
+    Long billedSeconds;
+    Long cost;
+    Timestamp preemptionDeadline;
+    Timestamp endedAt;
+    String endReason;
+
+    void set(PreparedStatement st, Timestamp at, String id) throws SQLException {
+      st.setObject(1, status, Types.VARCHAR);
+      st.setObject(2, pricePerGpuHour, Types.BIGINT);
+      st.setObject(3, hostId, Types.VARCHAR);
+      st.setObject(4, simulated, Types.BOOLEAN);
+      timestamp(st, 5, matchedAt);
+      st.setObject(6, regionIfNone, Types.VARCHAR);
+      timestamp(st, 7, startedAt);
+      st.setObject(8, billedSeconds, Types.BIGINT);
+      st.setObject(9, cost, Types.BIGINT);
+      timestamp(st, 10, preemptionDeadline);
+      timestamp(st, 11, endedAt);
+      st.setObject(12, endReason, Types.VARCHAR);
+      st.setTimestamp(13, at);
+      st.setString(14, id);
+    }
+
+    /**
+     * A null binds as an untyped null, as a timestamp does (the driver leaves both to the server),
+     * so every row of a batch has the same parameter types.
+     */
+    private static void timestamp(PreparedStatement st, int index, Timestamp value)
+        throws SQLException {
+      if (value == null) st.setNull(index, Types.TIMESTAMP);
+      else st.setTimestamp(index, value);
     }
   }
 }

@@ -1,0 +1,91 @@
+package dev.tickmark.persistence.hosts;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.host.Listing;
+import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.Migrations;
+import dev.tickmark.persistence.StatementBatch;
+import dev.tickmark.persistence.TestDatabase;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executors;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Host events into the {@code hosts} table, a group at a time, on PostgreSQL. */
+class HostProjectionTest {
+  static Jdbc jdbc;
+  static HostReadModel readModel;
+  static final Instant AT = Instant.parse("2026-01-01T00:00:00Z");
+
+  @BeforeAll
+  static void start() throws Exception {
+    var db = TestDatabase.fresh("hostprojection");
+    Migrations.migrate(db);
+    jdbc = Jdbc.create(db, "hostprojection-test", Executors.newFixedThreadPool(2));
+    readModel = new HostReadModel(jdbc);
+  }
+
+  @AfterAll
+  static void stop() {
+    if (jdbc != null) jdbc.close();
+  }
+
+  static <T> T join(CompletionStage<T> stage) {
+    return stage.toCompletableFuture().join();
+  }
+
+  record Fed(String hostId, Host.Event event) {}
+
+  static int group(List<Fed> events) {
+    StatementBatch batch = new StatementBatch();
+    for (Fed f : events) HostProjection.apply(batch, f.hostId(), f.event());
+    return join(jdbc.transaction(batch::send));
+  }
+
+  static Host.CardsReserved reserved(String rental, int cards, int second) {
+    return new Host.CardsReserved(
+        rental,
+        java.util.stream.IntStream.range(0, cards).boxed().toList(),
+        2_000_000,
+        Listing.Tier.ON_DEMAND,
+        AT.plusSeconds(second));
+  }
+
+  static Map<String, HostReadModel.HostRow> rows(String owner) {
+    return join(readModel.byOwner(owner, null, 100)).stream()
+        .collect(Collectors.toMap(HostReadModel.HostRow::hostId, r -> r));
+  }
+
+  @Test
+  void writesAGroupOfReservationsReleasesAndExpiriesInOneRoundTrip() {
+    group(
+        List.of(
+            new Fed("h-a", new Host.Invited("acc_cards", "eu-nl", "a", "x", AT, AT)),
+            new Fed("h-b", new Host.Invited("acc_cards", "eu-nl", "b", "x", AT, AT))));
+
+    int trips =
+        group(
+            List.of(
+                new Fed("h-a", reserved("rnt_1", 2, 1)),
+                new Fed("h-b", reserved("rnt_2", 1, 2)),
+                new Fed("h-a", reserved("rnt_3", 1, 3)),
+                new Fed("h-a", new Host.CardsReleased("rnt_1", List.of(0, 1), AT.plusSeconds(4))),
+                new Fed("h-b", new Host.CardsExpired("rnt_2", List.of(0), AT.plusSeconds(5))),
+                new Fed("h-b", new Host.CardsReleased("rnt_2", List.of(0), AT.plusSeconds(6)))));
+
+    assertEquals(1, trips);
+    Map<String, HostReadModel.HostRow> rows = rows("acc_cards");
+    assertEquals(1, rows.get("h-a").cardsTaken()); // 2 + 1 - 2
+    assertEquals(0, rows.get("h-b").cardsTaken()); // 1 - 1, and a release past zero stays at zero
+    // the row's instant is its last event's: the matcher counts the cards reserved after it
+    assertEquals(AT.plusSeconds(4), rows.get("h-a").updatedAt());
+    assertEquals(AT.plusSeconds(6), rows.get("h-b").updatedAt());
+  }
+}

@@ -1,0 +1,195 @@
+package dev.tickmark.persistence.rentals;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.rental.Rental;
+import dev.tickmark.persistence.Jdbc;
+import dev.tickmark.persistence.Migrations;
+import dev.tickmark.persistence.StatementBatch;
+import dev.tickmark.persistence.TestDatabase;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executors;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** Rental events into the {@code rentals} table, a group of them at a time, on PostgreSQL. */
+class RentalProjectionTest {
+  static Jdbc jdbc;
+  static RentalReadModel readModel;
+  static final Instant AT = Instant.parse("2026-01-01T00:00:00Z");
+
+  @BeforeAll
+  static void start() throws Exception {
+    var db = TestDatabase.fresh("rentalprojection");
+    Migrations.migrate(db);
+    jdbc = Jdbc.create(db, "rentalprojection-test", Executors.newFixedThreadPool(2));
+    readModel = new RentalReadModel(jdbc);
+  }
+
+  @AfterAll
+  static void stop() {
+    if (jdbc != null) jdbc.close();
+  }
+
+  static <T> T join(CompletionStage<T> stage) {
+    return stage.toCompletableFuture().join();
+  }
+
+  record Fed(String rentalId, Rental.Event event) {}
+
+  /** One projection group: the round trips it took. */
+  static int group(List<Fed> events) {
+    StatementBatch batch = new StatementBatch();
+    for (Fed f : events) RentalProjection.apply(batch, f.rentalId(), f.event());
+    return join(jdbc.transaction(batch::send));
+  }
+
+  static Rental.Requested requested(String renter, String region) {
+    return new Rental.Requested(
+        renter,
+        new Rental.Spec(
+            "h100-80gb",
+            2,
+            Listing.Tier.ON_DEMAND,
+            region,
+            3_000_000,
+            "ubuntu:24.04",
+            List.of("sleep", "1"),
+            null,
+            null,
+            30,
+            false),
+        1_000_000,
+        AT);
+  }
+
+  static Rental.Matched matched(String host, long price) {
+    return new Rental.Matched(
+        new Rental.Terms(
+            host, "acc_provider", List.of(0, 1), price, true, AT.plusSeconds(1), "eu-nl"),
+        AT.plusSeconds(1));
+  }
+
+  /** A whole life: launched, matched, started, settled, given notice, ended, proven, closed. */
+  static List<Fed> life(String id, String renter) {
+    return List.of(
+        new Fed(id, requested(renter, null)),
+        new Fed(id, matched("h-1", 2_500_000)),
+        new Fed(id, new Rental.Started(AT.plusSeconds(5), AT.plusSeconds(6), null)),
+        new Fed(
+            id,
+            new Rental.Settled(
+                new Rental.Checkpoint(10, 13_888, 11_805, 2_083, AT.plusSeconds(15)),
+                AT.plusSeconds(15))),
+        new Fed(id, new Rental.HoldExtended(2_000_000, AT.plusSeconds(16))),
+        new Fed(id, new Rental.PreemptionScheduled(AT.plusSeconds(200), AT.plusSeconds(17))),
+        new Fed(
+            id,
+            new Rental.Ended(
+                Rental.EndReason.HOST_LOST, AT.plusSeconds(25), 20, AT.plusSeconds(26), false)),
+        new Fed(id, new Rental.EndProven(12, AT.plusSeconds(27))),
+        new Fed(id, new Rental.Closed(AT.plusSeconds(28))));
+  }
+
+  static RentalReadModel.RentalRow only(String renter) {
+    List<RentalReadModel.RentalRow> rows = join(readModel.byRenter(renter, null, 0, 10));
+    assertEquals(1, rows.size());
+    return rows.get(0);
+  }
+
+  static void assertLived(RentalReadModel.RentalRow r, String id) {
+    assertEquals(id, r.rentalId());
+    assertEquals("ended", r.status());
+    assertEquals("h100-80gb", r.gpu());
+    assertEquals(2, r.count());
+    assertEquals("on_demand", r.tier());
+    assertEquals("eu-nl", r.region()); // none asked for: the host's
+    assertEquals(3_000_000, r.maxPricePerGpuHour());
+    assertEquals(2_500_000L, r.pricePerGpuHour());
+    assertEquals(true, r.simulated());
+    assertEquals(AT, r.createdAt());
+    assertEquals(AT.plusSeconds(1), r.matchedAt());
+    assertEquals(AT.plusSeconds(5), r.startedAt());
+    assertEquals(AT.plusSeconds(25), r.endedAt());
+    assertEquals("host_lost", r.endReason());
+    assertEquals(12, r.billedSeconds()); // what the host proved, after the end's 20
+    assertEquals(13_888, r.cost()); // the last settlement's
+    assertEquals(AT.plusSeconds(200), r.preemptionDeadline());
+  }
+
+  @Test
+  void followsARentalThroughItsLifeEventByEvent() {
+    for (Fed f : life("rnt_onebyone", "acc_onebyone")) group(List.of(f));
+    assertLived(only("acc_onebyone"), "rnt_onebyone");
+  }
+
+  @Test
+  void writesTheSameRowFromOneGroupInTwoRoundTrips() {
+    // the insert, then every later event as one statement: one run each
+    assertEquals(2, group(life("rnt_onegroup", "acc_onegroup")));
+    assertLived(only("acc_onegroup"), "rnt_onegroup");
+  }
+
+  @Test
+  void writesAGroupOfLaunchesInTwoRoundTrips() {
+    List<Fed> launches = new ArrayList<>();
+    for (int i = 0; i < 20; i++) {
+      String id = "rnt_launch" + i;
+      launches.add(new Fed(id, requested("acc_launches", i % 2 == 0 ? "eu-de" : null)));
+      launches.add(new Fed(id, matched("h-" + i, 2_000_000 + i)));
+    }
+    assertEquals(2, group(launches));
+
+    List<RentalReadModel.RentalRow> rows = join(readModel.byRenter("acc_launches", null, 0, 100));
+    assertEquals(20, rows.size());
+    for (RentalReadModel.RentalRow r : rows) {
+      int i = Integer.parseInt(r.rentalId().substring("rnt_launch".length()));
+      assertEquals("provisioning", r.status());
+      assertEquals(2_000_000L + i, r.pricePerGpuHour());
+      // a region asked for stays; none asked for becomes the host's
+      assertEquals(i % 2 == 0 ? "eu-de" : "eu-nl", r.region());
+      assertEquals(AT.plusSeconds(1), r.matchedAt());
+      assertNull(r.startedAt());
+      assertEquals(0, r.billedSeconds());
+    }
+    // newest first, in the order they were launched
+    assertEquals("rnt_launch19", rows.get(0).rentalId());
+    assertEquals("rnt_launch0", rows.get(19).rentalId());
+  }
+
+  @Test
+  void marksARefusedLaunchAndLeavesItOutOfTheList() {
+    group(
+        List.of(
+            new Fed("rnt_refused", requested("acc_refused", null)),
+            new Fed("rnt_refused", new Rental.Refused(Rejection.INSUFFICIENT_FUNDS, AT))));
+    assertEquals(List.of(), join(readModel.byRenter("acc_refused", null, 0, 10)));
+    assertEquals(Map.of("rnt_refused", "refused"), statuses("acc_refused"));
+  }
+
+  static Map<String, String> statuses(String renter) {
+    return join(
+        jdbc.run(
+            c -> {
+              try (PreparedStatement st =
+                  c.prepareStatement("SELECT rental_id, status FROM rentals WHERE renter_id = ?")) {
+                st.setString(1, renter);
+                try (ResultSet rs = st.executeQuery()) {
+                  Map<String, String> m = new java.util.HashMap<>();
+                  while (rs.next()) m.put(rs.getString(1), rs.getString(2));
+                  return m;
+                }
+              }
+            }));
+  }
+}
