@@ -150,6 +150,7 @@ final class Rentals {
     Instant startedAt;
     Instant listedFrom; // heartbeats stamped after this list it (until it stops)
     Instant endedAt;
+    boolean exited; // it ended by itself, unasked
     String failure;
     boolean stopWanted;
     boolean keep; // stopped with a snapshot: its workspace is kept, not wiped
@@ -594,6 +595,8 @@ final class Rentals {
     r.state = State.STOPPED;
     access.ending(r.id);
     r.endedAt = at;
+    r.exited =
+        byItself && !r.preempted; // after a notice it was asked (SIGTERM), and preempted says so
     cancelPreempt(r);
     log.info(
         "rental {}: {} at {}", r.id, byItself ? "the workload ended by itself" : "stopped", at);
@@ -668,7 +671,8 @@ final class Rentals {
 
   /** A workload that ended because of its notice says so: the rental ends preempted. */
   private static AgentFrame.RentalStopped stopped(Rental r) {
-    return new AgentFrame.RentalStopped(r.id, at(r.endedAt), r.preempted ? Boolean.TRUE : null);
+    return new AgentFrame.RentalStopped(
+        r.id, at(r.endedAt), r.preempted ? Boolean.TRUE : null, r.exited ? Boolean.TRUE : null);
   }
 
   private static String at(Instant instant) {

@@ -204,6 +204,11 @@ class RentalsTest {
     return new AgentFrame.RentalStopped(id, at.toString());
   }
 
+  /** Its workload ended by itself, unasked. */
+  private static AgentFrame.RentalStopped exited(String id, Instant at) {
+    return new AgentFrame.RentalStopped(id, at.toString(), null, true);
+  }
+
   /** Frames sent since the last call. */
   private List<AgentFrame> drain() {
     List<AgentFrame> out = List.copyOf(sent);
@@ -230,7 +235,7 @@ class RentalsTest {
     AgentFrame.Logs logs = (AgentFrame.Logs) frames.get(0);
     assertEquals("rnt_1", logs.rentalId());
     assertEquals(List.of("last words"), logs.lines().stream().map(l -> l.text()).toList());
-    assertEquals(stopped("rnt_1", T2), frames.get(1));
+    assertEquals(exited("rnt_1", T2), frames.get(1));
     assertTrue(log.closed(), "an ended rental's log takes no more lines");
   }
 
@@ -540,12 +545,12 @@ class RentalsTest {
   }
 
   @Test
-  void aWorkloadThatExitsByItselfIsReportedStopped() {
+  void aWorkloadThatExitsByItselfIsReportedStoppedAndExited() {
     running("rnt_1", 0);
 
     runtime.ended("rnt_1", T2);
 
-    assertEquals(List.of(stopped("rnt_1", T2)), drain());
+    assertEquals(List.of(exited("rnt_1", T2)), drain());
     assertEquals(List.of(), runtime.stops);
     assertEquals(List.of(), rentals.running());
     assertEquals(Rentals.State.STOPPED, rentals.state("rnt_1"));
@@ -707,7 +712,7 @@ class RentalsTest {
     rentals.resync();
 
     assertEquals(
-        List.of(started("rnt_1", T1), stopped("rnt_2", T2), started("rnt_3", T1, 2)), drain());
+        List.of(started("rnt_1", T1), exited("rnt_2", T2), started("rnt_3", T1, 2)), drain());
 
     runtime.ended("rnt_1", T2);
     assertEquals(List.of(stopped("rnt_1", T2)), drain());

@@ -20,13 +20,15 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * A workload that vanishes without a report: the agent process is killed ({@code kill -9}) under a
- * running rental and started again well within the heartbeat timeout. The new agent wipes the
- * workload's leftovers, and its heartbeats no longer list it; nobody reports a stop. The rental
- * must end {@code host_lost}, billed no further than the last heartbeat that listed the workload,
- * with its hold released and its card back on the market — not run on as {@code running} with its
- * hold and card taken (found with the quick start: it stayed {@code running} for minutes, its shown
- * cost growing).
+ * Workloads that end without the renter asking, through a real agent process. A workload whose
+ * command finishes ends {@code workload_exited}, billed to its stop. A workload that vanishes
+ * without a report: the agent process is killed ({@code kill -9}) under a running rental and
+ * started again well within the heartbeat timeout. The new agent wipes the workload's leftovers,
+ * and its heartbeats no longer list it; nobody reports a stop. The rental must end {@code
+ * host_lost}, billed no further than the last heartbeat that listed the workload, with its hold
+ * released and its card back on the market — not run on as {@code running} with its hold and card
+ * taken (found with the quick start: it stayed {@code running} for minutes, its shown cost
+ * growing).
  */
 class WorkloadVanishedIntegrationTest {
   static final Duration WAIT = Duration.ofSeconds(60);
@@ -51,17 +53,9 @@ class WorkloadVanishedIntegrationTest {
                 .withConfig("tickmark.hosts.heartbeat-timeout", "60s"))) {
       ApiClient api = new ApiClient(node.baseUrl());
       ApiClient.Customer provider = api.signUp("Provider");
-      String token =
-          HostTestSupport.registrationToken(api, provider, "eu-nl").get("token").asText();
       Path state = temp.resolve("agent");
-      Process agent = startAgent(node, state, token);
-      String hostId = verifiedHostId(api, provider);
-      api.put(
-              "/v1/hosts/" + hostId + "/listing",
-              provider.apiKey(),
-              "{\"on_demand_price_per_gpu_hour\":\"" + RentingSupport.PRICE + "\",\"listed\":true}")
-          .expect(200);
-      eventually(WAIT, () -> assertEquals(1, freeCards(api, hostId, provider)));
+      Process[] agent = new Process[1];
+      String hostId = listedHost(api, provider, token -> agent[0] = startAgent(node, state, token));
 
       ApiClient.Customer renter = RentingSupport.renter(api, "Renter", DEPOSIT);
       String id = RentingSupport.launch(api, renter, "eu-nl");
@@ -71,7 +65,7 @@ class WorkloadVanishedIntegrationTest {
       eventually(WAIT, () -> assertTrue(captures(api, renter) >= 1, "settled"));
 
       Instant killedAt = Instant.now();
-      agent.destroyForcibly().waitFor(10, TimeUnit.SECONDS); // no rental_stopped, no close frame
+      agent[0].destroyForcibly().waitFor(10, TimeUnit.SECONDS); // no rental_stopped, no close frame
       startAgent(node, state, null); // the kept credential; it wipes the workload's leftovers
 
       JsonNode ended = RentingSupport.awaitStatus(api, renter, id, "ended");
@@ -103,6 +97,71 @@ class WorkloadVanishedIntegrationTest {
           });
       eventually(WAIT, () -> assertEquals(1, freeCards(api, hostId, provider), "card free"));
     }
+  }
+
+  @Test
+  void aWorkloadWhoseCommandFinishedEndsWorkloadExitedBilledToItsStop() throws Exception {
+    DatabaseSettings db = TestDatabase.fresh("exited");
+    try (Node node = Node.start(RentingSupport.renting(TestNodes.settings(db)))) {
+      ApiClient api = new ApiClient(node.baseUrl());
+      ApiClient.Customer provider = api.signUp("Provider");
+      String hostId =
+          listedHost(api, provider, token -> startAgent(node, temp.resolve("agent"), token));
+
+      ApiClient.Customer renter = RentingSupport.renter(api, "Renter", DEPOSIT);
+      String id =
+          api.post(
+                  "/v1/rentals",
+                  renter.apiKey(),
+                  RentingSupport.launchBody("eu-nl")
+                      .replace("[\"sleep\",\"3600\"]", "[\"sh\",\"-c\",\"sleep 4; echo done\"]"))
+              .expect(201)
+              .json()
+              .get("rental")
+              .get("id")
+              .asText();
+      JsonNode running = RentingSupport.awaitStatus(api, renter, id, "running");
+      Instant startedAt = Instant.parse(running.get("started_at").asText());
+
+      JsonNode ended = RentingSupport.awaitStatus(api, renter, id, "ended");
+      assertEquals("workload_exited", ended.get("end_reason").asText(), ended.toString());
+      Instant endedAt = Instant.parse(ended.get("ended_at").asText());
+      long billed = ended.get("billed_seconds").asLong();
+      assertEquals(Duration.between(startedAt, endedAt).toSeconds(), billed, ended.toString());
+      assertTrue(billed >= 3 && billed <= 10, "the command ran about 4 s: billed " + billed);
+
+      long cost = Money.parse(ended.get("cost").asText());
+      eventually(
+          WAIT,
+          () -> {
+            JsonNode account = api.account(renter.apiKey());
+            assertEquals("0.000000", account.get("held").asText(), "hold released");
+            assertEquals(
+                Money.format(Money.parse(DEPOSIT) - cost), account.get("balance").asText());
+            assertTrue(api.audit().get("conserved").asBoolean());
+          });
+      eventually(WAIT, () -> assertEquals(1, freeCards(api, hostId, provider), "card free"));
+    }
+  }
+
+  /** Something that starts an agent process with a registration token. */
+  @FunctionalInterface
+  interface AgentStarter {
+    void start(String token) throws Exception;
+  }
+
+  /** A provider's host, its agent started, verified and listed with its one card free. */
+  private static String listedHost(ApiClient api, ApiClient.Customer provider, AgentStarter agent)
+      throws Exception {
+    agent.start(HostTestSupport.registrationToken(api, provider, "eu-nl").get("token").asText());
+    String hostId = verifiedHostId(api, provider);
+    api.put(
+            "/v1/hosts/" + hostId + "/listing",
+            provider.apiKey(),
+            "{\"on_demand_price_per_gpu_hour\":\"" + RentingSupport.PRICE + "\",\"listed\":true}")
+        .expect(200);
+    eventually(WAIT, () -> assertEquals(1, freeCards(api, hostId, provider)));
+    return hostId;
   }
 
   private Process startAgent(Node node, Path state, String token) throws Exception {

@@ -156,11 +156,18 @@ public sealed interface AgentFrame {
 
   /**
    * {@code preempted}: the workload ended after the agent gave it a preemption notice (it exited on
-   * the SIGTERM, or was stopped at the deadline); absent otherwise.
+   * the SIGTERM, or was stopped at the deadline); absent otherwise. {@code exited}: the workload
+   * ended by itself, unasked (its command finished or died); absent when the agent stopped it, and
+   * from older agents.
    */
-  record RentalStopped(String rentalId, String at, Boolean preempted) implements AgentFrame {
+  record RentalStopped(String rentalId, String at, Boolean preempted, Boolean exited)
+      implements AgentFrame {
     public RentalStopped(String rentalId, String at) {
-      this(rentalId, at, null);
+      this(rentalId, at, null, null);
+    }
+
+    public RentalStopped(String rentalId, String at, Boolean preempted) {
+      this(rentalId, at, preempted, null);
     }
   }
 

@@ -90,6 +90,8 @@ public final class Rental
     SPEND_CAP_REACHED,
     RENTAL_CAP_REACHED,
     HOST_LOST,
+    /** The workload ended by itself (its command finished or died), on the agent's word. */
+    WORKLOAD_EXITED,
     PREEMPTED,
     PROVISIONING_FAILED,
     NO_CAPACITY,
@@ -450,14 +452,20 @@ public final class Rental
 
   /**
    * {@code afterNotice}: the agent says the workload ended after it gave it a preemption notice (a
-   * spot rental whose {@link Preempt} may not have reached this entity yet).
+   * spot rental whose {@link Preempt} may not have reached this entity yet). {@code exited}: the
+   * agent says the workload ended by itself, unasked (false from agents that do not say).
    */
-  public record WorkloadStopped(String hostId, Instant at, boolean afterNotice) implements Command {
+  public record WorkloadStopped(String hostId, Instant at, boolean afterNotice, boolean exited)
+      implements Command {
     @com.fasterxml.jackson.annotation.JsonCreator
     public WorkloadStopped {}
 
     public WorkloadStopped(String hostId, Instant at) {
-      this(hostId, at, false);
+      this(hostId, at, false, false);
+    }
+
+    public WorkloadStopped(String hostId, Instant at, boolean afterNotice) {
+      this(hostId, at, afterNotice, false);
     }
   }
 
@@ -1905,14 +1913,15 @@ public final class Rental
   /**
    * The workload stopped without being asked to. At a preemption deadline that is the agent keeping
    * the notice (it stops the workload itself, and its report may beat this rental's own tick):
-   * preempted. Otherwise the host failed the rental: host_lost, billed to the stop. The agent's
-   * report is the proof.
+   * preempted. A workload the agent says ended by itself (its command finished or died):
+   * workload_exited. Otherwise the host failed the rental: host_lost. Billed to the stop either
+   * way; the agent's report is the proof.
    */
   private ReplyEffect<Event, State> onWorkloadStoppedRunning(Running state, WorkloadStopped cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
     Instant now = now();
     Instant stoppedAt = cmd.at() == null ? now : earlier(cmd.at(), now);
-    return endOnAgentReport(state, stoppedAt, cmd.afterNotice());
+    return endOnAgentReport(state, stoppedAt, cmd.afterNotice(), cmd.exited());
   }
 
   /**
@@ -1922,9 +1931,9 @@ public final class Rental
    * last heartbeat that listed it is billed (see {@link #onEndLiveness}).
    */
   private ReplyEffect<Event, State> endOnAgentReport(
-      Running state, Instant stoppedAt, boolean afterNotice) {
+      Running state, Instant stoppedAt, boolean afterNotice, boolean exited) {
     Instant deadline = state.preemptionDeadline();
-    EndReason reason = EndReason.HOST_LOST;
+    EndReason reason = exited ? EndReason.WORKLOAD_EXITED : EndReason.HOST_LOST;
     Instant endAt = stoppedAt;
     if (deadline != null) {
       // After a notice the workload is told (a notice file, SIGTERM 30 s before the deadline): one

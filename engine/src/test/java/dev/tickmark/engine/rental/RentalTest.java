@@ -1198,6 +1198,41 @@ class RentalTest {
   }
 
   /**
+   * A workload whose command finished (or died) by itself ends workload_exited, not host_lost: the
+   * host did not fail the renter. Billed to the stop, as any end on the agent's report.
+   */
+  @Test
+  void aWorkloadThatEndedByItselfEndsWorkloadExitedBilledToItsStop() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(9));
+    var reported =
+        f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(8).plusMillis(300), false, true));
+    assertEquals(
+        List.of(new Ended(Rental.EndReason.WORKLOAD_EXITED, at(8).plusMillis(300), 8, at(9), true)),
+        reported.events());
+    f.awaitCheckpoints(8L);
+    f.awaitAssert(() -> assertHoldReleased(f, DEPOSIT, cost(8)));
+    assertEquals(Rental.EndReason.WORKLOAD_EXITED, f.get().endReason());
+  }
+
+  /** A spot workload that exited on its preemption notice was preempted, whatever else it says. */
+  @Test
+  void aSpotWorkloadThatExitedOnItsNoticeEndsPreempted() {
+    RentalFixture f = fixture();
+    f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
+    f.clock.advance(Duration.ofSeconds(6));
+    var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6), true, true));
+    assertEquals(
+        Rental.EndReason.PREEMPTED,
+        stopped.events().stream()
+            .filter(e -> e instanceof Ended)
+            .map(e -> ((Ended) e).reason())
+            .findFirst()
+            .orElseThrow());
+  }
+
+  /**
    * Finding V of the simulation (seed 68, {@code +steps-back}, 20,000 steps): the agent's report is
    * stamped ahead of this node's clock (the clock stepped back after the workload died), so the end
    * is the rental's own now, 9 s, which the report does not prove. The host's last heartbeat, 8.7

@@ -298,7 +298,9 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
       return toRental(
           m.rentalId(),
           m.at(),
-          at -> new Rental.WorkloadStopped(hostId, at, Boolean.TRUE.equals(m.preempted())),
+          at ->
+              new Rental.WorkloadStopped(
+                  hostId, at, Boolean.TRUE.equals(m.preempted()), Boolean.TRUE.equals(m.exited())),
           afterLogs());
     if (frame instanceof AgentFrame.RentalFailed m) {
       String reason =
