@@ -20,6 +20,7 @@ class RentalCodesTest {
             "spend_cap_reached",
             "rental_cap_reached",
             "host_lost",
+            "workload_exited",
             "preempted",
             "provisioning_failed",
             "no_capacity",
