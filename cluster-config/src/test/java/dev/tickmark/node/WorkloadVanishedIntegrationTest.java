@@ -84,18 +84,7 @@ class WorkloadVanishedIntegrationTest {
               .asBoolean(),
           "the host itself was never lost");
 
-      long cost = Money.parse(ended.get("cost").asText());
-      eventually(
-          WAIT,
-          () -> {
-            JsonNode account = api.account(renter.apiKey());
-            assertEquals("0.000000", account.get("held").asText(), "hold released");
-            assertEquals(
-                Money.format(Money.parse(DEPOSIT) - cost), account.get("balance").asText());
-            JsonNode audit = api.audit();
-            assertTrue(audit.get("conserved").asBoolean(), audit.toString());
-          });
-      eventually(WAIT, () -> assertEquals(1, freeCards(api, hostId, provider), "card free"));
+      assertPaidAndFreed(api, renter, ended, provider, hostId);
     }
   }
 
@@ -130,18 +119,31 @@ class WorkloadVanishedIntegrationTest {
       assertEquals(Duration.between(startedAt, endedAt).toSeconds(), billed, ended.toString());
       assertTrue(billed >= 3 && billed <= 10, "the command ran about 4 s: billed " + billed);
 
-      long cost = Money.parse(ended.get("cost").asText());
-      eventually(
-          WAIT,
-          () -> {
-            JsonNode account = api.account(renter.apiKey());
-            assertEquals("0.000000", account.get("held").asText(), "hold released");
-            assertEquals(
-                Money.format(Money.parse(DEPOSIT) - cost), account.get("balance").asText());
-            assertTrue(api.audit().get("conserved").asBoolean());
-          });
-      eventually(WAIT, () -> assertEquals(1, freeCards(api, hostId, provider), "card free"));
+      assertPaidAndFreed(api, renter, ended, provider, hostId);
     }
+  }
+
+  /**
+   * The ended rental's cost is all the renter paid, its hold is released, the books are conserved
+   * and its card is free again.
+   */
+  private static void assertPaidAndFreed(
+      ApiClient api,
+      ApiClient.Customer renter,
+      JsonNode ended,
+      ApiClient.Customer provider,
+      String hostId) {
+    long cost = Money.parse(ended.get("cost").asText());
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode account = api.account(renter.apiKey());
+          assertEquals("0.000000", account.get("held").asText(), "hold released");
+          assertEquals(Money.format(Money.parse(DEPOSIT) - cost), account.get("balance").asText());
+          JsonNode audit = api.audit();
+          assertTrue(audit.get("conserved").asBoolean(), audit.toString());
+        });
+    eventually(WAIT, () -> assertEquals(1, freeCards(api, hostId, provider), "card free"));
   }
 
   /** Something that starts an agent process with a registration token. */
