@@ -37,17 +37,20 @@ import java.util.Map;
  * <ul>
  *   <li>{@code statement a event}: the write before, each event its own statement and round trip;
  *   <li>{@code batched}: {@code RentalProjection} and {@code HostProjection} through {@link
- *       StatementBatch}.
+ *       StatementBatch};
+ *   <li>with {@code --fillfactor=N}, {@code batched} again into tables of that fillfactor (room
+ *       left in each page for heap-only updates).
  * </ul>
  *
  * The events: rentals launched at {@code --launch-rate} a second for as long as it takes to launch
  * {@code --rentals}, each on one of 1,000 hosts (a reservation), started a second later, settled
- * every 10 s for a minute, ended and closed (a release). Prints events a second, and the JVM's and
- * PostgreSQL's CPU per thousand events, per run and as means.
+ * every 10 s for a minute, ended and closed (a release). Prints events a second, the JVM's and
+ * PostgreSQL's CPU per thousand events and the share of the rentals table's updates that were
+ * heap-only (HOT), per run and as means.
  *
  * <pre>
  * java -cp "bench/target/classes:cluster-config/target/tickmark-node.jar:$third_party_cp" \
- *   dev.tickmark.bench.ProjectionWriteBenchmark [--rentals=20000] [--launch-rate=200] [--group=50] [--rounds=3]
+ *   dev.tickmark.bench.ProjectionWriteBenchmark [--rentals=20000] [--launch-rate=200] [--group=50] [--rounds=3] [--fillfactor=70]
  * </pre>
  */
 public final class ProjectionWriteBenchmark {
@@ -65,9 +68,12 @@ public final class ProjectionWriteBenchmark {
     void group(Connection c, List<Fed> group) throws SQLException;
   }
 
-  record Variant(String name, Write write) {}
+  /** A way to write, into tables of the given fillfactor (percent; PostgreSQL's default 100). */
+  record Variant(String name, Write write, int fillfactor) {}
 
-  record Run(double eventsPerSecond, double jvmMsPerThousand, double pgMsPerThousand) {}
+  /** {@code hotShare}: the share of the rentals table's updates that were heap-only (HOT). */
+  record Run(
+      double eventsPerSecond, double jvmMsPerThousand, double pgMsPerThousand, double hotShare) {}
 
   public static void main(String[] argv) throws Exception {
     Args args = new Args(argv);
@@ -75,14 +81,18 @@ public final class ProjectionWriteBenchmark {
     int launchRate = args.integer("launch-rate", 200);
     int groupSize = args.integer("group", 50);
     int rounds = args.integer("rounds", 3);
+    int fillfactor = args.integer("fillfactor", 0);
     List<Fed> events = events(rentals, launchRate);
     List<List<Fed>> groups = new ArrayList<>();
     for (int i = 0; i < events.size(); i += groupSize)
       groups.add(events.subList(i, Math.min(events.size(), i + groupSize)));
-    List<Variant> variants =
-        List.of(
-            new Variant(BEFORE, ProjectionWriteBenchmark::statementAnEvent),
-            new Variant(AFTER, ProjectionWriteBenchmark::batched));
+    List<Variant> variants = new ArrayList<>();
+    variants.add(new Variant(BEFORE, ProjectionWriteBenchmark::statementAnEvent, 100));
+    variants.add(new Variant(AFTER, ProjectionWriteBenchmark::batched, 100));
+    if (fillfactor > 0)
+      variants.add(
+          new Variant(
+              AFTER + ", fillfactor " + fillfactor, ProjectionWriteBenchmark::batched, fillfactor));
     Map<String, List<Run>> runs = new LinkedHashMap<>();
     try (BenchDatabase db = BenchDatabase.create(DbConfig.of(args), "tickmark_bench_projections")) {
       Migrations.migrate(new DatabaseSettings(db.url, db.user, db.password, 1));
@@ -96,12 +106,14 @@ public final class ProjectionWriteBenchmark {
             runs.computeIfAbsent(v.name(), k -> new ArrayList<>()).add(run);
             OUT.printf(
                 Locale.ROOT,
-                "round %d  %-18s %,9.0f events/s  JVM %.1f ms, PG %.1f ms per 1,000 events%n",
+                "round %d  %-22s %,9.0f events/s  JVM %.1f ms, PG %.1f ms per 1,000 events,"
+                    + " %.0f%% of the rentals' updates HOT%n",
                 r,
                 v.name(),
                 run.eventsPerSecond(),
                 run.jvmMsPerThousand(),
-                run.pgMsPerThousand());
+                run.pgMsPerThousand(),
+                100 * run.hotShare());
           }
       }
     }
@@ -117,14 +129,16 @@ public final class ProjectionWriteBenchmark {
       Run m = mean(e.getValue());
       OUT.printf(
           Locale.ROOT,
-          "%-18s %,9.0f events/s (%.2fx before)  JVM %.1f ms, PG %.1f ms per 1,000 events (%.2fx before)%n",
+          "%-22s %,9.0f events/s (%.2fx before)  JVM %.1f ms, PG %.1f ms per 1,000 events (%.2fx"
+              + " before), %.0f%% HOT%n",
           e.getKey(),
           m.eventsPerSecond(),
           m.eventsPerSecond() / base.eventsPerSecond(),
           m.jvmMsPerThousand(),
           m.pgMsPerThousand(),
           (m.jvmMsPerThousand() + m.pgMsPerThousand())
-              / (base.jvmMsPerThousand() + base.pgMsPerThousand()));
+              / (base.jvmMsPerThousand() + base.pgMsPerThousand()),
+          100 * m.hotShare());
     }
     Run batched = mean(runs.get(AFTER));
     BenchResult.against(
@@ -316,6 +330,8 @@ public final class ProjectionWriteBenchmark {
       throws SQLException {
     try (Statement st = c.createStatement()) {
       st.execute("TRUNCATE rentals, hosts");
+      st.execute("ALTER TABLE rentals SET (fillfactor = " + v.fillfactor() + ")");
+      st.execute("ALTER TABLE hosts SET (fillfactor = " + v.fillfactor() + ")");
       st.execute(
           "INSERT INTO hosts(host_id, owner_id, region, label, status, created_at, updated_at)"
               + " SELECT 'host_' || i, 'acc_p', 'eu-nl', 'h', 'verified', now(), now()"
@@ -326,6 +342,7 @@ public final class ProjectionWriteBenchmark {
       st.execute("CHECKPOINT");
     }
     ThreadMXBean threads = ManagementFactory.getThreadMXBean();
+    long[] updates0 = rentalUpdates(c);
     CpuSample before = CpuSample.take(database);
     long jvm0 = threads.getCurrentThreadCpuTime();
     long events = 0;
@@ -336,15 +353,41 @@ public final class ProjectionWriteBenchmark {
     }
     long jvmNanos = threads.getCurrentThreadCpuTime() - jvm0;
     CpuSample after = CpuSample.take(database);
+    long[] updates1 = rentalUpdates(c);
     double seconds = (after.nanos() - before.nanos()) / 1e9;
     double pgMs = (after.postgres() - before.postgres()) / CpuSample.TICKS_PER_SECOND * 1000;
-    return new Run(events / seconds, jvmNanos / 1e6 / (events / 1000.0), pgMs / (events / 1000.0));
+    return new Run(
+        events / seconds,
+        jvmNanos / 1e6 / (events / 1000.0),
+        pgMs / (events / 1000.0),
+        (updates1[1] - updates0[1]) / (double) Math.max(1, updates1[0] - updates0[0]));
+  }
+
+  /**
+   * The rentals table's updates and heap-only ones so far, as the statistics say once this
+   * connection's are flushed (they are, at most once a second, on an idle connection).
+   */
+  private static long[] rentalUpdates(Connection c) throws SQLException {
+    try (Statement st = c.createStatement()) {
+      st.execute("SELECT pg_stat_force_next_flush()");
+      c.commit();
+      st.execute("SELECT pg_stat_clear_snapshot()");
+      try (var rs =
+          st.executeQuery(
+              "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'rentals'")) {
+        rs.next();
+        long[] counts = {rs.getLong(1), rs.getLong(2)};
+        c.commit();
+        return counts;
+      }
+    }
   }
 
   static Run mean(List<Run> runs) {
     return new Run(
         runs.stream().mapToDouble(Run::eventsPerSecond).average().orElse(Double.NaN),
         runs.stream().mapToDouble(Run::jvmMsPerThousand).average().orElse(Double.NaN),
-        runs.stream().mapToDouble(Run::pgMsPerThousand).average().orElse(Double.NaN));
+        runs.stream().mapToDouble(Run::pgMsPerThousand).average().orElse(Double.NaN),
+        runs.stream().mapToDouble(Run::hotShare).average().orElse(Double.NaN));
   }
 }

@@ -88,6 +88,38 @@ class EntitySettingsDefaultsTest {
             dispatcher.getInt("parallelism-max")));
   }
 
+  /**
+   * The journal and snapshot store actors run on the actors' dispatcher, resolved as Pekko resolves
+   * a plugin's: its own section over the fallback, which names a pinned dispatcher
+   * (pekko-persistence-jdbc's own setting sits inside {@code tables}, where it is never read).
+   * Sharding and the cluster stay on the internal dispatcher (a failover was slower without it).
+   */
+  @Test
+  void theJournalAndSnapshotStoreActorsRunOnTheActorsDispatcher() {
+    Config c = shipped();
+    String actors = "pekko.actor.default-dispatcher";
+    assertEquals(
+        "pekko.persistence.dispatchers.default-plugin-dispatcher",
+        c.getString("pekko.persistence.journal-plugin-fallback.plugin-dispatcher"));
+    assertEquals(
+        "PinnedDispatcher",
+        c.getString("pekko.persistence.dispatchers.default-plugin-dispatcher.type"));
+    assertEquals(actors, c.getString("jdbc-journal.tables.plugin-dispatcher"));
+    assertEquals(
+        actors,
+        c.getConfig("jdbc-journal")
+            .withFallback(c.getConfig("pekko.persistence.journal-plugin-fallback"))
+            .getString("plugin-dispatcher"));
+    assertEquals(
+        actors,
+        c.getConfig("jdbc-snapshot-store")
+            .withFallback(c.getConfig("pekko.persistence.snapshot-store-plugin-fallback"))
+            .getString("plugin-dispatcher"));
+    assertEquals(
+        "pekko.actor.internal-dispatcher", c.getString("pekko.cluster.sharding.use-dispatcher"));
+    assertEquals("pekko.actor.internal-dispatcher", c.getString("pekko.cluster.use-dispatcher"));
+  }
+
   @Test
   void anOverrideReachesTheEntitiesSettings() {
     NodeSettings settings =
