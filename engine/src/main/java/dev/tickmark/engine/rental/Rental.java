@@ -1914,8 +1914,9 @@ public final class Rental
    * The workload stopped without being asked to. At a preemption deadline that is the agent keeping
    * the notice (it stops the workload itself, and its report may beat this rental's own tick):
    * preempted. A workload the agent says ended by itself (its command finished or died):
-   * workload_exited. Otherwise the host failed the rental: host_lost. Billed to the stop either
-   * way; the agent's report is the proof.
+   * workload_exited. Otherwise the host failed the rental: host_lost. Billed alike: to the stop, or
+   * to the last heartbeat that listed the workload when a later one no longer did ({@link
+   * #endOnAgentReport}).
    */
   private ReplyEffect<Event, State> onWorkloadStoppedRunning(Running state, WorkloadStopped cmd) {
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
