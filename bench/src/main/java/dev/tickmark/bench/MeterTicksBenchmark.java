@@ -73,7 +73,9 @@ public final class MeterTicksBenchmark {
       long settlements,
       long secondsMetered,
       long[] lagMicros,
-      double heapMib) {}
+      double heapMib,
+      double rentalKib,
+      double plainActorKib) {}
 
   public static void main(String[] argv) throws Exception {
     dev.tickmark.node.CommonPool.ensureParallelism(); // as the node's Main does
@@ -110,7 +112,7 @@ public final class MeterTicksBenchmark {
     OUT.println("== MeterTicksBenchmark summary (" + build() + ") ==");
     OUT.printf(
         Locale.ROOT,
-        "%8s %7s %9s %9s %8s %10s %8s %8s %8s %9s %9s %8s%n",
+        "%8s %7s %9s %9s %8s %10s %8s %8s %8s %9s %9s %8s %10s%n",
         "rentals",
         "ramp s",
         "settle/s",
@@ -122,11 +124,12 @@ public final class MeterTicksBenchmark {
         "lag p99",
         "lag p999",
         "base p99",
-        "heap MiB");
+        "heap MiB",
+        "KiB/rental");
     for (Stage s : stages) {
       OUT.printf(
           Locale.ROOT,
-          "%8d %7.1f %9.0f %9.3f %8.2f %10.2f %8.2f %8s %8s %9s %9s %8.0f%n",
+          "%8d %7.1f %9.0f %9.3f %8.2f %10.2f %8.2f %8s %8s %9s %9s %8.0f %10.1f%n",
           s.rentals(),
           s.rampSeconds(),
           s.settlements() / s.seconds(),
@@ -138,7 +141,8 @@ public final class MeterTicksBenchmark {
           MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.99)),
           MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.999)),
           MarketBenchSupport.ms(MarketBenchSupport.quantile(s.baselineLagMicros(), 0.99)),
-          s.heapMib());
+          s.heapMib(),
+          s.rentalKib());
     }
     OUT.println(
         "metered = seconds settled / (rentals x window), 1.0 = on time; jvm = cores this JVM used in the"
@@ -182,6 +186,19 @@ public final class MeterTicksBenchmark {
               "plain actors with a 1 s timer, cores")
           .withNote(note)
           .print(OUT);
+      BenchResult.against(
+              "meter-ticks",
+              "ticks.heap-per-rental@" + s.rentals(),
+              "heap a running rental holds (after GC, its events in the in-memory journal"
+                  + " included) ÷ a plain actor with a 1 s timer's, "
+                  + s.rentals()
+                  + " rentals",
+              s.rentalKib(),
+              "KiB",
+              s.plainActorKib(),
+              "a plain actor with a 1 s timer, KiB")
+          .withNote(note)
+          .print(OUT);
     }
     System.exit(0);
   }
@@ -200,7 +217,8 @@ public final class MeterTicksBenchmark {
     OUT.printf(
         Locale.ROOT,
         "-- %,d rentals: ramp %.1f s; window %.0f s: settlements %,.0f/s, metered ratio %.3f, JVM %.2f cores"
-            + " (machine %.2f), baseline %.2f cores; tick lag p50 %s / p99 %s / max %s ms; heap %.0f MiB%n",
+            + " (machine %.2f), baseline %.2f cores; tick lag p50 %s / p99 %s / max %s ms; heap %.0f MiB"
+            + " (%.1f KiB a rental, %.2f KiB a plain actor with a timer)%n",
         s.rentals(),
         s.rampSeconds(),
         s.seconds(),
@@ -213,7 +231,9 @@ public final class MeterTicksBenchmark {
         MarketBenchSupport.ms(MarketBenchSupport.quantile(s.lagMicros(), 0.99)),
         MarketBenchSupport.ms(
             s.lagMicros().length == 0 ? 0 : s.lagMicros()[s.lagMicros().length - 1]),
-        s.heapMib());
+        s.heapMib(),
+        s.rentalKib(),
+        s.plainActorKib());
   }
 
   static Config config() {
@@ -361,6 +381,7 @@ public final class MeterTicksBenchmark {
         OUT.printf(Locale.ROOT, "== %,d running rentals ==%n", k);
         double[] base = baseline();
         openAccounts();
+        heapBeforeRentalsMib = MarketBenchSupport.heapAfterGcMib();
         long r0 = System.nanoTime();
         launch();
         double ramp = (System.nanoTime() - r0) / 1e9;
@@ -378,6 +399,7 @@ public final class MeterTicksBenchmark {
       LagList lags = new LagList();
       AtomicLong active = new AtomicLong();
       List<ActorRef<String>> refs = new ArrayList<>();
+      double heapBefore = MarketBenchSupport.heapAfterGcMib();
       for (int i = 0; i < k; i++) {
         refs.add(
             system.systemActorOf(
@@ -406,6 +428,8 @@ public final class MeterTicksBenchmark {
       Thread.sleep(window * 1000L);
       active.set(0);
       CpuSample c1 = CpuSample.take();
+      // What one plain actor with a timer weighs: the yardstick for a rental's heap.
+      plainActorKib = (MarketBenchSupport.heapAfterGcMib() - heapBefore) * 1024 / k;
       refs.forEach(r -> r.tell("stop"));
       CpuSample.Usage u = c0.until(c1);
       long[] sorted = lags.sorted();
@@ -422,6 +446,8 @@ public final class MeterTicksBenchmark {
     }
 
     long[] baselineLags = new long[0];
+    double plainActorKib;
+    double heapBeforeRentalsMib;
 
     void openAccounts() throws Exception {
       List<CompletableFuture<?>> all = new ArrayList<>();
@@ -570,6 +596,7 @@ public final class MeterTicksBenchmark {
       long set1 = metrics.settlements.sum();
       long met1 = metrics.secondsMetered.sum();
       CpuSample.Usage u = c0.until(c1);
+      double heap = MarketBenchSupport.heapAfterGcMib();
       return new Stage(
           Math.min(k, started.get()),
           ramp,
@@ -581,7 +608,9 @@ public final class MeterTicksBenchmark {
           set1 - set0,
           met1 - met0,
           lags.sorted(),
-          MarketBenchSupport.heapAfterGcMib());
+          heap,
+          (heap - heapBeforeRentalsMib) * 1024 / k,
+          plainActorKib);
     }
   }
 

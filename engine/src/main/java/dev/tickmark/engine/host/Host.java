@@ -6,6 +6,7 @@ import com.fasterxml.jackson.annotation.JsonCreator;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.SharedCommandHandler;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.metrics.EngineMetrics;
@@ -43,8 +44,8 @@ import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.persistence.typed.RecoveryCompleted;
 import org.apache.pekko.persistence.typed.SnapshotAdapter;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
-import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
+import org.apache.pekko.persistence.typed.javadsl.EventHandlerBuilder;
 import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
 import org.apache.pekko.persistence.typed.javadsl.ReplyEffect;
 import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
@@ -1442,137 +1443,152 @@ public final class Host
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Commands: one handler builder per state
+  // Commands: one handler per state. The table is built once for every host
+  // (SharedCommandHandler): each handler takes the host it runs for.
+
+  private static final SharedCommandHandler<Host, Command, Event, State> COMMANDS = commands();
 
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
-    return emptyHandler()
-        .orElse(invitationHandler())
-        .orElse(activeHandler())
-        .orElse(goneHandler())
-        .build();
+    return (state, command) -> COMMANDS.apply(this, state, command);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> emptyHandler() {
-    CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty =
-        newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
+  private static SharedCommandHandler<Host, Command, Event, State> commands() {
+    var builder = SharedCommandHandler.<Host, Command, Event, State>builder();
+    emptyHandler(builder.forStateType(Empty.class));
+    invitationHandler(builder.forStateType(Invitation.class));
+    activeHandler(builder.forStateType(Active.class));
+    goneHandler(builder.forStateType(Gone.class));
+    return builder.build();
+  }
+
+  private static void emptyHandler(
+      SharedCommandHandler.ForState<Host, Empty, Command, Event, State> empty) {
     empty
-        .onCommand(Invite.class, this::onInvite)
-        .onCommand(StopWorkload.class, c -> Effect().noReply())
-        .onCommand(UploadSnapshot.class, c -> Effect().noReply())
-        .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
-        .onCommand(CheckToken.class, c -> Effect().reply(c.replyTo(), unauthorized()))
-        .onCommand(Register.class, c -> Effect().reply(c.replyTo(), unauthorized()))
-        .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
-        .onCommand(Heartbeat.class, c -> Effect().noReply())
-        .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
-        .onCommand(Detach.class, c -> Effect().noReply())
-        .onAnyCommand(this::notFound);
-    return empty;
+        .onCommand(Invite.class, Host::onInvite)
+        .onCommand(StopWorkload.class, Host::ignore)
+        .onCommand(UploadSnapshot.class, Host::ignore)
+        .onCommand(GetLiveness.class, Host::notLive)
+        .onCommand(CheckToken.class, (h, s, c) -> h.Effect().reply(c.replyTo(), unauthorized()))
+        .onCommand(Register.class, (h, s, c) -> h.Effect().reply(c.replyTo(), unauthorized()))
+        .onCommand(Authenticate.class, (h, s, c) -> h.Effect().reply(c.replyTo(), unauthorized()))
+        .onCommand(Heartbeat.class, Host::ignore)
+        .onCommand(HeartbeatCheck.class, Host::ignore)
+        .onCommand(Detach.class, Host::ignore)
+        .onAnyCommand(Host::notFound);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Invitation, State>
-      invitationHandler() {
-    CommandHandlerWithReplyBuilderByState<Command, Event, Invitation, State> invitation =
-        newCommandHandlerWithReplyBuilder().forStateType(Invitation.class);
+  private static void invitationHandler(
+      SharedCommandHandler.ForState<Host, Invitation, Command, Event, State> invitation) {
     invitation
-        .onCommand(Invite.class, c -> Effect().reply(c.replyTo(), alreadyExists()))
-        .onCommand(CheckToken.class, this::onCheckToken)
-        .onCommand(Register.class, this::onRegister)
-        .onCommand(Authenticate.class, c -> Effect().reply(c.replyTo(), unauthorized()))
-        .onCommand(Get.class, this::onGetInvitation)
-        .onCommand(
-            RequestVerification.class,
-            (s, c) ->
-                Effect()
-                    .reply(
-                        c.replyTo(),
-                        s.ownerId().equals(c.ownerId())
-                            ? reply(Rejection.HOST_OFFLINE, "no agent has registered this host yet")
-                            : reply(Rejection.NOT_FOUND, "no such host")))
-        .onCommand(StopWorkload.class, c -> Effect().noReply())
-        .onCommand(UploadSnapshot.class, c -> Effect().noReply())
-        .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
-        .onCommand(Heartbeat.class, c -> Effect().noReply())
-        .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
-        .onCommand(Detach.class, c -> Effect().noReply())
-        .onAnyCommand(this::notFound);
-    return invitation;
+        .onCommand(Invite.class, (h, s, c) -> h.Effect().reply(c.replyTo(), h.alreadyExists()))
+        .onCommand(CheckToken.class, Host::onCheckToken)
+        .onCommand(Register.class, Host::onRegister)
+        .onCommand(Authenticate.class, (h, s, c) -> h.Effect().reply(c.replyTo(), unauthorized()))
+        .onCommand(Get.class, Host::onGetInvitation)
+        .onCommand(RequestVerification.class, Host::onRequestVerificationUnregistered)
+        .onCommand(StopWorkload.class, Host::ignore)
+        .onCommand(UploadSnapshot.class, Host::ignore)
+        .onCommand(GetLiveness.class, Host::notLive)
+        .onCommand(Heartbeat.class, Host::ignore)
+        .onCommand(HeartbeatCheck.class, Host::ignore)
+        .onCommand(Detach.class, Host::ignore)
+        .onAnyCommand(Host::notFound);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Active, State> activeHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(Active.class)
-        .onCommand(Invite.class, c -> Effect().reply(c.replyTo(), alreadyExists()))
-        .onCommand(CheckToken.class, this::onCheckSpentToken)
-        .onCommand(Register.class, this::onRegisterAgain)
-        .onCommand(Authenticate.class, this::onAuthenticate)
-        .onCommand(Attach.class, this::onAttach)
-        .onCommand(Detach.class, this::onDetach)
-        .onCommand(OpenStream.class, this::onOpenStream)
-        .onCommand(ClaimStream.class, this::onClaimStream)
-        .onCommand(
-            GetSshHostKey.class,
-            (s, c) ->
-                Effect()
-                    .reply(
-                        c.replyTo(),
-                        StatusReply.success(new SshHostKey(s.enrollment().sshHostKey()))))
-        .onCommand(VerifyReport.class, this::onVerifyReport)
-        .onCommand(Heartbeat.class, this::onHeartbeat)
-        .onCommand(HeartbeatCheck.class, this::onHeartbeatCheck)
-        .onCommand(UpdateListing.class, this::onUpdateListing)
-        .onCommand(Drain.class, this::onDrain)
-        .onCommand(Remove.class, this::onRemove)
-        .onCommand(Evict.class, this::onEvict)
-        .onCommand(Reinstate.class, this::onReinstate)
-        .onCommand(RequestVerification.class, this::onRequestVerification)
-        .onCommand(Get.class, this::onGet)
-        .onCommand(ReserveCards.class, this::onReserve)
-        .onCommand(ConfirmCards.class, this::onConfirm)
-        .onCommand(ReleaseCards.class, this::onRelease)
-        .onCommand(ReservationCheck.class, this::onReservationCheck)
-        .onCommand(ExpireReservations.class, this::onExpireReservations)
-        .onCommand(ReservationWanted.class, this::onReservationWanted)
-        .onCommand(StartWorkload.class, this::onStartWorkload)
-        .onCommand(StopWorkload.class, this::onStopWorkload)
-        .onCommand(UploadSnapshot.class, this::onUploadSnapshot)
-        .onCommand(
-            GetLiveness.class, (s, c) -> Effect().reply(c.replyTo(), liveness(s, c.rentalId())))
-        .onCommand(Reclaim.class, this::onReclaim);
+  private static void activeHandler(
+      SharedCommandHandler.ForState<Host, Active, Command, Event, State> active) {
+    active
+        .onCommand(Invite.class, (h, s, c) -> h.Effect().reply(c.replyTo(), h.alreadyExists()))
+        .onCommand(CheckToken.class, Host::onCheckSpentToken)
+        .onCommand(Register.class, Host::onRegisterAgain)
+        .onCommand(Authenticate.class, Host::onAuthenticate)
+        .onCommand(Attach.class, Host::onAttach)
+        .onCommand(Detach.class, Host::onDetach)
+        .onCommand(OpenStream.class, Host::onOpenStream)
+        .onCommand(ClaimStream.class, Host::onClaimStream)
+        .onCommand(GetSshHostKey.class, Host::onGetSshHostKey)
+        .onCommand(VerifyReport.class, Host::onVerifyReport)
+        .onCommand(Heartbeat.class, Host::onHeartbeat)
+        .onCommand(HeartbeatCheck.class, Host::onHeartbeatCheck)
+        .onCommand(UpdateListing.class, Host::onUpdateListing)
+        .onCommand(Drain.class, Host::onDrain)
+        .onCommand(Remove.class, Host::onRemove)
+        .onCommand(Evict.class, Host::onEvict)
+        .onCommand(Reinstate.class, Host::onReinstate)
+        .onCommand(RequestVerification.class, Host::onRequestVerification)
+        .onCommand(Get.class, Host::onGet)
+        .onCommand(ReserveCards.class, Host::onReserve)
+        .onCommand(ConfirmCards.class, Host::onConfirm)
+        .onCommand(ReleaseCards.class, Host::onRelease)
+        .onCommand(ReservationCheck.class, Host::onReservationCheck)
+        .onCommand(ExpireReservations.class, Host::onExpireReservations)
+        .onCommand(ReservationWanted.class, Host::onReservationWanted)
+        .onCommand(StartWorkload.class, Host::onStartWorkload)
+        .onCommand(StopWorkload.class, Host::onStopWorkload)
+        .onCommand(UploadSnapshot.class, Host::onUploadSnapshot)
+        .onCommand(GetLiveness.class, Host::onGetLiveness)
+        .onCommand(Reclaim.class, Host::onReclaim);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Gone, State> goneHandler() {
-    CommandHandlerWithReplyBuilderByState<Command, Event, Gone, State> gone =
-        newCommandHandlerWithReplyBuilder().forStateType(Gone.class);
-    gone.onCommand(Heartbeat.class, c -> Effect().noReply())
-        .onCommand(StopWorkload.class, c -> Effect().noReply())
-        .onCommand(UploadSnapshot.class, c -> Effect().noReply())
-        .onCommand(GetLiveness.class, c -> Effect().reply(c.replyTo(), new Liveness(false, null)))
-        .onCommand(HeartbeatCheck.class, c -> Effect().noReply())
-        .onCommand(Detach.class, c -> Effect().noReply())
-        .onCommand(ReleaseCards.class, c -> Effect().reply(c.replyTo(), StatusReply.ack()))
+  private static void goneHandler(
+      SharedCommandHandler.ForState<Host, Gone, Command, Event, State> gone) {
+    gone.onCommand(Heartbeat.class, Host::ignore)
+        .onCommand(StopWorkload.class, Host::ignore)
+        .onCommand(UploadSnapshot.class, Host::ignore)
+        .onCommand(GetLiveness.class, Host::notLive)
+        .onCommand(HeartbeatCheck.class, Host::ignore)
+        .onCommand(Detach.class, Host::ignore)
         .onCommand(
-            Authenticate.class,
-            (s, c) ->
-                Effect()
-                    .reply(
-                        c.replyTo(),
-                        spent(s.credentialHash(), c.credentialHash(), Rejection.HOST_REMOVED)))
-        .onCommand(
-            Register.class,
-            (s, c) ->
-                Effect()
-                    .reply(
-                        c.replyTo(), spent(s.tokenHash(), c.tokenHash(), Rejection.HOST_REMOVED)))
-        .onCommand(
-            CheckToken.class,
-            (s, c) ->
-                Effect()
-                    .reply(
-                        c.replyTo(), spent(s.tokenHash(), c.tokenHash(), Rejection.HOST_REMOVED)))
-        .onAnyCommand(this::notFound);
-    return gone;
+            ReleaseCards.class, (h, s, c) -> h.Effect().reply(c.replyTo(), StatusReply.ack()))
+        .onCommand(Authenticate.class, Host::onAuthenticateGone)
+        .onCommand(Register.class, Host::onRegisterGone)
+        .onCommand(CheckToken.class, Host::onCheckTokenGone)
+        .onAnyCommand(Host::notFound);
+  }
+
+  private ReplyEffect<Event, State> ignore(State state, Command command) {
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> notLive(State state, GetLiveness cmd) {
+    return Effect().reply(cmd.replyTo(), new Liveness(false, null));
+  }
+
+  private ReplyEffect<Event, State> onRequestVerificationUnregistered(
+      Invitation state, RequestVerification cmd) {
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            state.ownerId().equals(cmd.ownerId())
+                ? reply(Rejection.HOST_OFFLINE, "no agent has registered this host yet")
+                : reply(Rejection.NOT_FOUND, "no such host"));
+  }
+
+  private ReplyEffect<Event, State> onGetSshHostKey(Active state, GetSshHostKey cmd) {
+    return Effect()
+        .reply(cmd.replyTo(), StatusReply.success(new SshHostKey(state.enrollment().sshHostKey())));
+  }
+
+  private ReplyEffect<Event, State> onGetLiveness(Active state, GetLiveness cmd) {
+    return Effect().reply(cmd.replyTo(), liveness(state, cmd.rentalId()));
+  }
+
+  private ReplyEffect<Event, State> onAuthenticateGone(Gone state, Authenticate cmd) {
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            spent(state.credentialHash(), cmd.credentialHash(), Rejection.HOST_REMOVED));
+  }
+
+  private ReplyEffect<Event, State> onRegisterGone(Gone state, Register cmd) {
+    return Effect()
+        .reply(cmd.replyTo(), spent(state.tokenHash(), cmd.tokenHash(), Rejection.HOST_REMOVED));
+  }
+
+  private ReplyEffect<Event, State> onCheckTokenGone(Gone state, CheckToken cmd) {
+    return Effect()
+        .reply(cmd.replyTo(), spent(state.tokenHash(), cmd.tokenHash(), Rejection.HOST_REMOVED));
   }
 
   private <T> StatusReply<T> tokenUsed(Active state, String tokenHash) {
@@ -1642,7 +1658,7 @@ public final class Host
    * Any replying command that this state does not serve answers {@code not_found}; others are
    * dropped.
    */
-  private ReplyEffect<Event, State> notFound(Command command) {
+  private ReplyEffect<Event, State> notFound(State state, Command command) {
     if (command instanceof Replying<?> replying) return refuse(replying);
     return Effect().noReply();
   }
@@ -2481,9 +2497,17 @@ public final class Host
 
   // ---------------------------------------------------------------------------------------------
 
+  // Events → state (no side effects). Pure, so built once and shared by every host.
+
+  private static final EventHandler<State, Event> EVENTS = events();
+
   @Override
   public EventHandler<State, Event> eventHandler() {
-    var builder = newEventHandlerBuilder();
+    return EVENTS;
+  }
+
+  private static EventHandler<State, Event> events() {
+    EventHandlerBuilder<State, Event> builder = EventHandlerBuilder.builder();
     builder
         .forStateType(Empty.class)
         .onEvent(

@@ -9,6 +9,7 @@ import com.fasterxml.jackson.annotation.JsonValue;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.SharedCommandHandler;
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
@@ -43,7 +44,6 @@ import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.persistence.typed.RecoveryCompleted;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
-import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
 import org.apache.pekko.persistence.typed.javadsl.EventHandlerBuilder;
 import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
@@ -1023,120 +1023,146 @@ public final class Rental
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Commands: one handler builder per state, then what every state answers alike
+  // Commands: one handler per state, then what every state answers alike. The table is built once
+  // for every rental (SharedCommandHandler): each handler takes the rental it runs for.
+
+  private static final SharedCommandHandler<Rental, Command, Event, State> COMMANDS = commands();
 
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
-    return emptyHandler()
-        .orElse(pendingHandler())
-        .orElse(provisioningHandler())
-        .orElse(runningHandler())
-        .orElse(endingHandler())
-        .orElse(refusedHandler())
-        .orElse(anyStateHandler())
-        .build();
+    return (state, command) -> COMMANDS.apply(this, state, command);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> emptyHandler() {
-    CommandHandlerWithReplyBuilderByState<Command, Event, Empty, State> empty =
-        newCommandHandlerWithReplyBuilder().forStateType(Empty.class);
+  private static SharedCommandHandler<Rental, Command, Event, State> commands() {
+    var builder = SharedCommandHandler.<Rental, Command, Event, State>builder();
+    emptyHandler(builder.forStateType(Empty.class));
+    pendingHandler(builder.forStateType(Pending.class));
+    provisioningHandler(builder.forStateType(Provisioning.class));
+    runningHandler(builder.forStateType(Running.class));
+    endingHandler(builder.forStateType(Ending.class));
+    refusedHandler(builder.forStateType(RefusedRental.class));
+    anyStateHandler(builder.forStateType(State.class));
+    return builder.build();
+  }
+
+  private static void emptyHandler(
+      SharedCommandHandler.ForState<Rental, Empty, Command, Event, State> empty) {
     empty
-        .onCommand(Create.class, this::onCreate)
-        .onCommand(HoldAnswer.class, this::onLaunchHold)
-        .onCommand(MatchAnswer.class, this::onLaunchMatch)
-        .onCommand(Timer.class, this::onLaunchTimer)
-        .onCommand(CheckReservation.class, this::onCheckReservation)
+        .onCommand(Create.class, Rental::onCreate)
+        .onCommand(HoldAnswer.class, Rental::onLaunchHold)
+        .onCommand(MatchAnswer.class, Rental::onLaunchMatch)
+        .onCommand(Timer.class, Rental::onLaunchTimer)
+        .onCommand(CheckReservation.class, Rental::onCheckReservation)
         // Anything else for a rental being launched waits until its request is recorded.
-        .onCommand(c -> launch != null, (st, c) -> Effect().stash())
-        .onCommand(Get.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(Stop.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(Subscribe.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onAnyCommand(c -> Effect().noReply());
-    return empty;
+        .onCommandWhile(Rental::launching, Rental::stash)
+        .onCommand(Get.class, (r, s, c) -> r.Effect().reply(c.replyTo(), r.notFound()))
+        .onCommand(Stop.class, (r, s, c) -> r.Effect().reply(c.replyTo(), r.notFound()))
+        .onCommand(Subscribe.class, (r, s, c) -> r.Effect().reply(c.replyTo(), r.notFound()))
+        .onAnyCommand(Rental::ignore);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Pending, State> pendingHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(Pending.class)
-        .onCommand(HoldAnswer.class, this::onHoldAnswer)
-        .onCommand(MatchAnswer.class, this::onMatchAnswer)
-        .onCommand(Timer.class, this::onPendingTimer)
-        .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
-        .onCommand(Stop.class, this::onStopPending);
+  private static void pendingHandler(
+      SharedCommandHandler.ForState<Rental, Pending, Command, Event, State> pending) {
+    pending
+        .onCommand(HoldAnswer.class, Rental::onHoldAnswer)
+        .onCommand(MatchAnswer.class, Rental::onMatchAnswer)
+        .onCommand(Timer.class, Rental::onPendingTimer)
+        .onCommand(Rental::stopWithSnapshot, Rental::onSnapshotStopNotRunning)
+        .onCommand(Stop.class, Rental::onStopPending);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Provisioning, State>
-      provisioningHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(Provisioning.class)
-        .onCommand(WorkloadStarted.class, this::onStarted)
-        .onCommand(WorkloadFailed.class, (s, c) -> failProvisioningFrom(s, c.hostId()))
-        .onCommand(HostLost.class, (s, c) -> failProvisioningFrom(s, c.hostId()))
-        .onCommand(StartAnswer.class, this::onStartAnswer)
-        .onCommand(HoldConfirmAnswer.class, this::onHoldConfirmed)
-        .onCommand(Preempt.class, this::onPreemptProvisioning)
-        .onCommand(Timer.class, this::onProvisioningTimer)
-        .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
-        .onCommand(Stop.class, this::onStopProvisioning);
+  private static void provisioningHandler(
+      SharedCommandHandler.ForState<Rental, Provisioning, Command, Event, State> provisioning) {
+    provisioning
+        .onCommand(WorkloadStarted.class, Rental::onStarted)
+        .onCommand(WorkloadFailed.class, (r, s, c) -> r.failProvisioningFrom(s, c.hostId()))
+        .onCommand(HostLost.class, (r, s, c) -> r.failProvisioningFrom(s, c.hostId()))
+        .onCommand(StartAnswer.class, Rental::onStartAnswer)
+        .onCommand(HoldConfirmAnswer.class, Rental::onHoldConfirmed)
+        .onCommand(Preempt.class, Rental::onPreemptProvisioning)
+        .onCommand(Timer.class, Rental::onProvisioningTimer)
+        .onCommand(Rental::stopWithSnapshot, Rental::onSnapshotStopNotRunning)
+        .onCommand(Stop.class, Rental::onStopProvisioning);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Running, State> runningHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(Running.class)
-        .onCommand(Timer.class, this::onRunningTimer)
-        .onCommand(
-            HostAttached.class,
-            (s, c) -> s.terms().hostId().equals(c.hostId()) ? onDue(s) : Effect().noReply())
-        .onCommand(LivenessAnswer.class, this::onLiveness)
-        .onCommand(Delivered.class, this::onDeliveredRunning)
-        .onCommand(ExtendAnswer.class, this::onExtendAnswer)
-        .onCommand(Stop.class, this::onStopRunning)
-        .onCommand(HostLost.class, this::onHostLostRunning)
-        .onCommand(WorkloadStopped.class, this::onWorkloadStoppedRunning)
-        .onCommand(WorkloadStarted.class, c -> Effect().noReply()) // a duplicate
-        .onCommand(Preempt.class, this::onPreempt);
+  private static void runningHandler(
+      SharedCommandHandler.ForState<Rental, Running, Command, Event, State> running) {
+    running
+        .onCommand(Timer.class, Rental::onRunningTimer)
+        .onCommand(HostAttached.class, Rental::onHostAttached)
+        .onCommand(LivenessAnswer.class, Rental::onLiveness)
+        .onCommand(Delivered.class, Rental::onDeliveredRunning)
+        .onCommand(ExtendAnswer.class, Rental::onExtendAnswer)
+        .onCommand(Stop.class, Rental::onStopRunning)
+        .onCommand(HostLost.class, Rental::onHostLostRunning)
+        .onCommand(WorkloadStopped.class, Rental::onWorkloadStoppedRunning)
+        .onCommand(WorkloadStarted.class, Rental::ignore) // a duplicate
+        .onCommand(Preempt.class, Rental::onPreempt);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Ending, State> endingHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(Ending.class)
-        .onCommand(LivenessAnswer.class, this::onEndLiveness)
-        .onCommand(HostLost.class, this::onHostLostEnding)
-        .onCommand(Delivered.class, this::onDeliveredEnding)
-        .onCommand(Released.class, this::onReleased)
-        .onCommand(SnapshotAnswer.class, this::onSnapshotAnswer)
-        .onCommand(WorkloadStopped.class, this::onWorkloadStoppedEnding)
-        .onCommand(Timer.class, this::onEndingTimer)
-        .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
-        .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())));
+  private static void endingHandler(
+      SharedCommandHandler.ForState<Rental, Ending, Command, Event, State> ending) {
+    ending
+        .onCommand(LivenessAnswer.class, Rental::onEndLiveness)
+        .onCommand(HostLost.class, Rental::onHostLostEnding)
+        .onCommand(Delivered.class, Rental::onDeliveredEnding)
+        .onCommand(Released.class, Rental::onReleased)
+        .onCommand(SnapshotAnswer.class, Rental::onSnapshotAnswer)
+        .onCommand(WorkloadStopped.class, Rental::onWorkloadStoppedEnding)
+        .onCommand(Timer.class, Rental::onEndingTimer)
+        .onCommand(Rental::stopWithSnapshot, Rental::onSnapshotStopNotRunning)
+        .onCommand(Stop.class, Rental::answerStop);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, RefusedRental, State>
-      refusedHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(RefusedRental.class)
-        .onCommand(Released.class, this::onRefusedHoldReleased)
-        .onCommand(
-            c -> c == Timer.RETRY_HOLD,
-            (s, c) -> sideEffectOnly(() -> releaseRefusedHold(s.order())));
+  private static void refusedHandler(
+      SharedCommandHandler.ForState<Rental, RefusedRental, Command, Event, State> refused) {
+    refused
+        .onCommand(Released.class, Rental::onRefusedHoldReleased)
+        .onCommand(c -> c == Timer.RETRY_HOLD, Rental::onRetryRefusedRelease);
   }
 
   /** Commands every non-empty state answers the same way. */
-  private CommandHandlerWithReplyBuilderByState<Command, Event, State, State> anyStateHandler() {
-    CommandHandlerWithReplyBuilderByState<Command, Event, State, State> any =
-        newCommandHandlerWithReplyBuilder().forStateType(State.class);
-    any.onCommand(Get.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())))
-        .onCommand(Subscribe.class, this::onSubscribe)
-        .onCommand(Unsubscribe.class, this::onUnsubscribe)
-        .onCommand(Create.class, this::onCreateAgain)
-        .onCommand(Rental::stopWithSnapshot, this::onSnapshotStopNotRunning)
-        .onCommand(Stop.class, (s, c) -> Effect().reply(c.replyTo(), viewFor(s, c.renterId())))
-        .onCommand(WorkloadStarted.class, this::onLateWorkloadStarted)
-        .onCommand(MatchAnswer.class, this::onLateMatch)
-        .onCommand(CheckReservation.class, this::onCheckReservation)
-        .onAnyCommand(
-            c -> Effect().noReply()); // late answers, duplicates, timers of a phase that is over
-    return any;
+  private static void anyStateHandler(
+      SharedCommandHandler.ForState<Rental, State, Command, Event, State> any) {
+    any.onCommand(Get.class, Rental::answerGet)
+        .onCommand(Subscribe.class, Rental::onSubscribe)
+        .onCommand(Unsubscribe.class, Rental::onUnsubscribe)
+        .onCommand(Create.class, Rental::onCreateAgain)
+        .onCommand(Rental::stopWithSnapshot, Rental::onSnapshotStopNotRunning)
+        .onCommand(Stop.class, Rental::answerStop)
+        .onCommand(WorkloadStarted.class, Rental::onLateWorkloadStarted)
+        .onCommand(MatchAnswer.class, Rental::onLateMatch)
+        .onCommand(CheckReservation.class, Rental::onCheckReservation)
+        // Late answers, duplicates, timers of a phase that is over.
+        .onAnyCommand(Rental::ignore);
+  }
+
+  private boolean launching() {
+    return launch != null;
+  }
+
+  private ReplyEffect<Event, State> stash(State state, Command command) {
+    return Effect().stash();
+  }
+
+  private ReplyEffect<Event, State> ignore(State state, Command command) {
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> answerGet(State state, Get cmd) {
+    return Effect().reply(cmd.replyTo(), viewFor(state, cmd.renterId()));
+  }
+
+  private ReplyEffect<Event, State> answerStop(State state, Stop cmd) {
+    return Effect().reply(cmd.replyTo(), viewFor(state, cmd.renterId()));
+  }
+
+  private ReplyEffect<Event, State> onHostAttached(Running state, HostAttached cmd) {
+    return state.terms().hostId().equals(cmd.hostId()) ? onDue(state) : Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> onRetryRefusedRelease(RefusedRental state, Command timer) {
+    return sideEffectOnly(() -> releaseRefusedHold(state.order()));
   }
 
   // ---- creation, hold and matching
@@ -2527,11 +2553,17 @@ public final class Rental
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Events → state (no side effects)
+  // Events → state (no side effects). Pure, so built once and shared by every rental.
+
+  private static final EventHandler<State, Event> EVENTS = events();
 
   @Override
   public EventHandler<State, Event> eventHandler() {
-    EventHandlerBuilder<State, Event> b = newEventHandlerBuilder();
+    return EVENTS;
+  }
+
+  private static EventHandler<State, Event> events() {
+    EventHandlerBuilder<State, Event> b = EventHandlerBuilder.builder();
     b.forStateType(Empty.class)
         .onEvent(
             Requested.class,
