@@ -5,6 +5,7 @@ import static dev.tickmark.engine.Rejection.reply;
 import com.fasterxml.jackson.annotation.JsonCreator;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.SharedCommandHandler;
 import dev.tickmark.engine.money.Money;
 import java.time.Clock;
 import java.time.Duration;
@@ -34,8 +35,8 @@ import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.persistence.typed.RecoveryCompleted;
 import org.apache.pekko.persistence.typed.SnapshotAdapter;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
-import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
+import org.apache.pekko.persistence.typed.javadsl.EventHandlerBuilder;
 import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
 import org.apache.pekko.persistence.typed.javadsl.ReplyEffect;
 import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
@@ -1266,65 +1267,84 @@ public final class Account
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Commands: one handler builder per state
+  // Commands: one handler per state. The table is built once for every account
+  // (SharedCommandHandler): each handler takes the account it runs for.
+
+  private static final SharedCommandHandler<Account, Command, Event, State> COMMANDS = commands();
 
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
-    return unopenedHandler().orElse(activeHandler()).build();
+    return (state, command) -> COMMANDS.apply(this, state, command);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Unopened, State> unopenedHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(Unopened.class)
-        .onCommand(Open.class, this::onOpen)
-        .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), notOpen()))
-        .onCommand(Deposit.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(PlaceHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(ExtendHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(Capture.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(CaptureStorage.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(ReleaseHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(CreditEarnings.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(Payout.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(SetSpendCap.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(SetPayoutDetails.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(Suspend.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(Resume.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(GetHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(ForgetClosed.class, cmd -> Effect().reply(cmd.replyTo(), Done.getInstance()))
-        .onCommand(ConfirmHold.class, cmd -> Effect().reply(cmd.replyTo(), notFound()))
-        .onCommand(ExpireHolds.class, cmd -> Effect().noReply())
-        .onCommand(HoldWindowOver.class, cmd -> Effect().noReply())
-        .onCommand(FlushPostings.class, cmd -> Effect().noReply());
+  private static SharedCommandHandler<Account, Command, Event, State> commands() {
+    var builder = SharedCommandHandler.<Account, Command, Event, State>builder();
+    unopenedHandler(builder.forStateType(Unopened.class));
+    activeHandler(builder.forStateType(Active.class));
+    return builder.build();
+  }
+
+  private static void unopenedHandler(
+      SharedCommandHandler.ForState<Account, Unopened, Command, Event, State> unopened) {
+    unopened
+        .onCommand(Open.class, Account::onOpen)
+        .onCommand(GetSummary.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notOpen()))
+        .onCommand(Deposit.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(PlaceHold.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(ExtendHold.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(Capture.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(CaptureStorage.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(ReleaseHold.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(CreditEarnings.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(Payout.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(SetSpendCap.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(SetPayoutDetails.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(Suspend.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(Resume.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(GetHold.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(
+            ForgetClosed.class, (a, s, c) -> a.Effect().reply(c.replyTo(), Done.getInstance()))
+        .onCommand(ConfirmHold.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(ExpireHolds.class, Account::ignore)
+        .onCommand(HoldWindowOver.class, Account::ignore)
+        .onCommand(FlushPostings.class, Account::ignore);
   }
 
   /**
    * Settlement postings are buffered (see {@link #buffer}); any other command waits while some are.
    */
-  private CommandHandlerWithReplyBuilderByState<Command, Event, Active, State> activeHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(Active.class)
-        .onCommand(Capture.class, this::onCapture)
-        .onCommand(CaptureStorage.class, this::onCaptureStorage)
-        .onCommand(CreditEarnings.class, this::onCreditEarnings)
-        .onCommand(ForgetClosed.class, this::onForgetClosed)
-        .onCommand(FlushPostings.class, (state, cmd) -> flush())
-        .onCommand(cmd -> pendingState != null, (state, cmd) -> waitForBuffer())
-        .onCommand(Open.class, this::onReopen)
-        .onCommand(GetSummary.class, (state, cmd) -> Effect().reply(cmd.replyTo(), summary(state)))
-        .onCommand(Deposit.class, this::onDeposit)
-        .onCommand(PlaceHold.class, this::onPlaceHold)
-        .onCommand(ConfirmHold.class, this::onConfirmHold)
-        .onCommand(ExpireHolds.class, this::onExpireHolds)
-        .onCommand(HoldWindowOver.class, this::onHoldWindowOver)
-        .onCommand(ExtendHold.class, this::onExtendHold)
-        .onCommand(ReleaseHold.class, this::onReleaseHold)
-        .onCommand(Payout.class, this::onPayout)
-        .onCommand(SetSpendCap.class, this::onSetSpendCap)
-        .onCommand(SetPayoutDetails.class, this::onSetPayoutDetails)
-        .onCommand(Suspend.class, this::onSuspend)
-        .onCommand(Resume.class, this::onResume)
-        .onCommand(GetHold.class, this::onGetHold);
+  private static void activeHandler(
+      SharedCommandHandler.ForState<Account, Active, Command, Event, State> active) {
+    active
+        .onCommand(Capture.class, Account::onCapture)
+        .onCommand(CaptureStorage.class, Account::onCaptureStorage)
+        .onCommand(CreditEarnings.class, Account::onCreditEarnings)
+        .onCommand(ForgetClosed.class, Account::onForgetClosed)
+        .onCommand(FlushPostings.class, (a, s, c) -> a.flush())
+        .onCommandWhile(Account::buffering, (a, s, c) -> a.waitForBuffer())
+        .onCommand(Open.class, Account::onReopen)
+        .onCommand(GetSummary.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.summary(s)))
+        .onCommand(Deposit.class, Account::onDeposit)
+        .onCommand(PlaceHold.class, Account::onPlaceHold)
+        .onCommand(ConfirmHold.class, Account::onConfirmHold)
+        .onCommand(ExpireHolds.class, Account::onExpireHolds)
+        .onCommand(HoldWindowOver.class, Account::onHoldWindowOver)
+        .onCommand(ExtendHold.class, Account::onExtendHold)
+        .onCommand(ReleaseHold.class, Account::onReleaseHold)
+        .onCommand(Payout.class, Account::onPayout)
+        .onCommand(SetSpendCap.class, Account::onSetSpendCap)
+        .onCommand(SetPayoutDetails.class, Account::onSetPayoutDetails)
+        .onCommand(Suspend.class, Account::onSuspend)
+        .onCommand(Resume.class, Account::onResume)
+        .onCommand(GetHold.class, Account::onGetHold);
+  }
+
+  private boolean buffering() {
+    return pendingState != null;
+  }
+
+  private ReplyEffect<Event, State> ignore(State state, Command command) {
+    return Effect().noReply();
   }
 
   private ReplyEffect<Event, State> onOpen(Unopened state, Open cmd) {
@@ -1884,9 +1904,17 @@ public final class Account
     return Effect().reply(cmd.replyTo(), holdView(state, cmd.holdId()));
   }
 
+  // Events → state (no side effects). Pure, so built once and shared by every account.
+
+  private static final EventHandler<State, Event> EVENTS = events();
+
   @Override
   public EventHandler<State, Event> eventHandler() {
-    var builder = newEventHandlerBuilder();
+    return EVENTS;
+  }
+
+  private static EventHandler<State, Event> events() {
+    EventHandlerBuilder<State, Event> builder = EventHandlerBuilder.builder();
     builder
         .forStateType(Unopened.class)
         .onEvent(Opened.class, (state, e) -> Active.opened(e.name()));

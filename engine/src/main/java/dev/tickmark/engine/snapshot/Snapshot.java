@@ -7,6 +7,7 @@ import com.fasterxml.jackson.annotation.JsonValue;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.SharedCommandHandler;
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.host.Host;
 import java.time.Clock;
@@ -33,7 +34,6 @@ import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.persistence.typed.RecoveryCompleted;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReply;
-import org.apache.pekko.persistence.typed.javadsl.CommandHandlerWithReplyBuilderByState;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
 import org.apache.pekko.persistence.typed.javadsl.EventHandlerBuilder;
 import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehaviorWithEnforcedReplies;
@@ -502,110 +502,130 @@ public final class Snapshot
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Commands: one handler builder per state, then what every state answers alike
+  // Commands: one handler per state, then what every state answers alike. The table is built once
+  // for every snapshot (SharedCommandHandler): each handler takes the snapshot it runs for, and a
+  // ready snapshot stays in memory for as long as it is kept.
+
+  private static final SharedCommandHandler<Snapshot, Command, Event, State> COMMANDS = commands();
 
   @Override
   public CommandHandlerWithReply<Command, Event, State> commandHandler() {
-    return emptyHandler()
-        .orElse(uploadingHandler())
-        .orElse(readyHandler())
-        .orElse(suspendedHandler())
-        .orElse(failedHandler())
-        .orElse(deletedHandler())
-        .orElse(anyStateHandler())
-        .build();
+    return (state, command) -> COMMANDS.apply(this, state, command);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Empty, State> emptyHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(State.Empty.class)
-        .onCommand(Create.class, this::onCreate)
-        .onCommand(RecordManifest.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(Complete.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(Fail.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(Get.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(Restore.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(Delete.class, c -> Effect().reply(c.replyTo(), notFound()));
+  private static SharedCommandHandler<Snapshot, Command, Event, State> commands() {
+    var builder = SharedCommandHandler.<Snapshot, Command, Event, State>builder();
+    emptyHandler(builder.forStateType(State.Empty.class));
+    uploadingHandler(builder.forStateType(State.Uploading.class));
+    readyHandler(builder.forStateType(State.Ready.class));
+    suspendedHandler(builder.forStateType(State.Suspended.class));
+    failedHandler(builder.forStateType(State.Failed.class));
+    deletedHandler(builder.forStateType(State.Deleted.class));
+    anyStateHandler(builder.forStateType(State.class));
+    return builder.build();
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Uploading, State>
-      uploadingHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(State.Uploading.class)
-        .onCommand(RecordManifest.class, this::onManifest)
-        .onCommand(Complete.class, this::onComplete)
-        .onCommand(Fail.class, this::onFail)
-        .onCommand(HoldAnswer.class, this::onHoldAnswer)
-        .onCommand(Delete.class, this::onDeleteUnmetered)
-        .onCommand(Timer.REMIND::equals, this::onRemind)
-        .onCommand(Timer.UPLOAD_EXPIRED::equals, this::onUploadExpired);
+  private static void emptyHandler(
+      SharedCommandHandler.ForState<Snapshot, State.Empty, Command, Event, State> empty) {
+    empty
+        .onCommand(Create.class, Snapshot::onCreate)
+        .onCommand(RecordManifest.class, (n, s, c) -> n.Effect().reply(c.replyTo(), n.notFound()))
+        .onCommand(Complete.class, (n, s, c) -> n.Effect().reply(c.replyTo(), n.notFound()))
+        .onCommand(Fail.class, (n, s, c) -> n.Effect().reply(c.replyTo(), n.notFound()))
+        .onCommand(Get.class, (n, s, c) -> n.Effect().reply(c.replyTo(), n.notFound()))
+        .onCommand(Restore.class, (n, s, c) -> n.Effect().reply(c.replyTo(), n.notFound()))
+        .onCommand(Delete.class, (n, s, c) -> n.Effect().reply(c.replyTo(), n.notFound()));
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Ready, State> readyHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(State.Ready.class)
-        .onCommand(RecordManifest.class, this::sameManifest)
-        .onCommand(Complete.class, this::onCompleteAgain)
-        .onCommand(Restore.class, this::onRestore)
-        .onCommand(Delete.class, (s, c) -> deleteMetered(s.origin(), s.manifest(), s.meter(), c))
-        .onCommand(Timer.SETTLE::equals, this::onSettle)
-        .onCommand(ExtendAnswer.class, this::onExtendAnswer)
-        .onCommand(CaptureAnswer.class, (s, c) -> onCaptureAnswer(c))
-        .onCommand(Timer.REDELIVER::equals, (s, c) -> redeliver(s.origin(), s.meter()));
+  private static void uploadingHandler(
+      SharedCommandHandler.ForState<Snapshot, State.Uploading, Command, Event, State> uploading) {
+    uploading
+        .onCommand(RecordManifest.class, Snapshot::onManifest)
+        .onCommand(Complete.class, Snapshot::onComplete)
+        .onCommand(Fail.class, Snapshot::onFail)
+        .onCommand(HoldAnswer.class, Snapshot::onHoldAnswer)
+        .onCommand(Delete.class, Snapshot::onDeleteUnmetered)
+        .onCommand(Timer.REMIND::equals, Snapshot::onRemind)
+        .onCommand(Timer.UPLOAD_EXPIRED::equals, Snapshot::onUploadExpired);
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Suspended, State>
-      suspendedHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(State.Suspended.class)
-        .onCommand(RecordManifest.class, this::sameManifest)
-        .onCommand(Complete.class, this::onCompleteAgain)
-        .onCommand(Delete.class, (s, c) -> deleteMetered(s.origin(), s.manifest(), s.meter(), c))
-        .onCommand(Timer.SETTLE::equals, this::onSettleSuspended)
-        .onCommand(ExtendAnswer.class, this::onResumeAnswer)
-        .onCommand(Timer.GRACE_EXPIRED::equals, this::onGraceExpired)
-        .onCommand(CaptureAnswer.class, (s, c) -> onCaptureAnswer(c))
-        .onCommand(Timer.REDELIVER::equals, (s, c) -> redeliver(s.origin(), s.meter()));
+  private static void readyHandler(
+      SharedCommandHandler.ForState<Snapshot, State.Ready, Command, Event, State> ready) {
+    ready
+        .onCommand(RecordManifest.class, Snapshot::sameManifest)
+        .onCommand(Complete.class, Snapshot::onCompleteAgain)
+        .onCommand(Restore.class, Snapshot::onRestore)
+        .onCommand(Delete.class, Snapshot::onDeleteReady)
+        .onCommand(Timer.SETTLE::equals, Snapshot::onSettle)
+        .onCommand(ExtendAnswer.class, Snapshot::onExtendAnswer)
+        .onCommand(CaptureAnswer.class, (n, s, c) -> n.onCaptureAnswer(c))
+        .onCommand(Timer.REDELIVER::equals, (n, s, c) -> n.redeliver(s.origin(), s.meter()));
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Failed, State>
-      failedHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(State.Failed.class)
-        .onCommand(RecordManifest.class, this::onManifestFailed)
-        .onCommand(Complete.class, this::onCompleteFailed)
-        .onCommand(Delete.class, this::onDeleteUnmetered)
-        .onCommand(ReleaseAnswer.class, this::onFailedReleaseAnswer)
-        .onCommand(
-            Timer.REDELIVER::equals,
-            (s, c) -> {
-              releaseFailed(s);
-              return Effect().noReply();
-            });
+  private static void suspendedHandler(
+      SharedCommandHandler.ForState<Snapshot, State.Suspended, Command, Event, State> suspended) {
+    suspended
+        .onCommand(RecordManifest.class, Snapshot::sameManifest)
+        .onCommand(Complete.class, Snapshot::onCompleteAgain)
+        .onCommand(Delete.class, Snapshot::onDeleteSuspended)
+        .onCommand(Timer.SETTLE::equals, Snapshot::onSettleSuspended)
+        .onCommand(ExtendAnswer.class, Snapshot::onResumeAnswer)
+        .onCommand(Timer.GRACE_EXPIRED::equals, Snapshot::onGraceExpired)
+        .onCommand(CaptureAnswer.class, (n, s, c) -> n.onCaptureAnswer(c))
+        .onCommand(Timer.REDELIVER::equals, (n, s, c) -> n.redeliver(s.origin(), s.meter()));
   }
 
-  private CommandHandlerWithReplyBuilderByState<Command, Event, State.Deleted, State>
-      deletedHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(State.Deleted.class)
-        .onCommand(RecordManifest.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(Complete.class, c -> Effect().reply(c.replyTo(), notFound()))
-        .onCommand(Delete.class, (s, c) -> replyView(s, c.renterId(), c.replyTo()))
-        .onCommand(CaptureAnswer.class, this::onFinalCaptureAnswer)
-        .onCommand(ReleaseAnswer.class, this::onReleaseAnswer)
-        .onCommand(Timer.REDELIVER::equals, (s, c) -> finishAgain(s));
+  private static void failedHandler(
+      SharedCommandHandler.ForState<Snapshot, State.Failed, Command, Event, State> failed) {
+    failed
+        .onCommand(RecordManifest.class, Snapshot::onManifestFailed)
+        .onCommand(Complete.class, Snapshot::onCompleteFailed)
+        .onCommand(Delete.class, Snapshot::onDeleteUnmetered)
+        .onCommand(ReleaseAnswer.class, Snapshot::onFailedReleaseAnswer)
+        .onCommand(Timer.REDELIVER::equals, Snapshot::onRedeliverFailed);
+  }
+
+  private static void deletedHandler(
+      SharedCommandHandler.ForState<Snapshot, State.Deleted, Command, Event, State> deleted) {
+    deleted
+        .onCommand(RecordManifest.class, (n, s, c) -> n.Effect().reply(c.replyTo(), n.notFound()))
+        .onCommand(Complete.class, (n, s, c) -> n.Effect().reply(c.replyTo(), n.notFound()))
+        .onCommand(Delete.class, (n, s, c) -> n.replyView(s, c.renterId(), c.replyTo()))
+        .onCommand(CaptureAnswer.class, Snapshot::onFinalCaptureAnswer)
+        .onCommand(ReleaseAnswer.class, Snapshot::onReleaseAnswer)
+        .onCommand(Timer.REDELIVER::equals, (n, s, c) -> n.finishAgain(s));
   }
 
   /** Alike in every state: reads, duplicates, and answers that arrive after the state moved on. */
-  private CommandHandlerWithReplyBuilderByState<Command, Event, State, State> anyStateHandler() {
-    return newCommandHandlerWithReplyBuilder()
-        .forStateType(State.class)
-        .onCommand(Create.class, (s, c) -> Effect().reply(c.replyTo(), view(s, c.renterId())))
-        .onCommand(Get.class, (s, c) -> replyView(s, c.renterId(), c.replyTo()))
-        .onCommand(Restore.class, this::onRestoreNotReady)
-        .onCommand(Fail.class, (s, c) -> Effect().reply(c.replyTo(), hostView(s, c.hostId())))
-        .onCommand(HoldAnswer.class, this::onLateHoldAnswer)
-        .onCommand(Command.class, (s, c) -> Effect().noReply());
+  private static void anyStateHandler(
+      SharedCommandHandler.ForState<Snapshot, State, Command, Event, State> any) {
+    any.onCommand(Create.class, Snapshot::answerCreateAgain)
+        .onCommand(Get.class, (n, s, c) -> n.replyView(s, c.renterId(), c.replyTo()))
+        .onCommand(Restore.class, Snapshot::onRestoreNotReady)
+        .onCommand(Fail.class, Snapshot::answerFailFromHost)
+        .onCommand(HoldAnswer.class, Snapshot::onLateHoldAnswer)
+        .onCommand(Command.class, (n, s, c) -> n.Effect().noReply());
+  }
+
+  private ReplyEffect<Event, State> onDeleteReady(State.Ready state, Delete cmd) {
+    return deleteMetered(state.origin(), state.manifest(), state.meter(), cmd);
+  }
+
+  private ReplyEffect<Event, State> onDeleteSuspended(State.Suspended state, Delete cmd) {
+    return deleteMetered(state.origin(), state.manifest(), state.meter(), cmd);
+  }
+
+  private ReplyEffect<Event, State> onRedeliverFailed(State.Failed state, Command timer) {
+    releaseFailed(state);
+    return Effect().noReply();
+  }
+
+  private ReplyEffect<Event, State> answerCreateAgain(State state, Create cmd) {
+    return Effect().reply(cmd.replyTo(), view(state, cmd.renterId()));
+  }
+
+  private ReplyEffect<Event, State> answerFailFromHost(State state, Fail cmd) {
+    return Effect().reply(cmd.replyTo(), hostView(state, cmd.hostId()));
   }
 
   // ---- creation and upload
@@ -1202,11 +1222,17 @@ public final class Snapshot
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Events: state changes only
+  // Events: state changes only. Pure, so built once and shared by every snapshot.
+
+  private static final EventHandler<State, Event> EVENTS = events();
 
   @Override
   public EventHandler<State, Event> eventHandler() {
-    EventHandlerBuilder<State, Event> b = newEventHandlerBuilder();
+    return EVENTS;
+  }
+
+  private static EventHandler<State, Event> events() {
+    EventHandlerBuilder<State, Event> b = EventHandlerBuilder.builder();
     b.forStateType(State.Empty.class).onEvent(Created.class, (s, e) -> (created(e)));
     b.forStateType(State.Uploading.class)
         .onEvent(
