@@ -180,6 +180,35 @@ class CliSshIntegrationTest {
     assertTrue(refused.out().contains("Permission denied"), refused.toString());
   }
 
+  /**
+   * A launch that names no key gets the account's registered SSH keys, read with its API key
+   * (ApiKeys.principalWithSshKeys): the registered key gets a shell, another key does not.
+   */
+  @Test
+  void aLaunchThatNamesNoKeyLetsInTheAccountsRegisteredKeys() throws Exception {
+    Path registered = keygen("registered");
+    market.call(
+        "POST",
+        "/v1/account/ssh-keys",
+        renter.apiKey(),
+        "{\"name\":\"laptop\",\"public_key\":"
+            + TestMarket.quote(Files.readString(Path.of(registered + ".pub")).strip())
+            + "}");
+    String rental = launch(null);
+    try {
+      Files.writeString(
+          knownHosts, rental + " " + hostKey + "\n", java.nio.file.StandardOpenOption.APPEND);
+      Ran in = run(sshCommand(registered, rental, "echo in with the account key"));
+      assertEquals(0, in.exit(), in.toString());
+      assertTrue(in.out().contains("in with the account key"), in.toString());
+      Ran refused = run(sshCommand(otherKey, rental, "true"));
+      assertEquals(255, refused.exit(), refused.toString());
+      assertTrue(refused.out().contains("Permission denied"), refused.toString());
+    } finally {
+      market.call("POST", "/v1/rentals/" + rental + "/stop", renter.apiKey(), "{}");
+    }
+  }
+
   @Test
   void anotherRentersConnectIsNotFoundAndAnEndedRentalHasNothingToConnectTo() throws Exception {
     CliRunner.Result other =
@@ -335,6 +364,7 @@ class CliSshIntegrationTest {
         "{\"amount\":\"" + amount + "\",\"reference\":\"" + reference + "\"}");
   }
 
+  /** A running rental of the renter's; {@code publicKey} null: the launch names no key. */
   static String launch(String publicKey) throws Exception {
     JsonNode launched =
         market.call(
@@ -342,8 +372,8 @@ class CliSshIntegrationTest {
             "/v1/rentals",
             renter.apiKey(),
             "{\"gpu\":\"h100-80gb\",\"region\":\"eu-nl\",\"max_price_per_gpu_hour\":\"3.00\","
-                + "\"image\":\"ubuntu:24.04\",\"ssh_public_key\":"
-                + TestMarket.quote(publicKey)
+                + "\"image\":\"ubuntu:24.04\""
+                + (publicKey == null ? "" : ",\"ssh_public_key\":" + TestMarket.quote(publicKey))
                 + "}");
     String id = launched.get("rental").get("id").asText();
     Eventually.eventually(

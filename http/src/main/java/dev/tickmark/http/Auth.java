@@ -5,7 +5,10 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 import dev.tickmark.persistence.auth.ApiKeys;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
+import java.util.List;
 import java.util.Optional;
+import java.util.concurrent.CompletionStage;
+import java.util.function.BiFunction;
 import java.util.function.Function;
 import org.apache.pekko.http.javadsl.server.Route;
 
@@ -39,6 +42,22 @@ public final class Auth {
    * allowed to do this: {@link Scopes}).
    */
   public Route account(Function<String, Route> inner) {
+    return authorized(apiKeys::principal, principal -> inner.apply(principal.accountId()));
+  }
+
+  /**
+   * The same, with the account's SSH public keys read in the same statement as the key ({@link
+   * ApiKeys#principalWithSshKeys}): for a launch, which gives them to its workload.
+   */
+  public Route accountWithSshKeys(BiFunction<String, List<String>, Route> inner) {
+    return authorized(
+        apiKeys::principalWithSshKeys,
+        principal -> inner.apply(principal.accountId(), principal.sshPublicKeys()));
+  }
+
+  private Route authorized(
+      Function<String, CompletionStage<Optional<ApiKeys.Principal>>> lookup,
+      Function<ApiKeys.Principal, Route> inner) {
     return extractRequest(
         request ->
             optionalHeaderValueByName(
@@ -54,13 +73,16 @@ public final class Auth {
                   String needed =
                       Scopes.required(request.method().value(), request.getUri().path());
                   return rateLimits.perKey(
-                      token.get(), () -> authenticated(token.get(), needed, inner));
+                      token.get(), () -> authenticated(lookup.apply(token.get()), needed, inner));
                 }));
   }
 
-  private Route authenticated(String token, String needed, Function<String, Route> inner) {
+  private Route authenticated(
+      CompletionStage<Optional<ApiKeys.Principal>> found,
+      String needed,
+      Function<ApiKeys.Principal, Route> inner) {
     return onSuccess(
-        apiKeys.principal(token),
+        found,
         principal -> {
           if (principal.isEmpty())
             return complete(Problem.unauthorized("the API key is unknown or revoked").toResponse());
@@ -84,7 +106,7 @@ public final class Auth {
                             + String.join(", ", new java.util.TreeSet<>(principal.get().scopes()))
                             + ")")
                     .toResponse());
-          return inner.apply(principal.get().accountId());
+          return inner.apply(principal.get());
         });
   }
 

@@ -148,7 +148,6 @@ public final class HttpApi {
             settings.askTimeout(),
             rentals,
             rentalLogs,
-            sshKeys,
             catalog,
             auth,
             idempotency,

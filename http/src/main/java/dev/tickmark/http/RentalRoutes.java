@@ -8,7 +8,6 @@ import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.engine.snapshot.Snapshot;
-import dev.tickmark.persistence.auth.SshKeys;
 import dev.tickmark.persistence.logs.RentalLogs;
 import dev.tickmark.persistence.rentals.RentalReadModel;
 import dev.tickmark.wire.SshPublicKeys;
@@ -149,7 +148,6 @@ public final class RentalRoutes {
   private final Duration readYourWritesWait;
   private final RentalLogRoutes logRoutes;
   private final ConnectRoutes connectRoutes;
-  private final SshKeys sshKeys;
   private final StreamLimits streamLimits;
 
   public RentalRoutes(
@@ -158,7 +156,6 @@ public final class RentalRoutes {
       Duration timeout,
       RentalReadModel rentals,
       RentalLogs logs,
-      SshKeys sshKeys,
       Catalog catalog,
       Auth auth,
       Idempotency idempotency,
@@ -166,7 +163,6 @@ public final class RentalRoutes {
     this.logRoutes = new RentalLogRoutes(system, timeout, logs, streamLimits);
     this.connectRoutes = new ConnectRoutes(system, timeout, streamLimits);
     this.streamLimits = streamLimits;
-    this.sshKeys = sshKeys;
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.launchTimeout = timeout.multipliedBy(3);
@@ -182,25 +178,13 @@ public final class RentalRoutes {
     return pathPrefix(
         "rentals",
         () ->
-            auth.account(
-                renter ->
-                    concat(
-                        pathEnd(
-                            () ->
-                                concat(
-                                    post(
-                                        () ->
-                                            extractUri(
-                                                uri ->
-                                                    RequestBody.read(
-                                                        body ->
-                                                            idempotency.applyWith(
-                                                                renter,
-                                                                uri.path(),
-                                                                body,
-                                                                attempt ->
-                                                                    launch(
-                                                                        renter, body, attempt))))),
+            concat(
+                pathEnd(() -> post(() -> auth.accountWithSshKeys(this::launchRoute))),
+                auth.account(
+                    renter ->
+                        concat(
+                            pathEnd(
+                                () ->
                                     get(
                                         () ->
                                             parameterOptional(
@@ -220,54 +204,69 @@ public final class RentalRoutes {
                                                                             complete(
                                                                                 Responses.json(
                                                                                     200,
-                                                                                    page))))))))),
-                        pathPrefix(
-                            segment(),
-                            id ->
-                                !Ids.wellFormed("rnt_", id)
-                                    ? complete(Problem.notFound("no such rental").toResponse())
-                                    : concat(
-                                        pathEnd(
-                                            () ->
-                                                get(
-                                                    () ->
-                                                        onSuccess(
-                                                            ask(
+                                                                                    page)))))))),
+                            pathPrefix(
+                                segment(),
+                                id ->
+                                    !Ids.wellFormed("rnt_", id)
+                                        ? complete(Problem.notFound("no such rental").toResponse())
+                                        : concat(
+                                            pathEnd(
+                                                () ->
+                                                    get(
+                                                        () ->
+                                                            onSuccess(
+                                                                ask(
+                                                                        id,
+                                                                        reply ->
+                                                                            new Rental.Get(
+                                                                                renter, reply))
+                                                                    .thenCompose(this::withHostKey),
+                                                                v ->
+                                                                    complete(
+                                                                        Responses.json(200, v))))),
+                                            path(
+                                                "stop",
+                                                () ->
+                                                    post(
+                                                        () ->
+                                                            RequestBody.read(
+                                                                body -> stop(renter, id, body)))),
+                                            path(
+                                                "usage",
+                                                () ->
+                                                    get(
+                                                        () ->
+                                                            onSuccess(
+                                                                ask(
                                                                     id,
                                                                     reply ->
                                                                         new Rental.Get(
-                                                                            renter, reply))
-                                                                .thenCompose(this::withHostKey),
-                                                            v ->
-                                                                complete(Responses.json(200, v))))),
-                                        path(
-                                            "stop",
-                                            () ->
-                                                post(
-                                                    () ->
-                                                        RequestBody.read(
-                                                            body -> stop(renter, id, body)))),
-                                        path(
-                                            "usage",
-                                            () ->
-                                                get(
-                                                    () ->
-                                                        onSuccess(
-                                                            ask(
-                                                                id,
-                                                                reply ->
-                                                                    new Rental.Get(renter, reply)),
-                                                            v ->
-                                                                complete(
-                                                                    Responses.json(
-                                                                        200, usage(v)))))),
-                                        path("events", () -> get(() -> events(renter, id))),
-                                        path(
-                                            "connect",
-                                            () -> get(() -> connectRoutes.route(renter, id))),
-                                        path(
-                                            "logs",
-                                            () -> get(() -> logRoutes.route(renter, id))))))));
+                                                                            renter, reply)),
+                                                                v ->
+                                                                    complete(
+                                                                        Responses.json(
+                                                                            200, usage(v)))))),
+                                            path("events", () -> get(() -> events(renter, id))),
+                                            path(
+                                                "connect",
+                                                () -> get(() -> connectRoutes.route(renter, id))),
+                                            path(
+                                                "logs",
+                                                () -> get(() -> logRoutes.route(renter, id)))))))));
+  }
+
+  /** POST /v1/rentals, with the account's SSH keys read alongside its API key. */
+  private Route launchRoute(String renter, List<String> accountSshKeys) {
+    return extractUri(
+        uri ->
+            RequestBody.read(
+                body ->
+                    idempotency.applyWith(
+                        renter,
+                        uri.path(),
+                        body,
+                        attempt -> launch(renter, accountSshKeys, body, attempt))));
   }
 
   /** {@code {"snapshot": true}} keeps the workspace (Snapshot.idForRental); no body stops only. */
@@ -287,7 +286,7 @@ public final class RentalRoutes {
    * nothing charged) lets a retry launch afresh.
    */
   private CompletionStage<HttpResponse> launch(
-      String renter, ByteString body, Idempotency.Attempt attempt) {
+      String renter, List<String> accountSshKeys, ByteString body, Idempotency.Attempt attempt) {
     LaunchRequest request = Json.read(body, LaunchRequest.class);
     Rental.Spec spec = spec(request);
     String rentalId =
@@ -295,7 +294,7 @@ public final class RentalRoutes {
             ? "rnt_" + Ids.random(12)
             : Ids.derived("rnt_", renter, attempt.seed());
     return withRestore(renter, request.restore(), spec)
-        .thenCompose(s -> withAccountKeys(renter, s))
+        .thenApply(s -> withAccountKeys(accountSshKeys, s))
         .thenCompose(
             withKeys ->
                 sharding
@@ -310,30 +309,24 @@ public final class RentalRoutes {
   }
 
   /**
-   * A launch that names no {@code ssh_public_key} gets the account's SSH keys (as they are now),
-   * one per line, for its SSH server.
+   * A launch that names no {@code ssh_public_key} gets the account's SSH keys (as they were when
+   * its API key was read, in the same statement), one per line, for its SSH server.
    */
-  private CompletionStage<Rental.Spec> withAccountKeys(String renter, Rental.Spec s) {
-    if (s.sshPublicKey() != null) return CompletableFuture.completedFuture(s);
-    return sshKeys
-        .list(renter)
-        .thenApply(
-            keys ->
-                keys.isEmpty()
-                    ? s
-                    : new Rental.Spec(
-                        s.gpu(),
-                        s.count(),
-                        s.tier(),
-                        s.region(),
-                        s.maxPricePerGpuHour(),
-                        s.image(),
-                        s.command(),
-                        String.join("\n", keys.stream().map(SshKeys.SshKey::publicKey).toList()),
-                        s.maxTotal(),
-                        s.waitSeconds(),
-                        s.network(),
-                        s.restore()));
+  private static Rental.Spec withAccountKeys(List<String> keys, Rental.Spec s) {
+    if (s.sshPublicKey() != null || keys.isEmpty()) return s;
+    return new Rental.Spec(
+        s.gpu(),
+        s.count(),
+        s.tier(),
+        s.region(),
+        s.maxPricePerGpuHour(),
+        s.image(),
+        s.command(),
+        String.join("\n", keys),
+        s.maxTotal(),
+        s.waitSeconds(),
+        s.network(),
+        s.restore());
   }
 
   /**

@@ -51,10 +51,20 @@ public final class ApiKeys {
 
   /**
    * Who a presented key speaks for, and what it may do; {@code expired} when its {@code expires_at}
-   * has passed (it then speaks for nobody).
+   * has passed (it then speaks for nobody). {@code sshPublicKeys}: the account's SSH public keys,
+   * oldest first, where {@link #principalWithSshKeys} read them with the key; else empty.
    */
   public record Principal(
-      String accountId, String keyId, Set<String> scopes, Instant expiresAt, boolean expired) {}
+      String accountId,
+      String keyId,
+      Set<String> scopes,
+      Instant expiresAt,
+      boolean expired,
+      List<String> sshPublicKeys) {
+    public Principal {
+      sshPublicKeys = List.copyOf(sshPublicKeys);
+    }
+  }
 
   /** A key's last use is written at most this often per key (and node). */
   public static final java.time.Duration LAST_USE_RESOLUTION = java.time.Duration.ofMinutes(1);
@@ -131,6 +141,29 @@ public final class ApiKeys {
    * refused. A key that is let in has its use recorded ({@link #LAST_USE_RESOLUTION}).
    */
   public CompletionStage<Optional<Principal>> principal(String presented) {
+    return principal(presented, false);
+  }
+
+  /**
+   * The same, with the account's SSH public keys (oldest first) read in the same statement: a
+   * launch that names no key of its own gets them, and this spares it a second round trip to the
+   * database (docs/benchmarks.md, "The launch's SSH keys read with its API key").
+   */
+  public CompletionStage<Optional<Principal>> principalWithSshKeys(String presented) {
+    return principal(presented, true);
+  }
+
+  private static final String PRINCIPAL =
+      "SELECT account_id, secret_hash, scopes, expires_at FROM api_keys"
+          + " WHERE key_id = ? AND revoked_at IS NULL";
+
+  private static final String PRINCIPAL_WITH_SSH_KEYS =
+      "SELECT k.account_id, k.secret_hash, k.scopes, k.expires_at,"
+          + " ARRAY(SELECT s.public_key FROM ssh_keys s WHERE s.account_id = k.account_id"
+          + " ORDER BY s.created_at, s.key_id)"
+          + " FROM api_keys k WHERE k.key_id = ? AND k.revoked_at IS NULL";
+
+  private CompletionStage<Optional<Principal>> principal(String presented, boolean withSshKeys) {
     Optional<String[]> parts = parse(presented);
     if (parts.isEmpty())
       return java.util.concurrent.CompletableFuture.completedFuture(Optional.empty());
@@ -139,8 +172,7 @@ public final class ApiKeys {
     return jdbc.run(
             connection -> {
               try (PreparedStatement st =
-                  connection.prepareStatement(
-                      "SELECT account_id, secret_hash, scopes, expires_at FROM api_keys WHERE key_id = ? AND revoked_at IS NULL")) {
+                  connection.prepareStatement(withSshKeys ? PRINCIPAL_WITH_SSH_KEYS : PRINCIPAL)) {
                 st.setString(1, keyId);
                 try (ResultSet rs = st.executeQuery()) {
                   if (!rs.next() || !MessageDigest.isEqual(hash, rs.getBytes(2)))
@@ -148,9 +180,16 @@ public final class ApiKeys {
                   Timestamp expires = rs.getTimestamp(4);
                   Instant expiresAt = expires == null ? null : expires.toInstant();
                   boolean expired = expiresAt != null && !clock.instant().isBefore(expiresAt);
+                  List<String> sshPublicKeys =
+                      withSshKeys ? List.of((String[]) rs.getArray(5).getArray()) : List.of();
                   return Optional.of(
                       new Principal(
-                          rs.getString(1), keyId, scopes(rs.getString(3)), expiresAt, expired));
+                          rs.getString(1),
+                          keyId,
+                          scopes(rs.getString(3)),
+                          expiresAt,
+                          expired,
+                          sshPublicKeys));
                 }
               }
             })

@@ -53,6 +53,56 @@ class ApiKeysIntegrationTest {
     assertFalse(created.toString().contains(secret), "toString hides the secret");
   }
 
+  /**
+   * A launch reads the account's SSH keys with its API key, in one statement: the keys come oldest
+   * first and only with a key whose secret matches; the plain lookup reads none.
+   */
+  @Test
+  void theKeyCanBeReadWithItsAccountsSshKeysInOneStatement() {
+    MovableClock clock = new MovableClock();
+    ApiKeys keys = new ApiKeys(jdbc, clock);
+    SshKeys sshKeys = new SshKeys(jdbc, clock);
+    ApiKeys.CreatedKey created = keys.create("acc-ssh", "laptop").toCompletableFuture().join();
+    ApiKeys.Principal none =
+        keys.principalWithSshKeys(created.apiKey()).toCompletableFuture().join().orElseThrow();
+    assertEquals("acc-ssh", none.accountId());
+    assertEquals(java.util.List.of(), none.sshPublicKeys(), "an account without SSH keys");
+
+    // added newest-named first, so that the order can only come from the times
+    clock.now = clock.now.plusSeconds(1);
+    sshKeys
+        .add("acc-ssh", "second", "ssh-ed25519 AAAAsecond a@b", "SHA256:second")
+        .toCompletableFuture()
+        .join();
+    clock.now = clock.now.minusSeconds(1);
+    sshKeys
+        .add("acc-ssh", "first", "ssh-ed25519 AAAAfirst a@b", "SHA256:first")
+        .toCompletableFuture()
+        .join();
+    sshKeys
+        .add("acc-other", "theirs", "ssh-ed25519 AAAAtheirs a@b", "SHA256:theirs")
+        .toCompletableFuture()
+        .join();
+    assertEquals(
+        java.util.List.of("ssh-ed25519 AAAAfirst a@b", "ssh-ed25519 AAAAsecond a@b"),
+        keys.principalWithSshKeys(created.apiKey())
+            .toCompletableFuture()
+            .join()
+            .orElseThrow()
+            .sshPublicKeys());
+    assertEquals(
+        java.util.List.of(),
+        keys.principal(created.apiKey()).toCompletableFuture().join().orElseThrow().sshPublicKeys(),
+        "the plain lookup reads no SSH keys");
+    String wrongSecret =
+        created.apiKey().substring(0, created.apiKey().length() - 1)
+            + (created.apiKey().endsWith("0") ? "1" : "0");
+    assertEquals(
+        Optional.empty(),
+        keys.principalWithSshKeys(wrongSecret).toCompletableFuture().join(),
+        "the key id with another secret gets nothing, keys included");
+  }
+
   /** A clock the test moves. */
   static final class MovableClock extends Clock {
     volatile java.time.Instant now = java.time.Instant.parse("2026-06-01T12:00:00Z");
