@@ -200,6 +200,26 @@ final class MarketBenchSupport {
     }
 
     /**
+     * Transactions committed or rolled back in this database so far, as PostgreSQL's statistics
+     * show them (each backend reports within about a second, so a window of many seconds read at
+     * both ends is counted fairly); -1 if they cannot be read. A read-side query in auto-commit is
+     * one transaction, so this counts the round trips that commit.
+     */
+    long transactions() {
+      try (Connection c = DriverManager.getConnection(adminUrl, user, password);
+          PreparedStatement st =
+              c.prepareStatement(
+                  "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = ?")) {
+        st.setString(1, name);
+        try (ResultSet rs = st.executeQuery()) {
+          return rs.next() ? rs.getLong(1) : -1;
+        }
+      } catch (SQLException e) {
+        return -1;
+      }
+    }
+
+    /**
      * With autovacuum off (as on this project's CI server) nothing refreshes the planner's
      * statistics, and the read journal's cached eventsByTag plan degrades into scans as the journal
      * grows: run ANALYZE every {@code seconds} instead, as autoanalyze would.

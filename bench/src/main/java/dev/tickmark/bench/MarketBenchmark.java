@@ -41,6 +41,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -122,8 +123,10 @@ public final class MarketBenchmark {
         --wait-seconds=N           the rentals' wait_seconds (default 10)
         --floor=S                  before each rate up to --floor-max-rate, S seconds of the launch's durable writes
                                    alone at the same rate (two single-row commits side by side, then a third), the
-                                   baseline of the launch's latency (default 10; 0 = none)
-        --floor-max-rate=N         the highest rate with a commit floor (default 200)
+                                   baseline of the launch's latency (default 10; 0 = none); via http, then as long
+                                   the HTTP floor: the same POST without an API key, answered 401 at the node's
+                                   edge (the client, the connection and Pekko HTTP's routing, nothing else)
+        --floor-max-rate=N         the highest rate with a commit floor and an HTTP floor (default 200)
         (b) meter: concurrently running rentals
         --meter-sizes=1000,2000,5000,10000   running rentals K, ascending (the same rentals keep running)
         --meter-window=S           measured seconds per K (default 30; settlements are every 10 s)
@@ -690,7 +693,9 @@ public final class MarketBenchmark {
         int rentalsStopped,
         List<HistogramSnapshot> steps,
         GcSample.Usage gc,
-        CommitFloor.Result floor) {}
+        CommitFloor.Result floor,
+        CommitFloor.Result httpFloor,
+        long transactions) {}
 
     /** The launch steps of {@link EngineMetrics}, in order, with the names printed. */
     private List<LatencyHistogram> steps() {
@@ -722,7 +727,7 @@ public final class MarketBenchmark {
               OUT.printf(
                   "-- warm-up %d of %d (not measured): %d launches/s for %d s%n",
                   round, o.warmupRounds(), o.warmupRate(), o.warmup());
-              runRate(hosts, o.warmupRate(), o.warmup(), null);
+              runRate(hosts, o.warmupRate(), o.warmup(), null, null);
             }
             warm = true;
           }
@@ -730,7 +735,8 @@ public final class MarketBenchmark {
             // Each rate starts from a market with every card free again, and a few quiet seconds.
             Thread.sleep(3000);
             CommitFloor.Result floor = commitFloor(rate);
-            RateResult r = runRate(hosts, rate, o.duration(), floor);
+            CommitFloor.Result httpFloor = httpFloor(rate);
+            RateResult r = runRate(hosts, rate, o.duration(), floor, httpFloor);
             results.add(r);
             print(r);
           }
@@ -751,6 +757,52 @@ public final class MarketBenchmark {
       try (CommitFloor floor = new CommitFloor(db.url, db.user, db.password, 16)) {
         return floor.run(rate, o.floorSeconds());
       }
+    }
+
+    /**
+     * The launch's own request at {@code rate} without an API key, just before its launches: the
+     * node answers 401 at its edge (no database, no entity), so this is what the client, the
+     * connection and Pekko HTTP's parsing, routing and rendering cost at that rate; null if off.
+     * Latency counts from each arrival's due time, as the launches' does.
+     */
+    private CommitFloor.Result httpFloor(int rate) throws InterruptedException {
+      if (!o.via().equals("http") || o.floorSeconds() <= 0 || rate > o.floorMaxRate()) return null;
+      OUT.printf(
+          "-- HTTP floor: the launch's request without an API key (401 at the edge), %,d/s for %d s%n",
+          rate, o.floorSeconds());
+      HttpRequest req =
+          HttpRequest.newBuilder(URI.create(node.baseUrl() + "/v1/rentals"))
+              .timeout(Duration.ofSeconds(30))
+              .header("Content-Type", "application/json")
+              .POST(HttpRequest.BodyPublishers.ofString(launchBody()))
+              .build();
+      int offered = rate * o.floorSeconds();
+      ConcurrentLinkedQueue<Long> micros = new ConcurrentLinkedQueue<>();
+      AtomicInteger failed = new AtomicInteger();
+      AtomicReference<String> firstFailure = new AtomicReference<>();
+      CountDownLatch answered = new CountDownLatch(offered);
+      long t0 = System.nanoTime() + 50_000_000L;
+      long step = 1_000_000_000L / rate;
+      for (int i = 0; i < offered; i++) {
+        long due = t0 + i * step;
+        long wait;
+        while ((wait = due - System.nanoTime()) > 0) LockSupport.parkNanos(wait);
+        http.sendAsync(req, HttpResponse.BodyHandlers.ofString())
+            .whenComplete(
+                (resp, e) -> {
+                  if (e == null && resp.statusCode() == 401)
+                    micros.add((System.nanoTime() - due) / 1000);
+                  else {
+                    failed.incrementAndGet();
+                    firstFailure.compareAndSet(
+                        null, e != null ? errorCode(e) : "HTTP " + resp.statusCode());
+                  }
+                  answered.countDown();
+                });
+      }
+      if (!answered.await(o.drain(), TimeUnit.SECONDS))
+        firstFailure.compareAndSet(null, answered.getCount() + " unanswered after the drain");
+      return new CommitFloor.Result(sortedArray(micros), failed.get(), firstFailure.get());
     }
 
     /**
@@ -808,13 +860,7 @@ public final class MarketBenchmark {
                             v.endReason() == null ? null : v.endReason().wire())
                         : new Launched(id, null, errorCode(e), null));
       }
-      String body =
-          "{\"gpu\":\""
-              + H100.code()
-              + "\",\"count\":1,\"tier\":\"on_demand\",\"max_price_per_gpu_hour\":\"3.00\","
-              + "\"image\":\"bench/noop:latest\",\"wait_seconds\":"
-              + o.waitSeconds()
-              + "}";
+      String body = launchBody();
       HttpRequest req =
           HttpRequest.newBuilder(URI.create(node.baseUrl() + "/v1/rentals"))
               .timeout(Duration.ofSeconds(30))
@@ -850,6 +896,15 @@ public final class MarketBenchmark {
               });
     }
 
+    private String launchBody() {
+      return "{\"gpu\":\""
+          + H100.code()
+          + "\",\"count\":1,\"tier\":\"on_demand\",\"max_price_per_gpu_hour\":\"3.00\","
+          + "\"image\":\"bench/noop:latest\",\"wait_seconds\":"
+          + o.waitSeconds()
+          + "}";
+    }
+
     private static String errorCode(Throwable e) {
       Throwable t = e;
       while (t.getCause() != null && t instanceof java.util.concurrent.CompletionException)
@@ -866,7 +921,8 @@ public final class MarketBenchmark {
      * counts from when it was due. {@code floor}: the commit floor measured just before (null:
      * none).
      */
-    RateResult runRate(int hosts, int rate, int duration, CommitFloor.Result floor)
+    RateResult runRate(
+        int hosts, int rate, int duration, CommitFloor.Result floor, CommitFloor.Result httpFloor)
         throws Exception {
       OUT.printf("-- %,d hosts, %,d launches/s for %d s%n", hosts, rate, duration);
       int offered = rate * duration;
@@ -886,6 +942,7 @@ public final class MarketBenchmark {
       List<HistogramSnapshot> steps0 = steps().stream().map(HistogramSnapshot::of).toList();
       GcSample g0 = GcSample.take();
       CpuSample c0 = CpuSample.take(db.name);
+      long x0 = db.transactions();
       long t0 = System.nanoTime() + 50_000_000L;
       long step = 1_000_000_000L / rate;
       long lastPrint = t0;
@@ -943,6 +1000,7 @@ public final class MarketBenchmark {
       double seconds = (System.nanoTime() - t0) / 1e9;
       CpuSample c1 = CpuSample.take(db.name);
       GcSample g1 = GcSample.take();
+      long x1 = db.transactions();
       long drainStart = System.nanoTime();
       long drainDeadline = drainStart + o.drain() * 1_000_000_000L;
       while (inFlight.get() > 0 && System.nanoTime() < drainDeadline) Thread.sleep(50);
@@ -993,7 +1051,9 @@ public final class MarketBenchmark {
           ids.size(),
           steps,
           g0.until(g1),
-          floor);
+          floor,
+          httpFloor,
+          x0 < 0 || x1 < 0 ? -1 : x1 - x0);
     }
 
     private final AtomicInteger launchCounter = new AtomicInteger();
@@ -1110,6 +1170,25 @@ public final class MarketBenchmark {
                     : r.floor().micros()[r.floor().micros().length - 1]),
             r.floor().failed(),
             r.floor().firstFailure() == null ? "" : " (first: " + r.floor().firstFailure() + ")");
+      if (r.httpFloor() != null)
+        OUT.printf(
+            Locale.ROOT,
+            "   HTTP floor (the same request without a key, 401 at the edge; same rate, just before): p50 %s ms,"
+                + " p99 %s ms, p999 %s ms; %,d failed%s%n",
+            MarketBenchSupport.ms(MarketBenchSupport.quantile(r.httpFloor().micros(), 0.5)),
+            MarketBenchSupport.ms(MarketBenchSupport.quantile(r.httpFloor().micros(), 0.99)),
+            MarketBenchSupport.ms(MarketBenchSupport.quantile(r.httpFloor().micros(), 0.999)),
+            r.httpFloor().failed(),
+            r.httpFloor().firstFailure() == null
+                ? ""
+                : " (first: " + r.httpFloor().firstFailure() + ")");
+      if (r.transactions() >= 0)
+        OUT.printf(
+            Locale.ROOT,
+            "   PostgreSQL transactions during arrivals: %,d, %.2f per launch sent (the launches' and"
+                + " all else the node did meanwhile)%n",
+            r.transactions(),
+            r.sent() == 0 ? 0.0 : (double) r.transactions() / r.sent());
       OUT.println("   garbage collection during arrivals: " + r.gc());
       OUT.println("   cores during arrivals: " + MarketBenchSupport.cores(r.cpu()));
     }
@@ -1205,6 +1284,17 @@ public final class MarketBenchmark {
                   "p99 of the launch's three commits alone, same rate (ms)")
               .withNote(note)
               .print(OUT);
+        if (r.httpFloor() != null && r.httpFloor().micros().length > 0)
+          BenchResult.against(
+                  "market-match",
+                  "launch.p99-over-http-floor@" + r.rate(),
+                  "launch -> matched p99 at " + r.rate() + "/s",
+                  MarketBenchSupport.quantile(r.matchedMicros(), 0.99) / 1000.0,
+                  "ms",
+                  MarketBenchSupport.quantile(r.httpFloor().micros(), 0.99) / 1000.0,
+                  "p99 of the same request answered 401 at the edge, same rate (ms)")
+              .withNote(note)
+              .print(OUT);
         BenchResult.against(
                 "market-match",
                 "launch.matched-per-s@" + r.rate(),
@@ -1229,6 +1319,20 @@ public final class MarketBenchmark {
                 MarketBenchSupport.ms(MarketBenchSupport.quantile(r.floor().micros(), 0.5)),
                 MarketBenchSupport.ms(floorP99),
                 (double) launchP99 / floorP99));
+      }
+      for (RateResult r : results) {
+        if (r.httpFloor() == null || r.httpFloor().micros().length == 0) continue;
+        long launchP50 = MarketBenchSupport.quantile(r.matchedMicros(), 0.5);
+        long edgeP50 = MarketBenchSupport.quantile(r.httpFloor().micros(), 0.5);
+        lines.add(
+            String.format(
+                Locale.ROOT,
+                "HTTP floor at %,d/s (%,d hosts): p50 %s ms, p99 %s ms; launch p50 / floor p50 = %.2f",
+                r.rate(),
+                r.hosts(),
+                MarketBenchSupport.ms(edgeP50),
+                MarketBenchSupport.ms(MarketBenchSupport.quantile(r.httpFloor().micros(), 0.99)),
+                (double) launchP50 / edgeP50));
       }
       lines.add(
           "m.* = matcher-side EngineMetrics.matchLatency (request at the matcher -> answer); node/pg = cores during arrivals;"
