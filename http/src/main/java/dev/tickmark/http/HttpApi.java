@@ -246,12 +246,15 @@ public final class HttpApi {
    */
   static Route guarded(java.util.function.Supplier<Route> inner) {
     return handleExceptions(
-        exceptionHandler(),
+        EXCEPTIONS,
         () ->
             handleRejections(
-                rejectionHandler(),
-                () -> withSizeLimit(MAX_BODY_BYTES, () -> refusingNulInPath(inner))));
+                REJECTIONS, () -> withSizeLimit(MAX_BODY_BYTES, () -> refusingNulInPath(inner))));
   }
+
+  // Built once: the directives' inner routes are built anew for every request, these need not be.
+  private static final ExceptionHandler EXCEPTIONS = exceptionHandler();
+  private static final RejectionHandler REJECTIONS = rejectionHandler();
 
   /**
    * A path segment with a NUL ({@code %00}) names nothing: no id holds one, and PostgreSQL cannot

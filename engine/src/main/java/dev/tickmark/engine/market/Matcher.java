@@ -69,11 +69,17 @@ public final class Matcher {
    * reserved at {@code reservedAt}.
    */
   public record Holding(int cards, Instant reservedAt) {
+    /**
+     * {@code reservedAt} is kept to the microsecond, as the read side stores it, so that comparing
+     * it with a row's time (for every held host in every candidate query) allocates nothing.
+     */
+    public Holding {
+      if (reservedAt != null) reservedAt = reservedAt.truncatedTo(ChronoUnit.MICROS);
+    }
+
     /** Whether a read side that shows the host as of {@code asOf} does not show these cards yet. */
     boolean beyond(Instant asOf) {
-      return reservedAt == null
-          || asOf == null
-          || reservedAt.truncatedTo(ChronoUnit.MICROS).isAfter(asOf);
+      return reservedAt == null || asOf == null || reservedAt.isAfter(asOf);
     }
   }
 
