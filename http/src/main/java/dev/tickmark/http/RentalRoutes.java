@@ -216,11 +216,7 @@ public final class RentalRoutes {
                                                     get(
                                                         () ->
                                                             onSuccess(
-                                                                ask(
-                                                                        id,
-                                                                        reply ->
-                                                                            new Rental.Get(
-                                                                                renter, reply))
+                                                                current(renter, id)
                                                                     .thenCompose(this::withHostKey),
                                                                 v ->
                                                                     complete(
@@ -238,11 +234,7 @@ public final class RentalRoutes {
                                                     get(
                                                         () ->
                                                             onSuccess(
-                                                                ask(
-                                                                    id,
-                                                                    reply ->
-                                                                        new Rental.Get(
-                                                                            renter, reply)),
+                                                                current(renter, id),
                                                                 v ->
                                                                     complete(
                                                                         Responses.json(
@@ -470,6 +462,11 @@ public final class RentalRoutes {
         .thenApply(RentalRoutes::view)
         .exceptionally(failure -> view(row))
         .toCompletableFuture();
+  }
+
+  /** The rental as it is now, as {@code renter} may see it (not found for anyone else). */
+  private CompletionStage<Rental.View> current(String renter, String id) {
+    return ask(id, reply -> new Rental.Get(renter, reply));
   }
 
   private CompletionStage<Rental.View> ask(
