@@ -306,19 +306,7 @@ public final class RentalRoutes {
    */
   private static Rental.Spec withAccountKeys(List<String> keys, Rental.Spec s) {
     if (s.sshPublicKey() != null || keys.isEmpty()) return s;
-    return new Rental.Spec(
-        s.gpu(),
-        s.count(),
-        s.tier(),
-        s.region(),
-        s.maxPricePerGpuHour(),
-        s.image(),
-        s.command(),
-        String.join("\n", keys),
-        s.maxTotal(),
-        s.waitSeconds(),
-        s.network(),
-        s.restore());
+    return s.withSshPublicKey(String.join("\n", keys));
   }
 
   /**
@@ -333,21 +321,7 @@ public final class RentalRoutes {
     return sharding
         .entityRefFor(Snapshot.ENTITY_KEY, restore)
         .<Snapshot.View>askWithStatus(reply -> new Snapshot.Restore(renter, reply), timeout)
-        .thenApply(
-            v ->
-                new Rental.Spec(
-                    s.gpu(),
-                    s.count(),
-                    s.tier(),
-                    s.region(),
-                    s.maxPricePerGpuHour(),
-                    s.image(),
-                    s.command(),
-                    s.sshPublicKey(),
-                    s.maxTotal(),
-                    s.waitSeconds(),
-                    s.network(),
-                    new Rental.Restore(v.id(), v.sha256(), v.sizeBytes())));
+        .thenApply(v -> s.withRestore(new Rental.Restore(v.id(), v.sha256(), v.sizeBytes())));
   }
 
   /**

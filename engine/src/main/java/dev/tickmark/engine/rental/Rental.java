@@ -318,6 +318,40 @@ public final class Rental
     @JsonCreator
     public Spec {}
 
+    /** The same launch, accepting {@code keys} (OpenSSH public keys, one per line). */
+    public Spec withSshPublicKey(String keys) {
+      return new Spec(
+          gpu,
+          count,
+          tier,
+          region,
+          maxPricePerGpuHour,
+          image,
+          command,
+          keys,
+          maxTotal,
+          waitSeconds,
+          network,
+          restore);
+    }
+
+    /** The same launch, starting from {@code snapshot}'s workspace. */
+    public Spec withRestore(Restore snapshot) {
+      return new Spec(
+          gpu,
+          count,
+          tier,
+          region,
+          maxPricePerGpuHour,
+          image,
+          command,
+          sshPublicKey,
+          maxTotal,
+          waitSeconds,
+          network,
+          snapshot);
+    }
+
     /** A launch that starts from an empty workspace. */
     public Spec(
         String gpu,
