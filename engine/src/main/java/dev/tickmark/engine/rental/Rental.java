@@ -320,6 +320,15 @@ public final class Rental
 
     /** The same launch, accepting {@code keys} (OpenSSH public keys, one per line). */
     public Spec withSshPublicKey(String keys) {
+      return with(keys, restore);
+    }
+
+    /** The same launch, starting from {@code snapshot}'s workspace. */
+    public Spec withRestore(Restore snapshot) {
+      return with(sshPublicKey, snapshot);
+    }
+
+    private Spec with(String keys, Restore from) {
       return new Spec(
           gpu,
           count,
@@ -332,24 +341,7 @@ public final class Rental
           maxTotal,
           waitSeconds,
           network,
-          restore);
-    }
-
-    /** The same launch, starting from {@code snapshot}'s workspace. */
-    public Spec withRestore(Restore snapshot) {
-      return new Spec(
-          gpu,
-          count,
-          tier,
-          region,
-          maxPricePerGpuHour,
-          image,
-          command,
-          sshPublicKey,
-          maxTotal,
-          waitSeconds,
-          network,
-          snapshot);
+          from);
     }
 
     /** A launch that starts from an empty workspace. */
