@@ -127,6 +127,8 @@ public final class MarketBenchmark {
                                    the HTTP floor: the same POST without an API key, answered 401 at the node's
                                    edge (the client, the connection and Pekko HTTP's routing, nothing else)
         --floor-max-rate=N         the highest rate with a commit floor and an HTTP floor (default 200)
+        --idle=S                   after the warm-up, S seconds with the hosts online and no launches: what the node
+                                   and PostgreSQL do for nothing (transactions a second, cores; default 10; 0 = none)
         (b) meter: concurrently running rentals
         --meter-sizes=1000,2000,5000,10000   running rentals K, ascending (the same rentals keep running)
         --meter-window=S           measured seconds per K (default 30; settlements are every 10 s)
@@ -208,7 +210,8 @@ public final class MarketBenchmark {
       int providers,
       boolean coldShards,
       int floorSeconds,
-      int floorMaxRate) {
+      int floorMaxRate,
+      int idleSeconds) {
     static Options of(Args a) {
       Options o =
           new Options(
@@ -236,7 +239,8 @@ public final class MarketBenchmark {
               a.integer("providers", 100),
               Boolean.parseBoolean(a.string("cold-shards", "false")),
               a.integer("floor", 10),
-              a.integer("floor-max-rate", 200));
+              a.integer("floor-max-rate", 200),
+              a.integer("idle", 10));
       if (!o.via.equals("http") && !o.via.equals("sharding"))
         throw new IllegalArgumentException("--via is http or sharding");
       return o;
@@ -731,6 +735,7 @@ public final class MarketBenchmark {
             }
             warm = true;
           }
+          idle(hosts);
           for (int rate : o.rates()) {
             // Each rate starts from a market with every card free again, and a few quiet seconds.
             Thread.sleep(3000);
@@ -747,6 +752,42 @@ public final class MarketBenchmark {
       }
       return summary(results);
     }
+
+    /**
+     * {@code --idle} seconds with no launches, after a quiet moment: PostgreSQL's transactions a
+     * second and the cores used, what a node costs that nobody uses (its projections' polls, the
+     * journal probe, the hosts' sessions).
+     */
+    private void idle(int hosts) throws InterruptedException {
+      if (o.idleSeconds() <= 0) return;
+      Thread.sleep(3000);
+      OUT.printf("-- idle: %,d hosts online, no launches, for %d s%n", hosts, o.idleSeconds());
+      CpuSample c0 = CpuSample.take(db.name);
+      long x0 = db.transactions();
+      Thread.sleep(o.idleSeconds() * 1000L);
+      long x1 = db.transactions();
+      CpuSample.Usage cpu = c0.until(CpuSample.take(db.name));
+      double perSecond = (double) (x1 - x0) / o.idleSeconds();
+      idleLine =
+          String.format(
+              Locale.ROOT,
+              "idle (%,d hosts online, no launches, %d s): %.1f PostgreSQL transactions/s; cores %s",
+              hosts,
+              o.idleSeconds(),
+              perSecond,
+              MarketBenchSupport.cores(cpu));
+      OUT.println("   " + idleLine);
+      BenchResult.absolute(
+              "market-match",
+              "idle.pg-transactions-per-s",
+              "PostgreSQL transactions a second, no launches",
+              perSecond,
+              "transactions/s")
+          .withNote(String.format(Locale.ROOT, "%,d hosts online, %d s", hosts, o.idleSeconds()))
+          .print(OUT);
+    }
+
+    private String idleLine;
 
     /** The launch's durable writes alone at {@code rate}, just before its launches; null if off. */
     private CommitFloor.Result commitFloor(int rate) throws Exception {
@@ -1334,6 +1375,7 @@ public final class MarketBenchmark {
                 MarketBenchSupport.ms(MarketBenchSupport.quantile(r.httpFloor().micros(), 0.99)),
                 (double) launchP50 / edgeP50));
       }
+      if (idleLine != null) lines.add(idleLine);
       lines.add(
           "m.* = matcher-side EngineMetrics.matchLatency (request at the matcher -> answer); node/pg = cores during arrivals;"
               + " errors = "

@@ -1,5 +1,6 @@
 package dev.tickmark.node;
 
+import static dev.tickmark.node.Eventually.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -20,17 +21,18 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.Done;
+import org.apache.pekko.actor.testkit.typed.javadsl.TestProbe;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
 import org.apache.pekko.persistence.jdbc.config.ReadJournalConfig;
-import org.apache.pekko.persistence.jdbc.query.javadsl.JdbcReadJournal;
 import org.apache.pekko.persistence.query.EventEnvelope;
 import org.apache.pekko.persistence.query.Offset;
 import org.apache.pekko.persistence.query.PersistenceQuery;
 import org.apache.pekko.persistence.query.Sequence;
 import org.apache.pekko.stream.javadsl.Sink;
+import org.apache.pekko.stream.javadsl.Source;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -45,7 +47,8 @@ class TagRangeReadJournalIntegrationTest {
   @Test
   void eventsByTagReturnsTheTagsOwnEventsAfterTheOffsetInJournalOrder() throws Exception {
     var database = TestDatabase.fresh("tag_range_read");
-    try (Node node = Node.start(TestNodes.settings(database))) {
+    try (Node node =
+        Node.start(TestNodes.settings(database).withConfig(JOURNAL, readJournal(Map.of())))) {
       ActorSystem<Void> system = node.system();
       assertEquals(
           TagRangeReadJournalDao.class.getName(),
@@ -66,11 +69,11 @@ class TagRangeReadJournalIntegrationTest {
             .get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
       }
 
-      long queriesBefore = TagRangeReadJournalDao.tagQueries();
+      long queriesBefore = dao(system, JOURNAL).tagQueries();
       List<EventEnvelope> twice = byTag(system, "batch-test-twice", Offset.noOffset());
       assertEquals(640, twice.size());
       assertTrue(
-          TagRangeReadJournalDao.tagQueries() - queriesBefore >= 2,
+          dao(system, JOURNAL).tagQueries() - queriesBefore >= 2,
           "640 events are read in pages of at most 500");
       Map<String, Long> nextSeq = new HashMap<>();
       long previous = 0;
@@ -97,6 +100,52 @@ class TagRangeReadJournalIntegrationTest {
       long last = ((Sequence) twice.get(twice.size() - 1).offset()).value();
       assertTrue(byTag(system, "batch-test-twice", Offset.sequence(last)).isEmpty());
       assertTrue(byTag(system, "batch-test-nobody", Offset.noOffset()).isEmpty());
+    }
+  }
+
+  /**
+   * A live query polls every {@code refresh-interval}, up to the highest ordering its journal
+   * sequence actor has seen. Once it has read up to there, and until that moves, its range is
+   * empty: those polls are answered without PostgreSQL. (Here the actor looks once, at start, so
+   * the highest ordering never moves; in a node it moves once a {@code query-delay}.) A range with
+   * something in it is still read.
+   */
+  @Test
+  void aLiveQueryThatHasReadEverythingAsksPostgresqlNothingUntilThereIsMore() throws Exception {
+    var database = TestDatabase.fresh("tag_range_idle");
+    String journalId = "tag-range-idle-read-journal";
+    Map<String, Object> plugin =
+        readJournal(
+            Map.of("refresh-interval", "20ms", "journal-sequence-retrieval.query-delay", "1h"));
+    try (Node node = Node.start(TestNodes.settings(database).withConfig(journalId, plugin))) {
+      ActorSystem<Void> system = node.system();
+      ActorRef<JournalBatchingIntegrationTest.Writer.Command> writer = spawn(system, "idle", false);
+      for (int i = 0; i < 3; i++) write(system, writer).get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+
+      TagRangeReadJournalDao dao = dao(system, journalId);
+      TestProbe<EventEnvelope> seen = TestProbe.create(system);
+      Source.fromGraph(journal(system, journalId).eventsByTag("batch-test-idle", Offset.noOffset()))
+          .to(Sink.foreach(seen.ref()::tell))
+          .run(system);
+      for (long seq = 1; seq <= 3; seq++)
+        assertEquals(seq, seen.expectMessageClass(EventEnvelope.class, TIMEOUT).sequenceNr());
+
+      // Read up to the highest ordering: from here on every poll is an empty range.
+      long skippedAtFirst = dao.skippedTagQueries();
+      eventually(
+          TIMEOUT, () -> assertTrue(dao.skippedTagQueries() >= skippedAtFirst + 2, "empty polls"));
+      long queries = dao.tagQueries();
+      long skipped = dao.skippedTagQueries();
+      eventually(TIMEOUT, () -> assertTrue(dao.skippedTagQueries() >= skipped + 20, "empty polls"));
+      assertEquals(queries, dao.tagQueries(), "20 polls of an empty range, no query");
+      seen.expectNoMessage(Duration.ZERO);
+
+      // The same range through the DAO itself, and one with events in it.
+      long max = Long.MAX_VALUE;
+      assertEquals(0, read(system, dao, "batch-test-idle", max, max).size());
+      assertEquals(queries, dao.tagQueries());
+      assertEquals(3, read(system, dao, "batch-test-idle", 0, max).size());
+      assertEquals(queries + 1, dao.tagQueries());
     }
   }
 
@@ -159,11 +208,42 @@ class TagRangeReadJournalIntegrationTest {
     return plan.toString();
   }
 
+  /**
+   * A read journal of the tests' own, configured as the node's with {@code overrides}, which they
+   * use through the Scala API alone: its DAO's counts are then theirs alone. (The node's
+   * projections use {@code jdbc-read-journal} through the Java API, which makes an instance of its
+   * own.)
+   */
+  private static final String JOURNAL = "tag-range-read-journal";
+
+  private static Map<String, Object> readJournal(Map<String, String> overrides) {
+    return ConfigFactory.parseMap(overrides)
+        .withFallback(ConfigFactory.load().getConfig("jdbc-read-journal"))
+        .root()
+        .unwrapped();
+  }
+
+  private static org.apache.pekko.persistence.jdbc.query.scaladsl.JdbcReadJournal journal(
+      ActorSystem<Void> system, String journalId) {
+    return PersistenceQuery.get(system.classicSystem()).readJournalFor(journalId);
+  }
+
+  private static TagRangeReadJournalDao dao(ActorSystem<Void> system, String journalId) {
+    return (TagRangeReadJournalDao) journal(system, journalId).readJournalDao();
+  }
+
+  private static List<?> read(
+      ActorSystem<Void> system, TagRangeReadJournalDao dao, String tag, long from, long to)
+      throws Exception {
+    return Source.fromGraph(dao.eventsByTag(tag, from, to, 500))
+        .runWith(Sink.seq(), system)
+        .toCompletableFuture()
+        .get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+  }
+
   private static List<EventEnvelope> byTag(ActorSystem<Void> system, String tag, Offset from)
       throws Exception {
-    return PersistenceQuery.get(system.classicSystem())
-        .getReadJournalFor(JdbcReadJournal.class, JdbcReadJournal.Identifier())
-        .currentEventsByTag(tag, from)
+    return Source.fromGraph(journal(system, JOURNAL).currentEventsByTag(tag, from))
         .runWith(Sink.seq(), system)
         .toCompletableFuture()
         .get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
