@@ -215,13 +215,18 @@ class SandboxRuntimeTest {
                 log)
             .get(WAIT_S, TimeUnit.SECONDS);
     Path scratch = state.resolve("rentals/rnt_restored/scratch");
+    // The log's lines reach it from the workload's pipe a moment after the files are written: wait
+    // for the last line ("wrote"), gathering them as they come (a batch hands each line once).
+    List<String> out = new java.util.ArrayList<>();
     Eventually.until(
         WAIT_S,
-        () -> "a file written; the log: " + log.batch(1 << 20),
-        () -> Files.exists(scratch.resolve("d/new/g")));
+        () -> "a file written and \"wrote\" in the log: " + out,
+        () -> {
+          log.batch(1 << 20).forEach(line -> out.add(line.text()));
+          return out.contains("wrote") && Files.exists(scratch.resolve("d/new/g"));
+        });
     rt.stop("rnt_restored", true).get(WAIT_S, TimeUnit.SECONDS);
     h.ended().get(WAIT_S, TimeUnit.SECONDS);
-    List<String> out = log.batch(1 << 20).stream().map(AgentFrame.LogLine::text).toList();
     assertTrue(out.contains("restored") && out.contains("wrote"), out.toString());
     assertEquals("restored\nmore\n", Files.readString(scratch.resolve("d/f")), "kept, not wiped");
     Path again = state.resolve("again.tar.zst");
