@@ -140,6 +140,9 @@ class MetricsIntegrationTest {
             assertTrue(
                 value(samples, "tickmark_launch_step_seconds_sum", Map.of("step", step)) > 0, step);
           }
+          // ... and its rental recovered (from nothing) before the launch's first command.
+          assertTrue(value(samples, "tickmark_rental_recovery_seconds_count", Map.of()) >= 1);
+          assertTrue(value(samples, "tickmark_rental_recovery_seconds_sum", Map.of()) > 0);
           assertEquals(1, value(samples, "tickmark_agent_sessions_open", Map.of()));
           assertTrue(value(samples, "tickmark_heartbeats_total", Map.of()) >= 1);
           assertTrue(value(samples, "tickmark_heartbeat_lag_seconds_count", Map.of()) >= 1);

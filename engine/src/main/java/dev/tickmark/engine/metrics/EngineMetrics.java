@@ -35,6 +35,14 @@ public final class EngineMetrics implements Extension {
   public final LatencyHistogram launchMatchedRecorded = new LatencyHistogram();
 
   /**
+   * A rental's start on this node to its recovery completed: reading its latest snapshot and its
+   * highest sequence number, then replaying what follows. A launch's new rental pays this before
+   * its first command (two reads that find nothing); a rental moved by a node loss pays it before
+   * it can settle again.
+   */
+  public final LatencyHistogram rentalRecovery = new LatencyHistogram();
+
+  /**
    * The agent's heartbeat {@code at} to its receipt at the websocket: network delay plus clock skew
    * (never below 0).
    */

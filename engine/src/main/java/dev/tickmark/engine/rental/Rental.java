@@ -889,6 +889,10 @@ public final class Rental
   private final TimerScheduler<Command> timers;
   private final EngineMetrics metrics;
   private final SettlementDelivery delivery;
+
+  /** When this incarnation was set up: its recovery's start. */
+  private final long startedNanos;
+
   // Actor-local: who waits for the first match answer, live subscribers, and the asks in flight.
   private ActorRef<StatusReply<View>> creator;
   // The launch under way before anything is recorded (issue 15): its hold and its match are asked
@@ -985,6 +989,7 @@ public final class Rental
     this.timers = timers;
     this.metrics = EngineMetrics.get(context.getSystem());
     this.delivery = new SettlementDelivery(rentalId, settings, ports, clock, context, timers);
+    this.startedNanos = System.nanoTime();
   }
 
   @Override
@@ -1013,6 +1018,7 @@ public final class Rental
 
   /** After a restart, pick up where the journal says we are; every step below is idempotent. */
   private void resume(State state) {
+    metrics.rentalRecovery.recordMicros((System.nanoTime() - startedNanos) / 1_000);
     if (state instanceof Pending p) {
       placeHold(p.order()); // then matching resumes
     } else if (state instanceof Provisioning p) {

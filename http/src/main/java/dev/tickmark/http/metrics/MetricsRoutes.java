@@ -181,6 +181,13 @@ public final class MetricsRoutes {
     launchStep(out, "hold", metrics.launchHold);
     launchStep(out, "match", metrics.launchMatch);
     launchStep(out, "matched_recorded", metrics.launchMatchedRecorded);
+    histogram(
+        out,
+        "tickmark_rental_recovery_seconds",
+        "A rental's start on this node to its recovery completed (its snapshot, its highest sequence number, "
+            + "the events after them): a launch's new rental pays it before its first command, a rental moved by a "
+            + "node loss before it settles again.",
+        metrics.rentalRecovery);
 
     out.gauge(
         "tickmark_agent_sessions_open",
