@@ -890,8 +890,13 @@ public final class Rental
   private final EngineMetrics metrics;
   private final SettlementDelivery delivery;
 
-  /** When this incarnation was set up: its recovery's start. */
+  /**
+   * When this incarnation was set up: its first recovery's start. Should it recover again in this
+   * instance (a restart after a journal failure, after its backoff), that recovery is not timed.
+   */
   private final long startedNanos;
+
+  private boolean recoveryTimed;
 
   // Actor-local: who waits for the first match answer, live subscribers, and the asks in flight.
   private ActorRef<StatusReply<View>> creator;
@@ -1018,7 +1023,10 @@ public final class Rental
 
   /** After a restart, pick up where the journal says we are; every step below is idempotent. */
   private void resume(State state) {
-    metrics.rentalRecovery.recordMicros((System.nanoTime() - startedNanos) / 1_000);
+    if (!recoveryTimed) {
+      recoveryTimed = true;
+      metrics.rentalRecovery.recordMicros((System.nanoTime() - startedNanos) / 1_000);
+    }
     if (state instanceof Pending p) {
       placeHold(p.order()); // then matching resumes
     } else if (state instanceof Provisioning p) {
