@@ -129,8 +129,8 @@ public class TagRangeReadJournalDao extends DefaultReadJournalDao {
    * <p>A range with nothing in it ({@code offset >= maxOffset}) is answered without PostgreSQL. A
    * live query polls every {@code refresh-interval} (200 ms) up to the highest ordering its journal
    * sequence actor has seen, which moves once per {@code query-delay} (1 s); once a slice has read
-   * up to it, the plugin asks again from there, for an empty range, until it moves. That was four
-   * polls in five for every one of the 17 slices, and every poll on an idle node.
+   * up to it, the plugin asks again from there, for an empty range, until it moves. That was three
+   * or four polls in five of each of the 17 slices, and every poll on an idle node.
    */
   @Override
   public Source<Try<Tuple3<PersistentRepr, Set<String>, Object>>, NotUsed> eventsByTag(
