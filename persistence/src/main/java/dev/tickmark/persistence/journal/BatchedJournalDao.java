@@ -61,6 +61,7 @@ public class BatchedJournalDao extends DefaultJournalDao {
   }
 
   private final String insertEventsAndTags;
+  private final HighestSequenceNrs highestRead;
 
   public BatchedJournalDao(
       JdbcBackend.JdbcDatabaseDef db,
@@ -75,6 +76,7 @@ public class BatchedJournalDao extends DefaultJournalDao {
     EventJournalTableColumnNames c = journal.columnNames();
     String journalTable = qualified(journal.schemaName(), journal.tableName());
     String tagTable = qualified(tags.schemaName(), tags.tableName());
+    highestRead = HighestSequenceNrs.of(serialization.system(), journalTable);
     String columns =
         String.join(
             ", ",
@@ -139,7 +141,40 @@ public class BatchedJournalDao extends DefaultJournalDao {
   @Override
   public Future<BoxedUnit> queueWriteJournalRows(
       Seq<Tuple2<JournalPekkoSerializationRow, Set<String>>> xs) {
-    return super.queueWriteJournalRows(xs.toVector());
+    // Tracked until done, so that a highest sequence number read meanwhile is not used
+    // (HighestSequenceNrs). The journal queues one persist's rows at a time: one entity, as a rule.
+    List<String> persistenceIds = new ArrayList<>(1);
+    for (Iterator<Tuple2<JournalPekkoSerializationRow, Set<String>>> it = xs.iterator();
+        it.hasNext(); ) {
+      String pid = it.next()._1().persistenceId();
+      if (!persistenceIds.contains(pid)) persistenceIds.add(pid);
+    }
+    for (String pid : persistenceIds) highestRead.writeQueued(pid);
+    Future<BoxedUnit> written = super.queueWriteJournalRows(xs.toVector());
+    written.onComplete(
+        done -> {
+          for (String pid : persistenceIds) highestRead.writeDone(pid);
+          return null;
+        },
+        HighestSequenceNrs.ON_COMPLETING_THREAD);
+    return written;
+  }
+
+  /**
+   * The number a recovery's snapshot read found with its snapshot ({@link RecoverySnapshotDao}), if
+   * no write of this journal can have moved it since; else the plugin's own query.
+   */
+  @Override
+  public Future<Object> highestSequenceNr(String persistenceId, long fromSequenceNr) {
+    Long read = highestRead.take(persistenceId);
+    return read != null
+        ? Future.successful(read)
+        : super.highestSequenceNr(persistenceId, fromSequenceNr);
+  }
+
+  /** This journal's highest sequence numbers read with snapshots. */
+  public HighestSequenceNrs highestRead() {
+    return highestRead;
   }
 
   /** One event row and its tags, in Java terms. */
