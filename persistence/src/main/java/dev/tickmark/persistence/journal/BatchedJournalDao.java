@@ -150,7 +150,13 @@ public class BatchedJournalDao extends DefaultJournalDao {
       if (!persistenceIds.contains(pid)) persistenceIds.add(pid);
     }
     for (String pid : persistenceIds) highestRead.writeQueued(pid);
-    Future<BoxedUnit> written = super.queueWriteJournalRows(xs.toVector());
+    Future<BoxedUnit> written;
+    try {
+      written = super.queueWriteJournalRows(xs.toVector());
+    } catch (RuntimeException e) {
+      for (String pid : persistenceIds) highestRead.writeDone(pid);
+      throw e;
+    }
     written.onComplete(
         done -> {
           for (String pid : persistenceIds) highestRead.writeDone(pid);
@@ -170,11 +176,6 @@ public class BatchedJournalDao extends DefaultJournalDao {
     return read != null
         ? Future.successful(read)
         : super.highestSequenceNr(persistenceId, fromSequenceNr);
-  }
-
-  /** This journal's highest sequence numbers read with snapshots. */
-  public HighestSequenceNrs highestRead() {
-    return highestRead;
   }
 
   /** One event row and its tags, in Java terms. */
