@@ -32,6 +32,7 @@ import org.apache.pekko.persistence.typed.PersistenceId;
 import org.apache.pekko.persistence.typed.javadsl.CommandHandler;
 import org.apache.pekko.persistence.typed.javadsl.EventHandler;
 import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehavior;
+import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
 import org.apache.pekko.stream.javadsl.Sink;
 import org.junit.jupiter.api.Test;
 
@@ -212,14 +213,17 @@ class JournalBatchingIntegrationTest {
           + " ORDER BY sequence_number) AS before FROM event_journal"
           + " WHERE persistence_id LIKE 'BatchTest|%') x WHERE x.before >= x.ordering";
 
-  private static long count(Statement st, String sql) throws Exception {
+  static long count(Statement st, String sql) throws Exception {
     try (ResultSet rs = st.executeQuery(sql)) {
       rs.next();
       return rs.getLong(1);
     }
   }
 
-  /** Persists one tagged event per write; counts its events. */
+  /**
+   * Persists one tagged event per write; counts its events; a snapshot every {@code snapshotEvery}
+   * events if above 0 (RecoveryReadIntegrationTest recovers it).
+   */
   static final class Writer extends EventSourcedBehavior<Writer.Command, Account.Captured, Long> {
     interface Command {}
 
@@ -230,14 +234,30 @@ class JournalBatchingIntegrationTest {
     /** Persists {@code events} tagged events in one write. */
     record WriteMany(int events, ActorRef<Done> replyTo) implements Command {}
 
+    /** Stops, answering once stopped. */
+    record Stop(ActorRef<Done> replyTo) implements Command {}
+
     private final String id;
     private final Set<String> tags;
+    private final int snapshotEvery;
 
     Writer(String id, boolean twice) {
+      this(id, twice, 0);
+    }
+
+    Writer(String id, boolean twice, int snapshotEvery) {
       super(PersistenceId.of("BatchTest", id));
       this.id = id;
       this.tags =
           twice ? Set.of("batch-test-" + id, "batch-test-twice") : Set.of("batch-test-" + id);
+      this.snapshotEvery = snapshotEvery;
+    }
+
+    @Override
+    public RetentionCriteria retentionCriteria() {
+      return snapshotEvery > 0
+          ? RetentionCriteria.snapshotEvery(snapshotEvery, 2)
+          : RetentionCriteria.disabled();
     }
 
     @Override
@@ -271,6 +291,9 @@ class JournalBatchingIntegrationTest {
                 return Effect().persist(events).thenReply(cmd.replyTo(), s -> Done.getInstance());
               })
           .onCommand(Count.class, (state, cmd) -> Effect().reply(cmd.replyTo(), state))
+          .onCommand(
+              Stop.class,
+              (state, cmd) -> Effect().stop().thenRun(s -> cmd.replyTo().tell(Done.getInstance())))
           .build();
     }
 

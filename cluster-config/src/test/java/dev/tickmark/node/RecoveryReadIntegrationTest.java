@@ -4,18 +4,16 @@ import static dev.tickmark.node.Eventually.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import dev.tickmark.engine.account.Account;
+import dev.tickmark.node.JournalBatchingIntegrationTest.Writer;
+import dev.tickmark.persistence.DatabaseSettings;
 import dev.tickmark.persistence.TestDatabase;
 import dev.tickmark.persistence.journal.BatchedJournalDao;
 import dev.tickmark.persistence.journal.HighestSequenceNrs;
 import dev.tickmark.persistence.journal.RecoverySnapshotDao;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
-import java.time.Instant;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -24,11 +22,6 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Props;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
-import org.apache.pekko.persistence.typed.PersistenceId;
-import org.apache.pekko.persistence.typed.javadsl.CommandHandler;
-import org.apache.pekko.persistence.typed.javadsl.EventHandler;
-import org.apache.pekko.persistence.typed.javadsl.EventSourcedBehavior;
-import org.apache.pekko.persistence.typed.javadsl.RetentionCriteria;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -53,19 +46,19 @@ class RecoveryReadIntegrationTest {
 
       // A new entity: no snapshot, no events.
       long taken = numbers.taken();
-      ActorRef<Counter.Command> fresh = spawn(system, "fresh");
+      ActorRef<Writer.Command> fresh = spawn(system, "fresh");
       assertEquals(0L, count(system, fresh));
       assertTrue(numbers.taken() > taken, "the new entity's recovery took the number it read");
       write(system, fresh).get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
 
       // Six events, a snapshot after the fourth: recovered from the snapshot and two events.
-      ActorRef<Counter.Command> first = spawn(system, "snapshotted");
+      ActorRef<Writer.Command> first = spawn(system, "snapshotted");
       for (int i = 0; i < 6; i++) write(system, first).get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
       eventually(TIMEOUT, () -> assertEquals(1L, snapshots(database, "snapshotted")));
       stop(system, first);
 
       taken = numbers.taken();
-      ActorRef<Counter.Command> again = spawn(system, "snapshotted");
+      ActorRef<Writer.Command> again = spawn(system, "snapshotted");
       assertEquals(6L, count(system, again));
       assertTrue(numbers.taken() > taken, "the recovery took the number it read");
       write(system, again).get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
@@ -87,12 +80,12 @@ class RecoveryReadIntegrationTest {
     try (Node node = Node.start(TestNodes.settings(database))) {
       ActorSystem<Void> system = node.system();
       HighestSequenceNrs numbers = numbers(system);
-      ActorRef<Counter.Command> before = spawn(system, "busy");
+      ActorRef<Writer.Command> before = spawn(system, "busy");
       write(system, before).get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
       write(system, before).get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
 
       CompletableFuture<Done> third;
-      ActorRef<Counter.Command> after;
+      ActorRef<Writer.Command> after;
       try (Connection lock =
           DriverManager.getConnection(database.url(), database.user(), database.password())) {
         lock.setAutoCommit(false);
@@ -123,120 +116,57 @@ class RecoveryReadIntegrationTest {
     return HighestSequenceNrs.of(system.classicSystem(), "event_journal");
   }
 
-  private static ActorRef<Counter.Command> spawn(ActorSystem<Void> system, String id) {
+  private static ActorRef<Writer.Command> spawn(ActorSystem<Void> system, String id) {
     return system.systemActorOf(
-        new Counter(id), "recovery-read-" + id + "-" + NAMES.incrementAndGet(), Props.empty());
+        new Writer("recovery-" + id, false, 4),
+        "recovery-read-" + id + "-" + NAMES.incrementAndGet(),
+        Props.empty());
   }
 
   private static CompletableFuture<Done> write(
-      ActorSystem<Void> system, ActorRef<Counter.Command> c) {
-    return AskPattern.<Counter.Command, Done>ask(c, Counter.Write::new, TIMEOUT, system.scheduler())
+      ActorSystem<Void> system, ActorRef<Writer.Command> w) {
+    return AskPattern.<Writer.Command, Done>ask(w, Writer.Write::new, TIMEOUT, system.scheduler())
         .toCompletableFuture();
   }
 
-  private static long count(ActorSystem<Void> system, ActorRef<Counter.Command> c)
-      throws Exception {
-    return AskPattern.<Counter.Command, Long>ask(c, Counter.Count::new, TIMEOUT, system.scheduler())
+  private static long count(ActorSystem<Void> system, ActorRef<Writer.Command> w) throws Exception {
+    return AskPattern.<Writer.Command, Long>ask(w, Writer.Count::new, TIMEOUT, system.scheduler())
         .toCompletableFuture()
         .get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
   }
 
-  private static void stop(ActorSystem<Void> system, ActorRef<Counter.Command> c) throws Exception {
-    AskPattern.<Counter.Command, Done>ask(c, Counter.Stop::new, TIMEOUT, system.scheduler())
+  private static void stop(ActorSystem<Void> system, ActorRef<Writer.Command> w) throws Exception {
+    AskPattern.<Writer.Command, Done>ask(w, Writer.Stop::new, TIMEOUT, system.scheduler())
         .toCompletableFuture()
         .get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
   }
 
-  private static long events(dev.tickmark.persistence.DatabaseSettings db, String id)
-      throws Exception {
+  private static long events(DatabaseSettings db, String id) {
     return single(
-        db, "SELECT count(*) FROM event_journal WHERE persistence_id = 'RecoveryTest|" + id + "'");
+        db,
+        "SELECT count(*) FROM event_journal WHERE persistence_id = 'BatchTest|recovery-"
+            + id
+            + "'");
   }
 
-  private static long snapshots(dev.tickmark.persistence.DatabaseSettings db, String id) {
-    try {
-      return single(
-          db, "SELECT count(*) FROM snapshot WHERE persistence_id = 'RecoveryTest|" + id + "'");
-    } catch (Exception e) {
-      throw new AssertionError(e);
-    }
+  private static long snapshots(DatabaseSettings db, String id) {
+    return single(
+        db, "SELECT count(*) FROM snapshot WHERE persistence_id = 'BatchTest|recovery-" + id + "'");
   }
 
-  private static long waitingInserts(dev.tickmark.persistence.DatabaseSettings db) {
-    try {
-      return single(
-          db,
-          "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-              + " AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO event_journal%'");
-    } catch (Exception e) {
-      throw new AssertionError(e);
-    }
+  private static long waitingInserts(DatabaseSettings db) {
+    return single(
+        db,
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            + " AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO event_journal%'");
   }
 
-  private static long single(dev.tickmark.persistence.DatabaseSettings db, String sql)
-      throws Exception {
+  private static long single(DatabaseSettings db, String sql) {
     try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
-        Statement st = c.createStatement();
-        ResultSet rs = st.executeQuery(sql)) {
-      rs.next();
-      return rs.getLong(1);
-    }
-  }
-
-  /** Counts its events; a snapshot every four, as the entities keep theirs. */
-  static final class Counter extends EventSourcedBehavior<Counter.Command, Account.Captured, Long> {
-    interface Command {}
-
-    record Write(ActorRef<Done> replyTo) implements Command {}
-
-    record Count(ActorRef<Long> replyTo) implements Command {}
-
-    record Stop(ActorRef<Done> replyTo) implements Command {}
-
-    private final String id;
-
-    Counter(String id) {
-      super(PersistenceId.of("RecoveryTest", id));
-      this.id = id;
-    }
-
-    @Override
-    public Long emptyState() {
-      return 0L;
-    }
-
-    @Override
-    public Set<String> tagsFor(Account.Captured event) {
-      return Set.of("recovery-test");
-    }
-
-    @Override
-    public RetentionCriteria retentionCriteria() {
-      return RetentionCriteria.snapshotEvery(4, 2);
-    }
-
-    @Override
-    public CommandHandler<Command, Account.Captured, Long> commandHandler() {
-      return newCommandHandlerBuilder()
-          .forAnyState()
-          .onCommand(
-              Write.class,
-              (state, cmd) ->
-                  Effect()
-                      .persist(
-                          new Account.Captured(
-                              id, state + 1, 803 * (state + 1), 8030, Instant.now()))
-                      .thenReply(cmd.replyTo(), s -> Done.getInstance()))
-          .onCommand(Count.class, (state, cmd) -> Effect().reply(cmd.replyTo(), state))
-          .onCommand(
-              Stop.class,
-              (state, cmd) -> Effect().stop().thenRun(s -> cmd.replyTo().tell(Done.getInstance())))
-          .build();
-    }
-
-    @Override
-    public EventHandler<Long, Account.Captured> eventHandler() {
-      return newEventHandlerBuilder().forAnyState().onAnyEvent((state, e) -> state + 1);
+        Statement st = c.createStatement()) {
+      return JournalBatchingIntegrationTest.count(st, sql);
+    } catch (Exception e) {
+      throw new AssertionError(e);
     }
   }
 }

@@ -127,7 +127,8 @@ public class BatchedJournalDao extends DefaultJournalDao {
             + " = t.seq";
   }
 
-  private static String qualified(Option<String> schema, String table) {
+  /** A table's name as SQL names it: with its schema, if the plugin's configuration gives one. */
+  static String qualified(Option<String> schema, String table) {
     return schema.isDefined() && !schema.get().isEmpty() ? schema.get() + "." + table : table;
   }
 

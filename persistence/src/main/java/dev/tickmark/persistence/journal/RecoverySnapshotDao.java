@@ -53,7 +53,7 @@ public class RecoverySnapshotDao extends DefaultSnapshotDao {
     EventJournalTableConfiguration journal =
         new JournalConfig(serialization.system().settings().config().getConfig(journalPlugin))
             .eventJournalTableConfiguration();
-    String journalTable = qualified(journal.schemaName(), journal.tableName());
+    String journalTable = BatchedJournalDao.qualified(journal.schemaName(), journal.tableName());
     highestRead = HighestSequenceNrs.of(serialization.system(), journalTable);
     SnapshotTableConfiguration snapshots = snapshotConfig.snapshotTableConfiguration();
     SnapshotTableColumnNames c = snapshots.columnNames();
@@ -78,16 +78,12 @@ public class RecoverySnapshotDao extends DefaultSnapshotDao {
                 c.metaSerManifest(),
                 c.metaPayload())
             + " FROM "
-            + qualified(snapshots.schemaName(), snapshots.tableName())
+            + BatchedJournalDao.qualified(snapshots.schemaName(), snapshots.tableName())
             + " WHERE "
             + c.persistenceId()
             + " = ? ORDER BY "
             + c.sequenceNumber()
             + " DESC LIMIT 1) AS s ON true";
-  }
-
-  private static String qualified(Option<String> schema, String table) {
-    return schema.isDefined() && !schema.get().isEmpty() ? schema.get() + "." + table : table;
   }
 
   @Override

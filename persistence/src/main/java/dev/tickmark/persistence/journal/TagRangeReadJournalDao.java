@@ -98,9 +98,9 @@ public class TagRangeReadJournalDao extends DefaultReadJournalDao {
             "j." + c.metaSerId(),
             "j." + c.metaSerManifest())
         + " FROM "
-        + qualified(tags.schemaName(), tags.tableName())
+        + BatchedJournalDao.qualified(tags.schemaName(), tags.tableName())
         + " t JOIN "
-        + qualified(journal.schemaName(), journal.tableName())
+        + BatchedJournalDao.qualified(journal.schemaName(), journal.tableName())
         + " j ON j."
         + c.ordering()
         + " = "
@@ -116,10 +116,6 @@ public class TagRangeReadJournalDao extends DefaultReadJournalDao {
         + " ORDER BY "
         + eventId
         + " LIMIT ?";
-  }
-
-  private static String qualified(Option<String> schema, String table) {
-    return schema.isDefined() && !schema.get().isEmpty() ? schema.get() + "." + table : table;
   }
 
   /**
