@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import dev.tickmark.agent.Agent;
+import dev.tickmark.engine.FreshEntities;
 import dev.tickmark.persistence.DatabaseSettings;
 import dev.tickmark.persistence.TestDatabase;
 import java.nio.file.Files;
@@ -81,5 +82,54 @@ class LaunchRetryIntegrationTest {
       assertEquals(id, entry.get("rental_id").asText(), entries.toString());
     }
     assertEquals(1, holds, "one hold: " + entries);
+  }
+
+  /**
+   * A launch without an Idempotency-Key draws its rental's id at random, and the new rental's
+   * recovery reads nothing ({@link FreshEntities}); one under a key derives the id, which a retry
+   * names again, so that rental reads its journal first. Both launch, and both write from number 1.
+   */
+  @Test
+  void onlyALaunchUnderARandomIdSkipsReadingItsJournal() throws Exception {
+    Path temp = Files.createTempDirectory("tickmark-launch-fresh");
+    DatabaseSettings db = TestDatabase.fresh("launch_fresh");
+    node = Node.start(RentingSupport.renting(TestNodes.settings(db)));
+    ApiClient api = new ApiClient(node.baseUrl());
+    ApiClient.Customer provider = api.signUp("Provider");
+    agent = RentingSupport.listedHost(node, api, provider, temp.resolve("agent"), "eu-de", 2);
+    ApiClient.Customer renter = RentingSupport.renter(api, "Renter", "10");
+    FreshEntities fresh = FreshEntities.get(node.system());
+
+    long before = fresh.taken();
+    String random = RentingSupport.launch(api, renter, "eu-de");
+    assertEquals(before + 1, fresh.taken(), "the random id's rental read nothing to recover");
+    String keyed =
+        api.send(
+                "POST",
+                "/v1/rentals",
+                renter.apiKey(),
+                RentingSupport.launchBody("eu-de"),
+                Map.of("Idempotency-Key", "keyed-launch"))
+            .expect(201)
+            .json()
+            .get("rental")
+            .get("id")
+            .asText();
+    assertEquals(before + 1, fresh.taken(), "the derived id's rental read its journal");
+
+    for (String id : new String[] {random, keyed}) {
+      RentingSupport.awaitStatus(api, renter, id, "running");
+      try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+          Statement st = c.createStatement()) {
+        assertEquals(
+            1L,
+            JournalBatchingIntegrationTest.count(
+                st,
+                "SELECT min(sequence_number) FROM event_journal"
+                    + " WHERE persistence_id = 'Rental|"
+                    + id
+                    + "'"));
+      }
+    }
   }
 }

@@ -2,8 +2,10 @@ package dev.tickmark.node;
 
 import static dev.tickmark.node.Eventually.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.tickmark.engine.FreshEntities;
 import dev.tickmark.node.JournalBatchingIntegrationTest.Writer;
 import dev.tickmark.persistence.DatabaseSettings;
 import dev.tickmark.persistence.TestDatabase;
@@ -21,7 +23,9 @@ import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Props;
+import org.apache.pekko.actor.typed.Terminated;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -109,6 +113,76 @@ class RecoveryReadIntegrationTest {
     }
   }
 
+  /**
+   * An entity started under an id claimed fresh ({@link FreshEntities}: a launch's new rental)
+   * recovers without reading the store: it answers while the journal and snapshot tables are locked
+   * against reads, where an entity not claimed waits. It writes from number 1, and its next start
+   * reads the store as always.
+   */
+  @Test
+  void aFreshEntityRecoversWithoutReadingTheStore() throws Exception {
+    var database = TestDatabase.fresh("recovery_fresh");
+    try (Node node = Node.start(TestNodes.settings(database))) {
+      ActorSystem<Void> system = node.system();
+      FreshEntities fresh = FreshEntities.get(system);
+      CompletableFuture<Long> unclaimed;
+      ActorRef<Writer.Command> claimed;
+      try (Connection lock =
+          DriverManager.getConnection(database.url(), database.user(), database.password())) {
+        lock.setAutoCommit(false);
+        try (Statement st = lock.createStatement()) {
+          st.execute("LOCK TABLE event_journal, snapshot IN ACCESS EXCLUSIVE MODE"); // reads wait
+        }
+        unclaimed = countLater(system, spawn(system, "unclaimed"));
+        eventually(TIMEOUT, () -> assertEquals(1L, waitingRecoveryReads(database)));
+
+        long taken = fresh.taken();
+        assertTrue(fresh.starting("BatchTest|recovery-new"));
+        claimed = spawn(system, "new");
+        assertEquals(0L, count(system, claimed), "recovered while the store cannot be read");
+        assertEquals(taken + 1, fresh.taken());
+        assertFalse(unclaimed.isDone(), "the entity not claimed fresh waits to read");
+        lock.commit();
+      }
+      assertEquals(0L, unclaimed.get(TIMEOUT.toSeconds(), TimeUnit.SECONDS));
+      write(system, claimed).get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+      write(system, claimed).get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+      assertEquals(2L, events(database, "new"));
+      stop(system, claimed);
+
+      long taken = fresh.taken();
+      assertEquals(2L, count(system, spawn(system, "new")), "a later start reads the store");
+      assertEquals(taken, fresh.taken());
+    }
+  }
+
+  /**
+   * A claim that is wrong (the id has events) cannot write over them: the entity believes it and
+   * recovers empty, but its first event is number 1 again, which the journal's primary key refuses,
+   * and the entity stops. Its history is intact, and the next start recovers it.
+   */
+  @Test
+  void aWrongFreshClaimCannotWriteOverAHistory() throws Exception {
+    var database = TestDatabase.fresh("recovery_fresh_wrong");
+    try (Node node = Node.start(TestNodes.settings(database))) {
+      ActorSystem<Void> system = node.system();
+      ActorRef<Writer.Command> first = spawn(system, "claimed-wrongly");
+      for (int i = 0; i < 3; i++) write(system, first).get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+      stop(system, first);
+
+      assertTrue(FreshEntities.get(system).starting("BatchTest|recovery-claimed-wrongly"));
+      ActorRef<Writer.Command> believer = spawn(system, "claimed-wrongly");
+      assertEquals(0L, count(system, believer), "the claim is believed");
+      CompletableFuture<Done> stopped = terminated(system, believer);
+      CompletableFuture<Done> refused = write(system, believer);
+      stopped.get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+      assertFalse(refused.isDone() && !refused.isCompletedExceptionally(), "not written");
+
+      assertEquals(3L, events(database, "claimed-wrongly"));
+      assertEquals(3L, count(system, spawn(system, "claimed-wrongly")), "recovered in full");
+    }
+  }
+
   private static HighestSequenceNrs numbers(ActorSystem<Void> system) {
     assertEquals(
         BatchedJournalDao.class.getName(),
@@ -135,6 +209,32 @@ class RecoveryReadIntegrationTest {
         .get(TIMEOUT.toSeconds(), TimeUnit.SECONDS);
   }
 
+  private static CompletableFuture<Long> countLater(
+      ActorSystem<Void> system, ActorRef<Writer.Command> w) {
+    return AskPattern.<Writer.Command, Long>ask(w, Writer.Count::new, TIMEOUT, system.scheduler())
+        .toCompletableFuture();
+  }
+
+  private static CompletableFuture<Done> terminated(ActorSystem<Void> system, ActorRef<?> w) {
+    CompletableFuture<Done> done = new CompletableFuture<>();
+    system.systemActorOf(
+        Behaviors.setup(
+            ctx -> {
+              ctx.watch(w);
+              return Behaviors.receive(Object.class)
+                  .onSignal(
+                      Terminated.class,
+                      t -> {
+                        done.complete(Done.getInstance());
+                        return Behaviors.stopped();
+                      })
+                  .build();
+            }),
+        "recovery-read-watch-" + NAMES.incrementAndGet(),
+        Props.empty());
+    return done;
+  }
+
   private static void stop(ActorSystem<Void> system, ActorRef<Writer.Command> w) throws Exception {
     AskPattern.<Writer.Command, Done>ask(w, Writer.Stop::new, TIMEOUT, system.scheduler())
         .toCompletableFuture()
@@ -159,6 +259,14 @@ class RecoveryReadIntegrationTest {
         db,
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
             + " AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO event_journal%'");
+  }
+
+  /** Recovery reads (the snapshot with the highest number) waiting for a lock. */
+  private static long waitingRecoveryReads(DatabaseSettings db) {
+    return single(
+        db,
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            + " AND wait_event_type = 'Lock' AND query ILIKE '%LEFT JOIN LATERAL%'");
   }
 
   private static long single(DatabaseSettings db, String sql) {

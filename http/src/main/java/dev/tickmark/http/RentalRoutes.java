@@ -281,10 +281,10 @@ public final class RentalRoutes {
       String renter, List<String> accountSshKeys, ByteString body, Idempotency.Attempt attempt) {
     LaunchRequest request = Json.read(body, LaunchRequest.class);
     Rental.Spec spec = spec(request);
+    // A random id is fresh: nothing is written under it, so its rental skips reading the journal.
+    boolean freshId = attempt.seed() == null;
     String rentalId =
-        attempt.seed() == null
-            ? "rnt_" + Ids.random(12)
-            : Ids.derived("rnt_", renter, attempt.seed());
+        freshId ? "rnt_" + Ids.random(12) : Ids.derived("rnt_", renter, attempt.seed());
     return withRestore(renter, request.restore(), spec)
         .thenApply(s -> withAccountKeys(accountSshKeys, s))
         .thenCompose(
@@ -292,7 +292,8 @@ public final class RentalRoutes {
                 sharding
                     .entityRefFor(Rental.ENTITY_KEY, rentalId)
                     .<Rental.View>askWithStatus(
-                        reply -> new Rental.Create(renter, withKeys, reply), launchTimeout))
+                        reply -> new Rental.Create(renter, withKeys, freshId, reply),
+                        launchTimeout))
         .whenComplete(
             (v, failure) -> {
               if (Rental.endedUnlaunched(failure)) attempt.leftNothing();

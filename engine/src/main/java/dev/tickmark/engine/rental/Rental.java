@@ -8,6 +8,7 @@ import com.fasterxml.jackson.annotation.JsonCreator;
 import com.fasterxml.jackson.annotation.JsonValue;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.FreshEntities;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.SharedCommandHandler;
 import dev.tickmark.engine.account.Account;
@@ -411,8 +412,20 @@ public final class Rental
    * Launches the rental; sent again to an existing rental of the same renter (a retried launch), it
    * answers as the first did: the rental as it stands, or the same refusal.
    */
-  public record Create(String renterId, Spec spec, ActorRef<StatusReply<View>> replyTo)
-      implements Command {}
+  public record Create(
+      String renterId, Spec spec, boolean freshId, ActorRef<StatusReply<View>> replyTo)
+      implements Command {
+    /**
+     * {@code freshId}: the launch drew this rental's id at random a moment ago, so nothing is
+     * written under it, and the rental it starts need not read its journal ({@link FreshEntities}).
+     * False for an id that a retry may name again (one derived from an Idempotency-Key).
+     */
+    public Create {}
+
+    public Create(String renterId, Spec spec, ActorRef<StatusReply<View>> replyTo) {
+      this(renterId, spec, false, replyTo);
+    }
+  }
 
   /**
    * Whether a {@link Create}'s failure says the rental ended without launching and left nothing
@@ -964,7 +977,33 @@ public final class Rental
 
   public static void init(ActorSystem<?> system, Settings settings, Ports ports, Clock clock) {
     ClusterSharding.get(system)
-        .init(Entity.of(ENTITY_KEY, ctx -> create(ctx.getEntityId(), settings, ports, clock)));
+        .init(Entity.of(ENTITY_KEY, ctx -> startedBy(ctx.getEntityId(), settings, ports, clock)));
+  }
+
+  /**
+   * The rental as sharding starts it, by its first message: a {@link Create} under an id its launch
+   * drew at random says so to the journal ({@link FreshEntities}) before the recovery begins, which
+   * then reads nothing. Every other first message, and every later start, recovers as always.
+   */
+  static Behavior<Command> startedBy(String rentalId, Settings settings, Ports ports, Clock clock) {
+    return Behaviors.setup(
+        ctx ->
+            Behaviors.withStash(
+                1,
+                first ->
+                    Behaviors.receive(Command.class)
+                        .onAnyMessage(
+                            message -> {
+                              // The store is not asked, so this claim stands for it: a random
+                              // 96-bit id that the launch has told no one else yet.
+                              if (message instanceof Create c && c.freshId()) {
+                                FreshEntities.get(ctx.getSystem())
+                                    .starting(PersistenceId.of(ENTITY_KEY.name(), rentalId).id());
+                              }
+                              first.stash(message);
+                              return first.unstashAll(create(rentalId, settings, ports, clock));
+                            })
+                        .build()));
   }
 
   public static Behavior<Command> create(

@@ -1,9 +1,11 @@
 package dev.tickmark.persistence.journal;
 
+import dev.tickmark.engine.FreshEntities;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.persistence.SnapshotMetadata;
 import org.apache.pekko.persistence.jdbc.config.EventJournalTableConfiguration;
 import org.apache.pekko.persistence.jdbc.config.JournalConfig;
@@ -28,14 +30,16 @@ import slick.jdbc.SimpleJdbcAction;
  * {@link HighestSequenceNrs} for the journal's replay that follows. A recovery then costs one round
  * trip before its events instead of two (a new rental's launch, and every entity a node loss
  * moves). The snapshot read is the plugin's (the same row, deserialized the same way); everything
- * else is the plugin's own code. The journal's table is that of {@code
- * pekko.persistence.journal.plugin}, in the same database. Chosen with {@code
- * jdbc-snapshot-store.dao}.
+ * else is the plugin's own code. An entity started under an id drawn for it a moment ago ({@link
+ * FreshEntities}) reads nothing at all: no snapshot, and 0 as its highest number. The journal's
+ * table is that of {@code pekko.persistence.journal.plugin}, in the same database. Chosen with
+ * {@code jdbc-snapshot-store.dao}.
  */
 public class RecoverySnapshotDao extends DefaultSnapshotDao {
   private final JdbcBackend.JdbcDatabaseDef db;
   private final Serialization serialization;
   private final HighestSequenceNrs highestRead;
+  private final FreshEntities freshEntities;
   private final String latestWithHighest;
 
   public RecoverySnapshotDao(
@@ -55,6 +59,7 @@ public class RecoverySnapshotDao extends DefaultSnapshotDao {
             .eventJournalTableConfiguration();
     String journalTable = BatchedJournalDao.qualified(journal.schemaName(), journal.tableName());
     highestRead = HighestSequenceNrs.of(serialization.system(), journalTable);
+    freshEntities = FreshEntities.get(Adapter.toTyped(serialization.system()));
     SnapshotTableConfiguration snapshots = snapshotConfig.snapshotTableConfiguration();
     SnapshotTableColumnNames c = snapshots.columnNames();
     // One row always: the journal's highest (null if none), and the latest snapshot's columns
@@ -90,6 +95,11 @@ public class RecoverySnapshotDao extends DefaultSnapshotDao {
   public Future<Option<Tuple2<SnapshotMetadata, Object>>> latestSnapshot(String persistenceId) {
     HighestSequenceNrs.Entry token = highestRead.begin(persistenceId);
     if (token == null) return super.latestSnapshot(persistenceId);
+    if (freshEntities.take(persistenceId)) {
+      // Started under an id drawn at random a moment ago: no snapshot and no events to read.
+      highestRead.complete(persistenceId, token, 0L);
+      return Future.successful(Option.empty());
+    }
     SimpleJdbcAction<Option<Tuple2<SnapshotMetadata, Object>>> read =
         new SimpleJdbcAction<>(
             ctx -> {
