@@ -85,12 +85,12 @@ class LaunchRetryIntegrationTest {
   }
 
   /**
-   * A launch without an Idempotency-Key draws its rental's id at random, and the new rental's
-   * recovery reads nothing ({@link FreshEntities}); one under a key derives the id, which a retry
-   * names again, so that rental reads its journal first. Both launch, and both write from number 1.
+   * A launch's new rental reads nothing to recover ({@link FreshEntities}) when nothing can be
+   * written under its id: one drawn at random (no Idempotency-Key), or derived from a seed that its
+   * key's claim drew. Both launch and write from number 1.
    */
   @Test
-  void onlyALaunchUnderARandomIdSkipsReadingItsJournal() throws Exception {
+  void aLaunchUnderANewIdReadsNothingToRecover() throws Exception {
     Path temp = Files.createTempDirectory("tickmark-launch-fresh");
     DatabaseSettings db = TestDatabase.fresh("launch_fresh");
     node = Node.start(RentingSupport.renting(TestNodes.settings(db)));
@@ -109,27 +109,72 @@ class LaunchRetryIntegrationTest {
                 "/v1/rentals",
                 renter.apiKey(),
                 RentingSupport.launchBody("eu-de"),
-                Map.of("Idempotency-Key", "keyed-launch"))
+                Map.of("Idempotency-Key", "first-use"))
             .expect(201)
             .json()
             .get("rental")
             .get("id")
             .asText();
-    assertEquals(before + 1, fresh.taken(), "the derived id's rental read its journal");
+    assertEquals(before + 2, fresh.taken(), "nor did the rental of a key's first use");
 
     for (String id : new String[] {random, keyed}) {
       RentingSupport.awaitStatus(api, renter, id, "running");
-      try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
-          Statement st = c.createStatement()) {
-        assertEquals(
-            1L,
-            JournalBatchingIntegrationTest.count(
-                st,
-                "SELECT min(sequence_number) FROM event_journal"
-                    + " WHERE persistence_id = 'Rental|"
-                    + id
-                    + "'"));
-      }
+      assertEquals(1L, single(db, "SELECT min(sequence_number) FROM " + journalOf(id)));
+    }
+  }
+
+  /**
+   * A retry that keeps its key's seed reads the journal of the rental the first attempt created,
+   * also in a new incarnation. The first attempt (503: the journal held) is refused for want of
+   * funds once the journal lets go; after a node restart the retry gets that refusal again, as the
+   * rental recorded it. Had the retry's rental been taken as fresh, it would have recovered empty,
+   * launched again, and failed on the journal's primary key (a 503).
+   */
+  @Test
+  void aRetryThatKeepsItsSeedRecoversTheFirstAttemptsRental() throws Exception {
+    DatabaseSettings db = TestDatabase.fresh("launch_retry_restart");
+    NodeSettings settings =
+        RentingSupport.renting(TestNodes.settings(db))
+            .withConfig("tickmark.http.ask-timeout", "1s");
+    node = Node.start(settings);
+    ApiClient api = new ApiClient(node.baseUrl());
+    ApiClient.Customer renter = api.signUp("Renter"); // no funds
+    Map<String, String> key = Map.of("Idempotency-Key", "refused-after-a-timeout");
+    String body = RentingSupport.launchBody("eu-de");
+
+    try (Connection lock = DriverManager.getConnection(db.url(), db.user(), db.password());
+        Statement st = lock.createStatement()) {
+      lock.setAutoCommit(false);
+      st.execute("LOCK TABLE event_journal IN EXCLUSIVE MODE");
+      api.send("POST", "/v1/rentals", renter.apiKey(), body, key).expectProblem(503, "unavailable");
+      lock.rollback();
+    }
+    // the stalled launch records its request and its refusal in one write
+    String rentals = "SELECT count(*) FROM event_journal WHERE persistence_id LIKE 'Rental|%'";
+    Eventually.eventually(RentingSupport.WAIT, () -> assertEquals(2L, single(db, rentals)));
+
+    node.close();
+    node = null;
+    node = Node.start(settings);
+    ApiClient again = new ApiClient(node.baseUrl());
+    long taken = FreshEntities.get(node.system()).taken();
+    again
+        .send("POST", "/v1/rentals", renter.apiKey(), body, key)
+        .expectProblem(402, "insufficient_funds");
+    assertEquals(taken, FreshEntities.get(node.system()).taken(), "the retry's rental read");
+    assertEquals(2L, single(db, rentals), "nothing written again");
+  }
+
+  private static String journalOf(String rentalId) {
+    return "event_journal WHERE persistence_id = 'Rental|" + rentalId + "'";
+  }
+
+  private static long single(DatabaseSettings db, String sql) {
+    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+        Statement st = c.createStatement()) {
+      return JournalBatchingIntegrationTest.count(st, sql);
+    } catch (Exception e) {
+      throw new AssertionError(e);
     }
   }
 }

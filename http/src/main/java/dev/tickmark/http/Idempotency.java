@@ -39,13 +39,15 @@ public final class Idempotency {
    * failure is known to have left nothing behind.
    */
   public static final class Attempt {
-    private static final Attempt WITHOUT_KEY = new Attempt(null);
+    private static final Attempt WITHOUT_KEY = new Attempt(null, false);
 
     private final Long seed;
+    private final boolean seedDrawn;
     private volatile boolean leftNothing;
 
-    private Attempt(Long seed) {
+    private Attempt(Long seed, boolean seedDrawn) {
       this.seed = seed;
+      this.seedDrawn = seedDrawn;
     }
 
     /**
@@ -54,6 +56,14 @@ public final class Idempotency {
      */
     public Long seed() {
       return seed;
+    }
+
+    /**
+     * Whether {@link #seed} was drawn for this attempt: no earlier attempt with the key can have
+     * derived anything from it (false without a key, and for a retry that kept the seed).
+     */
+    public boolean seedDrawn() {
+      return seedDrawn;
     }
 
     /**
@@ -114,7 +124,7 @@ public final class Idempotency {
                                   .toResponse());
                         }
                         var fresh = (IdempotencyKeys.Fresh) claim;
-                        Attempt attempt = new Attempt(fresh.seed());
+                        Attempt attempt = new Attempt(fresh.seed(), fresh.seedDrawn());
                         return answer(action, attempt)
                             .thenCompose(
                                 response ->

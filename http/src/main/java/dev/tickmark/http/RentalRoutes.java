@@ -281,10 +281,13 @@ public final class RentalRoutes {
       String renter, List<String> accountSshKeys, ByteString body, Idempotency.Attempt attempt) {
     LaunchRequest request = Json.read(body, LaunchRequest.class);
     Rental.Spec spec = spec(request);
-    // A random id is fresh: nothing is written under it, so its rental skips reading the journal.
-    boolean freshId = attempt.seed() == null;
     String rentalId =
-        freshId ? "rnt_" + Ids.random(12) : Ids.derived("rnt_", renter, attempt.seed());
+        attempt.seed() == null
+            ? "rnt_" + Ids.random(12)
+            : Ids.derived("rnt_", renter, attempt.seed());
+    // Nothing is written under an id drawn at random, or derived from a seed this attempt drew: its
+    // rental need not read its journal. A retry's kept seed may name what the first attempt made.
+    boolean freshId = attempt.seed() == null || attempt.seedDrawn();
     return withRestore(renter, request.restore(), spec)
         .thenApply(s -> withAccountKeys(accountSshKeys, s))
         .thenCompose(

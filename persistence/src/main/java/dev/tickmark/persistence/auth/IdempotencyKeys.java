@@ -40,9 +40,10 @@ public final class IdempotencyKeys {
   /**
    * The key was free (or expired, released, or abandoned) and is now claimed by this request, as
    * {@code claimId}; {@code seed} is the record's (kept from the earlier claim when it was released
-   * or abandoned with the same body).
+   * or abandoned with the same body). {@code seedDrawn}: the seed is new, drawn by this claim, so
+   * no earlier request with this key derived anything from it.
    */
-  public record Fresh(long claimId, long seed) implements Claim {}
+  public record Fresh(long claimId, long seed, boolean seedDrawn) implements Claim {}
 
   public record Replay(int status, String body) implements Claim {}
 
@@ -117,7 +118,10 @@ public final class IdempotencyKeys {
             upsert.setTimestamp(8, Timestamp.from(now.minus(ttl)));
             upsert.setTimestamp(9, Timestamp.from(now.minus(inProgressTimeout)));
             try (ResultSet claimed = upsert.executeQuery()) {
-              if (claimed.next()) return new Fresh(claimId, claimed.getLong(1));
+              if (claimed.next()) {
+                long seed = claimed.getLong(1);
+                return new Fresh(claimId, seed, seed == newSeed);
+              }
             }
           }
           try (PreparedStatement select =

@@ -1,8 +1,10 @@
 package dev.tickmark.persistence.auth;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.tickmark.persistence.DatabaseSettings;
 import dev.tickmark.persistence.Jdbc;
@@ -142,11 +144,13 @@ class IdempotencyKeysIntegrationTest {
   void aReleasedKeyIsTakenOverAtOnceWithItsSeedAndOnlyAFreshStartDrawsANewOne() throws Exception {
     String p = principal();
     var first = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "a"));
+    assertTrue(first.seedDrawn(), "a new key draws its seed");
     // a 5xx: the engine may have acted, so the retry with the same body gets the same seed, at once
     keys.release(p, "k", first.claimId()).toCompletableFuture().get();
     var retry = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "a"));
     assertNotEquals(first.claimId(), retry.claimId());
     assertEquals(first.seed(), retry.seed(), "a released key keeps its seed for the same body");
+    assertFalse(retry.seedDrawn(), "and says so: the first attempt may have used it");
     // the retry holds the key: a concurrent one waits, as for any claim
     assertInstanceOf(IdempotencyKeys.InProgress.class, claim(p, "k", "a"));
 
@@ -154,23 +158,27 @@ class IdempotencyKeysIntegrationTest {
     clock.advance(IN_PROGRESS.plusSeconds(1));
     var takeover = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "a"));
     assertEquals(first.seed(), takeover.seed(), "an abandoned claim keeps its seed");
+    assertFalse(takeover.seedDrawn());
 
     // a release, then another body: nothing of the first request is wanted, a new seed
     keys.release(p, "k", takeover.claimId()).toCompletableFuture().get();
     var other = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "b"));
     assertNotEquals(first.seed(), other.seed(), "another body starts afresh");
+    assertTrue(other.seedDrawn());
 
     // known to have done nothing: forgotten, the next request starts afresh
     keys.forget(p, "k", other.claimId()).toCompletableFuture().get();
     assertEquals(0, count(p, "k"));
     var afresh = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "b"));
     assertNotEquals(other.seed(), afresh.seed(), "a forgotten key draws a new seed");
+    assertTrue(afresh.seedDrawn());
 
     // released and then expired: a new seed even for the same body
     keys.release(p, "k", afresh.claimId()).toCompletableFuture().get();
     clock.advance(TTL.plusSeconds(1));
     var expired = assertInstanceOf(IdempotencyKeys.Fresh.class, claim(p, "k", "b"));
     assertNotEquals(afresh.seed(), expired.seed(), "an expired record draws a new seed");
+    assertTrue(expired.seedDrawn());
   }
 
   @Test
