@@ -127,6 +127,7 @@ public final class MarketBenchmark {
                                    the HTTP floor: the same POST without an API key, answered 401 at the node's
                                    edge (the client, the connection and Pekko HTTP's routing, nothing else)
         --floor-max-rate=N         the highest rate with a commit floor and an HTTP floor (default 200)
+        --idempotency-keys=true    every launch under an Idempotency-Key of its own, as the CLI sends (default false)
         --idle=S                   after the warm-up, S seconds with the hosts online and no launches: what the node
                                    and PostgreSQL do for nothing (transactions a second, cores; default 10; 0 = none)
         (b) meter: concurrently running rentals
@@ -211,7 +212,8 @@ public final class MarketBenchmark {
       boolean coldShards,
       int floorSeconds,
       int floorMaxRate,
-      int idleSeconds) {
+      int idleSeconds,
+      boolean idempotencyKeys) {
     static Options of(Args a) {
       Options o =
           new Options(
@@ -240,7 +242,8 @@ public final class MarketBenchmark {
               Boolean.parseBoolean(a.string("cold-shards", "false")),
               a.integer("floor", 10),
               a.integer("floor-max-rate", 200),
-              a.integer("idle", 10));
+              a.integer("idle", 10),
+              Boolean.parseBoolean(a.string("idempotency-keys", "false")));
       if (!o.via.equals("http") && !o.via.equals("sharding"))
         throw new IllegalArgumentException("--via is http or sharding");
       return o;
@@ -904,13 +907,13 @@ public final class MarketBenchmark {
                         : new Launched(id, null, errorCode(e), null));
       }
       String body = launchBody();
-      HttpRequest req =
+      HttpRequest.Builder builder =
           HttpRequest.newBuilder(URI.create(node.baseUrl() + "/v1/rentals"))
               .timeout(Duration.ofSeconds(30))
               .header("Authorization", "Bearer " + renterKeys.get(renter))
-              .header("Content-Type", "application/json")
-              .POST(HttpRequest.BodyPublishers.ofString(body))
-              .build();
+              .header("Content-Type", "application/json");
+      if (o.idempotencyKeys()) builder.header("Idempotency-Key", "bench-launch-" + index);
+      HttpRequest req = builder.POST(HttpRequest.BodyPublishers.ofString(body)).build();
       return http.sendAsync(req, HttpResponse.BodyHandlers.ofString())
           .handle(
               (resp, e) -> {
