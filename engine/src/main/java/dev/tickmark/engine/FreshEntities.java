@@ -8,10 +8,10 @@ import org.apache.pekko.actor.typed.Extension;
 import org.apache.pekko.actor.typed.ExtensionId;
 
 /**
- * Entities this node is starting under an id drawn at random for them a moment ago (a launch's new
- * rental): nothing can have been written for such an id, so their first recovery has nothing to
- * read. An entity says so ({@link #starting}) before its recovery begins; the journal's snapshot
- * store asks ({@link #take}) once, and answers "no snapshot, no events" without reading.
+ * Entities this node is starting under an id drawn for them a moment ago (a launch's new rental):
+ * nothing can have been written for such an id, so their first recovery has nothing to read. An
+ * entity says so ({@link #starting}) before its recovery begins; the journal's snapshot store asks
+ * ({@link #take}) once, and answers "no snapshot, no events" without reading.
  *
  * <p>Only the first recovery of that incarnation takes it: a restart after a failed write, a
  * passivated entity woken again, or the same id started on another node after a rebalance or a node

@@ -37,9 +37,9 @@ public final class EngineMetrics implements Extension {
   /**
    * A rental's start on this node to its first recovery completed: reading its latest snapshot and
    * its highest sequence number, then replaying what follows. A launch's new rental pays this
-   * before its first command (under a random id it reads nothing: {@code FreshEntities}); a rental
-   * moved by a node loss pays it before it can settle again. (A recovery again after a journal
-   * failure is not timed.)
+   * before its first command (under an id drawn for it, it reads nothing: {@code FreshEntities}); a
+   * rental moved by a node loss pays it before it can settle again. (A recovery again after a
+   * journal failure is not timed.)
    */
   public final LatencyHistogram rentalRecovery = new LatencyHistogram();
 

@@ -416,9 +416,10 @@ public final class Rental
       String renterId, Spec spec, boolean freshId, ActorRef<StatusReply<View>> replyTo)
       implements Command {
     /**
-     * {@code freshId}: the launch drew this rental's id at random a moment ago, so nothing is
-     * written under it, and the rental it starts need not read its journal ({@link FreshEntities}).
-     * False for an id that a retry may name again (one derived from an Idempotency-Key).
+     * {@code freshId}: the launch drew this rental's id a moment ago (at random, or from its
+     * Idempotency-Key's newly drawn seed), so nothing is written under it, and the rental it starts
+     * need not read its journal ({@link FreshEntities}). False for an id that an earlier attempt
+     * may have used (a retry that kept its key's seed).
      */
     public Create {}
 
@@ -982,8 +983,9 @@ public final class Rental
 
   /**
    * The rental as sharding starts it, by its first message: a {@link Create} under an id its launch
-   * drew at random says so to the journal ({@link FreshEntities}) before the recovery begins, which
-   * then reads nothing. Every other first message, and every later start, recovers as always.
+   * drew a moment ago ({@link Create#freshId}) says so to the journal ({@link FreshEntities})
+   * before the recovery begins, which then reads nothing. Every other first message, and every
+   * later start, recovers as always.
    */
   static Behavior<Command> startedBy(String rentalId, Settings settings, Ports ports, Clock clock) {
     return Behaviors.setup(
@@ -994,8 +996,8 @@ public final class Rental
                     Behaviors.receive(Command.class)
                         .onAnyMessage(
                             message -> {
-                              // The store is not asked, so this claim stands for it: a random
-                              // 96-bit id that the launch has told no one else yet.
+                              // The store is not asked, so this claim stands for it: 96 bits
+                              // drawn for this launch, that it has told no one else yet.
                               if (message instanceof Create c && c.freshId()) {
                                 FreshEntities.get(ctx.getSystem())
                                     .starting(PersistenceId.of(ENTITY_KEY.name(), rentalId).id());
