@@ -1,5 +1,6 @@
 package dev.tickmark.node;
 
+import static dev.tickmark.node.RecoveryReadIntegrationTest.single;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -48,14 +49,7 @@ class LaunchRetryIntegrationTest {
     Map<String, String> key = Map.of("Idempotency-Key", "launch-that-timed-out");
     String body = RentingSupport.launchBody("eu-de");
 
-    try (Connection lock = DriverManager.getConnection(db.url(), db.user(), db.password());
-        Statement st = lock.createStatement()) {
-      lock.setAutoCommit(false);
-      // reads go on; every insert into the journal waits for this transaction
-      st.execute("LOCK TABLE event_journal IN EXCLUSIVE MODE");
-      api.send("POST", "/v1/rentals", renter.apiKey(), body, key).expectProblem(503, "unavailable");
-      lock.rollback();
-    }
+    launchTimingOut(db, api, renter, body, key);
 
     // the stalled launch goes on once the journal takes writes again; its retry finds it
     JsonNode retried =
@@ -142,13 +136,7 @@ class LaunchRetryIntegrationTest {
     Map<String, String> key = Map.of("Idempotency-Key", "refused-after-a-timeout");
     String body = RentingSupport.launchBody("eu-de");
 
-    try (Connection lock = DriverManager.getConnection(db.url(), db.user(), db.password());
-        Statement st = lock.createStatement()) {
-      lock.setAutoCommit(false);
-      st.execute("LOCK TABLE event_journal IN EXCLUSIVE MODE");
-      api.send("POST", "/v1/rentals", renter.apiKey(), body, key).expectProblem(503, "unavailable");
-      lock.rollback();
-    }
+    launchTimingOut(db, api, renter, body, key);
     // the stalled launch records its request and its refusal in one write
     String rentals = "SELECT count(*) FROM event_journal WHERE persistence_id LIKE 'Rental|%'";
     Eventually.eventually(RentingSupport.WAIT, () -> assertEquals(2L, single(db, rentals)));
@@ -169,12 +157,23 @@ class LaunchRetryIntegrationTest {
     return "event_journal WHERE persistence_id = 'Rental|" + rentalId + "'";
   }
 
-  private static long single(DatabaseSettings db, String sql) {
-    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
-        Statement st = c.createStatement()) {
-      return JournalBatchingIntegrationTest.count(st, sql);
-    } catch (Exception e) {
-      throw new AssertionError(e);
+  /**
+   * A launch that gets no answer in time (503): every write of the journal waits for a lock held
+   * meanwhile (reads go on), and goes on once it is let go.
+   */
+  private static void launchTimingOut(
+      DatabaseSettings db,
+      ApiClient api,
+      ApiClient.Customer renter,
+      String body,
+      Map<String, String> key)
+      throws Exception {
+    try (Connection lock = DriverManager.getConnection(db.url(), db.user(), db.password());
+        Statement st = lock.createStatement()) {
+      lock.setAutoCommit(false);
+      st.execute("LOCK TABLE event_journal IN EXCLUSIVE MODE");
+      api.send("POST", "/v1/rentals", renter.apiKey(), body, key).expectProblem(503, "unavailable");
+      lock.rollback();
     }
   }
 }
