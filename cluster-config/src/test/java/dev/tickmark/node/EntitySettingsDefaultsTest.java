@@ -54,7 +54,7 @@ class EntitySettingsDefaultsTest {
             5_000),
         Rental.Settings.fromConfig(c));
     assertEquals(
-        new Matcher.Settings(ASK, 16, 10_000, Duration.ofSeconds(2)),
+        new Matcher.Settings(ASK, 64, 10_000, Duration.ofSeconds(2)),
         Matcher.Settings.fromConfig(c));
     assertEquals(Matcher.Settings.defaults(ASK), Matcher.Settings.fromConfig(c));
     assertEquals(

@@ -424,6 +424,27 @@ public final class Host
   }
 
   /**
+   * Proposals of one matcher that reached this host while it was still answering the last one, in
+   * the order they were made: each is judged as a {@link ReserveCards} alone would be, on the cards
+   * the ones before it left, and every reservation they make is written at once. A burst of
+   * launches at the cheapest host then waits for one write, not one write after another. Each
+   * proposal's own {@code replyTo} is not used; the answers come back together, in order.
+   */
+  public record ReserveCardsBatch(
+      List<ReserveCards> proposals, ActorRef<StatusReply<Reservations>> replyTo)
+      implements Replying<Reservations> {}
+
+  /** The answers to a {@link ReserveCardsBatch}, one per proposal, in its order. */
+  public record Reservations(List<ReservationAnswer> answers) implements CborSerializable {}
+
+  /**
+   * One proposal's answer: the reservation the rental holds, or {@code refusal} (a {@link
+   * Rejection}'s {@code "<code>: <detail>"}, as an error reply would carry it).
+   */
+  public record ReservationAnswer(String rentalId, Reservation reservation, String refusal)
+      implements CborSerializable {}
+
+  /**
    * The rental's workload runs: its reservation is rented. {@code listedFrom}: the agent's instant
    * from which its heartbeats list the workload (null: not known), so that one stamped later that
    * omits it proves the workload gone even if no heartbeat this entity heard ever listed it; {@code
@@ -970,6 +991,10 @@ public final class Host
 
     Active withInventory(Inventory newInventory) {
       return new Active(enrollment, standing, presence, newInventory, listing, draining);
+    }
+
+    Active reserving(CardsReserved e) {
+      return withInventory(inventory.reserving(e));
     }
 
     private static List<Card> cards(Verification.Outcome outcome) {
@@ -1519,6 +1544,7 @@ public final class Host
         .onCommand(RequestVerification.class, Host::onRequestVerification)
         .onCommand(Get.class, Host::onGet)
         .onCommand(ReserveCards.class, Host::onReserve)
+        .onCommand(ReserveCardsBatch.class, Host::onReserveBatch)
         .onCommand(ConfirmCards.class, Host::onConfirm)
         .onCommand(ReleaseCards.class, Host::onRelease)
         .onCommand(ReservationCheck.class, Host::onReservationCheck)
@@ -2150,69 +2176,65 @@ public final class Host
 
   // ---- cards: the host is the only authority, so a card is never given twice
 
-  private ReplyEffect<Event, State> onReserve(Active state, ReserveCards cmd) {
+  /** What a proposal comes to: the reservation its rental holds already, a refusal, or cards. */
+  private sealed interface Judged permits Holds, Refused, Reserves {}
+
+  private record Holds(Held held) implements Judged {}
+
+  private record Refused(StatusReply<Reservation> reply) implements Judged {}
+
+  private record Reserves(CardsReserved event) implements Judged {}
+
+  private Judged judge(Active state, ReserveCards cmd, Instant at) {
     Held existing = state.reservations().get(cmd.rentalId());
-    if (existing != null)
-      return Effect()
-          .reply(cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), existing)));
+    if (existing != null) return new Holds(existing);
     // A late or duplicated proposal for a rental whose cards went back already: that rental has
     // ended or went elsewhere, and a reservation now would never be released.
     if (state.inventory().wasReleased(cmd.rentalId()))
-      return Effect()
-          .reply(
-              cmd.replyTo(),
-              reply(
-                  Rejection.HOST_NOT_AVAILABLE,
-                  "the cards of rental " + cmd.rentalId() + " on this host were released"));
+      return new Refused(
+          reply(
+              Rejection.HOST_NOT_AVAILABLE,
+              "the cards of rental " + cmd.rentalId() + " on this host were released"));
     if (cmd.renterId() != null && state.ownedBy(cmd.renterId()))
-      return Effect()
-          .reply(cmd.replyTo(), reply(Rejection.OWN_HOST, "a host is never rented to its owner"));
+      return new Refused(reply(Rejection.OWN_HOST, "a host is never rented to its owner"));
     if (!state.onMarket())
-      return Effect()
-          .reply(
-              cmd.replyTo(), reply(Rejection.HOST_NOT_AVAILABLE, "the host is not on the market"));
-    if (!state.listing().availableAt(now()))
-      return Effect()
-          .reply(
-              cmd.replyTo(),
-              reply(Rejection.HOST_NOT_AVAILABLE, "outside the host's availability"));
+      return new Refused(reply(Rejection.HOST_NOT_AVAILABLE, "the host is not on the market"));
+    if (!state.listing().availableAt(at))
+      return new Refused(reply(Rejection.HOST_NOT_AVAILABLE, "outside the host's availability"));
     Long floor = state.listing().floorFor(cmd.tier());
     if (floor == null)
-      return Effect()
-          .reply(
-              cmd.replyTo(),
-              reply(Rejection.HOST_NOT_AVAILABLE, "the host does not offer " + cmd.tier().wire()));
+      return new Refused(
+          reply(Rejection.HOST_NOT_AVAILABLE, "the host does not offer " + cmd.tier().wire()));
     if (floor > cmd.maxPricePerGpuHour())
-      return Effect()
-          .reply(
-              cmd.replyTo(),
-              reply(Rejection.PRICE_ABOVE_CEILING, "the host's floor is above the ceiling"));
+      return new Refused(
+          reply(Rejection.PRICE_ABOVE_CEILING, "the host's floor is above the ceiling"));
     if (cmd.gpu() == null || !cmd.gpu().equals(state.inventory().gpu()))
-      return Effect()
-          .reply(
-              cmd.replyTo(), reply(Rejection.INSUFFICIENT_CARDS, "the host has no " + cmd.gpu()));
+      return new Refused(reply(Rejection.INSUFFICIENT_CARDS, "the host has no " + cmd.gpu()));
     List<Integer> free = state.freeCards();
-    if (cmd.count() < 1 || free.size() < cmd.count()) {
-      return Effect()
-          .reply(
-              cmd.replyTo(),
-              reply(
-                  Rejection.INSUFFICIENT_CARDS,
-                  free.size() + " free cards, " + cmd.count() + " asked"));
-    }
+    if (cmd.count() < 1 || free.size() < cmd.count())
+      return new Refused(
+          reply(
+              Rejection.INSUFFICIENT_CARDS,
+              free.size() + " free cards, " + cmd.count() + " asked"));
     List<Integer> cards = List.copyOf(free.subList(0, cmd.count()));
-    Instant at = now();
     Instant expiresAt =
         cmd.claimWithin() == null || cmd.claimWithin().isNegative()
             ? null
             : at.plus(cmd.claimWithin());
+    return new Reserves(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), at, expiresAt));
+  }
+
+  private ReplyEffect<Event, State> onReserve(Active state, ReserveCards cmd) {
+    Instant at = now();
+    Judged judged = judge(state, cmd, at);
+    if (judged instanceof Holds holds)
+      return Effect()
+          .reply(
+              cmd.replyTo(), StatusReply.success(reservation(state, cmd.rentalId(), holds.held())));
+    if (judged instanceof Refused refused) return Effect().reply(cmd.replyTo(), refused.reply());
     return Effect()
-        .persist(new CardsReserved(cmd.rentalId(), cards, floor, cmd.tier(), at, expiresAt))
-        .thenRun(
-            s -> {
-              checkReservationsLater();
-              expireLater((Active) s);
-            })
+        .persist(((Reserves) judged).event())
+        .thenRun(this::reservationsChanged)
         .thenReply(
             cmd.replyTo(),
             s ->
@@ -2222,6 +2244,57 @@ public final class Host
                         cmd.rentalId(),
                         ((Active) s).reservations().get(cmd.rentalId()),
                         at)));
+  }
+
+  /**
+   * Each proposal judged on the cards those before it left ({@link Active#reserving}, the event
+   * handler's own step), then every reservation written in one go and answered after the write.
+   */
+  private ReplyEffect<Event, State> onReserveBatch(Active state, ReserveCardsBatch cmd) {
+    Instant at = now();
+    Active after = state;
+    List<Judged> judged = new ArrayList<>(cmd.proposals().size());
+    List<Event> events = new ArrayList<>();
+    for (ReserveCards proposal : cmd.proposals()) {
+      Judged j = judge(after, proposal, at);
+      if (j instanceof Reserves r) {
+        events.add(r.event());
+        after = after.reserving(r.event());
+      }
+      judged.add(j);
+    }
+    if (events.isEmpty())
+      return Effect().reply(cmd.replyTo(), StatusReply.success(answers(state, cmd, judged, at)));
+    return Effect()
+        .persist(events)
+        .thenRun(this::reservationsChanged)
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(answers((Active) s, cmd, judged, at)));
+  }
+
+  private Reservations answers(
+      Active state, ReserveCardsBatch cmd, List<Judged> judged, Instant reservedAt) {
+    List<ReservationAnswer> answers = new ArrayList<>(judged.size());
+    for (int i = 0; i < judged.size(); i++) {
+      String rentalId = cmd.proposals().get(i).rentalId();
+      Judged j = judged.get(i);
+      answers.add(
+          j instanceof Refused refused
+              ? new ReservationAnswer(rentalId, null, refused.reply().getError().getMessage())
+              : new ReservationAnswer(
+                  rentalId,
+                  reservation(
+                      state,
+                      rentalId,
+                      state.reservations().get(rentalId),
+                      j instanceof Reserves ? reservedAt : null),
+                  null));
+    }
+    return new Reservations(answers);
+  }
+
+  private void reservationsChanged(State state) {
+    checkReservationsLater();
+    expireLater((Active) state);
   }
 
   private ReplyEffect<Event, State> onConfirm(Active state, ConfirmCards cmd) {
@@ -2542,7 +2615,7 @@ public final class Host
         .onEvent(Evicted.class, (s, e) -> s.withStanding(s.standing().evicted(e.reason())))
         .onEvent(Reinstated.class, (s, e) -> s.withStanding(s.standing().reinstated()))
         .onEvent(Removed.class, (s, e) -> s.enrollment().removed())
-        .onEvent(CardsReserved.class, (s, e) -> s.withInventory(s.inventory().reserving(e)))
+        .onEvent(CardsReserved.class, Active::reserving)
         .onEvent(CardsRented.class, (s, e) -> s.withInventory(s.inventory().renting(e)))
         .onEvent(
             CardsReleased.class,

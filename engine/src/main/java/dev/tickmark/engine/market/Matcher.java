@@ -132,7 +132,7 @@ public final class Matcher {
   public record Settings(
       Duration askTimeout, int maxInFlight, int maxQueued, Duration readSideLag) {
     public static Settings defaults(Duration askTimeout) {
-      return new Settings(askTimeout, 16, 10_000, Duration.ofSeconds(2));
+      return new Settings(askTimeout, 64, 10_000, Duration.ofSeconds(2));
     }
 
     /** From the node's config: {@code tickmark.matcher.*} and {@code tickmark.http.ask-timeout}. */
@@ -227,6 +227,13 @@ public final class Matcher {
       Request request, Candidate to, Host.Reservation reservation, Throwable failure)
       implements Command {}
 
+  private record ProposedTogether(
+      String hostId, List<Proposal> proposals, Host.Reservations answers, Throwable failure)
+      implements Command {}
+
+  /** A request proposed to a host, not sent yet or not answered. */
+  private record Proposal(Request request, Candidate to) {}
+
   /** A request being matched: what was asked, when it arrived, and the candidates not yet tried. */
   private static final class Request {
     final Match match;
@@ -277,6 +284,9 @@ public final class Matcher {
       new HashMap<>(); // host -> cards proposed, no answer yet
   private final Map<String, List<Given>> given =
       new HashMap<>(); // host -> cards given recently, maybe not on the read side yet
+  private final Set<String> asking = new HashSet<>(); // hosts with a proposal not answered yet
+  private final Map<String, List<Proposal>> waiting =
+      new HashMap<>(); // host -> proposals made meanwhile, sent together once it answers
   private int inFlight;
 
   /** Cards a host gave this matcher, counted at most until {@code untilNanos}. */
@@ -302,6 +312,7 @@ public final class Matcher {
         .onMessage(CandidatesFound.class, this::onCandidates)
         .onMessage(CandidatesFailed.class, this::onCandidatesFailed)
         .onMessage(Proposed.class, this::onProposed)
+        .onMessage(ProposedTogether.class, this::onProposedTogether)
         .build();
   }
 
@@ -417,23 +428,54 @@ public final class Matcher {
       return;
     }
     Candidate next = pick(request);
-    Match m = request.match;
-    proposed.merge(next.hostId(), m.count(), Integer::sum);
+    proposed.merge(next.hostId(), request.match.count(), Integer::sum);
+    if (asking.contains(next.hostId())) {
+      waiting
+          .computeIfAbsent(next.hostId(), h -> new ArrayList<>())
+          .add(new Proposal(request, next));
+      return;
+    }
+    send(next.hostId(), List.of(new Proposal(request, next)));
+  }
+
+  /**
+   * One proposal at a time to a host: the host writes each reservation before it answers, so a
+   * burst of requests for the cheapest host would otherwise wait for one write after another. Those
+   * made while it answers go together, judged in order and written at once.
+   */
+  private void send(String hostId, List<Proposal> proposals) {
+    asking.add(hostId);
+    if (proposals.size() == 1) {
+      Proposal only = proposals.get(0);
+      context.askWithStatus(
+          Host.Reservation.class,
+          hosts.apply(hostId),
+          settings.askTimeout(),
+          reply -> reserveCards(only.request().match, reply),
+          (reservation, failure) -> new Proposed(only.request(), only.to(), reservation, failure));
+      return;
+    }
     context.askWithStatus(
-        Host.Reservation.class,
-        hosts.apply(next.hostId()),
+        Host.Reservations.class,
+        hosts.apply(hostId),
         settings.askTimeout(),
         reply ->
-            new Host.ReserveCards(
-                m.rentalId(),
-                m.renterId(),
-                m.gpu(),
-                m.count(),
-                m.tier(),
-                m.maxPricePerGpuHour(),
-                m.claimWithin(),
-                reply),
-        (reservation, failure) -> new Proposed(request, next, reservation, failure));
+            new Host.ReserveCardsBatch(
+                proposals.stream().map(p -> reserveCards(p.request().match, null)).toList(), reply),
+        (answers, failure) -> new ProposedTogether(hostId, proposals, answers, failure));
+  }
+
+  private static Host.ReserveCards reserveCards(
+      Match m, ActorRef<StatusReply<Host.Reservation>> replyTo) {
+    return new Host.ReserveCards(
+        m.rentalId(),
+        m.renterId(),
+        m.gpu(),
+        m.count(),
+        m.tier(),
+        m.maxPricePerGpuHour(),
+        m.claimWithin(),
+        replyTo);
   }
 
   /**
@@ -496,21 +538,55 @@ public final class Matcher {
   }
 
   private Behavior<Command> onProposed(Proposed p) {
-    Request request = p.request();
-    String hostId = p.to().hostId();
+    answered(p.to().hostId());
+    outcome(p.request(), p.to(), p.reservation(), p.failure());
+    return Behaviors.same();
+  }
+
+  private Behavior<Command> onProposedTogether(ProposedTogether p) {
+    answered(p.hostId());
+    List<Host.ReservationAnswer> answers = p.answers() == null ? List.of() : p.answers().answers();
+    for (int i = 0; i < p.proposals().size(); i++) {
+      Proposal proposal = p.proposals().get(i);
+      String rentalId = proposal.request().match.rentalId();
+      Host.ReservationAnswer answer = i < answers.size() ? answers.get(i) : null;
+      Throwable failure = p.failure();
+      if (failure == null && (answer == null || !rentalId.equals(answer.rentalId())))
+        failure = new IllegalStateException("the host's answers do not name " + rentalId);
+      else if (failure == null && answer.reservation() == null)
+        failure = new StatusReply.ErrorMessage(answer.refusal());
+      outcome(
+          proposal.request(),
+          proposal.to(),
+          failure == null ? answer.reservation() : null,
+          failure);
+    }
+    return Behaviors.same();
+  }
+
+  /** The host answered: the proposals made to it meanwhile go now, together. */
+  private void answered(String hostId) {
+    asking.remove(hostId);
+    List<Proposal> next = waiting.remove(hostId);
+    if (next != null) send(hostId, next);
+  }
+
+  private void outcome(
+      Request request, Candidate to, Host.Reservation reservation, Throwable failure) {
+    String hostId = to.hostId();
     int count = request.match.count();
     proposed.computeIfPresent(hostId, (h, n) -> n - count > 0 ? n - count : null);
-    if (p.reservation() != null) {
+    if (reservation != null) {
       given
           .computeIfAbsent(hostId, h -> new ArrayList<>())
           .add(
               new Given(
-                  new Holding(count, p.reservation().reservedAt()),
+                  new Holding(count, reservation.reservedAt()),
                   System.nanoTime() + settings.readSideLag().toNanos()));
-      done(request, new Matched(request.match.rentalId(), p.reservation()));
-      return Behaviors.same();
+      done(request, new Matched(request.match.rentalId(), reservation));
+      return;
     }
-    if (!(p.failure() instanceof StatusReply.ErrorMessage)) {
+    if (!(failure instanceof StatusReply.ErrorMessage)) {
       // No answer in time: the host may still reserve. Undo it; it arrives after the proposal, from
       // the same sender.
       hosts
@@ -520,7 +596,6 @@ public final class Matcher {
                   request.match.rentalId(), context.getSystem().ignoreRef()));
     }
     proposeNext(request);
-    return Behaviors.same();
   }
 
   private void done(Request request, Result result) {

@@ -72,6 +72,62 @@ class HostCardsTest {
   /** The reference model: what the host must hold for a rental. */
   private record Held(List<Integer> cards, boolean confirmed) {}
 
+  /**
+   * Proposals that reached the host together are judged one after another, each on the cards those
+   * before it left, and answered as each would have been alone; what they reserve is written in one
+   * go.
+   */
+  @Test
+  void proposalsThatArriveTogetherAreJudgedInOrderAndWrittenAtOnce() {
+    TestClock clock = new TestClock(START);
+    HostDriver host = new HostDriver(testKit, HostDriver.settings(NEVER, false), clock, CARDS);
+    host.onMarket();
+    assertEquals(List.of(0, 1), ok(host.reserve("earlier", 2)).cards());
+
+    var result =
+        host.reserveTogether(
+            List.of(
+                proposal("a", 3, ON_DEMAND),
+                proposal("earlier", 2, ON_DEMAND), // holds its cards already
+                proposal("b", 4, ON_DEMAND), // 3 left after a
+                proposal("c", 3, ON_DEMAND),
+                proposal("d", 1, ON_DEMAND - 1))); // the floor is above its ceiling
+    List<Host.ReservationAnswer> answers = ok(result).answers();
+    assertEquals(
+        List.of("a", "earlier", "b", "c", "d"),
+        answers.stream().map(Host.ReservationAnswer::rentalId).toList());
+    assertEquals(List.of(2, 3, 4), answers.get(0).reservation().cards());
+    assertEquals(clock.instant(), answers.get(0).reservation().reservedAt());
+    assertEquals(List.of(0, 1), answers.get(1).reservation().cards());
+    assertEquals(null, answers.get(1).reservation().reservedAt(), "not reserved by this answer");
+    assertEquals(Rejection.INSUFFICIENT_CARDS, Rejection.codeOf(answers.get(2).refusal()));
+    assertEquals("3 free cards, 4 asked", Rejection.detailOf(answers.get(2).refusal()));
+    assertEquals(List.of(5, 6, 7), answers.get(3).reservation().cards());
+    assertEquals(Rejection.PRICE_ABOVE_CEILING, Rejection.codeOf(answers.get(4).refusal()));
+    assertEquals(null, answers.get(4).reservation());
+
+    // One write: the reservations of a and c, nothing for the others.
+    assertEquals(
+        List.of("a", "c"),
+        result.events().stream().map(e -> ((Host.CardsReserved) e).rentalId()).toList());
+    Map<String, Set<Integer>> byRental = new HashMap<>();
+    for (CardView card : host.view().cards())
+      if (card.rentalId() != null)
+        byRental.computeIfAbsent(card.rentalId(), r -> new TreeSet<>()).add(card.index());
+    assertEquals(
+        Map.of("earlier", Set.of(0, 1), "a", Set.of(2, 3, 4), "c", Set.of(5, 6, 7)), byRental);
+
+    // Nothing reserved: nothing written, every refusal answered.
+    var full = host.reserveTogether(List.of(proposal("e", 1, ON_DEMAND)));
+    assertEquals(List.of(), full.events());
+    assertEquals(
+        Rejection.INSUFFICIENT_CARDS, Rejection.codeOf(ok(full).answers().get(0).refusal()));
+  }
+
+  private static Host.ReserveCards proposal(String rentalId, int count, long maxPrice) {
+    return new Host.ReserveCards(rentalId, H100, count, Listing.Tier.ON_DEMAND, maxPrice, null);
+  }
+
   @Test
   void aRandomSequenceOfReservationsNeverGivesACardTwice() {
     HostDriver host =

@@ -332,6 +332,12 @@ final class HostDriver {
     return kit.runCommand(r -> new ReserveCards(rentalId, gpu, count, tier, maxPrice, r));
   }
 
+  /** Proposals that reached the host together ({@link Host.ReserveCardsBatch}). */
+  CommandResultWithReply<Command, Event, State, StatusReply<Host.Reservations>> reserveTogether(
+      List<ReserveCards> proposals) {
+    return kit.runCommand(r -> new Host.ReserveCardsBatch(proposals, r));
+  }
+
   CommandResultWithReply<Command, Event, State, StatusReply<Reservation>> reserve(
       String rentalId, int count) {
     return reserve(rentalId, H100, count, Listing.Tier.ON_DEMAND, ON_DEMAND);

@@ -199,19 +199,26 @@ class MatcherTest {
     String second = rentalId();
     matcher.tell(
         new Match(second, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
-    hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
+    replyTo.awaitAssert(
+        WAIT,
+        () -> {
+          assertEquals(2, heldAsked.size());
+          return null;
+        });
     assertEquals(3, heldAsked.get(1).beyond("h-a", Instant.MAX));
     assertEquals(0, heldAsked.get(1).beyond("h-b", null));
-    hosts
-        .expectProposal("h-b")
-        .replyTo()
-        .tell(StatusReply.success(reservation("h-b", second, List.of(0), 2, T1)));
-    replyTo.receiveMessage(WAIT);
 
     // Given: held until a read side updated at or after the reservation shows it.
     proposal
         .replyTo()
         .tell(StatusReply.success(reservation("h-a", first, List.of(0, 1, 2), 1, T1)));
+    // The second, proposed to h-a meanwhile, goes once h-a has answered the first.
+    hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
+    hosts
+        .expectProposal("h-b")
+        .replyTo()
+        .tell(StatusReply.success(reservation("h-b", second, List.of(0), 2, T1)));
+    replyTo.receiveMessage(WAIT);
     replyTo.receiveMessage(WAIT);
     matcher.tell(
         new Match(
@@ -402,6 +409,133 @@ class MatcherTest {
     assertInstanceOf(Matcher.NoMatch.class, third.receiveMessage(WAIT));
   }
 
+  /**
+   * A host writes each reservation before it answers. Proposals made to it meanwhile wait in the
+   * matcher and go together once it answers, in the order they were made, each answered on its own:
+   * one refused moves on to the next candidate as a proposal alone would.
+   */
+  @Test
+  void sendsTheProposalsMadeWhileAHostAnswersTogether() {
+    Hosts hosts = new Hosts("h-a", "h-b");
+    AtomicInteger queries = new AtomicInteger();
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(
+            Matcher.create(
+                (gpu, region, tier, max, count, renter, held) -> {
+                  queries.incrementAndGet();
+                  return CompletableFuture.completedFuture(
+                      List.of(new Candidate("h-a", 1, 8), new Candidate("h-b", 2, 8)));
+                },
+                hosts::ref,
+                WAIT));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String first = rentalId();
+    String second = rentalId();
+    String third = rentalId();
+    matcher.tell(
+        new Match(first, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    Host.ReserveCards p1 = hosts.expectProposal("h-a");
+    for (String rentalId : List.of(second, third))
+      matcher.tell(
+          new Match(
+              rentalId, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    // Both read their candidates (and so chose h-a) before h-a answers the first.
+    replyTo.awaitAssert(
+        WAIT,
+        () -> {
+          assertEquals(3, queries.get());
+          return null;
+        });
+    hosts.probes.get("h-a").expectNoMessage(Duration.ofMillis(100));
+
+    p1.replyTo().tell(StatusReply.success(reservation("h-a", first, List.of(0), 1, T1)));
+    Host.ReserveCardsBatch together =
+        hosts.probes.get("h-a").expectMessageClass(Host.ReserveCardsBatch.class, WAIT);
+    assertEquals(
+        List.of(second, third),
+        together.proposals().stream().map(Host.ReserveCards::rentalId).toList());
+    together
+        .replyTo()
+        .tell(
+            StatusReply.success(
+                new Host.Reservations(
+                    List.of(
+                        new Host.ReservationAnswer(
+                            second, reservation("h-a", second, List.of(1), 1, T1), null),
+                        new Host.ReservationAnswer(
+                            third, null, "insufficient_cards: refused by the test")))));
+    Host.ReserveCards p3 = hosts.expectProposal("h-b");
+    assertEquals(third, p3.rentalId());
+    p3.replyTo().tell(StatusReply.success(reservation("h-b", third, List.of(0), 2, T1)));
+
+    Map<String, String> hostOf = new HashMap<>();
+    for (int i = 0; i < 3; i++) {
+      Matcher.Matched m = assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT));
+      hostOf.put(m.rentalId(), m.reservation().hostId());
+    }
+    assertEquals(Map.of(first, "h-a", second, "h-a", third, "h-b"), hostOf);
+  }
+
+  /**
+   * Proposals sent together that get no answer in time are each undone at the host (it may still
+   * reserve), and each moves on to its next candidate.
+   */
+  @Test
+  void proposalsSentTogetherWithoutAnAnswerAreEachUndoneAndMoveOn() {
+    Hosts hosts = new Hosts("h-slow", "h-ok");
+    AtomicInteger queries = new AtomicInteger();
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(
+            Matcher.create(
+                (gpu, region, tier, max, count, renter, held) -> {
+                  queries.incrementAndGet();
+                  return CompletableFuture.completedFuture(
+                      List.of(new Candidate("h-slow", 1, 8), new Candidate("h-ok", 2, 8)));
+                },
+                hosts::ref,
+                Duration.ofMillis(300)));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String first = rentalId();
+    String second = rentalId();
+    String third = rentalId();
+    matcher.tell(
+        new Match(first, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    Host.ReserveCards p1 = hosts.expectProposal("h-slow");
+    for (String rentalId : List.of(second, third))
+      matcher.tell(
+          new Match(
+              rentalId, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    replyTo.awaitAssert(
+        WAIT,
+        () -> {
+          assertEquals(3, queries.get());
+          return null;
+        });
+    p1.replyTo().tell(StatusReply.success(reservation("h-slow", first, List.of(0), 1, T1)));
+    assertEquals(
+        first, assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT)).rentalId());
+
+    TestProbe<Host.Command> slow = hosts.probes.get("h-slow");
+    slow.expectMessageClass(Host.ReserveCardsBatch.class, WAIT); // never answered
+    Host.ReleaseCards undo2 = slow.expectMessageClass(Host.ReleaseCards.class, WAIT);
+    Host.ReleaseCards undo3 = slow.expectMessageClass(Host.ReleaseCards.class, WAIT);
+    assertEquals(List.of(second, third), List.of(undo2.rentalId(), undo3.rentalId()));
+    assertTrue(undo2.undoesProposal() && undo3.undoesProposal());
+
+    Host.ReserveCards p2 = hosts.expectProposal("h-ok");
+    assertEquals(second, p2.rentalId());
+    p2.replyTo().tell(StatusReply.success(reservation("h-ok", second, List.of(0), 2, T1)));
+    Host.ReserveCards p3 = hosts.expectProposal("h-ok");
+    assertEquals(third, p3.rentalId());
+    p3.replyTo().tell(StatusReply.success(reservation("h-ok", third, List.of(1), 2, T1)));
+    for (int i = 0; i < 2; i++)
+      assertEquals(
+          "h-ok",
+          assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT))
+              .reservation()
+              .hostId());
+  }
+
   @Test
   void aResubmittedRequestIsMatchedOnce() {
     Hosts hosts = new Hosts("h-a");
@@ -541,6 +675,37 @@ class MatcherTest {
     serialization.verifySerialization(
         new Host.ReserveCards(
             "r-1", "acc-1", GPU, 2, Listing.Tier.ON_DEMAND, CEILING, reserved.getRef()),
+        true);
+  }
+
+  @Test
+  void proposalsSentTogetherAndTheirAnswersCrossNodes() {
+    var serialization =
+        new org.apache.pekko.actor.testkit.typed.javadsl.SerializationTestKit(testKit.system());
+    TestProbe<StatusReply<Host.Reservations>> answers = testKit.createTestProbe();
+    serialization.verifySerialization(
+        new Host.ReserveCardsBatch(
+            List.of(
+                new Host.ReserveCards(
+                    "r-1",
+                    "acc-1",
+                    GPU,
+                    2,
+                    Listing.Tier.ON_DEMAND,
+                    CEILING,
+                    Duration.ofSeconds(60),
+                    null),
+                new Host.ReserveCards(
+                    "r-2", "acc-2", GPU, 1, Listing.Tier.SPOT, CEILING, null, null)),
+            answers.getRef()),
+        true);
+    serialization.verifySerialization(
+        new Host.Reservations(
+            List.of(
+                new Host.ReservationAnswer(
+                    "r-1", reservation("h-a", "r-1", List.of(0, 1), 1_500_000, T1), null),
+                new Host.ReservationAnswer(
+                    "r-2", null, "insufficient_cards: 0 free cards, 1 asked"))),
         true);
   }
 
