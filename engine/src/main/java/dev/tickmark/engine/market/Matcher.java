@@ -3,6 +3,7 @@ package dev.tickmark.engine.market;
 import com.fasterxml.jackson.annotation.JsonCreator;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.metrics.EngineMetrics;
@@ -42,9 +43,12 @@ import org.apache.pekko.pattern.StatusReply;
  * <p>Several requests are matched at once ({@link Settings#maxInFlight}). The matcher remembers the
  * cards it has proposed and not heard back about, and those it was given a moment ago that the read
  * side may not show yet, and steers the next request to hosts that still look free; that is only a
- * preference (the host decides), so a request is never turned away on a guess. A request whose
- * rental stopped waiting ({@link Match#deadline}) is dropped unanswered by a proposal, so overload
- * does not reserve cards for rentals that already ended {@code no_capacity}.
+ * preference (the host decides), so a request is never turned away on a guess. A host has one
+ * proposal of this matcher at a time to answer; those made meanwhile go together once it has
+ * ({@link Host.ReserveCardsBatch}), so a burst at the cheapest host waits for a write or two, not
+ * one per request. A request whose rental stopped waiting ({@link Match#deadline}) is dropped
+ * unanswered by a proposal, so overload does not reserve cards for rentals that already ended
+ * {@code no_capacity}.
  *
  * <p>A candidate query that fails (PostgreSQL unreachable, the read side broken) says nothing about
  * capacity: the request is answered {@link Unavailable}, never {@link NoMatch}, and the rental asks
@@ -53,6 +57,9 @@ import org.apache.pekko.pattern.StatusReply;
 public final class Matcher {
   public static final EntityTypeKey<Command> ENTITY_KEY =
       EntityTypeKey.create(Command.class, "Matcher");
+
+  /** Candidate queries for one request at most: a second only after a host had not the cards. */
+  static final int MAX_READS = 2;
 
   /**
    * A host that may have the cards, as the read side sees it; {@code asOf}: the instant of the
@@ -239,6 +246,8 @@ public final class Matcher {
     final Match match;
     final long arrivedNanos;
     List<Candidate> remaining = List.of();
+    int reads; // candidate queries made for it
+    boolean refusedForCards; // a host it was proposed to since the last read had not the cards
 
     Request(Match match, long arrivedNanos) {
       this.match = match;
@@ -337,21 +346,20 @@ public final class Matcher {
         continue;
       }
       inFlight++;
-      Match m = request.match;
-      context.pipeToSelf(
-          candidates.find(
-              m.gpu(),
-              m.region(),
-              m.tier(),
-              m.maxPricePerGpuHour(),
-              m.count(),
-              m.renterId(),
-              held()),
-          (found, failure) ->
-              failure == null
-                  ? new CandidatesFound(request, found)
-                  : new CandidatesFailed(request, failure));
+      read(request);
     }
+  }
+
+  private void read(Request request) {
+    request.reads++;
+    Match m = request.match;
+    context.pipeToSelf(
+        candidates.find(
+            m.gpu(), m.region(), m.tier(), m.maxPricePerGpuHour(), m.count(), m.renterId(), held()),
+        (found, failure) ->
+            failure == null
+                ? new CandidatesFound(request, found)
+                : new CandidatesFailed(request, failure));
   }
 
   /**
@@ -419,12 +427,20 @@ public final class Matcher {
   }
 
   private void proposeNext(Request request) {
-    if (request.remaining.isEmpty()) {
-      done(request, new NoMatch(request.match.rentalId(), "no host has the capacity now"));
-      return;
-    }
     if (expired(request)) {
       done(request, new NoMatch(request.match.rentalId(), "the rental stopped waiting"));
+      return;
+    }
+    if (request.remaining.isEmpty()) {
+      // A host without the cards the read side showed: it was behind. Read once more, past what
+      // this matcher now holds, before saying there is no capacity (many requests in flight at
+      // small hosts otherwise answer "pending" with cards free further down).
+      if (request.refusedForCards && request.reads < MAX_READS) {
+        request.refusedForCards = false;
+        read(request);
+        return;
+      }
+      done(request, new NoMatch(request.match.rentalId(), "no host has the capacity now"));
       return;
     }
     Candidate next = pick(request);
@@ -586,6 +602,9 @@ public final class Matcher {
       done(request, new Matched(request.match.rentalId(), reservation));
       return;
     }
+    if (failure instanceof StatusReply.ErrorMessage refusal
+        && Rejection.codeOf(refusal.getMessage()) == Rejection.INSUFFICIENT_CARDS)
+      request.refusedForCards = true;
     if (!(failure instanceof StatusReply.ErrorMessage)) {
       // No answer in time: the host may still reserve. Undo it; it arrives after the proposal, from
       // the same sender.

@@ -279,10 +279,53 @@ class MatcherTest {
     String rentalId = rentalId();
     matcher.tell(
         new Match(rentalId, GPU, 1, Listing.Tier.SPOT, null, CEILING, null, replyTo.getRef()));
-    hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.PRICE_ABOVE_CEILING));
-    hosts.expectProposal("h-b").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
+    // h-b had not the cards the read side showed: the candidates are read once more, not again.
+    for (int read = 1; read <= Matcher.MAX_READS; read++) {
+      hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.PRICE_ABOVE_CEILING));
+      hosts.expectProposal("h-b").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
+    }
     Matcher.NoMatch noMatch = assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT));
     assertEquals(rentalId, noMatch.rentalId());
+    hosts.expectNoProposal(Duration.ofMillis(100));
+  }
+
+  /**
+   * A host that has not the cards the read side showed means the read side is behind: the request
+   * reads its candidates once more, past what the matcher now holds, before it answers no capacity.
+   * Refusals for any other reason (a price, availability) say nothing of the read side's lag.
+   */
+  @Test
+  void readsTheCandidatesAgainAfterAHostHadNotTheCardsTheReadSideShowed() {
+    Hosts hosts = new Hosts("h-a", "h-b");
+    AtomicInteger queries = new AtomicInteger();
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(
+            Matcher.create(
+                (gpu, region, tier, max, count, renter, held) ->
+                    CompletableFuture.completedFuture(
+                        queries.incrementAndGet() == 1
+                            ? List.of(new Candidate("h-a", 1, 1))
+                            : List.of(new Candidate("h-b", 2, 1))),
+                hosts::ref,
+                WAIT));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String rentalId = rentalId();
+    matcher.tell(
+        new Match(rentalId, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
+    Host.Reservation atB = reservation("h-b", rentalId, List.of(0), 2);
+    hosts.expectProposal("h-b").replyTo().tell(StatusReply.success(atB));
+    assertEquals(new Matcher.Matched(rentalId, atB), replyTo.receiveMessage(WAIT));
+    assertEquals(2, queries.get());
+
+    // Refused for its price: no second read.
+    String other = rentalId();
+    queries.set(0);
+    matcher.tell(
+        new Match(other, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
+    hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.PRICE_ABOVE_CEILING));
+    assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT));
+    assertEquals(1, queries.get());
   }
 
   @Test
@@ -406,7 +449,55 @@ class MatcherTest {
     // first.
     hosts.expectProposal("h-a").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
     hosts.expectProposal("h-b").replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
+    // The read side was behind: read once more (it still offers the same), then give up.
+    for (String host : List.of("h-c", "h-a", "h-b"))
+      hosts.expectProposal(host).replyTo().tell(refused(Rejection.INSUFFICIENT_CARDS));
     assertInstanceOf(Matcher.NoMatch.class, third.receiveMessage(WAIT));
+  }
+
+  /**
+   * Requests of one card each, with {@code cheap} (8 free) then {@code dear} (8 free) as
+   * candidates: the first is proposed to {@code cheap}, and the others have read their candidates
+   * (and so chosen {@code cheap}) before it answers. Returns the first proposal.
+   */
+  private Host.ReserveCards requestsAtOneHost(
+      Hosts hosts,
+      String cheap,
+      String dear,
+      Duration askTimeout,
+      List<String> rentalIds,
+      TestProbe<Matcher.Result> replyTo) {
+    AtomicInteger queries = new AtomicInteger();
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(
+            Matcher.create(
+                (gpu, region, tier, max, count, renter, held) -> {
+                  queries.incrementAndGet();
+                  return CompletableFuture.completedFuture(
+                      List.of(new Candidate(cheap, 1, 8), new Candidate(dear, 2, 8)));
+                },
+                hosts::ref,
+                askTimeout));
+    for (int i = 0; i < rentalIds.size(); i++)
+      matcher.tell(
+          new Match(
+              rentalIds.get(i),
+              GPU,
+              1,
+              Listing.Tier.ON_DEMAND,
+              null,
+              CEILING,
+              null,
+              replyTo.getRef()));
+    Host.ReserveCards first = hosts.expectProposal(cheap);
+    assertEquals(rentalIds.get(0), first.rentalId());
+    replyTo.awaitAssert(
+        WAIT,
+        () -> {
+          assertEquals(rentalIds.size(), queries.get());
+          return null;
+        });
+    return first;
   }
 
   /**
@@ -417,36 +508,13 @@ class MatcherTest {
   @Test
   void sendsTheProposalsMadeWhileAHostAnswersTogether() {
     Hosts hosts = new Hosts("h-a", "h-b");
-    AtomicInteger queries = new AtomicInteger();
-    ActorRef<Matcher.Command> matcher =
-        testKit.spawn(
-            Matcher.create(
-                (gpu, region, tier, max, count, renter, held) -> {
-                  queries.incrementAndGet();
-                  return CompletableFuture.completedFuture(
-                      List.of(new Candidate("h-a", 1, 8), new Candidate("h-b", 2, 8)));
-                },
-                hosts::ref,
-                WAIT));
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     String first = rentalId();
     String second = rentalId();
     String third = rentalId();
-    matcher.tell(
-        new Match(first, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
-    Host.ReserveCards p1 = hosts.expectProposal("h-a");
-    for (String rentalId : List.of(second, third))
-      matcher.tell(
-          new Match(
-              rentalId, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
-    // Both read their candidates (and so chose h-a) before h-a answers the first.
-    replyTo.awaitAssert(
-        WAIT,
-        () -> {
-          assertEquals(3, queries.get());
-          return null;
-        });
-    hosts.probes.get("h-a").expectNoMessage(Duration.ofMillis(100));
+    Host.ReserveCards p1 =
+        requestsAtOneHost(hosts, "h-a", "h-b", WAIT, List.of(first, second, third), replyTo);
+    hosts.probes.get("h-a").expectNoMessage(Duration.ofMillis(100)); // they wait for its answer
 
     p1.replyTo().tell(StatusReply.success(reservation("h-a", first, List.of(0), 1, T1)));
     Host.ReserveCardsBatch together =
@@ -483,34 +551,18 @@ class MatcherTest {
   @Test
   void proposalsSentTogetherWithoutAnAnswerAreEachUndoneAndMoveOn() {
     Hosts hosts = new Hosts("h-slow", "h-ok");
-    AtomicInteger queries = new AtomicInteger();
-    ActorRef<Matcher.Command> matcher =
-        testKit.spawn(
-            Matcher.create(
-                (gpu, region, tier, max, count, renter, held) -> {
-                  queries.incrementAndGet();
-                  return CompletableFuture.completedFuture(
-                      List.of(new Candidate("h-slow", 1, 8), new Candidate("h-ok", 2, 8)));
-                },
-                hosts::ref,
-                Duration.ofMillis(300)));
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
     String first = rentalId();
     String second = rentalId();
     String third = rentalId();
-    matcher.tell(
-        new Match(first, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
-    Host.ReserveCards p1 = hosts.expectProposal("h-slow");
-    for (String rentalId : List.of(second, third))
-      matcher.tell(
-          new Match(
-              rentalId, GPU, 1, Listing.Tier.ON_DEMAND, null, CEILING, null, replyTo.getRef()));
-    replyTo.awaitAssert(
-        WAIT,
-        () -> {
-          assertEquals(3, queries.get());
-          return null;
-        });
+    Host.ReserveCards p1 =
+        requestsAtOneHost(
+            hosts,
+            "h-slow",
+            "h-ok",
+            Duration.ofMillis(300),
+            List.of(first, second, third),
+            replyTo);
     p1.replyTo().tell(StatusReply.success(reservation("h-slow", first, List.of(0), 1, T1)));
     assertEquals(
         first, assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT)).rentalId());
