@@ -128,6 +128,8 @@ public final class MarketBenchmark {
                                    edge (the client, the connection and Pekko HTTP's routing, nothing else)
         --floor-max-rate=N         the highest rate with a commit floor and an HTTP floor (default 200)
         --idempotency-keys=true    every launch under an Idempotency-Key of its own, as the CLI sends (default false)
+        --heartbeat-every=S        every listed host heartbeats every S s from when it is listed, as its agent would
+                                   (tickmark.hosts.heartbeat-interval is 2 s); 0 = never (default 0, as before)
         --idle=S                   after the warm-up, S seconds with the hosts online and no launches: what the node
                                    and PostgreSQL do for nothing (transactions a second, cores; default 10; 0 = none)
         (b) meter: concurrently running rentals
@@ -142,6 +144,8 @@ public final class MarketBenchmark {
         --raw-rows=N               rows per raw JDBC baseline pass, batches of 1000 (default 100000)
         common
         --renters=N --providers=N  accounts (default 200 renters, 100 providers)
+        --analyze-every=S          the benchmark's database has autovacuum off, so it runs ANALYZE every S s
+                                   (default 10), as autoanalyze would on a young, growing journal
         --db-url=URL --db-user=U --db-password=P --keep-database
       """;
 
@@ -213,7 +217,9 @@ public final class MarketBenchmark {
       int floorSeconds,
       int floorMaxRate,
       int idleSeconds,
-      boolean idempotencyKeys) {
+      boolean idempotencyKeys,
+      int heartbeatEvery,
+      int analyzeEvery) {
     static Options of(Args a) {
       Options o =
           new Options(
@@ -243,7 +249,9 @@ public final class MarketBenchmark {
               a.integer("floor", 10),
               a.integer("floor-max-rate", 200),
               a.integer("idle", 10),
-              Boolean.parseBoolean(a.string("idempotency-keys", "false")));
+              Boolean.parseBoolean(a.string("idempotency-keys", "false")),
+              a.integer("heartbeat-every", 0),
+              a.integer("analyze-every", 10));
       if (!o.via.equals("http") && !o.via.equals("sharding"))
         throw new IllegalArgumentException("--via is http or sharding");
       return o;
@@ -266,6 +274,7 @@ public final class MarketBenchmark {
     ClusterSharding sharding;
     EngineMetrics metrics;
     ActorRef<Host.ToSession> session;
+    ScheduledExecutorService heartbeats;
     final List<String> renters = new ArrayList<>();
     final List<String> renterKeys = new ArrayList<>();
     final List<String> providers = new ArrayList<>();
@@ -317,7 +326,7 @@ public final class MarketBenchmark {
       session =
           system.systemActorOf(
               Behaviors.<Host.ToSession>ignore(), "bench-agent-session", Props.empty());
-      db.analyzeEvery(10);
+      db.analyzeEvery(o.analyzeEvery());
       var c = system.settings().config();
       OUT.printf(
           "node %s: settle-interval %s, hold %s, journal batchSize %d parallelism %d, slick pool %d, wake-interval %s%n",
@@ -334,7 +343,49 @@ public final class MarketBenchmark {
      * Stops the node and waits for it (a loaded node takes a while), so the database is not dropped
      * under it.
      */
+    /**
+     * Heartbeats for every host every {@code everySeconds}, spread evenly (10 ms slots), sent to
+     * the host entities as its session would: what a market's online hosts cost the node whatever
+     * the launches.
+     */
+    void startHeartbeats(int gpusPerHost, int everySeconds) {
+      List<String> hosts = new ArrayList<>(hostIds);
+      long[] seq = new long[hosts.size()];
+      int slots = everySeconds * 100;
+      AtomicInteger position = new AtomicInteger();
+      List<Host.GpuHealth> gpus = new ArrayList<>();
+      for (int i = 0; i < gpusPerHost; i++) gpus.add(new Host.GpuHealth(i, 100, 60, null));
+      List<Host.GpuHealth> health = List.copyOf(gpus);
+      heartbeats =
+          Executors.newSingleThreadScheduledExecutor(
+              r -> {
+                Thread t = new Thread(r, "bench-heartbeats");
+                t.setDaemon(true);
+                return t;
+              });
+      heartbeats.scheduleAtFixedRate(
+          () -> {
+            int slot = position.getAndIncrement() % slots;
+            long now = Host.micros(Instant.now());
+            for (int i = slot; i < hosts.size(); i += slots) {
+              host(hosts.get(i))
+                  // null: no workload list (none runs), so none of its rentals is ever unlisted
+                  .tell(new Host.Heartbeat(session, ++seq[i], health, null, now));
+            }
+          },
+          10,
+          10,
+          TimeUnit.MILLISECONDS);
+      OUT.printf(
+          Locale.ROOT,
+          "heartbeats: %,d hosts every %d s, spread evenly (%,.0f/s)%n",
+          hosts.size(),
+          everySeconds,
+          hosts.size() / (double) everySeconds);
+    }
+
     void closeNode() {
+      if (heartbeats != null) heartbeats.shutdownNow();
       if (node == null) return;
       long t0 = System.nanoTime();
       try {
@@ -729,6 +780,10 @@ public final class MarketBenchmark {
         boolean warm = o.warmup() == 0;
         for (int hosts : o.hosts()) {
           addHosts(hosts - hostIds.size(), o.cards(), H100);
+          if (o.heartbeatEvery() > 0) {
+            if (heartbeats != null) heartbeats.shutdownNow();
+            startHeartbeats(o.cards(), o.heartbeatEvery());
+          }
           if (!warm) {
             // The JIT compiles the launch path first: the first seconds run interpreted code at
             // several times the CPU cost.
@@ -1432,7 +1487,6 @@ public final class MarketBenchmark {
     private final AtomicInteger created = new AtomicInteger();
     private final AtomicLong notMatched = new AtomicLong();
     private final AtomicReference<String> lastRampError = new AtomicReference<>("none");
-    private ScheduledExecutorService heartbeats;
     private List<Model> models = List.of(H100);
 
     List<String> run() throws Exception {
@@ -1453,7 +1507,7 @@ public final class MarketBenchmark {
         models = MODELS.subList(0, Math.max(1, Math.min(MODELS.size(), o.meterModels())));
         int hostsPerModel = (int) Math.ceil(maxK * 1.05 / o.meterCards() / models.size());
         for (Model m : models) addHosts(hostsPerModel, o.meterCards(), m);
-        startHeartbeats();
+        startHeartbeats(o.meterCards(), 5);
         for (int k : o.meterSizes()) {
           long r0 = System.nanoTime();
           boolean reached = growRentals(k);
@@ -1500,50 +1554,12 @@ public final class MarketBenchmark {
           }
         }
       } finally {
-        if (heartbeats != null) heartbeats.shutdownNow();
         closeNode();
         OUT.println("database: " + db.analyzeSummary());
       }
       double rawAfter = db.rawInsertRowsPerSecond(o.rawRows(), 1000);
       OUT.printf(Locale.ROOT, "raw JDBC baseline (after the node): %,.0f rows/s%n", rawAfter);
       return summary(stages, Math.max(rawBefore, rawAfter), rawBefore, rawAfter, stop);
-    }
-
-    /**
-     * Heartbeats for every host every 5 s, spread evenly (10 ms slots), sent to the host entities
-     * as its session would.
-     */
-    void startHeartbeats() {
-      List<String> hosts = new ArrayList<>(hostIds);
-      long[] seq = new long[hosts.size()];
-      int slots = 500;
-      AtomicInteger position = new AtomicInteger();
-      List<Host.GpuHealth> gpus = new ArrayList<>();
-      for (int i = 0; i < o.meterCards(); i++) gpus.add(new Host.GpuHealth(i, 100, 60, null));
-      List<Host.GpuHealth> health = List.copyOf(gpus);
-      heartbeats =
-          Executors.newSingleThreadScheduledExecutor(
-              r -> {
-                Thread t = new Thread(r, "bench-heartbeats");
-                t.setDaemon(true);
-                return t;
-              });
-      heartbeats.scheduleAtFixedRate(
-          () -> {
-            int slot = position.getAndIncrement() % slots;
-            long now = Host.micros(Instant.now());
-            for (int i = slot; i < hosts.size(); i += slots) {
-              host(hosts.get(i))
-                  // null: no workload list (none runs), so none of its rentals is ever unlisted
-                  .tell(new Host.Heartbeat(session, ++seq[i], health, null, now));
-            }
-          },
-          10,
-          10,
-          TimeUnit.MILLISECONDS);
-      OUT.printf(
-          "heartbeats: %,d hosts every 5 s, spread evenly (%,.0f/s)%n",
-          hosts.size(), hosts.size() / 5.0);
     }
 
     /**
