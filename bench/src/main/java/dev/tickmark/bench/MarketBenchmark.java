@@ -340,10 +340,6 @@ public final class MarketBenchmark {
     }
 
     /**
-     * Stops the node and waits for it (a loaded node takes a while), so the database is not dropped
-     * under it.
-     */
-    /**
      * Heartbeats for every host every {@code everySeconds}, spread evenly (10 ms slots), sent to
      * the host entities as its session would: what a market's online hosts cost the node whatever
      * the launches.
@@ -384,6 +380,10 @@ public final class MarketBenchmark {
           hosts.size() / (double) everySeconds);
     }
 
+    /**
+     * Stops the node and waits for it (a loaded node takes a while), so the database is not dropped
+     * under it.
+     */
     void closeNode() {
       if (heartbeats != null) heartbeats.shutdownNow();
       if (node == null) return;
