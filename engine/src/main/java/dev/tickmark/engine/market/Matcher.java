@@ -580,11 +580,26 @@ public final class Matcher {
     return Behaviors.same();
   }
 
-  /** The host answered: the proposals made to it meanwhile go now, together. */
+  /**
+   * The host answered: the proposals made to it meanwhile go now, together, but for those whose
+   * rental stopped waiting while they waited. Sent, each would hold cards until its claim window
+   * ran out, for a rental that no longer takes them.
+   */
   private void answered(String hostId) {
     asking.remove(hostId);
     List<Proposal> next = waiting.remove(hostId);
-    if (next != null) send(hostId, next);
+    if (next == null) return;
+    List<Proposal> live = new ArrayList<>(next.size());
+    for (Proposal p : next) {
+      if (!expired(p.request())) {
+        live.add(p);
+        continue;
+      }
+      int count = p.request().match.count();
+      proposed.computeIfPresent(hostId, (h, n) -> n - count > 0 ? n - count : null);
+      done(p.request(), new NoMatch(p.request().match.rentalId(), "the rental stopped waiting"));
+    }
+    if (!live.isEmpty()) send(hostId, live);
   }
 
   private void outcome(

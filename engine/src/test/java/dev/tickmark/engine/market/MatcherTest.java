@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.tickmark.engine.Rejection;
+import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.market.Matcher.Candidate;
@@ -624,6 +625,74 @@ class MatcherTest {
             replyTo.getRef()));
     assertEquals(
         "r-late", assertInstanceOf(Matcher.NoMatch.class, replyTo.receiveMessage(WAIT)).rentalId());
+    hosts.expectNoProposal(Duration.ofMillis(200));
+  }
+
+  /**
+   * A proposal waiting for a host's answer to an earlier one is not sent once its rental stopped
+   * waiting: the rental hears it is not matched, and no card is reserved for it (it would be held
+   * until the claim window ran out). The others waiting with it still go.
+   */
+  @Test
+  void aProposalWaitingForTheHostIsNotSentAfterItsRentalStoppedWaiting() {
+    Hosts hosts = new Hosts("h-a");
+    TestClock clock = new TestClock(T0);
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(
+            Matcher.create(
+                (gpu, region, tier, max, count, renter, held) ->
+                    CompletableFuture.completedFuture(List.of(new Candidate("h-a", 1, 8))),
+                hosts::ref,
+                Matcher.Settings.defaults(WAIT),
+                clock));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String first = rentalId();
+    String late = rentalId();
+    String patient = rentalId();
+    matcher.tell(
+        new Match(first, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
+    Host.ReserveCards p1 = hosts.expectProposal("h-a");
+    matcher.tell(
+        new Match(
+            late,
+            GPU,
+            1,
+            Listing.Tier.ON_DEMAND,
+            REGION,
+            CEILING,
+            T0.plusSeconds(10),
+            replyTo.getRef()));
+    matcher.tell(
+        new Match(
+            patient, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
+    hosts.probes.get("h-a").expectNoMessage(Duration.ofMillis(200)); // both wait for its answer
+
+    clock.advance(Duration.ofSeconds(11)); // the late rental's deadline passes meanwhile
+    p1.replyTo().tell(StatusReply.success(reservation("h-a", first, List.of(0), 1, T1)));
+
+    Host.ReserveCards alone = hosts.expectProposal("h-a");
+    assertEquals(patient, alone.rentalId());
+    alone.replyTo().tell(StatusReply.success(reservation("h-a", patient, List.of(1), 1, T1)));
+    Map<String, Class<?>> results = new HashMap<>();
+    for (int i = 0; i < 3; i++) {
+      Matcher.Result r = replyTo.receiveMessage(WAIT);
+      String rentalId =
+          r instanceof Matcher.Matched m
+              ? m.rentalId()
+              : r instanceof Matcher.NoMatch n
+                  ? n.rentalId()
+                  : ((Matcher.Unavailable) r).rentalId();
+      results.put(rentalId, r.getClass());
+    }
+    assertEquals(
+        Map.of(
+            first,
+            Matcher.Matched.class,
+            late,
+            Matcher.NoMatch.class,
+            patient,
+            Matcher.Matched.class),
+        results);
     hosts.expectNoProposal(Duration.ofMillis(200));
   }
 
