@@ -19,10 +19,11 @@ import org.junit.jupiter.api.Test;
 
 /**
  * DESIGN.md: "a caller always reads its own writes". The lists a caller reads (its ledger, its
- * rentals) come from projections; here those are slowed down on purpose (the read journal sees new
- * events only every ~2 s, where it is ~0.2–1 s in production), so a list answered without waiting
- * for its projection would miss a write made a moment before, every time. No retries around the
- * reads: each one is the first read after the write.
+ * rentals) come from projections; here those are slowed down on purpose (the read journal polls for
+ * new events once a second, and the highest event it may read moves once a second too; ~0.2–1 s in
+ * production), so a list answered without waiting for its projection would miss a write made a few
+ * milliseconds before, every time. No retries around the reads: each one is the first read after
+ * the write.
  */
 class ReadYourWritesIntegrationTest {
   static final int ROUNDS = 5;
@@ -39,10 +40,10 @@ class ReadYourWritesIntegrationTest {
     node =
         Node.start(
             RentingSupport.renting(TestNodes.settings(TestDatabase.fresh("read_your_writes")))
-                // a slow read side: new events reach the projections one to four seconds after they
+                // a slow read side: new events reach the projections up to two seconds after they
                 // are written
-                .withConfig("jdbc-read-journal.refresh-interval", "2s")
-                .withConfig("jdbc-read-journal.journal-sequence-retrieval.query-delay", "2s")
+                .withConfig("jdbc-read-journal.refresh-interval", "1s")
+                .withConfig("jdbc-read-journal.journal-sequence-retrieval.query-delay", "1s")
                 // ... so a list may wait that long for its projection
                 .withConfig("tickmark.http.read-your-writes-wait", "15s")
                 // no checkpoint during a test: the list's billed seconds can only come from the
