@@ -151,7 +151,7 @@ public final class AgentHeartbeatBenchmark {
       Node node = Node.start(ns);
       Process swarm = null;
       try {
-        db.analyzeEvery(10);
+        db.analyzeEvery(10, true);
         EngineMetrics metrics = EngineMetrics.get(node.system());
         OUT.println(
             "node: "

@@ -112,7 +112,7 @@ public final class FailoverBenchmark {
     OUT.println("machine: " + MarketBenchSupport.machine());
     try (BenchDatabase db = BenchDatabase.create(dbConfig, "tickmark_failover");
         Cluster cluster = new Cluster(db, nodeCount, heap, nodeOpts, logs)) {
-      db.analyzeEvery(10);
+      db.analyzeEvery(10, true);
       // Ctrl-C or a timeout must not leave node processes behind.
       Runtime.getRuntime()
           .addShutdownHook(

@@ -73,7 +73,7 @@ public final class LogIngestBenchmark {
     try (BenchDatabase db = BenchDatabase.create(dbConfig, "tickmark_logs");
         FailoverBenchmark.Cluster cluster =
             new FailoverBenchmark.Cluster(db, 1, heap, "", Path.of("target/log-ingest-bench"))) {
-      db.analyzeEvery(10);
+      db.analyzeEvery(10, true);
       Runtime.getRuntime()
           .addShutdownHook(
               new Thread(

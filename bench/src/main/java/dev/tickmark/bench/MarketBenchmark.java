@@ -144,8 +144,11 @@ public final class MarketBenchmark {
         --raw-rows=N               rows per raw JDBC baseline pass, batches of 1000 (default 100000)
         common
         --renters=N --providers=N  accounts (default 200 renters, 100 providers)
-        --analyze-every=S          the benchmark's database has autovacuum off, so it runs ANALYZE every S s
-                                   (default 10), as autoanalyze would on a young, growing journal
+        --analyze-every=S          the benchmark's database has autovacuum off, so every S s (default 10) it
+                                   stands in for autoanalyze on a young, growing journal:
+        --analyze=auto|whole       auto (the default): analyzes the tables autoanalyze would, throttled as it
+                                   would be (the server's threshold, scale factor, cost delay and limit);
+                                   whole: ANALYZE of the whole database, unthrottled (before 2026-12-06)
         --db-url=URL --db-user=U --db-password=P --keep-database
       """;
 
@@ -219,8 +222,12 @@ public final class MarketBenchmark {
       int idleSeconds,
       boolean idempotencyKeys,
       int heartbeatEvery,
-      int analyzeEvery) {
+      int analyzeEvery,
+      boolean analyzeWholeDatabase) {
     static Options of(Args a) {
+      String analyze = a.string("analyze", "auto");
+      if (!analyze.equals("auto") && !analyze.equals("whole"))
+        throw new IllegalArgumentException("--analyze is auto or whole");
       Options o =
           new Options(
               List.of(a.string("parts", "match,meter").split(",")),
@@ -251,7 +258,8 @@ public final class MarketBenchmark {
               a.integer("idle", 10),
               Boolean.parseBoolean(a.string("idempotency-keys", "false")),
               a.integer("heartbeat-every", 0),
-              a.integer("analyze-every", 10));
+              a.integer("analyze-every", 10),
+              analyze.equals("whole"));
       if (!o.via.equals("http") && !o.via.equals("sharding"))
         throw new IllegalArgumentException("--via is http or sharding");
       return o;
@@ -326,7 +334,7 @@ public final class MarketBenchmark {
       session =
           system.systemActorOf(
               Behaviors.<Host.ToSession>ignore(), "bench-agent-session", Props.empty());
-      db.analyzeEvery(o.analyzeEvery());
+      db.analyzeEvery(o.analyzeEvery(), o.analyzeWholeDatabase());
       var c = system.settings().config();
       OUT.printf(
           "node %s: settle-interval %s, hold %s, journal batchSize %d parallelism %d, slick pool %d, wake-interval %s%n",
