@@ -286,6 +286,11 @@ public final class FailoverBenchmark {
             if (n == kill) onKilled.add(id);
           });
       int connectedBefore = connectedAgents();
+      // The agents whose socket is on the node about to die: "back" only after a welcome since the
+      // kill (until its socket notices, such an agent still reads as connected).
+      URI killedEngine = URI.create(cluster.ws(kill));
+      List<BenchAgent> onKilledEngine =
+          agents.stream().filter(a -> killedEngine.equals(a.engineNow)).toList();
       cluster.kill(kill);
       Instant killedAt = Instant.now();
       long killNanos = System.nanoTime();
@@ -322,7 +327,9 @@ public final class FailoverBenchmark {
         }
         if (downedMs < 0 && cluster.members(survivor).size() == cluster.size() - 1)
           downedMs = Duration.between(killedAt, Instant.now()).toMillis();
-        if (agentsBackMs < 0 && connectedAgents() == agents.size())
+        if (agentsBackMs < 0
+            && connectedAgents() == agents.size()
+            && onKilledEngine.stream().allMatch(a -> a.welcomedAtNanos - killNanos > 0))
           agentsBackMs = Duration.between(killedAt, Instant.now()).toMillis();
         Thread.sleep(500);
       }
@@ -820,6 +827,8 @@ public final class FailoverBenchmark {
     final AtomicLong seq = new AtomicLong();
     volatile boolean connected;
     volatile boolean closed;
+    volatile URI engineNow; // the engine of the latest connection attempt
+    volatile long welcomedAtNanos; // System.nanoTime() of the latest welcome
 
     /** Ticker ticks (100 ms) between heartbeats: the welcome's interval, as the real agent does. */
     volatile int heartbeatTicks = 50;
@@ -936,6 +945,7 @@ public final class FailoverBenchmark {
     private synchronized void connect() {
       if (closed) return;
       URI engine = engines.get(attempts++ % engines.size());
+      engineNow = engine;
       String bearer = credential != null ? credential : token;
       SOCKETS
           .newWebSocketBuilder()
@@ -1015,6 +1025,7 @@ public final class FailoverBenchmark {
         sendNow(
             new AgentFrame.HardwareReportFrame(
                 tree, Ed25519.sign(key.getPrivate(), CanonicalJson.bytes(tree))));
+        welcomedAtNanos = System.nanoTime();
         connected = true;
       } else if (frame instanceof AgentFrame.VerificationResult v) {
         if ("verified".equals(v.status())) verified.complete(hostId);

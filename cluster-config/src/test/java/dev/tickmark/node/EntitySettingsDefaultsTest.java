@@ -18,6 +18,7 @@ import dev.tickmark.http.agent.AgentSession;
 import dev.tickmark.persistence.DatabaseSettings;
 import java.time.Duration;
 import java.util.Map;
+import org.apache.pekko.cluster.sharding.typed.ShardedDaemonProcessSettings;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -248,6 +249,12 @@ class EntitySettingsDefaultsTest {
         c.getString("pekko.cluster.sharded-daemon-process.sharding.use-lease"),
         "the projections' daemon processes shard under the same leases");
     assertEquals(Duration.ofMillis(1), c.getDuration("pekko.cluster.down-removal-margin"));
+    assertEquals(
+        1000L,
+        ShardedDaemonProcessSettings.fromConfig(c.getConfig("pekko.cluster.sharded-daemon-process"))
+            .keepAliveInterval()
+            .toMillis(),
+        "a lost node's projections start on a survivor within a second of its shards, not up to 10 s later");
     assertTrue(
         c.getDuration("tickmark.shard-lease.heartbeat-timeout").toMillis()
             < c.getDuration("pekko.cluster.failure-detector.acceptable-heartbeat-pause").toMillis()
