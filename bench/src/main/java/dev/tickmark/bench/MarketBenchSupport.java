@@ -14,9 +14,11 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Executors;
@@ -287,8 +289,8 @@ final class MarketBenchSupport {
     }
 
     /** The tables autoanalyze would analyze now: as {@code relation_needs_vacanalyze} decides. */
-    private static java.util.List<String> tablesDueForAnalyze(Statement st) throws SQLException {
-      java.util.List<String> due = new java.util.ArrayList<>();
+    private static List<String> tablesDueForAnalyze(Statement st) throws SQLException {
+      List<String> due = new ArrayList<>();
       try (ResultSet rs =
           st.executeQuery(
               "SELECT quote_ident(s.schemaname) || '.' || quote_ident(s.relname)"

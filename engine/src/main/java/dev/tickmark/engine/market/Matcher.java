@@ -595,18 +595,22 @@ public final class Matcher {
         live.add(p);
         continue;
       }
-      int count = p.request().match.count();
-      proposed.computeIfPresent(hostId, (h, n) -> n - count > 0 ? n - count : null);
+      unpropose(hostId, p.request().match.count());
       done(p.request(), new NoMatch(p.request().match.rentalId(), "the rental stopped waiting"));
     }
     if (!live.isEmpty()) send(hostId, live);
+  }
+
+  /** {@code count} cards proposed to {@code hostId} are answered, or will not be sent. */
+  private void unpropose(String hostId, int count) {
+    proposed.computeIfPresent(hostId, (h, n) -> n - count > 0 ? n - count : null);
   }
 
   private void outcome(
       Request request, Candidate to, Host.Reservation reservation, Throwable failure) {
     String hostId = to.hostId();
     int count = request.match.count();
-    proposed.computeIfPresent(hostId, (h, n) -> n - count > 0 ? n - count : null);
+    unpropose(hostId, count);
     if (reservation != null) {
       given
           .computeIfAbsent(hostId, h -> new ArrayList<>())
