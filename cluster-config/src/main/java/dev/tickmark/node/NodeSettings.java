@@ -133,7 +133,29 @@ public record NodeSettings(
                 "TICKMARK_ALLOW_SIMULATED_HOSTS",
                 config.getString("tickmark.market.allow-simulated-hosts"))),
         true,
-        Map.of());
+        numberOfShards(env));
+  }
+
+  static final String NUMBER_OF_SHARDS = "pekko.cluster.sharding.number-of-shards";
+
+  /**
+   * {@code TICKMARK_NUMBER_OF_SHARDS} as a number: Pekko's join check compares the value as
+   * written, and a string "100" (what {@code ${?VAR}} would give) differs from the file's 100,
+   * which would refuse a node that agrees with its cluster.
+   */
+  private static Map<String, Object> numberOfShards(Map<String, String> env) {
+    String v = blankToNull(env.get("TICKMARK_NUMBER_OF_SHARDS"));
+    if (v == null) return Map.of();
+    try {
+      int n = Integer.parseInt(v.trim());
+      if (n > 0) return Map.of(NUMBER_OF_SHARDS, n);
+    } catch (NumberFormatException e) {
+      // below
+    }
+    throw new IllegalArgumentException(
+        "TICKMARK_NUMBER_OF_SHARDS must be a positive whole number, the same on every node; got \""
+            + v
+            + "\"");
   }
 
   public NodeSettings withPorts(int http, int management, int remote) {

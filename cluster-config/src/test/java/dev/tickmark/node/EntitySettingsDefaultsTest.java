@@ -237,6 +237,25 @@ class EntitySettingsDefaultsTest {
     assertTrue(refused.getMessage().contains("in-progress-timeout"), refused.getMessage());
   }
 
+  /**
+   * A crash is acted on at the cluster's ticks: Pekko's 1 s ticks added about a second and a half
+   * before the removal; the detector's and the resolver's thresholds are not these.
+   */
+  @Test
+  void theClusterNoticesAndActsOnAFailureAtQuickerTicksThanPekkos() {
+    Config c = Node.config(NodeSettings.fromEnvironment(Map.of()), database(8));
+    assertEquals(
+        Duration.ofMillis(250), c.getDuration("pekko.cluster.unreachable-nodes-reaper-interval"));
+    assertEquals(Duration.ofMillis(250), c.getDuration("pekko.cluster.leader-actions-interval"));
+    assertEquals(Duration.ofMillis(500), c.getDuration("pekko.cluster.gossip-interval"));
+    assertEquals(
+        Duration.ofSeconds(2),
+        c.getDuration("pekko.cluster.failure-detector.acceptable-heartbeat-pause"));
+    assertEquals(
+        Duration.ofSeconds(4), c.getDuration("pekko.cluster.split-brain-resolver.stable-after"));
+    assertEquals(100, c.getInt("pekko.cluster.sharding.number-of-shards"));
+  }
+
   @Test
   void shardsRunUnderLeasesWithoutAMarginAndWithoutLeasesAMarginIsRequired() {
     Config c = Node.config(NodeSettings.fromEnvironment(Map.of()), database(8));
