@@ -1801,8 +1801,9 @@ public final class Host
   }
 
   /**
-   * The attach proves the host alive now: the rentals running here may settle on it at once (after
-   * a node loss they are waiting for exactly this proof, FailoverBenchmark).
+   * The attach, and its session's first heartbeat that lists workloads, prove the host alive now:
+   * the rentals running here may settle on it at once (after a node loss they are waiting for
+   * exactly this proof, FailoverBenchmark).
    */
   private void tellRentalsAttached(Active state) {
     state
@@ -1867,6 +1868,7 @@ public final class Host
     metrics.heartbeats.increment();
     metrics.heartbeatHandling.recordMicros(
         micros(Instant.now()) - cmd.receivedAtMicros()); // wall clock, like the socket
+    boolean firstOfSession = lastSeq < 0;
     lastSeq = cmd.seq();
     lastHeartbeat = now();
     lastConfirmed = lastHeartbeat;
@@ -1877,6 +1879,11 @@ public final class Host
       scheduleHeartbeatCheck(settings.heartbeatTimeout());
     List<WorkloadUnlisted> unlisted =
         listings.noteHeartbeat(state, cmd.rentals(), cmd.agentAt(), lastConfirmed, true);
+    // After a restart the listings are the journal's (the last recorded heartbeat), so the attach
+    // alone proves a running rental's seconds only up to that record; this session's first listing
+    // proves them up to now, and the rentals waiting for it are told at once, as at the attach.
+    if (firstOfSession && cmd.rentals() != null && !cmd.rentals().isEmpty())
+      tellRentalsAttached(state);
     stopOrphanWorkloads(state, cmd.rentals());
     preemptBeforeAvailabilityEnds(state);
     String fault =

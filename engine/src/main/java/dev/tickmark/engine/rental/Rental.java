@@ -1238,8 +1238,17 @@ public final class Rental
     return Effect().reply(cmd.replyTo(), viewFor(state, cmd.renterId()));
   }
 
+  /**
+   * The host's agent attached: its entity now holds a proof, so the rental asks at once, even while
+   * an earlier question is unanswered. After a node loss that earlier one often went to the host's
+   * entity on the lost node, or reached its new incarnation before the agent did, and waiting for
+   * its timeout kept the rental from settling for up to {@link #LIVENESS_ASK_AT_MOST} and a tick
+   * more. A second answer settles nothing twice: checkpoints stay a settle interval apart.
+   */
   private ReplyEffect<Event, State> onHostAttached(Running state, HostAttached cmd) {
-    return state.terms().hostId().equals(cmd.hostId()) ? onDue(state) : Effect().noReply();
+    if (!state.terms().hostId().equals(cmd.hostId())) return Effect().noReply();
+    askingLiveness = false;
+    return onDue(state);
   }
 
   private ReplyEffect<Event, State> onRetryRefusedRelease(RefusedRental state, Command timer) {

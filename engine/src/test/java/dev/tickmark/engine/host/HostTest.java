@@ -1293,6 +1293,40 @@ class HostTest {
   }
 
   /**
+   * After a restart the host knows its workloads' listings only from the journal's last recorded
+   * heartbeat, so the attach proves a running rental's seconds only that far; the session's first
+   * heartbeat that lists workloads proves them to now, and the rentals are told again at once
+   * instead of finding out at their next look. Later heartbeats tell nothing.
+   */
+  @Test
+  void theFirstListingOfASessionTellsTheRentalsRunningHereAgain() {
+    RecordingRentalLink link = new RecordingRentalLink();
+    HostDriver host = onMarketTelling(link);
+    ok(host.reserve("r1", 1));
+    ok(host.confirm("r1"));
+    host.assertRecovers(); // the entity moved: a new incarnation
+    TestProbe<Host.ToSession> session = testKit.createTestProbe();
+    ok(host.attach(session.getRef()));
+    link.attached.clear();
+
+    clock.advance(Duration.ofSeconds(1));
+    host.heartbeat(session.getRef(), 1, List.of(), List.of("r1"));
+    assertEquals(List.of("r1"), link.attached, "told on the session's first listing");
+    Instant listed = clock.instant();
+    assertEquals(
+        listed,
+        host.kit
+            .<Host.Liveness>runCommand(r -> new Host.GetLiveness("r1", r))
+            .reply()
+            .rentalListedAt(),
+        "the proof the rental will get");
+
+    clock.advance(Duration.ofSeconds(1));
+    host.heartbeat(session.getRef(), 2, List.of(), List.of("r1"));
+    assertEquals(List.of("r1"), link.attached, "not on later ones");
+  }
+
+  /**
    * Findings D and G of the simulation: cards reserved for a rental that never learned of it (the
    * matcher or the rental crashed before the Matched answer) or whose one-way release was lost
    * stayed reserved forever. The host asks the rental of every reservation not confirmed; a rental

@@ -907,6 +907,33 @@ class RentalTest {
     f.awaitCheckpoints(12L);
   }
 
+  /**
+   * Failover: the rental's question went unanswered (to its host's entity on a lost node); when the
+   * host's agent attaches to the entity's new incarnation, the host tells its rentals, and the
+   * rental asks at once rather than after the earlier question's timeout. Two answers settle once.
+   */
+  @Test
+  void whenItsHostsAgentAttachesARentalAsksAtOnceThoughAQuestionIsUnanswered() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.host.holdLiveness.set(true); // unanswered, as by an entity on a lost node
+    f.clock.advance(Duration.ofSeconds(12));
+    f.awaitAssert(() -> assertEquals(1, f.host.heldLivenessAsks(), "asked once"));
+    long attached = System.nanoTime();
+    f.tell(new Rental.HostAttached(f.host.id));
+    f.awaitAssert(() -> assertEquals(2, f.host.heldLivenessAsks(), "asked again"));
+    Duration between = Duration.ofNanos(System.nanoTime() - attached);
+    // The first question times out 2 s after it went (LIVENESS_ASK_AT_MOST), at least 1.8 s after
+    // it was seen here; an answer to the attach takes milliseconds.
+    assertTrue(
+        between.compareTo(Duration.ofSeconds(1)) < 0,
+        "asked again " + between + " after the attach, not once the first question timed out");
+    f.host.letLivenessThrough();
+    f.awaitCheckpoints(12L);
+    f.awaitAssert(() -> assertConserved(f, cost(12)));
+    assertEquals(List.of(12L), f.checkpointSeconds(), "both answers, one checkpoint");
+  }
+
   @Test
   void aLivenessAnswerThatArrivesAfterTheStopSettlesNothingMore() {
     RentalFixture f = fixture();
