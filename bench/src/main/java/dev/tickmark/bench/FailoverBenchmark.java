@@ -139,6 +139,12 @@ public final class FailoverBenchmark {
 
   // ---------------------------------------------------------------------------------------------
 
+  /** The nodes' own shard extractor: the same number of shards, the same hash. */
+  static final HashCodeMessageExtractor<Object> SHARDS =
+      new HashCodeMessageExtractor<>(
+          com.typesafe.config.ConfigFactory.load()
+              .getInt("pekko.cluster.sharding.number-of-shards"));
+
   static final class Run {
     final BenchDatabase db;
     final Cluster cluster;
@@ -175,6 +181,7 @@ public final class FailoverBenchmark {
       JsonNode provider =
           http.post(node1 + "/v1/accounts", null, "{\"name\":\"bench provider\"}", 201);
       String providerKey = provider.get("api_key").asText();
+      String providerId = provider.get("account").get("id").asText();
       List<String> renterKeys = new ArrayList<>();
       for (int i = 0; i < renters; i++) {
         JsonNode renter =
@@ -285,6 +292,7 @@ public final class FailoverBenchmark {
           (id, n) -> {
             if (n == kill) onKilled.add(id);
           });
+      Map<String, String> dependencies = dependencies(kill, providerId);
       int connectedBefore = connectedAgents();
       // The agents whose socket is on the node about to die: "back" only after a welcome since the
       // kill (until its socket notices, such an agent still reads as connected).
@@ -343,6 +351,31 @@ public final class FailoverBenchmark {
         if (n != kill) OUT.println(phases(cluster.logs.resolve("node-" + n + ".log"), n, killedAt));
       report("rentals the killed node hosted", onKilled, settledMs, visibleMs);
       report("all rentals", placement.keySet(), settledMs, visibleMs);
+      // What the last to settle again waited for: the rental moved, or only what it talks to.
+      Map<String, Set<String>> byDependency = new java.util.TreeMap<>();
+      dependencies.forEach(
+          (id, lost) ->
+              byDependency
+                  .computeIfAbsent(
+                      (onKilled.contains(id) ? "moved, " : "stayed, ") + lost + " on node" + kill,
+                      k -> new HashSet<>())
+                  .add(id));
+      byDependency.forEach(
+          (what, ids) -> {
+            long[] t =
+                ids.stream()
+                    .filter(settledMs::containsKey)
+                    .mapToLong(settledMs::get)
+                    .sorted()
+                    .toArray();
+            OUT.printf(
+                Locale.ROOT,
+                "  rentals %s: %,d, first settlement p50 %s max %s%n",
+                what,
+                ids.size(),
+                ms(MarketBenchSupport.quantile(t, 0.5)),
+                ms(t.length == 0 ? 0 : t[t.length - 1]));
+          });
       if (settledMs.size() < rentals)
         OUT.printf("NOT RESUMED within %d s: %,d rentals%n", timeout, rentals - settledMs.size());
       long[] all = settledMs.values().stream().mapToLong(Long::longValue).sorted().toArray();
@@ -519,28 +552,60 @@ public final class FailoverBenchmark {
      * /cluster/shards/Rental).
      */
     Map<String, Integer> placement() throws Exception {
-      HashCodeMessageExtractor<Object> extractor =
-          new HashCodeMessageExtractor<>(
-              com.typesafe.config.ConfigFactory.load()
-                  .getInt("pekko.cluster.sharding.number-of-shards"));
-      Map<String, Integer> shardOwner = new HashMap<>();
-      for (int n = 1; n <= cluster.size(); n++) {
-        for (JsonNode r :
-            http.get(cluster.management(n) + "/cluster/shards/Rental").get("regions")) {
-          shardOwner.put(r.get("shardId").asText(), n);
-        }
-      }
+      Map<String, Integer> rentalShards = shardOwners("Rental");
       Map<String, Integer> placement = new HashMap<>();
       try (Connection c = DriverManager.getConnection(db.url, db.user, db.password);
           PreparedStatement st =
               c.prepareStatement("SELECT rental_id FROM rentals WHERE status = 'running'");
           ResultSet rs = st.executeQuery()) {
         while (rs.next()) {
-          Integer n = shardOwner.get(extractor.shardId(rs.getString(1)));
+          Integer n = rentalShards.get(SHARDS.shardId(rs.getString(1)));
           if (n != null) placement.put(rs.getString(1), n);
         }
       }
       return placement;
+    }
+
+    /**
+     * Running rental id -> what of it was on node {@code killed} besides the rental itself: its
+     * host's entity ("host"), its renter's account ("renter"), the provider's account ("provider"),
+     * joined with "+", or "nothing". A rental cannot settle again before its host's entity hears a
+     * heartbeat, and its deliveries go to both accounts, so this says what each rental waited for.
+     */
+    Map<String, String> dependencies(int killed, String providerId) throws Exception {
+      Map<String, Integer> hostShards = shardOwners("Host");
+      Map<String, Integer> accountShards = shardOwners("Account");
+      boolean providerLost =
+          Integer.valueOf(killed).equals(accountShards.get(SHARDS.shardId(providerId)));
+      Map<String, String> dependencies = new HashMap<>();
+      try (Connection c = DriverManager.getConnection(db.url, db.user, db.password);
+          PreparedStatement st =
+              c.prepareStatement(
+                  "SELECT rental_id, host_id, renter_id FROM rentals WHERE status = 'running'");
+          ResultSet rs = st.executeQuery()) {
+        while (rs.next()) {
+          List<String> lost = new ArrayList<>();
+          if (Integer.valueOf(killed).equals(hostShards.get(SHARDS.shardId(rs.getString(2)))))
+            lost.add("host");
+          if (Integer.valueOf(killed).equals(accountShards.get(SHARDS.shardId(rs.getString(3)))))
+            lost.add("renter");
+          if (providerLost) lost.add("provider");
+          dependencies.put(rs.getString(1), lost.isEmpty() ? "nothing" : String.join("+", lost));
+        }
+      }
+      return dependencies;
+    }
+
+    /** Shard id -> the node whose region hosts it (Pekko Management's /cluster/shards/{type}). */
+    private Map<String, Integer> shardOwners(String entityType) throws Exception {
+      Map<String, Integer> shardOwner = new HashMap<>();
+      for (int n = 1; n <= cluster.size(); n++) {
+        for (JsonNode r :
+            http.get(cluster.management(n) + "/cluster/shards/" + entityType).get("regions")) {
+          shardOwner.put(r.get("shardId").asText(), n);
+        }
+      }
+      return shardOwner;
     }
   }
 
@@ -798,9 +863,10 @@ public final class FailoverBenchmark {
    * A light simulated host agent: one websocket, the agent protocol through the wire module, {@code
    * cards} simulated cards of one model. Its rentals "run" as entries in a set: {@code
    * start_rental} is answered {@code rental_started}, {@code stop_rental} {@code rental_stopped};
-   * heartbeats list them. When its node goes away it reconnects, after about a second, to the next
-   * node it knows, with its host credential. Outgoing frames are paced (one per agent per 100 ms,
-   * under the node's per-session rate limit) by one ticker shared by all agents.
+   * heartbeats list them, the first right after the hardware report that follows a welcome, as the
+   * agent's. When its node goes away it reconnects, after about a second, to the next node it
+   * knows, with its host credential. Outgoing frames are paced (one per agent per 100 ms, under the
+   * node's per-session rate limit) by one ticker shared by all agents.
    */
   static final class BenchAgent implements WebSocket.Listener {
     private static final HttpClient SOCKETS =
@@ -1025,6 +1091,8 @@ public final class FailoverBenchmark {
         sendNow(
             new AgentFrame.HardwareReportFrame(
                 tree, Ed25519.sign(key.getPrivate(), CanonicalJson.bytes(tree))));
+        // The agent's first heartbeat follows its report at once, then one every interval.
+        outbox.add(heartbeat());
         welcomedAtNanos = System.nanoTime();
         connected = true;
       } else if (frame instanceof AgentFrame.VerificationResult v) {
