@@ -144,11 +144,13 @@ public final class MarketBenchmark {
         --raw-rows=N               rows per raw JDBC baseline pass, batches of 1000 (default 100000)
         common
         --renters=N --providers=N  accounts (default 200 renters, 100 providers)
-        --analyze-every=S          the benchmark's database has autovacuum off, so every S s (default 10) it
-                                   stands in for autoanalyze on a young, growing journal:
-        --analyze=auto|whole       auto (the default): analyzes the tables autoanalyze would, throttled as it
-                                   would be (the server's threshold, scale factor, cost delay and limit);
-                                   whole: ANALYZE of the whole database, unthrottled (before 2026-12-06)
+        --analyze=autovacuum|auto|whole   with the server's autovacuum off, what stands in for it:
+                                   autovacuum (the default): what autovacuum would do, once every
+                                   autovacuum_naptime, vacuum and analyze included (AutovacuumStandIn);
+                                   auto: every --analyze-every s, ANALYZE of the tables autoanalyze would,
+                                   throttled (2026-12-06, nineteenth session); whole: every --analyze-every s,
+                                   ANALYZE of the whole database, unthrottled (before that)
+        --analyze-every=S          for auto and whole (default 10)
         --db-url=URL --db-user=U --db-password=P --keep-database
       """;
 
@@ -223,11 +225,11 @@ public final class MarketBenchmark {
       boolean idempotencyKeys,
       int heartbeatEvery,
       int analyzeEvery,
-      boolean analyzeWholeDatabase) {
+      String analyze) {
     static Options of(Args a) {
-      String analyze = a.string("analyze", "auto");
-      if (!analyze.equals("auto") && !analyze.equals("whole"))
-        throw new IllegalArgumentException("--analyze is auto or whole");
+      String analyze = a.string("analyze", "autovacuum");
+      if (!List.of("autovacuum", "auto", "whole").contains(analyze))
+        throw new IllegalArgumentException("--analyze is autovacuum, auto or whole");
       Options o =
           new Options(
               List.of(a.string("parts", "match,meter").split(",")),
@@ -259,7 +261,7 @@ public final class MarketBenchmark {
               Boolean.parseBoolean(a.string("idempotency-keys", "false")),
               a.integer("heartbeat-every", 0),
               a.integer("analyze-every", 10),
-              analyze.equals("whole"));
+              analyze);
       if (!o.via.equals("http") && !o.via.equals("sharding"))
         throw new IllegalArgumentException("--via is http or sharding");
       return o;
@@ -334,7 +336,8 @@ public final class MarketBenchmark {
       session =
           system.systemActorOf(
               Behaviors.<Host.ToSession>ignore(), "bench-agent-session", Props.empty());
-      db.analyzeEvery(o.analyzeEvery(), o.analyzeWholeDatabase());
+      if (o.analyze().equals("autovacuum")) db.standInForAutovacuum();
+      else db.analyzeEvery(o.analyzeEvery(), o.analyze().equals("whole"));
       var c = system.settings().config();
       OUT.printf(
           "node %s: settle-interval %s, hold %s, journal batchSize %d parallelism %d, slick pool %d, wake-interval %s%n",
@@ -1033,7 +1036,12 @@ public final class MarketBenchmark {
     RateResult runRate(
         int hosts, int rate, int duration, CommitFloor.Result floor, CommitFloor.Result httpFloor)
         throws Exception {
-      OUT.printf("-- %,d hosts, %,d launches/s for %d s%n", hosts, rate, duration);
+      OUT.printf(
+          "-- %,d hosts, %,d launches/s for %d s (from %s)%n",
+          hosts,
+          rate,
+          duration,
+          java.time.LocalTime.now().truncatedTo(java.time.temporal.ChronoUnit.SECONDS));
       int offered = rate * duration;
       AtomicInteger inFlight = new AtomicInteger();
       AtomicInteger sent = new AtomicInteger(),

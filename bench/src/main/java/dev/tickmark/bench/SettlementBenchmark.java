@@ -123,9 +123,10 @@ public final class SettlementBenchmark {
           --ledger-wait=S     how long to wait for the ledger projection to catch up (default 60; 0 = skip)
           --wait-quiet=S      first wait up to S seconds for the machine to be idle (under 0.25 cores
                               busy for 5 s), so that other builds do not skew the figures (default 0)
-          --analyze-every=S   run ANALYZE on the benchmark database every S seconds while the node
-                              runs, as autovacuum's autoanalyze would; "auto" (the default) does so,
-                              every 10 s, only when the server has autovacuum=off; 0 = never
+          --analyze-every=S   with the server's autovacuum off, what stands in for it while the node runs:
+                              "auto" (the default) does what autovacuum would, once every autovacuum_naptime
+                              (AutovacuumStandIn); S > 0: ANALYZE of the journal's and ledger's tables every
+                              S s, unthrottled (before 2026-12-06: 10); 0 = nothing
           --keep-database     do not drop the benchmark database at the end
         Journal settings: -Djdbc-journal.batchSize=.. -Djdbc-journal.parallelism=..
           -Dpekko-persistence-jdbc.shared-databases.slick.db.numThreads=.. (and .maxConnections=.., equal)
@@ -280,7 +281,7 @@ public final class SettlementBenchmark {
         try (var rs = st.executeQuery("SHOW autovacuum")) {
           if (rs.next()) autovacuum = rs.getString(1);
         }
-        analyzeEvery = o.analyzeEvery() >= 0 ? o.analyzeEvery() : "off".equals(autovacuum) ? 10 : 0;
+        analyzeEvery = o.analyzeEvery() >= 0 || "off".equals(autovacuum) ? o.analyzeEvery() : 0;
         st.execute("CREATE DATABASE " + database);
       }
       OUT.printf("Benchmark database %s created on %s%n", database, o.dbUrl());
@@ -369,18 +370,22 @@ public final class SettlementBenchmark {
     }
 
     /**
-     * ANALYZE on the benchmark database at a fixed interval, as autovacuum's autoanalyze does on a
-     * server where it is on. Without fresh statistics PostgreSQL keeps the generic plan it cached
-     * for the read journal's eventsByTag query while the tables were nearly empty, and that plan
-     * scans event_tag once per journal row.
+     * Stands in for autovacuum on a server where it is off: by default as autovacuum would ({@link
+     * AutovacuumStandIn}); with {@code --analyze-every=S}, as this benchmark did until 2026-12-06,
+     * an ANALYZE of the journal's and ledger's tables every S seconds. Without fresh statistics
+     * PostgreSQL keeps the generic plan it cached for the read journal's eventsByTag query while
+     * the tables were nearly empty, and that plan scans event_tag once per journal row.
      */
     final class Analyzer implements AutoCloseable {
       private final java.util.concurrent.ScheduledExecutorService timer;
       private final Connection connection;
+      private final AutovacuumStandIn autovacuum;
       private int runs;
       private long nanos;
 
       Analyzer(int everySeconds) throws SQLException {
+        autovacuum =
+            everySeconds < 0 ? AutovacuumStandIn.start(url, o.dbUser(), o.dbPassword()) : null;
         if (everySeconds <= 0) {
           timer = null;
           connection = null;
@@ -412,10 +417,11 @@ public final class SettlementBenchmark {
       }
 
       synchronized String summary() {
+        if (autovacuum != null) return autovacuum.summary();
         if (timer == null) return "never";
         return String.format(
             Locale.ROOT,
-            "every %d s (%d times, %.0f ms each on average)",
+            "ANALYZE every %d s (%d times, %.0f ms each on average)",
             analyzeEvery,
             runs,
             runs == 0 ? 0.0 : nanos / 1e6 / runs);
@@ -423,6 +429,7 @@ public final class SettlementBenchmark {
 
       @Override
       public void close() throws Exception {
+        if (autovacuum != null) autovacuum.close();
         if (timer == null) return;
         timer.shutdownNow();
         timer.awaitTermination(30, TimeUnit.SECONDS);
@@ -802,7 +809,8 @@ public final class SettlementBenchmark {
           database,
           dropped ? "dropped" : "kept");
       for (String s : settings) OUT.println("settings: " + s);
-      OUT.println("server: autovacuum=" + autovacuum + "; ANALYZE by the benchmark: " + analyzed);
+      OUT.println(
+          "server: autovacuum=" + autovacuum + "; the benchmark's stand-in for it: " + analyzed);
       if (quiet != null) OUT.println("before the run: " + quiet);
       OUT.printf("set-up: %.1f s%n", setupSeconds);
       OUT.printf(
