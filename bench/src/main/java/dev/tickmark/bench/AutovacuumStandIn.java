@@ -46,8 +46,7 @@ final class AutovacuumStandIn implements AutoCloseable {
               t.setDaemon(true);
               return t;
             });
-    // The first look after a second, as a server with autovacuum on would have looked at the
-    // database at some point before; then once a naptime.
+    // The first look a second in (the database is new); then a naptime after each look ends.
     timer.scheduleWithFixedDelay(this::look, 1, naptimeSeconds, TimeUnit.SECONDS);
   }
 
