@@ -53,21 +53,15 @@ final class AutovacuumStandIn implements AutoCloseable {
   /** Starts looking at the database at {@code url}, with the server's own autovacuum settings. */
   static AutovacuumStandIn start(String url, String user, String password) throws SQLException {
     Connection c = DriverManager.getConnection(url, user, password);
-    try (Statement st = c.createStatement();
-        ResultSet rs =
-            st.executeQuery(
-                "SELECT (SELECT setting::int FROM pg_settings WHERE name = 'autovacuum_naptime'),"
-                    + " current_setting('autovacuum_vacuum_cost_delay'),"
-                    + " CASE WHEN current_setting('autovacuum_vacuum_cost_limit') = '-1'"
-                    + " THEN current_setting('vacuum_cost_limit')"
-                    + " ELSE current_setting('autovacuum_vacuum_cost_limit') END")) {
-      rs.next();
-      int naptime = rs.getInt(1);
-      String delay = rs.getString(2);
-      String limit = rs.getString(3);
-      // autovacuum's own throttle: it pauses so that it does not crowd out the commits
-      st.execute("SET vacuum_cost_delay = '" + delay + "'");
-      st.execute("SET vacuum_cost_limit = " + limit);
+    try (Statement st = c.createStatement()) {
+      int naptime;
+      try (ResultSet rs =
+          st.executeQuery(
+              "SELECT setting::int FROM pg_settings WHERE name = 'autovacuum_naptime'")) {
+        rs.next();
+        naptime = rs.getInt(1);
+      }
+      throttleAsAutovacuum(st);
       return new AutovacuumStandIn(c, naptime);
     } catch (SQLException | RuntimeException e) {
       c.close();
@@ -75,7 +69,29 @@ final class AutovacuumStandIn implements AutoCloseable {
     }
   }
 
-  private record Due(String table, boolean vacuum, boolean analyze) {}
+  /**
+   * Gives the statement's session autovacuum's own throttle, its cost delay and limit: it pauses so
+   * that it does not crowd out the commits.
+   */
+  static void throttleAsAutovacuum(Statement st) throws SQLException {
+    String delay;
+    String limit;
+    try (ResultSet rs =
+        st.executeQuery(
+            "SELECT current_setting('autovacuum_vacuum_cost_delay'),"
+                + " CASE WHEN current_setting('autovacuum_vacuum_cost_limit') = '-1'"
+                + " THEN current_setting('vacuum_cost_limit')"
+                + " ELSE current_setting('autovacuum_vacuum_cost_limit') END")) {
+      rs.next();
+      delay = rs.getString(1);
+      limit = rs.getString(2);
+    }
+    st.execute("SET vacuum_cost_delay = '" + delay + "'");
+    st.execute("SET vacuum_cost_limit = " + limit);
+  }
+
+  /** A table autovacuum would vacuum, analyze, or both. */
+  record Due(String table, boolean vacuum, boolean analyze) {}
 
   private void look() {
     long t0 = System.nanoTime();
@@ -119,7 +135,7 @@ final class AutovacuumStandIn implements AutoCloseable {
    * since the last vacuum over the insert threshold and scale factor, rows changed since the last
    * analyze over the analyze threshold and scale factor; a table never analyzed counts as empty.
    */
-  private static List<Due> due(Statement st) throws SQLException {
+  static List<Due> due(Statement st) throws SQLException {
     List<Due> due = new ArrayList<>();
     try (ResultSet rs =
         st.executeQuery(

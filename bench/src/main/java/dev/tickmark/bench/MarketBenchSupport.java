@@ -14,7 +14,6 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
@@ -248,19 +247,8 @@ final class MarketBenchSupport {
       analyzeConnection = DriverManager.getConnection(url, user, password);
       analyzeWholeDatabase = wholeDatabase;
       if (!wholeDatabase) {
-        try (Statement st = analyzeConnection.createStatement();
-            ResultSet rs =
-                st.executeQuery(
-                    "SELECT current_setting('autovacuum_vacuum_cost_delay'),"
-                        + " CASE WHEN current_setting('autovacuum_vacuum_cost_limit') = '-1'"
-                        + " THEN current_setting('vacuum_cost_limit')"
-                        + " ELSE current_setting('autovacuum_vacuum_cost_limit') END")) {
-          rs.next();
-          String delay = rs.getString(1);
-          String limit = rs.getString(2);
-          // autovacuum's own throttle: it pauses so it does not crowd out the commits
-          st.execute("SET vacuum_cost_delay = '" + delay + "'");
-          st.execute("SET vacuum_cost_limit = " + limit);
+        try (Statement st = analyzeConnection.createStatement()) {
+          AutovacuumStandIn.throttleAsAutovacuum(st);
         }
       }
       analyzer =
@@ -300,18 +288,10 @@ final class MarketBenchSupport {
 
     /** The tables autoanalyze would analyze now: as {@code relation_needs_vacanalyze} decides. */
     private static List<String> tablesDueForAnalyze(Statement st) throws SQLException {
-      List<String> due = new ArrayList<>();
-      try (ResultSet rs =
-          st.executeQuery(
-              "SELECT quote_ident(s.schemaname) || '.' || quote_ident(s.relname)"
-                  + " FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid"
-                  + " WHERE s.n_mod_since_analyze >"
-                  + " current_setting('autovacuum_analyze_threshold')::float8"
-                  + " + current_setting('autovacuum_analyze_scale_factor')::float8"
-                  + " * greatest(c.reltuples, 0)")) {
-        while (rs.next()) due.add(rs.getString(1));
-      }
-      return due;
+      return AutovacuumStandIn.due(st).stream()
+          .filter(AutovacuumStandIn.Due::analyze)
+          .map(AutovacuumStandIn.Due::table)
+          .toList();
     }
 
     synchronized String analyzeSummary() {
