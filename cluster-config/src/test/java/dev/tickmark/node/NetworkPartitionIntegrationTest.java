@@ -287,11 +287,28 @@ class NetworkPartitionIntegrationTest {
         "after node1's exit: its rentals metered on the majority after %s ms, the others after %s ms%n",
         onNode1.stream().map(resumedAfterMillis::get).toList(),
         rentals.stream().filter(id -> !onNode1.contains(id)).map(resumedAfterMillis::get).toList());
-    Map<String, NodeProcess> after = whereRentalsLive(rentals);
-    for (String id : onNode1)
-      assertTrue(
-          after.get(id) == node2 || after.get(id) == node3,
-          "node1's rental " + id + " lives on the majority: " + after);
+    // The rental node1 stopped is not required here: if node1 finished the stop before it exited,
+    // nothing wakes that ended rental on the majority (the waker wakes unfinished ones), so its
+    // shard may have no home until someone asks; its bill is checked with the others' below. And a
+    // shard that does not answer Pekko Management's stats query in time is left out of that answer,
+    // so the placement is read again until every running rental of node1's is found.
+    List<String> runningOnNode1 =
+        onNode1.stream().filter(id -> !id.equals(stoppedOnMinority)).toList();
+    eventually(
+        WAIT,
+        () -> {
+          Map<String, NodeProcess> after = whereRentalsLive(rentals);
+          for (String id : runningOnNode1)
+            assertTrue(
+                after.get(id) == node2 || after.get(id) == node3,
+                "node1's rental " + id + " lives on the majority: " + after);
+        });
+    System.out.printf(
+        "the rental stopped on node1 is %s on the majority (%s)%n",
+        whereRentalsLive(List.of(stoppedOnMinority)).containsKey(stoppedOnMinority)
+            ? "placed"
+            : "not placed",
+        rental(api2, renter, stoppedOnMinority).get("status").asText());
     for (Agent agent : agents)
       eventually(
           WAIT,
