@@ -8,6 +8,7 @@ import java.sql.Statement;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
@@ -34,6 +35,7 @@ final class AutovacuumStandIn implements AutoCloseable {
   private int analyzed;
   private long nanos;
   private final List<String> failures = new ArrayList<>();
+  private final ConcurrentLinkedQueue<long[]> work = new ConcurrentLinkedQueue<>();
   private volatile Statement running;
 
   private AutovacuumStandIn(Connection connection, int naptimeSeconds) {
@@ -90,6 +92,14 @@ final class AutovacuumStandIn implements AutoCloseable {
     st.execute("SET vacuum_cost_limit = " + limit);
   }
 
+  /**
+   * The looks that vacuumed or analyzed something and overlap [fromNanos, toNanos], each as {start,
+   * end} on {@link System#nanoTime()}'s scale; a look still running is not among them.
+   */
+  List<long[]> workBetween(long fromNanos, long toNanos) {
+    return work.stream().filter(w -> w[0] <= toNanos && w[1] >= fromNanos).toList();
+  }
+
   /** A table autovacuum would vacuum, analyze, or both. */
   record Due(String table, boolean vacuum, boolean analyze) {}
 
@@ -110,6 +120,7 @@ final class AutovacuumStandIn implements AutoCloseable {
             due.size(),
             (System.nanoTime() - t0) / 1e9,
             java.time.LocalTime.now().truncatedTo(java.time.temporal.ChronoUnit.SECONDS));
+      if (!due.isEmpty()) work.add(new long[] {t0, System.nanoTime()});
       synchronized (this) {
         looks++;
         if (!due.isEmpty()) looksThatWorked++;

@@ -242,6 +242,13 @@ final class MarketBenchSupport {
         autovacuumStandIn = AutovacuumStandIn.start(url, user, password);
     }
 
+    /** The autovacuum stand-in's looks that did work within the interval; none without it. */
+    List<long[]> standInWorkBetween(long fromNanos, long toNanos) {
+      return autovacuumStandIn == null
+          ? List.of()
+          : autovacuumStandIn.workBetween(fromNanos, toNanos);
+    }
+
     void analyzeEvery(int seconds, boolean wholeDatabase) throws SQLException {
       if (seconds <= 0 || !"off".equals(autovacuum)) return;
       analyzeConnection = DriverManager.getConnection(url, user, password);

@@ -764,7 +764,8 @@ public final class MarketBenchmark {
         GcSample.Usage gc,
         CommitFloor.Result floor,
         CommitFloor.Result httpFloor,
-        long transactions) {}
+        long transactions,
+        TailAttribution attribution) {}
 
     /** The launch steps of {@link EngineMetrics}, in order, with the names printed. */
     private List<LatencyHistogram> steps() {
@@ -818,6 +819,7 @@ public final class MarketBenchmark {
           }
         }
       } finally {
+        pauses.close();
         closeNode();
         OUT.println("database: " + db.analyzeSummary());
       }
@@ -1052,6 +1054,7 @@ public final class MarketBenchmark {
       Map<String, Integer> errors = new ConcurrentHashMap<>();
       ConcurrentLinkedQueue<Long> matchedMicros = new ConcurrentLinkedQueue<>();
       ConcurrentLinkedQueue<Long> allMicros = new ConcurrentLinkedQueue<>();
+      ConcurrentLinkedQueue<long[]> matchedSpans = new ConcurrentLinkedQueue<>();
       ConcurrentLinkedQueue<String> created = new ConcurrentLinkedQueue<>();
       AtomicInteger base = new AtomicInteger(launchCounter.getAndAdd(offered));
 
@@ -1076,7 +1079,8 @@ public final class MarketBenchmark {
         launch(base.get() + i)
             .whenComplete(
                 (l, e) -> {
-                  long micros = (System.nanoTime() - due) / 1000;
+                  long answered = System.nanoTime();
+                  long micros = (answered - due) / 1000;
                   inFlight.decrementAndGet();
                   if (l.rentalId() != null) created.add(l.rentalId());
                   if (l.error() != null) {
@@ -1088,6 +1092,7 @@ public final class MarketBenchmark {
                     case "provisioning" -> {
                       matched.incrementAndGet();
                       matchedMicros.add(micros);
+                      matchedSpans.add(new long[] {due, answered});
                     }
                     case "pending" -> pending.incrementAndGet();
                     default -> {
@@ -1123,6 +1128,12 @@ public final class MarketBenchmark {
       while (inFlight.get() > 0 && System.nanoTime() < drainDeadline) Thread.sleep(50);
       double drainSeconds = (System.nanoTime() - drainStart) / 1e9;
       if (inFlight.get() > 0) errors.merge("no_answer_after_drain", inFlight.get(), Integer::sum);
+      long windowEnd = System.nanoTime();
+      TailAttribution attribution =
+          TailAttribution.of(
+              List.copyOf(matchedSpans),
+              pauses.between(t0, windowEnd),
+              db.standInWorkBetween(t0, windowEnd));
       HistogramSnapshot m1 = HistogramSnapshot.of(metrics.matchLatency);
       List<HistogramSnapshot> steps1 = steps().stream().map(HistogramSnapshot::of).toList();
       List<HistogramSnapshot> steps = new ArrayList<>();
@@ -1170,8 +1181,12 @@ public final class MarketBenchmark {
           g0.until(g1),
           floor,
           httpFloor,
-          x0 < 0 || x1 < 0 ? -1 : x1 - x0);
+          x0 < 0 || x1 < 0 ? -1 : x1 - x0,
+          attribution);
     }
+
+    /** The collector's pauses, from the benchmark's start (the node runs in this JVM). */
+    private final GcPauses pauses = GcPauses.start();
 
     private final AtomicInteger launchCounter = new AtomicInteger();
 
@@ -1307,6 +1322,7 @@ public final class MarketBenchmark {
             r.transactions(),
             r.sent() == 0 ? 0.0 : (double) r.transactions() / r.sent());
       OUT.println("   garbage collection during arrivals: " + r.gc());
+      OUT.println("   " + r.attribution().describe());
       OUT.println("   cores during arrivals: " + MarketBenchSupport.cores(r.cpu()));
     }
 
