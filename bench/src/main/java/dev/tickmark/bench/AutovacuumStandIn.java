@@ -36,6 +36,7 @@ final class AutovacuumStandIn implements AutoCloseable {
   private long nanos;
   private final List<String> failures = new ArrayList<>();
   private final ConcurrentLinkedQueue<long[]> work = new ConcurrentLinkedQueue<>();
+  private volatile long workingSince = -1;
   private volatile Statement running;
 
   private AutovacuumStandIn(Connection connection, int naptimeSeconds) {
@@ -94,10 +95,14 @@ final class AutovacuumStandIn implements AutoCloseable {
 
   /**
    * The looks that vacuumed or analyzed something and overlap [fromNanos, toNanos], each as {start,
-   * end} on {@link System#nanoTime()}'s scale; a look still running is not among them.
+   * end} on {@link System#nanoTime()}'s scale; one still at work ends at {@code toNanos}.
    */
   List<long[]> workBetween(long fromNanos, long toNanos) {
-    return work.stream().filter(w -> w[0] <= toNanos && w[1] >= fromNanos).toList();
+    List<long[]> overlapping = new ArrayList<>();
+    for (long[] w : work) if (w[0] <= toNanos && w[1] >= fromNanos) overlapping.add(w);
+    long since = workingSince;
+    if (since >= 0 && since <= toNanos) overlapping.add(new long[] {since, toNanos});
+    return overlapping;
   }
 
   /** A table autovacuum would vacuum, analyze, or both. */
@@ -108,6 +113,7 @@ final class AutovacuumStandIn implements AutoCloseable {
     try (Statement st = connection.createStatement()) {
       running = st;
       List<Due> due = due(st);
+      if (!due.isEmpty()) workingSince = t0;
       for (Due d : due) {
         if (d.vacuum && d.analyze) st.execute("VACUUM (ANALYZE) " + d.table);
         else if (d.vacuum) st.execute("VACUUM " + d.table);
@@ -136,6 +142,7 @@ final class AutovacuumStandIn implements AutoCloseable {
         if (failures.size() < 3) failures.add(e.getMessage());
       }
     } finally {
+      workingSince = -1;
       running = null;
     }
   }
