@@ -35,7 +35,7 @@ final class AutovacuumStandIn implements AutoCloseable {
   private int analyzed;
   private long nanos;
   private final List<String> failures = new ArrayList<>();
-  private final ConcurrentLinkedQueue<long[]> work = new ConcurrentLinkedQueue<>();
+  private final ConcurrentLinkedQueue<NanoInterval> work = new ConcurrentLinkedQueue<>();
   private volatile long workingSince = -1;
   private volatile Statement running;
 
@@ -94,14 +94,15 @@ final class AutovacuumStandIn implements AutoCloseable {
   }
 
   /**
-   * The looks that vacuumed or analyzed something and overlap [fromNanos, toNanos], each as {start,
-   * end} on {@link System#nanoTime()}'s scale; one still at work ends at {@code toNanos}.
+   * The looks that vacuumed or analyzed something and overlap {@code window}; one still at work
+   * ends at the window's end.
    */
-  List<long[]> workBetween(long fromNanos, long toNanos) {
-    List<long[]> overlapping = new ArrayList<>();
-    for (long[] w : work) if (w[0] <= toNanos && w[1] >= fromNanos) overlapping.add(w);
+  List<NanoInterval> workWithin(NanoInterval window) {
+    List<NanoInterval> overlapping = new ArrayList<>();
+    for (NanoInterval w : work) if (w.overlaps(window)) overlapping.add(w);
     long since = workingSince;
-    if (since >= 0 && since <= toNanos) overlapping.add(new long[] {since, toNanos});
+    if (since >= 0 && since <= window.toNanos())
+      overlapping.add(new NanoInterval(since, window.toNanos()));
     return overlapping;
   }
 
@@ -126,7 +127,7 @@ final class AutovacuumStandIn implements AutoCloseable {
             due.size(),
             (System.nanoTime() - t0) / 1e9,
             java.time.LocalTime.now().truncatedTo(java.time.temporal.ChronoUnit.SECONDS));
-      if (!due.isEmpty()) work.add(new long[] {t0, System.nanoTime()});
+      if (!due.isEmpty()) work.add(new NanoInterval(t0, System.nanoTime()));
       synchronized (this) {
         looks++;
         if (!due.isEmpty()) looksThatWorked++;

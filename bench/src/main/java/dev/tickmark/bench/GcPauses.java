@@ -20,13 +20,9 @@ import javax.management.openmbean.CompositeData;
  * collections, not the remark and cleanup pauses of its concurrent cycle.
  */
 final class GcPauses implements AutoCloseable {
-  record Pause(String collector, long startNanos, long endNanos) {
+  record Pause(String collector, NanoInterval interval) {
     long millis() {
-      return (endNanos - startNanos) / 1_000_000;
-    }
-
-    boolean overlaps(long fromNanos, long toNanos) {
-      return startNanos <= toNanos && endNanos >= fromNanos;
+      return interval.micros() / 1000;
     }
   }
 
@@ -62,12 +58,12 @@ final class GcPauses implements AutoCloseable {
     if (info.getGcName().contains("Cycles")) return;
     long start = uptimeZeroNanos + info.getGcInfo().getStartTime() * 1_000_000;
     long end = uptimeZeroNanos + info.getGcInfo().getEndTime() * 1_000_000;
-    pauses.add(new Pause(info.getGcName(), start, end));
+    pauses.add(new Pause(info.getGcName(), new NanoInterval(start, end)));
   }
 
-  /** The pauses that overlap [fromNanos, toNanos], in the order they ended. */
-  List<Pause> between(long fromNanos, long toNanos) {
-    return pauses.stream().filter(p -> p.overlaps(fromNanos, toNanos)).toList();
+  /** The pauses that overlap {@code window}, in the order they ended. */
+  List<Pause> within(NanoInterval window) {
+    return pauses.stream().filter(p -> p.interval().overlaps(window)).toList();
   }
 
   @Override

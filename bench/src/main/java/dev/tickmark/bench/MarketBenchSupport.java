@@ -242,11 +242,9 @@ final class MarketBenchSupport {
         autovacuumStandIn = AutovacuumStandIn.start(url, user, password);
     }
 
-    /** The autovacuum stand-in's looks that did work within the interval; none without it. */
-    List<long[]> standInWorkBetween(long fromNanos, long toNanos) {
-      return autovacuumStandIn == null
-          ? List.of()
-          : autovacuumStandIn.workBetween(fromNanos, toNanos);
+    /** The autovacuum stand-in's looks that did work within the window; none without it. */
+    List<NanoInterval> standInWorkWithin(NanoInterval window) {
+      return autovacuumStandIn == null ? List.of() : autovacuumStandIn.workWithin(window);
     }
 
     void analyzeEvery(int seconds, boolean wholeDatabase) throws SQLException {

@@ -1054,7 +1054,7 @@ public final class MarketBenchmark {
       Map<String, Integer> errors = new ConcurrentHashMap<>();
       ConcurrentLinkedQueue<Long> matchedMicros = new ConcurrentLinkedQueue<>();
       ConcurrentLinkedQueue<Long> allMicros = new ConcurrentLinkedQueue<>();
-      ConcurrentLinkedQueue<long[]> matchedSpans = new ConcurrentLinkedQueue<>();
+      ConcurrentLinkedQueue<NanoInterval> matchedSpans = new ConcurrentLinkedQueue<>();
       ConcurrentLinkedQueue<String> created = new ConcurrentLinkedQueue<>();
       AtomicInteger base = new AtomicInteger(launchCounter.getAndAdd(offered));
 
@@ -1092,7 +1092,7 @@ public final class MarketBenchmark {
                     case "provisioning" -> {
                       matched.incrementAndGet();
                       matchedMicros.add(micros);
-                      matchedSpans.add(new long[] {due, answered});
+                      matchedSpans.add(new NanoInterval(due, answered));
                     }
                     case "pending" -> pending.incrementAndGet();
                     default -> {
@@ -1128,12 +1128,10 @@ public final class MarketBenchmark {
       while (inFlight.get() > 0 && System.nanoTime() < drainDeadline) Thread.sleep(50);
       double drainSeconds = (System.nanoTime() - drainStart) / 1e9;
       if (inFlight.get() > 0) errors.merge("no_answer_after_drain", inFlight.get(), Integer::sum);
-      long windowEnd = System.nanoTime();
+      NanoInterval window = new NanoInterval(t0, System.nanoTime());
       TailAttribution attribution =
           TailAttribution.of(
-              List.copyOf(matchedSpans),
-              pauses.between(t0, windowEnd),
-              db.standInWorkBetween(t0, windowEnd));
+              List.copyOf(matchedSpans), pauses.within(window), db.standInWorkWithin(window));
       HistogramSnapshot m1 = HistogramSnapshot.of(metrics.matchLatency);
       List<HistogramSnapshot> steps1 = steps().stream().map(HistogramSnapshot::of).toList();
       List<HistogramSnapshot> steps = new ArrayList<>();

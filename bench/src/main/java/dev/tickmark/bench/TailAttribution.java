@@ -10,7 +10,7 @@ import java.util.Locale;
  * launch that queued behind a pause but arrived after it ended counts as clear, so the clear
  * launches' tail still holds the backlog a pause leaves.
  *
- * @param spans each launch as {due, answered} on {@link System#nanoTime()}'s scale
+ * <p>{@link #of}'s launches: each from its due time to its answer.
  */
 record TailAttribution(
     int launches,
@@ -21,22 +21,23 @@ record TailAttribution(
     long[] clearOfPausesMicros,
     long[] clearOfBothMicros) {
 
-  static TailAttribution of(List<long[]> spans, List<GcPauses.Pause> pauses, List<long[]> standIn) {
+  static TailAttribution of(
+      List<NanoInterval> launches, List<GcPauses.Pause> pauses, List<NanoInterval> standIn) {
     int byPause = 0;
     int byStandIn = 0;
     List<Long> clearOfPauses = new ArrayList<>();
     List<Long> clearOfBoth = new ArrayList<>();
-    for (long[] span : spans) {
-      boolean paused = pauses.stream().anyMatch(p -> p.overlaps(span[0], span[1]));
-      boolean vacuumed = standIn.stream().anyMatch(w -> w[0] <= span[1] && w[1] >= span[0]);
-      long micros = (span[1] - span[0]) / 1000;
+    for (NanoInterval launch : launches) {
+      boolean paused = pauses.stream().anyMatch(p -> p.interval().overlaps(launch));
+      boolean vacuumed = standIn.stream().anyMatch(w -> w.overlaps(launch));
+      long micros = launch.micros();
       if (paused) byPause++;
       if (vacuumed) byStandIn++;
       if (!paused) clearOfPauses.add(micros);
       if (!paused && !vacuumed) clearOfBoth.add(micros);
     }
     return new TailAttribution(
-        spans.size(),
+        launches.size(),
         pauses,
         byPause,
         standIn.size(),
