@@ -133,7 +133,8 @@ final class HostCommands extends ApiCommand {
               "FREE",
               "TOTAL",
               "ON-DEMAND",
-              "SPOT");
+              "SPOT",
+              "LOST");
       for (JsonNode h : hosts) {
         table.row(
             h.get("id"),
@@ -145,13 +146,23 @@ final class HostCommands extends ApiCommand {
             h.get("cards_free"),
             h.get("cards_total"),
             h.get("on_demand_price_per_gpu_hour"),
-            h.get("spot_price_per_gpu_hour"));
+            h.get("spot_price_per_gpu_hour"),
+            lost(h));
       }
       if (table.isEmpty())
         out().println("No hosts yet: 'tickmark host token --region CODE' registers one.");
       else table.print(out());
       return Cli.EXIT_OK;
     }
+  }
+
+  /**
+   * "lost of started": the rentals that ended {@code host_lost} out of those that started here (the
+   * matcher's tie-break between equal floors); blank from an engine that does not say.
+   */
+  static String lost(JsonNode h) {
+    if (!h.hasNonNull("rentals_started") || !h.hasNonNull("rentals_lost")) return null;
+    return h.get("rentals_lost").asLong() + " of " + h.get("rentals_started").asLong();
   }
 
   @Command(

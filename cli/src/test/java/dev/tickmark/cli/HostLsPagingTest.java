@@ -29,7 +29,9 @@ class HostLsPagingTest {
     return "{\"id\":\""
         + id
         + "\",\"region\":\"eu-nl\",\"status\":\"invited\",\"online\":false,"
-        + "\"listed\":false,\"draining\":false,\"simulated\":false,\"cards_total\":0,\"cards_free\":0}";
+        + "\"listed\":false,\"draining\":false,\"simulated\":false,\"cards_total\":0,\"cards_free\":0"
+        // the host's record (an engine from before it sends none: A and B)
+        + (id.equals(C) ? ",\"rentals_started\":3,\"rentals_lost\":1}" : "}");
   }
 
   @BeforeEach
@@ -72,6 +74,11 @@ class HostLsPagingTest {
   void everyPageIsListed() throws Exception {
     String table = cli().run("host", "ls").ok().out();
     for (String id : List.of(A, B, C)) assertTrue(table.contains(id), table);
+    String lineOfC = table.lines().filter(l -> l.contains(C)).findFirst().orElseThrow();
+    assertTrue(lineOfC.endsWith("1 of 3"), "LOST is rentals lost of started: " + table);
+    String lineOfA = table.lines().filter(l -> l.contains(A)).findFirst().orElseThrow();
+    assertTrue(lineOfA.endsWith("-"), table);
+    assertTrue(table.lines().findFirst().orElseThrow().endsWith("LOST"), table);
 
     JsonNode json = Http.JSON.readTree(cli().run("host", "ls", "--json").ok().out());
     assertEquals(3, json.get("hosts").size());

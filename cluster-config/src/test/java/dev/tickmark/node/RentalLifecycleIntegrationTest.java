@@ -466,6 +466,42 @@ class RentalLifecycleIntegrationTest {
     assertMoneySettled(renter, ended, "10");
   }
 
+  /**
+   * The host's record that the matcher breaks ties between equal floors by (DESIGN.md, "Matching"):
+   * each rental that started on it counts, and each of those that ended {@code host_lost} counts as
+   * lost; the provider sees both in the host list, and so does the operator.
+   */
+  @Test
+  void aHostsRecordCountsTheRentalsThatStartedOnItAndThoseItLost() throws Exception {
+    // a model of its own: no other test's host can take these launches
+    Agent agent = host("l40s-48gb", "eu-nl", 2, "");
+    String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
+    assertEquals(List.of(0L, 0L), record(hostId, provider.apiKey(), "/v1/hosts"));
+    ApiClient.Customer renter = renter("Recorded", "10");
+    String stopped = launch(renter, "l40s-48gb", "eu-nl", "").get("id").asText();
+    String lost = launch(renter, "l40s-48gb", "eu-nl", "").get("id").asText();
+    awaitStatus(renter, stopped, "running");
+    awaitStatus(renter, lost, "running");
+    api.post("/v1/rentals/" + stopped + "/stop", renter.apiKey(), null).expect(202);
+    assertEquals(
+        "stopped_by_renter", awaitStatus(renter, stopped, "ended").get("end_reason").asText());
+    eventually(
+        WAIT, () -> assertEquals(List.of(2L, 0L), record(hostId, provider.apiKey(), "/v1/hosts")));
+    agent.close(); // the machine disappears under the second rental
+    assertEquals("host_lost", awaitStatus(renter, lost, "ended").get("end_reason").asText());
+    eventually(
+        WAIT, () -> assertEquals(List.of(2L, 1L), record(hostId, provider.apiKey(), "/v1/hosts")));
+    assertEquals(List.of(2L, 1L), record(hostId, TestNodes.OPERATOR_TOKEN, "/ops/hosts"));
+  }
+
+  /** {@code [rentals_started, rentals_lost]} of the host in the list at {@code path}. */
+  static List<Long> record(String hostId, String token, String path) {
+    for (JsonNode h : api.get(path + "?limit=200", token).expect(200).json().get("hosts"))
+      if (h.get("id").asText().equals(hostId))
+        return List.of(h.get("rentals_started").asLong(), h.get("rentals_lost").asLong());
+    throw new AssertionError(hostId + " is not in " + path);
+  }
+
   @Test
   void aRenterCannotSeeStopOrStreamAnotherRentersRental() throws Exception {
     host("ap-sg", 1);

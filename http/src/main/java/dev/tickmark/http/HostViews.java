@@ -107,6 +107,8 @@ final class HostViews {
       String spotPricePerGpuHour,
       Instant registeredAt,
       Instant updatedAt,
+      long rentalsStarted,
+      long rentalsLost,
       String ownerId) {
     static HostSummary of(HostReadModel.HostRow r, boolean forOperator) {
       return new HostSummary(
@@ -127,6 +129,8 @@ final class HostViews {
           r.spotPrice() == null ? null : Money.format(r.spotPrice()),
           r.createdAt(),
           r.updatedAt(),
+          r.reliability().rentalsStarted(),
+          r.reliability().rentalsLost(),
           forOperator ? r.ownerId() : null);
     }
   }

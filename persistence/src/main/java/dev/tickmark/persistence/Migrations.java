@@ -49,7 +49,8 @@ public final class Migrations {
           "V17__shard_leases.sql",
           "V18__event_tag_by_tag.sql",
           "V19__ledger_without_key_index.sql",
-          "V20__event_tag_without_foreign_key.sql");
+          "V20__event_tag_without_foreign_key.sql",
+          "V21__host_reliability.sql");
 
   private Migrations() {}
 

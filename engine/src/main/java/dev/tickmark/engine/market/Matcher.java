@@ -63,11 +63,25 @@ public final class Matcher {
 
   /**
    * A host that may have the cards, as the read side sees it; {@code asOf}: the instant of the
-   * host's last event the read side shows (null: unknown).
+   * host's last event the read side shows (null: unknown); {@code reliability}: its record with
+   * renters, for ties between equal floors.
    */
-  public record Candidate(String hostId, long floorPricePerGpuHour, int freeCards, Instant asOf) {
+  public record Candidate(
+      String hostId,
+      long floorPricePerGpuHour,
+      int freeCards,
+      Instant asOf,
+      Reliability reliability) {
+    public Candidate {
+      if (reliability == null) reliability = Reliability.NONE;
+    }
+
+    public Candidate(String hostId, long floorPricePerGpuHour, int freeCards, Instant asOf) {
+      this(hostId, floorPricePerGpuHour, freeCards, asOf, Reliability.NONE);
+    }
+
     public Candidate(String hostId, long floorPricePerGpuHour, int freeCards) {
-      this(hostId, floorPricePerGpuHour, freeCards, null);
+      this(hostId, floorPricePerGpuHour, freeCards, null, Reliability.NONE);
     }
   }
 
@@ -414,13 +428,14 @@ public final class Matcher {
   }
 
   /**
-   * Lowest floor first; ties go to the host with more free cards (it fits more), then by id,
-   * deterministically.
+   * Lowest floor first; ties go to the more reliable host ({@link Reliability}), then to the one
+   * with more free cards (it fits more), then by id, deterministically.
    */
   static List<Candidate> ordered(List<Candidate> candidates) {
     List<Candidate> sorted = new ArrayList<>(candidates);
     sorted.sort(
         Comparator.comparingLong(Candidate::floorPricePerGpuHour)
+            .thenComparing(Candidate::reliability, Reliability.MOST_RELIABLE_FIRST)
             .thenComparing(Comparator.comparingInt(Candidate::freeCards).reversed())
             .thenComparing(Candidate::hostId));
     return sorted;

@@ -139,6 +139,53 @@ class MatcherTest {
     assertEquals(List.of(), Matcher.ordered(List.of()));
   }
 
+  /**
+   * DESIGN.md: "Pick the lowest floor; break ties by reliability, then deterministically". The
+   * floor always wins; among equal floors the smaller share of started rentals lost goes first,
+   * then the longer record, and only then the free cards and the id.
+   */
+  @Test
+  void breaksTiesBetweenEqualFloorsByReliabilityBeforeFreeCards() {
+    List<Candidate> candidates =
+        List.of(
+            // lost 1 of 4: the least reliable of the equal floors, though it has the most cards
+            new Candidate("h-lossy", 2_000_000, 8, null, new Reliability(4, 1)),
+            // never lost one, in a record of 50
+            new Candidate("h-proven", 2_000_000, 1, null, new Reliability(50, 0)),
+            // no record yet: nothing lost, but nothing shown
+            new Candidate("h-new", 2_000_000, 4, null, Reliability.NONE),
+            // lost 1 of 40: a smaller share than h-lossy's
+            new Candidate("h-rare", 2_000_000, 8, null, new Reliability(40, 1)),
+            // the cheapest wins whatever its record
+            new Candidate("h-cheap", 1_900_000, 1, null, new Reliability(3, 3)),
+            // equal to h-new in all but cards and id
+            new Candidate("h-new2", 2_000_000, 4, null, Reliability.NONE));
+    assertEquals(
+        List.of("h-cheap", "h-proven", "h-new", "h-new2", "h-rare", "h-lossy"),
+        Matcher.ordered(candidates).stream().map(Candidate::hostId).toList());
+  }
+
+  @Test
+  void proposesToTheMoreReliableOfTwoEqualFloorsFirst() {
+    Hosts hosts = new Hosts("h-lossy", "h-clean");
+    ActorRef<Matcher.Command> matcher =
+        matcher(
+            List.of(
+                new Candidate("h-lossy", 2_000_000, 8, null, new Reliability(10, 2)),
+                new Candidate("h-clean", 2_000_000, 2, null, new Reliability(10, 0))),
+            hosts,
+            WAIT);
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    String rentalId = rentalId();
+    matcher.tell(
+        new Match(
+            rentalId, GPU, 1, Listing.Tier.ON_DEMAND, REGION, CEILING, null, replyTo.getRef()));
+    Host.Reservation clean = reservation("h-clean", rentalId, List.of(0), 2_000_000);
+    hosts.expectProposal("h-clean").replyTo().tell(StatusReply.success(clean));
+    assertEquals(new Matcher.Matched(rentalId, clean), replyTo.receiveMessage(WAIT));
+    hosts.expectNoProposal(Duration.ofMillis(100));
+  }
+
   @Test
   void proposesInCandidateOrderAndMovesOnAfterEachRefusal() {
     Hosts hosts = new Hosts("h-a", "h-b", "h-c", "h-d");

@@ -3,6 +3,7 @@ package dev.tickmark.persistence.hosts;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.market.Matcher;
+import dev.tickmark.engine.market.Reliability;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.ProjectionProgress;
 import java.sql.PreparedStatement;
@@ -36,7 +37,8 @@ public final class HostReadModel {
       Long spotPrice,
       List<Listing.Window> availability,
       Instant createdAt,
-      Instant updatedAt) {
+      Instant updatedAt,
+      Reliability reliability) {
 
     public int cardsFree() {
       return Math.max(0, cardsTotal - cardsTaken);
@@ -57,7 +59,11 @@ public final class HostReadModel {
 
   private static final String COLUMNS =
       "host_id, owner_id, region, label, status, online, listed, draining, simulated, gpu,"
-          + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at";
+          + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at,"
+          + " COALESCE(rentals_started, 0), COALESCE(rentals_lost, 0)";
+
+  /** The hosts with their records ({@code host_records}, the rental projection's; none: 0, 0). */
+  private static final String HOSTS = " FROM hosts LEFT JOIN host_records USING (host_id)";
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -106,7 +112,7 @@ public final class HostReadModel {
     String sql =
         "SELECT "
             + COLUMNS
-            + " FROM hosts"
+            + HOSTS
             + (conditions.isEmpty() ? "" : " WHERE " + String.join(" AND ", conditions))
             + " ORDER BY created_at, host_id LIMIT ?";
     return jdbc.run(
@@ -133,7 +139,8 @@ public final class HostReadModel {
     return query(
             "SELECT "
                 + COLUMNS
-                + " FROM hosts WHERE status = 'verified' AND online AND listed AND NOT draining"
+                + HOSTS
+                + " WHERE status = 'verified' AND online AND listed AND NOT draining"
                 + " AND cards_total > cards_taken")
         .thenApply(rows -> aggregate(rows, filter, now));
   }
@@ -199,7 +206,9 @@ public final class HostReadModel {
     String sql =
         "SELECT host_id, "
             + price
-            + ", cards_total - cards_taken, availability, updated_at FROM hosts"
+            + ", cards_total - cards_taken, availability, updated_at,"
+            + " COALESCE(rentals_started, 0), COALESCE(rentals_lost, 0)"
+            + HOSTS
             + " WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
             + " AND cards_total - cards_taken >= ? AND "
             + price
@@ -208,6 +217,10 @@ public final class HostReadModel {
             + (renterId == null ? "" : " AND owner_id <> ?")
             + " ORDER BY "
             + price
+            // Matcher.ordered's order (Reliability): the share of started rentals lost, exact in
+            // numeric, then the longer record
+            + ", COALESCE(rentals_lost, 0)::numeric / GREATEST(rentals_started, 1),"
+            + " COALESCE(rentals_started, 0) DESC"
             + ", cards_total - cards_taken DESC, host_id LIMIT ? OFFSET ?";
     int page = CANDIDATE_PAGE + Math.min(held.hosts(), MAX_HELD_ROWS);
     int wanted = Math.max(1, count);
@@ -246,7 +259,8 @@ public final class HostReadModel {
                           rs.getString(1),
                           rs.getLong(2),
                           rs.getInt(3),
-                          rs.getTimestamp(5).toInstant());
+                          rs.getTimestamp(5).toInstant(),
+                          new Reliability(rs.getLong(6), rs.getLong(7)));
                   if (candidate.freeCards() - held.beyond(candidate.hostId(), candidate.asOf())
                       >= wanted) free.add(candidate);
                   else if (full.size() < CANDIDATE_PAGE) full.add(candidate);
@@ -336,6 +350,7 @@ public final class HostReadModel {
         spotPrice,
         HostProjection.windowsFrom(rs.getString(15)),
         rs.getTimestamp(16).toInstant(),
-        rs.getTimestamp(17).toInstant());
+        rs.getTimestamp(17).toInstant(),
+        new Reliability(rs.getLong(18), rs.getLong(19)));
   }
 }

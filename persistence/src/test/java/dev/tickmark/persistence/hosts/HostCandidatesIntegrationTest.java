@@ -279,6 +279,45 @@ class HostCandidatesIntegrationTest {
     assertEquals(plain, offered.subList(0, plain.size()), "the cheapest, as without the held");
   }
 
+  /**
+   * DESIGN.md: "break ties by reliability". Forty hosts at one floor, more than a page: the query
+   * itself orders them by the share of their started rentals lost, then the longer record, so the
+   * reliable ones are in the page even where their free cards and ids would put them last.
+   */
+  @Test
+  void ordersEqualFloorsByReliabilityBeforeFreeCards() throws Exception {
+    String gpu = "rtx4090-24gb";
+    for (int i = 0; i < 36; i++) host(gpu, String.format("r-%02d", i), 8, 10, 5); // lost half
+    host(gpu, "r-36", 2, 0, 0); // no record yet
+    host(gpu, "r-37", 1, 100, 0); // a hundred, none lost
+    host(gpu, "r-38", 8, 100, 1); // one in a hundred lost
+    host(gpu, "r-39", 8, 3, 1); // one in three lost
+    List<Candidate> found =
+        hosts
+            .candidates(gpu, null, Listing.Tier.ON_DEMAND, 3_000_000, 1, NOW)
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS);
+    assertEquals(HostReadModel.CANDIDATE_PAGE, found.size());
+    assertEquals(
+        List.of("r-37", "r-36", "r-38", "r-39", "r-00"),
+        found.subList(0, 5).stream().map(Candidate::hostId).toList());
+    assertEquals(new dev.tickmark.engine.market.Reliability(100, 0), found.get(0).reliability());
+    assertEquals(dev.tickmark.engine.market.Reliability.NONE, found.get(1).reliability());
+  }
+
+  static void host(String gpu, String id, int free, long started, long lost) throws Exception {
+    insert(id, gpu, "eu-nl", "verified", true, true, false, 8, 8 - free, 2_000_000L, null, "[]");
+    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+        PreparedStatement st =
+            c.prepareStatement(
+                "INSERT INTO host_records (host_id, rentals_started, rentals_lost) VALUES (?, ?, ?)")) {
+      st.setString(1, id);
+      st.setLong(2, started);
+      st.setLong(3, lost);
+      st.executeUpdate();
+    }
+  }
+
   @Test
   void neverOffersARenterItsOwnHosts() throws Exception {
     // every host here is acc_p's
