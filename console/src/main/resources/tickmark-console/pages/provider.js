@@ -37,7 +37,7 @@ export async function hosts(view, { signal }) {
     ]),
     list.hosts.length
       ? table(
-          ["Host", "Label", "Region", "Status", "Online", "Listed", "Cards free", "On demand", "Spot"],
+          ["Host", "Label", "Region", "Status", "Online", "Listed", "Cards free", "On demand", "Spot", "Rentals lost"],
           list.hosts.map((x) => [
             link(`#/hosts/${x.id}`, x.id),
             x.label ?? "—",
@@ -48,6 +48,8 @@ export async function hosts(view, { signal }) {
             `${x.cards_free} of ${x.cards_total} ${x.gpu ?? ""}`,
             euros(x.on_demand_price_per_gpu_hour),
             euros(x.spot_price_per_gpu_hour),
+            // the matcher's tie-break between equal floors: the share of ended rentals lost
+            `${x.rentals_lost ?? 0} of ${x.rentals_ended ?? 0}`,
           ]),
           "Hosts",
         )

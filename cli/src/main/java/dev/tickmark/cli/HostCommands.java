@@ -157,12 +157,13 @@ final class HostCommands extends ApiCommand {
   }
 
   /**
-   * "lost of started": the rentals that ended {@code host_lost} out of those that started here (the
-   * matcher's tie-break between equal floors); blank from an engine that does not say.
+   * "lost of ended": the rentals that ran here and ended {@code host_lost}, out of those that ran
+   * here and ended (the matcher's tie-break between equal floors); blank from an engine that does
+   * not say.
    */
   static String lost(JsonNode h) {
-    if (!h.hasNonNull("rentals_started") || !h.hasNonNull("rentals_lost")) return null;
-    return h.get("rentals_lost").asLong() + " of " + h.get("rentals_started").asLong();
+    if (!h.hasNonNull("rentals_ended") || !h.hasNonNull("rentals_lost")) return null;
+    return h.get("rentals_lost").asLong() + " of " + h.get("rentals_ended").asLong();
   }
 
   @Command(

@@ -31,7 +31,7 @@ class HostLsPagingTest {
         + "\",\"region\":\"eu-nl\",\"status\":\"invited\",\"online\":false,"
         + "\"listed\":false,\"draining\":false,\"simulated\":false,\"cards_total\":0,\"cards_free\":0"
         // the host's record (an engine from before it sends none: A and B)
-        + (id.equals(C) ? ",\"rentals_started\":3,\"rentals_lost\":1}" : "}");
+        + (id.equals(C) ? ",\"rentals_ended\":3,\"rentals_lost\":1}" : "}");
   }
 
   @BeforeEach
@@ -75,7 +75,7 @@ class HostLsPagingTest {
     String table = cli().run("host", "ls").ok().out();
     for (String id : List.of(A, B, C)) assertTrue(table.contains(id), table);
     String lineOfC = table.lines().filter(l -> l.contains(C)).findFirst().orElseThrow();
-    assertTrue(lineOfC.endsWith("1 of 3"), "LOST is rentals lost of started: " + table);
+    assertTrue(lineOfC.endsWith("1 of 3"), "LOST is rentals lost of ended: " + table);
     String lineOfA = table.lines().filter(l -> l.contains(A)).findFirst().orElseThrow();
     assertTrue(lineOfA.endsWith("-"), table);
     assertTrue(table.lines().findFirst().orElseThrow().endsWith("LOST"), table);

@@ -468,11 +468,11 @@ class RentalLifecycleIntegrationTest {
 
   /**
    * The host's record that the matcher breaks ties between equal floors by (DESIGN.md, "Matching"):
-   * each rental that started on it counts, and each of those that ended {@code host_lost} counts as
-   * lost; the provider sees both in the host list, and so does the operator.
+   * each rental that ran on it counts once it has ended, and each of those that ended {@code
+   * host_lost} counts as lost; the provider sees both in the host list, and so does the operator.
    */
   @Test
-  void aHostsRecordCountsTheRentalsThatStartedOnItAndThoseItLost() throws Exception {
+  void aHostsRecordCountsTheRentalsThatRanOnItAndThoseItLost() throws Exception {
     // a model of its own: no other test's host can take these launches
     Agent agent = host("l40s-48gb", "eu-nl", 2, "");
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
@@ -485,8 +485,9 @@ class RentalLifecycleIntegrationTest {
     api.post("/v1/rentals/" + stopped + "/stop", renter.apiKey(), null).expect(202);
     assertEquals(
         "stopped_by_renter", awaitStatus(renter, stopped, "ended").get("end_reason").asText());
+    // ended and gave its cards back: one ended, none lost (the running one counts when it ends)
     eventually(
-        WAIT, () -> assertEquals(List.of(2L, 0L), record(hostId, provider.apiKey(), "/v1/hosts")));
+        WAIT, () -> assertEquals(List.of(1L, 0L), record(hostId, provider.apiKey(), "/v1/hosts")));
     agent.close(); // the machine disappears under the second rental
     assertEquals("host_lost", awaitStatus(renter, lost, "ended").get("end_reason").asText());
     eventually(
@@ -494,11 +495,11 @@ class RentalLifecycleIntegrationTest {
     assertEquals(List.of(2L, 1L), record(hostId, TestNodes.OPERATOR_TOKEN, "/ops/hosts"));
   }
 
-  /** {@code [rentals_started, rentals_lost]} of the host in the list at {@code path}. */
+  /** {@code [rentals_ended, rentals_lost]} of the host in the list at {@code path}. */
   static List<Long> record(String hostId, String token, String path) {
     for (JsonNode h : api.get(path + "?limit=200", token).expect(200).json().get("hosts"))
       if (h.get("id").asText().equals(hostId))
-        return List.of(h.get("rentals_started").asLong(), h.get("rentals_lost").asLong());
+        return List.of(h.get("rentals_ended").asLong(), h.get("rentals_lost").asLong());
     throw new AssertionError(hostId + " is not in " + path);
   }
 

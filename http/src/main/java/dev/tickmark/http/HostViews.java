@@ -107,7 +107,7 @@ final class HostViews {
       String spotPricePerGpuHour,
       Instant registeredAt,
       Instant updatedAt,
-      long rentalsStarted,
+      long rentalsEnded,
       long rentalsLost,
       String ownerId) {
     static HostSummary of(HostReadModel.HostRow r, boolean forOperator) {
@@ -129,7 +129,7 @@ final class HostViews {
           r.spotPrice() == null ? null : Money.format(r.spotPrice()),
           r.createdAt(),
           r.updatedAt(),
-          r.reliability().rentalsStarted(),
+          r.reliability().rentalsEnded(),
           r.reliability().rentalsLost(),
           forOperator ? r.ownerId() : null);
     }

@@ -4,10 +4,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
-import java.util.function.Supplier;
 
 /**
  * The statements a projection writes for one group of events, sent in as few round trips as their
@@ -18,9 +15,7 @@ import java.util.function.Supplier;
  * <p>The statements that create an entity's row from its first event ({@link #create}) go before
  * the group's others: nothing earlier in the group can touch a row that does not exist yet, so
  * moving them first changes no outcome, and a launch's insert and its match's update then each join
- * a batch of their kind instead of alternating. What the group's events add up to in other rows
- * ({@link #finisher}) is sent last, once a group, so it neither splits the others' runs nor reads a
- * row before the group's changes to it.
+ * a batch of their kind instead of alternating.
  */
 public final class StatementBatch {
   /** Sets one statement's parameters. */
@@ -33,13 +28,6 @@ public final class StatementBatch {
 
   private final List<Statement> creates = new ArrayList<>();
   private final List<Statement> others = new ArrayList<>();
-  private final Map<Class<?>, Finisher> finishers = new LinkedHashMap<>();
-
-  /** What a group's events add up to, sent once after all of the group's statements. */
-  public interface Finisher {
-    /** Sends it; returns the round trips it took. */
-    int send(Connection connection) throws SQLException;
-  }
 
   /**
    * A statement that creates the row of an entity whose first event this is (an insert that does
@@ -54,18 +42,9 @@ public final class StatementBatch {
     others.add(new Statement(sql, parameters));
   }
 
-  /**
-   * This group's {@code type} of finisher, made by {@code create} the first time it is asked for.
-   */
-  public <T extends Finisher> T finisher(Class<T> type, Supplier<T> create) {
-    return type.cast(finishers.computeIfAbsent(type, t -> create.get()));
-  }
-
-  /** Runs the creates, then the others, in order, then the finishers; returns the round trips. */
+  /** Runs the creates, then the others, in order; returns the round trips it took. */
   public int send(Connection connection) throws SQLException {
-    int roundTrips = send(connection, creates) + send(connection, others);
-    for (Finisher finisher : finishers.values()) roundTrips += finisher.send(connection);
-    return roundTrips;
+    return send(connection, creates) + send(connection, others);
   }
 
   private static int send(Connection connection, List<Statement> statements) throws SQLException {

@@ -465,22 +465,33 @@ public final class Host
   /**
    * Releases the rental's cards. {@code undoesProposal}: sent by the matcher to undo a proposal it
    * got no answer to — a reservation the host holds for the rental may be one the rental has since
-   * taken (a duplicated match proposes again), so the host leaves it to the rental.
+   * taken (a duplicated match proposes again), so the host leaves it to the rental. {@code
+   * hostLost}: the rental ended {@code host_lost}, which the host keeps in its record ({@link
+   * CardsReleased#lost}).
    */
   public record ReleaseCards(
-      String rentalId, boolean undoesProposal, ActorRef<StatusReply<Done>> replyTo)
+      String rentalId,
+      boolean undoesProposal,
+      boolean hostLost,
+      ActorRef<StatusReply<Done>> replyTo)
       implements Replying<Done> {
     @JsonCreator
     public ReleaseCards {}
 
     public ReleaseCards(String rentalId, ActorRef<StatusReply<Done>> replyTo) {
-      this(rentalId, false, replyTo);
+      this(rentalId, false, false, replyTo);
+    }
+
+    /** The ended rental's release; {@code hostLost} when it ended {@code host_lost}. */
+    public static ReleaseCards ended(
+        String rentalId, boolean hostLost, ActorRef<StatusReply<Done>> replyTo) {
+      return new ReleaseCards(rentalId, false, hostLost, replyTo);
     }
 
     /** The matcher's undo of a proposal that got no answer in time. */
     public static ReleaseCards undoingProposal(
         String rentalId, ActorRef<StatusReply<Done>> replyTo) {
-      return new ReleaseCards(rentalId, true, replyTo);
+      return new ReleaseCards(rentalId, true, false, replyTo);
     }
   }
 
@@ -814,7 +825,22 @@ public final class Host
     }
   }
 
-  public record CardsReleased(String rentalId, List<Integer> cards, Instant at) implements Event {}
+  /**
+   * The rental's cards went back. {@code ran}: its workload had started here ({@link CardsRented});
+   * {@code lost}: it ran and ended {@code host_lost}. The two make the host's record with renters,
+   * the matcher's tie-break between equal floors ({@code market.Reliability}); events written
+   * before they existed read as neither.
+   */
+  public record CardsReleased(
+      String rentalId, List<Integer> cards, Instant at, boolean ran, boolean lost)
+      implements Event {
+    @JsonCreator
+    public CardsReleased {}
+
+    public CardsReleased(String rentalId, List<Integer> cards, Instant at) {
+      this(rentalId, cards, at, false, false);
+    }
+  }
 
   /**
    * The agent that registered came back with its spent token and pinned key: a new credential
@@ -2349,8 +2375,9 @@ public final class Host
       return Effect().reply(cmd.replyTo(), StatusReply.ack());
     }
     List<Integer> cards = held == null ? List.of() : held.cards();
+    boolean ran = held != null && held.confirmed();
     return Effect()
-        .persist(new CardsReleased(cmd.rentalId(), cards, now()))
+        .persist(new CardsReleased(cmd.rentalId(), cards, now(), ran, ran && cmd.hostLost()))
         .thenReply(cmd.replyTo(), s -> StatusReply.ack());
   }
 

@@ -155,7 +155,8 @@ final class SettlementDelivery {
    */
   void finish(Ending state) {
     if (state.finalSettled()) finalSettlement(state);
-    if (state.terms() != null && !cardsReleased) releaseCards(state.terms());
+    if (state.terms() != null && !cardsReleased)
+      releaseCards(state.terms(), state.reason() == Rental.EndReason.HOST_LOST);
     if (state.terms() == null || state.startedAt() == null) workloadStopped = true;
     else if (!workloadStopped && !timers.isTimerActive(Timer.STOP_EXPIRED))
       agentSilenceDeadline(state);
@@ -195,12 +196,13 @@ final class SettlementDelivery {
                 failure == null || Rejection.codeOf(failure) == Rejection.HOLD_NOT_FOUND));
   }
 
-  private void releaseCards(Terms terms) {
+  /** {@code hostLost}: the rental ended {@code host_lost}, for the host's record. */
+  private void releaseCards(Terms terms, boolean hostLost) {
     context.askWithStatus(
         Done.class,
         ports.host(terms.hostId()),
         settings.askTimeout(),
-        reply -> new Host.ReleaseCards(rentalId, reply),
+        reply -> Host.ReleaseCards.ended(rentalId, hostLost, reply),
         (v, failure) -> new Released(Released.What.CARDS, failure == null));
   }
 

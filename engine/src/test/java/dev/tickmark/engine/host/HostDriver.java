@@ -357,6 +357,12 @@ final class HostDriver {
     return kit.runCommand(r -> new ReleaseCards(rentalId, r));
   }
 
+  /** The release of a rental that ended, {@code host_lost} or not. */
+  CommandResultWithReply<Command, Event, State, StatusReply<Done>> releaseEnded(
+      String rentalId, boolean hostLost) {
+    return kit.runCommand(r -> ReleaseCards.ended(rentalId, hostLost, r));
+  }
+
   // ---- composite steps
 
   /** Invited and registered with this driver's key; answers the host credential. */

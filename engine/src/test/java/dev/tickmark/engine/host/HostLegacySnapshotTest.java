@@ -258,6 +258,29 @@ class HostLegacySnapshotTest {
     assertEquals(reinstated, view());
   }
 
+  /** {@link Host.CardsReleased} as it was before it carried the host's record. */
+  public record CardsReleasedBeforeTheRecord(String rentalId, List<Integer> cards, Instant at)
+      implements dev.tickmark.engine.CborSerializable {}
+
+  /**
+   * A release in the journal from before {@code ran} and {@code lost} existed reads as neither: the
+   * host's record counts from the upgrade on, and old events still recover.
+   */
+  @Test
+  void aReleaseWrittenBeforeTheRecordReadsAsNeitherRanNorLost() {
+    Serialization serialization = serialization();
+    Instant at = Instant.parse("2026-11-01T10:00:00Z");
+    CardsReleasedBeforeTheRecord old = new CardsReleasedBeforeTheRecord("r-old", List.of(0, 1), at);
+    Serializer serializer = serialization.findSerializerFor(old);
+    assertInstanceOf(JacksonCborSerializer.class, serializer);
+    byte[] bytes = serialization.serialize(old).get();
+    Object decoded =
+        serialization
+            .deserialize(bytes, serializer.identifier(), Host.CardsReleased.class.getName())
+            .get();
+    assertEquals(new Host.CardsReleased("r-old", List.of(0, 1), at, false, false), decoded);
+  }
+
   private Serialization serialization() {
     return SerializationExtension.get(Adapter.toClassic(testKit.system()));
   }

@@ -22,6 +22,7 @@ import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.host.Host.Attached;
 import dev.tickmark.engine.host.Host.CardView;
+import dev.tickmark.engine.host.Host.CardsReleased;
 import dev.tickmark.engine.host.Host.CloseSession;
 import dev.tickmark.engine.host.Host.HostView;
 import dev.tickmark.engine.host.Host.Identity;
@@ -1246,6 +1247,34 @@ class HostTest {
         unknown.events(),
         "a release that finds nothing is remembered");
     assertTrue(host.release("never").hasNoEvents());
+    host.assertRecovers();
+  }
+
+  /**
+   * The host's record with renters (the matcher's tie-break, {@code market.Reliability}) comes from
+   * its releases: a rental whose workload ran here counts as ended, and as lost when it ended
+   * {@code host_lost}; a rental that never ran here counts as neither, whatever it ended by; a
+   * second release of the same rental writes nothing.
+   */
+  @Test
+  void aReleaseSaysWhetherTheRentalRanHereAndWasLost() {
+    host.onMarket();
+    ok(host.reserve("ran-lost", 1));
+    ok(host.confirm("ran-lost"));
+    ok(host.reserve("ran-stopped", 1));
+    ok(host.confirm("ran-stopped"));
+    ok(host.reserve("never-ran", 1));
+
+    assertEquals(
+        List.of(new CardsReleased("ran-lost", List.of(0), clock.instant(), true, true)),
+        host.releaseEnded("ran-lost", true).events());
+    assertEquals(
+        List.of(new CardsReleased("ran-stopped", List.of(1), clock.instant(), true, false)),
+        host.releaseEnded("ran-stopped", false).events());
+    assertEquals(
+        List.of(new CardsReleased("never-ran", List.of(2), clock.instant(), false, false)),
+        host.releaseEnded("never-ran", true).events());
+    assertEquals(List.of(), host.releaseEnded("ran-lost", true).events(), "released once");
     host.assertRecovers();
   }
 

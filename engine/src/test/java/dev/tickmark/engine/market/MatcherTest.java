@@ -141,8 +141,8 @@ class MatcherTest {
 
   /**
    * DESIGN.md: "Pick the lowest floor; break ties by reliability, then deterministically". The
-   * floor always wins; among equal floors the smaller share of started rentals lost goes first,
-   * then the longer record, and only then the free cards and the id.
+   * floor always wins; among equal floors the smaller share of ended rentals lost goes first, then
+   * the longer record, and only then the free cards and the id.
    */
   @Test
   void breaksTiesBetweenEqualFloorsByReliabilityBeforeFreeCards() {

@@ -9,11 +9,11 @@ import java.util.List;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
-/** The order of hosts' records: the share of started rentals lost, then the longer record. */
+/** The order of hosts' records: the share of ended rentals lost, then the longer record. */
 class ReliabilityTest {
-  static int compare(long startedA, long lostA, long startedB, long lostB) {
+  static int compare(long endedA, long lostA, long endedB, long lostB) {
     return Integer.signum(
-        Reliability.compare(new Reliability(startedA, lostA), new Reliability(startedB, lostB)));
+        Reliability.compare(new Reliability(endedA, lostA), new Reliability(endedB, lostB)));
   }
 
   @Test
@@ -51,19 +51,18 @@ class ReliabilityTest {
     Random random = new Random(7);
     List<Reliability> records = new ArrayList<>();
     for (int i = 0; i < 300; i++) {
-      long started = random.nextInt(30);
-      records.add(new Reliability(started, started == 0 ? 0 : random.nextInt((int) started + 1)));
+      long ended = random.nextInt(30);
+      records.add(new Reliability(ended, ended == 0 ? 0 : random.nextInt((int) ended + 1)));
     }
     List<Reliability> sorted = new ArrayList<>(records);
     sorted.sort(Reliability.MOST_RELIABLE_FIRST);
     for (int i = 1; i < sorted.size(); i++) {
       Reliability a = sorted.get(i - 1);
       Reliability b = sorted.get(i);
-      double shareA = (double) a.rentalsLost() / Math.max(a.rentalsStarted(), 1);
-      double shareB = (double) b.rentalsLost() / Math.max(b.rentalsStarted(), 1);
+      double shareA = (double) a.rentalsLost() / Math.max(a.rentalsEnded(), 1);
+      double shareB = (double) b.rentalsLost() / Math.max(b.rentalsEnded(), 1);
       assertTrue(shareA <= shareB, a + " before " + b);
-      if (shareA == shareB)
-        assertTrue(a.rentalsStarted() >= b.rentalsStarted(), a + " before " + b);
+      if (shareA == shareB) assertTrue(a.rentalsEnded() >= b.rentalsEnded(), a + " before " + b);
     }
   }
 

@@ -108,27 +108,34 @@ public final class HostProjection {
     } else if (event instanceof Host.Removed) {
       update(out, hostId, at, "status = 'removed', online = FALSE, listed = FALSE");
     } else if (event instanceof Host.CardsReserved e) {
-      cardsTaken(out, hostId, at, e.cards().size());
+      cardsTaken(out, hostId, at, e.cards().size(), false, false);
     } else if (event instanceof Host.CardsReleased e) {
-      cardsTaken(out, hostId, at, -e.cards().size());
+      cardsTaken(out, hostId, at, -e.cards().size(), e.ran(), e.lost());
     } else if (event instanceof Host.CardsExpired e) {
-      cardsTaken(out, hostId, at, -e.cards().size());
+      cardsTaken(out, hostId, at, -e.cards().size(), false, false);
     }
     // CardsClaimed: a claimed card was taken since its reservation; nothing changes here.
     // CardsRented: a reserved card is already taken; nothing changes here.
   }
 
   /**
-   * One statement for every reservation, release and expiry (the change as a parameter), so that a
-   * group's run of them, the bulk of a busy market's host events, goes as one batch.
+   * One statement for every reservation, release and expiry (the changes as parameters), so that a
+   * group's run of them, the bulk of a busy market's host events, goes as one batch. A release also
+   * keeps the host's record with renters ({@code market.Reliability}): a rental that ran here and
+   * ended, and whether it ended {@code host_lost}.
    */
-  private static void cardsTaken(StatementBatch out, String hostId, Timestamp at, int change) {
+  private static void cardsTaken(
+      StatementBatch out, String hostId, Timestamp at, int change, boolean ran, boolean lost) {
     out.add(
-        "UPDATE hosts SET cards_taken = GREATEST(0, cards_taken + ?), updated_at = ? WHERE host_id = ?",
+        "UPDATE hosts SET cards_taken = GREATEST(0, cards_taken + ?),"
+            + " rentals_ended = rentals_ended + ?, rentals_lost = rentals_lost + ?,"
+            + " updated_at = ? WHERE host_id = ?",
         st -> {
           st.setInt(1, change);
-          st.setTimestamp(2, at);
-          st.setString(3, hostId);
+          st.setInt(2, ran ? 1 : 0);
+          st.setInt(3, lost ? 1 : 0);
+          st.setTimestamp(4, at);
+          st.setString(5, hostId);
         });
   }
 

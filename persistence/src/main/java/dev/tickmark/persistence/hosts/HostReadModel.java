@@ -60,10 +60,7 @@ public final class HostReadModel {
   private static final String COLUMNS =
       "host_id, owner_id, region, label, status, online, listed, draining, simulated, gpu,"
           + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at,"
-          + " COALESCE(rentals_started, 0), COALESCE(rentals_lost, 0)";
-
-  /** The hosts with their records ({@code host_records}, the rental projection's; none: 0, 0). */
-  private static final String HOSTS = " FROM hosts LEFT JOIN host_records USING (host_id)";
+          + " rentals_ended, rentals_lost";
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -112,7 +109,7 @@ public final class HostReadModel {
     String sql =
         "SELECT "
             + COLUMNS
-            + HOSTS
+            + " FROM hosts"
             + (conditions.isEmpty() ? "" : " WHERE " + String.join(" AND ", conditions))
             + " ORDER BY created_at, host_id LIMIT ?";
     return jdbc.run(
@@ -139,7 +136,7 @@ public final class HostReadModel {
     return query(
             "SELECT "
                 + COLUMNS
-                + HOSTS
+                + " FROM hosts"
                 + " WHERE status = 'verified' AND online AND listed AND NOT draining"
                 + " AND cards_total > cards_taken")
         .thenApply(rows -> aggregate(rows, filter, now));
@@ -207,8 +204,8 @@ public final class HostReadModel {
         "SELECT host_id, "
             + price
             + ", cards_total - cards_taken, availability, updated_at,"
-            + " COALESCE(rentals_started, 0), COALESCE(rentals_lost, 0)"
-            + HOSTS
+            + " rentals_ended, rentals_lost"
+            + " FROM hosts"
             + " WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
             + " AND cards_total - cards_taken >= ? AND "
             + price
@@ -217,10 +214,9 @@ public final class HostReadModel {
             + (renterId == null ? "" : " AND owner_id <> ?")
             + " ORDER BY "
             + price
-            // Matcher.ordered's order (Reliability): the share of started rentals lost, exact in
+            // Matcher.ordered's order (Reliability): the share of ended rentals lost, exact in
             // numeric, then the longer record
-            + ", COALESCE(rentals_lost, 0)::numeric / GREATEST(rentals_started, 1),"
-            + " COALESCE(rentals_started, 0) DESC"
+            + ", rentals_lost::numeric / GREATEST(rentals_ended, 1), rentals_ended DESC"
             + ", cards_total - cards_taken DESC, host_id LIMIT ? OFFSET ?";
     int page = CANDIDATE_PAGE + Math.min(held.hosts(), MAX_HELD_ROWS);
     int wanted = Math.max(1, count);

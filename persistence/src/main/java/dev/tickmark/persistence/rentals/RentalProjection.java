@@ -4,13 +4,10 @@ import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.SlicedProjections;
 import dev.tickmark.persistence.StatementBatch;
-import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.sql.Types;
-import java.util.ArrayList;
-import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.persistence.query.Offset;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
@@ -106,53 +103,6 @@ public final class RentalProjection {
       return;
     }
     out.add(UPDATE, st -> change.set(st, at, id));
-    if (event instanceof Rental.Started)
-      out.finisher(HostRecords.class, HostRecords::new).add(id, 1, 0);
-    else if (event instanceof Rental.Ended e && e.reason() == Rental.EndReason.HOST_LOST)
-      out.finisher(HostRecords.class, HostRecords::new).add(id, 0, 1);
-  }
-
-  /**
-   * A host's record with renters ({@code Reliability}, {@code host_records}): a rental that started
-   * counts on its host, and one that started and ended {@code host_lost} counts as lost there; one
-   * that never started counts nowhere. A group's changes go as one upsert after its rental rows
-   * (which name each rental's host and start, even when they came in the same group), adding up per
-   * host and taking the hosts' rows in id order, so that the slices of this projection, each
-   * writing the records of whatever hosts its rentals ran on, wait for one another but never
-   * deadlock.
-   */
-  static final class HostRecords implements StatementBatch.Finisher {
-    private static final String UPSERT =
-        "INSERT INTO host_records (host_id, rentals_started, rentals_lost)"
-            + " SELECT r.host_id, sum(v.started), sum(v.lost)"
-            + " FROM unnest(?::varchar[], ?::int[], ?::int[]) AS v(rental_id, started, lost)"
-            + " JOIN rentals r ON r.rental_id = v.rental_id"
-            + " WHERE r.started_at IS NOT NULL AND r.host_id IS NOT NULL"
-            + " GROUP BY r.host_id ORDER BY r.host_id"
-            + " ON CONFLICT (host_id) DO UPDATE SET"
-            + " rentals_started = host_records.rentals_started + EXCLUDED.rentals_started,"
-            + " rentals_lost = host_records.rentals_lost + EXCLUDED.rentals_lost";
-
-    private final List<String> rentals = new ArrayList<>();
-    private final List<Integer> started = new ArrayList<>();
-    private final List<Integer> lost = new ArrayList<>();
-
-    void add(String rentalId, int started, int lost) {
-      this.rentals.add(rentalId);
-      this.started.add(started);
-      this.lost.add(lost);
-    }
-
-    @Override
-    public int send(Connection connection) throws SQLException {
-      try (PreparedStatement st = connection.prepareStatement(UPSERT)) {
-        st.setArray(1, connection.createArrayOf("varchar", rentals.toArray()));
-        st.setArray(2, connection.createArrayOf("int4", started.toArray()));
-        st.setArray(3, connection.createArrayOf("int4", lost.toArray()));
-        st.executeUpdate();
-      }
-      return 1;
-    }
   }
 
   /** The columns one event sets ({@link #UPDATE}'s parameters); null leaves a column as it is. */

@@ -281,7 +281,7 @@ class HostCandidatesIntegrationTest {
 
   /**
    * DESIGN.md: "break ties by reliability". Forty hosts at one floor, more than a page: the query
-   * itself orders them by the share of their started rentals lost, then the longer record, so the
+   * itself orders them by the share of their ended rentals lost, then the longer record, so the
    * reliable ones are in the page even where their free cards and ids would put them last.
    */
   @Test
@@ -305,15 +305,15 @@ class HostCandidatesIntegrationTest {
     assertEquals(dev.tickmark.engine.market.Reliability.NONE, found.get(1).reliability());
   }
 
-  static void host(String gpu, String id, int free, long started, long lost) throws Exception {
+  static void host(String gpu, String id, int free, long ended, long lost) throws Exception {
     insert(id, gpu, "eu-nl", "verified", true, true, false, 8, 8 - free, 2_000_000L, null, "[]");
     try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
         PreparedStatement st =
             c.prepareStatement(
-                "INSERT INTO host_records (host_id, rentals_started, rentals_lost) VALUES (?, ?, ?)")) {
-      st.setString(1, id);
-      st.setLong(2, started);
-      st.setLong(3, lost);
+                "UPDATE hosts SET rentals_ended = ?, rentals_lost = ? WHERE host_id = ?")) {
+      st.setLong(1, ended);
+      st.setLong(2, lost);
+      st.setString(3, id);
       st.executeUpdate();
     }
   }

@@ -88,4 +88,42 @@ class HostProjectionTest {
     assertEquals(AT.plusSeconds(4), rows.get("h-a").updatedAt());
     assertEquals(AT.plusSeconds(6), rows.get("h-b").updatedAt());
   }
+
+  /**
+   * The host's record, the matcher's tie-break: each release of a rental that ran counts as ended,
+   * and as lost when it was lost; other releases and expiries count as neither. In the same batch
+   * as the cards' releases (one round trip).
+   */
+  @Test
+  void countsEachRentalThatRanAndEndedAndThoseLost() {
+    group(List.of(new Fed("h-r", new Host.Invited("acc_record", "eu-nl", "r", "x", AT, AT))));
+    int trips =
+        group(
+            List.of(
+                new Fed("h-r", reserved("rnt_a", 1, 1)),
+                new Fed("h-r", reserved("rnt_b", 1, 2)),
+                new Fed("h-r", reserved("rnt_c", 1, 3)),
+                new Fed("h-r", reserved("rnt_d", 1, 4)),
+                new Fed(
+                    "h-r",
+                    new Host.CardsReleased("rnt_a", List.of(0), AT.plusSeconds(5), true, true)),
+                new Fed(
+                    "h-r",
+                    new Host.CardsReleased("rnt_b", List.of(1), AT.plusSeconds(6), true, false)),
+                new Fed("h-r", new Host.CardsReleased("rnt_c", List.of(2), AT.plusSeconds(7))),
+                new Fed("h-r", new Host.CardsExpired("rnt_d", List.of(3), AT.plusSeconds(8)))));
+    assertEquals(1, trips);
+    HostReadModel.HostRow row = rows("acc_record").get("h-r");
+    assertEquals(new dev.tickmark.engine.market.Reliability(2, 1), row.reliability());
+    assertEquals(0, row.cardsTaken());
+
+    group(
+        List.of(
+            new Fed(
+                "h-r",
+                new Host.CardsReleased("rnt_e", List.of(0), AT.plusSeconds(9), true, false))));
+    assertEquals(
+        new dev.tickmark.engine.market.Reliability(3, 1),
+        rows("acc_record").get("h-r").reliability());
+  }
 }

@@ -134,67 +134,10 @@ class RentalProjectionTest {
   }
 
   @Test
-  void writesTheSameRowFromOneGroupInThreeRoundTrips() {
-    // the insert, then every later event as one statement, then the host's record of the start
-    // and the loss (one statement, after the rows): one run each
-    assertEquals(3, group(life("rnt_onegroup", "acc_onegroup")));
+  void writesTheSameRowFromOneGroupInTwoRoundTrips() {
+    // the insert, then every later event as one statement: one run each
+    assertEquals(2, group(life("rnt_onegroup", "acc_onegroup")));
     assertLived(only("acc_onegroup"), "rnt_onegroup");
-  }
-
-  /**
-   * The host's record for the matcher's ties: a rental that started counts on its host, and one
-   * that started and ended {@code host_lost} counts as lost there; one that never started counts
-   * nowhere, whatever its end. The same whether the events come one by one or in one group.
-   */
-  @Test
-  void countsEachStartedRentalOnItsHostAndEachLossThere() {
-    List<Fed> stopped =
-        ended("rnt_rec_stopped", "h-record-a", true, Rental.EndReason.STOPPED_BY_RENTER);
-    List<Fed> lost = ended("rnt_rec_lost", "h-record-a", true, Rental.EndReason.HOST_LOST);
-    List<Fed> unstarted =
-        ended("rnt_rec_unstarted", "h-record-a", false, Rental.EndReason.HOST_LOST);
-    for (Fed f : stopped) group(List.of(f));
-    for (Fed f : lost) group(List.of(f));
-    for (Fed f : unstarted) group(List.of(f));
-    assertEquals(List.of(2L, 1L), record("h-record-a"));
-
-    List<Fed> oneGroup = new ArrayList<>();
-    oneGroup.addAll(ended("rnt_rec_g1", "h-record-b", true, Rental.EndReason.HOST_LOST));
-    oneGroup.addAll(ended("rnt_rec_g2", "h-record-b", true, Rental.EndReason.WORKLOAD_EXITED));
-    oneGroup.addAll(ended("rnt_rec_g3", "h-record-b", false, Rental.EndReason.HOST_LOST));
-    group(oneGroup);
-    assertEquals(List.of(2L, 1L), record("h-record-b"));
-    assertEquals(List.of(2L, 1L), record("h-record-a"), "another host's rentals count elsewhere");
-  }
-
-  static List<Fed> ended(String id, String host, boolean started, Rental.EndReason reason) {
-    List<Fed> events = new ArrayList<>();
-    events.add(new Fed(id, requested("acc_record", null)));
-    events.add(new Fed(id, matched(host, 2_000_000)));
-    if (started)
-      events.add(new Fed(id, new Rental.Started(AT.plusSeconds(5), AT.plusSeconds(6), null)));
-    events.add(
-        new Fed(
-            id,
-            new Rental.Ended(
-                reason, AT.plusSeconds(25), started ? 20 : 0, AT.plusSeconds(26), false)));
-    return events;
-  }
-
-  /** The host's rentals started and lost. */
-  static List<Long> record(String hostId) {
-    return join(
-        jdbc.run(
-            c -> {
-              try (PreparedStatement st =
-                  c.prepareStatement(
-                      "SELECT rentals_started, rentals_lost FROM host_records WHERE host_id = ?")) {
-                st.setString(1, hostId);
-                try (ResultSet rs = st.executeQuery()) {
-                  return rs.next() ? List.of(rs.getLong(1), rs.getLong(2)) : List.of(0L, 0L);
-                }
-              }
-            }));
   }
 
   @Test
