@@ -288,7 +288,7 @@ class CliJourneyIntegrationTest {
                       l ->
                           l.matches(
                               hostId
-                                  + "\\s+eu-de\\s+rack-3/node-7\\s+verified\\s+online,simulated\\s+h100-80gb\\s+2\\s+2\\s+-\\s+-")),
+                                  + "\\s+eu-de\\s+rack-3/node-7\\s+verified\\s+online,simulated\\s+h100-80gb\\s+2\\s+2\\s+-\\s+-\\s+0 of 0")),
               ls);
         });
     String show = cli.run("host", "show", hostId).ok().out();
