@@ -254,6 +254,8 @@ export async function rental(view, { signal, params, refresh }) {
   const seconds = h("span", { id: "billed-seconds" }, String(r.billed_seconds));
   const cost = h("span", { id: "cost" }, euros(r.cost));
   const endReason = h("span", { id: "end-reason" }, r.end_reason ?? "—");
+  // a workload that ended by itself: its exit status, as the host's agent saw it
+  const exitCode = h("span", { id: "exit-code" }, String(r.exit_code ?? "—"));
   const started = h("span", { id: "started" }, when(r.started_at));
   const ended = h("span", { id: "ended" }, when(r.ended_at));
   const snapshotId = h("span", { id: "snapshot" }, r.snapshot_id ?? "—");
@@ -276,6 +278,7 @@ export async function rental(view, { signal, params, refresh }) {
     if (u.billed_seconds !== undefined) seconds.textContent = String(u.billed_seconds);
     if (u.cost) cost.textContent = euros(u.cost);
     if (u.end_reason) endReason.textContent = u.end_reason;
+    if (u.exit_code !== undefined && u.exit_code !== null) exitCode.textContent = String(u.exit_code);
     if (u.started_at) started.textContent = when(u.started_at);
     if (u.ended_at) ended.textContent = when(u.ended_at);
     if (u.snapshot_id) snapshotId.textContent = u.snapshot_id;
@@ -297,6 +300,7 @@ export async function rental(view, { signal, params, refresh }) {
       ["Started", started],
       ["Ended", ended],
       ["End reason", endReason],
+      ["Exit code", exitCode],
       ["Snapshot", snapshotId],
     ]),
     h("h2", {}, "SSH"),

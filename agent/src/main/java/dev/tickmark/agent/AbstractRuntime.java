@@ -323,6 +323,9 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
 
     final AtomicBoolean ending = new AtomicBoolean();
 
+    /** Set by the runtime before {@link #end} when it learns how the main process ended. */
+    volatile Integer exitCode;
+
     Workload(Spec spec, Instant startedAt) {
       this.spec = spec;
       this.startedAt = startedAt;
@@ -341,6 +344,11 @@ abstract class AbstractRuntime<W extends AbstractRuntime.Workload> implements Ru
     @Override
     public CompletableFuture<Instant> ended() {
       return ended.copy();
+    }
+
+    @Override
+    public Integer exitCode() {
+      return exitCode;
     }
   }
 }

@@ -426,10 +426,8 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     Instant startedAt = clock.instant();
     Process waiter;
     try {
-      waiter =
-          withoutInput(List.of(docker, "wait", containerName(id)))
-              .redirectOutput(ProcessBuilder.Redirect.appendTo(dirs.log(id).toFile()))
-              .start();
+      // it prints the container's exit status when it returns: read in watch()
+      waiter = withoutInput(List.of(docker, "wait", containerName(id))).start();
     } catch (IOException e) {
       removeQuietly(id);
       dirs.wipe(id);
@@ -464,7 +462,39 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
 
   @Override
   protected void watch(Running r) {
-    r.waiter.onExit().thenRunAsync(() -> end(r, "container exited"), workers);
+    r.waiter
+        .onExit()
+        .thenRunAsync(
+            () -> {
+              r.exitCode = waitStatus(r);
+              end(r, "container exited" + (r.exitCode == null ? "" : " with status " + r.exitCode));
+            },
+            workers);
+  }
+
+  /**
+   * The container's exit status as {@code docker wait} printed it (its last line, a number); null
+   * when it printed none (it lost the daemon, or was ended before the container).
+   */
+  private Integer waitStatus(Running r) {
+    try (InputStream in = r.waiter.getInputStream()) {
+      String out = new String(in.readNBytes(4096), StandardCharsets.UTF_8);
+      Integer status = exitStatus(out);
+      if (status == null && !out.isBlank())
+        log.warn("rental {}: docker wait: {}", r.rentalId(), Runtime.oneLine(out, 300));
+      return status;
+    } catch (IOException e) {
+      return null;
+    }
+  }
+
+  /** The exit status in {@code docker wait}'s output: its last non-blank line, 0–255; else null. */
+  static Integer exitStatus(String output) {
+    String last = "";
+    for (String line : output.split("\\R")) if (!line.isBlank()) last = line.strip();
+    if (!last.matches("[0-9]{1,3}")) return null;
+    int status = Integer.parseInt(last);
+    return status <= 255 ? status : null;
   }
 
   /**

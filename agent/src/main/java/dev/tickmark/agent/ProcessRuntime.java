@@ -171,7 +171,12 @@ final class ProcessRuntime extends AbstractRuntime<ProcessRuntime.Running> {
   protected void watch(Running r) {
     r.process
         .onExit()
-        .thenRunAsync(() -> end(r, "exited with status " + r.process.exitValue()), workers);
+        .thenRunAsync(
+            () -> {
+              r.exitCode = r.process.exitValue();
+              end(r, "exited with status " + r.exitCode);
+            },
+            workers);
   }
 
   /** Stopping a process is ending it: {@link #release} does the signalling. */

@@ -151,6 +151,7 @@ final class Rentals {
     Instant listedFrom; // heartbeats stamped after this list it (until it stops)
     Instant endedAt;
     boolean exited; // it ended by itself, unasked
+    Integer exitCode; // its exit status, when it ended by itself and the runtime knows it
     String failure;
     boolean stopWanted;
     boolean keep; // stopped with a snapshot: its workspace is kept, not wiped
@@ -570,7 +571,13 @@ final class Rentals {
     log.info("rental {}: running since {}", r.id, r.startedAt);
     access.running(r.id, r.authorizedKeys);
     outbox.send(started(r));
-    handle.ended().whenComplete((at, e) -> loop.execute(() -> ended(r, at != null ? at : now())));
+    handle
+        .ended()
+        .whenComplete(
+            (at, e) -> {
+              Integer exitCode = handle.exitCode();
+              loop.execute(() -> ended(r, at != null ? at : now(), exitCode));
+            });
     if (r.stopWanted) beginStop(r, closing ? SHUTTING_DOWN : "stop_rental (while starting)");
     else if (r.deadline != null) notice(r); // preempted while it was starting
   }
@@ -589,7 +596,7 @@ final class Rentals {
             });
   }
 
-  private void ended(Rental r, Instant at) {
+  private void ended(Rental r, Instant at, Integer exitCode) {
     if (r.state != State.RUNNING && r.state != State.STOPPING) return;
     boolean byItself = r.state == State.RUNNING;
     r.state = State.STOPPED;
@@ -597,9 +604,16 @@ final class Rentals {
     r.endedAt = at;
     r.exited =
         byItself && !r.preempted; // after a notice it was asked (SIGTERM), and preempted says so
+    r.exitCode = r.exited ? exitCode : null;
     cancelPreempt(r);
     log.info(
-        "rental {}: {} at {}", r.id, byItself ? "the workload ended by itself" : "stopped", at);
+        "rental {}: {} at {}",
+        r.id,
+        byItself
+            ? "the workload ended by itself"
+                + (exitCode == null ? "" : " (status " + exitCode + ")")
+            : "stopped",
+        at);
     reportEnd(r);
     r.gone.complete(null);
     if (r.uploadWanted != null) {
@@ -669,10 +683,17 @@ final class Rentals {
         r.id, at(r.startedAt), r.listedFrom == null ? null : at(r.listedFrom));
   }
 
-  /** A workload that ended because of its notice says so: the rental ends preempted. */
+  /**
+   * A workload that ended because of its notice says so: the rental ends preempted. One that ended
+   * by itself says so, with its exit status.
+   */
   private static AgentFrame.RentalStopped stopped(Rental r) {
     return new AgentFrame.RentalStopped(
-        r.id, at(r.endedAt), r.preempted ? Boolean.TRUE : null, r.exited ? Boolean.TRUE : null);
+        r.id,
+        at(r.endedAt),
+        r.preempted ? Boolean.TRUE : null,
+        r.exited ? Boolean.TRUE : null,
+        r.exitCode);
   }
 
   private static String at(Instant instant) {

@@ -85,6 +85,15 @@ interface Runtime extends AutoCloseable {
      * wiped, with the instant it stopped running. Never completes exceptionally.
      */
     CompletableFuture<Instant> ended();
+
+    /**
+     * How the workload's main process ended, once {@link #ended()} has completed: its exit status
+     * (0–255; 128 + N when signal N ended it, as a shell reports it). Null while it runs, and when
+     * the runtime could not learn it.
+     */
+    default Integer exitCode() {
+      return null;
+    }
   }
 
   /**

@@ -375,7 +375,12 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
   protected void watch(Running r) {
     r.process
         .onExit()
-        .thenRunAsync(() -> end(r, "exited with status " + r.process.exitValue()), workers);
+        .thenRunAsync(
+            () -> {
+              r.exitCode = r.process.exitValue();
+              end(r, "exited with status " + r.exitCode);
+            },
+            workers);
   }
 
   /** The spot notice's SIGTERM: to every process of the sandbox but its init, which stays. */

@@ -170,6 +170,7 @@ class DockerRuntimeIntegrationTest {
                   .formatted(target, server.getLocalPort()));
       Path scratch = state.resolve("rentals").resolve(id).resolve("scratch");
       handle.ended().get(WAIT_S, TimeUnit.SECONDS);
+      assertEquals(3, handle.exitCode(), "the container's exit status");
 
       List<String> lines = lines(log);
       assertTrue(log.closed());

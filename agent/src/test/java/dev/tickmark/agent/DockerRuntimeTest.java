@@ -423,7 +423,7 @@ class DockerRuntimeTest {
         echo "$*" >> "$d/calls"
         case "$1" in
           run) echo 4f3c2b1a; exit 0 ;;
-          wait) while [ ! -f "$d/exited" ]; do sleep 0.05; done; echo 0; exit 0 ;;
+          wait) while [ ! -f "$d/exited" ]; do sleep 0.05; done; s=$(cat "$d/exited"); echo "${s:-0}"; exit 0 ;;
           logs) echo "hello from the container"; echo "warning from the container" >&2; exit 0 ;;
           stop) touch "$d/exited"; exit 0 ;;
           kill) exit 0 ;;
@@ -519,6 +519,17 @@ class DockerRuntimeTest {
   }
 
   @Test
+  void theExitStatusIsTheLastLineDockerWaitPrintedWhenItIsOne() {
+    assertEquals(0, DockerRuntime.exitStatus("0\n"));
+    assertEquals(137, DockerRuntime.exitStatus("137\n"));
+    assertEquals(3, DockerRuntime.exitStatus("some warning\n3\n\n"));
+    assertNull(DockerRuntime.exitStatus(""));
+    assertNull(DockerRuntime.exitStatus("Error response from daemon: No such container: x\n"));
+    assertNull(DockerRuntime.exitStatus("256\n"), "no exit status is above 255");
+    assertNull(DockerRuntime.exitStatus("-1\n"));
+  }
+
+  @Test
   void aContainerThatExitsByItselfEndsTheRentalAndIsWiped() throws Exception {
     DockerRuntime rt = runtime(fakeDocker(tmp).toString());
     Runtime.Handle handle =
@@ -533,9 +544,10 @@ class DockerRuntimeTest {
           }
         });
 
-    Files.writeString(tmp.resolve("exited"), ""); // the workload exits
+    Files.writeString(tmp.resolve("exited"), "7"); // the workload exits, status 7
 
     handle.ended().get(WAIT_S, TimeUnit.SECONDS);
+    assertEquals(7, handle.exitCode(), "the status docker wait printed");
     assertFalse(Files.exists(tmp.resolve("state/rentals/rnt_2/scratch")));
     assertTrue(
         calls().contains("rm --force tickmark-rnt_2"),

@@ -218,10 +218,23 @@ class ProcessRuntimeTest {
     Instant at = handle.ended().get(WAIT_S, TimeUnit.SECONDS);
 
     assertNotNull(at);
+    assertEquals(3, handle.exitCode(), "its exit status");
     assertFalse(
         Files.exists(state.resolve("rentals/rnt_short/scratch")),
         "wiped when it ends by itself too");
     assertEquals(Set.of(), rt.running());
+  }
+
+  @Test
+  void aWorkloadEndedByASignalHasTheStatusAShellWouldGiveIt() throws Exception {
+    ProcessRuntime rt = runtime(Duration.ofSeconds(10));
+    Runtime.Handle handle =
+        rt.start(spec("rnt_killed", List.of(0), "sh", "-c", "kill -KILL $$"))
+            .get(WAIT_S, TimeUnit.SECONDS);
+
+    handle.ended().get(WAIT_S, TimeUnit.SECONDS);
+
+    assertEquals(128 + 9, handle.exitCode());
   }
 
   @Test

@@ -72,6 +72,7 @@ class RentalsTest {
     final List<String> terminates = new ArrayList<>();
     final Map<String, CompletableFuture<Handle>> pending = new LinkedHashMap<>();
     final Map<String, CompletableFuture<Instant>> ends = new LinkedHashMap<>();
+    final Map<String, Integer> exitCodes = new java.util.concurrent.ConcurrentHashMap<>();
 
     @Override
     public String name() {
@@ -107,6 +108,11 @@ class RentalsTest {
                 public CompletableFuture<Instant> ended() {
                   return ended;
                 }
+
+                @Override
+                public Integer exitCode() {
+                  return exitCodes.get(id);
+                }
               });
     }
 
@@ -116,6 +122,12 @@ class RentalsTest {
 
     /** The workload ended (stopped, or by itself). */
     void ended(String id, Instant at) {
+      ends.get(id).complete(at);
+    }
+
+    /** The workload ended with this exit status (known before {@code ended} completes). */
+    void ended(String id, Instant at, int exitCode) {
+      exitCodes.put(id, exitCode);
       ends.get(id).complete(at);
     }
 
@@ -554,6 +566,36 @@ class RentalsTest {
     assertEquals(List.of(), runtime.stops);
     assertEquals(List.of(), rentals.running());
     assertEquals(Rentals.State.STOPPED, rentals.state("rnt_1"));
+  }
+
+  @Test
+  void aWorkloadThatExitsByItselfReportsItsExitStatus() {
+    running("rnt_1", 0);
+    running("rnt_2", 1);
+
+    runtime.ended("rnt_1", T2, 3);
+    runtime.ended("rnt_2", T2, 0);
+
+    assertEquals(
+        List.of(
+            new AgentFrame.RentalStopped("rnt_1", T2.toString(), null, true, 3),
+            new AgentFrame.RentalStopped("rnt_2", T2.toString(), null, true, 0)),
+        drain());
+  }
+
+  @Test
+  void aWorkloadStoppedOrPreemptedReportsNoExitStatus() {
+    running("rnt_1", 0);
+    running("rnt_2", 1);
+    rentals.onFrame(stop("rnt_1"));
+    rentals.onFrame(new AgentFrame.Preempt("rnt_2", "2026-11-29T18:00:10Z"));
+    timers.get(timers.size() - 1).fire(); // the notice's SIGTERM
+    drain();
+
+    runtime.ended("rnt_1", T2, 143); // the stop's SIGTERM ended it
+    runtime.ended("rnt_2", T2, 0); // it checkpointed on its notice and exited
+
+    assertEquals(List.of(stopped("rnt_1", T2), preempted("rnt_2", T2)), drain());
   }
 
   @Test

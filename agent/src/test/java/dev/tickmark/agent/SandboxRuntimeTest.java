@@ -269,6 +269,23 @@ class SandboxRuntimeTest {
   }
 
   @Test
+  void aWorkloadsExitStatusComesOutOfTheSandbox() throws Exception {
+    SandboxRuntime rt = runtime(Duration.ofSeconds(10), tools);
+    Runtime.Handle exited =
+        rt.start(spec("rnt_exit", List.of(0), "bash", "-c", "sleep 0.2; exit 42"), log("rnt_exit"))
+            .get(WAIT_S, TimeUnit.SECONDS);
+    Runtime.Handle killed =
+        rt.start(spec("rnt_kill", List.of(1), "bash", "-c", "sleep 0.2; kill -KILL $$"), log("k"))
+            .get(WAIT_S, TimeUnit.SECONDS);
+
+    exited.ended().get(WAIT_S, TimeUnit.SECONDS);
+    killed.ended().get(WAIT_S, TimeUnit.SECONDS);
+
+    assertEquals(42, exited.exitCode());
+    assertEquals(128 + 9, killed.exitCode(), "a signal's death, as a shell reports it");
+  }
+
+  @Test
   void nothingOfTheRentalOutlivesIt() throws Exception {
     SandboxRuntime rt = runtime(Duration.ofSeconds(2), tools);
     // it exits at once, leaving a process in the background

@@ -139,7 +139,7 @@ final class RentalCommands {
                 "Rental "
                     + id
                     + " ended ("
-                    + rental.path("end_reason").asText()
+                    + RentalEvents.endReason(rental)
                     + "): billed "
                     + rental.path("billed_seconds").asLong()
                     + " s, cost "
@@ -238,7 +238,7 @@ final class RentalCommands {
                 "Rental "
                     + id
                     + " ended ("
-                    + last.path("end_reason").asText()
+                    + RentalEvents.endReason(last)
                     + "): billed "
                     + last.path("billed_seconds").asLong()
                     + " s, cost "
@@ -361,6 +361,7 @@ final class RentalCommands {
         .add("Started", r.get("started_at"))
         .add("Ended", r.get("ended_at"))
         .add("End reason", r.get("end_reason"))
+        .add("Exit code", r.get("exit_code"))
         .add("Billed", r.path("billed_seconds").asLong() + " s")
         .add("Cost", AccountCommands.eur(r.get("cost")))
         .add("Preemption deadline", r.get("preemption_deadline"))

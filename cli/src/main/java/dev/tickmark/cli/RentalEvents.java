@@ -19,6 +19,16 @@ final class RentalEvents {
     return "ended".equals(rental.path("status").asText());
   }
 
+  /**
+   * Why a rental ended, as one phrase: its end reason, and for a workload that ended by itself its
+   * exit status ({@code workload_exited, exit code 3}).
+   */
+  static String endReason(JsonNode rental) {
+    String reason = rental.path("end_reason").asText("ended");
+    JsonNode code = rental.path("exit_code");
+    return code.isIntegralNumber() ? reason + ", exit code " + code.asInt() : reason;
+  }
+
   /** Whether the rental has been matched with a host (its price is frozen). */
   static boolean matched(JsonNode rental) {
     return rental.hasNonNull("price_per_gpu_hour");

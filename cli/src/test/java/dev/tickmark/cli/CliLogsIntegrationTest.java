@@ -51,7 +51,7 @@ class CliLogsIntegrationTest {
     String script =
         "echo hello; sleep 0.2; echo oops >&2; while [ ! -f "
             + go
-            + " ]; do sleep 0.05; done; echo bye";
+            + " ]; do sleep 0.05; done; echo bye; exit 4";
     JsonNode launched =
         Http.JSON.readTree(
             cli.run(
@@ -100,6 +100,14 @@ class CliLogsIntegrationTest {
     assertEquals(
         List.of("stdout", "stderr", "stdout"),
         lines.stream().map(l -> l.get("stream").asText()).toList());
+    String shown = cli.run("show", id).ok().out();
+    assertTrue(
+        shown.lines().anyMatch(l -> l.matches("Exit code:\\s+4")),
+        "the workload's exit status: " + shown);
+    assertTrue(shown.lines().anyMatch(l -> l.matches("End reason:\\s+workload_exited")), shown);
+    String usage = cli.run("usage", id, "--follow").ok().out();
+    assertTrue(
+        usage.contains("Rental " + id + " ended (workload_exited, exit code 4): billed "), usage);
     assertEquals(2, cli.run("logs", id, "--tail", "0").exit(), "bad usage");
     assertEquals(1, cli.run("logs", "rnt_nosuchrental1").exit(), "an API error: not_found");
   }

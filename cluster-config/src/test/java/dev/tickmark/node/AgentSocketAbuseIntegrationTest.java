@@ -388,6 +388,18 @@ class AgentSocketAbuseIntegrationTest {
     }
   }
 
+  /** An exit status is 0-255; anything else is no report of one, and closes that session. */
+  @Test
+  void aRentalStoppedWhoseExitCodeIsNoExitStatusIsMalformed() {
+    String at = Instant.now().toString();
+    for (int code : List.of(-1, 256, Integer.MAX_VALUE)) {
+      try (AgentTestClient agent = welcomedTargetSession()) {
+        agent.send(new AgentFrame.RentalStopped("rnt_whatever", at, null, true, code));
+        agent.expectErrorAndClose("malformed_frame");
+      }
+    }
+  }
+
   @Test
   void aHelloWithABadSignatureIsRefused() {
     // signed by the right key, but over another nonce

@@ -499,6 +499,30 @@ class ConsoleBrowserTest {
                         .asText()));
   }
 
+  @Test
+  @Order(16)
+  void aWorkloadThatEndsByItselfShowsItsExitCodeLive() {
+    String exited =
+        api.post(
+                "/v1/rentals",
+                renter.apiKey(),
+                "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\""
+                    + REGION
+                    + "\",\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
+                    + "\"command\":[\"sh\",\"-c\",\"sleep 5; exit 5\"]}")
+            .expect(201)
+            .json()
+            .get("rental")
+            .get("id")
+            .asText();
+    visit("#/rentals/" + exited, "rental");
+    assertEquals("—", driver.findElement(By.id("exit-code")).getText(), "none while it runs");
+    // the end arrives over the event stream, with the workload's exit status
+    wait.until(ExpectedConditions.textToBe(By.id("end-reason"), "workload_exited"));
+    wait.until(ExpectedConditions.textToBe(By.id("exit-code"), "5"));
+    shot("rental-exited");
+  }
+
   // ---- the provider
 
   @Test

@@ -70,6 +70,7 @@ class WorkloadVanishedIntegrationTest {
 
       JsonNode ended = RentingSupport.awaitStatus(api, renter, id, "ended");
       assertEquals("host_lost", ended.get("end_reason").asText(), ended.toString());
+      assertTrue(ended.get("exit_code").isNull(), "a vanished workload has no exit status");
       long billed = ended.get("billed_seconds").asLong();
       long untilKilled = Duration.between(startedAt, killedAt).toSeconds();
       assertTrue(
@@ -88,6 +89,9 @@ class WorkloadVanishedIntegrationTest {
     }
   }
 
+  /**
+   * Its exit status, as the agent's runtime saw it, is the renter's: in the rental and in the list.
+   */
   @Test
   void aWorkloadWhoseCommandFinishedEndsWorkloadExitedBilledToItsStop() throws Exception {
     DatabaseSettings db = TestDatabase.fresh("exited");
@@ -103,7 +107,8 @@ class WorkloadVanishedIntegrationTest {
                   "/v1/rentals",
                   renter.apiKey(),
                   RentingSupport.launchBody("eu-nl")
-                      .replace("[\"sleep\",\"3600\"]", "[\"sh\",\"-c\",\"sleep 4; echo done\"]"))
+                      .replace(
+                          "[\"sleep\",\"3600\"]", "[\"sh\",\"-c\",\"sleep 4; echo done; exit 3\"]"))
               .expect(201)
               .json()
               .get("rental")
@@ -114,6 +119,11 @@ class WorkloadVanishedIntegrationTest {
 
       JsonNode ended = RentingSupport.awaitStatus(api, renter, id, "ended");
       assertEquals("workload_exited", ended.get("end_reason").asText(), ended.toString());
+      assertEquals(3, ended.get("exit_code").asInt(), ended.toString());
+      JsonNode listed =
+          api.get("/v1/rentals?status=ended", renter.apiKey()).expect(200).json().get("rentals");
+      assertEquals(1, listed.size(), listed.toString());
+      assertEquals(3, listed.get(0).get("exit_code").asInt(), listed.toString());
       Instant endedAt = Instant.parse(ended.get("ended_at").asText());
       long billed = ended.get("billed_seconds").asLong();
       long untilStop = Duration.between(startedAt, endedAt).toSeconds();

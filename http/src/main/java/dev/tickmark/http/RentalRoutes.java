@@ -91,7 +91,8 @@ public final class RentalRoutes {
       Instant preemptionDeadline,
       boolean simulated,
       String sshHostKey,
-      String snapshotId) {
+      String snapshotId,
+      Integer exitCode) {
     RentalView withSshHostKey(String key) {
       return new RentalView(
           id,
@@ -112,7 +113,8 @@ public final class RentalRoutes {
           preemptionDeadline,
           simulated,
           key,
-          snapshotId);
+          snapshotId,
+          exitCode);
     }
   }
 
@@ -523,7 +525,8 @@ public final class RentalRoutes {
         v.preemptionDeadline(),
         v.terms() != null && v.terms().simulated(),
         null,
-        v.snapshotId());
+        v.snapshotId(),
+        v.exitCode());
   }
 
   static RentalView view(RentalReadModel.RentalRow r) {
@@ -546,7 +549,8 @@ public final class RentalRoutes {
         r.preemptionDeadline(),
         r.simulated(),
         null,
-        r.snapshotId());
+        r.snapshotId(),
+        r.exitCode());
   }
 
   /**

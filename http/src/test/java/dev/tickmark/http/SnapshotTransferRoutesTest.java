@@ -236,6 +236,7 @@ class SnapshotTransferRoutesTest {
                             0,
                             null,
                             List.of(),
+                            null,
                             null)));
           }
           return Behaviors.same();

@@ -50,7 +50,8 @@ public final class Migrations {
           "V18__event_tag_by_tag.sql",
           "V19__ledger_without_key_index.sql",
           "V20__event_tag_without_foreign_key.sql",
-          "V21__host_reliability.sql");
+          "V21__host_reliability.sql",
+          "V22__rental_exit_code.sql");
 
   private Migrations() {}
 

@@ -158,16 +158,23 @@ public sealed interface AgentFrame {
    * {@code preempted}: the workload ended after the agent gave it a preemption notice (it exited on
    * the SIGTERM, or was stopped at the deadline); absent otherwise. {@code exited}: the workload
    * ended by itself, unasked (its command finished or died); absent when the agent stopped it, and
-   * from older agents.
+   * from older agents. {@code exit_code}: with {@code exited}, the workload's exit status (0–255;
+   * 128 + N when signal N ended it), when the agent's runtime learnt it; absent otherwise, and from
+   * older agents.
    */
-  record RentalStopped(String rentalId, String at, Boolean preempted, Boolean exited)
+  record RentalStopped(
+      String rentalId, String at, Boolean preempted, Boolean exited, Integer exitCode)
       implements AgentFrame {
     public RentalStopped(String rentalId, String at) {
-      this(rentalId, at, null, null);
+      this(rentalId, at, null, null, null);
     }
 
     public RentalStopped(String rentalId, String at, Boolean preempted) {
-      this(rentalId, at, preempted, null);
+      this(rentalId, at, preempted, null, null);
+    }
+
+    public RentalStopped(String rentalId, String at, Boolean preempted, Boolean exited) {
+      this(rentalId, at, preempted, exited, null);
     }
   }
 

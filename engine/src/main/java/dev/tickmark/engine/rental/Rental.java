@@ -493,19 +493,26 @@ public final class Rental
   /**
    * {@code afterNotice}: the agent says the workload ended after it gave it a preemption notice (a
    * spot rental whose {@link Preempt} may not have reached this entity yet). {@code exited}: the
-   * agent says the workload ended by itself, unasked (false from agents that do not say).
+   * agent says the workload ended by itself, unasked (false from agents that do not say). {@code
+   * exitCode}: with {@code exited}, the workload's exit status when the agent knows it (0–255),
+   * else null.
    */
-  public record WorkloadStopped(String hostId, Instant at, boolean afterNotice, boolean exited)
+  public record WorkloadStopped(
+      String hostId, Instant at, boolean afterNotice, boolean exited, Integer exitCode)
       implements Command {
     @com.fasterxml.jackson.annotation.JsonCreator
     public WorkloadStopped {}
 
     public WorkloadStopped(String hostId, Instant at) {
-      this(hostId, at, false, false);
+      this(hostId, at, false, false, null);
     }
 
     public WorkloadStopped(String hostId, Instant at, boolean afterNotice) {
-      this(hostId, at, afterNotice, false);
+      this(hostId, at, afterNotice, false, null);
+    }
+
+    public WorkloadStopped(String hostId, Instant at, boolean afterNotice, boolean exited) {
+      this(hostId, at, afterNotice, exited, null);
     }
   }
 
@@ -604,7 +611,8 @@ public final class Rental
       long cost,
       Instant preemptionDeadline,
       List<Checkpoint> checkpoints,
-      String snapshotId)
+      String snapshotId,
+      Integer exitCode)
       implements CborSerializable {}
 
   public sealed interface Update extends CborSerializable
@@ -654,18 +662,30 @@ public final class Rental
    * finished.
    */
   public record Ended(
-      EndReason reason, Instant endAt, long billedSeconds, Instant at, boolean onAgentReport)
+      EndReason reason,
+      Instant endAt,
+      long billedSeconds,
+      Instant at,
+      boolean onAgentReport,
+      Integer exitCode)
       implements Event {
     /**
      * {@code onAgentReport}: the end is the agent's word that the workload stopped on its own
      * (false in events written before it was kept); the host's heartbeats bound it before it is
-     * settled.
+     * settled. {@code exitCode}: the workload's exit status, for a rental that ended {@code
+     * workload_exited} when the agent reported it; null otherwise (and in events written before it
+     * was kept).
      */
     @com.fasterxml.jackson.annotation.JsonCreator
     public Ended {}
 
+    public Ended(
+        EndReason reason, Instant endAt, long billedSeconds, Instant at, boolean onAgentReport) {
+      this(reason, endAt, billedSeconds, at, onAgentReport, null);
+    }
+
     public Ended(EndReason reason, Instant endAt, long billedSeconds, Instant at) {
-      this(reason, endAt, billedSeconds, at, false);
+      this(reason, endAt, billedSeconds, at, false, null);
     }
   }
 
@@ -817,7 +837,7 @@ public final class Rental
    * Metering is over; the final settlement, the hold and the cards are being finished ("stopping").
    * {@code billedSeconds}: what the end bills — until {@link #finalSettled()}, what it claims, to
    * be proven by the host. {@code recordedAt}: when the end was recorded (null in snapshots written
-   * before it was kept). {@code onAgentReport}: see {@link Ended#onAgentReport()}.
+   * before it was kept). {@code onAgentReport}, {@code exitCode}: see {@link Ended}.
    */
   public record Ending(
       Order order,
@@ -828,7 +848,8 @@ public final class Rental
       Instant endAt,
       long billedSeconds,
       Instant recordedAt,
-      boolean onAgentReport)
+      boolean onAgentReport,
+      Integer exitCode)
       implements State {
     @com.fasterxml.jackson.annotation.JsonCreator
     public Ending {}
@@ -836,7 +857,7 @@ public final class Rental
     /** A rental that ended before it ran: nothing to bill. */
     static Ending unstarted(Order order, Terms terms, Ended e) {
       return new Ending(
-          order, terms, null, List.of(), e.reason(), e.endAt(), 0, e.at(), e.onAgentReport());
+          order, terms, null, List.of(), e.reason(), e.endAt(), 0, e.at(), e.onAgentReport(), null);
     }
 
     Checkpoint last() {
@@ -853,12 +874,22 @@ public final class Rental
           endAt,
           billedSeconds,
           recordedAt,
-          onAgentReport);
+          onAgentReport,
+          exitCode);
     }
 
     Ending proven(long billed) {
       return new Ending(
-          order, terms, startedAt, checkpoints, reason, endAt, billed, recordedAt, onAgentReport);
+          order,
+          terms,
+          startedAt,
+          checkpoints,
+          reason,
+          endAt,
+          billed,
+          recordedAt,
+          onAgentReport,
+          exitCode);
     }
 
     /**
@@ -877,10 +908,12 @@ public final class Rental
     }
 
     Finished closed(Instant at) {
-      return new Finished(order, terms, startedAt, checkpoints, reason, endAt, billedSeconds, at);
+      return new Finished(
+          order, terms, startedAt, checkpoints, reason, endAt, billedSeconds, at, exitCode);
     }
   }
 
+  /** {@code exitCode}: see {@link Ended} (null in snapshots written before it was kept). */
   public record Finished(
       Order order,
       Terms terms,
@@ -889,8 +922,12 @@ public final class Rental
       EndReason reason,
       Instant endAt,
       long billedSeconds,
-      Instant closedAt)
-      implements State {}
+      Instant closedAt,
+      Integer exitCode)
+      implements State {
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public Finished {}
+  }
 
   // ---------------------------------------------------------------------------------------------
 
@@ -1977,7 +2014,8 @@ public final class Rental
   private ReplyEffect<Event, State> onStopRunning(Running state, Stop cmd) {
     if (!state.order().ownedBy(cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
     String keep = cmd.snapshot() ? Snapshot.idForRental(rentalId) : null;
-    return endRunning(state, EndReason.STOPPED_BY_RENTER, now(), false, keep, false, cmd.replyTo());
+    return endRunning(
+        state, EndReason.STOPPED_BY_RENTER, now(), false, keep, false, null, cmd.replyTo());
   }
 
   /**
@@ -2038,7 +2076,7 @@ public final class Rental
     if (!fromHost(state.terms(), cmd.hostId())) return Effect().noReply();
     Instant now = now();
     Instant stoppedAt = cmd.at() == null ? now : earlier(cmd.at(), now);
-    return endOnAgentReport(state, stoppedAt, cmd.afterNotice(), cmd.exited());
+    return endOnAgentReport(state, stoppedAt, cmd.afterNotice(), cmd.exited(), cmd.exitCode());
   }
 
   /**
@@ -2048,7 +2086,7 @@ public final class Rental
    * last heartbeat that listed it is billed (see {@link #onEndLiveness}).
    */
   private ReplyEffect<Event, State> endOnAgentReport(
-      Running state, Instant stoppedAt, boolean afterNotice, boolean exited) {
+      Running state, Instant stoppedAt, boolean afterNotice, boolean exited, Integer exitCode) {
     Instant deadline = state.preemptionDeadline();
     EndReason reason = exited ? EndReason.WORKLOAD_EXITED : EndReason.HOST_LOST;
     Instant endAt = stoppedAt;
@@ -2062,7 +2100,9 @@ public final class Rental
       // preempted was preempted, whichever arrived first
       reason = EndReason.PREEMPTED;
     }
-    return endRunning(state, reason, endAt, false, null, true, null);
+    // the exit status says how a workload that finished by itself ended; nothing else has one
+    Integer code = reason == EndReason.WORKLOAD_EXITED ? exitCode : null;
+    return endRunning(state, reason, endAt, false, null, true, code, null);
   }
 
   /**
@@ -2144,7 +2184,7 @@ public final class Rental
       Instant endAt,
       boolean proven,
       ActorRef<StatusReply<View>> replyTo) {
-    return endRunning(state, reason, endAt, proven, null, false, replyTo);
+    return endRunning(state, reason, endAt, proven, null, false, null, replyTo);
   }
 
   private ReplyEffect<Event, State> endRunning(
@@ -2154,6 +2194,7 @@ public final class Rental
       boolean proven,
       String keepSnapshot,
       boolean onAgentReport,
+      Integer exitCode,
       ActorRef<StatusReply<View>> replyTo) {
     Instant end = RentalBilling.endInstant(state, endAt);
     long billed = RentalBilling.billedAtEnd(state, end);
@@ -2168,6 +2209,7 @@ public final class Rental
         proven,
         keepSnapshot,
         onAgentReport,
+        exitCode,
         replyTo);
   }
 
@@ -2198,6 +2240,7 @@ public final class Rental
         proven,
         null,
         false,
+        null,
         replyTo);
   }
 
@@ -2212,6 +2255,7 @@ public final class Rental
       boolean proven,
       String keepSnapshot,
       boolean onAgentReport,
+      Integer exitCode,
       ActorRef<StatusReply<View>> replyTo) {
     timers.cancel(Timer.DUE);
     timers.cancel(Timer.RETRY_MATCH);
@@ -2225,7 +2269,7 @@ public final class Rental
       events.add(new Settled(billing.checkpoint(terms, billedSeconds, now), now));
     }
     if (keepSnapshot != null) events.add(new SnapshotKept(keepSnapshot, now));
-    events.add(new Ended(reason, endAt, billedSeconds, now, onAgentReport));
+    events.add(new Ended(reason, endAt, billedSeconds, now, onAgentReport, exitCode));
     return Effect()
         .persist(events)
         .thenRun(s -> ended(previous, events, (Ending) s, replyTo))
@@ -2530,7 +2574,7 @@ public final class Rental
 
   public View view(State state) {
     if (state instanceof Pending p)
-      return view(p.order(), Status.PENDING, null, null, null, null, 0, null, List.of());
+      return view(p.order(), Status.PENDING, null, null, null, null, 0, null, List.of(), null);
     if (state instanceof Provisioning p) {
       return view(
           p.order(),
@@ -2541,7 +2585,8 @@ public final class Rental
           null,
           0,
           p.preemptionDeadline(),
-          List.of());
+          List.of(),
+          null);
     }
     if (state instanceof Running r) {
       return view(
@@ -2553,7 +2598,8 @@ public final class Rental
           null,
           liveSeconds(r),
           r.preemptionDeadline(),
-          r.checkpoints());
+          r.checkpoints(),
+          null);
     }
     if (state instanceof Ending e) {
       return view(
@@ -2565,7 +2611,8 @@ public final class Rental
           e.reason(),
           e.billedSeconds(),
           null,
-          e.checkpoints());
+          e.checkpoints(),
+          e.exitCode());
     }
     if (state instanceof Finished f) {
       return view(
@@ -2577,7 +2624,8 @@ public final class Rental
           f.reason(),
           f.billedSeconds(),
           null,
-          f.checkpoints());
+          f.checkpoints(),
+          f.exitCode());
     }
     if (state instanceof RefusedRental r) {
       return view(
@@ -2589,7 +2637,8 @@ public final class Rental
           EndReason.CANCELLED,
           0,
           null,
-          List.of());
+          List.of(),
+          null);
     }
     return new View(
         rentalId,
@@ -2605,6 +2654,7 @@ public final class Rental
         0,
         null,
         List.of(),
+        null,
         null);
   }
 
@@ -2624,7 +2674,8 @@ public final class Rental
       EndReason reason,
       long billed,
       Instant preemption,
-      List<Checkpoint> checkpoints) {
+      List<Checkpoint> checkpoints,
+      Integer exitCode) {
     return new View(
         rentalId,
         order.renterId(),
@@ -2639,7 +2690,8 @@ public final class Rental
         RentalBilling.cost(terms, billed),
         preemption,
         checkpoints,
-        order.snapshotId());
+        order.snapshotId(),
+        exitCode);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -2694,7 +2746,8 @@ public final class Rental
                     e.endAt(),
                     e.billedSeconds(),
                     e.at(),
-                    e.onAgentReport()));
+                    e.onAgentReport(),
+                    e.exitCode()));
     b.forStateType(Ending.class)
         .onEvent(Settled.class, (s, e) -> s.settled(e.checkpoint()))
         .onEvent(EndProven.class, (s, e) -> s.proven(e.billedSeconds()))

@@ -1247,6 +1247,50 @@ class RentalTest {
     assertEquals(Rental.EndReason.WORKLOAD_EXITED, f.get().endReason());
   }
 
+  /**
+   * The agent's exit status of a workload that ended by itself is the renter's to see: on the end,
+   * in the view while the money is finished and once it is, and after a restart.
+   */
+  @Test
+  void aWorkloadThatEndedByItselfKeepsItsExitStatus() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(9));
+    f.host.holdLiveness.set(true);
+    var reported =
+        f.kit.runCommand(
+            new Rental.WorkloadStopped(f.hostId, at(8).plusMillis(300), false, true, 3));
+    assertEquals(
+        List.of(
+            new Ended(Rental.EndReason.WORKLOAD_EXITED, at(8).plusMillis(300), 8, at(9), true, 3)),
+        reported.events());
+    assertEquals(3, f.get().exitCode(), "while stopping");
+    f.host.letLivenessThrough();
+    f.agentStopped(); // the agent answers the host's stop: the workload is gone
+    f.awaitState(Rental.Finished.class);
+    assertEquals(3, f.get().exitCode(), "once ended");
+    f.restart();
+    assertEquals(3, f.get().exitCode(), "after a restart");
+  }
+
+  /** Only a workload_exited end has an exit status: after a notice the rental was preempted. */
+  @Test
+  void anExitStatusGoesOnlyWithAWorkloadExitedEnd() {
+    RentalFixture f = fixture();
+    f.running(spec(Listing.Tier.SPOT, CARDS, CEILING, null, 30), FLOOR);
+    f.clock.advance(Duration.ofSeconds(6));
+    var stopped = f.kit.runCommand(new Rental.WorkloadStopped(f.hostId, at(6), true, true, 0));
+    Ended ended =
+        stopped.events().stream()
+            .filter(e -> e instanceof Ended)
+            .map(Ended.class::cast)
+            .findFirst()
+            .orElseThrow();
+    assertEquals(Rental.EndReason.PREEMPTED, ended.reason());
+    assertNull(ended.exitCode());
+    assertNull(f.get().exitCode());
+  }
+
   /** A spot workload that exited on its preemption notice was preempted, whatever else it says. */
   @Test
   void aSpotWorkloadThatExitedOnItsNoticeEndsPreempted() {

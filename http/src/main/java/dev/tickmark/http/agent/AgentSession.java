@@ -294,14 +294,21 @@ public final class AgentSession extends AbstractBehavior<AgentSession.Msg> {
       return toRental(
           m.rentalId(), m.at(), at -> new Rental.WorkloadStarted(hostId, at, listedFrom), false);
     }
-    if (frame instanceof AgentFrame.RentalStopped m)
+    if (frame instanceof AgentFrame.RentalStopped m) {
+      if (m.exitCode() != null && (m.exitCode() < 0 || m.exitCode() > 255))
+        return fail("malformed_frame", "\"exit_code\" must be an exit status, 0-255");
       return toRental(
           m.rentalId(),
           m.at(),
           at ->
               new Rental.WorkloadStopped(
-                  hostId, at, Boolean.TRUE.equals(m.preempted()), Boolean.TRUE.equals(m.exited())),
+                  hostId,
+                  at,
+                  Boolean.TRUE.equals(m.preempted()),
+                  Boolean.TRUE.equals(m.exited()),
+                  m.exitCode()),
           afterLogs());
+    }
     if (frame instanceof AgentFrame.RentalFailed m) {
       String reason =
           m.reason() == null ? "" : m.reason().substring(0, Math.min(500, m.reason().length()));

@@ -49,7 +49,7 @@ public final class RentalProjection {
           + " billed_seconds = COALESCE(?, billed_seconds), cost = COALESCE(?, cost),"
           + " preemption_deadline = COALESCE(?, preemption_deadline),"
           + " ended_at = COALESCE(?, ended_at), end_reason = COALESCE(?, end_reason),"
-          + " updated_at = ? WHERE rental_id = ?";
+          + " exit_code = COALESCE(?, exit_code), updated_at = ? WHERE rental_id = ?";
 
   public static void apply(StatementBatch out, String id, Rental.Event event) {
     Timestamp at = Timestamp.from(event.at());
@@ -92,6 +92,7 @@ public final class RentalProjection {
       change.endedAt = Timestamp.from(e.endAt());
       change.endReason = e.reason().wire();
       change.billedSeconds = e.billedSeconds();
+      change.exitCode = e.exitCode();
     } else if (event instanceof Rental.EndProven e) {
       // The host proved less than the end claimed: the bill is what was proven (the last Settled
       // carries its cost).
@@ -119,6 +120,7 @@ public final class RentalProjection {
     Timestamp preemptionDeadline;
     Timestamp endedAt;
     String endReason;
+    Integer exitCode;
 
     void set(PreparedStatement st, Timestamp at, String id) throws SQLException {
       st.setObject(1, status, Types.VARCHAR);
@@ -133,8 +135,9 @@ public final class RentalProjection {
       timestamp(st, 10, preemptionDeadline);
       timestamp(st, 11, endedAt);
       st.setObject(12, endReason, Types.VARCHAR);
-      st.setTimestamp(13, at);
-      st.setString(14, id);
+      st.setObject(13, exitCode, Types.INTEGER);
+      st.setTimestamp(14, at);
+      st.setString(15, id);
     }
 
     /**

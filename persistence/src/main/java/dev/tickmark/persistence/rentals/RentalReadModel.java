@@ -34,7 +34,8 @@ public final class RentalReadModel {
       long billedSeconds,
       long cost,
       Instant preemptionDeadline,
-      String snapshotId) {}
+      String snapshotId,
+      Integer exitCode) {}
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -62,7 +63,8 @@ public final class RentalReadModel {
         "SELECT row_id, rental_id, status, gpu, card_count, tier, region, max_price_per_gpu_hour, price_per_gpu_hour,"
             + " simulated, created_at, matched_at, started_at, ended_at, end_reason, billed_seconds, cost, preemption_deadline,"
             // the snapshot kept at its stop, from the snapshots read model (one per rental)
-            + " (SELECT s.snapshot_id FROM snapshots s WHERE s.rental_id = rentals.rental_id LIMIT 1)"
+            + " (SELECT s.snapshot_id FROM snapshots s WHERE s.rental_id = rentals.rental_id LIMIT 1),"
+            + " exit_code"
             + " FROM rentals WHERE renter_id = ? AND status <> 'refused'"
             + (status == null ? "" : " AND status = ?")
             + (after > 0 ? " AND row_id < ?" : "")
@@ -138,7 +140,8 @@ public final class RentalReadModel {
         rs.getLong(16),
         rs.getLong(17),
         instant(rs.getTimestamp(18)),
-        rs.getString(19));
+        rs.getString(19),
+        rs.getObject(20, Integer.class));
   }
 
   private static Instant instant(Timestamp t) {

@@ -125,6 +125,7 @@ class RentalProjectionTest {
     assertEquals(12, r.billedSeconds()); // what the host proved, after the end's 20
     assertEquals(13_888, r.cost()); // the last settlement's
     assertEquals(AT.plusSeconds(200), r.preemptionDeadline());
+    assertNull(r.exitCode(), "a lost host's rental has no exit status");
   }
 
   @Test
@@ -165,6 +166,39 @@ class RentalProjectionTest {
     // newest first, in the order they were launched
     assertEquals("rnt_launch19", rows.get(0).rentalId());
     assertEquals("rnt_launch0", rows.get(19).rentalId());
+  }
+
+  /**
+   * A workload's exit status is listed with its end; in one batch with ends that have none (the
+   * statement binds both alike).
+   */
+  @Test
+  void listsTheExitStatusOfAWorkloadThatEndedByItself() {
+    List<Fed> batch = new ArrayList<>();
+    for (String id : List.of("rnt_exit3", "rnt_exit0", "rnt_lost")) {
+      batch.add(new Fed(id, requested("acc_exits", null)));
+      batch.add(new Fed(id, matched("h-x", 2_000_000)));
+      batch.add(new Fed(id, new Rental.Started(AT.plusSeconds(5), AT.plusSeconds(6), null)));
+    }
+    batch.add(new Fed("rnt_exit3", ended(Rental.EndReason.WORKLOAD_EXITED, 3)));
+    batch.add(new Fed("rnt_lost", ended(Rental.EndReason.HOST_LOST, null)));
+    batch.add(new Fed("rnt_exit0", ended(Rental.EndReason.WORKLOAD_EXITED, 0)));
+    batch.add(new Fed("rnt_exit3", new Rental.Closed(AT.plusSeconds(30))));
+    group(batch);
+
+    Map<String, Integer> codes = new java.util.HashMap<>();
+    for (RentalReadModel.RentalRow r : join(readModel.byRenter("acc_exits", null, 0, 10)))
+      codes.put(r.rentalId(), r.exitCode());
+    Map<String, Integer> expected = new java.util.HashMap<>();
+    expected.put("rnt_exit3", 3);
+    expected.put("rnt_exit0", 0);
+    expected.put("rnt_lost", null);
+    assertEquals(expected, codes);
+  }
+
+  private static Rental.Ended ended(Rental.EndReason reason, Integer exitCode) {
+    return new Rental.Ended(
+        reason, AT.plusSeconds(20), 15, AT.plusSeconds(21), exitCode != null, exitCode);
   }
 
   @Test
