@@ -16,14 +16,15 @@ import java.util.concurrent.TimeUnit;
  * inside it, and the helper that opens a forwarded connection inside its network namespace.
  *
  * <p>What a sandboxed workload sees: new user (its host uid and gid, named {@value #USER}), PID,
- * IPC, UTS (host name {@value #HOSTNAME}), network (loopback only) and cgroup namespaces; {@code
- * /usr} read-only and the top-level {@code /bin /sbin /lib*} as on the host (symbolic links on a
- * merged-usr system); a few files of {@code /etc} needed to run programs ({@link #ETC}) plus a
- * generated {@code passwd}, {@code group}, {@code hosts} and {@code hostname}; a fresh {@code
- * /proc}, a minimal {@code /dev}, a private {@code /tmp} (tmpfs, {@link #TMP_BYTES}); its GPUs'
- * device nodes; the scratch folder at {@value #WORKSPACE}, the only writable place that outlives a
- * process. Nothing else of the host: not the agent's state folder, not other rentals, not {@code
- * /home}, {@code /root}, {@code /opt}, {@code /var}, {@code /run}, {@code /sys}.
+ * IPC, UTS (host name {@value #HOSTNAME}), network (loopback only, or with the rental's network a
+ * userspace route out, {@link #slirp4netns}) and cgroup namespaces; {@code /usr} read-only and the
+ * top-level {@code /bin /sbin /lib*} as on the host (symbolic links on a merged-usr system); a few
+ * files of {@code /etc} needed to run programs ({@link #ETC}) plus a generated {@code passwd},
+ * {@code group}, {@code hosts}, {@code hostname} and {@code resolv.conf}; a fresh {@code /proc}, a
+ * minimal {@code /dev}, a private {@code /tmp} (tmpfs, {@link #TMP_BYTES}); its GPUs' device nodes;
+ * the scratch folder at {@value #WORKSPACE}, the only writable place that outlives a process.
+ * Nothing else of the host: not the agent's state folder, not other rentals, not {@code /home},
+ * {@code /root}, {@code /opt}, {@code /var}, {@code /run}, {@code /sys}.
  */
 final class Sandbox {
   static final String WORKSPACE = "/workspace";
@@ -57,10 +58,29 @@ final class Sandbox {
           "java-17-openjdk",
           "java-21-openjdk");
 
-  /** The files generated for each sandbox's /etc. */
-  static final List<String> GENERATED_ETC = List.of("passwd", "group", "hosts", "hostname");
+  /**
+   * The files generated for each sandbox's /etc, bound from fds {@value #FIRST_ETC_FD} on (bwrap
+   * runs as the sandbox's uid, which cannot read the agent's state folder).
+   */
+  static final List<String> GENERATED_ETC =
+      List.of("passwd", "group", "hosts", "hostname", "resolv.conf");
 
-  /** The programs the runtime needs on the host ({@code socat} is optional). */
+  static final int FIRST_ETC_FD = 4;
+
+  /**
+   * With the rental's network, bwrap waits on this fd (the agent's pipe) before it runs the
+   * workload, until the agent has given the sandbox its route out ({@code --block-fd}).
+   */
+  static final int BLOCK_FD = 3;
+
+  /** The sandbox's side of its userspace network ({@link #slirp4netns}'s defaults). */
+  static final String TAP = "tap0";
+
+  static final String NAMESERVER = "10.0.2.3";
+
+  /**
+   * The programs the runtime needs on the host ({@code socat} and {@code slirp4netns} optional).
+   */
   record Tools(
       String bwrap,
       String nsenter,
@@ -69,7 +89,8 @@ final class Sandbox {
       String env,
       String socat,
       String unshare,
-      String mount) {
+      String mount,
+      String slirp4netns) {
 
     /** The tools found on this host; a null one is missing. */
     static Tools find() {
@@ -81,7 +102,8 @@ final class Sandbox {
           find("env"),
           find("socat"),
           find("unshare"),
-          find("mount"));
+          find("mount"),
+          find("slirp4netns"));
     }
 
     /**
@@ -151,21 +173,30 @@ final class Sandbox {
   }
 
   /**
-   * Opens the generated /etc files as fds 4 to 7 (bwrap copies them from there), then runs the rest
-   * of its arguments.
+   * A shell script that opens the generated /etc files (its arguments from {@code first} on) as fds
+   * {@value #FIRST_ETC_FD} up (bwrap copies them from there) and, with {@code block}, its stdin as
+   * fd {@value #BLOCK_FD} (stdin then /dev/null), then runs the rest of its arguments.
    */
-  static final String OPEN_FDS =
-      "exec 4<\"$1\" 5<\"$2\" 6<\"$3\" 7<\"$4\" || exit 125; shift 4; exec \"$@\"";
+  static String openFds(int first, boolean block) {
+    StringBuilder sb = new StringBuilder("exec");
+    if (block) sb.append(' ').append(BLOCK_FD).append("<&0 0</dev/null");
+    for (int i = 0; i < GENERATED_ETC.size(); i++)
+      sb.append(' ').append(FIRST_ETC_FD + i).append("<\"${").append(first + i).append("}\"");
+    int used = first - 1 + GENERATED_ETC.size();
+    return sb.append(" || exit 125; shift ").append(used).append("; exec \"$@\"").toString();
+  }
 
   /**
    * As root, in a mount namespace of its own ({@code unshare --mount}): binds the scratch folder
-   * ({@code $2}) on an empty folder any user can reach ({@code $3}; the state folder is not), then
-   * as {@link #OPEN_FDS}. Nothing of that bind is seen outside; bwrap, started as the {@link
-   * Identity} afterwards, binds the sandbox's workspace from there.
+   * ({@code $2}) on an empty folder any user can reach ({@code $3}; the state folder is not), and
+   * the notice folder ({@code $4}) on another ({@code $5}), then as {@link #openFds} from {@code
+   * $6}. Nothing of those binds is seen outside; bwrap, started as the {@link Identity} afterwards,
+   * binds the sandbox's workspace from there.
    */
-  static final String BIND_THEN_OPEN_FDS =
-      "\"$1\" --bind -- \"$2\" \"$3\" && \"$1\" --bind -- \"$4\" \"$5\""
-          + " && exec 4<\"$6\" 5<\"$7\" 6<\"$8\" 7<\"$9\" || exit 125; shift 9; exec \"$@\"";
+  static String bindThenOpenFds(boolean block) {
+    return "\"$1\" --bind -- \"$2\" \"$3\" && \"$1\" --bind -- \"$4\" \"$5\" && "
+        + openFds(6, block);
+  }
 
   /**
    * Where the rental's spot notice folder is seen inside (read-only): {@code TICKMARK_NOTICE_FILE}.
@@ -178,7 +209,9 @@ final class Sandbox {
    * The {@code bwrap} command line of a rental: {@code command} (already resolved) runs under the
    * rental's {@code limits}, in {@value #WORKSPACE} ({@code scratch} on the host); {@code etc}
    * holds the generated {@link #GENERATED_ETC} files; {@code devices} are the host's device nodes
-   * to bind, each at the same path under /dev.
+   * to bind, each at the same path under /dev. With {@code network} bwrap waits before the workload
+   * runs until a byte arrives on its stdin ({@link #BLOCK_FD}): the agent gives the sandbox its
+   * route out meanwhile.
    */
   static List<String> bwrap(
       Tools tools,
@@ -189,16 +222,18 @@ final class Sandbox {
       Path etc,
       List<Path> devices,
       SandboxLimits limits,
+      boolean network,
       List<String> command) {
     List<String> a = new ArrayList<>();
     String workspace = scratch.toString();
     String notices = notice.toString();
     if (identity == null) {
-      a.addAll(List.of("/bin/sh", "-c", OPEN_FDS, "tickmark-sandbox"));
+      a.addAll(List.of("/bin/sh", "-c", openFds(1, network), "tickmark-sandbox"));
     } else {
       // the workspace and the notice folder, bound where the sandbox's uid can reach them
       a.addAll(List.of(tools.unshare(), "--mount", "--propagation", "private", "--"));
-      a.addAll(List.of("/bin/sh", "-c", BIND_THEN_OPEN_FDS, "tickmark-sandbox", tools.mount()));
+      a.addAll(
+          List.of("/bin/sh", "-c", bindThenOpenFds(network), "tickmark-sandbox", tools.mount()));
       a.addAll(List.of(workspace, mountpoint.resolve("w").toString()));
       a.addAll(List.of(notices, mountpoint.resolve("n").toString()));
       workspace = mountpoint.resolve("w").toString();
@@ -209,6 +244,7 @@ final class Sandbox {
     a.add(tools.bwrap());
     // --unshare-all only tries the user namespace: without one the sandbox must not start
     a.addAll(List.of("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"));
+    if (network) a.addAll(List.of("--block-fd", String.valueOf(BLOCK_FD)));
     a.addAll(List.of("--cap-drop", "ALL"));
     // no --uid: another uid inside makes bwrap nest a second user namespace, which the sandbox's
     // other namespaces do not belong to, and nsenter could then not join them unprivileged
@@ -217,7 +253,9 @@ final class Sandbox {
     a.addAll(system(Path.of("/")));
     for (String name : ETC) a.addAll(List.of("--ro-bind-try", "/etc/" + name, "/etc/" + name));
     for (int i = 0; i < GENERATED_ETC.size(); i++)
-      a.addAll(List.of("--ro-bind-data", String.valueOf(4 + i), "/etc/" + GENERATED_ETC.get(i)));
+      a.addAll(
+          List.of(
+              "--ro-bind-data", String.valueOf(FIRST_ETC_FD + i), "/etc/" + GENERATED_ETC.get(i)));
     a.addAll(List.of("--proc", "/proc"));
     a.addAll(List.of("--size", String.valueOf(TMP_BYTES), "--tmpfs", "/tmp"));
     a.addAll(dev(devices));
@@ -311,8 +349,45 @@ final class Sandbox {
       case "group" -> "root:x:0:\n" + USER + ":x:" + gid + ":\n";
       case "hosts" -> "127.0.0.1\tlocalhost " + HOSTNAME + "\n::1\tlocalhost ip6-localhost\n";
       case "hostname" -> HOSTNAME + "\n";
+      // slirp4netns's DNS forwarder; without the rental's network nothing answers there
+      case "resolv.conf" -> "nameserver " + NAMESERVER + "\n";
       default -> throw new IllegalArgumentException(name);
     };
+  }
+
+  /**
+   * Runs {@code slirp4netns} with its ready byte on stdout (fd 3), its own output on stderr, and
+   * its exit fd (4) the stdin pipe of whoever started it: it ends when that pipe closes, also when
+   * the agent dies.
+   */
+  static final String SLIRP_FDS = "exec \"$@\" 3>&1 1>&2 4<&0 0</dev/null";
+
+  /**
+   * The command that gives the sandbox whose namespace init is {@code initPid} its route out: a tap
+   * device {@value #TAP} in the sandbox's network namespace (10.0.2.100, gateway 10.0.2.2, DNS
+   * {@value #NAMESERVER}) whose packets slirp4netns, a userspace process, sends on from the host's
+   * own sockets: outbound TCP and UDP as the host could, nothing inbound, and not the host's
+   * loopback ({@code --disable-host-loopback}: 10.0.2.2 does not lead to the host's 127.0.0.1). It
+   * runs as the sandbox's uid (never root: it parses a stranger's packets), joins the sandbox's
+   * user namespace to reach its network namespace, and runs under seccomp. ({@code
+   * --enable-sandbox} needs root, so it is not used.)
+   */
+  static List<String> slirp4netns(Tools tools, Identity identity, long initPid) {
+    List<String> a = new ArrayList<>(List.of("/bin/sh", "-c", SLIRP_FDS, "tickmark-network"));
+    a.addAll(dropTo(tools, identity));
+    a.addAll(
+        List.of(
+            tools.slirp4netns(),
+            "--configure",
+            "--mtu=65520",
+            "--disable-host-loopback",
+            "--enable-seccomp",
+            "--userns-path=/proc/" + initPid + "/ns/user",
+            "--ready-fd=3",
+            "--exit-fd=4",
+            String.valueOf(initPid),
+            TAP));
+    return a;
   }
 
   /**

@@ -33,9 +33,11 @@ import org.slf4j.LoggerFactory;
  *   <li>Environment: {@code PATH} (the sandbox's), {@code LANG}/{@code LC_ALL} if set, {@code HOME}
  *       and {@code TMPDIR} ({@value Sandbox#WORKSPACE}), {@code USER}, {@code CUDA_VISIBLE_DEVICES}
  *       and {@code TICKMARK_RENTAL_ID}; nothing else of the agent's.
- *   <li>Network: none (loopback of its own). A rental that enables the network is refused: this
- *       runtime does not route a sandbox to the outside yet (a userspace network such as
- *       slirp4netns would), and the host's own network is not shared with a stranger's workload.
+ *   <li>Network: none (loopback of its own) unless the rental enables it; then a userspace route
+ *       out through slirp4netns ({@link Sandbox#slirp4netns}), set up before the workload runs
+ *       (bwrap waits for it), ended with the sandbox. The host's own network namespace is never
+ *       shared with a stranger's workload, nor its loopback reachable. Without slirp4netns on the
+ *       host such a rental is refused.
  *   <li>stdout and stderr: two pipes read line by line into the rental's {@link RentalLog}.
  *   <li>Stop: SIGTERM to every process in the sandbox, the grace period, then SIGKILL to its
  *       namespace init: the PID namespace dies with it, and so does whatever the rental left in the
@@ -51,8 +53,8 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
   static final Duration SETUP_TIMEOUT = Duration.ofSeconds(10);
 
   static final String NETWORK_REFUSED =
-      "the sandbox runtime cannot give this rental network access (it has no userspace network"
-          + " such as slirp4netns); rent without network, or on a host with the docker runtime";
+      "this host's sandbox runtime cannot give a rental network access (slirp4netns is not"
+          + " installed there); rent without network, or on another host";
 
   private static final Logger log = LoggerFactory.getLogger(SandboxRuntime.class);
   private static final Path PROC = Path.of("/proc");
@@ -124,6 +126,9 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     this.baseEnv = Map.copyOf(env);
     // a sandbox dies with the agent (--die-with-parent): only its folders can be left behind
     dirs.wipeLeftovers(id -> deleteQuietly(etcDir(id)));
+    if (tools.slirp4netns() == null)
+      log.warn(
+          "slirp4netns is not installed: rentals with network are refused here (apt-get install slirp4netns)");
   }
 
   @Override
@@ -140,7 +145,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     String why = Runtime.checkRentalId(spec.rentalId());
     if (why == null) why = Runtime.checkCards(spec.cards(), null);
     if (why == null) why = Runtime.checkCommand(spec.command());
-    if (why == null && spec.network()) why = NETWORK_REFUSED;
+    if (why == null && spec.network() && tools.slirp4netns() == null) why = NETWORK_REFUSED;
     if (why != null) throw new Failure(why);
     List<String> command = spec.command().isEmpty() ? DEFAULT_COMMAND : spec.command();
     String executable = executable(command.get(0));
@@ -214,8 +219,11 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
             etc,
             Sandbox.devices(devDir, spec.cards()),
             limits,
+            spec.network(),
             command);
     ProcessBuilder pb = withoutInput(argv);
+    // with network bwrap waits for a byte on its stdin before the workload runs (connect())
+    if (spec.network()) pb.redirectInput(ProcessBuilder.Redirect.PIPE);
     if (output == null) pb.redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
     else pb.redirectErrorStream(false);
     Map<String, String> env = environment(spec);
@@ -242,6 +250,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
       r.readers.add(capture(process.getInputStream(), RentalLog.Stream.STDOUT, output));
       r.readers.add(capture(process.getErrorStream(), RentalLog.Stream.STDERR, output));
     }
+    if (spec.network()) connect(r);
     r.init = awaitInit(process);
     r.pidNamespace = r.init > 0 ? namespace(r.init, "pid") : null;
     log.info(
@@ -252,6 +261,125 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
         spec.cards(),
         describe(command));
     return r;
+  }
+
+  /**
+   * Gives the sandbox of a network rental its route out while bwrap waits ({@link
+   * Sandbox#BLOCK_FD}): slirp4netns on the sandbox's namespace init, then, once it says it is
+   * ready, the byte that lets the workload run. A {@link Failure}, with the sandbox ended, when it
+   * cannot; nothing to do when bwrap ended first (awaitInit then says so).
+   */
+  private void connect(Running r) {
+    String id = r.rentalId();
+    long init = awaitChild(r.process);
+    if (init <= 0) return;
+    Path errors = etcDir(id).resolve("network.log");
+    try {
+      r.network =
+          new ProcessBuilder(Sandbox.slirp4netns(tools, identity, init))
+              .redirectError(ProcessBuilder.Redirect.appendTo(errors.toFile()))
+              .start();
+    } catch (IOException e) {
+      throw notConnected(
+          r, init, "cannot start slirp4netns: " + Runtime.oneLine(e.getMessage(), 200));
+    }
+    if (!awaitReady(r.network)) {
+      String said = "";
+      try {
+        said = Runtime.oneLine(Files.readString(errors, StandardCharsets.UTF_8), 200);
+      } catch (IOException e) {
+        // nothing written
+      }
+      throw notConnected(
+          r, init, "slirp4netns did not connect it" + (said.isEmpty() ? "" : " (" + said + ")"));
+    }
+    try (java.io.OutputStream go = r.process.getOutputStream()) {
+      go.write('1');
+    } catch (IOException e) {
+      // bwrap is gone: awaitInit says so
+    }
+    log.info("rental {}: network through slirp4netns pid {}", id, r.network.pid());
+  }
+
+  /**
+   * Ends the waiting sandbox (its namespace init {@code init}, still waiting, and bwrap) and its
+   * network helper; the {@link Failure} that fails the start.
+   */
+  private Failure notConnected(Running r, long init, String why) {
+    log.warn("rental {}: cannot give its sandbox network access: {}", r.rentalId(), why);
+    stopNetwork(r);
+    Optional<ProcessHandle> waiting = ProcessHandle.of(init);
+    waiting.ifPresent(ProcessHandle::destroyForcibly);
+    r.process.destroyForcibly();
+    exited(r.process, KILL_WAIT);
+    waiting.ifPresent(
+        p -> {
+          try {
+            p.onExit().get(KILL_WAIT.toMillis(), TimeUnit.MILLISECONDS);
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          } catch (ExecutionException | java.util.concurrent.TimeoutException e) {
+            log.warn("rental {}: its waiting sandbox {} outlives SIGKILL", r.rentalId(), init);
+          }
+        });
+    cleanUp(r.rentalId());
+    deleteQuietly(r.mountpoint);
+    return new Failure("cannot give the sandbox network access: " + why);
+  }
+
+  /**
+   * bwrap's child in a network namespace of its own (the sandbox's namespace init), once it exists;
+   * -1 if bwrap ended first. (Before bwrap, the same process runs the shell that binds the
+   * workspace: its {@code mount} children share the agent's namespace.)
+   */
+  private static long awaitChild(Process bwrap) {
+    String agents = namespace(ProcessHandle.current().pid(), "net");
+    long deadline = System.nanoTime() + SETUP_TIMEOUT.toNanos();
+    while (bwrap.isAlive() && System.nanoTime() - deadline < 0) {
+      for (long child : children(bwrap.pid())) {
+        String net = namespace(child, "net");
+        if (net != null && !net.equals(agents)) return child;
+      }
+      pause();
+    }
+    return -1;
+  }
+
+  /** Whether slirp4netns wrote its ready byte within {@link #SETUP_TIMEOUT}. */
+  private static boolean awaitReady(Process slirp) {
+    long deadline = System.nanoTime() + SETUP_TIMEOUT.toNanos();
+    java.io.InputStream ready = slirp.getInputStream();
+    try {
+      while (System.nanoTime() - deadline < 0) {
+        if (ready.available() > 0) return ready.read() == '1';
+        if (!slirp.isAlive()) return false;
+        pause();
+      }
+    } catch (IOException e) {
+      return false;
+    }
+    return false;
+  }
+
+  private static void pause() {
+    try {
+      Thread.sleep(5); // neither tool says more than this: poll, bounded
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Ends the sandbox's network helper: its exit pipe closed, then SIGTERM, then SIGKILL. */
+  private static void stopNetwork(Running r) {
+    Process slirp = r.network;
+    if (slirp == null) return;
+    try {
+      slirp.getOutputStream().close();
+    } catch (IOException e) {
+      // already closed
+    }
+    slirp.destroy();
+    if (!exited(slirp, KILL_WAIT)) slirp.destroyForcibly();
   }
 
   /**
@@ -420,6 +548,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
           left.stream().map(p -> String.valueOf(p.pid())).collect(Collectors.joining(" ")));
       left.forEach(ProcessHandle::destroyForcibly);
     }
+    stopNetwork(r);
     deleteQuietly(etcDir(r.rentalId()));
     deleteQuietly(r.mountpoint); // empty on the host: the bind was in the sandbox's namespace only
   }
@@ -547,6 +676,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     final Map<String, String> env;
     volatile long init = -1;
     volatile Path mountpoint;
+    volatile Process network; // slirp4netns, for a rental with network
     volatile String pidNamespace;
 
     Running(Spec spec, Process process, Instant startedAt, Path scratch, Map<String, String> env) {

@@ -336,7 +336,7 @@ class SandboxRuntimeTest {
 
   @Test
   void refusesWhatItCannotRun() {
-    SandboxRuntime rt = runtime(Duration.ofSeconds(1), tools);
+    SandboxRuntime rt = runtime(Duration.ofSeconds(1), withSlirp(null));
     ExecutionException network =
         org.junit.jupiter.api.Assertions.assertThrows(
             ExecutionException.class,
@@ -357,6 +357,103 @@ class SandboxRuntimeTest {
     assertEquals("/usr/bin/sh", SandboxRuntime.executable("/usr/bin/sh"));
   }
 
+  /** The host's tools with {@code slirp4netns} in place of the host's own. */
+  private Sandbox.Tools withSlirp(String slirp4netns) {
+    return new Sandbox.Tools(
+        tools.bwrap(),
+        tools.nsenter(),
+        tools.prlimit(),
+        tools.setpriv(),
+        tools.env(),
+        tools.socat(),
+        tools.unshare(),
+        tools.mount(),
+        slirp4netns);
+  }
+
+  /**
+   * A rental with network reaches out through slirp4netns (a real connection to a server on the
+   * host's own address, made before the workload's first line: the route is there when it starts)
+   * but not the host's loopback, also not through slirp's gateway; its DNS is slirp's forwarder;
+   * the helper ends with the rental.
+   */
+  @Test
+  void aRentalWithNetworkReachesOutButNotTheHostsLoopback() throws Exception {
+    SandboxSupport.requireSlirp4netns(tools);
+    InetAddress outside = SandboxSupport.nonLoopbackAddress();
+    SandboxRuntime rt = runtime(Duration.ofSeconds(2), tools);
+    try (ServerSocket server = new ServerSocket(0, 50, outside);
+        ServerSocket hostLoopback = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+      String script =
+          String.join(
+              "\n",
+              "try() { if timeout 5 bash -c \"exec 3<>/dev/tcp/$2/$3\" 2>/dev/null; then echo \"$1 yes\"; else echo \"$1 no\"; fi; }",
+              "try outside " + outside.getHostAddress() + " " + server.getLocalPort(),
+              "try gateway-to-loopback 10.0.2.2 " + hostLoopback.getLocalPort(),
+              "try loopback 127.0.0.1 " + hostLoopback.getLocalPort(),
+              "cat /etc/resolv.conf",
+              "while [ ! -f /workspace/go ]; do sleep 0.05; done");
+      RentalLog log = log("rnt_net");
+      Runtime.Handle h =
+          rt.start(
+                  new Runtime.Spec(
+                      "rnt_net", List.of(0), null, List.of("bash", "-c", script), true),
+                  log)
+              .get(WAIT_S, TimeUnit.SECONDS);
+      server.setSoTimeout((int) TimeUnit.SECONDS.toMillis(WAIT_S));
+      try (java.net.Socket accepted = server.accept()) {
+        assertNotNull(accepted, "the workload's connection arrived");
+      }
+      List<Long> slirp = processesWith("--disable-host-loopback");
+      assertEquals(1, slirp.size(), "one slirp4netns for the rental");
+      assertEquals(
+          Sandbox.Identity.of(Sandbox.Identity.forThisAgent())[0],
+          Files.getAttribute(Path.of("/proc/" + slirp.get(0)), "unix:uid"),
+          "slirp4netns runs as the sandbox's uid, never root");
+      Files.writeString(state.resolve("rentals/rnt_net/scratch/go"), "");
+      h.ended().get(WAIT_S, TimeUnit.SECONDS);
+      List<String> out = log.batch(1 << 20).stream().map(AgentFrame.LogLine::text).toList();
+      assertEquals(
+          List.of(
+              "outside yes",
+              "gateway-to-loopback no",
+              "loopback no",
+              "nameserver " + Sandbox.NAMESERVER),
+          out);
+      assertEquals(0, h.exitCode());
+    }
+    assertEquals(
+        List.of(), processesWith("--disable-host-loopback"), "slirp4netns ended with the rental");
+    assertFalse(Files.exists(state.resolve("rentals/rnt_net/scratch")));
+  }
+
+  /**
+   * When the network cannot be given, the rental does not start without it: it fails, saying why,
+   * and nothing of it is left.
+   */
+  @Test
+  void aRentalWhoseNetworkCannotBeGivenFailsAndLeavesNothing() throws Exception {
+    SandboxRuntime rt = runtime(Duration.ofSeconds(1), withSlirp("/bin/false"));
+    String marker = "76543" + ProcessHandle.current().pid();
+    ExecutionException failed =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            ExecutionException.class,
+            () ->
+                rt.start(
+                        new Runtime.Spec(
+                            "rnt_nonet", List.of(0), null, List.of("sleep", marker), true),
+                        log("rnt_nonet"))
+                    .get(WAIT_S, TimeUnit.SECONDS));
+    assertInstanceOf(Runtime.Failure.class, failed.getCause());
+    assertTrue(
+        failed.getCause().getMessage().startsWith("cannot give the sandbox network access: "),
+        failed.getCause().getMessage());
+    // its command line is bwrap's too: neither a waiting sandbox nor the workload is left
+    assertEquals(List.of(), processesWith(marker));
+    assertFalse(Files.exists(state.resolve("rentals/rnt_nonet/scratch")));
+    assertEquals(java.util.Set.of(), rt.running());
+  }
+
   @Test
   void sessionsAndRelaysEnterTheSandbox() throws Exception {
     // without socat, the relay is the agent's own Java
@@ -369,7 +466,8 @@ class SandboxRuntimeTest {
             tools.env(),
             null,
             tools.unshare(),
-            tools.mount());
+            tools.mount(),
+            tools.slirp4netns());
     SandboxRuntime rt = runtime(Duration.ofSeconds(1), noSocat);
     RentalLog log = log("rnt_srv");
     rt.start(
