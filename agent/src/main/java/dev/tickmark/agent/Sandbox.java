@@ -68,10 +68,20 @@ final class Sandbox {
   static final int FIRST_ETC_FD = 4;
 
   /**
-   * With the rental's network, bwrap waits on this fd (the agent's pipe) before it runs the
-   * workload, until the agent has given the sandbox its route out ({@code --block-fd}).
+   * With the rental's network, the sandbox waits on this fd (the agent's pipe) before the workload
+   * runs, until the agent has given it its route out ({@link #AWAIT_NETWORK}).
    */
   static final int BLOCK_FD = 3;
+
+  /**
+   * Run inside a network rental's sandbox before its command: waits for the agent's "1" on {@link
+   * #BLOCK_FD}, closes it, then runs the command. If the pipe ends first (the agent died before the
+   * network was there) it exits 125 and the command never runs. (bwrap's own {@code --block-fd}
+   * runs the command on an end of file as well, and waits before its {@code --die-with-parent} is
+   * in force.)
+   */
+  static final String AWAIT_NETWORK =
+      "read -r go <&3 && [ \"$go\" = 1 ] || exit 125; exec 3<&-; exec \"$@\"";
 
   /** The sandbox's side of its userspace network ({@link #slirp4netns}'s defaults). */
   static final String TAP = "tap0";
@@ -209,9 +219,9 @@ final class Sandbox {
    * The {@code bwrap} command line of a rental: {@code command} (already resolved) runs under the
    * rental's {@code limits}, in {@value #WORKSPACE} ({@code scratch} on the host); {@code etc}
    * holds the generated {@link #GENERATED_ETC} files; {@code devices} are the host's device nodes
-   * to bind, each at the same path under /dev. With {@code network} bwrap waits before the workload
-   * runs until a byte arrives on its stdin ({@link #BLOCK_FD}): the agent gives the sandbox its
-   * route out meanwhile.
+   * to bind, each at the same path under /dev. With {@code network} the sandbox waits before the
+   * workload runs until the agent writes "1" on its stdin ({@link #AWAIT_NETWORK}): the agent gives
+   * the sandbox its route out meanwhile.
    */
   static List<String> bwrap(
       Tools tools,
@@ -244,7 +254,6 @@ final class Sandbox {
     a.add(tools.bwrap());
     // --unshare-all only tries the user namespace: without one the sandbox must not start
     a.addAll(List.of("--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"));
-    if (network) a.addAll(List.of("--block-fd", String.valueOf(BLOCK_FD)));
     a.addAll(List.of("--cap-drop", "ALL"));
     // no --uid: another uid inside makes bwrap nest a second user namespace, which the sandbox's
     // other namespaces do not belong to, and nsenter could then not join them unprivileged
@@ -265,6 +274,7 @@ final class Sandbox {
     a.addAll(List.of("--remount-ro", "/"));
     a.add("--");
     a.addAll(limits.prlimit(tools.prlimit()));
+    if (network) a.addAll(List.of("/bin/sh", "-c", AWAIT_NETWORK, "tickmark-await-network"));
     a.addAll(command);
     return a;
   }

@@ -34,8 +34,8 @@ import org.slf4j.LoggerFactory;
  *       and {@code TMPDIR} ({@value Sandbox#WORKSPACE}), {@code USER}, {@code CUDA_VISIBLE_DEVICES}
  *       and {@code TICKMARK_RENTAL_ID}; nothing else of the agent's.
  *   <li>Network: none (loopback of its own) unless the rental enables it; then a userspace route
- *       out through slirp4netns ({@link Sandbox#slirp4netns}), set up before the workload runs
- *       (bwrap waits for it), ended with the sandbox. The host's own network namespace is never
+ *       out through slirp4netns ({@link Sandbox#slirp4netns}), set up before the workload runs (the
+ *       sandbox waits for it), ended with the sandbox. The host's own network namespace is never
  *       shared with a stranger's workload, nor its loopback reachable. Without slirp4netns on the
  *       host such a rental is refused.
  *   <li>stdout and stderr: two pipes read line by line into the rental's {@link RentalLog}.
@@ -222,7 +222,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
             spec.network(),
             command);
     ProcessBuilder pb = withoutInput(argv);
-    // with network bwrap waits for a byte on its stdin before the workload runs (connect())
+    // with network the sandbox waits for the agent's "1" on its stdin before the workload runs
     if (spec.network()) pb.redirectInput(ProcessBuilder.Redirect.PIPE);
     if (output == null) pb.redirectOutput(ProcessBuilder.Redirect.to(dirs.log(id).toFile()));
     else pb.redirectErrorStream(false);
@@ -264,9 +264,9 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
   }
 
   /**
-   * Gives the sandbox of a network rental its route out while bwrap waits ({@link
-   * Sandbox#BLOCK_FD}): slirp4netns on the sandbox's namespace init, then, once it says it is
-   * ready, the byte that lets the workload run. A {@link Failure}, with the sandbox ended, when it
+   * Gives the sandbox of a network rental its route out while it waits ({@link
+   * Sandbox#AWAIT_NETWORK}): slirp4netns on the sandbox's namespace init, then, once it says it is
+   * ready, the "1" that lets the workload run. A {@link Failure}, with the sandbox ended, when it
    * cannot; nothing to do when bwrap ended first (awaitInit then says so).
    */
   private void connect(Running r) {
@@ -294,7 +294,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
           r, init, "slirp4netns did not connect it" + (said.isEmpty() ? "" : " (" + said + ")"));
     }
     try (java.io.OutputStream go = r.process.getOutputStream()) {
-      go.write('1');
+      go.write("1\n".getBytes(StandardCharsets.US_ASCII));
     } catch (IOException e) {
       // bwrap is gone: awaitInit says so
     }

@@ -454,6 +454,46 @@ class SandboxRuntimeTest {
     assertEquals(java.util.Set.of(), rt.running());
   }
 
+  /**
+   * A network sandbox's command waits for the agent's "1" ({@link Sandbox#AWAIT_NETWORK}); when the
+   * agent's pipe ends without it (the agent died before the network was there) the command never
+   * runs. Run here as the sandbox runs it: the pipe on fd 3, stdin /dev/null.
+   */
+  @Test
+  void aNetworkSandboxsCommandRunsOnlyOnTheAgentsWord() throws Exception {
+    List<String> argv =
+        List.of(
+            "/bin/sh",
+            "-c",
+            "exec 3<&0 0</dev/null; exec \"$@\"",
+            "t",
+            "/bin/sh",
+            "-c",
+            Sandbox.AWAIT_NETWORK,
+            "tickmark-await-network",
+            "sh",
+            "-c",
+            "echo ran; if [ -e /proc/self/fd/3 ]; then echo fd3-open; fi");
+    for (String said : new String[] {null, "", "0\n", "1\n"}) {
+      Process p = new ProcessBuilder(argv).redirectErrorStream(true).start();
+      try (OutputStream in = p.getOutputStream()) {
+        if (said != null) in.write(said.getBytes(StandardCharsets.US_ASCII));
+      }
+      String out;
+      try (InputStream o = p.getInputStream()) {
+        out = new String(o.readAllBytes(), StandardCharsets.UTF_8);
+      }
+      assertTrue(p.waitFor(WAIT_S, TimeUnit.SECONDS));
+      if ("1\n".equals(said)) {
+        assertEquals(0, p.exitValue(), out);
+        assertEquals("ran\n", out, "it ran, and the pipe is closed in it");
+      } else {
+        assertEquals(125, p.exitValue(), "said " + said + ": " + out);
+        assertFalse(out.contains("ran"), "said " + said + ": " + out);
+      }
+    }
+  }
+
   @Test
   void sessionsAndRelaysEnterTheSandbox() throws Exception {
     // without socat, the relay is the agent's own Java
