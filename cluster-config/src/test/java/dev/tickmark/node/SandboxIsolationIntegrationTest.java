@@ -130,18 +130,7 @@ class SandboxIsolationIntegrationTest {
       attempts.add(probe("node-http-via-gateway", "exec 3<>/dev/tcp/10.0.2.2/" + node.httpPort()));
       attempts.add(probe("postgres-via-gateway", "exec 3<>/dev/tcp/10.0.2.2/5432"));
       String id =
-          api.post(
-                  "/v1/rentals",
-                  renter.apiKey(),
-                  "{\"gpu\":\"h100-80gb\",\"region\":\"eu-nl\",\"max_price_per_gpu_hour\":\"3.00\","
-                      + "\"image\":\"ubuntu:24.04\",\"network\":true,\"command\":[\"bash\",\"-c\","
-                      + ApiClient.quote(String.join("; ", attempts) + "; echo done")
-                      + "]}")
-              .expect(201)
-              .json()
-              .get("rental")
-              .get("id")
-              .asText();
+          launch(renter, List.of("bash", "-c", String.join("; ", attempts) + "; echo done"), true);
       server.setSoTimeout((int) RentingSupport.WAIT.toMillis());
       try (java.net.Socket accepted = server.accept()) {
         assertTrue(accepted.isConnected(), "the workload's connection arrived");
@@ -197,13 +186,19 @@ class SandboxIsolationIntegrationTest {
   }
 
   private static String launch(ApiClient.Customer renter, List<String> command) {
+    return launch(renter, command, false);
+  }
+
+  private static String launch(ApiClient.Customer renter, List<String> command, boolean network) {
     StringBuilder args = new StringBuilder();
     for (String c : command) args.append(args.length() == 0 ? "" : ",").append(ApiClient.quote(c));
     return api.post(
             "/v1/rentals",
             renter.apiKey(),
             "{\"gpu\":\"h100-80gb\",\"region\":\"eu-nl\",\"max_price_per_gpu_hour\":\"3.00\","
-                + "\"image\":\"ubuntu:24.04\",\"command\":["
+                + "\"image\":\"ubuntu:24.04\",\"network\":"
+                + network
+                + ",\"command\":["
                 + args
                 + "]}")
         .expect(201)
