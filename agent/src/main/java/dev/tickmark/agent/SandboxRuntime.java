@@ -363,7 +363,7 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
 
   private static void pause() {
     try {
-      Thread.sleep(5); // neither tool says more than this: poll, bounded
+      Thread.sleep(5); // bwrap says nothing when it is ready, a pipe has no timed read: poll
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
@@ -429,12 +429,8 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
       List<Long> init = children(bwrap.pid());
       // the init forks the workload only once every mount is in place
       if (!init.isEmpty() && !children(init.get(0)).isEmpty()) return init.get(0);
-      try {
-        Thread.sleep(5); // bwrap says nothing when it is ready: poll, bounded
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        break;
-      }
+      pause();
+      if (Thread.currentThread().isInterrupted()) break;
     }
     return -1;
   }
