@@ -99,13 +99,29 @@ final class SshCommand extends ApiCommand {
       args.add("--");
       args.addAll(command);
     }
-    ProcessBuilder ssh = new ProcessBuilder(args).inheritIO();
+    ProcessBuilder ssh = new ProcessBuilder(args);
+    // The CLI run as its own program hands ssh its terminal. Run inside another program (the
+    // tests run it in their JVM, whose stdin and stdout are the test runner's channel) it must not:
+    // ssh would read that stdin and make it non-blocking under the runner. It gets the CLI's
+    // streams instead.
+    Cli cli = caller.cli();
+    boolean ownStreams = cli.in == System.in;
+    if (ownStreams) ssh.inheritIO();
     Map<String, String> env = ssh.environment();
     env.put("TICKMARK_URL", http.baseUrl());
     env.put("TICKMARK_API_KEY", http.bearer());
     if (http.caFile() != null) env.put(ApiCommand.CA_ENV, http.caFile().toString());
     try {
-      return ssh.start().waitFor();
+      Process p = ssh.start();
+      if (ownStreams) return p.waitFor();
+      List<Thread> copies =
+          List.of(
+              copy(cli.in, p.getOutputStream()),
+              copy(p.getInputStream(), caller.out()),
+              copy(p.getErrorStream(), caller.err()));
+      int exit = p.waitFor();
+      for (Thread t : copies.subList(1, 3)) t.join(); // all it wrote, before its status
+      return exit;
     } catch (IOException e) {
       throw new CliException(
           "ssh_not_found",
@@ -114,6 +130,38 @@ final class SshCommand extends ApiCommand {
       Thread.currentThread().interrupt();
       throw new CliException("interrupted", "interrupted while ssh ran");
     }
+  }
+
+  /** Gives ssh the CLI's input, on a thread of its own, and ends its input after it. */
+  private static Thread copy(java.io.InputStream from, java.io.OutputStream to) {
+    return started(
+        () -> {
+          try (to) {
+            from.transferTo(to);
+          } catch (IOException e) {
+            // ssh ended: nothing more to give it
+          }
+        });
+  }
+
+  /** Copies ssh's output, as text, to the CLI's {@code to}, on a thread of its own. */
+  private static Thread copy(java.io.InputStream from, java.io.PrintWriter to) {
+    return started(
+        () -> {
+          try (java.io.Reader in = new java.io.InputStreamReader(from, StandardCharsets.UTF_8)) {
+            in.transferTo(to);
+            to.flush();
+          } catch (IOException e) {
+            // ssh ended
+          }
+        });
+  }
+
+  private static Thread started(Runnable copy) {
+    Thread t = new Thread(copy, "tickmark-ssh-streams");
+    t.setDaemon(true);
+    t.start();
+    return t;
   }
 
   /**
