@@ -82,6 +82,14 @@ export async function hosts(view, { signal }) {
 
 const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 
+/** How the host's agent runs rentals, and whether a rental with network can run here. */
+function runtime(r) {
+  if (!r) return "— (the agent has not said: an agent older than 2026-12-07)";
+  return r.network
+    ? `${r.name}, rentals with network run here`
+    : `${r.name}, no network for rentals: those that ask for it go to other hosts (a sandbox needs slirp4netns)`;
+}
+
 // Waits ms, or rejects with an AbortError when the page is left.
 function pause(ms, signal) {
   return new Promise((resolve, reject) => {
@@ -151,6 +159,7 @@ export async function host(view, { signal, params, refresh }) {
       ["Draining", x.draining ? "yes" : "no"],
       ["Last heartbeat", when(x.last_heartbeat_at)],
       ["Last verified", h("span", { id: "last-verified" }, when(x.last_verification_at))],
+      ["Runtime", h("span", { id: "host-runtime" }, runtime(x.runtime))],
       ["Eviction reason", x.eviction_reason ?? "—"],
     ]),
     h("h2", {}, "Verification"),

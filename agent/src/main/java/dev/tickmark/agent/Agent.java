@@ -713,7 +713,12 @@ public final class Agent implements AutoCloseable {
         () -> {
           HardwareReport report = null;
           try {
-            report = hardware.report();
+            report =
+                hardware
+                    .report()
+                    .withRuntime(
+                        new HardwareReport.WorkloadRuntime(
+                            runtime.name(), runtime.offersNetwork()));
           } catch (RuntimeException ex) {
             log.error("cannot collect the hardware report", ex);
           }

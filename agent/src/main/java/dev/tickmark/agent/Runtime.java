@@ -110,8 +110,16 @@ interface Runtime extends AutoCloseable {
     }
   }
 
-  /** {@code sandbox}, {@code docker} or {@code process}, for logs. */
+  /** {@code sandbox}, {@code docker} or {@code process}, for logs and the hardware report. */
   String name();
+
+  /**
+   * Whether a rental that asks for outbound network can run here; the hardware report says so, and
+   * the engine matches such rentals only to hosts that can.
+   */
+  default boolean offersNetwork() {
+    return true;
+  }
 
   /**
    * Starts a workload. Fails with {@link Failure} (the reason is safe to send to the node) when it

@@ -128,12 +128,18 @@ final class SandboxRuntime extends AbstractRuntime<SandboxRuntime.Running> {
     dirs.wipeLeftovers(id -> deleteQuietly(etcDir(id)));
     if (tools.slirp4netns() == null)
       log.warn(
-          "slirp4netns is not installed: rentals with network are refused here (apt-get install slirp4netns)");
+          "slirp4netns is not installed: this host tells the engine it cannot give rentals network, and rentals that ask for it go to other hosts (apt-get install slirp4netns, then restart the agent)");
   }
 
   @Override
   public String name() {
     return "sandbox";
+  }
+
+  /** Only through slirp4netns: the sandbox's own network namespace has no route out. */
+  @Override
+  public boolean offersNetwork() {
+    return tools.slirp4netns() != null;
   }
 
   private Path etcDir(String id) {

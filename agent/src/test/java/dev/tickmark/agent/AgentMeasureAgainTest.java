@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.tickmark.wire.AgentFrame;
 import dev.tickmark.wire.CanonicalJson;
 import dev.tickmark.wire.Ed25519;
+import dev.tickmark.wire.Frames;
+import dev.tickmark.wire.HardwareReport;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Clock;
@@ -92,5 +94,57 @@ class AgentMeasureAgainTest {
     assertEquals("verified", again.get(WAIT_S, TimeUnit.SECONDS).status());
     assertTrue(rates.isEmpty(), "three samples per report");
     assertTrue(agent.connected(), "the session goes on");
+  }
+
+  /**
+   * Every report says how this agent runs rentals, under the signature: the runtime's name and
+   * whether it can give a rental network (the engine matches rentals with network elsewhere when it
+   * cannot), at the welcome and after a check again.
+   */
+  @Test
+  void everyReportSaysHowRentalsRunHereAndWhetherTheyCanHaveNetwork() throws Exception {
+    node = new ScriptedNode();
+    AgentConfig config =
+        new AgentConfig(
+            List.of(node.uri()),
+            node.newToken("host_r"),
+            tmp.resolve("state"),
+            SimulatedGpus.parse("h100-80gb:1"));
+    RentalsTest.FakeRuntime runtime = new RentalsTest.FakeRuntime();
+    runtime.network = false;
+    agent =
+        Agent.start(
+            config,
+            s ->
+                new SimulatedHardware(
+                    config.simulatedGpus(),
+                    s.key().getPublic(),
+                    new HardwareProbe(
+                        Agent.VERSION,
+                        s.path(),
+                        (c, t) -> Optional.empty(),
+                        Path.of("/proc"),
+                        64 * 1024,
+                        Clock.systemUTC(),
+                        (dir, bytes) -> 500.0),
+                    Agent.VERSION),
+            s -> runtime);
+    AgentFrame.HardwareReportFrame first = next(AgentFrame.HardwareReportFrame.class);
+    assertEquals(
+        new HardwareReport.WorkloadRuntime("fake", false),
+        Frames.readReport(first.report()).runtime());
+
+    runtime.network = true; // slirp4netns installed meanwhile
+    node.send(new AgentFrame.MeasureAgain("requested by the provider"));
+    AgentFrame.HardwareReportFrame second = next(AgentFrame.HardwareReportFrame.class);
+    assertEquals(
+        new HardwareReport.WorkloadRuntime("fake", true),
+        Frames.readReport(second.report()).runtime());
+    assertTrue(
+        Ed25519.verify(
+            node.pinnedKeys.get("host_r"),
+            CanonicalJson.bytes(second.report()),
+            second.signature()),
+        "the runtime is signed with the rest");
   }
 }

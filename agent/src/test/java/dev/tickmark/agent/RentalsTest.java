@@ -73,10 +73,16 @@ class RentalsTest {
     final Map<String, CompletableFuture<Handle>> pending = new LinkedHashMap<>();
     final Map<String, CompletableFuture<Instant>> ends = new LinkedHashMap<>();
     final Map<String, Integer> exitCodes = new java.util.concurrent.ConcurrentHashMap<>();
+    volatile boolean network = true;
 
     @Override
     public String name() {
       return "fake";
+    }
+
+    @Override
+    public boolean offersNetwork() {
+      return network;
     }
 
     @Override

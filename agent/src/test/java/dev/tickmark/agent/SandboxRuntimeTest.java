@@ -337,6 +337,7 @@ class SandboxRuntimeTest {
   @Test
   void refusesWhatItCannotRun() {
     SandboxRuntime rt = runtime(Duration.ofSeconds(1), withSlirp(null));
+    assertFalse(rt.offersNetwork(), "what its hardware report says, so the engine knows");
     ExecutionException network =
         org.junit.jupiter.api.Assertions.assertThrows(
             ExecutionException.class,
@@ -382,6 +383,7 @@ class SandboxRuntimeTest {
     SandboxSupport.requireSlirp4netns(tools);
     InetAddress outside = SandboxSupport.nonLoopbackAddress();
     SandboxRuntime rt = runtime(Duration.ofSeconds(2), tools);
+    assertTrue(rt.offersNetwork(), "with slirp4netns its report says it can");
     try (ServerSocket server = new ServerSocket(0, 50, outside);
         ServerSocket hostLoopback = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
       String script =

@@ -390,6 +390,18 @@ final class HostCommands extends ApiCommand {
     return n;
   }
 
+  /**
+   * How the host's agent runs rentals, and whether rentals with network can run there (the engine
+   * sends them elsewhere when not); blank until the agent has said.
+   */
+  static String runtime(JsonNode runtime) {
+    if (!runtime.hasNonNull("name")) return null;
+    return runtime.get("name").asText()
+        + (runtime.path("network").asBoolean()
+            ? ", rentals with network run here"
+            : ", no network for rentals: those that ask for it go to other hosts");
+  }
+
   /** A host in full, as {@code host show} and {@code ops evict} print it. */
   static void detail(JsonNode h, PrintWriter out) {
     JsonNode listing = h.path("listing");
@@ -400,7 +412,8 @@ final class HostCommands extends ApiCommand {
             .add("Region", h.get("region"))
             .add("Status", h.get("status"))
             .add("Flags", flags(h))
-            .add("GPU", h.path("cards").size() + " x " + Table.cell(h.get("gpu")));
+            .add("GPU", h.path("cards").size() + " x " + Table.cell(h.get("gpu")))
+            .add("Runtime", runtime(h.path("runtime")));
     if (h.hasNonNull("owner_id")) details.add("Owner", h.get("owner_id"));
     details
         .add("Listed", listing.path("listed").asBoolean() ? "yes" : "no")

@@ -101,6 +101,11 @@ final class MarketCommands {
         description = "Only offers at or below this price per GPU-hour.")
     String maxPrice;
 
+    @Option(
+        names = "--network",
+        description = "Only capacity a rental with outbound network can use ('launch --network').")
+    boolean network;
+
     @Override
     int execute() {
       Http.Reply reply =
@@ -109,7 +114,16 @@ final class MarketCommands {
                   "/v1/offers"
                       + query(
                           params(
-                              "gpu", gpu, "region", region, "tier", tier, "max_price", maxPrice)));
+                              "gpu",
+                              gpu,
+                              "region",
+                              region,
+                              "tier",
+                              tier,
+                              "max_price",
+                              maxPrice,
+                              "network",
+                              network ? "true" : null)));
       if (json()) {
         printJson(reply);
         return Cli.EXIT_OK;

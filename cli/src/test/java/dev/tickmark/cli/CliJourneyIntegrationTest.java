@@ -299,6 +299,23 @@ class CliJourneyIntegrationTest {
     assertTrue(
         show.lines().anyMatch(l -> l.matches("signature\\s+pass\\s+.*")), "checks table:\n" + show);
     assertTrue(show.lines().anyMatch(l -> l.matches("benchmark\\s+not_measured\\s+.*")), show);
+    // how the agent runs rentals, and whether one with network can run here, as its report said
+    boolean network =
+        Http.JSON
+            .readTree(cli.run("host", "show", hostId, "--json").ok().out())
+            .at("/runtime/network")
+            .asBoolean();
+    assertTrue(
+        show.lines()
+            .anyMatch(
+                l ->
+                    l.matches(
+                        "Runtime:\\s+"
+                            + agent.runtimeName()
+                            + (network
+                                ? ", rentals with network run here"
+                                : ", no network for rentals: those that ask for it go to other hosts"))),
+        show);
 
     CliRunner.Result price =
         cli.run(
@@ -342,6 +359,16 @@ class CliJourneyIntegrationTest {
                       l -> l.matches("h100-80gb\\s+eu-de\\s+spot\\s+2\\s+1\\.200000\\s+1\\s+yes")),
               offers);
         });
+    // capacity for rentals with network: this host's, if it can give it (CI: slirp4netns)
+    String withNetwork = cli.run("offers", "--region", "eu-de", "--network").ok().out();
+    if (network)
+      assertTrue(
+          withNetwork
+              .lines()
+              .anyMatch(
+                  l -> l.matches("h100-80gb\\s+eu-de\\s+on_demand\\s+2\\s+2\\.200000\\s+1\\s+yes")),
+          withNetwork);
+    else assertEquals("No offers match.\n", withNetwork);
 
     assertEquals(
         "Host " + hostId + " is draining: no new rentals; 0 card(s) still rented.\n",

@@ -624,6 +624,17 @@ class ConsoleBrowserTest {
     assertTrue(host.get("verification_requested_at").isNull(), host.toString());
     String checks = driver.findElement(By.id("view")).getText();
     assertTrue(checks.contains("disk_write") && !checks.contains("fail"), checks);
+    // how the agent runs rentals, as its report said
+    JsonNode runtime = host.get("runtime");
+    String shownRuntime = driver.findElement(By.id("host-runtime")).getText();
+    assertEquals(
+        runtime.get("name").asText()
+            + (runtime.get("network").asBoolean()
+                ? ", rentals with network run here"
+                : ", no network for rentals: those that ask for it go to other hosts (a sandbox"
+                    + " needs slirp4netns)"),
+        shownRuntime,
+        host.toString());
     assertNoScriptErrors();
     shot("host-check-again");
   }

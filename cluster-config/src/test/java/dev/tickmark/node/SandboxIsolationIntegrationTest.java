@@ -30,6 +30,7 @@ class SandboxIsolationIntegrationTest {
   static ApiClient api;
   static Agent agent;
   static Path state;
+  static ApiClient.Customer provider;
 
   @BeforeAll
   static void start() throws Exception {
@@ -41,7 +42,7 @@ class SandboxIsolationIntegrationTest {
     node =
         Node.start(RentingSupport.renting(TestNodes.settings(TestDatabase.fresh("sandbox_iso"))));
     api = new ApiClient(node.baseUrl());
-    ApiClient.Customer provider = RentingSupport.renter(api, "Provider", "1");
+    provider = RentingSupport.renter(api, "Provider", "1");
     state = Files.createTempDirectory("tickmark-sandbox-iso");
     agent = RentingSupport.listedHost(node, api, provider, state, "eu-nl", 2);
     assertEquals("sandbox", agent.runtimeName(), "simulated GPUs run rentals in the sandbox");
@@ -118,6 +119,11 @@ class SandboxIsolationIntegrationTest {
     if (System.getenv().getOrDefault("TICKMARK_TESTS_REQUIRE", "").contains("slirp4netns"))
       assertTrue(slirp, why);
     Assumptions.assumeTrue(slirp, why);
+    // the real agent's signed report told the engine, which matches network rentals by it
+    com.fasterxml.jackson.databind.JsonNode host =
+        api.get("/v1/hosts/" + agent.hostId().orElseThrow(), provider.apiKey()).expect(200).json();
+    assertEquals("sandbox", host.at("/runtime/name").asText(), host.toString());
+    assertTrue(host.at("/runtime/network").asBoolean(), host.toString());
     java.net.InetAddress outside = nonLoopbackAddress();
     ApiClient.Customer renter = RentingSupport.renter(api, "Networked renter", "20");
     try (java.net.ServerSocket server = new java.net.ServerSocket(0, 50, outside)) {

@@ -46,6 +46,21 @@ final class HostViews {
 
   record CardView(int index, String uuid, String gpu, String state) {}
 
+  /**
+   * How the host's agent runs rentals ({@code docker}, {@code sandbox}, {@code process}) and
+   * whether it can give a rental outbound network; null until an agent of 2026-12-07 or later has
+   * said so in a passed report.
+   */
+  record RuntimeView(String name, boolean network) {
+    static RuntimeView of(Verification.WorkloadRuntime r) {
+      return r == null ? null : new RuntimeView(r.name(), r.network());
+    }
+
+    static RuntimeView of(String name, Boolean network) {
+      return name == null || network == null ? null : new RuntimeView(name, network);
+    }
+  }
+
   /** The provider's (or operator's) full view of one host. The renter on a card is never named. */
   record HostDetail(
       String id,
@@ -65,6 +80,7 @@ final class HostViews {
       String evictionReason,
       Instant verificationRequestedAt,
       Instant lastVerificationAt,
+      RuntimeView runtime,
       String ownerId) {
     static HostDetail of(Host.HostView v, boolean forOperator) {
       return new HostDetail(
@@ -87,6 +103,7 @@ final class HostViews {
           v.evictionReason(),
           v.verificationRequestedAt(),
           v.lastVerificationAt(),
+          RuntimeView.of(v.runtime()),
           forOperator ? v.ownerId() : null);
     }
   }
@@ -109,6 +126,7 @@ final class HostViews {
       Instant updatedAt,
       long rentalsEnded,
       long rentalsLost,
+      RuntimeView runtime,
       String ownerId) {
     static HostSummary of(HostReadModel.HostRow r, boolean forOperator) {
       return new HostSummary(
@@ -131,6 +149,7 @@ final class HostViews {
           r.updatedAt(),
           r.reliability().rentalsEnded(),
           r.reliability().rentalsLost(),
+          RuntimeView.of(r.runtime(), r.offersNetwork()),
           forOperator ? r.ownerId() : null);
     }
   }

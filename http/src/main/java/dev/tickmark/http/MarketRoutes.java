@@ -111,14 +111,20 @@ public final class MarketRoutes {
                                                 parameterOptional(
                                                     "max_price",
                                                     maxPrice ->
-                                                        offers(gpu, region, tier, maxPrice))))))));
+                                                        parameterOptional(
+                                                            "network",
+                                                            network ->
+                                                                offers(
+                                                                    gpu, region, tier, maxPrice,
+                                                                    network)))))))));
   }
 
   private Route offers(
       Optional<String> gpu,
       Optional<String> region,
       Optional<String> tier,
-      Optional<String> maxPrice) {
+      Optional<String> maxPrice,
+      Optional<String> network) {
     gpu.ifPresent(
         g -> {
           if (catalog.gpu(g).isEmpty())
@@ -131,7 +137,9 @@ public final class MarketRoutes {
         });
     Listing.Tier t = tier.map(MarketRoutes::tier).orElse(null);
     Long max = maxPrice.map(p -> Amounts.parse("max_price", p)).orElse(null);
-    var filter = new HostReadModel.OfferFilter(gpu.orElse(null), region.orElse(null), t, max);
+    boolean withNetwork = network.map(MarketRoutes::network).orElse(false);
+    var filter =
+        new HostReadModel.OfferFilter(gpu.orElse(null), region.orElse(null), t, max, withNetwork);
     return onSuccess(
         hosts.offers(filter, clock.instant()),
         offers ->
@@ -151,6 +159,15 @@ public final class MarketRoutes {
                                         o.hosts(),
                                         o.simulated()))
                             .toList()))));
+  }
+
+  /** {@code network=true}: only capacity a rental with outbound network can use. */
+  static boolean network(String s) {
+    return switch (s) {
+      case "true" -> true;
+      case "false" -> false;
+      default -> throw Problem.badRequest("invalid_network", "network must be true or false");
+    };
   }
 
   static Listing.Tier tier(String s) {

@@ -48,6 +48,7 @@ class OpenApiSchemaTest {
           Map.entry("Listing", "dev.tickmark.http.HostViews$ListingView"),
           Map.entry("Window", "dev.tickmark.http.HostViews$WindowView"),
           Map.entry("Check", "dev.tickmark.http.HostViews$CheckView"),
+          Map.entry("HostRuntime", "dev.tickmark.http.HostViews$RuntimeView"),
           Map.entry("Gpu", "dev.tickmark.http.MarketRoutes$GpuView"),
           Map.entry("GpuList", "dev.tickmark.http.MarketRoutes$GpuList"),
           Map.entry("Region", "dev.tickmark.engine.catalog.Catalog$Region"),

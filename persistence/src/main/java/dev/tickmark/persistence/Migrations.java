@@ -51,7 +51,8 @@ public final class Migrations {
           "V19__ledger_without_key_index.sql",
           "V20__event_tag_without_foreign_key.sql",
           "V21__host_reliability.sql",
-          "V22__rental_exit_code.sql");
+          "V22__rental_exit_code.sql",
+          "V23__host_runtime.sql");
 
   private Migrations() {}
 

@@ -385,7 +385,9 @@ public final class Host
    * renterId == null} is a proposal from a node that predates the renter, which cannot be checked.
    * {@code claimWithin}: the reservation is pending, and its cards go back unless its rental claims
    * them (its first {@link StartWorkload}) within this long (issue 15: a launch reserves before it
-   * has recorded anything); null: kept until released, as before pending reservations.
+   * has recorded anything); null: kept until released, as before pending reservations. {@code
+   * network}: the rental asks for outbound network, which a host whose agent said it cannot give
+   * refuses.
    */
   public record ReserveCards(
       String rentalId,
@@ -395,10 +397,23 @@ public final class Host
       Listing.Tier tier,
       long maxPricePerGpuHour,
       Duration claimWithin,
+      boolean network,
       ActorRef<StatusReply<Reservation>> replyTo)
       implements Replying<Reservation> {
     @JsonCreator
     public ReserveCards {}
+
+    public ReserveCards(
+        String rentalId,
+        String renterId,
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        long maxPricePerGpuHour,
+        Duration claimWithin,
+        ActorRef<StatusReply<Reservation>> replyTo) {
+      this(rentalId, renterId, gpu, count, tier, maxPricePerGpuHour, claimWithin, false, replyTo);
+    }
 
     public ReserveCards(
         String rentalId,
@@ -685,10 +700,53 @@ public final class Host
       Instant registeredAt,
       String evictionReason,
       Instant verificationRequestedAt,
-      Instant lastVerificationAt)
+      Instant lastVerificationAt,
+      Verification.WorkloadRuntime runtime)
       implements CborSerializable {
     @JsonCreator
     public HostView {}
+
+    /** A view without the runtime (a host whose agent has not said how it runs rentals). */
+    public HostView(
+        String hostId,
+        String ownerId,
+        String region,
+        String label,
+        String status,
+        boolean online,
+        boolean listed,
+        boolean draining,
+        boolean simulated,
+        String gpu,
+        List<CardView> cards,
+        Listing listing,
+        List<Verification.Check> checks,
+        Instant lastHeartbeatAt,
+        Instant registeredAt,
+        String evictionReason,
+        Instant verificationRequestedAt,
+        Instant lastVerificationAt) {
+      this(
+          hostId,
+          ownerId,
+          region,
+          label,
+          status,
+          online,
+          listed,
+          draining,
+          simulated,
+          gpu,
+          cards,
+          listing,
+          checks,
+          lastHeartbeatAt,
+          registeredAt,
+          evictionReason,
+          verificationRequestedAt,
+          lastVerificationAt,
+          null);
+    }
 
     /** A view without check-again times (a host that was never judged, or is gone). */
     public HostView(
@@ -725,6 +783,7 @@ public final class Host
           lastHeartbeatAt,
           registeredAt,
           evictionReason,
+          null,
           null,
           null);
     }
@@ -950,6 +1009,11 @@ public final class Host
           && presence.online()
           && listing.listed()
           && !draining;
+    }
+
+    /** Whether a rental with outbound network may run here: as the latest passed report says. */
+    boolean offersNetwork() {
+      return standing.outcome() == null || standing.outcome().offersNetwork();
     }
 
     boolean ownedBy(String ownerId) {
@@ -2238,6 +2302,9 @@ public final class Host
       return new Refused(reply(Rejection.HOST_NOT_AVAILABLE, "the host is not on the market"));
     if (!state.listing().availableAt(at))
       return new Refused(reply(Rejection.HOST_NOT_AVAILABLE, "outside the host's availability"));
+    if (cmd.network() && !state.offersNetwork())
+      return new Refused(
+          reply(Rejection.HOST_NOT_AVAILABLE, "the host cannot give a rental outbound network"));
     Long floor = state.listing().floorFor(cmd.tier());
     if (floor == null)
       return new Refused(
@@ -2712,7 +2779,8 @@ public final class Host
         enrollment.registeredAt(),
         standing.evictionReason(),
         standing.checkRequestedAt(),
-        standing.judgedAt());
+        standing.judgedAt(),
+        standing.outcome() == null ? null : standing.outcome().runtime());
   }
 
   private Instant now() {

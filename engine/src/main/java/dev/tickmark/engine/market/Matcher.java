@@ -133,7 +133,8 @@ public final class Matcher {
      * Hosts that may have the cards, none of them owned by {@code renterId} (when not null). {@code
      * held}: cards this matcher has proposed or given that the read side may not show yet. The
      * answer is the cheapest hosts that still have the cards after those, read past the held ones;
-     * the held ones only when no other is found.
+     * the held ones only when no other is found. {@code network}: only hosts that can give a rental
+     * outbound network.
      */
     CompletionStage<List<Candidate>> find(
         String gpu,
@@ -142,6 +143,7 @@ public final class Matcher {
         long maxPricePerGpuHour,
         int count,
         String renterId,
+        boolean network,
         Holdings held);
   }
 
@@ -173,7 +175,9 @@ public final class Matcher {
    * {@code renterId}: whose rental it is, never matched to a host it owns (null: a request from a
    * node that predates it); {@code deadline}: when the rental stops waiting for a match (null: no
    * deadline); {@code claimWithin}: the reservation is pending, and goes back unless the rental
-   * claims it within this long ({@link Host.ReserveCards#claimWithin}; null: not pending).
+   * claims it within this long ({@link Host.ReserveCards#claimWithin}; null: not pending); {@code
+   * network}: the rental asks for outbound network, so only hosts that can give it are candidates
+   * (a request from a node that predates it reads as false, and the host then finds out at start).
    */
   public record Match(
       String rentalId,
@@ -185,10 +189,36 @@ public final class Matcher {
       long maxPricePerGpuHour,
       Instant deadline,
       Duration claimWithin,
+      boolean network,
       ActorRef<Result> replyTo)
       implements Command {
     @JsonCreator
     public Match {}
+
+    public Match(
+        String rentalId,
+        String renterId,
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        String region,
+        long maxPricePerGpuHour,
+        Instant deadline,
+        Duration claimWithin,
+        ActorRef<Result> replyTo) {
+      this(
+          rentalId,
+          renterId,
+          gpu,
+          count,
+          tier,
+          region,
+          maxPricePerGpuHour,
+          deadline,
+          claimWithin,
+          false,
+          replyTo);
+    }
 
     public Match(
         String rentalId,
@@ -369,7 +399,14 @@ public final class Matcher {
     Match m = request.match;
     context.pipeToSelf(
         candidates.find(
-            m.gpu(), m.region(), m.tier(), m.maxPricePerGpuHour(), m.count(), m.renterId(), held()),
+            m.gpu(),
+            m.region(),
+            m.tier(),
+            m.maxPricePerGpuHour(),
+            m.count(),
+            m.renterId(),
+            m.network(),
+            held()),
         (found, failure) ->
             failure == null
                 ? new CandidatesFound(request, found)
@@ -506,6 +543,7 @@ public final class Matcher {
         m.tier(),
         m.maxPricePerGpuHour(),
         m.claimWithin(),
+        m.network(),
         replyTo);
   }
 

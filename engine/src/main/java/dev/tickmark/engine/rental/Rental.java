@@ -1561,6 +1561,7 @@ public final class Rental
                 s.maxPricePerGpuHour(),
                 deadline,
                 claimWithin,
+                s.network(),
                 context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
   }
 

@@ -24,6 +24,7 @@ import dev.tickmark.engine.host.Host.ToSession;
 import dev.tickmark.engine.host.HostDriver.Signed;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.wire.Ed25519;
+import dev.tickmark.wire.HardwareReport;
 import java.security.KeyPair;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -77,6 +78,67 @@ class HostCardsTest {
    * before it left, and answered as each would have been alone; what they reserve is written in one
    * go.
    */
+  /**
+   * A host whose agent said it cannot give a rental network (a sandbox without slirp4netns) refuses
+   * such a proposal, alone or in a batch, and still takes rentals without network; it keeps saying
+   * so after a restart, and shows it.
+   */
+  @Test
+  void aHostThatCannotGiveNetworkRefusesARentalThatAsksForIt() {
+    TestClock clock = new TestClock(START);
+    HostDriver host = new HostDriver(testKit, HostDriver.settings(NEVER, false), clock, CARDS);
+    host.onMarket(new HardwareReport.WorkloadRuntime("sandbox", false));
+    assertEquals(
+        new Verification.WorkloadRuntime("sandbox", false), host.view().runtime(), "shown");
+
+    var refused = host.propose(r -> withNetwork("net", 1, true, r));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, refused);
+    assertEquals(
+        "the host cannot give a rental outbound network",
+        Rejection.detailOf(refused.reply().getError().getMessage()));
+
+    var batch =
+        host.reserveTogether(
+            List.of(withNetwork("net-2", 1, true, null), withNetwork("plain", 1, false, null)));
+    List<Host.ReservationAnswer> answers = ok(batch).answers();
+    assertEquals(Rejection.HOST_NOT_AVAILABLE, Rejection.codeOf(answers.get(0).refusal()));
+    assertEquals(List.of(0), answers.get(1).reservation().cards());
+    assertEquals(
+        List.of("plain"),
+        batch.events().stream().map(e -> ((Host.CardsReserved) e).rentalId()).toList());
+
+    host.assertRecovers();
+    assertRejected(
+        Rejection.HOST_NOT_AVAILABLE, host.propose(r -> withNetwork("net-3", 1, true, r)));
+  }
+
+  /** A host that can give network, and one whose agent never said (older agents), take it. */
+  @Test
+  void aHostThatCanGiveNetworkOrNeverSaidTakesARentalThatAsksForIt() {
+    for (HardwareReport.WorkloadRuntime runtime :
+        java.util.Arrays.asList(new HardwareReport.WorkloadRuntime("docker", true), null)) {
+      TestClock clock = new TestClock(START);
+      HostDriver host = new HostDriver(testKit, HostDriver.settings(NEVER, false), clock, CARDS);
+      if (runtime == null) host.onMarket();
+      else host.onMarket(runtime);
+      assertEquals(List.of(0, 1), ok(host.propose(r -> withNetwork("net", 2, true, r))).cards());
+    }
+  }
+
+  private static Host.ReserveCards withNetwork(
+      String rentalId, int count, boolean network, ActorRef<StatusReply<Reservation>> replyTo) {
+    return new Host.ReserveCards(
+        rentalId,
+        "acc_renter",
+        H100,
+        count,
+        Listing.Tier.ON_DEMAND,
+        ON_DEMAND,
+        null,
+        network,
+        replyTo);
+  }
+
   @Test
   void proposalsThatArriveTogetherAreJudgedInOrderAndWrittenAtOnce() {
     TestClock clock = new TestClock(START);

@@ -333,6 +333,12 @@ final class HostDriver {
   }
 
   /** Proposals that reached the host together ({@link Host.ReserveCardsBatch}). */
+  /** A proposal built by the test, given its reply address. */
+  CommandResultWithReply<Command, Event, State, StatusReply<Reservation>> propose(
+      java.util.function.Function<ActorRef<StatusReply<Reservation>>, ReserveCards> proposal) {
+    return kit.runCommand(proposal::apply);
+  }
+
   CommandResultWithReply<Command, Event, State, StatusReply<Host.Reservations>> reserveTogether(
       List<ReserveCards> proposals) {
     return kit.runCommand(r -> new Host.ReserveCardsBatch(proposals, r));
@@ -389,6 +395,15 @@ final class HostDriver {
   TestProbe<ToSession> verified() {
     TestProbe<ToSession> session = attached();
     assertTrue(ok(verify(session.getRef(), signedReport())).passed());
+    return session;
+  }
+
+  /** On the market, its report saying how its agent runs rentals. */
+  TestProbe<ToSession> onMarket(HardwareReport.WorkloadRuntime runtime) {
+    TestProbe<ToSession> session = attached();
+    Signed signed = sign(report(cards, false).withRuntime(runtime), key.getPrivate());
+    assertTrue(ok(verify(session.getRef(), signed)).passed());
+    ok(updateListing(OWNER, listed()));
     return session;
   }
 

@@ -84,7 +84,7 @@ class MatcherTest {
       List<Candidate> candidates, Hosts hosts, Duration askTimeout) {
     return testKit.spawn(
         Matcher.create(
-            (gpu, region, tier, max, count, renter, held) ->
+            (gpu, region, tier, max, count, renter, network, held) ->
                 CompletableFuture.completedFuture(candidates),
             hosts::ref,
             askTimeout));
@@ -222,6 +222,48 @@ class MatcherTest {
    * matcher holds, proposed (no answer yet) or given (when), so that it can look past the hosts
    * they fill instead of offering only hosts that are full already.
    */
+  /**
+   * A rental that asks for network is matched only among hosts that can give it: the read side is
+   * asked for those, and the host is told, so that one whose agent said it cannot refuses even when
+   * the read side lags. A rental without network asks for all.
+   */
+  @Test
+  void aRentalWithNetworkAsksForHostsThatCanGiveItAndTellsTheHost() {
+    Hosts hosts = new Hosts("h-a");
+    List<Boolean> networkAsked = new java.util.concurrent.CopyOnWriteArrayList<>();
+    ActorRef<Matcher.Command> matcher =
+        testKit.spawn(
+            Matcher.create(
+                (gpu, region, tier, max, count, renter, network, held) -> {
+                  networkAsked.add(network);
+                  return CompletableFuture.completedFuture(List.of(new Candidate("h-a", 1, 4)));
+                },
+                hosts::ref,
+                WAIT));
+    TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
+    for (boolean network : List.of(true, false)) {
+      String rental = rentalId();
+      matcher.tell(
+          new Match(
+              rental,
+              "acc_renter",
+              GPU,
+              1,
+              Listing.Tier.ON_DEMAND,
+              null,
+              CEILING,
+              null,
+              null,
+              network,
+              replyTo.getRef()));
+      Host.ReserveCards proposal = hosts.expectProposal("h-a");
+      assertEquals(network, proposal.network(), "the host is told");
+      proposal.replyTo().tell(StatusReply.success(reservation("h-a", rental, List.of(0), 1, T1)));
+      assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT));
+    }
+    assertEquals(List.of(true, false), networkAsked, "the read side is asked accordingly");
+  }
+
   @Test
   void tellsTheReadSideWhichCardsItHoldsThatItMayNotShowYet() {
     Hosts hosts = new Hosts("h-a", "h-b");
@@ -229,7 +271,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, held) -> {
+                (gpu, region, tier, max, count, renter, network, held) -> {
                   heldAsked.add(held);
                   return CompletableFuture.completedFuture(
                       List.of(new Candidate("h-a", 1, 4), new Candidate("h-b", 2, 4)));
@@ -291,7 +333,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, held) ->
+                (gpu, region, tier, max, count, renter, network, held) ->
                     CompletableFuture.completedFuture(readSide.get()),
                 hosts::ref,
                 WAIT));
@@ -349,7 +391,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, held) ->
+                (gpu, region, tier, max, count, renter, network, held) ->
                     CompletableFuture.completedFuture(
                         queries.incrementAndGet() == 1
                             ? List.of(new Candidate("h-a", 1, 1))
@@ -397,7 +439,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, held) ->
+                (gpu, region, tier, max, count, renter, network, held) ->
                     readSideDown.get()
                         ? CompletableFuture.failedFuture(
                             new SQLTransientConnectionException(
@@ -519,7 +561,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, held) -> {
+                (gpu, region, tier, max, count, renter, network, held) -> {
                   queries.incrementAndGet();
                   return CompletableFuture.completedFuture(
                       List.of(new Candidate(cheap, 1, 8), new Candidate(dear, 2, 8)));
@@ -687,7 +729,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, held) ->
+                (gpu, region, tier, max, count, renter, network, held) ->
                     CompletableFuture.completedFuture(List.of(new Candidate("h-a", 1, 8))),
                 hosts::ref,
                 Matcher.Settings.defaults(WAIT),
@@ -755,7 +797,7 @@ class MatcherTest {
     Map<String, MarketHost> byId = Map.of(own.hostId, own, other.hostId, other);
     List<String> askedFor = new java.util.concurrent.CopyOnWriteArrayList<>();
     Matcher.Candidates unfiltered =
-        (gpu, region, tier, max, count, renter, held) -> {
+        (gpu, region, tier, max, count, renter, network, held) -> {
           askedFor.add(renter);
           return CompletableFuture.completedFuture(
               List.of(
@@ -787,7 +829,7 @@ class MatcherTest {
 
     // with only its own host on the market, the renter gets no match
     Matcher.Candidates onlyOwn =
-        (gpu, region, tier, max, count, r, held) ->
+        (gpu, region, tier, max, count, r, network, held) ->
             CompletableFuture.completedFuture(List.of(new Candidate(own.hostId, own.floor, 4)));
     ActorRef<Matcher.Command> second =
         testKit.spawn(Matcher.create(onlyOwn, id -> byId.get(id).ref, WAIT));
@@ -892,7 +934,8 @@ class MatcherTest {
     // The read side lags: it still offers every card of every host, whatever was taken since.
     List<Candidate> stale = market.stream().map(h -> new Candidate(h.hostId, h.floor, 8)).toList();
     Matcher.Candidates candidates =
-        (gpu, region, tier, max, count, renter, held) -> CompletableFuture.completedFuture(stale);
+        (gpu, region, tier, max, count, renter, network, held) ->
+            CompletableFuture.completedFuture(stale);
     // Two matchers propose at once (a shard moving between nodes): the hosts still hand each card
     // out once.
     List<ActorRef<Matcher.Command>> matchers =

@@ -348,6 +348,38 @@ class RentalTest {
     assertEquals(0, f.renter.summary().held());
   }
 
+  /**
+   * A rental that asks for outbound network says so to the matcher, at its launch and at every
+   * later attempt while it waits, so that it only ever lands on a host that can give it.
+   */
+  @Test
+  void aRentalWithNetworkAsksTheMatcherForAHostThatCanGiveIt() {
+    RentalFixture f = fixture();
+    Spec plain = onDemand(CARDS, CEILING);
+    Spec spec =
+        new Spec(
+            plain.gpu(),
+            plain.count(),
+            plain.tier(),
+            plain.region(),
+            plain.maxPricePerGpuHour(),
+            plain.image(),
+            plain.command(),
+            plain.sshPublicKey(),
+            plain.maxTotal(),
+            plain.waitSeconds(),
+            true);
+    f.create(spec);
+    Matcher.Match first = f.expectMatch();
+    assertTrue(first.network(), "at the launch");
+    first.replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
+    assertEquals(Rental.Status.PENDING, ok(f.creator.receiveMessage(RentalFixture.WAIT)).status());
+    Matcher.Match again = f.expectMatch();
+    assertTrue(again.network(), "while it waits");
+    again.replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
+    assertTrue(f.host.expect(Host.StartWorkload.class).network(), "and the host starts it so");
+  }
+
   @Test
   void aRetriedLaunchOfAMatchedRentalAnswersTheRentalAsItStands() {
     RentalFixture f = fixture();

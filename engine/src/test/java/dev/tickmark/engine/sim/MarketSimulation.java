@@ -786,6 +786,7 @@ public final class MarketSimulation implements AutoCloseable {
       long maxPrice,
       int count,
       String renterId,
+      boolean network, // every simulated host runs rentals with network
       Matcher.Holdings held) {
     List<Matcher.Candidate> found = new ArrayList<>();
     Instant now = clock.instant();

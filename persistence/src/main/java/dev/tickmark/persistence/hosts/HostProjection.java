@@ -54,14 +54,24 @@ public final class HostProjection {
     } else if (event instanceof Host.ReportVerified e) {
       out.add(
           "UPDATE hosts SET status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'verified' END,"
-              + " gpu = ?, cards_total = ?, simulated = ?, updated_at = ? WHERE host_id = ?",
+              + " gpu = ?, cards_total = ?, simulated = ?, runtime = ?, offers_network = ?,"
+              + " updated_at = ? WHERE host_id = ?",
           st -> {
             st.setString(
                 1, e.outcome().cards().isEmpty() ? null : e.outcome().cards().get(0).gpu());
             st.setInt(2, e.outcome().cards().size());
             st.setBoolean(3, e.outcome().simulated());
-            st.setTimestamp(4, at);
-            st.setString(5, hostId);
+            var runtime = e.outcome().runtime();
+            // a report that did not say leaves both unknown: the host then takes every rental
+            if (runtime == null) {
+              st.setNull(4, Types.VARCHAR);
+              st.setNull(5, Types.BOOLEAN);
+            } else {
+              st.setString(4, runtime.name());
+              st.setBoolean(5, runtime.network());
+            }
+            st.setTimestamp(6, at);
+            st.setString(7, hostId);
           });
     } else if (event instanceof Host.ReportRejected e) {
       // A failed report leaves no verified cards: cards_total > 0 is what Reinstated reads as "the

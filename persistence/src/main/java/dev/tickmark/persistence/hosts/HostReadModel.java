@@ -38,7 +38,9 @@ public final class HostReadModel {
       List<Listing.Window> availability,
       Instant createdAt,
       Instant updatedAt,
-      Reliability reliability) {
+      Reliability reliability,
+      String runtime,
+      Boolean offersNetwork) {
 
     public int cardsFree() {
       return Math.max(0, cardsTotal - cardsTaken);
@@ -55,12 +57,18 @@ public final class HostReadModel {
       int hosts,
       boolean simulated) {}
 
-  public record OfferFilter(String gpu, String region, Listing.Tier tier, Long maxPrice) {}
+  /** {@code network}: only hosts that can give a rental outbound network (as the matcher picks). */
+  public record OfferFilter(
+      String gpu, String region, Listing.Tier tier, Long maxPrice, boolean network) {
+    public OfferFilter(String gpu, String region, Listing.Tier tier, Long maxPrice) {
+      this(gpu, region, tier, maxPrice, false);
+    }
+  }
 
   private static final String COLUMNS =
       "host_id, owner_id, region, label, status, online, listed, draining, simulated, gpu,"
           + " cards_total, cards_taken, on_demand_price, spot_price, availability, created_at, updated_at,"
-          + " rentals_ended, rentals_lost";
+          + " rentals_ended, rentals_lost, runtime, offers_network";
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -180,7 +188,8 @@ public final class HostReadModel {
       int count,
       String renterId,
       Instant now) {
-    return candidates(gpu, region, tier, maxPrice, count, renterId, Matcher.Holdings.NONE, now);
+    return candidates(
+        gpu, region, tier, maxPrice, count, renterId, false, Matcher.Holdings.NONE, now);
   }
 
   /**
@@ -189,6 +198,7 @@ public final class HostReadModel {
    * cards after those, read past the held hosts, cheapest first; the held hosts only when no other
    * is found (the matcher's count may be stale, and the host decides). Each held host hides at most
    * one row, so a page of {@value #CANDIDATE_PAGE} plus one row per held host usually suffices.
+   * {@code network}: only hosts that have not said they cannot give a rental outbound network.
    */
   public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(
       String gpu,
@@ -197,6 +207,7 @@ public final class HostReadModel {
       long maxPrice,
       int count,
       String renterId,
+      boolean network,
       Matcher.Holdings held,
       Instant now) {
     String price = tier == Listing.Tier.SPOT ? "spot_price" : "on_demand_price";
@@ -212,6 +223,7 @@ public final class HostReadModel {
             + " <= ?"
             + (region == null ? "" : " AND region = ?")
             + (renterId == null ? "" : " AND owner_id <> ?")
+            + (network ? " AND offers_network IS NOT FALSE" : "")
             + " ORDER BY "
             + price
             // Matcher.ordered's order (Reliability): the share of ended rentals lost, then the
@@ -282,6 +294,7 @@ public final class HostReadModel {
     for (HostRow row : rows) {
       if (filter.gpu() != null && !filter.gpu().equals(row.gpu())) continue;
       if (filter.region() != null && !filter.region().equals(row.region())) continue;
+      if (filter.network() && Boolean.FALSE.equals(row.offersNetwork())) continue;
       Listing listing =
           new Listing(
               row.onDemandPrice() == null ? 0 : row.onDemandPrice(),
@@ -349,6 +362,8 @@ public final class HostReadModel {
         HostProjection.windowsFrom(rs.getString(15)),
         rs.getTimestamp(16).toInstant(),
         rs.getTimestamp(17).toInstant(),
-        new Reliability(rs.getLong(18), rs.getLong(19)));
+        new Reliability(rs.getLong(18), rs.getLong(19)),
+        rs.getString(20),
+        rs.getObject(21, Boolean.class));
   }
 }

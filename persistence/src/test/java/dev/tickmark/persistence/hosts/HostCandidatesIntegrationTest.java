@@ -195,6 +195,57 @@ class HostCandidatesIntegrationTest {
         List.of(), candidates(null, Listing.Tier.ON_DEMAND, 2, 1), "nothing at or below 0.000002");
   }
 
+  @Test
+  void aRentalWithNetworkIsNeverOfferedAHostThatSaidItCannotGiveIt() throws Exception {
+    // Three hosts of a model of their own: the cheapest said it cannot give network (a sandbox
+    // without slirp4netns), the next has not said (an older agent), the dearest can.
+    insert("n-none", "l40s-48gb", "eu-nl", "verified", true, true, false, 4, 0, 100, null, "[]");
+    insert("n-unsaid", "l40s-48gb", "eu-nl", "verified", true, true, false, 4, 0, 200, null, "[]");
+    insert("n-able", "l40s-48gb", "eu-nl", "verified", true, true, false, 4, 0, 300, null, "[]");
+    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+        PreparedStatement st =
+            c.prepareStatement(
+                "UPDATE hosts SET runtime = ?, offers_network = ? WHERE host_id = ?")) {
+      st.setString(1, "sandbox");
+      st.setBoolean(2, false);
+      st.setString(3, "n-none");
+      st.addBatch();
+      st.setString(1, "docker");
+      st.setBoolean(2, true);
+      st.setString(3, "n-able");
+      st.addBatch();
+      st.executeBatch();
+    }
+    List<String> withNetwork =
+        hosts
+            .candidates(
+                "l40s-48gb",
+                null,
+                Listing.Tier.ON_DEMAND,
+                3_000_000,
+                1,
+                null,
+                true,
+                Matcher.Holdings.NONE,
+                NOW)
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS)
+            .stream()
+            .map(Candidate::hostId)
+            .toList();
+    assertEquals(List.of("n-unsaid", "n-able"), withNetwork, "cheapest first, never n-none");
+    List<String> without =
+        hosts
+            .candidates("l40s-48gb", null, Listing.Tier.ON_DEMAND, 3_000_000, 1, NOW)
+            .toCompletableFuture()
+            .get(10, TimeUnit.SECONDS)
+            .stream()
+            .map(Candidate::hostId)
+            .toList();
+    assertEquals(
+        List.of("n-none", "n-unsaid", "n-able"), without, "a rental without network: all three");
+  }
+
   /** Candidates for a matcher holding {@code cards} on each host, reserved at {@code at}. */
   static List<Candidate> candidatesBeyond(Map<String, Integer> cards, Instant at) throws Exception {
     Map<String, List<Matcher.Holding>> byHost = new HashMap<>();
@@ -207,6 +258,7 @@ class HostCandidatesIntegrationTest {
             3_000_000,
             1,
             null,
+            false,
             new Matcher.Holdings(byHost),
             NOW)
         .toCompletableFuture()

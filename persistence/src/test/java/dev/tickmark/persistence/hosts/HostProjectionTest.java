@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.Migrations;
 import dev.tickmark.persistence.StatementBatch;
@@ -125,5 +126,39 @@ class HostProjectionTest {
     assertEquals(
         new dev.tickmark.engine.market.Reliability(3, 1),
         rows("acc_record").get("h-r").reliability());
+  }
+
+  /**
+   * How a host runs rentals comes from its passed reports: the latest one's, and a report that does
+   * not say (an older agent's) leaves it unknown again, which the matcher takes as able.
+   */
+  @Test
+  void keepsTheRuntimeOfTheLatestPassedReport() {
+    group(List.of(new Fed("h-rt", new Host.Invited("acc_runtime", "eu-nl", "rt", "x", AT, AT))));
+    assertEquals(null, rows("acc_runtime").get("h-rt").runtime(), "not reported yet");
+
+    group(List.of(new Fed("h-rt", verified(new Verification.WorkloadRuntime("sandbox", false)))));
+    HostReadModel.HostRow row = rows("acc_runtime").get("h-rt");
+    assertEquals("sandbox", row.runtime());
+    assertEquals(Boolean.FALSE, row.offersNetwork());
+
+    group(List.of(new Fed("h-rt", verified(new Verification.WorkloadRuntime("sandbox", true)))));
+    assertEquals(Boolean.TRUE, rows("acc_runtime").get("h-rt").offersNetwork());
+
+    group(List.of(new Fed("h-rt", verified(null))));
+    row = rows("acc_runtime").get("h-rt");
+    assertEquals(null, row.runtime());
+    assertEquals(null, row.offersNetwork());
+  }
+
+  static Host.ReportVerified verified(Verification.WorkloadRuntime runtime) {
+    var outcome =
+        new Verification.Outcome(
+            true,
+            List.of(),
+            List.of(new Verification.Card(0, "GPU-0", "h100-80gb")),
+            true,
+            runtime);
+    return new Host.ReportVerified(outcome, "hash", AT.plusSeconds(1));
   }
 }

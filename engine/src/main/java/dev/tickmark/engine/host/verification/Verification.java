@@ -1,5 +1,6 @@
 package dev.tickmark.engine.host.verification;
 
+import com.fasterxml.jackson.annotation.JsonCreator;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.catalog.Catalog;
@@ -81,11 +82,33 @@ public final class Verification {
    * The verdict. {@code cards} lists every GPU the report names, but a card may be listed on the
    * market only if {@code passed} (see {@link #usableCards()}).
    */
-  public record Outcome(boolean passed, List<Check> checks, List<Card> cards, boolean simulated)
+  /**
+   * {@code runtime}: how the host runs rentals, as its report said (null: a report from an agent
+   * older than 2026-12-07, or an outcome recorded before it was kept).
+   */
+  public record Outcome(
+      boolean passed,
+      List<Check> checks,
+      List<Card> cards,
+      boolean simulated,
+      WorkloadRuntime runtime)
       implements CborSerializable {
+    @JsonCreator
     public Outcome {
       checks = List.copyOf(checks);
       cards = List.copyOf(cards);
+    }
+
+    public Outcome(boolean passed, List<Check> checks, List<Card> cards, boolean simulated) {
+      this(passed, checks, cards, simulated, null);
+    }
+
+    /**
+     * Whether a rental that asks for outbound network can run on the host: unless its report said
+     * it cannot (a host that did not say is taken at its word from before: it may).
+     */
+    public boolean offersNetwork() {
+      return runtime == null || runtime.network();
     }
 
     /** The cards the market may rent out: all of them if the host passed, none otherwise. */
@@ -101,6 +124,12 @@ public final class Verification {
       return Optional.empty();
     }
   }
+
+  /**
+   * How a host runs rentals: {@code name} {@code docker}, {@code sandbox} or {@code process};
+   * {@code network}: whether it can give a rental outbound network.
+   */
+  public record WorkloadRuntime(String name, boolean network) implements CborSerializable {}
 
   /**
    * The thresholds. Versions are dotted numbers compared numerically; the VRAM tolerance is in
@@ -254,8 +283,20 @@ public final class Verification {
     for (Check c : checks) {
       if (c.status() == Status.FAIL) passed = false;
     }
-    return new Outcome(passed, checks, cards, report.simulated());
+    HardwareReport.WorkloadRuntime runtime = report.runtime();
+    return new Outcome(
+        passed,
+        checks,
+        cards,
+        report.simulated(),
+        runtime == null
+            ? null
+            : new WorkloadRuntime(
+                RUNTIMES.contains(runtime.name()) ? runtime.name() : "unknown", runtime.network()));
   }
+
+  /** The runtime names an agent may report; any other is shown as {@code unknown}. */
+  static final Set<String> RUNTIMES = Set.of("docker", "sandbox", "process");
 
   // --- the checks -------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import static dev.tickmark.engine.host.verification.Verification.Status.PASS;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -30,6 +31,7 @@ import dev.tickmark.wire.HardwareReport.Gpu;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.function.UnaryOperator;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
@@ -674,6 +676,53 @@ class VerificationTest {
     for (Outcome o : List.of(failed, passed)) {
       assertEquals(o, cbor.readValue(cbor.writeValueAsBytes(o), Outcome.class));
     }
+  }
+
+  @Test
+  void theOutcomeKeepsHowTheHostRunsRentalsWithoutJudgingIt() throws Exception {
+    Outcome unsaid = Verification.verify(healthy(), true, CATALOG, STRICT);
+    assertNull(unsaid.runtime(), "an agent older than 2026-12-07 says nothing");
+    assertTrue(unsaid.offersNetwork(), "a host that did not say is taken as able, as before");
+
+    Outcome noNetwork =
+        Verification.verify(
+            healthy().withRuntime(new HardwareReport.WorkloadRuntime("sandbox", false)),
+            true,
+            CATALOG,
+            STRICT);
+    assertEquals(new Verification.WorkloadRuntime("sandbox", false), noNetwork.runtime());
+    assertFalse(noNetwork.offersNetwork());
+    assertTrue(noNetwork.passed(), "no network is no failure: rentals without it still run there");
+    assertEquals(unsaid.checks(), noNetwork.checks());
+
+    Outcome docker =
+        Verification.verify(
+            healthy().withRuntime(new HardwareReport.WorkloadRuntime("docker", true)),
+            true,
+            CATALOG,
+            STRICT);
+    assertTrue(docker.offersNetwork());
+
+    Outcome odd =
+        Verification.verify(
+            healthy().withRuntime(new HardwareReport.WorkloadRuntime("<b>my own</b>", true)),
+            true,
+            CATALOG,
+            STRICT);
+    assertEquals(
+        new Verification.WorkloadRuntime("unknown", true),
+        odd.runtime(),
+        "a name outside docker, sandbox and process is never shown as sent");
+
+    ObjectMapper cbor = new CBORMapper().registerModule(new ParameterNamesModule());
+    assertEquals(noNetwork, cbor.readValue(cbor.writeValueAsBytes(noNetwork), Outcome.class));
+    // An outcome recorded before the runtime was kept (events and snapshots of older nodes)
+    byte[] older =
+        cbor.writeValueAsBytes(
+            Map.of("passed", true, "checks", List.of(), "cards", List.of(), "simulated", true));
+    Outcome read = cbor.readValue(older, Outcome.class);
+    assertNull(read.runtime());
+    assertTrue(read.offersNetwork());
   }
 
   @Test
