@@ -18,8 +18,10 @@ import picocli.CommandLine.Parameters;
  * {@code tickmark launch}: asks for a rental, prints the match (cards, region, frozen price), then,
  * like {@code docker run}, follows the rental until it runs, printing each status change. Exits 1
  * with one readable line if it ends first ({@code no_capacity}, {@code provisioning_failed}, …).
- * The request carries an {@code Idempotency-Key}, so a retry after a lost answer never creates a
- * second rental.
+ * With {@code --follow}, as {@code docker run} without {@code -d}: the workload's output until it
+ * ends, and the workload's exit status as the CLI's (1 when the rental ended otherwise). The
+ * request carries an {@code Idempotency-Key}, so a retry after a lost answer never creates a second
+ * rental.
  */
 @Command(
     name = "launch",
@@ -109,6 +111,15 @@ final class LaunchCommand extends ApiCommand {
   String restore;
 
   @Option(
+      names = {"-f", "--follow"},
+      description =
+          "Once the workload runs, show its output until it ends (its stdout on stdout, the rest on"
+              + " stderr) and exit with the workload's exit status, or 1 if the rental ended"
+              + " otherwise (stopped, cap reached, preempted, host lost). Ctrl-C stops following,"
+              + " not the rental.")
+  boolean follow;
+
+  @Option(
       names = {"-d", "--detach"},
       description = "Return once matched instead of waiting until it runs.")
   boolean detach;
@@ -131,13 +142,18 @@ final class LaunchCommand extends ApiCommand {
     if (ssh && detach)
       throw new ParameterException(
           spec.commandLine(), "--ssh waits until the rental runs: drop --detach");
+    if (follow && (detach || ssh))
+      throw new ParameterException(
+          spec.commandLine(),
+          "--follow shows the workload's output until it ends: drop "
+              + (ssh ? "--ssh" : "--detach"));
     Http http = withApiKey();
     String key = idempotencyKey != null ? idempotencyKey : "cli-launch-" + UUID.randomUUID();
     JsonNode rental = http.postIdempotent("/v1/rentals", request(), key).json().path("rental");
     String id = rental.path("id").asText();
     if (matched(rental)) printMatch(rental);
     else if (!RentalEvents.ended(rental)) {
-      notes()
+      say()
           .println(
               "Rental "
                   + id
@@ -148,14 +164,34 @@ final class LaunchCommand extends ApiCommand {
                   + " EUR/GPU-hour"
                   + (waitSeconds == null ? "" : " (up to " + waitSeconds + " s)")
                   + "...");
-      notes().flush();
+      say().flush();
     }
     JsonNode last =
         done(rental)
             ? rental
             : RentalEvents.follow(http, id, this::done, new Progress(rental)::show);
+    boolean ran = last.hasNonNull("started_at");
+    if (RentalEvents.ended(last) && !ran) throw endedEarly(last);
+    if (follow) return followToTheEnd(http, id);
     if (json()) out().println(Http.JSON.createObjectNode().set("rental", last));
-    if (RentalEvents.ended(last)) throw endedEarly(last);
+    if (RentalEvents.ended(last)) {
+      // a short workload can end before its launch sees it run: it ran, so this is no failure
+      if (!json())
+        out()
+            .println(
+                "Rental "
+                    + id
+                    + " ran and has ended ("
+                    + RentalEvents.endReason(last)
+                    + "): billed "
+                    + last.path("billed_seconds").asLong()
+                    + " s, cost "
+                    + last.path("cost").asText()
+                    + " EUR. Output: tickmark logs "
+                    + id);
+      out().flush();
+      return Cli.EXIT_OK;
+    }
     String status = last.path("status").asText();
     if (!json()) {
       if (status.equals("running")) {
@@ -190,6 +226,58 @@ final class LaunchCommand extends ApiCommand {
     return Cli.EXIT_OK;
   }
 
+  /** Where the launch's own lines go: stderr while stdout carries the workload's or JSON. */
+  private java.io.PrintWriter say() {
+    return follow ? err() : notes();
+  }
+
+  /**
+   * The workload's output as it comes, until the rental has ended and its last line was shown; then
+   * how it ended, and the exit status: the workload's own when it exited by itself.
+   */
+  private int followToTheEnd(Http http, String id) {
+    if (!json()) {
+      err().println("Rental " + id + " is running; its output follows (Ctrl-C stops following).");
+      err().flush();
+    }
+    LogsCommand.follow(
+        http,
+        "/v1/rentals/" + segment(id) + "/logs",
+        null,
+        line -> LogsCommand.printLine(line, json(), out(), err()));
+    JsonNode ended = http.get("/v1/rentals/" + segment(id)).json();
+    if (!RentalEvents.ended(ended)) // the log ends with the rental: this is a moment at most
+    ended = RentalEvents.follow(http, id, RentalEvents::ended, event -> {});
+    if (json()) out().println(Http.JSON.createObjectNode().set("rental", ended));
+    err()
+        .println(
+            "Rental "
+                + id
+                + " ended ("
+                + RentalEvents.endReason(ended)
+                + "): billed "
+                + ended.path("billed_seconds").asLong()
+                + " s, cost "
+                + ended.path("cost").asText()
+                + " EUR.");
+    out().flush();
+    err().flush();
+    return exitStatus(ended);
+  }
+
+  /**
+   * The workload's exit status when it ended by itself and the host's agent reported it (as {@code
+   * docker run} exits with the container's); 1 for every other end, and for a workload whose status
+   * the host did not report (agents older than 2026-12-07): a script never takes a job whose
+   * outcome is unknown for a success.
+   */
+  static int exitStatus(JsonNode ended) {
+    JsonNode code = ended.path("exit_code");
+    if ("workload_exited".equals(ended.path("end_reason").asText()) && code.isIntegralNumber())
+      return code.asInt();
+    return Cli.EXIT_API_ERROR;
+  }
+
   /** Prints each status change once, and the match when a waiting rental finds its host. */
   private final class Progress {
     private String shown;
@@ -205,8 +293,8 @@ final class LaunchCommand extends ApiCommand {
       if (status.equals(shown)) return;
       if (shown.equals("pending") && matched(view)) printMatch(view);
       if (!status.equals("ended")) {
-        notes().println("Status: " + status);
-        notes().flush();
+        say().println("Status: " + status);
+        say().flush();
       }
       shown = status;
     }
@@ -252,7 +340,7 @@ final class LaunchCommand extends ApiCommand {
   }
 
   private void printMatch(JsonNode rental) {
-    notes()
+    say()
         .println(
             "Rental "
                 + rental.path("id").asText()
@@ -266,7 +354,7 @@ final class LaunchCommand extends ApiCommand {
                 + rental.path("tier").asText()
                 + ", price frozen for the rental)"
                 + (rental.path("simulated").asBoolean() ? " on a simulated host" : ""));
-    notes().flush();
+    say().flush();
   }
 
   private static boolean matched(JsonNode rental) {

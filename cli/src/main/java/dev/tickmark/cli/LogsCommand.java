@@ -1,6 +1,7 @@
 package dev.tickmark.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.io.PrintWriter;
 import java.time.Duration;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -60,6 +61,17 @@ final class LogsCommand extends ApiCommand {
   }
 
   private int follow(Http http, String path) {
+    follow(http, path, tail, this::print);
+    return Cli.EXIT_OK;
+  }
+
+  /**
+   * Hands each line of the rental's log at {@code path} to {@code print} as it comes (from the last
+   * {@code tail} lines, or from the first), until the rental has ended and its last line was shown;
+   * reopens the stream after a lost connection where it was.
+   */
+  static void follow(
+      Http http, String path, Integer tail, java.util.function.Consumer<JsonNode> print) {
     String[] lastId = {null};
     boolean[] ended = {false};
     for (int failures = 0; ; ) {
@@ -74,12 +86,12 @@ final class LogsCommand extends ApiCommand {
                 return false;
               }
               if (event.type().equals("log")) {
-                print(event.json());
+                print.accept(event.json());
                 if (event.id() != null) lastId[0] = event.id();
               }
               return true;
             });
-        if (ended[0]) return Cli.EXIT_OK;
+        if (ended[0]) return;
       } catch (UnreachableException e) {
         if (++failures > MAX_REOPENS) throw e;
         pause(Duration.ofMillis(Math.min(5_000, 250L << Math.min(failures, 5))));
@@ -95,13 +107,18 @@ final class LogsCommand extends ApiCommand {
   }
 
   private void printLine(JsonNode line) {
-    if (json()) {
-      out().println(line);
-      out().flush();
+    printLine(line, json(), out(), err());
+  }
+
+  /** A log line as {@code logs} shows it: stdout on {@code out}, the rest on {@code err}. */
+  static void printLine(JsonNode line, boolean json, PrintWriter out, PrintWriter err) {
+    if (json) {
+      out.println(line);
+      out.flush();
       return;
     }
     boolean toOut = "stdout".equals(line.path("stream").asText());
-    var w = toOut ? out() : err();
+    var w = toOut ? out : err;
     w.println(line.path("text").asText());
     w.flush();
   }

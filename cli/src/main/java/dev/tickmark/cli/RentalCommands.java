@@ -74,7 +74,7 @@ final class RentalCommands {
             r.get("billed_seconds"),
             r.get("cost"),
             r.get("created_at"),
-            r.get("end_reason"));
+            r.hasNonNull("end_reason") ? RentalEvents.endReason(r) : null);
       }
       if (table.isEmpty())
         out()

@@ -105,11 +105,95 @@ class CliLogsIntegrationTest {
         shown.lines().anyMatch(l -> l.matches("Exit code:\\s+4")),
         "the workload's exit status: " + shown);
     assertTrue(shown.lines().anyMatch(l -> l.matches("End reason:\\s+workload_exited")), shown);
+    String ps = cli.run("ps", "--all").ok().out();
+    assertTrue(
+        ps.lines().anyMatch(l -> l.startsWith(id) && l.endsWith("workload_exited, exit code 4")),
+        "the exit status in the list: " + ps);
     String usage = cli.run("usage", id, "--follow").ok().out();
     assertTrue(
         usage.contains("Rental " + id + " ended (workload_exited, exit code 4): billed "), usage);
     assertEquals(2, cli.run("logs", id, "--tail", "0").exit(), "bad usage");
     assertEquals(1, cli.run("logs", "rnt_nosuchrental1").exit(), "an API error: not_found");
+  }
+
+  /**
+   * {@code launch --follow} is {@code docker run} for a rental: the workload's stdout on stdout,
+   * the rest (its stderr, the launch's own lines) on stderr, until it ends; the CLI then exits with
+   * the workload's exit status, or 1 when the rental ended otherwise (here: the renter stopped it).
+   */
+  @Test
+  void launchFollowShowsTheWorkloadsOutputAndExitsWithItsStatus() throws Exception {
+    TestMarket.Customer provider = market.signUp("Follow provider");
+    market.listedHost(provider, "eu-de", "2.49", temp.resolve("agent"));
+    TestMarket.Customer renter = market.signUp("Follow renter");
+    new CliRunner(temp.resolve("operator.json"))
+        .withEnv("TICKMARK_OPERATOR_TOKEN", TestMarket.OPERATOR_TOKEN)
+        .withEnv("TICKMARK_URL", market.url())
+        .run("ops", "deposit", renter.id(), "20", "--reference", "follow-1")
+        .ok();
+    CliRunner cli =
+        new CliRunner(temp.resolve("renter.json"))
+            .withEnv("TICKMARK_URL", market.url())
+            .withEnv("TICKMARK_API_KEY", renter.apiKey());
+    String[] launch = {"launch", "--gpu", "h100-80gb", "--region", "eu-de", "--max-price", "3.00"};
+
+    CliRunner.Result failed =
+        cli.run(
+            concat(
+                launch,
+                "--follow",
+                "--",
+                "sh",
+                "-c",
+                "echo out; echo err >&2; sleep 0.2; echo done; exit 7"));
+    failed.expect(7);
+    assertEquals("out\ndone\n", failed.out(), "only the workload's stdout: " + failed.err());
+    assertTrue(failed.err().contains("\nerr\n"), failed.err());
+    assertTrue(
+        failed.err().contains(" ended (workload_exited, exit code 7): billed "), failed.err());
+
+    CliRunner.Result succeeded = cli.run(concat(launch, "-f", "--", "true"));
+    succeeded.ok();
+    assertEquals("", succeeded.out());
+
+    // Without --follow, a workload that ends at once succeeds too, also when it ended before the
+    // launch saw it run (LaunchQuickWorkloadTest makes that happen every time).
+    CliRunner.Result quick = cli.run(concat(launch, "--", "true"));
+    quick.ok();
+
+    // JSON: the log lines, then the ended rental
+    List<String> jsonLines =
+        cli.run(concat(launch, "--follow", "--json", "--", "sh", "-c", "echo one; exit 3"))
+            .expect(3)
+            .out()
+            .lines()
+            .toList();
+    assertEquals(2, jsonLines.size(), jsonLines.toString());
+    assertEquals("one", json(jsonLines.get(0)).get("text").asText());
+    assertEquals(3, json(jsonLines.get(1)).get("rental").get("exit_code").asInt());
+
+    // Stopped while followed: 1, and the end reason on stderr
+    CliRunner.Background following =
+        cli.start(concat(launch, "--follow", "--", "sh", "-c", "echo started; sleep 600"));
+    Eventually.eventually(
+        TestMarket.WAIT, () -> assertTrue(following.out().toString().contains("started")));
+    java.util.regex.Matcher id =
+        java.util.regex.Pattern.compile("Rental (rnt_\\w+) ").matcher(following.err().toString());
+    assertTrue(id.find(), following.err().toString());
+    cli.run("stop", id.group(1)).ok();
+    CliRunner.Result stopped =
+        following.result().get(TestMarket.WAIT.toSeconds(), TimeUnit.SECONDS).expect(1);
+    assertEquals("started\n", stopped.out());
+    assertTrue(stopped.err().contains(" ended (stopped"), stopped.err());
+
+    assertEquals(
+        2, cli.run(concat(launch, "--follow", "--detach", "--", "true")).exit(), "bad usage");
+  }
+
+  private static String[] concat(String[] first, String... more) {
+    String[] all = java.util.Arrays.copyOf(first, first.length + more.length);
+    System.arraycopy(more, 0, all, first.length, more.length);
+    return all;
   }
 
   private static JsonNode json(String line) {
