@@ -29,6 +29,7 @@ const ROUTES = [
   [/^\/sign-in$/, "sign-in", renter.signIn],
   [/^\/account$/, "account", renter.account],
   [/^\/launch$/, "launch", renter.launch],
+  [/^\/launch\/(snap_[A-Za-z0-9_-]+)$/, "launch", renter.launch],
   [/^\/rentals$/, "rentals", renter.rentals],
   [/^\/rentals\/([A-Za-z0-9_-]+)$/, "rental", renter.rental],
   [/^\/snapshots$/, "snapshots", renter.snapshots],

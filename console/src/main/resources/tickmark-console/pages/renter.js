@@ -129,13 +129,14 @@ export async function account(view, { signal, refresh }) {
   );
 }
 
-export async function launch(view, { signal }) {
+export async function launch(view, { signal, params }) {
   document.title = "Launch — Tickmark";
   add(view, title("Launch a rental"));
   if (!signedInOrPrompt(view)) return;
-  const [catalog, regions] = await Promise.all([
+  const [catalog, regions, ready] = await Promise.all([
     get("/v1/catalog/gpus", { auth: null, signal }),
     get("/v1/catalog/regions", { auth: null, signal }),
+    get("/v1/snapshots?status=ready&limit=100", { signal }),
   ]);
   const gpu = select("gpu", catalog.gpus.map((g) => [g.code, g.name]), "h100-80gb");
   const count = input({ type: "number", name: "count", min: "1", max: "64", value: "1", required: true });
@@ -146,6 +147,13 @@ export async function launch(view, { signal }) {
   const command = input({ name: "command", value: "", placeholder: "sleep 3600" });
   const sshKey = h("textarea", { name: "ssh_public_key", rows: "2", placeholder: "ssh-ed25519 AAAA… (empty: your account's SSH keys)" });
   const maxTotal = input({ name: "max_total", inputmode: "decimal", placeholder: "no limit" });
+  // #/launch/snap_…: the snapshots page's "Launch with it"
+  const restore = select(
+    "restore",
+    [["", "none: an empty workspace"], ...ready.snapshots.map((s) => [s.id, `${s.id} (from ${s.rental_id ?? "—"}, ${when(s.created_at)})`])],
+    params?.[0] ?? "",
+  );
+  const network = h("input", { type: "checkbox", name: "network", id: "network" });
   const box = errorBox();
   add(view, 
     h(
@@ -164,6 +172,8 @@ export async function launch(view, { signal }) {
           if (command.value.trim()) body.command = ["sh", "-c", command.value];
           if (sshKey.value.trim()) body.ssh_public_key = sshKey.value.trim();
           if (maxTotal.value.trim()) body.max_total = maxTotal.value.trim();
+          if (restore.value) body.restore = restore.value;
+          if (network.checked) body.network = true;
           const r = await post("/v1/rentals", body, { idempotencyKey: crypto.randomUUID() });
           location.hash = `#/rentals/${r.rental.id}`;
         }),
@@ -177,6 +187,13 @@ export async function launch(view, { signal }) {
       field("Command (run with sh -c; empty: the image's own)", command),
       field("SSH public key", sshKey),
       field("Spend at most (EUR, optional)", maxTotal),
+      field("Start from a snapshot (its workspace is unpacked before the command runs)", restore),
+      h(
+        "div",
+        { class: "field inline" },
+        network,
+        h("label", { for: network.id }, "Outbound network: the workload can reach out, nothing can connect in (only hosts that can give it are matched)"),
+      ),
       h("button", { type: "submit" }, "Launch"),
     ),
     box,
@@ -508,7 +525,15 @@ export async function snapshots(view, { signal, refresh }) {
             s.region ?? "—",
             when(s.created_at),
             euros(s.cost),
-            s.status === "deleted" ? "" : h("button", { type: "button", onclick: action(box, async () => (await del(`/v1/snapshots/${s.id}`), refresh())) }, `Delete ${s.id}`),
+            s.status === "deleted"
+              ? ""
+              : h(
+                  "span",
+                  {},
+                  s.status === "ready" ? link(`#/launch/${s.id}`, `Launch with ${s.id}`) : "",
+                  " ",
+                  h("button", { type: "button", onclick: action(box, async () => (await del(`/v1/snapshots/${s.id}`), refresh())) }, `Delete ${s.id}`),
+                ),
           ]),
           "Your snapshots, newest first",
         )

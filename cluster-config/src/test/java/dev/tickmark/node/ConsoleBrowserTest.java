@@ -488,6 +488,44 @@ class ConsoleBrowserTest {
           return text.contains(snapshotId) && text.contains("ready");
         });
     shot("snapshots");
+
+    // "Launch with it": the launch form with the snapshot chosen, and network where the host has it
+    driver.findElement(By.linkText("Launch with " + snapshotId)).click();
+    awaitPage("launch");
+    assertEquals(
+        snapshotId,
+        new Select(driver.findElement(By.name("restore")))
+            .getFirstSelectedOption()
+            .getAttribute("value"));
+    boolean network =
+        api.get("/v1/hosts/" + hostId, provider.apiKey())
+            .expect(200)
+            .json()
+            .at("/runtime/network")
+            .asBoolean();
+    new Select(driver.findElement(By.name("region"))).selectByValue(REGION);
+    type("command", "cat note.txt; sleep 600");
+    if (network) driver.findElement(By.id("network")).click();
+    js(
+        "window.sentBodies = []; const original = window.fetch;"
+            + "window.fetch = (url, init) => {"
+            + "  if (init && init.method === 'POST') window.sentBodies.push(url + ' ' + init.body);"
+            + "  return original(url, init); };");
+    driver.findElement(By.cssSelector("#launch-form button[type=submit]")).click();
+    wait.until(ExpectedConditions.urlMatches("#/rentals/rnt_[A-Za-z0-9]+$"));
+    String restored = driver.getCurrentUrl().replaceAll(".*#/rentals/", "");
+    awaitPage("rental");
+    // the workspace it started with is the snapshot's
+    wait.until(ExpectedConditions.textToBePresentInElementLocated(By.id("logs"), "kept"));
+    @SuppressWarnings("unchecked")
+    List<String> sent = (List<String>) js("return window.sentBodies");
+    assertEquals(1, sent.size(), sent.toString());
+    assertTrue(sent.get(0).contains("\"restore\":\"" + snapshotId + "\""), sent.get(0));
+    assertEquals(network, sent.get(0).contains("\"network\":true"), sent.get(0));
+    api.post("/v1/rentals/" + restored + "/stop", renter.apiKey(), null).expect(202);
+    wait.until(ExpectedConditions.textToBe(By.id("status"), "ended"));
+
+    visit("#/snapshots", "snapshots");
     driver.findElement(By.xpath("//button[text()='Delete " + snapshotId + "']")).click();
     wait.until(
         d ->
