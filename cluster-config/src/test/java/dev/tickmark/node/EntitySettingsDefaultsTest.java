@@ -130,7 +130,8 @@ class EntitySettingsDefaultsTest {
             .withConfig("tickmark.matcher.max-in-flight", 4)
             .withConfig("tickmark.payouts.parallelism", 2)
             .withConfig("tickmark.hosts.heartbeat-interval", "1s")
-            .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10);
+            .withConfig("tickmark.verification.min-disk-write-mib-per-s", 10)
+            .withConfig("tickmark.verification.allow-unisolated-hosts", true);
     Config c = Node.config(settings, database(8));
     Rental.Settings rental = Rental.Settings.fromConfig(c);
     assertEquals(Duration.ofSeconds(2), rental.settleInterval());
@@ -143,6 +144,7 @@ class EntitySettingsDefaultsTest {
         Host.Settings.fromConfig(c, Catalog.load(), Host.RentalLink.NONE)
             .heartbeatIntervalSeconds());
     assertEquals(10, Verification.Policy.fromConfig(c).minDiskWriteMibPerS());
+    assertTrue(Verification.Policy.fromConfig(c).allowUnisolatedHosts());
   }
 
   @Test

@@ -333,6 +333,52 @@ class HostRegistrationIntegrationTest {
 
   // ---- sessions: reconnect, spent token, pinned key, replacement -------------------------------
 
+  /**
+   * Real GPUs whose agent runs rentals without isolation ({@code --runtime process
+   * --allow-unsandboxed}: a workload could read the agent's key and credential and the other
+   * rentals' workspaces) fail the {@code isolation} check, so the host never reaches the market;
+   * the same machine with a sandbox passes, and says whether rentals can have network there.
+   */
+  @Test
+  void realGpusWhoseAgentDoesNotIsolateRentalsFailVerification() {
+    Customer provider = api.signUp("isolation-provider");
+    HostTestSupport.Registered unisolated =
+        HostTestSupport.register(node, api, provider, "us-west");
+    JsonNode failed =
+        unisolated
+            .agent()
+            .verify(
+                AgentTestClient.report(false, "550.54.15")
+                    .withRuntime(
+                        new dev.tickmark.wire.HardwareReport.WorkloadRuntime("process", true)));
+    assertEquals("failed", failed.get("status").asText(), failed.toString());
+    JsonNode isolation = checksByName(failed.get("checks")).get("isolation");
+    assertEquals("fail", isolation.get("status").asText(), isolation.toString());
+    assertTrue(
+        isolation.get("observed").asText().startsWith("process: rentals are not isolated"),
+        isolation.toString());
+    JsonNode shown = HostTestSupport.host(api, provider, unisolated.hostId());
+    assertEquals("failed", shown.get("status").asText(), shown.toString());
+    assertEquals("process", shown.at("/runtime/name").asText(), shown.toString());
+
+    HostTestSupport.Registered sandboxed = HostTestSupport.register(node, api, provider, "us-west");
+    JsonNode verified =
+        sandboxed
+            .agent()
+            .verify(
+                AgentTestClient.report(false, "550.54.15")
+                    .withRuntime(
+                        new dev.tickmark.wire.HardwareReport.WorkloadRuntime("sandbox", false)));
+    assertEquals("verified", verified.get("status").asText(), verified.toString());
+    JsonNode passed = checksByName(verified.get("checks")).get("isolation");
+    assertEquals("pass", passed.get("status").asText(), passed.toString());
+    assertEquals(
+        "sandbox: rentals isolated; no network for rentals (a sandbox needs slirp4netns)",
+        passed.get("observed").asText());
+    unisolated.agent().close();
+    sandboxed.agent().close();
+  }
+
   @Test
   void theCredentialReconnectsOnlyWithThePinnedKeyAndANewSessionReplacesTheOld() throws Exception {
     Customer provider = api.signUp("session-provider");

@@ -30,7 +30,7 @@ class EntitySettingsTest {
         hosts { heartbeat-interval = 3s, heartbeat-timeout = 45s }
         verification {
           min-nvidia-driver = "550.1", min-rocm = "6.1", max-temperature-c = 80, vram-tolerance-permille = 20
-          min-free-disk = 2 GiB, min-disk-write-mib-per-s = 150
+          min-free-disk = 2 GiB, min-disk-write-mib-per-s = 150, allow-unisolated-hosts = true
         }
         rentals {
           settle-interval = 4s, hold-duration = 10 minutes, provisioning-timeout = 90s, stop-timeout = 15s
@@ -76,7 +76,7 @@ class EntitySettingsTest {
   @Test
   void verificationPolicyReadsTheThresholdsAndWhetherSimulatedHostsAreAllowed() {
     assertEquals(
-        new Verification.Policy(true, "550.1", "6.1", 80, 20, 2L * 1024 * 1024 * 1024, 150),
+        new Verification.Policy(true, "550.1", "6.1", 80, 20, 2L * 1024 * 1024 * 1024, 150, true),
         Verification.Policy.fromConfig(CONFIG));
   }
 

@@ -32,6 +32,12 @@ import java.util.regex.Pattern;
  *       (the caller checks it; see {@code CanonicalJson}). A bad signature fails the outcome
  *       whatever else the report says: its content cannot be trusted.
  *   <li>{@code simulated}: real GPUs pass; simulated GPUs pass only when the policy allows them.
+ *   <li>{@code isolation}: how the agent runs rentals ({@link WorkloadRuntime}): {@code docker} and
+ *       {@code sandbox} isolate them and pass; {@code process} (or a runtime the market does not
+ *       know) does not — a workload could read the agent's key and credential, and other rentals'
+ *       workspaces — and fails with real GPUs unless the policy allows unisolated hosts (a private
+ *       cluster); with simulated GPUs (development) it passes. {@code not_measured} from agents
+ *       that do not say (older than 2026-12-07).
  *   <li>{@code gpus_present}: at least one GPU, and no empty entries.
  *   <li>{@code gpus_unique}: card indexes are distinct and non-negative, reported UUIDs distinct
  *       (one physical card cannot be listed twice to be rented twice).
@@ -142,7 +148,8 @@ public final class Verification {
       int maxTemperatureC,
       int vramTolerancePermille,
       long minFreeDiskBytes,
-      long minDiskWriteMibPerS) {
+      long minDiskWriteMibPerS,
+      boolean allowUnisolatedHosts) {
 
     public static final String DEFAULT_MIN_NVIDIA_DRIVER = "535.0";
     public static final String DEFAULT_MIN_ROCM = "6.0";
@@ -170,6 +177,26 @@ public final class Verification {
         throw new IllegalArgumentException("minDiskWriteMibPerS must not be negative");
     }
 
+    /** A policy that refuses unisolated hosts with real GPUs (the default). */
+    public Policy(
+        boolean allowSimulatedHosts,
+        String minNvidiaDriver,
+        String minRocm,
+        int maxTemperatureC,
+        int vramTolerancePermille,
+        long minFreeDiskBytes,
+        long minDiskWriteMibPerS) {
+      this(
+          allowSimulatedHosts,
+          minNvidiaDriver,
+          minRocm,
+          maxTemperatureC,
+          vramTolerancePermille,
+          minFreeDiskBytes,
+          minDiskWriteMibPerS,
+          false);
+    }
+
     /**
      * Driver ≥ 535.0, ROCm ≥ 6.0, ≤ 85 °C, VRAM ±3%, ≥ 50 GiB free disk, ≥ 200 MiB/s disk writes.
      */
@@ -181,12 +208,13 @@ public final class Verification {
           DEFAULT_MAX_TEMPERATURE_C,
           DEFAULT_VRAM_TOLERANCE_PERMILLE,
           DEFAULT_MIN_FREE_DISK_BYTES,
-          DEFAULT_MIN_DISK_WRITE_MIB_PER_S);
+          DEFAULT_MIN_DISK_WRITE_MIB_PER_S,
+          false);
     }
 
     /**
-     * From the node's config: {@code tickmark.verification.*} and {@code
-     * tickmark.market.allow-simulated-hosts}.
+     * From the node's config: {@code tickmark.verification.*} (with {@code allow-unisolated-hosts})
+     * and {@code tickmark.market.allow-simulated-hosts}.
      */
     public static Policy fromConfig(Config config) {
       Config v = config.getConfig("tickmark.verification");
@@ -197,7 +225,8 @@ public final class Verification {
           v.getInt("max-temperature-c"),
           v.getInt("vram-tolerance-permille"),
           v.getBytes("min-free-disk"),
-          v.getLong("min-disk-write-mib-per-s"));
+          v.getLong("min-disk-write-mib-per-s"),
+          v.getBoolean("allow-unisolated-hosts"));
     }
   }
 
@@ -225,6 +254,7 @@ public final class Verification {
                 "a valid signature by the host's pinned key"));
 
     checks.add(simulatedCheck(report.simulated(), policy.allowSimulatedHosts()));
+    checks.add(isolationCheck(report.runtime(), report.simulated(), policy.allowUnisolatedHosts()));
 
     List<HardwareReport.Gpu> listed = report.gpus() == null ? List.of() : report.gpus();
     List<HardwareReport.Gpu> gpus = new ArrayList<>();
@@ -297,6 +327,39 @@ public final class Verification {
 
   /** The runtime names an agent may report; any other is shown as {@code unknown}. */
   static final Set<String> RUNTIMES = Set.of("docker", "sandbox", "process");
+
+  /** The runtimes that isolate a rental from the host and from other rentals. */
+  static final Set<String> ISOLATING = Set.of("docker", "sandbox");
+
+  private static Check isolationCheck(
+      HardwareReport.WorkloadRuntime runtime, boolean simulated, boolean unisolatedAllowed) {
+    String expected =
+        "docker or sandbox: rentals isolated from the host and each other (process only with"
+            + " simulated GPUs, or where tickmark.verification.allow-unisolated-hosts is on)";
+    if (runtime == null)
+      return notMeasured(
+          "isolation",
+          "the agent does not say how it runs rentals (older than 2026-12-07)",
+          expected);
+    String name = RUNTIMES.contains(runtime.name()) ? runtime.name() : "unknown";
+    String network =
+        runtime.network()
+            ? "rentals with network can run here"
+            : "no network for rentals (a sandbox needs slirp4netns)";
+    if (ISOLATING.contains(name))
+      return pass("isolation", name + ": rentals isolated; " + network, expected);
+    String unisolated =
+        name
+            + ": rentals are not isolated (a workload could read the agent's key and credential and"
+            + " other rentals' workspaces)";
+    if (simulated) return pass("isolation", unisolated + "; simulated GPUs: development", expected);
+    if (unisolatedAllowed)
+      return pass(
+          "isolation",
+          unisolated + "; allowed here (tickmark.verification.allow-unisolated-hosts)",
+          expected);
+    return fail("isolation", unisolated, expected);
+  }
 
   // --- the checks -------------------------------------------------------------------------------
 

@@ -42,6 +42,20 @@ class VerificationTest {
   private static final Catalog CATALOG = Catalog.load();
   private static final Policy STRICT = Policy.defaults(false);
   private static final Policy DEV = Policy.defaults(true);
+  private static final Policy UNISOLATED =
+      new Policy(
+          false,
+          Policy.DEFAULT_MIN_NVIDIA_DRIVER,
+          Policy.DEFAULT_MIN_ROCM,
+          Policy.DEFAULT_MAX_TEMPERATURE_C,
+          Policy.DEFAULT_VRAM_TOLERANCE_PERMILLE,
+          Policy.DEFAULT_MIN_FREE_DISK_BYTES,
+          Policy.DEFAULT_MIN_DISK_WRITE_MIB_PER_S,
+          true);
+
+  private static HardwareReport runtime(HardwareReport r, String name, boolean network) {
+    return r.withRuntime(new HardwareReport.WorkloadRuntime(name, network));
+  }
 
   /**
    * One row: a report (and signature verdict, policy), the check it is about, that check's expected
@@ -137,6 +151,78 @@ class VerificationTest {
             PASS,
             true,
             "simulated GPUs"));
+
+    // isolation: how the agent runs rentals
+    c.add(
+        ok(
+            "an agent that does not say how it runs rentals",
+            healthy,
+            "isolation",
+            NOT_MEASURED,
+            "does not say how it runs rentals"));
+    c.add(
+        ok(
+            "sandbox with slirp4netns",
+            runtime(healthy, "sandbox", true),
+            "isolation",
+            PASS,
+            "sandbox: rentals isolated; rentals with network can run here"));
+    c.add(
+        ok(
+            "sandbox without slirp4netns: isolated, no network, still passes",
+            runtime(healthy, "sandbox", false),
+            "isolation",
+            PASS,
+            "sandbox: rentals isolated; no network for rentals"));
+    c.add(
+        ok(
+            "docker",
+            runtime(healthy, "docker", true),
+            "isolation",
+            PASS,
+            "docker: rentals isolated"));
+    c.add(
+        new Case(
+            "process with real GPUs fails: a workload could read the agent's key",
+            runtime(healthy, "process", true),
+            true,
+            STRICT,
+            "isolation",
+            FAIL,
+            false,
+            "process: rentals are not isolated (a workload could read the agent's key"));
+    c.add(
+        new Case(
+            "a runtime the market does not know, with real GPUs, fails",
+            runtime(healthy, "chroot", true),
+            true,
+            STRICT,
+            "isolation",
+            FAIL,
+            false,
+            "unknown: rentals are not isolated"));
+    c.add(
+        new Case(
+            "process with real GPUs where unisolated hosts are allowed",
+            runtime(healthy, "process", true),
+            true,
+            UNISOLATED,
+            "isolation",
+            PASS,
+            true,
+            "allowed here (tickmark.verification.allow-unisolated-hosts)"));
+    c.add(
+        new Case(
+            "process with simulated GPUs: development",
+            Reports.simulated(healthy, true)
+                .withRuntime(new HardwareReport.WorkloadRuntime("process", true)),
+            true,
+            DEV,
+            "isolation",
+            PASS,
+            true,
+            "process: rentals are not isolated (a workload could read the agent's key and credential"
+                + " and other rentals' workspaces); simulated GPUs: development"));
 
     // gpus_present
     c.add(ok("two GPUs present", healthy, "gpus_present", PASS, "2 GPUs"));
@@ -605,6 +691,7 @@ class VerificationTest {
         List.of(
             "signature",
             "simulated",
+            "isolation",
             "gpus_present",
             "gpus_unique",
             "gpus_uniform",
@@ -679,7 +766,7 @@ class VerificationTest {
   }
 
   @Test
-  void theOutcomeKeepsHowTheHostRunsRentalsWithoutJudgingIt() throws Exception {
+  void theOutcomeKeepsHowTheHostRunsRentals() throws Exception {
     Outcome unsaid = Verification.verify(healthy(), true, CATALOG, STRICT);
     assertNull(unsaid.runtime(), "an agent older than 2026-12-07 says nothing");
     assertTrue(unsaid.offersNetwork(), "a host that did not say is taken as able, as before");
@@ -693,7 +780,10 @@ class VerificationTest {
     assertEquals(new Verification.WorkloadRuntime("sandbox", false), noNetwork.runtime());
     assertFalse(noNetwork.offersNetwork());
     assertTrue(noNetwork.passed(), "no network is no failure: rentals without it still run there");
-    assertEquals(unsaid.checks(), noNetwork.checks());
+    assertEquals(
+        unsaid.checks().stream().filter(c -> !c.check().equals("isolation")).toList(),
+        noNetwork.checks().stream().filter(c -> !c.check().equals("isolation")).toList(),
+        "the runtime is judged by the isolation check alone");
 
     Outcome docker =
         Verification.verify(
