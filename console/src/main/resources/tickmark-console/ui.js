@@ -109,6 +109,11 @@ export function euros(amount) {
   return amount === null || amount === undefined ? "—" : `€${amount}`;
 }
 
+// How a host's agent runs rentals, in a list: "sandbox", "sandbox, no network", or "—" (not said)
+export function runtimeCell(r) {
+  return r ? (r.network ? r.name : `${r.name}, no network`) : "—";
+}
+
 export function when(iso) {
   return iso ? new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC") : "—";
 }

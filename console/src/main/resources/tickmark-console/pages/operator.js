@@ -3,7 +3,7 @@
 // (same origin, the API port only) cannot reach: the audit page says where to look.
 
 import { session, get, post } from "../api.js";
-import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link, runtimeCell } from "../ui.js";
 import { title } from "./public.js";
 
 function operatorOrPrompt(view) {
@@ -62,7 +62,7 @@ export async function hosts(view, { signal, refresh }) {
     field("Show", filter),
     list.length
       ? table(
-          ["Host", "Owner", "Region", "Status", "Online", "Cards", "Registered", "Actions"],
+          ["Host", "Owner", "Region", "Status", "Online", "Cards", "Runtime", "Registered", "Actions"],
           list.map((x) => {
             const status = h("span", { class: "host-status", "data-host": x.id }, x.status);
             const reason = input({ name: "reason", placeholder: "why" });
@@ -80,7 +80,7 @@ export async function hosts(view, { signal, refresh }) {
                     field(`Reason to evict ${x.id}`, reason),
                     h("button", { type: "submit" }, `Evict ${x.id}`),
                   );
-            return [x.id, x.owner_id ?? "—", x.region, status, x.online ? "yes" : "no", `${x.cards_total} ${x.gpu ?? ""}`, when(x.registered_at), cell];
+            return [x.id, x.owner_id ?? "—", x.region, status, x.online ? "yes" : "no", `${x.cards_total} ${x.gpu ?? ""}`, runtimeCell(x.runtime), when(x.registered_at), cell];
           }),
           "Hosts",
         )

@@ -3,7 +3,7 @@
 // install command.
 
 import { session, get, post, put } from "../api.js";
-import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link, runtimeCell } from "../ui.js";
 import { title } from "./public.js";
 
 function signedInOrPrompt(view) {
@@ -37,7 +37,7 @@ export async function hosts(view, { signal }) {
     ]),
     list.hosts.length
       ? table(
-          ["Host", "Label", "Region", "Status", "Online", "Listed", "Cards free", "On demand", "Spot", "Rentals lost"],
+          ["Host", "Label", "Region", "Status", "Online", "Listed", "Cards free", "On demand", "Spot", "Rentals lost", "Runtime"],
           list.hosts.map((x) => [
             link(`#/hosts/${x.id}`, x.id),
             x.label ?? "—",
@@ -50,6 +50,7 @@ export async function hosts(view, { signal }) {
             euros(x.spot_price_per_gpu_hour),
             // the matcher's tie-break between equal floors: the share of ended rentals lost
             `${x.rentals_lost ?? 0} of ${x.rentals_ended ?? 0}`,
+            runtimeCell(x.runtime),
           ]),
           "Hosts",
         )

@@ -694,6 +694,15 @@ class ConsoleBrowserTest {
     shot("ops-hosts-queue");
     new Select(driver.findElement(By.name("status"))).selectByValue("verified");
     awaitPage("ops-hosts");
+    // the operator sees how each host runs rentals
+    JsonNode runtime =
+        api.get("/v1/hosts/" + hostId, provider.apiKey()).expect(200).json().get("runtime");
+    String row = driver.findElement(By.xpath("//tr[td[text()='" + hostId + "']]")).getText();
+    assertTrue(
+        row.contains(
+            runtime.get("name").asText()
+                + (runtime.get("network").asBoolean() ? " " : ", no network ")),
+        row);
     type(By.cssSelector("form.inline input[name=reason]"), "console test");
     driver.findElement(By.xpath("//button[text()='Evict " + hostId + "']")).click();
     By status = By.cssSelector(".host-status[data-host='" + hostId + "']");
