@@ -49,6 +49,24 @@ class AgentMeasureAgainTest {
     }
   }
 
+  /** Simulated GPUs, and disk write rates from {@code writes}. */
+  private static java.util.function.Function<StateDir, Hardware> hardware(
+      AgentConfig config, HardwareProbe.WriteSampler writes) {
+    return s ->
+        new SimulatedHardware(
+            config.simulatedGpus(),
+            s.key().getPublic(),
+            new HardwareProbe(
+                Agent.VERSION,
+                s.path(),
+                (c, t) -> Optional.empty(),
+                Path.of("/proc"),
+                64 * 1024,
+                Clock.systemUTC(),
+                writes),
+            Agent.VERSION);
+  }
+
   @Test
   void measureAgainIsAnsweredWithANewSignedReportOfTheBestNewSamples() throws Exception {
     node = new ScriptedNode();
@@ -61,22 +79,7 @@ class AgentMeasureAgainTest {
             node.newToken("host_m"),
             tmp.resolve("state"),
             SimulatedGpus.parse("h100-80gb:2"));
-    agent =
-        Agent.start(
-            config,
-            s ->
-                new SimulatedHardware(
-                    config.simulatedGpus(),
-                    s.key().getPublic(),
-                    new HardwareProbe(
-                        Agent.VERSION,
-                        s.path(),
-                        (c, t) -> Optional.empty(),
-                        Path.of("/proc"),
-                        64 * 1024,
-                        Clock.systemUTC(),
-                        (dir, bytes) -> rates.poll()),
-                    Agent.VERSION));
+    agent = Agent.start(config, hardware(config, (dir, bytes) -> rates.poll()));
     assertEquals("verified", agent.verified().get(WAIT_S, TimeUnit.SECONDS).status());
     AgentFrame.HardwareReportFrame first = next(AgentFrame.HardwareReportFrame.class);
     assertEquals(55.5, first.report().get("disk").get("write_mib_per_s").asDouble());
@@ -112,23 +115,7 @@ class AgentMeasureAgainTest {
             SimulatedGpus.parse("h100-80gb:1"));
     RentalsTest.FakeRuntime runtime = new RentalsTest.FakeRuntime();
     runtime.network = false;
-    agent =
-        Agent.start(
-            config,
-            s ->
-                new SimulatedHardware(
-                    config.simulatedGpus(),
-                    s.key().getPublic(),
-                    new HardwareProbe(
-                        Agent.VERSION,
-                        s.path(),
-                        (c, t) -> Optional.empty(),
-                        Path.of("/proc"),
-                        64 * 1024,
-                        Clock.systemUTC(),
-                        (dir, bytes) -> 500.0),
-                    Agent.VERSION),
-            s -> runtime);
+    agent = Agent.start(config, hardware(config, (dir, bytes) -> 500.0), s -> runtime);
     AgentFrame.HardwareReportFrame first = next(AgentFrame.HardwareReportFrame.class);
     assertEquals(
         new HardwareReport.WorkloadRuntime("fake", false),

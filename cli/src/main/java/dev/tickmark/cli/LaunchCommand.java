@@ -181,13 +181,9 @@ final class LaunchCommand extends ApiCommand {
             .println(
                 "Rental "
                     + id
-                    + " ran and has ended ("
-                    + RentalEvents.endReason(last)
-                    + "): billed "
-                    + last.path("billed_seconds").asLong()
-                    + " s, cost "
-                    + last.path("cost").asText()
-                    + " EUR. Output: tickmark logs "
+                    + " "
+                    + RentalEvents.ending(last, "ran and has ended")
+                    + ". Output: tickmark logs "
                     + id);
       out().flush();
       return Cli.EXIT_OK;
@@ -249,17 +245,7 @@ final class LaunchCommand extends ApiCommand {
     if (!RentalEvents.ended(ended)) // the log ends with the rental: this is a moment at most
     ended = RentalEvents.follow(http, id, RentalEvents::ended, event -> {});
     if (json()) out().println(Http.JSON.createObjectNode().set("rental", ended));
-    err()
-        .println(
-            "Rental "
-                + id
-                + " ended ("
-                + RentalEvents.endReason(ended)
-                + "): billed "
-                + ended.path("billed_seconds").asLong()
-                + " s, cost "
-                + ended.path("cost").asText()
-                + " EUR.");
+    err().println("Rental " + id + " " + RentalEvents.ending(ended, "ended") + ".");
     out().flush();
     err().flush();
     return exitStatus(ended);

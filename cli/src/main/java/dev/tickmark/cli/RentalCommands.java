@@ -134,17 +134,7 @@ final class RentalCommands {
         if (noWait) printJson(reply);
         else out().println(object().set("rental", rental));
       } else if (RentalEvents.ended(rental)) {
-        out()
-            .println(
-                "Rental "
-                    + id
-                    + " ended ("
-                    + RentalEvents.endReason(rental)
-                    + "): billed "
-                    + rental.path("billed_seconds").asLong()
-                    + " s, cost "
-                    + rental.path("cost").asText()
-                    + " EUR.");
+        out().println("Rental " + id + " " + RentalEvents.ending(rental, "ended") + ".");
       } else {
         out()
             .println(
@@ -233,17 +223,7 @@ final class RentalCommands {
               http, id, RentalEvents::ended, json() ? this::printEvent : meter::show);
       if (!json()) {
         meter.end();
-        out()
-            .println(
-                "Rental "
-                    + id
-                    + " ended ("
-                    + RentalEvents.endReason(last)
-                    + "): billed "
-                    + last.path("billed_seconds").asLong()
-                    + " s, cost "
-                    + last.path("cost").asText()
-                    + " EUR.");
+        out().println("Rental " + id + " " + RentalEvents.ending(last, "ended") + ".");
       }
       return Cli.EXIT_OK;
     }

@@ -29,6 +29,21 @@ final class RentalEvents {
     return code.isIntegralNumber() ? reason + ", exit code " + code.asInt() : reason;
   }
 
+  /**
+   * How an ended rental ended, as the CLI says it: {@code "ended (workload_exited, exit code 3):
+   * billed 42 s, cost 0.029050 EUR"}; {@code verb} replaces "ended".
+   */
+  static String ending(JsonNode rental, String verb) {
+    return verb
+        + " ("
+        + endReason(rental)
+        + "): billed "
+        + rental.path("billed_seconds").asLong()
+        + " s, cost "
+        + rental.path("cost").asText()
+        + " EUR";
+  }
+
   /** Whether the rental has been matched with a host (its price is frozen). */
   static boolean matched(JsonNode rental) {
     return rental.hasNonNull("price_per_gpu_hour");
