@@ -221,6 +221,25 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     return options;
   }
 
+  /**
+   * Whether a container can have network: the daemon's default {@code bridge} network exists (a
+   * daemon started with {@code --bridge=none} has none, and a container without {@code --network
+   * none} then has its loopback only). Asked of the daemon each time (every hardware report, every
+   * start with network), so a daemon given a bridge later is seen at the next report.
+   */
+  @Override
+  public boolean offersNetwork() {
+    try {
+      Result r =
+          exec(
+              List.of(docker, "network", "inspect", "--format", "{{.Name}}", "bridge"),
+              COMMAND_TIMEOUT);
+      return !r.timedOut() && r.exitCode() == 0;
+    } catch (IOException e) {
+      return false; // no docker: no rental runs here at all
+    }
+  }
+
   @Override
   public String name() {
     return "docker";
@@ -398,8 +417,16 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     return () -> launch(spec, invocation, output);
   }
 
+  static final String NETWORK_REFUSED =
+      "this host's docker daemon has no bridge network, so a container would have no route out;"
+          + " rent without network, or on another host";
+
   private Running launch(Spec spec, List<String> invocation, RentalLog output) {
     String id = spec.rentalId();
+    if (spec.network() && !offersNetwork()) {
+      log.warn("rental {}: {}", id, NETWORK_REFUSED);
+      throw new Failure(NETWORK_REFUSED);
+    }
     prepareScratch(spec);
     log.info("rental {}: docker run {} on cards {}", id, spec.image(), spec.cards());
     Result result;

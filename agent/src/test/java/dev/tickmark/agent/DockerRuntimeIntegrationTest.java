@@ -267,13 +267,30 @@ class DockerRuntimeIntegrationTest {
         "SIGKILL from the OOM killer");
   }
 
+  /**
+   * With the daemon's bridge network, a rental with network gets it (not {@code none}, never the
+   * host's); without one (CI's dockerd runs with {@code --bridge=none}) the runtime says it offers
+   * no network, so the engine sends such rentals elsewhere, and refuses one that comes anyway.
+   */
   @Test
-  void withTheNetworkEnabledTheContainerIsNotCutOff() throws Exception {
+  void withTheNetworkEnabledTheContainerIsNotCutOffOrTheRentalIsRefused() throws Exception {
+    boolean bridge =
+        docker("network", "ls", "--format", "{{.Name}}")
+            .output()
+            .lines()
+            .anyMatch("bridge"::equals);
+    assertEquals(bridge, runtime.offersNetwork(), "what the hardware report says");
     String id = rental("net");
+    if (!bridge) {
+      java.util.concurrent.ExecutionException refused =
+          org.junit.jupiter.api.Assertions.assertThrows(
+              java.util.concurrent.ExecutionException.class,
+              () -> start(id, List.of(0), true, log(id), "exec sleep 600"));
+      assertEquals(DockerRuntime.NETWORK_REFUSED, refused.getCause().getMessage());
+      return;
+    }
     Runtime.Handle handle = start(id, List.of(0), true, log(id), "exec sleep 600");
     String mode = inspect(DockerRuntime.containerName(id), "{{.HostConfig.NetworkMode}}");
-    // the daemon's default network; this machine's dockerd runs with --bridge=none, so it has no
-    // route out anyway: what the workload reaches is the daemon's to configure
     assertFalse(mode.equals("none") || mode.equals("host"), mode);
     runtime.stop(id).get(WAIT_S, TimeUnit.SECONDS);
     assertTrue(handle.ended().isDone());

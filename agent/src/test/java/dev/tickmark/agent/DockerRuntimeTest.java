@@ -428,6 +428,7 @@ class DockerRuntimeTest {
           stop) touch "$d/exited"; exit 0 ;;
           kill) exit 0 ;;
           rm) exit 0 ;;
+          network) [ -f "$d/bridge" ] && echo bridge && exit 0; echo "network bridge not found" >&2; exit 1 ;;
         esac
         exit 1
         """
@@ -529,8 +530,31 @@ class DockerRuntimeTest {
     assertNull(DockerRuntime.exitStatus("-1\n"));
   }
 
+  /**
+   * A daemon without a bridge network (started with {@code --bridge=none}) gives a container with
+   * network its loopback only: the runtime says it offers no network (the hardware report tells the
+   * engine) and refuses such a rental before docker runs; once the daemon has a bridge, both
+   * change, without restarting the agent.
+   */
+  @Test
+  void withoutTheDaemonsBridgeNetworkARentalWithNetworkIsRefused() throws Exception {
+    DockerRuntime rt = runtime(fakeDocker(tmp).toString());
+    assertFalse(rt.offersNetwork());
+    Runtime.Failure f = startFails(rt, spec("rnt_net", List.of(0), "ubuntu", true));
+    assertEquals(DockerRuntime.NETWORK_REFUSED, f.getMessage());
+    assertFalse(calls().contains("run "), "docker run never ran: " + calls());
+    assertFalse(Files.exists(tmp.resolve("state/rentals/rnt_net/scratch")));
+
+    Files.writeString(tmp.resolve("bridge"), "");
+    assertTrue(rt.offersNetwork(), "the daemon has a bridge now");
+    rt.start(spec("rnt_net2", List.of(0), "ubuntu", true)).get(WAIT_S, TimeUnit.SECONDS);
+    assertTrue(calls().contains("run "), calls());
+    assertFalse(calls().contains("--network none"), "with network: " + calls());
+  }
+
   @Test
   void aContainerThatExitsByItselfEndsTheRentalAndIsWiped() throws Exception {
+    Files.writeString(tmp.resolve("bridge"), ""); // its rental asks for network
     DockerRuntime rt = runtime(fakeDocker(tmp).toString());
     Runtime.Handle handle =
         rt.start(spec("rnt_2", List.of(0), "ubuntu", true)).get(WAIT_S, TimeUnit.SECONDS);
