@@ -86,9 +86,10 @@ const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 /** How the host's agent runs rentals, and whether a rental with network can run here. */
 function runtime(r) {
   if (!r) return "— (the agent has not said: an agent older than 2026-12-07)";
+  const why = { sandbox: " (a sandbox needs slirp4netns)", docker: " (the docker daemon has no bridge network)" }[r.name] ?? "";
   return r.network
     ? `${r.name}, rentals with network run here`
-    : `${r.name}, no network for rentals: those that ask for it go to other hosts (a sandbox needs slirp4netns)`;
+    : `${r.name}, no network for rentals: those that ask for it go to other hosts${why}`;
 }
 
 // Waits ms, or rejects with an AbortError when the page is left.

@@ -669,8 +669,10 @@ class ConsoleBrowserTest {
         runtime.get("name").asText()
             + (runtime.get("network").asBoolean()
                 ? ", rentals with network run here"
-                : ", no network for rentals: those that ask for it go to other hosts (a sandbox"
-                    + " needs slirp4netns)"),
+                : ", no network for rentals: those that ask for it go to other hosts"
+                    + (runtime.get("name").asText().equals("sandbox")
+                        ? " (a sandbox needs slirp4netns)"
+                        : "")),
         shownRuntime,
         host.toString());
     assertNoScriptErrors();

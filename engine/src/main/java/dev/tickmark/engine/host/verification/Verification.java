@@ -345,7 +345,12 @@ public final class Verification {
     String network =
         runtime.network()
             ? "rentals with network can run here"
-            : "no network for rentals (a sandbox needs slirp4netns)";
+            : "no network for rentals"
+                + switch (name) {
+                  case "sandbox" -> " (a sandbox needs slirp4netns)";
+                  case "docker" -> " (the docker daemon has no bridge network)";
+                  default -> "";
+                };
     if (ISOLATING.contains(name))
       return pass("isolation", name + ": rentals isolated; " + network, expected);
     String unisolated =

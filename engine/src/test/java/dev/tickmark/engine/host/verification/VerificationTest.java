@@ -182,6 +182,14 @@ class VerificationTest {
             PASS,
             "docker: rentals isolated"));
     c.add(
+        ok(
+            "docker without a bridge network",
+            runtime(healthy, "docker", false),
+            "isolation",
+            PASS,
+            "docker: rentals isolated; no network for rentals (the docker daemon has no bridge"
+                + " network)"));
+    c.add(
         new Case(
             "process with real GPUs fails: a workload could read the agent's key",
             runtime(healthy, "process", true),
