@@ -323,6 +323,23 @@ final class RentalCommands {
     }
   }
 
+  /**
+   * The workload's command as a shell would read it back (arguments with spaces or quotes in single
+   * quotes); the image's own when it has none; null from an engine that does not say.
+   */
+  static String command(JsonNode args) {
+    if (!args.isArray()) return null;
+    if (args.isEmpty()) return "(the image's own)";
+    StringBuilder line = new StringBuilder();
+    for (JsonNode a : args) {
+      String arg = a.asText();
+      if (line.length() > 0) line.append(' ');
+      line.append(
+          arg.matches("[A-Za-z0-9_./:=@%+,-]+") ? arg : "'" + arg.replace("'", "'\\''") + "'");
+    }
+    return line.toString();
+  }
+
   static void details(JsonNode r, PrintWriter out) {
     new Table.Details()
         .add("Rental", r.get("id"))
@@ -330,6 +347,15 @@ final class RentalCommands {
         .add("GPU", r.path("count").asInt() + " x " + r.path("gpu").asText())
         .add("Tier", r.get("tier"))
         .add("Region", r.get("region"))
+        .add("Image", r.get("image"))
+        .add("Command", command(r.path("command")))
+        .add(
+            "Network",
+            r.path("network").isBoolean()
+                ? (r.get("network").asBoolean() ? "outbound" : "off")
+                : null)
+        .add("Spend limit", r.hasNonNull("max_total") ? r.get("max_total").asText() + " EUR" : null)
+        .add("Restored from", r.get("restore"))
         .add(
             "Price",
             r.hasNonNull("price_per_gpu_hour")

@@ -105,6 +105,24 @@ class CliLogsIntegrationTest {
         shown.lines().anyMatch(l -> l.matches("Exit code:\\s+4")),
         "the workload's exit status: " + shown);
     assertTrue(shown.lines().anyMatch(l -> l.matches("End reason:\\s+workload_exited")), shown);
+    // what it was launched with
+    assertTrue(shown.lines().anyMatch(l -> l.matches("Image:\\s+ubuntu:24.04")), shown);
+    assertTrue(
+        shown
+            .lines()
+            .anyMatch(
+                l ->
+                    l.matches("Command:\\s+sh -c '" + java.util.regex.Pattern.quote(script) + "'")),
+        shown);
+    assertTrue(shown.lines().anyMatch(l -> l.matches("Network:\\s+off")), shown);
+    JsonNode listed = null;
+    for (JsonNode r : json(cli.run("ps", "--all", "--json").ok().out()).get("rentals"))
+      if (r.get("id").asText().equals(id)) listed = r;
+    assertEquals(
+        List.of("sh", "-c", script),
+        Http.JSON.convertValue(listed.get("command"), List.class),
+        String.valueOf(listed));
+    assertEquals("ubuntu:24.04", listed.get("image").asText());
     String ps = cli.run("ps", "--all").ok().out();
     assertTrue(
         ps.lines().anyMatch(l -> l.startsWith(id) && l.endsWith("workload_exited, exit code 4")),

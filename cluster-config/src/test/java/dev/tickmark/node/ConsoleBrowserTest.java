@@ -381,6 +381,11 @@ class ConsoleBrowserTest {
             && logs.indexOf("console-line-2") < logs.indexOf("console-line-3"),
         logs);
     assertEquals("tickmark ssh " + rentalId, driver.findElement(By.id("ssh-command")).getText());
+    // what it runs, as launched from the form (the command through sh -c)
+    assertEquals("ubuntu:24.04", driver.findElement(By.id("image")).getText());
+    assertEquals(
+        "[\"sh\",\"-c\",\"for i in 1 2 3; do echo console-line-$i; done; sleep 600\"]",
+        driver.findElement(By.id("command")).getText());
     shot("rental");
 
     visit("#/rentals", "rentals");

@@ -92,7 +92,12 @@ public final class RentalRoutes {
       boolean simulated,
       String sshHostKey,
       String snapshotId,
-      Integer exitCode) {
+      Integer exitCode,
+      String image,
+      List<String> command,
+      Boolean network,
+      String maxTotal,
+      String restore) {
     RentalView withSshHostKey(String key) {
       return new RentalView(
           id,
@@ -114,7 +119,12 @@ public final class RentalRoutes {
           simulated,
           key,
           snapshotId,
-          exitCode);
+          exitCode,
+          image,
+          command,
+          network,
+          maxTotal,
+          restore);
     }
   }
 
@@ -526,7 +536,12 @@ public final class RentalRoutes {
         v.terms() != null && v.terms().simulated(),
         null,
         v.snapshotId(),
-        v.exitCode());
+        v.exitCode(),
+        s.image(),
+        s.command() == null ? List.of() : s.command(),
+        s.network(),
+        s.maxTotal() == null ? null : Money.format(s.maxTotal()),
+        s.restore() == null ? null : s.restore().snapshotId());
   }
 
   static RentalView view(RentalReadModel.RentalRow r) {
@@ -550,7 +565,12 @@ public final class RentalRoutes {
         r.simulated(),
         null,
         r.snapshotId(),
-        r.exitCode());
+        r.exitCode(),
+        r.image(),
+        r.command(),
+        r.network(),
+        r.maxTotal() == null ? null : Money.format(r.maxTotal()),
+        r.restore());
   }
 
   /**

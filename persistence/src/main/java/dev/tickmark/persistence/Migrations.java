@@ -52,7 +52,8 @@ public final class Migrations {
           "V20__event_tag_without_foreign_key.sql",
           "V21__host_reliability.sql",
           "V22__rental_exit_code.sql",
-          "V23__host_runtime.sql");
+          "V23__host_runtime.sql",
+          "V24__rental_launch.sql");
 
   private Migrations() {}
 

@@ -8,6 +8,7 @@ import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.sql.Types;
+import java.util.List;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.persistence.query.Offset;
 import org.apache.pekko.projection.eventsourced.EventEnvelope;
@@ -34,8 +35,9 @@ public final class RentalProjection {
 
   private static final String INSERT =
       "INSERT INTO rentals(rental_id, renter_id, status, gpu, card_count, tier, region,"
-          + " max_price_per_gpu_hour, created_at, updated_at)"
-          + " VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING";
+          + " max_price_per_gpu_hour, created_at, updated_at, image, command, network, max_total,"
+          + " restore)"
+          + " VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING";
 
   /**
    * Every later event is this one statement (a column it does not name is left as it is), so that a
@@ -66,6 +68,12 @@ public final class RentalProjection {
             st.setLong(7, e.spec().maxPricePerGpuHour());
             st.setTimestamp(8, at);
             st.setTimestamp(9, at);
+            st.setString(10, e.spec().image());
+            st.setString(11, commandJson(e.spec().command()));
+            st.setBoolean(12, e.spec().network());
+            if (e.spec().maxTotal() == null) st.setNull(13, Types.BIGINT);
+            else st.setLong(13, e.spec().maxTotal());
+            st.setString(14, e.spec().restore() == null ? null : e.spec().restore().snapshotId());
           });
       return;
     }
@@ -104,6 +112,29 @@ public final class RentalProjection {
       return;
     }
     out.add(UPDATE, st -> change.set(st, at, id));
+  }
+
+  private static final com.fasterxml.jackson.databind.ObjectMapper JSON =
+      new com.fasterxml.jackson.databind.ObjectMapper();
+
+  /** The command's arguments as a JSON array ({@code []}: the image's own command). */
+  static String commandJson(List<String> command) {
+    if (command == null) return "[]";
+    try {
+      return JSON.writeValueAsString(command);
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  /** The arguments of {@link #commandJson}'s text. */
+  static List<String> commandFrom(String json) {
+    if (json == null) return null;
+    try {
+      return List.of(JSON.readValue(json, String[].class));
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new IllegalStateException("bad command in rentals table", e);
+    }
   }
 
   /** The columns one event sets ({@link #UPDATE}'s parameters); null leaves a column as it is. */

@@ -35,7 +35,12 @@ public final class RentalReadModel {
       long cost,
       Instant preemptionDeadline,
       String snapshotId,
-      Integer exitCode) {}
+      Integer exitCode,
+      String image,
+      List<String> command,
+      Boolean network,
+      Long maxTotal,
+      String restore) {}
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -64,7 +69,7 @@ public final class RentalReadModel {
             + " simulated, created_at, matched_at, started_at, ended_at, end_reason, billed_seconds, cost, preemption_deadline,"
             // the snapshot kept at its stop, from the snapshots read model (one per rental)
             + " (SELECT s.snapshot_id FROM snapshots s WHERE s.rental_id = rentals.rental_id LIMIT 1),"
-            + " exit_code"
+            + " exit_code, image, command, network, max_total, restore"
             + " FROM rentals WHERE renter_id = ? AND status <> 'refused'"
             + (status == null ? "" : " AND status = ?")
             + (after > 0 ? " AND row_id < ?" : "")
@@ -141,7 +146,12 @@ public final class RentalReadModel {
         rs.getLong(17),
         instant(rs.getTimestamp(18)),
         rs.getString(19),
-        rs.getObject(20, Integer.class));
+        rs.getObject(20, Integer.class),
+        rs.getString(21),
+        RentalProjection.commandFrom(rs.getString(22)),
+        rs.getObject(23, Boolean.class),
+        rs.getObject(24, Long.class),
+        rs.getString(25));
   }
 
   private static Instant instant(Timestamp t) {

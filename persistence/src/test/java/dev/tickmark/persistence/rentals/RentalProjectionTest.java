@@ -126,6 +126,64 @@ class RentalProjectionTest {
     assertEquals(13_888, r.cost()); // the last settlement's
     assertEquals(AT.plusSeconds(200), r.preemptionDeadline());
     assertNull(r.exitCode(), "a lost host's rental has no exit status");
+    assertEquals("ubuntu:24.04", r.image());
+    assertEquals(List.of("sleep", "1"), r.command());
+    assertEquals(false, r.network());
+    assertNull(r.maxTotal());
+    assertNull(r.restore());
+  }
+
+  /** What it was launched with, as the renter's list shows it. */
+  @Test
+  void listsWhatARentalWasLaunchedWith() {
+    Rental.Spec spec =
+        new Rental.Spec(
+                "h100-80gb",
+                1,
+                Listing.Tier.SPOT,
+                "eu-de",
+                3_000_000,
+                "ghcr.io/acme/train:1",
+                List.of("python", "train.py", "--name", "it's \"quoted\""),
+                null,
+                5_000_000L,
+                30,
+                true)
+            .withRestore(new Rental.Restore("snap_0123456789abcdef01234567", "ab", 10));
+    Rental.Spec ownCommand =
+        new Rental.Spec(
+            "h100-80gb",
+            1,
+            Listing.Tier.ON_DEMAND,
+            null,
+            3_000_000,
+            "ubuntu:24.04",
+            null,
+            null,
+            null,
+            30,
+            false);
+    group(
+        List.of(
+            new Fed("rnt_with1", new Rental.Requested("acc_launched_with", spec, 1_000_000, AT)),
+            new Fed(
+                "rnt_with2",
+                new Rental.Requested(
+                    "acc_launched_with", ownCommand, 1_000_000, AT.plusSeconds(1)))));
+    Map<String, RentalReadModel.RentalRow> rows = new java.util.HashMap<>();
+    for (RentalReadModel.RentalRow r : join(readModel.byRenter("acc_launched_with", null, 0, 10)))
+      rows.put(r.rentalId(), r);
+    RentalReadModel.RentalRow one = rows.get("rnt_with1");
+    assertEquals("ghcr.io/acme/train:1", one.image());
+    assertEquals(List.of("python", "train.py", "--name", "it's \"quoted\""), one.command());
+    assertEquals(true, one.network());
+    assertEquals(5_000_000L, one.maxTotal());
+    assertEquals("snap_0123456789abcdef01234567", one.restore());
+    RentalReadModel.RentalRow two = rows.get("rnt_with2");
+    assertEquals(List.of(), two.command(), "the image's own command");
+    assertEquals(false, two.network());
+    assertNull(two.maxTotal());
+    assertNull(two.restore());
   }
 
   @Test
