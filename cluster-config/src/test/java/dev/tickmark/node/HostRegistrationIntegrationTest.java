@@ -360,6 +360,15 @@ class HostRegistrationIntegrationTest {
     JsonNode shown = HostTestSupport.host(api, provider, unisolated.hostId());
     assertEquals("failed", shown.get("status").asText(), shown.toString());
     assertEquals("process", shown.at("/runtime/name").asText(), shown.toString());
+    Eventually.eventually(
+        HostTestSupport.READ_SIDE,
+        () -> {
+          JsonNode listed = null;
+          for (JsonNode h : api.get("/v1/hosts", provider.apiKey()).expect(200).json().get("hosts"))
+            if (h.get("id").asText().equals(unisolated.hostId())) listed = h;
+          assertEquals("process", listed.at("/runtime/name").asText(), String.valueOf(listed));
+          assertEquals("failed", listed.get("status").asText());
+        });
 
     HostTestSupport.Registered sandboxed = HostTestSupport.register(node, api, provider, "us-west");
     JsonNode verified =

@@ -61,29 +61,26 @@ public final class HostProjection {
                 1, e.outcome().cards().isEmpty() ? null : e.outcome().cards().get(0).gpu());
             st.setInt(2, e.outcome().cards().size());
             st.setBoolean(3, e.outcome().simulated());
-            var runtime = e.outcome().runtime();
-            // a report that did not say leaves both unknown: the host then takes every rental
-            if (runtime == null) {
-              st.setNull(4, Types.VARCHAR);
-              st.setNull(5, Types.BOOLEAN);
-            } else {
-              st.setString(4, runtime.name());
-              st.setBoolean(5, runtime.network());
-            }
+            setRuntime(st, 4, e.outcome().runtime());
             st.setTimestamp(6, at);
             st.setString(7, hostId);
           });
     } else if (event instanceof Host.ReportRejected e) {
       // A failed report leaves no verified cards: cards_total > 0 is what Reinstated reads as "the
-      // last report passed" (the entity reinstates to verified only then, else to failed).
-      update(
-          out,
-          hostId,
-          at,
-          (e.evict()
+      // last report passed" (the entity reinstates to verified only then, else to failed). Its
+      // runtime is shown too: an unisolated runtime is often why it failed.
+      out.add(
+          "UPDATE hosts SET "
+              + (e.evict()
                   ? "status = 'evicted'"
                   : "status = CASE WHEN status = 'evicted' THEN 'evicted' ELSE 'failed' END")
-              + ", cards_total = 0");
+              + ", cards_total = 0, runtime = ?, offers_network = ?, updated_at = ?"
+              + " WHERE host_id = ?",
+          st -> {
+            setRuntime(st, 1, e.outcome().runtime());
+            st.setTimestamp(3, at);
+            st.setString(4, hostId);
+          });
     } else if (event instanceof Host.WentOnline) {
       update(
           out,
@@ -147,6 +144,24 @@ public final class HostProjection {
           st.setTimestamp(4, at);
           st.setString(5, hostId);
         });
+  }
+
+  /**
+   * The runtime a report said, at {@code first} and the parameter after it; a report that did not
+   * say leaves both unknown, and the host then takes every rental.
+   */
+  private static void setRuntime(
+      java.sql.PreparedStatement st,
+      int first,
+      dev.tickmark.engine.host.verification.Verification.WorkloadRuntime runtime)
+      throws java.sql.SQLException {
+    if (runtime == null) {
+      st.setNull(first, Types.VARCHAR);
+      st.setNull(first + 1, Types.BOOLEAN);
+    } else {
+      st.setString(first, runtime.name());
+      st.setBoolean(first + 1, runtime.network());
+    }
   }
 
   private static void update(StatementBatch out, String hostId, Timestamp at, String set) {

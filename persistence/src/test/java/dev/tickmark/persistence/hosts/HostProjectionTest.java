@@ -149,6 +149,18 @@ class HostProjectionTest {
     row = rows("acc_runtime").get("h-rt");
     assertEquals(null, row.runtime());
     assertEquals(null, row.offersNetwork());
+
+    // a failed report's runtime is shown too: an unisolated one is often why it failed
+    var failed =
+        new Verification.Outcome(
+            false, List.of(), List.of(), false, new Verification.WorkloadRuntime("process", true));
+    group(
+        List.of(
+            new Fed("h-rt", new Host.ReportRejected(failed, "hash2", false, AT.plusSeconds(2)))));
+    row = rows("acc_runtime").get("h-rt");
+    assertEquals("failed", row.status());
+    assertEquals(0, row.cardsTotal());
+    assertEquals("process", row.runtime());
   }
 
   static Host.ReportVerified verified(Verification.WorkloadRuntime runtime) {
