@@ -178,6 +178,23 @@ final class RentalFixture {
         false);
   }
 
+  /** The same launch, asking for outbound network. */
+  static Spec withNetwork(Spec s) {
+    return new Spec(
+        s.gpu(),
+        s.count(),
+        s.tier(),
+        s.region(),
+        s.maxPricePerGpuHour(),
+        s.image(),
+        s.command(),
+        s.sshPublicKey(),
+        s.maxTotal(),
+        s.waitSeconds(),
+        true,
+        s.restore());
+  }
+
   static Spec onDemand(int count, long maxPrice) {
     return spec(Listing.Tier.ON_DEMAND, count, maxPrice, null, 30);
   }

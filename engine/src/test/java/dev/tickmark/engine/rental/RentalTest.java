@@ -355,20 +355,7 @@ class RentalTest {
   @Test
   void aRentalWithNetworkAsksTheMatcherForAHostThatCanGiveIt() {
     RentalFixture f = fixture();
-    Spec plain = onDemand(CARDS, CEILING);
-    Spec spec =
-        new Spec(
-            plain.gpu(),
-            plain.count(),
-            plain.tier(),
-            plain.region(),
-            plain.maxPricePerGpuHour(),
-            plain.image(),
-            plain.command(),
-            plain.sshPublicKey(),
-            plain.maxTotal(),
-            plain.waitSeconds(),
-            true);
+    Spec spec = RentalFixture.withNetwork(onDemand(CARDS, CEILING));
     f.create(spec);
     Matcher.Match first = f.expectMatch();
     assertTrue(first.network(), "at the launch");
@@ -2393,21 +2380,7 @@ class RentalTest {
   void restoreGoesToTheHostWithTheStart() {
     RentalFixture f = fixture();
     Rental.Restore restore = new Rental.Restore("snap_abc", "cd".repeat(32), 12_345);
-    Spec plain = onDemand(CARDS, CEILING);
-    Spec spec =
-        new Spec(
-            plain.gpu(),
-            plain.count(),
-            plain.tier(),
-            plain.region(),
-            plain.maxPricePerGpuHour(),
-            plain.image(),
-            plain.command(),
-            plain.sshPublicKey(),
-            plain.maxTotal(),
-            plain.waitSeconds(),
-            plain.network(),
-            restore);
+    Spec spec = onDemand(CARDS, CEILING).withRestore(restore);
     f.create(spec);
     f.expectMatch().replyTo().tell(new Matcher.Matched(f.rentalId, f.reservation(spec, FLOOR)));
     ok(f.creator.receiveMessage(RentalFixture.WAIT));
