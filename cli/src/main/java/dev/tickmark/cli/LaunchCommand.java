@@ -172,7 +172,7 @@ final class LaunchCommand extends ApiCommand {
             : RentalEvents.follow(http, id, this::done, new Progress(rental)::show);
     boolean ran = last.hasNonNull("started_at");
     if (RentalEvents.ended(last) && !ran) throw endedEarly(last);
-    if (follow) return followToTheEnd(http, id);
+    if (follow) return followToTheEnd(http, id, last.path("status").asText().equals("running"));
     if (json()) out().println(Http.JSON.createObjectNode().set("rental", last));
     if (RentalEvents.ended(last)) {
       // a short workload can end before its launch sees it run: it ran, so this is no failure
@@ -231,9 +231,14 @@ final class LaunchCommand extends ApiCommand {
    * The workload's output as it comes, until the rental has ended and its last line was shown; then
    * how it ended, and the exit status: the workload's own when it exited by itself.
    */
-  private int followToTheEnd(Http http, String id) {
+  private int followToTheEnd(Http http, String id, boolean running) {
     if (!json()) {
-      err().println("Rental " + id + " is running; its output follows (Ctrl-C stops following).");
+      err()
+          .println(
+              "Rental "
+                  + id
+                  + (running ? " is running" : " has run")
+                  + "; its output follows (Ctrl-C stops following).");
       err().flush();
     }
     LogsCommand.follow(
