@@ -273,9 +273,9 @@ public final class Node implements AutoCloseable {
     Host.init(system, Host.Settings.fromConfig(config, catalog, links), clock);
     Matcher.init(
         system,
-        (gpu, region, tier, maxPrice, count, renterId, network, held) ->
+        (gpu, region, tier, maxPrice, count, renterId, needs, held) ->
             hostReadModel.candidates(
-                gpu, region, tier, maxPrice, count, renterId, network, held, clock.instant()),
+                gpu, region, tier, maxPrice, count, renterId, needs, held, clock.instant()),
         links::host,
         Matcher.Settings.fromConfig(config),
         clock);

@@ -20,7 +20,8 @@ import org.junit.jupiter.api.Test;
  * sandbox without slirp4netns, which used to take every such rental and fail it at start ({@code
  * provisioning_failed}), so that a renter who launched again met the same host again. A rental
  * without network still goes to the cheapest. Providers see how each host runs rentals; renters can
- * ask the offers for capacity with network.
+ * ask the offers for capacity with network. A rental that names a runtime (docker, to have its
+ * image run) lands only on a host that said it uses it.
  */
 class NetworkMatchingIntegrationTest {
   private static final Duration WAIT = Duration.ofSeconds(30);
@@ -45,7 +46,12 @@ class NetworkMatchingIntegrationTest {
    */
   private static Registered host(
       Customer provider, HardwareReport.WorkloadRuntime runtime, String price) {
-    Registered host = HostTestSupport.register(node, api, provider, REGION);
+    return host(provider, runtime, price, REGION);
+  }
+
+  private static Registered host(
+      Customer provider, HardwareReport.WorkloadRuntime runtime, String price, String region) {
+    Registered host = HostTestSupport.register(node, api, provider, region);
     JsonNode verdict = host.agent().verify(AgentTestClient.simulatedReport().withRuntime(runtime));
     assertEquals("verified", verdict.get("status").asText(), verdict.toString());
     host.agent().startHeartbeats(HostTestSupport.HEARTBEAT_PERIOD);
@@ -54,20 +60,24 @@ class NetworkMatchingIntegrationTest {
   }
 
   private static String launch(Customer renter, boolean network) {
-    return api.post(
-            "/v1/rentals",
-            renter.apiKey(),
-            "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\""
-                + REGION
-                + "\",\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
-                + "\"command\":[\"sleep\",\"3600\"],\"network\":"
-                + network
-                + "}")
+    return launch(renter, REGION, "\"network\":" + network)
         .expect(201)
         .json()
-        .get("rental")
-        .get("id")
+        .at("/rental/id")
         .asText();
+  }
+
+  /** A launch of one card in {@code region} with the fields {@code more} (JSON, without braces). */
+  private static ApiClient.Reply launch(Customer renter, String region, String more) {
+    return api.post(
+        "/v1/rentals",
+        renter.apiKey(),
+        "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\""
+            + region
+            + "\",\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
+            + "\"command\":[\"sleep\",\"3600\"],"
+            + more
+            + "}");
   }
 
   /** The next {@code start_rental} this agent is sent (heartbeat answers and the like skipped). */
@@ -78,6 +88,79 @@ class NetworkMatchingIntegrationTest {
       if (frame != null && "start_rental".equals(frame.path("type").asText())) return frame;
     }
     throw new AssertionError("no start_rental within " + WAIT);
+  }
+
+  /**
+   * A renter who needs their image run asks for {@code docker}: the rental goes to a docker host
+   * though a sandbox host is cheaper, never to a host whose agent did not say, and waits where no
+   * docker host can also give the network it asks for. The offers count by runtime; the rental and
+   * the list say what was asked.
+   */
+  @Test
+  void aRentalThatNamesARuntimeGoesOnlyToAHostThatRunsIt() {
+    String region = "eu-de";
+    Customer provider = api.signUp("Three runtimes");
+    Registered unsaid = host(provider, null, "0.50", region);
+    Registered sandbox =
+        host(provider, new HardwareReport.WorkloadRuntime("sandbox", true), "1.00", region);
+    Registered docker =
+        host(provider, new HardwareReport.WorkloadRuntime("docker", false), "2.00", region);
+
+    eventually(
+        WAIT,
+        () -> {
+          List<JsonNode> dockerOnly =
+              HostTestSupport.offersIn(api, "?gpu=h100-80gb&runtime=docker", region);
+          assertEquals(1, dockerOnly.size(), dockerOnly.toString());
+          assertEquals(2, dockerOnly.get(0).get("available_cards").asInt(), "its two cards");
+          assertEquals("2.000000", dockerOnly.get(0).get("lowest_price_per_gpu_hour").asText());
+          assertEquals(
+              List.of(),
+              HostTestSupport.offersIn(api, "?gpu=h100-80gb&runtime=docker&network=true", region));
+        });
+    api.get("/v1/offers?runtime=podman", null).expectProblem(400, "invalid_runtime");
+
+    Customer renter = RentingSupport.renter(api, "Needs the image", "50");
+    launch(renter, region, "\"runtime\":\"podman\"").expectProblem(400, "invalid_runtime");
+    launch(renter, region, "\"runtime\":\"Docker\"").expectProblem(400, "invalid_runtime");
+
+    String image =
+        launch(renter, region, "\"runtime\":\"docker\"")
+            .expect(201)
+            .json()
+            .at("/rental/id")
+            .asText();
+    JsonNode start = nextStart(docker.agent());
+    assertEquals(image, start.get("rental_id").asText(), start.toString());
+    JsonNode shown = api.get("/v1/rentals/" + image, renter.apiKey()).expect(200).json();
+    assertEquals("docker", shown.get("runtime").asText(), shown.toString());
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode listed = api.get("/v1/rentals", renter.apiKey()).expect(200).json();
+          assertEquals("docker", listed.at("/rentals/0/runtime").asText(), listed.toString());
+        });
+
+    String boxed =
+        launch(renter, region, "\"runtime\":\"sandbox\"")
+            .expect(201)
+            .json()
+            .at("/rental/id")
+            .asText();
+    assertEquals(boxed, nextStart(sandbox.agent()).get("rental_id").asText());
+
+    // Without a runtime, the cheapest host is the one, as before; the rental says none was asked.
+    JsonNode any = launch(renter, region, "\"network\":false").expect(201).json().get("rental");
+    assertEquals(any.get("id").asText(), nextStart(unsaid.agent()).get("rental_id").asText());
+    assertTrue(any.get("runtime").isNull(), any.toString());
+
+    // docker with network: the docker host cannot give it, so the rental waits.
+    JsonNode waiting =
+        launch(renter, region, "\"runtime\":\"docker\",\"network\":true")
+            .expect(201)
+            .json()
+            .get("rental");
+    assertEquals("pending", waiting.get("status").asText(), waiting.toString());
   }
 
   @Test

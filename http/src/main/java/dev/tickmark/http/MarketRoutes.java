@@ -4,6 +4,8 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.host.WorkloadNeeds;
+import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.persistence.hosts.HostReadModel;
 import java.time.Clock;
@@ -114,9 +116,13 @@ public final class MarketRoutes {
                                                         parameterOptional(
                                                             "network",
                                                             network ->
-                                                                offers(
-                                                                    gpu, region, tier, maxPrice,
-                                                                    network)))))))));
+                                                                parameterOptional(
+                                                                    "runtime",
+                                                                    runtime ->
+                                                                        offers(
+                                                                            gpu, region, tier,
+                                                                            maxPrice, network,
+                                                                            runtime))))))))));
   }
 
   private Route offers(
@@ -124,7 +130,8 @@ public final class MarketRoutes {
       Optional<String> region,
       Optional<String> tier,
       Optional<String> maxPrice,
-      Optional<String> network) {
+      Optional<String> network,
+      Optional<String> runtime) {
     gpu.ifPresent(
         g -> {
           if (catalog.gpu(g).isEmpty())
@@ -139,7 +146,13 @@ public final class MarketRoutes {
     Long max = maxPrice.map(p -> Amounts.parse("max_price", p)).orElse(null);
     boolean withNetwork = network.map(MarketRoutes::network).orElse(false);
     var filter =
-        new HostReadModel.OfferFilter(gpu.orElse(null), region.orElse(null), t, max, withNetwork);
+        new HostReadModel.OfferFilter(
+            gpu.orElse(null),
+            region.orElse(null),
+            t,
+            max,
+            withNetwork,
+            runtime.map(MarketRoutes::runtime).orElse(null));
     return onSuccess(
         hosts.offers(filter, clock.instant()),
         offers ->
@@ -168,6 +181,14 @@ public final class MarketRoutes {
       case "false" -> false;
       default -> throw Problem.badRequest("invalid_network", "network must be true or false");
     };
+  }
+
+  /** A runtime a renter may ask for by name: {@code docker}, {@code sandbox} or {@code process}. */
+  static String runtime(String s) {
+    if (!WorkloadNeeds.known(s))
+      throw Problem.badRequest(
+          "invalid_runtime", "runtime must be one of " + String.join(", ", Verification.RUNTIMES));
+    return s;
   }
 
   static Listing.Tier tier(String s) {

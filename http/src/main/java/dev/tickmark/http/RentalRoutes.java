@@ -68,7 +68,8 @@ public final class RentalRoutes {
       String maxTotal,
       Integer waitSeconds,
       Boolean network,
-      String restore) {}
+      String restore,
+      String runtime) {}
 
   record StopRequest(Boolean snapshot) {}
 
@@ -97,7 +98,8 @@ public final class RentalRoutes {
       List<String> command,
       Boolean network,
       String maxTotal,
-      String restore) {
+      String restore,
+      String runtime) {
     RentalView withSshHostKey(String key) {
       return new RentalView(
           id,
@@ -124,7 +126,8 @@ public final class RentalRoutes {
           command,
           network,
           maxTotal,
-          restore);
+          restore,
+          runtime);
     }
   }
 
@@ -396,17 +399,18 @@ public final class RentalRoutes {
     if (wait < 0 || wait > 600)
       throw Problem.badRequest("invalid_wait", "wait_seconds must be 0 to 600");
     return new Rental.Spec(
-        r.gpu(),
-        count,
-        tier,
-        r.region(),
-        maxPrice,
-        r.image(),
-        List.copyOf(command),
-        r.sshPublicKey(),
-        maxTotal,
-        wait,
-        Boolean.TRUE.equals(r.network()));
+            r.gpu(),
+            count,
+            tier,
+            r.region(),
+            maxPrice,
+            r.image(),
+            List.copyOf(command),
+            r.sshPublicKey(),
+            maxTotal,
+            wait,
+            Boolean.TRUE.equals(r.network()))
+        .withRuntime(r.runtime() == null ? null : MarketRoutes.runtime(r.runtime()));
   }
 
   private CompletionStage<RentalList> list(
@@ -541,7 +545,8 @@ public final class RentalRoutes {
         s.command() == null ? List.of() : s.command(),
         s.network(),
         s.maxTotal() == null ? null : Money.format(s.maxTotal()),
-        s.restore() == null ? null : s.restore().snapshotId());
+        s.restore() == null ? null : s.restore().snapshotId(),
+        s.runtime());
   }
 
   static RentalView view(RentalReadModel.RentalRow r) {
@@ -570,7 +575,8 @@ public final class RentalRoutes {
         r.command(),
         r.network(),
         r.maxTotal() == null ? null : Money.format(r.maxTotal()),
-        r.restore());
+        r.restore(),
+        r.runtime());
   }
 
   /**

@@ -111,6 +111,7 @@ class OpenApiSchemaTest {
           "Sha256",
           "Scope",
           "Tier",
+          "RuntimeName",
           "HostStatus",
           "RentalStatus",
           "SnapshotStatus",

@@ -53,7 +53,8 @@ public final class Migrations {
           "V21__host_reliability.sql",
           "V22__rental_exit_code.sql",
           "V23__host_runtime.sql",
-          "V24__rental_launch.sql");
+          "V24__rental_launch.sql",
+          "V25__rental_runtime.sql");
 
   private Migrations() {}
 

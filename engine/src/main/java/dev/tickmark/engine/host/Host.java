@@ -387,7 +387,8 @@ public final class Host
    * them (its first {@link StartWorkload}) within this long (issue 15: a launch reserves before it
    * has recorded anything); null: kept until released, as before pending reservations. {@code
    * network}: the rental asks for outbound network, which a host whose agent said it cannot give
-   * refuses.
+   * refuses; {@code runtime}: the rental asks for this runtime by name (null: any), which a host
+   * that runs rentals otherwise, or did not say how, refuses ({@link WorkloadNeeds}).
    */
   public record ReserveCards(
       String rentalId,
@@ -398,10 +399,40 @@ public final class Host
       long maxPricePerGpuHour,
       Duration claimWithin,
       boolean network,
+      String runtime,
       ActorRef<StatusReply<Reservation>> replyTo)
       implements Replying<Reservation> {
     @JsonCreator
     public ReserveCards {}
+
+    /** A proposal from a node that predates a rental's runtime: any runtime. */
+    public ReserveCards(
+        String rentalId,
+        String renterId,
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        long maxPricePerGpuHour,
+        Duration claimWithin,
+        boolean network,
+        ActorRef<StatusReply<Reservation>> replyTo) {
+      this(
+          rentalId,
+          renterId,
+          gpu,
+          count,
+          tier,
+          maxPricePerGpuHour,
+          claimWithin,
+          network,
+          null,
+          replyTo);
+    }
+
+    /** What the rental needs of this host's runtime. */
+    public WorkloadNeeds needs() {
+      return new WorkloadNeeds(network, runtime);
+    }
 
     public ReserveCards(
         String rentalId,
@@ -1011,9 +1042,12 @@ public final class Host
           && !draining;
     }
 
-    /** Whether a rental with outbound network may run here: as the latest passed report says. */
-    boolean offersNetwork() {
-      return standing.outcome() == null || standing.outcome().offersNetwork();
+    /**
+     * Null when a rental with these needs may run here, as the latest passed report says; else why
+     * not.
+     */
+    String cannotRun(WorkloadNeeds needs) {
+      return needs.refusal(standing.outcome() == null ? null : standing.outcome().runtime());
     }
 
     boolean ownedBy(String ownerId) {
@@ -2302,9 +2336,8 @@ public final class Host
       return new Refused(reply(Rejection.HOST_NOT_AVAILABLE, "the host is not on the market"));
     if (!state.listing().availableAt(at))
       return new Refused(reply(Rejection.HOST_NOT_AVAILABLE, "outside the host's availability"));
-    if (cmd.network() && !state.offersNetwork())
-      return new Refused(
-          reply(Rejection.HOST_NOT_AVAILABLE, "the host cannot give a rental outbound network"));
+    String cannotRun = state.cannotRun(cmd.needs());
+    if (cannotRun != null) return new Refused(reply(Rejection.HOST_NOT_AVAILABLE, cannotRun));
     Long floor = state.listing().floorFor(cmd.tier());
     if (floor == null)
       return new Refused(

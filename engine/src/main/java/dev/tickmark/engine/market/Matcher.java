@@ -6,6 +6,7 @@ import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.host.WorkloadNeeds;
 import dev.tickmark.engine.metrics.EngineMetrics;
 import java.time.Clock;
 import java.time.Duration;
@@ -133,8 +134,8 @@ public final class Matcher {
      * Hosts that may have the cards, none of them owned by {@code renterId} (when not null). {@code
      * held}: cards this matcher has proposed or given that the read side may not show yet. The
      * answer is the cheapest hosts that still have the cards after those, read past the held ones;
-     * the held ones only when no other is found. {@code network}: only hosts that can give a rental
-     * outbound network.
+     * the held ones only when no other is found. {@code needs}: only hosts whose runtime can run
+     * the rental (outbound network, a runtime by name).
      */
     CompletionStage<List<Candidate>> find(
         String gpu,
@@ -143,7 +144,7 @@ public final class Matcher {
         long maxPricePerGpuHour,
         int count,
         String renterId,
-        boolean network,
+        WorkloadNeeds needs,
         Holdings held);
   }
 
@@ -177,7 +178,9 @@ public final class Matcher {
    * deadline); {@code claimWithin}: the reservation is pending, and goes back unless the rental
    * claims it within this long ({@link Host.ReserveCards#claimWithin}; null: not pending); {@code
    * network}: the rental asks for outbound network, so only hosts that can give it are candidates
-   * (a request from a node that predates it reads as false, and the host then finds out at start).
+   * (a request from a node that predates it reads as false, and the host then finds out at start);
+   * {@code runtime}: the rental asks for this runtime by name (null: any; so reads a request from a
+   * node that predates it).
    */
   public record Match(
       String rentalId,
@@ -190,10 +193,43 @@ public final class Matcher {
       Instant deadline,
       Duration claimWithin,
       boolean network,
+      String runtime,
       ActorRef<Result> replyTo)
       implements Command {
     @JsonCreator
     public Match {}
+
+    public Match(
+        String rentalId,
+        String renterId,
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        String region,
+        long maxPricePerGpuHour,
+        Instant deadline,
+        Duration claimWithin,
+        boolean network,
+        ActorRef<Result> replyTo) {
+      this(
+          rentalId,
+          renterId,
+          gpu,
+          count,
+          tier,
+          region,
+          maxPricePerGpuHour,
+          deadline,
+          claimWithin,
+          network,
+          null,
+          replyTo);
+    }
+
+    /** What the rental needs of its host's runtime. */
+    public WorkloadNeeds needs() {
+      return new WorkloadNeeds(network, runtime);
+    }
 
     public Match(
         String rentalId,
@@ -405,7 +441,7 @@ public final class Matcher {
             m.maxPricePerGpuHour(),
             m.count(),
             m.renterId(),
-            m.network(),
+            m.needs(),
             held()),
         (found, failure) ->
             failure == null
@@ -544,6 +580,7 @@ public final class Matcher {
         m.maxPricePerGpuHour(),
         m.claimWithin(),
         m.network(),
+        m.runtime(),
         replyTo);
   }
 

@@ -314,10 +314,62 @@ public final class Rental
       Long maxTotal,
       int waitSeconds,
       boolean network,
-      Restore restore)
+      Restore restore,
+      String runtime)
       implements CborSerializable {
     @JsonCreator
     public Spec {}
+
+    /**
+     * A launch that runs in whatever runtime its host uses ({@code runtime} null; so read launches
+     * recorded before a renter could name one).
+     */
+    public Spec(
+        String gpu,
+        int count,
+        Listing.Tier tier,
+        String region,
+        long maxPricePerGpuHour,
+        String image,
+        List<String> command,
+        String sshPublicKey,
+        Long maxTotal,
+        int waitSeconds,
+        boolean network,
+        Restore restore) {
+      this(
+          gpu,
+          count,
+          tier,
+          region,
+          maxPricePerGpuHour,
+          image,
+          command,
+          sshPublicKey,
+          maxTotal,
+          waitSeconds,
+          network,
+          restore,
+          null);
+    }
+
+    /** The same launch, run only in the runtime {@code name} (null: any). */
+    public Spec withRuntime(String name) {
+      return new Spec(
+          gpu,
+          count,
+          tier,
+          region,
+          maxPricePerGpuHour,
+          image,
+          command,
+          sshPublicKey,
+          maxTotal,
+          waitSeconds,
+          network,
+          restore,
+          name);
+    }
 
     /** The same launch, accepting {@code keys} (OpenSSH public keys, one per line). */
     public Spec withSshPublicKey(String keys) {
@@ -342,7 +394,8 @@ public final class Rental
           maxTotal,
           waitSeconds,
           network,
-          from);
+          from,
+          runtime);
     }
 
     /** A launch that starts from an empty workspace. */
@@ -1562,6 +1615,7 @@ public final class Rental
                 deadline,
                 claimWithin,
                 s.network(),
+                s.runtime(),
                 context.messageAdapter(Matcher.Result.class, MatchAnswer::new)));
   }
 

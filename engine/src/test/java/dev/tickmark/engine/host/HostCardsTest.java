@@ -125,8 +125,64 @@ class HostCardsTest {
     }
   }
 
+  /**
+   * A rental that names a runtime (a renter who needs their image run asks for {@code docker}) is
+   * refused by a host that runs rentals in another, alone or in a batch, also after a restart; the
+   * host that runs it, or a rental that names none, is taken.
+   */
+  @Test
+  void aHostRefusesARentalThatAsksForAnotherRuntime() {
+    TestClock clock = new TestClock(START);
+    HostDriver host = new HostDriver(testKit, HostDriver.settings(NEVER, false), clock, CARDS);
+    host.onMarket(new HardwareReport.WorkloadRuntime("sandbox", true));
+
+    var refused = host.propose(r -> needing("img", new WorkloadNeeds(false, "docker"), r));
+    assertRejected(Rejection.HOST_NOT_AVAILABLE, refused);
+    assertEquals(
+        "the host does not run rentals in docker",
+        Rejection.detailOf(refused.reply().getError().getMessage()));
+
+    var batch =
+        host.reserveTogether(
+            List.of(
+                needing("img-2", new WorkloadNeeds(true, "docker"), null),
+                needing("boxed", new WorkloadNeeds(true, "sandbox"), null),
+                needing("any", WorkloadNeeds.ANY, null)));
+    List<Host.ReservationAnswer> answers = ok(batch).answers();
+    assertEquals(Rejection.HOST_NOT_AVAILABLE, Rejection.codeOf(answers.get(0).refusal()));
+    assertEquals(List.of(0), answers.get(1).reservation().cards());
+    assertEquals(List.of(1), answers.get(2).reservation().cards());
+
+    host.assertRecovers();
+    assertRejected(
+        Rejection.HOST_NOT_AVAILABLE,
+        host.propose(r -> needing("img-3", new WorkloadNeeds(false, "docker"), r)));
+  }
+
+  /** A host whose agent never said how it runs rentals takes none that names a runtime. */
+  @Test
+  void aHostThatNeverSaidItsRuntimeRefusesARentalThatNamesOne() {
+    TestClock clock = new TestClock(START);
+    HostDriver host = new HostDriver(testKit, HostDriver.settings(NEVER, false), clock, CARDS);
+    host.onMarket();
+    assertRejected(
+        Rejection.HOST_NOT_AVAILABLE,
+        host.propose(r -> needing("img", new WorkloadNeeds(false, "docker"), r)));
+    assertEquals(List.of(0), ok(host.propose(r -> needing("any", WorkloadNeeds.ANY, r))).cards());
+  }
+
   private static Host.ReserveCards withNetwork(
       String rentalId, int count, boolean network, ActorRef<StatusReply<Reservation>> replyTo) {
+    return proposal(rentalId, count, new WorkloadNeeds(network, null), replyTo);
+  }
+
+  private static Host.ReserveCards needing(
+      String rentalId, WorkloadNeeds needs, ActorRef<StatusReply<Reservation>> replyTo) {
+    return proposal(rentalId, 1, needs, replyTo);
+  }
+
+  private static Host.ReserveCards proposal(
+      String rentalId, int count, WorkloadNeeds needs, ActorRef<StatusReply<Reservation>> replyTo) {
     return new Host.ReserveCards(
         rentalId,
         "acc_renter",
@@ -135,7 +191,8 @@ class HostCardsTest {
         Listing.Tier.ON_DEMAND,
         ON_DEMAND,
         null,
-        network,
+        needs.network(),
+        needs.runtime(),
         replyTo);
   }
 

@@ -13,6 +13,7 @@ import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.TestClock;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.host.WorkloadNeeds;
 import dev.tickmark.engine.market.Matcher.Candidate;
 import dev.tickmark.engine.market.Matcher.Match;
 import java.sql.SQLTransientConnectionException;
@@ -84,7 +85,7 @@ class MatcherTest {
       List<Candidate> candidates, Hosts hosts, Duration askTimeout) {
     return testKit.spawn(
         Matcher.create(
-            (gpu, region, tier, max, count, renter, network, held) ->
+            (gpu, region, tier, max, count, renter, needs, held) ->
                 CompletableFuture.completedFuture(candidates),
             hosts::ref,
             askTimeout));
@@ -223,25 +224,31 @@ class MatcherTest {
    * they fill instead of offering only hosts that are full already.
    */
   /**
-   * A rental that asks for network is matched only among hosts that can give it: the read side is
-   * asked for those, and the host is told, so that one whose agent said it cannot refuses even when
-   * the read side lags. A rental without network asks for all.
+   * A rental that asks for network, or for a runtime by name, is matched only among hosts that can
+   * run it: the read side is asked for those, and the host is told, so that one whose agent said
+   * otherwise refuses even when the read side lags. A rental that asks neither asks for all.
    */
   @Test
-  void aRentalWithNetworkAsksForHostsThatCanGiveItAndTellsTheHost() {
+  void aRentalWithNeedsAsksForHostsThatMeetThemAndTellsTheHost() {
     Hosts hosts = new Hosts("h-a");
-    List<Boolean> networkAsked = new java.util.concurrent.CopyOnWriteArrayList<>();
+    List<WorkloadNeeds> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, network, held) -> {
-                  networkAsked.add(network);
+                (gpu, region, tier, max, count, renter, needs, held) -> {
+                  asked.add(needs);
                   return CompletableFuture.completedFuture(List.of(new Candidate("h-a", 1, 4)));
                 },
                 hosts::ref,
                 WAIT));
     TestProbe<Matcher.Result> replyTo = testKit.createTestProbe();
-    for (boolean network : List.of(true, false)) {
+    List<WorkloadNeeds> needed =
+        List.of(
+            new WorkloadNeeds(true, null),
+            new WorkloadNeeds(false, "docker"),
+            new WorkloadNeeds(true, "sandbox"),
+            WorkloadNeeds.ANY);
+    for (WorkloadNeeds needs : needed) {
       String rental = rentalId();
       matcher.tell(
           new Match(
@@ -254,14 +261,15 @@ class MatcherTest {
               CEILING,
               null,
               null,
-              network,
+              needs.network(),
+              needs.runtime(),
               replyTo.getRef()));
       Host.ReserveCards proposal = hosts.expectProposal("h-a");
-      assertEquals(network, proposal.network(), "the host is told");
+      assertEquals(needs, proposal.needs(), "the host is told");
       proposal.replyTo().tell(StatusReply.success(reservation("h-a", rental, List.of(0), 1, T1)));
       assertInstanceOf(Matcher.Matched.class, replyTo.receiveMessage(WAIT));
     }
-    assertEquals(List.of(true, false), networkAsked, "the read side is asked accordingly");
+    assertEquals(needed, asked, "the read side is asked accordingly");
   }
 
   @Test
@@ -271,7 +279,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, network, held) -> {
+                (gpu, region, tier, max, count, renter, needs, held) -> {
                   heldAsked.add(held);
                   return CompletableFuture.completedFuture(
                       List.of(new Candidate("h-a", 1, 4), new Candidate("h-b", 2, 4)));
@@ -333,7 +341,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, network, held) ->
+                (gpu, region, tier, max, count, renter, needs, held) ->
                     CompletableFuture.completedFuture(readSide.get()),
                 hosts::ref,
                 WAIT));
@@ -391,7 +399,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, network, held) ->
+                (gpu, region, tier, max, count, renter, needs, held) ->
                     CompletableFuture.completedFuture(
                         queries.incrementAndGet() == 1
                             ? List.of(new Candidate("h-a", 1, 1))
@@ -439,7 +447,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, network, held) ->
+                (gpu, region, tier, max, count, renter, needs, held) ->
                     readSideDown.get()
                         ? CompletableFuture.failedFuture(
                             new SQLTransientConnectionException(
@@ -561,7 +569,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, network, held) -> {
+                (gpu, region, tier, max, count, renter, needs, held) -> {
                   queries.incrementAndGet();
                   return CompletableFuture.completedFuture(
                       List.of(new Candidate(cheap, 1, 8), new Candidate(dear, 2, 8)));
@@ -729,7 +737,7 @@ class MatcherTest {
     ActorRef<Matcher.Command> matcher =
         testKit.spawn(
             Matcher.create(
-                (gpu, region, tier, max, count, renter, network, held) ->
+                (gpu, region, tier, max, count, renter, needs, held) ->
                     CompletableFuture.completedFuture(List.of(new Candidate("h-a", 1, 8))),
                 hosts::ref,
                 Matcher.Settings.defaults(WAIT),
@@ -797,7 +805,7 @@ class MatcherTest {
     Map<String, MarketHost> byId = Map.of(own.hostId, own, other.hostId, other);
     List<String> askedFor = new java.util.concurrent.CopyOnWriteArrayList<>();
     Matcher.Candidates unfiltered =
-        (gpu, region, tier, max, count, renter, network, held) -> {
+        (gpu, region, tier, max, count, renter, needs, held) -> {
           askedFor.add(renter);
           return CompletableFuture.completedFuture(
               List.of(
@@ -829,7 +837,7 @@ class MatcherTest {
 
     // with only its own host on the market, the renter gets no match
     Matcher.Candidates onlyOwn =
-        (gpu, region, tier, max, count, r, network, held) ->
+        (gpu, region, tier, max, count, r, needs, held) ->
             CompletableFuture.completedFuture(List.of(new Candidate(own.hostId, own.floor, 4)));
     ActorRef<Matcher.Command> second =
         testKit.spawn(Matcher.create(onlyOwn, id -> byId.get(id).ref, WAIT));
@@ -934,7 +942,7 @@ class MatcherTest {
     // The read side lags: it still offers every card of every host, whatever was taken since.
     List<Candidate> stale = market.stream().map(h -> new Candidate(h.hostId, h.floor, 8)).toList();
     Matcher.Candidates candidates =
-        (gpu, region, tier, max, count, renter, network, held) ->
+        (gpu, region, tier, max, count, renter, needs, held) ->
             CompletableFuture.completedFuture(stale);
     // Two matchers propose at once (a shard moving between nodes): the hosts still hand each card
     // out once.

@@ -367,6 +367,25 @@ class RentalTest {
     assertTrue(f.host.expect(Host.StartWorkload.class).network(), "and the host starts it so");
   }
 
+  /**
+   * A rental that names a runtime asks the matcher for it at its launch and while it waits, and
+   * keeps it through a restart (it is part of the recorded request); its view says it.
+   */
+  @Test
+  void aRentalThatNamesARuntimeAsksTheMatcherForIt() {
+    RentalFixture f = fixture();
+    Spec spec = onDemand(CARDS, CEILING).withRuntime("docker");
+    f.create(spec);
+    Matcher.Match first = f.expectMatch();
+    assertEquals("docker", first.runtime(), "at the launch");
+    first.replyTo().tell(new Matcher.NoMatch(f.rentalId, "no host has the capacity now"));
+    assertEquals("docker", ok(f.creator.receiveMessage(RentalFixture.WAIT)).spec().runtime());
+    f.restart();
+    Matcher.Match again = f.expectMatch();
+    assertEquals("docker", again.runtime(), "while it waits, after a restart too");
+    assertEquals(new dev.tickmark.engine.host.WorkloadNeeds(false, "docker"), again.needs());
+  }
+
   @Test
   void aRetriedLaunchOfAMatchedRentalAnswersTheRentalAsItStands() {
     RentalFixture f = fixture();

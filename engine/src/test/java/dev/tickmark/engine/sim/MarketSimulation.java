@@ -7,6 +7,7 @@ import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.host.WorkloadNeeds;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.rental.Rental;
@@ -786,7 +787,7 @@ public final class MarketSimulation implements AutoCloseable {
       long maxPrice,
       int count,
       String renterId,
-      boolean network, // every simulated host runs rentals with network
+      WorkloadNeeds needs, // every simulated host runs rentals with network; none asks a runtime
       Matcher.Holdings held) {
     List<Matcher.Candidate> found = new ArrayList<>();
     Instant now = clock.instant();

@@ -2,6 +2,7 @@ package dev.tickmark.persistence.hosts;
 
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.host.WorkloadNeeds;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.market.Reliability;
 import dev.tickmark.persistence.Jdbc;
@@ -57,11 +58,19 @@ public final class HostReadModel {
       int hosts,
       boolean simulated) {}
 
-  /** {@code network}: only hosts that can give a rental outbound network (as the matcher picks). */
+  /**
+   * {@code network}: only hosts that can give a rental outbound network; {@code runtime}: only
+   * hosts that run rentals in it (null: any); as the matcher picks.
+   */
   public record OfferFilter(
-      String gpu, String region, Listing.Tier tier, Long maxPrice, boolean network) {
+      String gpu,
+      String region,
+      Listing.Tier tier,
+      Long maxPrice,
+      boolean network,
+      String runtime) {
     public OfferFilter(String gpu, String region, Listing.Tier tier, Long maxPrice) {
-      this(gpu, region, tier, maxPrice, false);
+      this(gpu, region, tier, maxPrice, false, null);
     }
   }
 
@@ -189,7 +198,15 @@ public final class HostReadModel {
       String renterId,
       Instant now) {
     return candidates(
-        gpu, region, tier, maxPrice, count, renterId, false, Matcher.Holdings.NONE, now);
+        gpu,
+        region,
+        tier,
+        maxPrice,
+        count,
+        renterId,
+        WorkloadNeeds.ANY,
+        Matcher.Holdings.NONE,
+        now);
   }
 
   /**
@@ -198,7 +215,8 @@ public final class HostReadModel {
    * cards after those, read past the held hosts, cheapest first; the held hosts only when no other
    * is found (the matcher's count may be stale, and the host decides). Each held host hides at most
    * one row, so a page of {@value #CANDIDATE_PAGE} plus one row per held host usually suffices.
-   * {@code network}: only hosts that have not said they cannot give a rental outbound network.
+   * {@code needs}: only hosts that have not said they cannot give a rental outbound network, and
+   * only those that said they run rentals in the runtime asked for by name.
    */
   public CompletionStage<List<dev.tickmark.engine.market.Matcher.Candidate>> candidates(
       String gpu,
@@ -207,7 +225,7 @@ public final class HostReadModel {
       long maxPrice,
       int count,
       String renterId,
-      boolean network,
+      WorkloadNeeds needs,
       Matcher.Holdings held,
       Instant now) {
     String price = tier == Listing.Tier.SPOT ? "spot_price" : "on_demand_price";
@@ -223,7 +241,8 @@ public final class HostReadModel {
             + " <= ?"
             + (region == null ? "" : " AND region = ?")
             + (renterId == null ? "" : " AND owner_id <> ?")
-            + (network ? " AND offers_network IS NOT FALSE" : "")
+            + (needs.network() ? " AND offers_network IS NOT FALSE" : "")
+            + (needs.runtime() == null ? "" : " AND runtime = ?")
             + " ORDER BY "
             + price
             // Matcher.ordered's order (Reliability): the share of ended rentals lost, then the
@@ -245,6 +264,7 @@ public final class HostReadModel {
             st.setLong(i++, maxPrice);
             if (region != null) st.setString(i++, region);
             if (renterId != null) st.setString(i++, renterId);
+            if (needs.runtime() != null) st.setString(i++, needs.runtime());
             st.setInt(i++, page);
             int offsetIndex = i;
             for (int offset = 0; free.size() < ENOUGH_CANDIDATES; offset += page) {
@@ -295,6 +315,7 @@ public final class HostReadModel {
       if (filter.gpu() != null && !filter.gpu().equals(row.gpu())) continue;
       if (filter.region() != null && !filter.region().equals(row.region())) continue;
       if (filter.network() && Boolean.FALSE.equals(row.offersNetwork())) continue;
+      if (filter.runtime() != null && !filter.runtime().equals(row.runtime())) continue;
       Listing listing =
           new Listing(
               row.onDemandPrice() == null ? 0 : row.onDemandPrice(),

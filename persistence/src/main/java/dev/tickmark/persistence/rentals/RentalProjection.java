@@ -36,8 +36,8 @@ public final class RentalProjection {
   private static final String INSERT =
       "INSERT INTO rentals(rental_id, renter_id, status, gpu, card_count, tier, region,"
           + " max_price_per_gpu_hour, created_at, updated_at, image, command, network, max_total,"
-          + " restore)"
-          + " VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING";
+          + " restore, runtime)"
+          + " VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING";
 
   /**
    * Every later event is this one statement (a column it does not name is left as it is), so that a
@@ -74,6 +74,7 @@ public final class RentalProjection {
             if (e.spec().maxTotal() == null) st.setNull(13, Types.BIGINT);
             else st.setLong(13, e.spec().maxTotal());
             st.setString(14, e.spec().restore() == null ? null : e.spec().restore().snapshotId());
+            st.setString(15, e.spec().runtime());
           });
       return;
     }

@@ -40,7 +40,8 @@ public final class RentalReadModel {
       List<String> command,
       Boolean network,
       Long maxTotal,
-      String restore) {}
+      String restore,
+      String runtime) {}
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -69,7 +70,7 @@ public final class RentalReadModel {
             + " simulated, created_at, matched_at, started_at, ended_at, end_reason, billed_seconds, cost, preemption_deadline,"
             // the snapshot kept at its stop, from the snapshots read model (one per rental)
             + " (SELECT s.snapshot_id FROM snapshots s WHERE s.rental_id = rentals.rental_id LIMIT 1),"
-            + " exit_code, image, command, network, max_total, restore"
+            + " exit_code, image, command, network, max_total, restore, runtime"
             + " FROM rentals WHERE renter_id = ? AND status <> 'refused'"
             + (status == null ? "" : " AND status = ?")
             + (after > 0 ? " AND row_id < ?" : "")
@@ -151,7 +152,8 @@ public final class RentalReadModel {
         RentalProjection.commandFrom(rs.getString(22)),
         rs.getObject(23, Boolean.class),
         rs.getObject(24, Long.class),
-        rs.getString(25));
+        rs.getString(25),
+        rs.getString(26));
   }
 
   private static Instant instant(Timestamp t) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.tickmark.engine.host.Listing;
+import dev.tickmark.engine.host.WorkloadNeeds;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.market.Matcher.Candidate;
 import dev.tickmark.persistence.DatabaseSettings;
@@ -216,23 +217,7 @@ class HostCandidatesIntegrationTest {
       st.addBatch();
       st.executeBatch();
     }
-    List<String> withNetwork =
-        hosts
-            .candidates(
-                "l40s-48gb",
-                null,
-                Listing.Tier.ON_DEMAND,
-                3_000_000,
-                1,
-                null,
-                true,
-                Matcher.Holdings.NONE,
-                NOW)
-            .toCompletableFuture()
-            .get(10, TimeUnit.SECONDS)
-            .stream()
-            .map(Candidate::hostId)
-            .toList();
+    List<String> withNetwork = needing("l40s-48gb", new WorkloadNeeds(true, null));
     assertEquals(List.of("n-unsaid", "n-able"), withNetwork, "cheapest first, never n-none");
     List<String> without =
         hosts
@@ -244,6 +229,81 @@ class HostCandidatesIntegrationTest {
             .toList();
     assertEquals(
         List.of("n-none", "n-unsaid", "n-able"), without, "a rental without network: all three");
+  }
+
+  @Test
+  void aRentalThatNamesARuntimeIsOfferedOnlyHostsThatSaidTheyRunIt() throws Exception {
+    // Four hosts of a model of their own, cheapest first: a sandbox without network, one whose
+    // agent has not said, a docker host, a sandbox with network.
+    insert(
+        "r-sandbox",
+        "rtx-4090-24gb",
+        "eu-nl",
+        "verified",
+        true,
+        true,
+        false,
+        4,
+        0,
+        100,
+        null,
+        "[]");
+    insert(
+        "r-unsaid", "rtx-4090-24gb", "eu-nl", "verified", true, true, false, 4, 0, 200, null, "[]");
+    insert(
+        "r-docker", "rtx-4090-24gb", "eu-nl", "verified", true, true, false, 4, 0, 300, null, "[]");
+    insert(
+        "r-slirp", "rtx-4090-24gb", "eu-nl", "verified", true, true, false, 4, 0, 400, null, "[]");
+    try (Connection c = DriverManager.getConnection(db.url(), db.user(), db.password());
+        PreparedStatement st =
+            c.prepareStatement(
+                "UPDATE hosts SET runtime = ?, offers_network = ? WHERE host_id = ?")) {
+      for (String[] h :
+          List.of(
+              new String[] {"r-sandbox", "sandbox", "false"},
+              new String[] {"r-docker", "docker", "true"},
+              new String[] {"r-slirp", "sandbox", "true"})) {
+        st.setString(1, h[1]);
+        st.setBoolean(2, Boolean.parseBoolean(h[2]));
+        st.setString(3, h[0]);
+        st.addBatch();
+      }
+      st.executeBatch();
+    }
+    assertEquals(List.of("r-docker"), needing("rtx-4090-24gb", new WorkloadNeeds(false, "docker")));
+    assertEquals(
+        List.of("r-sandbox", "r-slirp"),
+        needing("rtx-4090-24gb", new WorkloadNeeds(false, "sandbox")),
+        "never the host that did not say");
+    assertEquals(
+        List.of("r-slirp"),
+        needing("rtx-4090-24gb", new WorkloadNeeds(true, "sandbox")),
+        "a sandbox that can give network");
+    assertEquals(List.of(), needing("rtx-4090-24gb", new WorkloadNeeds(false, "process")));
+    assertEquals(
+        List.of("r-sandbox", "r-unsaid", "r-docker", "r-slirp"),
+        needing("rtx-4090-24gb", WorkloadNeeds.ANY),
+        "any runtime: all four, cheapest first");
+  }
+
+  /** The ids of the candidates for a rental of one {@code gpu} with these needs. */
+  static List<String> needing(String gpu, WorkloadNeeds needs) throws Exception {
+    return hosts
+        .candidates(
+            gpu,
+            null,
+            Listing.Tier.ON_DEMAND,
+            3_000_000,
+            1,
+            null,
+            needs,
+            Matcher.Holdings.NONE,
+            NOW)
+        .toCompletableFuture()
+        .get(10, TimeUnit.SECONDS)
+        .stream()
+        .map(Candidate::hostId)
+        .toList();
   }
 
   /** Candidates for a matcher holding {@code cards} on each host, reserved at {@code at}. */
@@ -258,7 +318,7 @@ class HostCandidatesIntegrationTest {
             3_000_000,
             1,
             null,
-            false,
+            WorkloadNeeds.ANY,
             new Matcher.Holdings(byHost),
             NOW)
         .toCompletableFuture()

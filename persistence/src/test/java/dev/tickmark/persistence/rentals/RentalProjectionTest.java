@@ -149,7 +149,8 @@ class RentalProjectionTest {
                 5_000_000L,
                 30,
                 true)
-            .withRestore(new Rental.Restore("snap_0123456789abcdef01234567", "ab", 10));
+            .withRestore(new Rental.Restore("snap_0123456789abcdef01234567", "ab", 10))
+            .withRuntime("docker");
     Rental.Spec ownCommand =
         new Rental.Spec(
             "h100-80gb",
@@ -179,11 +180,13 @@ class RentalProjectionTest {
     assertEquals(true, one.network());
     assertEquals(5_000_000L, one.maxTotal());
     assertEquals("snap_0123456789abcdef01234567", one.restore());
+    assertEquals("docker", one.runtime());
     RentalReadModel.RentalRow two = rows.get("rnt_with2");
     assertEquals(List.of(), two.command(), "the image's own command");
     assertEquals(false, two.network());
     assertNull(two.maxTotal());
     assertNull(two.restore());
+    assertNull(two.runtime(), "any runtime");
   }
 
   @Test

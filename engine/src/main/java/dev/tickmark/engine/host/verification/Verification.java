@@ -325,8 +325,11 @@ public final class Verification {
                 RUNTIMES.contains(runtime.name()) ? runtime.name() : "unknown", runtime.network()));
   }
 
-  /** The runtime names an agent may report; any other is shown as {@code unknown}. */
-  static final Set<String> RUNTIMES = Set.of("docker", "sandbox", "process");
+  /**
+   * The runtime names an agent may report, and a renter may ask for; any other is shown as {@code
+   * unknown}.
+   */
+  public static final List<String> RUNTIMES = List.of("docker", "sandbox", "process");
 
   /** The runtimes that isolate a rental from the host and from other rentals. */
   static final Set<String> ISOLATING = Set.of("docker", "sandbox");
