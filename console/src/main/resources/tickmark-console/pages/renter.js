@@ -154,6 +154,12 @@ export async function launch(view, { signal, params }) {
     params?.[0] ?? "",
   );
   const network = h("input", { type: "checkbox", name: "network", id: "network" });
+  // Only docker runs the image; the sandbox and process runtimes run the command on the host's system.
+  const runtime = select(
+    "runtime",
+    [["", "any host"], ["docker", "docker: runs the image"], ["sandbox", "sandbox: the host's own system, isolated; the image is not used"]],
+    "",
+  );
   const box = errorBox();
   add(view, 
     h(
@@ -174,6 +180,7 @@ export async function launch(view, { signal, params }) {
           if (maxTotal.value.trim()) body.max_total = maxTotal.value.trim();
           if (restore.value) body.restore = restore.value;
           if (network.checked) body.network = true;
+          if (runtime.value) body.runtime = runtime.value;
           const r = await post("/v1/rentals", body, { idempotencyKey: crypto.randomUUID() });
           location.hash = `#/rentals/${r.rental.id}`;
         }),
@@ -184,6 +191,7 @@ export async function launch(view, { signal, params }) {
       field("Region", region),
       field("Highest price per GPU-hour you accept (EUR)", maxPrice),
       field("Image", image),
+      field("Runtime (only docker runs the image)", runtime),
       field("Command (run with sh -c; empty: the image's own)", command),
       field("SSH public key", sshKey),
       field("Spend at most (EUR, optional)", maxTotal),
@@ -314,6 +322,7 @@ export async function rental(view, { signal, params, refresh }) {
       ["Image", h("code", { id: "image" }, r.image ?? "—")],
       ["Command", h("code", { id: "command" }, r.command ? (r.command.length ? JSON.stringify(r.command) : "the image's own") : "—")],
       ["Network", r.network ? "outbound" : "off"],
+      ["Runtime", h("span", { id: "runtime" }, r.runtime ?? "any")],
       ...(r.max_total ? [["Spend limit", euros(r.max_total)]] : []),
       ...(r.restore ? [["Started from snapshot", r.restore]] : []),
       ["Price per GPU-hour", euros(r.price_per_gpu_hour)],

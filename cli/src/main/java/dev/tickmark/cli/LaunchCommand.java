@@ -104,6 +104,14 @@ final class LaunchCommand extends ApiCommand {
   boolean network;
 
   @Option(
+      names = "--runtime",
+      paramLabel = "NAME",
+      description =
+          "Run only on hosts that use this runtime: docker runs --image; sandbox and process run the"
+              + " command on the host's own system without it (default: any).")
+  String runtime;
+
+  @Option(
       names = "--restore",
       paramLabel = "SNAPSHOT",
       description =
@@ -317,6 +325,7 @@ final class LaunchCommand extends ApiCommand {
     if (maxTotal != null) body.put("max_total", maxTotal);
     if (waitSeconds != null) body.put("wait_seconds", waitSeconds);
     if (network) body.put("network", true);
+    if (runtime != null) body.put("runtime", runtime);
     if (restore != null) body.put("restore", restore);
     return body;
   }

@@ -106,6 +106,12 @@ final class MarketCommands {
         description = "Only capacity a rental with outbound network can use ('launch --network').")
     boolean network;
 
+    @Option(
+        names = "--runtime",
+        paramLabel = "NAME",
+        description = "Only capacity on hosts that use this runtime ('launch --runtime').")
+    String runtime;
+
     @Override
     int execute() {
       Http.Reply reply =
@@ -123,7 +129,9 @@ final class MarketCommands {
                               "max_price",
                               maxPrice,
                               "network",
-                              network ? "true" : null)));
+                              network ? "true" : null,
+                              "runtime",
+                              runtime)));
       if (json()) {
         printJson(reply);
         return Cli.EXIT_OK;

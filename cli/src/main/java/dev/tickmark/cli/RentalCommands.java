@@ -349,6 +349,12 @@ final class RentalCommands {
         .add("Region", r.get("region"))
         .add("Image", r.get("image"))
         .add("Command", command(r.path("command")))
+        // null: the renter named none (a node from before runtimes could be named omits it)
+        .add(
+            "Runtime",
+            r.has("runtime")
+                ? (r.get("runtime").isNull() ? "any" : r.get("runtime").asText())
+                : null)
         .add(
             "Network",
             r.path("network").isBoolean()

@@ -369,6 +369,22 @@ class CliJourneyIntegrationTest {
                   l -> l.matches("h100-80gb\\s+eu-de\\s+on_demand\\s+2\\s+2\\.200000\\s+1\\s+yes")),
           withNetwork);
     else assertEquals("No offers match.\n", withNetwork);
+    // capacity by runtime: this host's own, and none where another is asked for
+    String ownRuntime =
+        cli.run("offers", "--region", "eu-de", "--runtime", agent.runtimeName()).ok().out();
+    assertTrue(
+        ownRuntime
+            .lines()
+            .anyMatch(
+                l -> l.matches("h100-80gb\\s+eu-de\\s+on_demand\\s+2\\s+2\\.200000\\s+1\\s+yes")),
+        ownRuntime);
+    String other = agent.runtimeName().equals("docker") ? "sandbox" : "docker";
+    assertEquals(
+        "No offers match.\n",
+        cli.run("offers", "--region", "eu-de", "--runtime", other).ok().out());
+    CliRunner.Result unknown = cli.run("offers", "--runtime", "podman").expect(Cli.EXIT_API_ERROR);
+    assertTrue(
+        unknown.err().contains("runtime must be one of docker, sandbox, process"), unknown.err());
 
     assertEquals(
         "Host " + hostId + " is draining: no new rentals; 0 card(s) still rented.\n",

@@ -62,6 +62,9 @@ class CliLogsIntegrationTest {
                     "eu-nl",
                     "--max-price",
                     "3.00",
+                    // the test market's host runs rentals as processes (TestMarket)
+                    "--runtime",
+                    "process",
                     "--detach",
                     "--json",
                     "--",
@@ -115,6 +118,7 @@ class CliLogsIntegrationTest {
                     l.matches("Command:\\s+sh -c '" + java.util.regex.Pattern.quote(script) + "'")),
         shown);
     assertTrue(shown.lines().anyMatch(l -> l.matches("Network:\\s+off")), shown);
+    assertTrue(shown.lines().anyMatch(l -> l.matches("Runtime:\\s+process")), shown);
     JsonNode listed = null;
     for (JsonNode r : json(cli.run("ps", "--all", "--json").ok().out()).get("rentals"))
       if (r.get("id").asText().equals(id)) listed = r;

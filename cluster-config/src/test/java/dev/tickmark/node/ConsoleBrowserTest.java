@@ -502,15 +502,17 @@ class ConsoleBrowserTest {
         new Select(driver.findElement(By.name("restore")))
             .getFirstSelectedOption()
             .getAttribute("value"));
-    boolean network =
-        api.get("/v1/hosts/" + hostId, provider.apiKey())
-            .expect(200)
-            .json()
-            .at("/runtime/network")
-            .asBoolean();
+    JsonNode hostRuntime =
+        api.get("/v1/hosts/" + hostId, provider.apiKey()).expect(200).json().get("runtime");
+    boolean network = hostRuntime.get("network").asBoolean();
+    // the host's own runtime, where the form offers it (a machine without bubblewrap runs the
+    // test's host as processes, which a renter is not offered)
+    String runtime = hostRuntime.get("name").asText();
+    boolean offered = runtime.equals("docker") || runtime.equals("sandbox");
     new Select(driver.findElement(By.name("region"))).selectByValue(REGION);
     type("command", "cat note.txt; sleep 600");
     if (network) driver.findElement(By.id("network")).click();
+    if (offered) new Select(driver.findElement(By.name("runtime"))).selectByValue(runtime);
     js(
         "window.sentBodies = []; const original = window.fetch;"
             + "window.fetch = (url, init) => {"
@@ -527,6 +529,8 @@ class ConsoleBrowserTest {
     assertEquals(1, sent.size(), sent.toString());
     assertTrue(sent.get(0).contains("\"restore\":\"" + snapshotId + "\""), sent.get(0));
     assertEquals(network, sent.get(0).contains("\"network\":true"), sent.get(0));
+    assertEquals(offered, sent.get(0).contains("\"runtime\":\"" + runtime + "\""), sent.get(0));
+    assertEquals(offered ? runtime : "any", driver.findElement(By.id("runtime")).getText());
     api.post("/v1/rentals/" + restored + "/stop", renter.apiKey(), null).expect(202);
     wait.until(ExpectedConditions.textToBe(By.id("status"), "ended"));
 
