@@ -208,6 +208,14 @@ export async function launch(view, { signal, params }) {
   );
 }
 
+// What a rental runs in: its host's runtime once matched (where its agent said), else the one asked
+// for; only docker runs the image.
+function runtimeText(r) {
+  const ran = r.host_runtime;
+  if (!ran) return r.runtime ?? "any";
+  return ran === "docker" ? ran : `${ran} (the host's own system: the image is not used)`;
+}
+
 // Follows a rental's events, updating its cost and billed seconds as ticks arrive; reconnects
 // after a dropped stream until the rental ended or the page is left.
 function liveCost(id, signal, onUpdate) {
@@ -322,7 +330,7 @@ export async function rental(view, { signal, params, refresh }) {
       ["Image", h("code", { id: "image" }, r.image ?? "—")],
       ["Command", h("code", { id: "command" }, r.command ? (r.command.length ? JSON.stringify(r.command) : "the image's own") : "—")],
       ["Network", r.network ? "outbound" : "off"],
-      ["Runtime", h("span", { id: "runtime" }, r.runtime ?? "any")],
+      ["Runtime", h("span", { id: "runtime" }, runtimeText(r))],
       ...(r.max_total ? [["Spend limit", euros(r.max_total)]] : []),
       ...(r.restore ? [["Started from snapshot", r.restore]] : []),
       ["Price per GPU-hour", euros(r.price_per_gpu_hour)],

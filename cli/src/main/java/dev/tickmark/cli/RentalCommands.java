@@ -340,6 +340,18 @@ final class RentalCommands {
     return line.toString();
   }
 
+  /**
+   * What the rental runs in: its host's runtime once matched (where that host's agent said), else
+   * the one asked for, or "any"; null from a node that predates runtimes. Only docker runs the
+   * image.
+   */
+  static String runtime(JsonNode r) {
+    if (!r.has("runtime")) return null;
+    String ran = r.path("host_runtime").isTextual() ? r.get("host_runtime").asText() : null;
+    if (ran == null) return r.get("runtime").isNull() ? "any" : r.get("runtime").asText();
+    return ran.equals("docker") ? ran : ran + " (the host's own system: the image is not used)";
+  }
+
   static void details(JsonNode r, PrintWriter out) {
     new Table.Details()
         .add("Rental", r.get("id"))
@@ -349,12 +361,7 @@ final class RentalCommands {
         .add("Region", r.get("region"))
         .add("Image", r.get("image"))
         .add("Command", command(r.path("command")))
-        // null: the renter named none (a node from before runtimes could be named omits it)
-        .add(
-            "Runtime",
-            r.has("runtime")
-                ? (r.get("runtime").isNull() ? "any" : r.get("runtime").asText())
-                : null)
+        .add("Runtime", runtime(r))
         .add(
             "Network",
             r.path("network").isBoolean()

@@ -118,7 +118,14 @@ class CliLogsIntegrationTest {
                     l.matches("Command:\\s+sh -c '" + java.util.regex.Pattern.quote(script) + "'")),
         shown);
     assertTrue(shown.lines().anyMatch(l -> l.matches("Network:\\s+off")), shown);
-    assertTrue(shown.lines().anyMatch(l -> l.matches("Runtime:\\s+process")), shown);
+    assertTrue(
+        shown
+            .lines()
+            .anyMatch(
+                l ->
+                    l.matches(
+                        "Runtime:\\s+process \\(the host's own system: the image is not used\\)")),
+        shown);
     JsonNode listed = null;
     for (JsonNode r : json(cli.run("ps", "--all", "--json").ok().out()).get("rentals"))
       if (r.get("id").asText().equals(id)) listed = r;

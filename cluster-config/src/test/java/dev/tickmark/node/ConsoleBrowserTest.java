@@ -530,7 +530,12 @@ class ConsoleBrowserTest {
     assertTrue(sent.get(0).contains("\"restore\":\"" + snapshotId + "\""), sent.get(0));
     assertEquals(network, sent.get(0).contains("\"network\":true"), sent.get(0));
     assertEquals(offered, sent.get(0).contains("\"runtime\":\"" + runtime + "\""), sent.get(0));
-    assertEquals(offered ? runtime : "any", driver.findElement(By.id("runtime")).getText());
+    assertEquals(
+        runtime.equals("docker")
+            ? runtime
+            : runtime + " (the host's own system: the image is not used)",
+        driver.findElement(By.id("runtime")).getText(),
+        "what it runs in, asked for or not");
     api.post("/v1/rentals/" + restored + "/stop", renter.apiKey(), null).expect(202);
     wait.until(ExpectedConditions.textToBe(By.id("status"), "ended"));
 

@@ -134,25 +134,26 @@ class NetworkMatchingIntegrationTest {
     assertEquals(image, start.get("rental_id").asText(), start.toString());
     JsonNode shown = api.get("/v1/rentals/" + image, renter.apiKey()).expect(200).json();
     assertEquals("docker", shown.get("runtime").asText(), shown.toString());
+    assertEquals("docker", shown.get("host_runtime").asText(), "what it runs in");
     eventually(
         WAIT,
         () -> {
           JsonNode listed = api.get("/v1/rentals", renter.apiKey()).expect(200).json();
           assertEquals("docker", listed.at("/rentals/0/runtime").asText(), listed.toString());
+          assertEquals("docker", listed.at("/rentals/0/host_runtime").asText(), listed.toString());
         });
 
-    String boxed =
-        launch(renter, region, "\"runtime\":\"sandbox\"")
-            .expect(201)
-            .json()
-            .at("/rental/id")
-            .asText();
-    assertEquals(boxed, nextStart(sandbox.agent()).get("rental_id").asText());
-
-    // Without a runtime, the cheapest host is the one, as before; the rental says none was asked.
+    // Without a runtime, the cheapest host is the one, as before; the rental says none was asked,
+    // and what the host it got runs rentals in where its agent said (here: not).
     JsonNode any = launch(renter, region, "\"network\":false").expect(201).json().get("rental");
     assertEquals(any.get("id").asText(), nextStart(unsaid.agent()).get("rental_id").asText());
     assertTrue(any.get("runtime").isNull(), any.toString());
+    assertTrue(any.get("host_runtime").isNull(), any.toString());
+
+    JsonNode boxed =
+        launch(renter, region, "\"runtime\":\"sandbox\"").expect(201).json().get("rental");
+    assertEquals(boxed.get("id").asText(), nextStart(sandbox.agent()).get("rental_id").asText());
+    assertEquals("sandbox", boxed.get("host_runtime").asText(), boxed.toString());
 
     // docker with network: the docker host cannot give it, so the rental waits.
     JsonNode waiting =

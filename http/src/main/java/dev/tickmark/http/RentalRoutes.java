@@ -99,7 +99,8 @@ public final class RentalRoutes {
       Boolean network,
       String maxTotal,
       String restore,
-      String runtime) {
+      String runtime,
+      String hostRuntime) {
     RentalView withSshHostKey(String key) {
       return new RentalView(
           id,
@@ -127,7 +128,8 @@ public final class RentalRoutes {
           network,
           maxTotal,
           restore,
-          runtime);
+          runtime,
+          hostRuntime);
     }
   }
 
@@ -546,7 +548,8 @@ public final class RentalRoutes {
         s.network(),
         s.maxTotal() == null ? null : Money.format(s.maxTotal()),
         s.restore() == null ? null : s.restore().snapshotId(),
-        s.runtime());
+        s.runtime(),
+        v.terms() == null ? null : v.terms().runtime());
   }
 
   static RentalView view(RentalReadModel.RentalRow r) {
@@ -576,7 +579,8 @@ public final class RentalRoutes {
         r.network(),
         r.maxTotal() == null ? null : Money.format(r.maxTotal()),
         r.restore(),
-        r.runtime());
+        r.runtime(),
+        r.hostRuntime());
   }
 
   /**

@@ -681,10 +681,37 @@ public final class Host
       boolean confirmed,
       boolean simulated,
       String region,
-      Instant reservedAt)
+      Instant reservedAt,
+      String runtime)
       implements CborSerializable {
     @JsonCreator
     public Reservation {}
+
+    /** A reservation from a node that predates the host's runtime in it. */
+    public Reservation(
+        String hostId,
+        String providerId,
+        String rentalId,
+        List<Integer> cards,
+        long pricePerGpuHour,
+        Listing.Tier tier,
+        boolean confirmed,
+        boolean simulated,
+        String region,
+        Instant reservedAt) {
+      this(
+          hostId,
+          providerId,
+          rentalId,
+          cards,
+          pricePerGpuHour,
+          tier,
+          confirmed,
+          simulated,
+          region,
+          reservedAt,
+          null);
+    }
 
     public Reservation(
         String hostId,
@@ -1046,6 +1073,13 @@ public final class Host
      * Null when a rental with these needs may run here, as the latest passed report says; else why
      * not.
      */
+    /** The runtime the latest passed report named; null where the host's agent did not say. */
+    String runtimeName() {
+      return standing.outcome() == null || standing.outcome().runtime() == null
+          ? null
+          : standing.outcome().runtime().name();
+    }
+
     String cannotRun(WorkloadNeeds needs) {
       return needs.refusal(standing.outcome() == null ? null : standing.outcome().runtime());
     }
@@ -2703,7 +2737,8 @@ public final class Host
         held.confirmed(),
         state.standing().simulated(),
         state.enrollment().region(),
-        reservedAt);
+        reservedAt,
+        state.runtimeName());
   }
 
   // ---------------------------------------------------------------------------------------------

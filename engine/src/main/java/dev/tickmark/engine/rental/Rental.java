@@ -437,7 +437,9 @@ public final class Rental
 
   /**
    * The match, frozen for the whole rental; {@code region} is the host's (null in events recorded
-   * before it was kept).
+   * before it was kept); {@code runtime}: how the host runs rentals ({@code docker} runs the
+   * image), as its latest passed report said when it reserved the cards (null where its agent had
+   * not said, and in events recorded before it was kept).
    */
   public record Terms(
       String hostId,
@@ -446,8 +448,23 @@ public final class Rental
       long pricePerGpuHour,
       boolean simulated,
       Instant matchedAt,
-      String region)
-      implements CborSerializable {}
+      String region,
+      String runtime)
+      implements CborSerializable {
+    @JsonCreator
+    public Terms {}
+
+    public Terms(
+        String hostId,
+        String providerId,
+        List<Integer> cards,
+        long pricePerGpuHour,
+        boolean simulated,
+        Instant matchedAt,
+        String region) {
+      this(hostId, providerId, cards, pricePerGpuHour, simulated, matchedAt, region, null);
+    }
+  }
 
   /**
    * A settlement checkpoint: cumulative seconds, cost and split, from which every second's charge
@@ -1646,7 +1663,8 @@ public final class Rental
         r.pricePerGpuHour(),
         r.simulated(),
         now(),
-        r.region());
+        r.region(),
+        r.runtime());
   }
 
   private ReplyEffect<Event, State> matched(Pending state, Host.Reservation r) {

@@ -10,6 +10,7 @@ import static dev.tickmark.engine.host.HostDriver.assertRejected;
 import static dev.tickmark.engine.host.HostDriver.ok;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -152,6 +153,8 @@ class HostCardsTest {
     assertEquals(Rejection.HOST_NOT_AVAILABLE, Rejection.codeOf(answers.get(0).refusal()));
     assertEquals(List.of(0), answers.get(1).reservation().cards());
     assertEquals(List.of(1), answers.get(2).reservation().cards());
+    assertEquals(
+        "sandbox", answers.get(2).reservation().runtime(), "the rental learns what it runs in");
 
     host.assertRecovers();
     assertRejected(
@@ -168,7 +171,9 @@ class HostCardsTest {
     assertRejected(
         Rejection.HOST_NOT_AVAILABLE,
         host.propose(r -> needing("img", new WorkloadNeeds(false, "docker"), r)));
-    assertEquals(List.of(0), ok(host.propose(r -> needing("any", WorkloadNeeds.ANY, r))).cards());
+    Reservation any = ok(host.propose(r -> needing("any", WorkloadNeeds.ANY, r)));
+    assertEquals(List.of(0), any.cards());
+    assertNull(any.runtime(), "not said");
   }
 
   private static Host.ReserveCards withNetwork(

@@ -51,7 +51,8 @@ public final class RentalProjection {
           + " billed_seconds = COALESCE(?, billed_seconds), cost = COALESCE(?, cost),"
           + " preemption_deadline = COALESCE(?, preemption_deadline),"
           + " ended_at = COALESCE(?, ended_at), end_reason = COALESCE(?, end_reason),"
-          + " exit_code = COALESCE(?, exit_code), updated_at = ? WHERE rental_id = ?";
+          + " exit_code = COALESCE(?, exit_code), host_runtime = COALESCE(?, host_runtime),"
+          + " updated_at = ? WHERE rental_id = ?";
 
   public static void apply(StatementBatch out, String id, Rental.Event event) {
     Timestamp at = Timestamp.from(event.at());
@@ -88,6 +89,7 @@ public final class RentalProjection {
       change.simulated = e.terms().simulated();
       change.matchedAt = Timestamp.from(e.terms().matchedAt());
       change.regionIfNone = e.terms().region();
+      change.hostRuntime = e.terms().runtime();
     } else if (event instanceof Rental.Started e) {
       change.status = "running";
       change.startedAt = Timestamp.from(e.startedAt());
@@ -153,6 +155,7 @@ public final class RentalProjection {
     Timestamp endedAt;
     String endReason;
     Integer exitCode;
+    String hostRuntime;
 
     void set(PreparedStatement st, Timestamp at, String id) throws SQLException {
       st.setObject(1, status, Types.VARCHAR);
@@ -168,8 +171,9 @@ public final class RentalProjection {
       timestamp(st, 11, endedAt);
       st.setObject(12, endReason, Types.VARCHAR);
       st.setObject(13, exitCode, Types.INTEGER);
-      st.setTimestamp(14, at);
-      st.setString(15, id);
+      st.setObject(14, hostRuntime, Types.VARCHAR);
+      st.setTimestamp(15, at);
+      st.setString(16, id);
     }
 
     /**

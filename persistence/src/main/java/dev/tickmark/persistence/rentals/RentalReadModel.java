@@ -41,7 +41,8 @@ public final class RentalReadModel {
       Boolean network,
       Long maxTotal,
       String restore,
-      String runtime) {}
+      String runtime,
+      String hostRuntime) {}
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -70,7 +71,7 @@ public final class RentalReadModel {
             + " simulated, created_at, matched_at, started_at, ended_at, end_reason, billed_seconds, cost, preemption_deadline,"
             // the snapshot kept at its stop, from the snapshots read model (one per rental)
             + " (SELECT s.snapshot_id FROM snapshots s WHERE s.rental_id = rentals.rental_id LIMIT 1),"
-            + " exit_code, image, command, network, max_total, restore, runtime"
+            + " exit_code, image, command, network, max_total, restore, runtime, host_runtime"
             + " FROM rentals WHERE renter_id = ? AND status <> 'refused'"
             + (status == null ? "" : " AND status = ?")
             + (after > 0 ? " AND row_id < ?" : "")
@@ -153,7 +154,8 @@ public final class RentalReadModel {
         rs.getObject(23, Boolean.class),
         rs.getObject(24, Long.class),
         rs.getString(25),
-        rs.getString(26));
+        rs.getString(26),
+        rs.getString(27));
   }
 
   private static Instant instant(Timestamp t) {

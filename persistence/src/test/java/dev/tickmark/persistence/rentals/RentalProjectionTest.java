@@ -76,7 +76,14 @@ class RentalProjectionTest {
   static Rental.Matched matched(String host, long price) {
     return new Rental.Matched(
         new Rental.Terms(
-            host, "acc_provider", List.of(0, 1), price, true, AT.plusSeconds(1), "eu-nl"),
+            host,
+            "acc_provider",
+            List.of(0, 1),
+            price,
+            true,
+            AT.plusSeconds(1),
+            "eu-nl",
+            "sandbox"),
         AT.plusSeconds(1));
   }
 
@@ -114,6 +121,8 @@ class RentalProjectionTest {
     assertEquals(2, r.count());
     assertEquals("on_demand", r.tier());
     assertEquals("eu-nl", r.region()); // none asked for: the host's
+    assertEquals("sandbox", r.hostRuntime(), "how the host it was matched to runs rentals");
+    assertNull(r.runtime(), "none asked for");
     assertEquals(3_000_000, r.maxPricePerGpuHour());
     assertEquals(2_500_000L, r.pricePerGpuHour());
     assertEquals(true, r.simulated());
