@@ -355,33 +355,20 @@ public final class Rental
 
     /** The same launch, run only in the runtime {@code name} (null: any). */
     public Spec withRuntime(String name) {
-      return new Spec(
-          gpu,
-          count,
-          tier,
-          region,
-          maxPricePerGpuHour,
-          image,
-          command,
-          sshPublicKey,
-          maxTotal,
-          waitSeconds,
-          network,
-          restore,
-          name);
+      return with(sshPublicKey, restore, name);
     }
 
     /** The same launch, accepting {@code keys} (OpenSSH public keys, one per line). */
     public Spec withSshPublicKey(String keys) {
-      return with(keys, restore);
+      return with(keys, restore, runtime);
     }
 
     /** The same launch, starting from {@code snapshot}'s workspace. */
     public Spec withRestore(Restore snapshot) {
-      return with(sshPublicKey, snapshot);
+      return with(sshPublicKey, snapshot, runtime);
     }
 
-    private Spec with(String keys, Restore from) {
+    private Spec with(String keys, Restore from, String runtimeName) {
       return new Spec(
           gpu,
           count,
@@ -395,7 +382,7 @@ public final class Rental
           waitSeconds,
           network,
           from,
-          runtime);
+          runtimeName);
     }
 
     /** A launch that starts from an empty workspace. */
