@@ -495,6 +495,114 @@ class RentalLifecycleIntegrationTest {
     assertEquals(List.of(2L, 1L), record(hostId, TestNodes.OPERATOR_TOKEN, "/ops/hosts"));
   }
 
+  /**
+   * The provider sees each rental that ran on its host, newest first and a page at a time, with
+   * what it earned them (as their ledger booked it) and the host's totals; never the renter;
+   * another account gets 404.
+   */
+  @Test
+  void aProviderSeesTheRentalsThatRanOnItsHostAndWhatEachEarnedIt() throws Exception {
+    // a model of its own: no other test's host can take these launches
+    Agent agent = host("a10-24gb", "eu-fr", 2, "");
+    String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
+    String path = "/v1/hosts/" + hostId + "/rentals";
+    JsonNode none = api.get(path, provider.apiKey()).expect(200).json();
+    assertEquals(0, none.get("rentals").size(), none.toString());
+    assertEquals("0.000000", none.get("totals").get("earned").asText());
+
+    ApiClient.Customer renter = renter("Host history", "10");
+    String stopped = launch(renter, "a10-24gb", "eu-fr", "").get("id").asText();
+    String running = launch(renter, "a10-24gb", "eu-fr", "").get("id").asText();
+    awaitStatus(renter, stopped, "running");
+    awaitStatus(renter, running, "running");
+    eventually(WAIT, () -> assertTrue(rental(renter, stopped).get("billed_seconds").asLong() >= 3));
+    api.post("/v1/rentals/" + stopped + "/stop", renter.apiKey(), null).expect(202);
+    JsonNode ended = awaitStatus(renter, stopped, "ended");
+    long endedEarned =
+        Metering.providerShare(Money.parse(ended.get("cost").asText()), 1500); // default fee
+    assertTrue(endedEarned > 0, ended.toString());
+
+    eventually(
+        WAIT,
+        () -> {
+          JsonNode page = api.get(path, provider.apiKey()).expect(200).json();
+          assertEquals(hostId, page.get("host_id").asText());
+          JsonNode rows = page.get("rentals");
+          assertEquals(2, rows.size(), page.toString());
+          assertEquals(running, rows.get(0).get("id").asText(), "newest first");
+          JsonNode first = rows.get(1);
+          assertEquals(stopped, first.get("id").asText());
+          assertEquals("ended", first.get("status").asText());
+          assertEquals("stopped_by_renter", first.get("end_reason").asText());
+          assertEquals(ended.get("billed_seconds").asLong(), first.get("billed_seconds").asLong());
+          assertEquals(Money.format(endedEarned), first.get("earned").asText());
+          assertEquals(Money.format(earnedInLedger(stopped)), first.get("earned").asText());
+          assertEquals("2.490000", first.get("price_per_gpu_hour").asText());
+          // a running rental's figure is its latest settlement's
+          assertEquals(Money.format(earnedInLedger(running)), rows.get(0).get("earned").asText());
+          JsonNode totals = page.get("totals");
+          assertEquals(2, totals.get("rentals").asLong());
+          assertEquals(
+              first.get("billed_seconds").asLong() + rows.get(0).get("billed_seconds").asLong(),
+              totals.get("card_seconds").asLong());
+          assertEquals(
+              Money.format(earnedInLedger(stopped) + earnedInLedger(running)),
+              totals.get("earned").asText());
+        });
+    JsonNode row = api.get(path, provider.apiKey()).expect(200).json().get("rentals").get(0);
+    List<String> fields = new ArrayList<>();
+    row.fieldNames().forEachRemaining(fields::add);
+    assertEquals(
+        List.of(
+            "id",
+            "status",
+            "gpu",
+            "count",
+            "tier",
+            "price_per_gpu_hour",
+            "simulated",
+            "matched_at",
+            "started_at",
+            "ended_at",
+            "end_reason",
+            "billed_seconds",
+            "earned"),
+        fields,
+        "no renter, no image, no command");
+
+    JsonNode onePage = api.get(path + "?limit=1", provider.apiKey()).expect(200).json();
+    assertEquals(running, onePage.get("rentals").get(0).get("id").asText());
+    JsonNode next =
+        api.get(path + "?limit=1&after=" + onePage.get("next_after").asText(), provider.apiKey())
+            .expect(200)
+            .json();
+    assertEquals(stopped, next.get("rentals").get(0).get("id").asText());
+    assertEquals(2, next.get("totals").get("rentals").asLong(), "the host's, not the page's");
+
+    api.get(path, renter.apiKey()).expectProblem(404, "not_found");
+    api.get("/v1/hosts/host_nothex/rentals", provider.apiKey()).expectProblem(404, "not_found");
+    api.get(path + "?limit=0", provider.apiKey()).expectProblem(400, "invalid_parameter");
+    api.post("/v1/rentals/" + running + "/stop", renter.apiKey(), null).expect(202);
+    awaitStatus(renter, running, "ended");
+  }
+
+  /** What the provider's ledger booked as earnings from {@code rentalId}. */
+  static long earnedInLedger(String rentalId) {
+    long earned = 0;
+    String after = null;
+    do {
+      JsonNode page =
+          api.ledger(provider.apiKey(), "?limit=500" + (after == null ? "" : "&after=" + after));
+      for (JsonNode e : page.get("entries")) {
+        if (e.get("kind").asText().equals("earning")
+            && rentalId.equals(e.path("rental_id").asText(null)))
+          earned += Money.parse(e.get("amount").asText());
+      }
+      after = page.hasNonNull("next_after") ? page.get("next_after").asText() : null;
+    } while (after != null);
+    return earned;
+  }
+
   /** {@code [rentals_ended, rentals_lost]} of the host in the list at {@code path}. */
   static List<Long> record(String hostId, String token, String path) {
     for (JsonNode h : api.get(path + "?limit=200", token).expect(200).json().get("hosts"))

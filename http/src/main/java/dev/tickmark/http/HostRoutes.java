@@ -7,6 +7,7 @@ import dev.tickmark.engine.catalog.Catalog;
 import dev.tickmark.engine.host.Host;
 import dev.tickmark.engine.host.Listing;
 import dev.tickmark.persistence.hosts.HostReadModel;
+import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Clock;
 import java.time.DayOfWeek;
 import java.time.Duration;
@@ -26,8 +27,8 @@ import org.apache.pekko.pattern.StatusReply;
 import org.apache.pekko.util.ByteString;
 
 /**
- * The provider's hosts: registration tokens, the host list, one host, its listing, check again
- * ({@code POST …/verify}), drain and removal.
+ * The provider's hosts: registration tokens, the host list, one host, the rentals that ran on it,
+ * its listing, check again ({@code POST …/verify}), drain and removal.
  */
 public final class HostRoutes {
   /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
@@ -37,6 +38,7 @@ public final class HostRoutes {
           Operation.get("/v1/hosts"),
           Operation.get("/v1/hosts/{id}"),
           Operation.delete("/v1/hosts/{id}"),
+          Operation.get("/v1/hosts/{id}/rentals"),
           Operation.put("/v1/hosts/{id}/listing"),
           Operation.post("/v1/hosts/{id}/drain"),
           Operation.post("/v1/hosts/{id}/verify"),
@@ -77,6 +79,7 @@ public final class HostRoutes {
   private final ClusterSharding sharding;
   private final Duration timeout;
   private final HostReadModel hosts;
+  private final RentalReadModel rentals;
   private final Catalog catalog;
   private final Auth auth;
   private final Clock clock;
@@ -87,6 +90,7 @@ public final class HostRoutes {
       ActorSystem<?> system,
       Duration timeout,
       HostReadModel hosts,
+      RentalReadModel rentals,
       Catalog catalog,
       Auth auth,
       Clock clock,
@@ -95,6 +99,7 @@ public final class HostRoutes {
     this.sharding = ClusterSharding.get(system);
     this.timeout = timeout;
     this.hosts = hosts;
+    this.rentals = rentals;
     this.catalog = catalog;
     this.auth = auth;
     this.clock = clock;
@@ -114,6 +119,27 @@ public final class HostRoutes {
         .awaitWritten(readYourWritesWait)
         .thenCompose(caughtUp -> hosts.byOwner(owner, after, limit))
         .thenApply(rows -> HostViews.HostList.of(rows, limit, false));
+  }
+
+  /**
+   * The rentals that ran on one of the provider's hosts, newest first, with the host's totals: the
+   * host entity says whose it is (another's answers 404), then the rentals table, once it holds
+   * what was written before this request.
+   */
+  private CompletionStage<HostViews.HostRentalList> hostRentals(
+      String owner, String hostId, Optional<String> limitParam, Optional<String> afterParam) {
+    int limit = HostViews.HostRentalList.limit(limitParam);
+    long after = afterParam.map(a -> Params.nonNegativeLong("after", a)).orElse(0L);
+    return this.<Host.HostView>ask(hostId, reply -> new Host.Get(owner, reply))
+        .thenCompose(own -> rentals.awaitWritten(readYourWritesWait))
+        .thenCompose(
+            caughtUp ->
+                rentals
+                    .byHost(hostId, after, limit)
+                    .thenCombine(
+                        rentals.hostTotals(hostId),
+                        (rows, totals) ->
+                            HostViews.HostRentalList.of(hostId, rows, limit, totals)));
   }
 
   public Route route() {
@@ -178,6 +204,26 @@ public final class HostRoutes {
                                                                     reply ->
                                                                         new Host.Remove(
                                                                             owner, reply)))))),
+                                        path(
+                                            "rentals",
+                                            () ->
+                                                get(
+                                                    () ->
+                                                        parameterOptional(
+                                                            "limit",
+                                                            limit ->
+                                                                parameterOptional(
+                                                                    "after",
+                                                                    after ->
+                                                                        onSuccess(
+                                                                            hostRentals(
+                                                                                owner, hostId,
+                                                                                limit, after),
+                                                                            page ->
+                                                                                complete(
+                                                                                    Responses.json(
+                                                                                        200,
+                                                                                        page))))))),
                                         path(
                                             "listing",
                                             () ->

@@ -5,6 +5,7 @@ import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.host.verification.Verification;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.persistence.hosts.HostReadModel;
+import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Instant;
 import java.util.List;
 import java.util.Locale;
@@ -183,6 +184,73 @@ final class HostViews {
       return new HostList(
           rows.stream().map(r -> HostSummary.of(r, forOperator)).toList(),
           rows.size() == limit ? rows.get(rows.size() - 1).hostId() : null);
+    }
+  }
+
+  /**
+   * A rental that ran on the provider's host: never its renter, its image or its command; {@code
+   * earned} is the provider's share through its latest settlement (a running rental's grows every
+   * settle interval).
+   */
+  record HostRentalView(
+      String id,
+      String status,
+      String gpu,
+      int count,
+      String tier,
+      String pricePerGpuHour,
+      boolean simulated,
+      Instant matchedAt,
+      Instant startedAt,
+      Instant endedAt,
+      String endReason,
+      long billedSeconds,
+      String earned) {
+    static HostRentalView of(RentalReadModel.HostRentalRow r) {
+      return new HostRentalView(
+          r.rentalId(),
+          r.status(),
+          r.gpu(),
+          r.count(),
+          r.tier(),
+          r.pricePerGpuHour() == null ? null : Money.format(r.pricePerGpuHour()),
+          r.simulated(),
+          r.matchedAt(),
+          r.startedAt(),
+          r.endedAt(),
+          r.endReason(),
+          r.billedSeconds(),
+          Money.format(r.providerEarned()));
+    }
+  }
+
+  /** Every rental matched to the host: how many, card-seconds billed, what they earned. */
+  record HostRentalTotals(long rentals, long cardSeconds, String earned) {
+    static HostRentalTotals of(RentalReadModel.HostTotals t) {
+      return new HostRentalTotals(t.rentals(), t.cardSeconds(), Money.format(t.providerEarned()));
+    }
+  }
+
+  /** One page of a host's rentals and the host's totals (over all of them, not the page). */
+  record HostRentalList(
+      String hostId, List<HostRentalView> rentals, String nextAfter, HostRentalTotals totals) {
+    static final int MAX_PAGE = 200;
+    static final int DEFAULT_PAGE = 50;
+
+    static int limit(java.util.Optional<String> text) {
+      return text.map(l -> Params.positiveInt("limit", l, MAX_PAGE)).orElse(DEFAULT_PAGE);
+    }
+
+    static HostRentalList of(
+        String hostId,
+        List<RentalReadModel.HostRentalRow> rows,
+        int limit,
+        RentalReadModel.HostTotals totals) {
+      return new HostRentalList(
+          hostId,
+          rows.stream().map(HostRentalView::of).toList(),
+          rows.size() == limit ? Long.toString(rows.get(rows.size() - 1).rowId()) : null,
+          HostRentalTotals.of(totals));
     }
   }
 

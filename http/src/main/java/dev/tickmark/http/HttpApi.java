@@ -132,6 +132,7 @@ public final class HttpApi {
             system,
             settings.askTimeout(),
             hosts,
+            rentals,
             catalog,
             auth,
             clock,

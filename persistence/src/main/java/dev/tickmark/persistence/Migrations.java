@@ -54,7 +54,8 @@ public final class Migrations {
           "V22__rental_exit_code.sql",
           "V23__host_runtime.sql",
           "V24__rental_launch.sql",
-          "V25__rental_runtime.sql");
+          "V25__rental_runtime.sql",
+          "V26__host_rentals.sql");
 
   private Migrations() {}
 

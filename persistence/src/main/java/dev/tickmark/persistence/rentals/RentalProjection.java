@@ -49,6 +49,7 @@ public final class RentalProjection {
           + " simulated = COALESCE(?, simulated), matched_at = COALESCE(?, matched_at),"
           + " region = COALESCE(region, ?), started_at = COALESCE(?, started_at),"
           + " billed_seconds = COALESCE(?, billed_seconds), cost = COALESCE(?, cost),"
+          + " provider_earned = COALESCE(?, provider_earned),"
           + " preemption_deadline = COALESCE(?, preemption_deadline),"
           + " ended_at = COALESCE(?, ended_at), end_reason = COALESCE(?, end_reason),"
           + " exit_code = COALESCE(?, exit_code), host_runtime = COALESCE(?, host_runtime),"
@@ -96,6 +97,7 @@ public final class RentalProjection {
     } else if (event instanceof Rental.Settled e) {
       change.billedSeconds = e.checkpoint().throughSecond();
       change.cost = e.checkpoint().cost();
+      change.providerEarned = e.checkpoint().provider();
     } else if (event instanceof Rental.PreemptionScheduled e) {
       change.preemptionDeadline = Timestamp.from(e.deadline());
     } else if (event instanceof Rental.Ended e) {
@@ -151,6 +153,7 @@ public final class RentalProjection {
     Timestamp startedAt;
     Long billedSeconds;
     Long cost;
+    Long providerEarned;
     Timestamp preemptionDeadline;
     Timestamp endedAt;
     String endReason;
@@ -167,13 +170,14 @@ public final class RentalProjection {
       timestamp(st, 7, startedAt);
       st.setObject(8, billedSeconds, Types.BIGINT);
       st.setObject(9, cost, Types.BIGINT);
-      timestamp(st, 10, preemptionDeadline);
-      timestamp(st, 11, endedAt);
-      st.setObject(12, endReason, Types.VARCHAR);
-      st.setObject(13, exitCode, Types.INTEGER);
-      st.setObject(14, hostRuntime, Types.VARCHAR);
-      st.setTimestamp(15, at);
-      st.setString(16, id);
+      st.setObject(10, providerEarned, Types.BIGINT);
+      timestamp(st, 11, preemptionDeadline);
+      timestamp(st, 12, endedAt);
+      st.setObject(13, endReason, Types.VARCHAR);
+      st.setObject(14, exitCode, Types.INTEGER);
+      st.setObject(15, hostRuntime, Types.VARCHAR);
+      st.setTimestamp(16, at);
+      st.setString(17, id);
     }
 
     /**

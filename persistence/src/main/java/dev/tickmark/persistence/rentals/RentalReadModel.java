@@ -13,7 +13,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletionStage;
 
-/** The renter's rentals, newest first, with cursor paging. Refused requests are not listed. */
+/**
+ * The renter's rentals, newest first, with cursor paging (refused requests are not listed), and the
+ * rentals that ran on one host, for its provider.
+ */
 public final class RentalReadModel {
   public record RentalRow(
       long rowId,
@@ -43,6 +46,32 @@ public final class RentalReadModel {
       String restore,
       String runtime,
       String hostRuntime) {}
+
+  /**
+   * A rental as the provider of the host it ran on sees it: no renter, no image or command, and
+   * what it earned the provider (µ€, through its latest settlement).
+   */
+  public record HostRentalRow(
+      long rowId,
+      String rentalId,
+      String status,
+      String gpu,
+      int count,
+      String tier,
+      Long pricePerGpuHour,
+      boolean simulated,
+      Instant matchedAt,
+      Instant startedAt,
+      Instant endedAt,
+      String endReason,
+      long billedSeconds,
+      long providerEarned) {}
+
+  /**
+   * Everything that ran on one host: how many rentals were matched to it, the card-seconds billed
+   * (seconds × cards) and what they earned the provider (µ€).
+   */
+  public record HostTotals(long rentals, long cardSeconds, long providerEarned) {}
 
   private final Jdbc jdbc;
   private final ProjectionProgress progress;
@@ -88,6 +117,69 @@ public final class RentalReadModel {
               List<RentalRow> rows = new ArrayList<>();
               while (rs.next()) rows.add(row(rs));
               return rows;
+            }
+          }
+        });
+  }
+
+  /**
+   * The rentals matched to {@code hostId}, newest first; {@code after}: the {@code rowId} of the
+   * last row of the previous page (0 for the first page).
+   */
+  public CompletionStage<List<HostRentalRow>> byHost(String hostId, long after, int limit) {
+    String sql =
+        "SELECT row_id, rental_id, status, gpu, card_count, tier, price_per_gpu_hour, simulated,"
+            + " matched_at, started_at, ended_at, end_reason, billed_seconds, provider_earned"
+            + " FROM rentals WHERE host_id = ?"
+            + (after > 0 ? " AND row_id < ?" : "")
+            + " ORDER BY row_id DESC LIMIT ?";
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st = connection.prepareStatement(sql)) {
+            int i = 1;
+            st.setString(i++, hostId);
+            if (after > 0) st.setLong(i++, after);
+            st.setInt(i, limit);
+            try (ResultSet rs = st.executeQuery()) {
+              List<HostRentalRow> rows = new ArrayList<>();
+              while (rs.next()) {
+                long price = rs.getLong(7);
+                Long pricePerGpuHour = rs.wasNull() ? null : price;
+                rows.add(
+                    new HostRentalRow(
+                        rs.getLong(1),
+                        rs.getString(2),
+                        rs.getString(3),
+                        rs.getString(4),
+                        rs.getInt(5),
+                        rs.getString(6),
+                        pricePerGpuHour,
+                        rs.getBoolean(8),
+                        instant(rs.getTimestamp(9)),
+                        instant(rs.getTimestamp(10)),
+                        instant(rs.getTimestamp(11)),
+                        rs.getString(12),
+                        rs.getLong(13),
+                        rs.getLong(14)));
+              }
+              return rows;
+            }
+          }
+        });
+  }
+
+  /** {@link HostTotals} of every rental matched to {@code hostId}. */
+  public CompletionStage<HostTotals> hostTotals(String hostId) {
+    return jdbc.run(
+        connection -> {
+          try (PreparedStatement st =
+              connection.prepareStatement(
+                  "SELECT count(*), COALESCE(SUM(billed_seconds * card_count), 0),"
+                      + " COALESCE(SUM(provider_earned), 0) FROM rentals WHERE host_id = ?")) {
+            st.setString(1, hostId);
+            try (ResultSet rs = st.executeQuery()) {
+              rs.next();
+              return new HostTotals(rs.getLong(1), rs.getLong(2), rs.getLong(3));
             }
           }
         });

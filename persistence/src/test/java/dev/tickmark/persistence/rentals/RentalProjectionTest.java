@@ -281,6 +281,99 @@ class RentalProjectionTest {
     assertEquals(Map.of("rnt_refused", "refused"), statuses("acc_refused"));
   }
 
+  /**
+   * A host's provider sees the rentals that ran on it, newest first and a page at a time, each with
+   * what it earned them (the latest settlement's provider share), and the host's totals.
+   */
+  @Test
+  void listsTheRentalsOfAHostWithWhatEachEarnedItsProvider() {
+    List<Fed> batch = new ArrayList<>();
+    for (String id : List.of("rnt_onhost1", "rnt_onhost2", "rnt_onhost3", "rnt_elsewhere")) {
+      batch.add(new Fed(id, requested("acc_hostrentals", null)));
+      batch.add(
+          new Fed(id, matched(id.equals("rnt_elsewhere") ? "h-other" : "h-earns", 2_500_000)));
+    }
+    for (String id : List.of("rnt_onhost1", "rnt_onhost2", "rnt_elsewhere"))
+      batch.add(new Fed(id, new Rental.Started(AT.plusSeconds(5), AT.plusSeconds(6), null)));
+    // two settlements of one rental: the second's cumulative share is its figure, not their sum
+    batch.add(new Fed("rnt_onhost1", settled(10, 13_888, 11_805)));
+    batch.add(new Fed("rnt_onhost1", settled(20, 27_777, 23_610)));
+    batch.add(new Fed("rnt_onhost2", settled(10, 13_888, 11_805)));
+    batch.add(new Fed("rnt_elsewhere", settled(10, 13_888, 11_805)));
+    batch.add(new Fed("rnt_onhost1", ended(Rental.EndReason.STOPPED_BY_RENTER, null)));
+    group(batch);
+    // rnt_onhost3 never started (still provisioning): listed, nothing earned
+
+    List<RentalReadModel.HostRentalRow> rows = join(readModel.byHost("h-earns", 0, 10));
+    assertEquals(
+        List.of("rnt_onhost3", "rnt_onhost2", "rnt_onhost1"),
+        rows.stream().map(RentalReadModel.HostRentalRow::rentalId).toList());
+    RentalReadModel.HostRentalRow one = rows.get(2);
+    assertEquals("stopping", one.status());
+    assertEquals("stopped_by_renter", one.endReason());
+    assertEquals(2, one.count());
+    assertEquals(2_500_000L, one.pricePerGpuHour());
+    assertEquals(15, one.billedSeconds(), "the end's");
+    assertEquals(23_610, one.providerEarned());
+    assertEquals(AT.plusSeconds(5), one.startedAt());
+    assertEquals(11_805, rows.get(1).providerEarned());
+    assertEquals(0, rows.get(0).providerEarned());
+    assertEquals("provisioning", rows.get(0).status());
+
+    List<RentalReadModel.HostRentalRow> first = join(readModel.byHost("h-earns", 0, 2));
+    List<RentalReadModel.HostRentalRow> rest =
+        join(readModel.byHost("h-earns", first.get(1).rowId(), 2));
+    assertEquals(
+        List.of("rnt_onhost1"),
+        rest.stream().map(RentalReadModel.HostRentalRow::rentalId).toList());
+
+    RentalReadModel.HostTotals totals = join(readModel.hostTotals("h-earns"));
+    assertEquals(3, totals.rentals());
+    assertEquals((15 + 10) * 2, totals.cardSeconds(), "seconds billed times the cards");
+    assertEquals(23_610 + 11_805, totals.providerEarned());
+    assertEquals(
+        new RentalReadModel.HostTotals(0, 0, 0), join(readModel.hostTotals("h-never-rented")));
+    assertEquals(List.of(), join(readModel.byHost("h-never-rented", 0, 10)));
+  }
+
+  private static Rental.Settled settled(long second, long cost, long provider) {
+    return new Rental.Settled(
+        new Rental.Checkpoint(second, cost, provider, cost - provider, AT.plusSeconds(5 + second)),
+        AT.plusSeconds(5 + second));
+  }
+
+  /**
+   * The migration that added the provider's figure takes it, for rentals settled before it, from
+   * the ledger's earning legs of each rental.
+   */
+  @Test
+  void theMigrationFillsInWhatRentalsSettledBeforeItEarnedFromTheLedger() throws Exception {
+    group(
+        List.of(
+            new Fed("rnt_before", requested("acc_before", null)),
+            new Fed("rnt_before", matched("h-before", 2_500_000))));
+    String migration;
+    try (var in = Migrations.class.getResourceAsStream("/db/migration/V26__host_rentals.sql")) {
+      migration = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    }
+    join(
+        jdbc.run(
+            c -> {
+              try (var st = c.createStatement()) {
+                st.execute(
+                    "INSERT INTO ledger_entries(account_id, kind, amount, entry_key, rental_id, at,"
+                        + " persistence_id, sequence_number, leg) VALUES"
+                        + " ('acc_p', 'earning', 11805, 'rnt_before:10', 'rnt_before', now(), 'Account|acc_p', 1, 0),"
+                        + " ('platform', 'platform_fee', 2083, 'rnt_before:10', 'rnt_before', now(), 'Account|acc_p', 1, 1),"
+                        + " ('acc_p', 'earning', 11806, 'rnt_before:20', 'rnt_before', now(), 'Account|acc_p', 2, 0),"
+                        + " ('acc_r', 'capture', -13888, 'rnt_before:10', 'rnt_before', now(), 'Account|acc_r', 1, 0)");
+                st.execute(migration);
+              }
+              return null;
+            }));
+    assertEquals(11805 + 11806, join(readModel.byHost("h-before", 0, 1)).get(0).providerEarned());
+  }
+
   static Map<String, String> statuses(String renter) {
     return join(
         jdbc.run(
