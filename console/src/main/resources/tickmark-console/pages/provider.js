@@ -1,6 +1,6 @@
 // Provider pages: hosts with their verification breakdown and "check again", the listing editor
-// (prices, spot notice, weekly windows), earnings, and a registration token with the agent's
-// install command.
+// (prices, spot notice, weekly windows), earnings (the account's, and each host's rentals with
+// what each earned), and a registration token with the agent's install command.
 
 import { session, get, post, put } from "../api.js";
 import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link, runtimeCell } from "../ui.js";
@@ -121,7 +121,10 @@ export async function host(view, { signal, params, refresh }) {
   document.title = `${id} — Tickmark`;
   add(view, title(`Host ${id}`));
   if (!signedInOrPrompt(view)) return;
-  const x = await get(`/v1/hosts/${id}`, { signal });
+  const [x, ran] = await Promise.all([
+    get(`/v1/hosts/${id}`, { signal }),
+    get(`/v1/hosts/${id}/rentals?limit=50`, { signal }),
+  ]);
   const l = x.listing ?? {};
   const onDemand = input({ name: "on_demand_price_per_gpu_hour", inputmode: "decimal", value: l.on_demand_price_per_gpu_hour ?? "", required: true });
   const spot = input({ name: "spot_price_per_gpu_hour", inputmode: "decimal", value: l.spot_price_per_gpu_hour ?? "", placeholder: "no spot" });
@@ -182,6 +185,35 @@ export async function host(view, { signal, params, refresh }) {
       : h("p", {}, "No report yet."),
     h("h2", {}, "Cards"),
     table(["Card", "GPU", "State"], (x.cards ?? []).map((c) => [String(c.index), c.gpu, c.state])),
+    h("h2", {}, "Rentals on this host"),
+    h(
+      "p",
+      { id: "host-earned" },
+      `${ran.totals.rentals} ${ran.totals.rentals === 1 ? "rental" : "rentals"}, ${ran.totals.card_seconds} card-seconds billed, earned ${euros(ran.totals.earned)}` +
+        (ran.rentals.length < ran.totals.rentals ? ` (the newest ${ran.rentals.length} below)` : "") +
+        ". A running rental's figure is its latest settlement's; renters are never named.",
+    ),
+    ran.rentals.length
+      ? h(
+          "div",
+          { id: "host-rentals" },
+          table(
+            ["Rental", "Status", "Cards", "Tier", "Price per GPU-hour", "Started", "Ended", "Billed seconds", "Earned", "End reason"],
+            ran.rentals.map((r) => [
+              r.id,
+              r.status,
+              `${r.count} × ${r.gpu}`,
+              r.tier,
+              euros(r.price_per_gpu_hour),
+              when(r.started_at),
+              when(r.ended_at),
+              String(r.billed_seconds),
+              euros(r.earned),
+              r.end_reason ?? "—",
+            ]),
+          ),
+        )
+      : h("p", {}, "None yet."),
     h("h2", {}, "Listing"),
     h(
       "form",

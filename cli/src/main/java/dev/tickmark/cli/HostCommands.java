@@ -13,11 +13,13 @@ import picocli.CommandLine.Parameters;
 @Command(
     name = "host",
     description =
-        "Your hosts (as a provider): registration tokens, status, prices, check again, drain.",
+        "Your hosts (as a provider): registration tokens, status, prices, the rentals that ran"
+            + " on them and what each earned, check again, drain.",
     subcommands = {
       HostCommands.Token.class,
       HostCommands.Ls.class,
       HostCommands.Show.class,
+      HostCommands.Rentals.class,
       HostCommands.Price.class,
       HostCommands.Verify.class,
       HostCommands.Drain.class
@@ -179,6 +181,98 @@ final class HostCommands extends ApiCommand {
       Http.Reply reply = withApiKey().get("/v1/hosts/" + segment(id));
       if (json()) printJson(reply);
       else detail(reply.json(), out());
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(
+      name = "rentals",
+      description = {
+        "The rentals that ran on one of your hosts, newest first, with what each earned you",
+        "(through its latest settlement), and the host's totals. Renters are never named."
+      })
+  static final class Rentals extends ApiCommand {
+    /** Rentals asked for at once. */
+    static final int PAGE = 200;
+
+    /** Rentals shown without {@code --all}. */
+    static final int NEWEST = 50;
+
+    @Parameters(paramLabel = "ID", description = "The host (host_...).")
+    String id;
+
+    @Option(
+        names = {"-a", "--all"},
+        description = "Every rental that ran on the host, not only the newest " + NEWEST + ".")
+    boolean all;
+
+    @Override
+    int execute() {
+      Http http = withApiKey();
+      String path = "/v1/hosts/" + segment(id) + "/rentals";
+      ArrayNode rentals = Http.JSON.createArrayNode();
+      JsonNode totals = null;
+      String after = null;
+      do {
+        JsonNode page =
+            http.get(path + query(params("limit", all ? PAGE : NEWEST, "after", after))).json();
+        for (JsonNode r : page.path("rentals")) rentals.add(r);
+        totals = page.path("totals");
+        after = all && page.hasNonNull("next_after") ? page.get("next_after").asText() : null;
+      } while (after != null);
+      if (json()) {
+        ObjectNode list = object();
+        list.put("host_id", id);
+        list.set("rentals", rentals);
+        list.set("totals", totals);
+        out().println(list);
+        return Cli.EXIT_OK;
+      }
+      if (rentals.isEmpty()) {
+        out().println("No rentals have run on host " + id + " yet.");
+        return Cli.EXIT_OK;
+      }
+      Table table =
+          new Table(
+              "ID",
+              "STATUS",
+              "GPU",
+              "CARDS",
+              "TIER",
+              "EUR/GPU-H",
+              "STARTED",
+              "BILLED S",
+              "EARNED EUR",
+              "END REASON");
+      for (JsonNode r : rentals) {
+        table.row(
+            r.get("id"),
+            r.get("status"),
+            r.get("gpu"),
+            r.get("count"),
+            r.get("tier"),
+            r.get("price_per_gpu_hour"),
+            r.get("started_at"),
+            r.get("billed_seconds"),
+            r.get("earned"),
+            r.get("end_reason"));
+      }
+      table.print(out());
+      long count = totals.path("rentals").asLong();
+      out()
+          .println(
+              (rentals.size() < count
+                      ? "The newest " + rentals.size() + " of " + count + " (--all for every one). "
+                      : "")
+                  + "Host "
+                  + id
+                  + ": "
+                  + count
+                  + (count == 1 ? " rental, " : " rentals, ")
+                  + totals.path("card_seconds").asLong()
+                  + " card-seconds billed, earned "
+                  + totals.path("earned").asText()
+                  + " EUR.");
       return Cli.EXIT_OK;
     }
   }

@@ -36,7 +36,7 @@ class CliLogsIntegrationTest {
   @Test
   void followsARentalsOutputUntilItEndsAndReadsItBack() throws Exception {
     TestMarket.Customer provider = market.signUp("Log provider");
-    market.listedHost(provider, "eu-nl", "2.49", temp.resolve("agent"));
+    String hostId = market.listedHost(provider, "eu-nl", "2.49", temp.resolve("agent"));
     TestMarket.Customer renter = market.signUp("Log renter");
     CliRunner operator =
         new CliRunner(temp.resolve("operator.json"))
@@ -143,6 +143,48 @@ class CliLogsIntegrationTest {
         usage.contains("Rental " + id + " ended (workload_exited, exit code 4): billed "), usage);
     assertEquals(2, cli.run("logs", id, "--tail", "0").exit(), "bad usage");
     assertEquals(1, cli.run("logs", "rnt_nosuchrental1").exit(), "an API error: not_found");
+
+    // the provider's view of its host: the rental, what it earned them, the host's totals
+    CliRunner providerCli =
+        new CliRunner(temp.resolve("provider.json"))
+            .withEnv("TICKMARK_URL", market.url())
+            .withEnv("TICKMARK_API_KEY", provider.apiKey());
+    JsonNode bill = json(cli.run("show", id, "--json").ok().out());
+    String earned =
+        dev.tickmark.engine.money.Money.format(
+            dev.tickmark.engine.money.Metering.providerShare(
+                dev.tickmark.engine.money.Money.parse(bill.get("cost").asText()), 1500));
+    String hostRentals = providerCli.run("host", "rentals", hostId).ok().out();
+    String row =
+        hostRentals
+            .lines()
+            .filter(l -> l.startsWith(id))
+            .findFirst()
+            .orElseThrow(() -> new AssertionError(hostRentals));
+    assertTrue(
+        row.matches(
+            java.util.regex.Pattern.quote(id)
+                + "\\s+ended\\s+h100-80gb\\s+1\\s+on_demand\\s+2\\.490000\\s+\\S+\\s+"
+                + bill.get("billed_seconds").asLong()
+                + "\\s+"
+                + java.util.regex.Pattern.quote(earned)
+                + "\\s+workload_exited"),
+        hostRentals);
+    assertTrue(
+        hostRentals.endsWith(
+            "Host "
+                + hostId
+                + ": 1 rental, "
+                + bill.get("billed_seconds").asLong()
+                + " card-seconds billed, earned "
+                + earned
+                + " EUR.\n"),
+        hostRentals);
+    JsonNode hostJson = json(providerCli.run("host", "rentals", hostId, "--json").ok().out());
+    assertEquals(earned, hostJson.get("totals").get("earned").asText());
+    assertEquals(id, hostJson.get("rentals").get(0).get("id").asText());
+    CliRunner.Result notTheirs = cli.run("host", "rentals", hostId).expect(Cli.EXIT_API_ERROR);
+    assertTrue(notTheirs.err().startsWith("error: not_found: "), notTheirs.err());
   }
 
   /**

@@ -691,6 +691,39 @@ class ConsoleBrowserTest {
         host.toString());
     assertNoScriptErrors();
     shot("host-check-again");
+
+    // the rentals the renter's tests ran here, and what they earned: as the API and the provider's
+    // account say (this provider's only host; no payout has run yet)
+    JsonNode[] ran = new JsonNode[1];
+    wait.until(
+        d -> {
+          ran[0] =
+              api.get("/v1/hosts/" + hostId + "/rentals?limit=50", provider.apiKey())
+                  .expect(200)
+                  .json();
+          visit("#/hosts/" + hostId, "host");
+          JsonNode totals = ran[0].get("totals");
+          return totals.get("rentals").asLong() >= 3
+              && totals
+                  .get("earned")
+                  .asText()
+                  .equals(api.account(provider.apiKey()).get("earnings").asText())
+              && d.findElement(By.id("host-earned"))
+                  .getText()
+                  .startsWith(
+                      totals.get("rentals").asLong()
+                          + " rentals, "
+                          + totals.get("card_seconds").asLong()
+                          + " card-seconds billed, earned €"
+                          + totals.get("earned").asText()
+                          + ".");
+        });
+    String rows = driver.findElement(By.id("host-rentals")).getText();
+    for (JsonNode r : ran[0].get("rentals"))
+      assertTrue(
+          rows.contains(r.get("id").asText()) && rows.contains("€" + r.get("earned").asText()),
+          r + " in " + rows);
+    assertNoScriptErrors();
   }
 
   // ---- the operator
