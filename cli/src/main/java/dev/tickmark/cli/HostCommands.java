@@ -136,6 +136,7 @@ final class HostCommands extends ApiCommand {
               "TOTAL",
               "ON-DEMAND",
               "SPOT",
+              "RUNTIME",
               "LOST");
       for (JsonNode h : hosts) {
         table.row(
@@ -149,6 +150,7 @@ final class HostCommands extends ApiCommand {
             h.get("cards_total"),
             h.get("on_demand_price_per_gpu_hour"),
             h.get("spot_price_per_gpu_hour"),
+            runtimeCell(h.path("runtime")),
             lost(h));
       }
       if (table.isEmpty())
@@ -482,6 +484,15 @@ final class HostCommands extends ApiCommand {
     long n = 0;
     for (JsonNode c : host.path("cards")) if (!"free".equals(c.path("state").asText())) n++;
     return n;
+  }
+
+  /**
+   * The runtime in a list: {@code sandbox}, {@code sandbox/no-net} (rentals with network go to
+   * other hosts), or blank until the agent has said (as the console's host list).
+   */
+  static String runtimeCell(JsonNode runtime) {
+    if (!runtime.hasNonNull("name")) return null;
+    return runtime.get("name").asText() + (runtime.path("network").asBoolean() ? "" : "/no-net");
   }
 
   /**

@@ -288,7 +288,8 @@ class CliJourneyIntegrationTest {
                       l ->
                           l.matches(
                               hostId
-                                  + "\\s+eu-de\\s+rack-3/node-7\\s+verified\\s+online,simulated\\s+h100-80gb\\s+2\\s+2\\s+-\\s+-\\s+0 of 0")),
+                                  + "\\s+eu-de\\s+rack-3/node-7\\s+verified\\s+online,simulated\\s+h100-80gb\\s+2\\s+2\\s+-\\s+-\\s+"
+                                  + "\\S+\\s+0 of 0")),
               ls);
         });
     String show = cli.run("host", "show", hostId).ok().out();
@@ -316,6 +317,18 @@ class CliJourneyIntegrationTest {
                                 ? ", rentals with network run here"
                                 : ", no network for rentals: those that ask for it go to other hosts"))),
         show);
+    // and in the list, briefly (the RUNTIME column)
+    String runtimeCell = agent.runtimeName() + (network ? "" : "/no-net");
+    String listed = cli.run("host", "ls").ok().out();
+    assertTrue(
+        listed
+            .lines()
+            .anyMatch(
+                l ->
+                    l.startsWith(hostId)
+                        && l.matches(
+                            ".*\\s" + java.util.regex.Pattern.quote(runtimeCell) + "\\s+0 of 0")),
+        listed);
 
     CliRunner.Result price =
         cli.run(

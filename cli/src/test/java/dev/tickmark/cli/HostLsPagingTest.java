@@ -30,6 +30,9 @@ class HostLsPagingTest {
         + id
         + "\",\"region\":\"eu-nl\",\"status\":\"invited\",\"online\":false,"
         + "\"listed\":false,\"draining\":false,\"simulated\":false,\"cards_total\":0,\"cards_free\":0"
+        // the host's runtime (A's agent has not said)
+        + (id.equals(B) ? ",\"runtime\":{\"name\":\"docker\",\"network\":true}" : "")
+        + (id.equals(C) ? ",\"runtime\":{\"name\":\"sandbox\",\"network\":false}" : "")
         // the host's record (an engine from before it sends none: A and B)
         + (id.equals(C) ? ",\"rentals_ended\":3,\"rentals_lost\":1}" : "}");
   }
@@ -76,8 +79,11 @@ class HostLsPagingTest {
     for (String id : List.of(A, B, C)) assertTrue(table.contains(id), table);
     String lineOfC = table.lines().filter(l -> l.contains(C)).findFirst().orElseThrow();
     assertTrue(lineOfC.endsWith("1 of 3"), "LOST is rentals lost of ended: " + table);
+    assertTrue(lineOfC.matches(".*\\s+sandbox/no-net\\s+1 of 3"), "RUNTIME: " + table);
+    String lineOfB = table.lines().filter(l -> l.contains(B)).findFirst().orElseThrow();
+    assertTrue(lineOfB.matches(".*\\s+docker\\s+-"), table);
     String lineOfA = table.lines().filter(l -> l.contains(A)).findFirst().orElseThrow();
-    assertTrue(lineOfA.endsWith("-"), table);
+    assertTrue(lineOfA.matches(".*\\s+-\\s+-"), "no runtime said, no record: " + table);
     assertTrue(table.lines().findFirst().orElseThrow().endsWith("LOST"), table);
 
     JsonNode json = Http.JSON.readTree(cli().run("host", "ls", "--json").ok().out());
