@@ -50,6 +50,10 @@ import org.slf4j.LoggerFactory;
 final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
   static final String CONTAINER_PREFIX = "tickmark-";
   static final String LABEL = "tickmark.rental";
+
+  /** On a {@link #relayInvocation} helper: the rental whose port it reaches. */
+  static final String RELAY_LABEL = "tickmark.rental-relay";
+
   static final String WORKSPACE = "/workspace";
 
   /** Where the rental's notice folder is mounted, read-only, in its container. */
@@ -201,6 +205,9 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
   private final Options options;
   private final String docker;
 
+  /** For {@code ssh -L} into a container ({@link #relayInvocation}); null: not on this host. */
+  private final HostSocat socat;
+
   DockerRuntime(Path stateDir, Duration grace) {
     this("docker", stateDir, grace, Clock.systemUTC());
   }
@@ -214,6 +221,10 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
     super("tickmark-agent-docker-runtime", stateDir, grace, clock);
     this.options = options;
     this.docker = options.docker();
+    this.socat = HostSocat.find();
+    if (socat == null)
+      log.info(
+          "no socat on this host (apt-get install socat): ssh -L into a docker rental is refused");
     dirs.wipeLeftovers(this::removeQuietly); // its container may have outlived the agent
   }
 
@@ -251,14 +262,73 @@ final class DockerRuntime extends AbstractRuntime<DockerRuntime.Running> {
 
   /**
    * Sessions are {@code docker exec} into the container; SFTP and SCP see its {@code /workspace}
-   * through the scratch folder mounted there.
+   * through the scratch folder mounted there; a forwarded port ({@code ssh -L}) is reached through
+   * {@link #relayInvocation} (none where the host has no socat).
    */
   @Override
   public java.util.Optional<dev.tickmark.agent.ssh.Workspace> workspace(String rentalId) {
-    if (workload(rentalId) == null) return java.util.Optional.empty();
+    Running running = workload(rentalId);
+    if (running == null) return java.util.Optional.empty();
+    String image = running.spec.image();
     return java.util.Optional.of(
         new dev.tickmark.agent.ssh.Workspace.Container(
-            docker, containerName(rentalId), dirs.scratch(rentalId)));
+            docker,
+            containerName(rentalId),
+            dirs.scratch(rentalId),
+            socat == null
+                ? null
+                : (ipv6, port) -> relayInvocation(docker, socat, rentalId, image, ipv6, port)));
+  }
+
+  /**
+   * A helper container that joins the rental's network namespace and joins its stdin and stdout to
+   * {@code port} on the rental's loopback, for {@code ssh -L}: a container with no network has no
+   * address the host can reach, and its image need not hold any tool, so the helper runs the host's
+   * own socat ({@link HostSocat}) in a container of the rental's image (already here; never
+   * pulled):
+   *
+   * <pre>
+   * docker run --rm -i --pull never --network container:tickmark-&lt;id&gt;
+   *     --label tickmark.rental-relay=&lt;id&gt; --log-driver none --user 65534:65534
+   *     --cap-drop ALL --security-opt no-new-privileges --pids-limit 16 --read-only
+   *     -v /usr:/tickmark-host/usr:ro … --entrypoint /tickmark-host/&lt;loader&gt;
+   *     &lt;image&gt; --inhibit-cache --library-path … /tickmark-host/usr/bin/socat - TCP4:127.0.0.1:&lt;port&gt;
+   * </pre>
+   *
+   * It shares nothing else with the rental (its own file system, processes and user: nobody), runs
+   * no code of the renter's, and ends with its connection ({@code --rm}); the bytes it carries are
+   * not logged ({@code --log-driver none}).
+   */
+  static List<String> relayInvocation(
+      String docker, HostSocat socat, String rentalId, String image, boolean ipv6, int port) {
+    List<String> a =
+        new ArrayList<>(
+            List.of(
+                docker,
+                "run",
+                "--rm",
+                "-i",
+                "--pull",
+                "never",
+                "--network",
+                "container:" + containerName(rentalId),
+                "--label",
+                RELAY_LABEL + "=" + rentalId,
+                "--log-driver",
+                "none",
+                "--user",
+                "65534:65534",
+                "--cap-drop",
+                "ALL",
+                "--security-opt",
+                "no-new-privileges",
+                "--pids-limit",
+                "16",
+                "--read-only"));
+    a.addAll(socat.mountsAndEntryPoint());
+    a.add(image);
+    a.addAll(socat.command(ipv6 ? "TCP6:[::1]:" + port : "TCP4:127.0.0.1:" + port));
+    return a;
   }
 
   /** Null when {@code image} is an acceptable image reference, else why not. */

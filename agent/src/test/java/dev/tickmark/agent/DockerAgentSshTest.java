@@ -37,6 +37,7 @@ class DockerAgentSshTest {
   private static final Path SSH = Path.of("/usr/bin/ssh");
   private static final Path SCP = Path.of("/usr/bin/scp");
   private static final long WAIT_S = 30;
+  private static final int INSIDE_PORT = 8765;
 
   @TempDir static Path tmp;
   private final String run = HexFormat.of().toHexDigits(ThreadLocalRandom.current().nextInt());
@@ -98,7 +99,13 @@ class DockerAgentSshTest {
             rental,
             List.of(1),
             image,
-            List.of("sh", "-c", "echo workload says hi; echo workload warns >&2; exec sleep 600"),
+            List.of(
+                "sh",
+                "-c",
+                // a server on the container's own loopback (it has no other network), for ssh -L
+                "while true; do echo inside | nc -l -p "
+                    + INSIDE_PORT
+                    + "; done & echo workload says hi; echo workload warns >&2; exec sleep 600"),
             publicKey + "\n",
             false,
             null));
@@ -174,6 +181,89 @@ class DockerAgentSshTest {
     Ran get = scp("renter@127.0.0.1:made.txt", down.toString());
     assertEquals(0, get.status(), get.toString());
     assertEquals("made inside\n", Files.readString(down));
+  }
+
+  /**
+   * {@code ssh -L} reaches a server on the container's own loopback (the container has no network
+   * the host could reach, and its image no socat: the agent's helper container runs the host's),
+   * twice, and leaves no helper behind.
+   */
+  @Test
+  void localForwardingReachesAServerOnTheContainersLoopback() throws Exception {
+    RequiredTools.assume(
+        "socat",
+        Files.isExecutable(Path.of("/usr/bin/socat")),
+        "no socat on this host: ssh -L into a docker rental needs it (apt-get install socat)");
+    int local;
+    try (java.net.ServerSocket free =
+        new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      local = free.getLocalPort();
+    }
+    Process forward =
+        new ProcessBuilder(
+                sshCommand(
+                    key,
+                    endpoint,
+                    List.of(
+                        "-N",
+                        "-o",
+                        "ExitOnForwardFailure=yes",
+                        "-L",
+                        local + ":localhost:" + INSIDE_PORT),
+                    null))
+            .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+            .redirectError(ProcessBuilder.Redirect.DISCARD)
+            .start();
+    try {
+      assertEquals("inside", exchange(local, forward), "through ssh -L, from the container");
+      assertEquals("inside", exchange(local, forward), "a second connection, a helper of its own");
+    } finally {
+      forward.destroy();
+    }
+    // the host's loopback is not the container's: nothing listens on that port here
+    try (java.net.Socket s =
+        new java.net.Socket(java.net.InetAddress.getLoopbackAddress(), INSIDE_PORT)) {
+      throw new AssertionError("something listens on the host's port " + INSIDE_PORT);
+    } catch (java.io.IOException expected) {
+      // refused
+    }
+    Eventually.until(WAIT_S, () -> "the helper containers are gone", () -> noRelayOf(rental));
+  }
+
+  private static boolean noRelayOf(String rentalId) {
+    try {
+      DockerTestSupport.Result r =
+          docker("ps", "-aq", "--filter", "label=" + DockerRuntime.RELAY_LABEL + "=" + rentalId);
+      return r.status() == 0 && r.output().isBlank();
+    } catch (java.io.IOException e) {
+      return false;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    }
+  }
+
+  /**
+   * Connects to the forward (polling until ssh listens), says hello, returns the first line back.
+   */
+  private static String exchange(int local, Process forward) throws Exception {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+    while (System.nanoTime() < deadline && forward.isAlive()) {
+      try (java.net.Socket s =
+          new java.net.Socket(java.net.InetAddress.getLoopbackAddress(), local)) {
+        s.setSoTimeout((int) TimeUnit.SECONDS.toMillis(WAIT_S));
+        s.getOutputStream().write("hello\n".getBytes(StandardCharsets.UTF_8));
+        s.getOutputStream().flush();
+        java.io.BufferedReader in =
+            new java.io.BufferedReader(
+                new java.io.InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
+        String line = in.readLine();
+        if (line != null && !line.isEmpty()) return line;
+      } catch (java.io.IOException notYet) {
+        Thread.onSpinWait(); // the forward is not listening yet: poll until the deadline
+      }
+    }
+    throw new AssertionError("no answer through the forward within " + WAIT_S + " s");
   }
 
   @Test

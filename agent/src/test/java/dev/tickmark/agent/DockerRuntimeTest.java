@@ -600,4 +600,57 @@ class DockerRuntimeTest {
     rt.stop("rnt_4").get(WAIT_S, TimeUnit.SECONDS);
     assertFalse(Files.exists(folder), "wiped with the rental");
   }
+
+  /**
+   * {@code ssh -L} into a container: a helper of the rental's image in the rental's network
+   * namespace only, as nobody, without privileges, never pulling, not logging what it carries,
+   * running the host's socat through the host's loader.
+   */
+  @Test
+  void theRelayForAForwardedPortJoinsOnlyTheContainersNetwork() {
+    HostSocat socat =
+        new HostSocat(
+            Path.of("/usr/bin/socat"),
+            Path.of("/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"),
+            List.of(Path.of("/usr/lib/x86_64-linux-gnu")),
+            List.of(Path.of("/usr")));
+    assertEquals(
+        List.of(
+            "docker",
+            "run",
+            "--rm",
+            "-i",
+            "--pull",
+            "never",
+            "--network",
+            "container:tickmark-rnt_1",
+            "--label",
+            "tickmark.rental-relay=rnt_1",
+            "--log-driver",
+            "none",
+            "--user",
+            "65534:65534",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--pids-limit",
+            "16",
+            "--read-only",
+            "-v",
+            "/usr:/tickmark-host/usr:ro",
+            "--entrypoint",
+            "/tickmark-host/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+            "ubuntu:24.04",
+            "--inhibit-cache",
+            "--library-path",
+            "/tickmark-host/usr/lib/x86_64-linux-gnu",
+            "/tickmark-host/usr/bin/socat",
+            "-",
+            "TCP4:127.0.0.1:8888"),
+        DockerRuntime.relayInvocation("docker", socat, "rnt_1", "ubuntu:24.04", false, 8888));
+    List<String> ipv6 =
+        DockerRuntime.relayInvocation("docker", socat, "rnt_1", "ubuntu:24.04", true, 8888);
+    assertEquals("TCP6:[::1]:8888", ipv6.get(ipv6.size() - 1));
+  }
 }

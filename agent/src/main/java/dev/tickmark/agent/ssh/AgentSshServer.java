@@ -34,8 +34,9 @@ import org.slf4j.LoggerFactory;
  *   <li>Authentication: public key only ({@link KeyAuthenticator}); any user name.
  *   <li>{@code shell} (with or without a pseudo-terminal), {@code exec} with its exit status,
  *       {@code sftp} and legacy {@code scp} rooted at the rental's scratch folder, local port
- *       forwarding to loopback ({@link LoopbackForwarding}; into the sandbox for sandboxed rentals,
- *       {@link SandboxTcpip}). Sessions run as the workload: see {@link SessionCommands}.
+ *       forwarding to loopback ({@link LoopbackForwarding}; into the rental's own network namespace
+ *       for sandboxed and docker rentals, {@link NamespaceTcpip}). Sessions run as the workload:
+ *       see {@link SessionCommands}.
  *   <li>Idle sessions are closed after the idle timeout (default {@link #DEFAULT_IDLE_TIMEOUT}).
  * </ul>
  */
@@ -97,7 +98,7 @@ public final class AgentSshServer implements AutoCloseable {
     sshd.setGSSAuthenticator(null);
     sshd.setHostBasedAuthenticator(null);
     sshd.setChannelFactories(
-        List.of(new WorkloadChannel.Factory(), new SandboxTcpip.Factory(registry, threads)));
+        List.of(new WorkloadChannel.Factory(), new NamespaceTcpip.Factory(registry, threads)));
     sshd.setForwardingFilter(new LoopbackForwarding(registry));
     sshd.setShellFactory(channel -> new WorkloadCommand(null, launcher, threads));
     sshd.setCommandFactory(

@@ -9,9 +9,9 @@ import org.apache.sshd.server.forward.ForwardingFilter;
 /**
  * Forwarding: local ({@code direct-tcpip}, {@code ssh -L 8888:localhost:8888}) to a loopback
  * address only: for process-runtime rentals the host's loopback (where their servers listen); for
- * sandboxed ones only a {@link NamespaceBridge} into the sandbox's own loopback ({@link
- * SandboxTcpip} makes the request one), never a port of the host. No forwarding for docker rentals,
- * no remote forwarding ({@code ssh -R}), no agent or X11 forwarding.
+ * sandboxed and docker ones only a {@link NamespaceBridge} into the rental's own loopback ({@link
+ * NamespaceTcpip} makes the request one), never a port of the host. No remote forwarding ({@code
+ * ssh -R}), no agent or X11 forwarding.
  */
 final class LoopbackForwarding implements ForwardingFilter {
   static final Set<String> LOOPBACK = Set.of("localhost", "127.0.0.1", "::1", "0:0:0:0:0:0:0:1");
@@ -31,7 +31,8 @@ final class LoopbackForwarding implements ForwardingFilter {
         .map(
             e ->
                 e.workspace() instanceof Workspace.Local
-                    || (e.workspace() instanceof Workspace.Sandboxed
+                    || ((e.workspace() instanceof Workspace.Sandboxed
+                            || e.workspace() instanceof Workspace.Container)
                         && "127.0.0.1".equals(address.getHostName())
                         && NamespaceBridge.isOpen(address.getPort())))
         .orElse(false);

@@ -14,14 +14,15 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A one-connection loopback port on the host that leads into a sandbox's network namespace: the
- * first connection it accepts is piped to a helper process ({@link Workspace.Relay}) that runs in
- * that namespace, connected there to the forwarded port. The SSH server's forwarding code connects
- * to this port as it connects to any loopback port, so flow control and closing stay MINA's.
+ * A one-connection loopback port on the host that leads into a rental's network namespace (a
+ * sandbox's, a docker container's): the first connection it accepts is piped to a helper process
+ * ({@link Workspace.Relay}) that runs in that namespace, connected there to the forwarded port. The
+ * SSH server's forwarding code connects to this port as it connects to any loopback port, so flow
+ * control and closing stay MINA's.
  *
  * <p>It stops listening after that connection, or after {@link #ACCEPT_TIMEOUT_MS}. Until then a
  * process of the host could connect first: the host is the provider's, and those processes could
- * enter the sandbox anyway.
+ * enter the rental's namespaces anyway.
  */
 final class NamespaceBridge {
   static final int ACCEPT_TIMEOUT_MS = 10_000;

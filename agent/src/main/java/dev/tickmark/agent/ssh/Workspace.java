@@ -27,9 +27,16 @@ public sealed interface Workspace {
 
   /**
    * The docker runtime: sessions are {@code docker exec} into {@code container} (which has {@code
-   * files} mounted at {@code /workspace}); {@code docker} is the command line tool.
+   * files} mounted at {@code /workspace}); {@code docker} is the command line tool; a forwarded
+   * connection is piped through {@code relay}'s helper, which connects inside the container's
+   * network namespace (null: no forwarding on this host).
    */
-  record Container(String docker, String container, Path files) implements Workspace {}
+  record Container(String docker, String container, Path files, Relay relay) implements Workspace {
+    /** Without forwarding. */
+    public Container(String docker, String container, Path files) {
+      this(docker, container, files, null);
+    }
+  }
 
   /**
    * The sandbox runtime: sessions run {@code enter} followed by their program (a prefix that joins

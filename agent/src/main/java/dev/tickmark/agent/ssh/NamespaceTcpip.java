@@ -15,16 +15,18 @@ import org.apache.sshd.server.forward.TcpForwardingFilter;
 import org.apache.sshd.server.forward.TcpipServerChannel;
 
 /**
- * {@code direct-tcpip} ({@code ssh -L}) that reaches a sandboxed rental's own loopback: for such a
- * rental, a request for {@code localhost:PORT} becomes a connection to a {@link NamespaceBridge}
- * whose helper connects to {@code PORT} inside the sandbox's network namespace. For other rentals
- * it is MINA's own channel, unchanged. {@link LoopbackForwarding} still decides what is allowed.
+ * {@code direct-tcpip} ({@code ssh -L}) that reaches a rental's own loopback where it has a network
+ * namespace of its own (a sandbox, a docker container): for such a rental, a request for {@code
+ * localhost:PORT} becomes a connection to a {@link NamespaceBridge} whose helper ({@link
+ * Workspace.Relay}) connects to {@code PORT} inside that namespace; a container on a host with no
+ * helper is refused. For a process-runtime rental it is MINA's own channel, unchanged. {@link
+ * LoopbackForwarding} still decides what is allowed.
  */
-final class SandboxTcpip extends TcpipServerChannel {
+final class NamespaceTcpip extends TcpipServerChannel {
   private final RentalRegistry registry;
   private final Executor threads;
 
-  SandboxTcpip(RentalRegistry registry, Executor threads) {
+  NamespaceTcpip(RentalRegistry registry, Executor threads) {
     super(TcpForwardingFilter.Type.Direct, null);
     this.registry = registry;
     this.threads = threads;
@@ -41,14 +43,19 @@ final class SandboxTcpip extends TcpipServerChannel {
             .get(getSession().getAttribute(AgentSshServer.RENTAL))
             .map(RentalRegistry.Entry::workspace)
             .orElse(null);
-    if (workspace instanceof Workspace.Sandboxed s) {
+    Workspace.Relay relay =
+        workspace instanceof Workspace.Sandboxed s
+            ? s.relay()
+            : workspace instanceof Workspace.Container c ? c.relay() : null;
+    if (workspace instanceof Workspace.Container && relay == null) return refuse();
+    if (relay != null) {
       String h = host == null ? "" : host.toLowerCase(Locale.ROOT);
       if (!LoopbackForwarding.LOOPBACK.contains(h) || port < 1 || port > 65535) return refuse();
       boolean ipv6 = h.contains(":");
       try {
-        port = NamespaceBridge.open(s.relay().command(ipv6, port), threads);
+        port = NamespaceBridge.open(relay.command(ipv6, port), threads);
       } catch (IOException e) {
-        log.warn("cannot open a bridge into the sandbox: {}", e.toString());
+        log.warn("cannot open a bridge into the rental's network: {}", e.toString());
         return refuse();
       }
       host = "127.0.0.1";
@@ -87,7 +94,7 @@ final class SandboxTcpip extends TcpipServerChannel {
 
     @Override
     public Channel createChannel(Session session) {
-      return new SandboxTcpip(registry, threads);
+      return new NamespaceTcpip(registry, threads);
     }
   }
 }
