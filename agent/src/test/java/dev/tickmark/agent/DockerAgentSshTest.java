@@ -194,29 +194,19 @@ class DockerAgentSshTest {
         "socat",
         Files.isExecutable(Path.of("/usr/bin/socat")),
         "no socat on this host: ssh -L into a docker rental needs it (apt-get install socat)");
-    int local;
-    try (java.net.ServerSocket free =
-        new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-      local = free.getLocalPort();
-    }
+    int local = SshClientSupport.freeLoopbackPort();
     Process forward =
-        new ProcessBuilder(
-                sshCommand(
-                    key,
-                    endpoint,
-                    List.of(
-                        "-N",
-                        "-o",
-                        "ExitOnForwardFailure=yes",
-                        "-L",
-                        local + ":localhost:" + INSIDE_PORT),
-                    null))
-            .redirectOutput(ProcessBuilder.Redirect.DISCARD)
-            .redirectError(ProcessBuilder.Redirect.DISCARD)
-            .start();
+        SshClientSupport.forward(
+            options -> sshCommand(key, endpoint, options, null), local, INSIDE_PORT);
     try {
-      assertEquals("inside", exchange(local, forward), "through ssh -L, from the container");
-      assertEquals("inside", exchange(local, forward), "a second connection, a helper of its own");
+      assertEquals(
+          "inside",
+          SshClientSupport.exchange(local, forward, WAIT_S),
+          "through ssh -L, from the container");
+      assertEquals(
+          "inside",
+          SshClientSupport.exchange(local, forward, WAIT_S),
+          "a second connection, a helper of its own");
     } finally {
       forward.destroy();
     }
@@ -241,29 +231,6 @@ class DockerAgentSshTest {
       Thread.currentThread().interrupt();
       return false;
     }
-  }
-
-  /**
-   * Connects to the forward (polling until ssh listens), says hello, returns the first line back.
-   */
-  private static String exchange(int local, Process forward) throws Exception {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-    while (System.nanoTime() < deadline && forward.isAlive()) {
-      try (java.net.Socket s =
-          new java.net.Socket(java.net.InetAddress.getLoopbackAddress(), local)) {
-        s.setSoTimeout((int) TimeUnit.SECONDS.toMillis(WAIT_S));
-        s.getOutputStream().write("hello\n".getBytes(StandardCharsets.UTF_8));
-        s.getOutputStream().flush();
-        java.io.BufferedReader in =
-            new java.io.BufferedReader(
-                new java.io.InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
-        String line = in.readLine();
-        if (line != null && !line.isEmpty()) return line;
-      } catch (java.io.IOException notYet) {
-        Thread.onSpinWait(); // the forward is not listening yet: poll until the deadline
-      }
-    }
-    throw new AssertionError("no answer through the forward within " + WAIT_S + " s");
   }
 
   @Test

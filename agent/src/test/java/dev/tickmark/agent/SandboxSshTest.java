@@ -8,12 +8,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.tickmark.agent.SshClientSupport.Ran;
 import dev.tickmark.wire.AgentFrame;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
 import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.net.Socket;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
@@ -170,39 +166,14 @@ class SandboxSshTest {
 
   @Test
   void localForwardingReachesAServerInsideTheSandbox() throws Exception {
-    int local;
-    try (ServerSocket free = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-      local = free.getLocalPort();
-    }
+    int local = SshClientSupport.freeLoopbackPort();
     Process forward =
-        new ProcessBuilder(
-                sshCommand(
-                    List.of(
-                        "-N",
-                        "-o",
-                        "ExitOnForwardFailure=yes",
-                        "-L",
-                        local + ":localhost:" + INSIDE_PORT),
-                    null))
-            .redirectOutput(ProcessBuilder.Redirect.DISCARD)
-            .redirectError(ProcessBuilder.Redirect.DISCARD)
-            .start();
+        SshClientSupport.forward(options -> sshCommand(options, null), local, INSIDE_PORT);
     try {
-      String answer = null;
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
-      while (answer == null && System.nanoTime() < deadline && forward.isAlive()) {
-        try (Socket s = new Socket(InetAddress.getLoopbackAddress(), local)) {
-          s.setSoTimeout((int) TimeUnit.SECONDS.toMillis(WAIT_S));
-          OutputStream out = s.getOutputStream();
-          out.write("hello\n".getBytes(StandardCharsets.UTF_8));
-          out.flush();
-          String line = readLine(s.getInputStream());
-          if (!line.isEmpty()) answer = line;
-        } catch (IOException notYet) {
-          Thread.onSpinWait(); // the forward is not listening yet: poll until the deadline
-        }
-      }
-      assertEquals("inside hello", answer, "through ssh -L, from the sandbox's own loopback");
+      assertEquals(
+          "inside hello",
+          SshClientSupport.exchange(local, forward, WAIT_S),
+          "through ssh -L, from the sandbox's own loopback");
     } finally {
       forward.destroy();
     }
@@ -245,11 +216,5 @@ class SandboxSshTest {
   private <T extends AgentFrame> T next(Class<T> type, java.util.function.Predicate<T> which)
       throws InterruptedException {
     return SshClientSupport.next(node, type, which, WAIT_S);
-  }
-
-  private static String readLine(InputStream in) throws IOException {
-    StringBuilder sb = new StringBuilder();
-    for (int c; (c = in.read()) >= 0 && c != '\n'; ) sb.append((char) c);
-    return sb.toString();
   }
 }

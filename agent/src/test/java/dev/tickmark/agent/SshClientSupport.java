@@ -97,4 +97,51 @@ final class SshClientSupport {
         () -> "a matching " + type.getSimpleName(),
         () -> node.framesOf(type).stream().filter(which).findFirst());
   }
+
+  /** A loopback port free a moment ago, for {@code ssh -L} to listen on. */
+  static int freeLoopbackPort() throws IOException {
+    try (java.net.ServerSocket free =
+        new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+      return free.getLocalPort();
+    }
+  }
+
+  /**
+   * {@code ssh} with {@code -N -o ExitOnForwardFailure=yes -L local:localhost:inside} added by
+   * {@code command}, started with its output discarded.
+   */
+  static Process forward(
+      java.util.function.Function<List<String>, List<String>> command, int local, int inside)
+      throws IOException {
+    return new ProcessBuilder(
+            command.apply(
+                List.of(
+                    "-N", "-o", "ExitOnForwardFailure=yes", "-L", local + ":localhost:" + inside)))
+        .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+        .redirectError(ProcessBuilder.Redirect.DISCARD)
+        .start();
+  }
+
+  /**
+   * Connects to the forward at {@code local} (polling until ssh listens there, while it runs), says
+   * "hello", and returns the first non-empty line that comes back; null if none within {@code
+   * waitS}.
+   */
+  static String exchange(int local, Process forward, long waitS) {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(waitS);
+    while (System.nanoTime() < deadline && forward.isAlive()) {
+      try (java.net.Socket s =
+          new java.net.Socket(java.net.InetAddress.getLoopbackAddress(), local)) {
+        s.setSoTimeout((int) TimeUnit.SECONDS.toMillis(waitS));
+        s.getOutputStream().write("hello\n".getBytes(StandardCharsets.UTF_8));
+        s.getOutputStream().flush();
+        StringBuilder line = new StringBuilder();
+        for (int c; (c = s.getInputStream().read()) >= 0 && c != '\n'; ) line.append((char) c);
+        if (line.length() > 0) return line.toString();
+      } catch (IOException notYet) {
+        Thread.onSpinWait(); // the forward is not listening yet: poll until the deadline
+      }
+    }
+    return null;
+  }
 }

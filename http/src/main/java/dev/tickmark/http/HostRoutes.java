@@ -128,7 +128,7 @@ public final class HostRoutes {
    */
   private CompletionStage<HostViews.HostRentalList> hostRentals(
       String owner, String hostId, Optional<String> limitParam, Optional<String> afterParam) {
-    int limit = HostViews.HostRentalList.limit(limitParam);
+    int limit = HostViews.HostList.limit(limitParam);
     long after = afterParam.map(a -> Params.nonNegativeLong("after", a)).orElse(0L);
     return this.<Host.HostView>ask(hostId, reply -> new Host.Get(owner, reply))
         .thenCompose(own -> rentals.awaitWritten(readYourWritesWait))

@@ -157,7 +157,7 @@ final class HostViews {
 
   /**
    * One page of hosts; {@code nextAfter} is the cursor for the next page ({@code null} on the last
-   * one).
+   * one). Its page size is a host's rentals' too.
    */
   record HostList(List<HostSummary> hosts, String nextAfter) {
     static final int MAX_PAGE = 200;
@@ -234,13 +234,6 @@ final class HostViews {
   /** One page of a host's rentals and the host's totals (over all of them, not the page). */
   record HostRentalList(
       String hostId, List<HostRentalView> rentals, String nextAfter, HostRentalTotals totals) {
-    static final int MAX_PAGE = 200;
-    static final int DEFAULT_PAGE = 50;
-
-    static int limit(java.util.Optional<String> text) {
-      return text.map(l -> Params.positiveInt("limit", l, MAX_PAGE)).orElse(DEFAULT_PAGE);
-    }
-
     static HostRentalList of(
         String hostId,
         List<RentalReadModel.HostRentalRow> rows,
