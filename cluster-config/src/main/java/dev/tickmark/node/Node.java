@@ -46,7 +46,9 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import org.apache.pekko.Done;
+import org.apache.pekko.actor.BootstrapSetup;
 import org.apache.pekko.actor.CoordinatedShutdown;
+import org.apache.pekko.actor.setup.ActorSystemSetup;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.DispatcherSelector;
 import org.apache.pekko.actor.typed.Props;
@@ -57,6 +59,7 @@ import org.apache.pekko.cluster.typed.Join;
 import org.apache.pekko.http.javadsl.ServerBinding;
 import org.apache.pekko.management.cluster.bootstrap.ClusterBootstrap;
 import org.apache.pekko.management.javadsl.PekkoManagement;
+import org.apache.pekko.remote.artery.tcp.SSLEngineProviderSetup;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -116,6 +119,24 @@ public final class Node implements AutoCloseable {
       String warning = tls.validityWarning(java.time.Instant.now());
       if (warning != null) log.warn(warning);
     }
+    ClusterTls clusterTls = ClusterTls.fromConfig(config).orElse(null);
+    if (clusterTls != null) {
+      log.info(
+          "Cluster TLS on: remoting (port {}) over mutual TLS 1.3, certificate {}",
+          settings.remotePort(),
+          clusterTls.describe());
+      String warning = clusterTls.expiryWarning(java.time.Instant.now());
+      if (warning != null) log.warn(warning);
+    } else if (!settings.seedNodes().isEmpty()
+        || settings.discovery() != NodeSettings.Discovery.SEED_NODES) {
+      log.info(
+          "Remoting between the nodes is plain TCP: keep port {} on a private network, or set {}, {} and {}"
+              + " (docs/runbook.md \"TLS between the nodes\")",
+          settings.remotePort(),
+          ClusterTls.CERT_ENV,
+          ClusterTls.KEY_ENV,
+          ClusterTls.CA_ENV);
+    }
     int poolSize = config.getInt("tickmark.database.pool-size");
     EmbeddedDatabase embedded = null;
     DatabaseSettings database;
@@ -133,7 +154,9 @@ public final class Node implements AutoCloseable {
     try {
       int ran = Migrations.migrate(database);
       log.info("Schema is current ({} migrations applied now)", ran);
-      system = ActorSystem.create(Behaviors.empty(), SYSTEM_NAME, config(settings, database));
+      system =
+          ActorSystem.create(
+              Behaviors.empty(), SYSTEM_NAME, setup(config(settings, database), clusterTls));
       system.getWhenTerminated().whenComplete((done, failure) -> systemDone.complete(null));
       return init(system, settings, database, embedded, tls);
     } catch (Exception | Error e) {
@@ -142,6 +165,19 @@ public final class Node implements AutoCloseable {
       systemDone.complete(null);
       throw e;
     }
+  }
+
+  /**
+   * The actor system's setup: its configuration and, with cluster TLS, remoting over {@code
+   * tls-tcp} with the already checked {@link ClusterTls} as its engine provider.
+   */
+  static ActorSystemSetup setup(Config config, ClusterTls clusterTls) {
+    if (clusterTls == null) return ActorSystemSetup.create(BootstrapSetup.create(config));
+    Config tls =
+        ConfigFactory.parseMap(Map.of("pekko.remote.artery.transport", "tls-tcp"))
+            .withFallback(config);
+    return ActorSystemSetup.create(
+        BootstrapSetup.create(tls), SSLEngineProviderSetup.create(system -> clusterTls));
   }
 
   /** How long the JVM's exit waits for the actor system before it stops the embedded PostgreSQL. */

@@ -262,6 +262,38 @@ class KubernetesManifestsTest {
   }
 
   @Test
+  void theNodesSpeakMutualTlsWithTheCertificateOfAMountedClusterSecret() {
+    var mount =
+        container.getVolumeMounts().stream()
+            .filter(m -> m.getName().equals("cluster-tls"))
+            .findFirst()
+            .orElseThrow();
+    assertTrue(
+        Boolean.TRUE.equals(mount.getReadOnly()), "the cluster's Secret is mounted read-only");
+    var volume =
+        deployment.getSpec().getTemplate().getSpec().getVolumes().stream()
+            .filter(v -> v.getName().equals("cluster-tls"))
+            .findFirst()
+            .orElseThrow();
+    assertEquals("tickmark-cluster-tls", volume.getSecret().getSecretName());
+    assertTrue(
+        volume.getSecret().getOptional() == null || !volume.getSecret().getOptional(),
+        "a missing cluster certificate stops the pod, it never joins over plain remoting by accident");
+    assertEquals(0440, volume.getSecret().getDefaultMode());
+    // cert-manager's Secret keys, where the node reads them
+    assertEquals(mount.getMountPath() + "/tls.crt", env.get(ClusterTls.CERT_ENV));
+    assertEquals(mount.getMountPath() + "/tls.key", env.get(ClusterTls.KEY_ENV));
+    assertEquals(mount.getMountPath() + "/ca.crt", env.get(ClusterTls.CA_ENV));
+    assertEquals(mount.getMountPath() + "/tls.crt", config.getString(ClusterTls.CERT_KEY));
+    assertEquals(mount.getMountPath() + "/tls.key", config.getString(ClusterTls.PRIVATE_KEY_KEY));
+    assertEquals(mount.getMountPath() + "/ca.crt", config.getString(ClusterTls.CA_KEY));
+    assertTrue(
+        !mount.getMountPath().startsWith("/etc/tickmark/tls/")
+            && !"/etc/tickmark/tls".equals(mount.getMountPath()),
+        "the cluster's CA is not the public HTTPS certificate's");
+  }
+
+  @Test
   void configurationComesFromTheConfigMapAndATemplateSecret() {
     List<String> configMaps = new ArrayList<>();
     List<String> secrets = new ArrayList<>();

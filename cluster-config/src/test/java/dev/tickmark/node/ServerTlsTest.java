@@ -80,7 +80,7 @@ class ServerTlsTest {
     Path reversed = dir.resolve("reversed.pem");
     Files.writeString(reversed, parts[1].strip() + "\n" + parts[0].strip() + "\n");
     String message = refused(reversed, ec.keyFile());
-    assertTrue(message.contains("put the server's own certificate first"), message);
+    assertTrue(message.contains("put the node's own certificate first"), message);
   }
 
   @Test

@@ -51,46 +51,90 @@ public record TestCertificates(Path caFile, Path certificateFile, Path keyFile) 
    * each call makes new keys.
    */
   public static TestCertificates create(Path dir, String keyType, String... names) {
-    try {
-      Files.createDirectories(dir);
-      KeyPair ca = ec();
-      KeyPair leaf = keyType.equals("EC") ? ec() : rsa();
-      Instant now = Instant.now();
-      byte[] caName = name("Tickmark Test CA");
-      byte[] caCert =
-          certificate(
-              caName,
-              caName,
-              ca,
-              ca.getPrivate(),
-              now,
-              seq(extension("2.5.29.19", true, seq(bool()))));
-      List<byte[]> altNames = new ArrayList<>();
-      for (String n : names)
-        altNames.add(
-            n.matches("[0-9.]+")
-                ? tagged(0x87, InetAddress.getByName(n).getAddress())
-                : tagged(0x82, n.getBytes(StandardCharsets.US_ASCII)));
-      byte[] leafCert =
-          certificate(
-              caName,
-              name(names.length > 0 ? names[0] : "tickmark test server"),
-              leaf,
-              ca.getPrivate(),
-              now,
-              seq(
-                  extension("2.5.29.19", true, seq()),
-                  extension("2.5.29.17", false, seq(altNames.toArray(byte[][]::new))),
-                  extension("2.5.29.37", false, seq(oid("1.3.6.1.5.5.7.3.1")))));
-      Path caFile = dir.resolve("ca.pem");
-      Files.writeString(caFile, pem("CERTIFICATE", caCert));
-      Path chain = dir.resolve("server-chain.pem");
-      Files.writeString(chain, pem("CERTIFICATE", leafCert) + pem("CERTIFICATE", caCert));
-      Path keyFile = dir.resolve("server-key.pem");
-      Files.writeString(keyFile, pem("PRIVATE KEY", leaf.getPrivate().getEncoded())); // PKCS#8
-      return new TestCertificates(caFile, chain, keyFile);
-    } catch (IOException | GeneralSecurityException e) {
-      throw new IllegalStateException("making test certificates failed", e);
+    return Authority.create(dir, "Tickmark Test CA").issue(dir, keyType, false, names);
+  }
+
+  /**
+   * A throw-away CA ({@code ca.pem} in its folder) that can issue several leaves, e.g. one per
+   * cluster node.
+   */
+  public static final class Authority {
+    private final KeyPair key;
+    private final byte[] name;
+    private final byte[] certificate;
+    private final Path caFile;
+
+    private Authority(KeyPair key, byte[] name, byte[] certificate, Path caFile) {
+      this.key = key;
+      this.name = name;
+      this.certificate = certificate;
+      this.caFile = caFile;
+    }
+
+    /** A new CA named {@code commonName}, its certificate written to {@code dir/ca.pem}. */
+    public static Authority create(Path dir, String commonName) {
+      try {
+        Files.createDirectories(dir);
+        KeyPair ca = ec();
+        byte[] caName = name(commonName);
+        byte[] caCert =
+            certificate(
+                caName,
+                caName,
+                ca,
+                ca.getPrivate(),
+                Instant.now(),
+                seq(extension("2.5.29.19", true, seq(bool()))));
+        Path caFile = dir.resolve("ca.pem");
+        Files.writeString(caFile, pem("CERTIFICATE", caCert));
+        return new Authority(ca, caName, caCert, caFile);
+      } catch (IOException | GeneralSecurityException e) {
+        throw new IllegalStateException("making a test CA failed", e);
+      }
+    }
+
+    public Path caFile() {
+      return caFile;
+    }
+
+    /**
+     * A leaf under {@code dir} ({@code server-chain.pem}: it, then this CA; {@code server-key.pem})
+     * for {@code names}, usable as a TLS server and, when {@code clientToo}, as a TLS client as
+     * well (a cluster node is both).
+     */
+    public TestCertificates issue(Path dir, String keyType, boolean clientToo, String... names) {
+      try {
+        Files.createDirectories(dir);
+        KeyPair leaf = keyType.equals("EC") ? ec() : rsa();
+        List<byte[]> altNames = new ArrayList<>();
+        for (String n : names)
+          altNames.add(
+              n.matches("[0-9.]+")
+                  ? tagged(0x87, InetAddress.getByName(n).getAddress())
+                  : tagged(0x82, n.getBytes(StandardCharsets.US_ASCII)));
+        byte[] usages =
+            clientToo
+                ? seq(oid("1.3.6.1.5.5.7.3.1"), oid("1.3.6.1.5.5.7.3.2"))
+                : seq(oid("1.3.6.1.5.5.7.3.1"));
+        byte[] leafCert =
+            certificate(
+                name,
+                name(names.length > 0 ? names[0] : "tickmark test server"),
+                leaf,
+                key.getPrivate(),
+                Instant.now(),
+                seq(
+                    extension("2.5.29.19", true, seq()),
+                    extension("2.5.29.17", false, seq(altNames.toArray(byte[][]::new))),
+                    extension("2.5.29.37", false, usages)));
+        Path chain = dir.resolve("server-chain.pem");
+        Files.writeString(chain, pem("CERTIFICATE", leafCert) + pem("CERTIFICATE", certificate));
+        Path keyFile = dir.resolve("server-key.pem");
+        Files.writeString(keyFile, pem("PRIVATE KEY", leaf.getPrivate().getEncoded())); // PKCS#8
+        return new TestCertificates(caFile, chain, keyFile);
+      } catch (IOException | GeneralSecurityException e) {
+        throw new IllegalStateException("making test certificates failed", e);
+      }
     }
   }
 
