@@ -39,6 +39,7 @@ const ROUTES = [
   [/^\/hosts\/([A-Za-z0-9_-]+)$/, "host", provider.host],
   [/^\/ops$/, "ops", operator.audit],
   [/^\/ops\/hosts$/, "ops-hosts", operator.hosts],
+  [/^\/ops\/hosts\/([A-Za-z0-9_-]+)\/rentals$/, "ops-host-rentals", operator.hostRentals],
   [/^\/ops\/payouts$/, "ops-payouts", operator.payouts],
 ];
 

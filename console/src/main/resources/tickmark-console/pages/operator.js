@@ -1,5 +1,5 @@
 // Operator pages (the operator token): the ledger audit, hosts awaiting verification with evict and
-// reinstate, payout runs. Cluster members are on Pekko Management's own port, which the console
+// reinstate, what ran on a host and who rented it, payout runs. Cluster members are on Pekko Management's own port, which the console
 // (same origin, the API port only) cannot reach: the audit page says where to look.
 
 import { session, get, post } from "../api.js";
@@ -80,12 +80,52 @@ export async function hosts(view, { signal, refresh }) {
                     field(`Reason to evict ${x.id}`, reason),
                     h("button", { type: "submit" }, `Evict ${x.id}`),
                   );
-            return [x.id, x.owner_id ?? "—", x.region, status, x.online ? "yes" : "no", `${x.cards_total} ${x.gpu ?? ""}`, runtimeCell(x.runtime), when(x.registered_at), cell];
+            return [link(`#/ops/hosts/${x.id}/rentals`, x.id), x.owner_id ?? "—", x.region, status, x.online ? "yes" : "no", `${x.cards_total} ${x.gpu ?? ""}`, runtimeCell(x.runtime), when(x.registered_at), cell];
           }),
           "Hosts",
         )
       : h("p", { id: "no-hosts" }, "No hosts in this state."),
     box,
+  );
+}
+
+export async function hostRentals(view, { signal, params }) {
+  const [id] = params;
+  document.title = `Rentals on ${id} — Tickmark`;
+  add(view, title(`Rentals on host ${id}`));
+  if (!operatorOrPrompt(view)) return;
+  const ran = await get(`/ops/hosts/${id}/rentals?limit=200`, { ...OP, signal });
+  add(
+    view,
+    h(
+      "p",
+      { id: "ops-host-earned" },
+      `${ran.totals.rentals} ${ran.totals.rentals === 1 ? "rental" : "rentals"}, ${ran.totals.card_seconds} card-seconds billed, earned the provider ${euros(ran.totals.earned)}` +
+        (ran.rentals.length < ran.totals.rentals ? ` (the newest ${ran.rentals.length} below)` : "") +
+        ".",
+    ),
+    ran.rentals.length
+      ? h(
+          "div",
+          { id: "ops-host-rentals" },
+          table(
+            ["Rental", "Renter", "Status", "Cards", "Price per GPU-hour", "Started", "Ended", "Billed seconds", "Earned", "End reason"],
+            ran.rentals.map(({ renter_id, rental: r }) => [
+              r.id,
+              renter_id,
+              r.status,
+              `${r.count} × ${r.gpu}`,
+              euros(r.price_per_gpu_hour),
+              when(r.started_at),
+              when(r.ended_at),
+              String(r.billed_seconds),
+              euros(r.earned),
+              r.end_reason ?? "—",
+            ]),
+          ),
+        )
+      : h("p", {}, "No rentals have run on this host."),
+    h("p", {}, link("#/ops/hosts", "Back to the hosts")),
   );
 }
 

@@ -227,7 +227,15 @@ public final class AllBenchmarks {
               List.of(),
               List.of(),
               true,
-              300));
+              300),
+          new Bench(
+              "remoting-tls",
+              "RemotingTlsBenchmark",
+              List.of("--rounds=2", "--pings=2000", "--messages=50000"),
+              List.of(),
+              List.of("openssl"),
+              false,
+              240));
 
   /** A target of issue 15, for the figures it applies to. */
   record Target(Predicate<BenchResult> appliesTo, String text, Predicate<BenchResult> met) {}

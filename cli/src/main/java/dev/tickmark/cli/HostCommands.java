@@ -4,6 +4,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.PrintWriter;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import picocli.CommandLine.ArgGroup;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -210,8 +213,16 @@ final class HostCommands extends ApiCommand {
 
     @Override
     int execute() {
-      Http http = withApiKey();
-      String path = "/v1/hosts/" + segment(id) + "/rentals";
+      return print(this, withApiKey(), "/v1/hosts/" + segment(id) + "/rentals", id, all, false);
+    }
+
+    /**
+     * Prints the host's rentals from {@code path} (the newest {@link #NEWEST}, or every one with
+     * {@code all}) as a table and a totals line, or as JSON; {@code withRenters}: the operator's
+     * page, each row its renter and the provider's row, shown with a RENTER column.
+     */
+    static int print(
+        ApiCommand command, Http http, String path, String id, boolean all, boolean withRenters) {
       ArrayNode rentals = Http.JSON.createArrayNode();
       JsonNode totals = null;
       String after = null;
@@ -222,59 +233,67 @@ final class HostCommands extends ApiCommand {
         totals = page.path("totals");
         after = all && page.hasNonNull("next_after") ? page.get("next_after").asText() : null;
       } while (after != null);
-      if (json()) {
+      PrintWriter out = command.out();
+      if (command.json()) {
         ObjectNode list = object();
         list.put("host_id", id);
         list.set("rentals", rentals);
         list.set("totals", totals);
-        out().println(list);
+        out.println(list);
         return Cli.EXIT_OK;
       }
       if (rentals.isEmpty()) {
-        out().println("No rentals have run on host " + id + " yet.");
+        out.println("No rentals have run on host " + id + " yet.");
         return Cli.EXIT_OK;
       }
-      Table table =
-          new Table(
-              "ID",
-              "STATUS",
-              "GPU",
-              "CARDS",
-              "TIER",
-              "EUR/GPU-H",
-              "STARTED",
-              "BILLED S",
-              "EARNED EUR",
-              "END REASON");
-      for (JsonNode r : rentals) {
-        table.row(
-            r.get("id"),
-            r.get("status"),
-            r.get("gpu"),
-            r.get("count"),
-            r.get("tier"),
-            r.get("price_per_gpu_hour"),
-            r.get("started_at"),
-            r.get("billed_seconds"),
-            r.get("earned"),
-            r.get("end_reason"));
+      List<String> headers =
+          new ArrayList<>(
+              List.of(
+                  "ID",
+                  "STATUS",
+                  "GPU",
+                  "CARDS",
+                  "TIER",
+                  "EUR/GPU-H",
+                  "STARTED",
+                  "BILLED S",
+                  "EARNED EUR",
+                  "END REASON"));
+      if (withRenters) headers.add(1, "RENTER");
+      Table table = new Table(headers.toArray(String[]::new));
+      for (JsonNode item : rentals) {
+        JsonNode r = withRenters ? item.path("rental") : item;
+        List<Object> row =
+            new ArrayList<>(
+                Arrays.asList(
+                    r.get("id"),
+                    r.get("status"),
+                    r.get("gpu"),
+                    r.get("count"),
+                    r.get("tier"),
+                    r.get("price_per_gpu_hour"),
+                    r.get("started_at"),
+                    r.get("billed_seconds"),
+                    r.get("earned"),
+                    r.get("end_reason")));
+        if (withRenters) row.add(1, item.get("renter_id"));
+        table.row(row.toArray());
       }
-      table.print(out());
+      table.print(out);
       long count = totals.path("rentals").asLong();
-      out()
-          .println(
-              (rentals.size() < count
-                      ? "The newest " + rentals.size() + " of " + count + " (--all for every one). "
-                      : "")
-                  + "Host "
-                  + id
-                  + ": "
-                  + count
-                  + (count == 1 ? " rental, " : " rentals, ")
-                  + totals.path("card_seconds").asLong()
-                  + " card-seconds billed, earned "
-                  + totals.path("earned").asText()
-                  + " EUR.");
+      out.println(
+          (rentals.size() < count
+                  ? "The newest " + rentals.size() + " of " + count + " (--all for every one). "
+                  : "")
+              + "Host "
+              + id
+              + ": "
+              + count
+              + (count == 1 ? " rental, " : " rentals, ")
+              + totals.path("card_seconds").asLong()
+              + " card-seconds billed, earned "
+              + totals.path("earned").asText()
+              + " EUR.");
       return Cli.EXIT_OK;
     }
   }

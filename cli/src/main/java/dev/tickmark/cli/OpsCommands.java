@@ -19,13 +19,15 @@ import picocli.CommandLine.ScopeType;
 @Command(
     name = "ops",
     description =
-        "Operator commands (/ops): deposits, suspensions, ledger audit, evictions, payout runs.",
+        "Operator commands (/ops): deposits, suspensions, ledger audit, evictions, rentals, payout runs.",
     subcommands = {
       OpsCommands.Deposit.class,
       OpsCommands.Suspend.class,
       OpsCommands.Resume.class,
       OpsCommands.Audit.class,
       OpsCommands.Evict.class,
+      OpsCommands.Rental.class,
+      OpsCommands.HostRentals.class,
       OpsCommands.Payout.class,
       OpsCommands.Payouts.class
     })
@@ -188,6 +190,56 @@ final class OpsCommands extends ApiCommand {
                       : "")
                   + ".");
       return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(
+      name = "rental",
+      description = "Any rental in full, live, with its renter, its host and the host's provider.")
+  static final class Rental extends OpsCommand {
+    @Parameters(paramLabel = "ID", description = "The rental (rnt_...).")
+    String id;
+
+    @Override
+    int execute() {
+      Http.Reply reply = operator().get("/ops/rentals/" + segment(id));
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      JsonNode r = reply.json();
+      new Table.Details()
+          .add("Renter", r.get("renter_id"))
+          .add("Host", r.hasNonNull("host_id") ? r.get("host_id") : "not matched yet")
+          .add("Provider", r.get("provider_id"))
+          .print(out());
+      RentalCommands.details(r.path("rental"), out());
+      return Cli.EXIT_OK;
+    }
+  }
+
+  @Command(
+      name = "host-rentals",
+      description = {
+        "The rentals that ran on any host, newest first, each with its renter and what it earned",
+        "the provider, and the host's totals."
+      })
+  static final class HostRentals extends OpsCommand {
+    @Parameters(paramLabel = "HOST", description = "The host (host_...).")
+    String host;
+
+    @Option(
+        names = {"-a", "--all"},
+        description =
+            "Every rental that ran on the host, not only the newest "
+                + HostCommands.Rentals.NEWEST
+                + ".")
+    boolean all;
+
+    @Override
+    int execute() {
+      return HostCommands.Rentals.print(
+          this, operator(), "/ops/hosts/" + segment(host) + "/rentals", host, all, true);
     }
   }
 

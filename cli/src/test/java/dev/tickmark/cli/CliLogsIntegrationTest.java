@@ -185,6 +185,40 @@ class CliLogsIntegrationTest {
     assertEquals(id, hostJson.get("rentals").get(0).get("id").asText());
     CliRunner.Result notTheirs = cli.run("host", "rentals", hostId).expect(Cli.EXIT_API_ERROR);
     assertTrue(notTheirs.err().startsWith("error: not_found: "), notTheirs.err());
+
+    // an operator's view: the same row with the renter in it, and the rental whole
+    String opsRentals = operator.run("ops", "host-rentals", hostId).ok().out();
+    assertTrue(
+        opsRentals
+            .lines()
+            .anyMatch(
+                l ->
+                    l.startsWith(id)
+                        && l.matches(
+                            java.util.regex.Pattern.quote(id)
+                                + "\\s+"
+                                + renter.id()
+                                + "\\s+ended\\s+h100-80gb\\s+1\\s+on_demand\\s+2\\.490000\\s+\\S+\\s+"
+                                + bill.get("billed_seconds").asLong()
+                                + "\\s+"
+                                + java.util.regex.Pattern.quote(earned)
+                                + "\\s+workload_exited")),
+        opsRentals);
+    assertTrue(opsRentals.lines().findFirst().orElseThrow().matches("ID\\s+RENTER\\s+STATUS.*"));
+    assertTrue(opsRentals.endsWith(hostRentals.lines().reduce((a, b) -> b).orElseThrow() + "\n"));
+    JsonNode opsJson = json(operator.run("ops", "host-rentals", hostId, "--json").ok().out());
+    assertEquals(renter.id(), opsJson.get("rentals").get(0).get("renter_id").asText());
+    assertEquals(id, opsJson.get("rentals").get(0).get("rental").get("id").asText());
+    String whole = operator.run("ops", "rental", id).ok().out();
+    assertTrue(whole.lines().anyMatch(l -> l.matches("Renter:\\s+" + renter.id())), whole);
+    assertTrue(whole.lines().anyMatch(l -> l.matches("Host:\\s+" + hostId)), whole);
+    assertTrue(whole.lines().anyMatch(l -> l.matches("Provider:\\s+" + provider.id())), whole);
+    assertTrue(whole.lines().anyMatch(l -> l.matches("Rental:\\s+" + id)), whole);
+    assertEquals(
+        bill.get("cost"),
+        json(operator.run("ops", "rental", id, "--json").ok().out()).get("rental").get("cost"));
+    CliRunner.Result noOperator = cli.run("ops", "rental", id).expect(Cli.EXIT_API_ERROR);
+    assertTrue(noOperator.err().startsWith("error: no_operator_token: "), noOperator.err());
   }
 
   /**

@@ -746,12 +746,42 @@ class ConsoleBrowserTest {
     // the operator sees how each host runs rentals
     JsonNode runtime =
         api.get("/v1/hosts/" + hostId, provider.apiKey()).expect(200).json().get("runtime");
-    String row = driver.findElement(By.xpath("//tr[td[text()='" + hostId + "']]")).getText();
+    String row = driver.findElement(By.xpath("//tr[td[.='" + hostId + "']]")).getText();
     assertTrue(
         row.contains(
             runtime.get("name").asText()
                 + (runtime.get("network").asBoolean() ? " " : ", no network ")),
         row);
+    // what ran on the host, with who rented it: the host's id leads there
+    driver.findElement(By.linkText(hostId)).click();
+    awaitPage("ops-host-rentals");
+    JsonNode ran =
+        api.get("/ops/hosts/" + hostId + "/rentals?limit=200", TestNodes.OPERATOR_TOKEN)
+            .expect(200)
+            .json();
+    assertTrue(ran.get("rentals").size() > 0, ran.toString());
+    JsonNode totals = ran.get("totals");
+    assertEquals(
+        totals.get("rentals").asLong()
+            + (totals.get("rentals").asLong() == 1 ? " rental, " : " rentals, ")
+            + totals.get("card_seconds").asLong()
+            + " card-seconds billed, earned the provider €"
+            + totals.get("earned").asText()
+            + ".",
+        driver.findElement(By.id("ops-host-earned")).getText());
+    String rentalRows = driver.findElement(By.id("ops-host-rentals")).getText();
+    for (JsonNode r : ran.get("rentals"))
+      assertTrue(
+          rentalRows
+              .lines()
+              .anyMatch(
+                  l ->
+                      l.contains(r.get("rental").get("id").asText())
+                          && l.contains(r.get("renter_id").asText())
+                          && l.contains("€" + r.get("rental").get("earned").asText())),
+          r + " in " + rentalRows);
+    shot("ops-host-rentals");
+    visit("#/ops/hosts", "ops-hosts");
     type(By.cssSelector("form.inline input[name=reason]"), "console test");
     driver.findElement(By.xpath("//button[text()='Evict " + hostId + "']")).click();
     By status = By.cssSelector(".host-status[data-host='" + hostId + "']");
@@ -803,6 +833,7 @@ class ConsoleBrowserTest {
           {"#/hosts/" + hostId, "host"},
           {"#/ops", "ops"},
           {"#/ops/hosts", "ops-hosts"},
+          {"#/ops/hosts/" + hostId + "/rentals", "ops-host-rentals"},
           {"#/ops/payouts", "ops-payouts"},
           {"#/no-such-page", "not-found"}
         }) {

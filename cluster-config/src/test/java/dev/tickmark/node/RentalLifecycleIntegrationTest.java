@@ -501,7 +501,8 @@ class RentalLifecycleIntegrationTest {
    * another account gets 404.
    */
   @Test
-  void aProviderSeesTheRentalsThatRanOnItsHostAndWhatEachEarnedIt() throws Exception {
+  void aProviderSeesTheRentalsThatRanOnItsHostAndWhatEachEarnedItAndAnOperatorAlsoWhoRentedThem()
+      throws Exception {
     // a model of its own: no other test's host can take these launches
     Agent agent = host("a10-24gb", "eu-fr", 2, "");
     String hostId = agent.welcomed().get(WAIT.toSeconds(), TimeUnit.SECONDS).hostId();
@@ -590,6 +591,54 @@ class RentalLifecycleIntegrationTest {
     api.get(path, renter.apiKey()).expectProblem(404, "not_found");
     api.get("/v1/hosts/host_nothex/rentals", provider.apiKey()).expectProblem(404, "not_found");
     api.get(path + "?limit=0", provider.apiKey()).expectProblem(400, "invalid_parameter");
+
+    // an operator sees the same page with each rental's renter, and any one rental whole
+    String opsPath = "/ops/hosts/" + hostId + "/rentals";
+    JsonNode providers = api.get(path, provider.apiKey()).expect(200).json();
+    JsonNode ops = api.get(opsPath, TestNodes.OPERATOR_TOKEN).expect(200).json();
+    assertEquals(hostId, ops.get("host_id").asText());
+    assertEquals(providers.get("totals"), ops.get("totals"));
+    assertEquals(2, ops.get("rentals").size(), ops.toString());
+    for (int i = 0; i < 2; i++) {
+      JsonNode r = ops.get("rentals").get(i);
+      List<String> names = new ArrayList<>();
+      r.fieldNames().forEachRemaining(names::add);
+      assertEquals(List.of("renter_id", "rental"), names);
+      assertEquals(renter.id(), r.get("renter_id").asText());
+      assertEquals(providers.get("rentals").get(i), r.get("rental"), "the provider's row");
+    }
+    JsonNode opsPage = api.get(opsPath + "?limit=1", TestNodes.OPERATOR_TOKEN).expect(200).json();
+    assertEquals(1, opsPage.get("rentals").size());
+    assertEquals(
+        providers.get("rentals").get(1).get("id"),
+        api.get(
+                opsPath + "?limit=1&after=" + opsPage.get("next_after").asText(),
+                TestNodes.OPERATOR_TOKEN)
+            .expect(200)
+            .json()
+            .get("rentals")
+            .get(0)
+            .get("rental")
+            .get("id"));
+    JsonNode whole =
+        api.get("/ops/rentals/" + stopped, TestNodes.OPERATOR_TOKEN).expect(200).json();
+    assertEquals(renter.id(), whole.get("renter_id").asText());
+    assertEquals(hostId, whole.get("host_id").asText());
+    assertEquals(provider.id(), whole.get("provider_id").asText());
+    JsonNode seenByRenter = rental(renter, stopped);
+    for (String field :
+        List.of(
+            "id", "status", "billed_seconds", "cost", "end_reason", "price_per_gpu_hour", "gpu"))
+      assertEquals(seenByRenter.get(field), whole.get("rental").get(field), field);
+    // the operator's token only: a renter's or the provider's key is no operator
+    api.get("/ops/rentals/" + stopped, renter.apiKey()).expectProblem(401, "unauthorized");
+    api.get(opsPath, provider.apiKey()).expectProblem(401, "unauthorized");
+    api.get("/ops/rentals/rnt_nothex", TestNodes.OPERATOR_TOKEN).expectProblem(404, "not_found");
+    api.get("/ops/rentals/rnt_" + "0".repeat(24), TestNodes.OPERATOR_TOKEN)
+        .expectProblem(404, "not_found");
+    api.get("/ops/hosts/host_" + "0".repeat(24) + "/rentals", TestNodes.OPERATOR_TOKEN)
+        .expectProblem(404, "not_found");
+    api.get(opsPath + "?limit=0", TestNodes.OPERATOR_TOKEN).expectProblem(400, "invalid_parameter");
     api.post("/v1/rentals/" + running + "/stop", renter.apiKey(), null).expect(202);
     awaitStatus(renter, running, "ended");
   }

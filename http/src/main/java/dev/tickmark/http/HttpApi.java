@@ -67,6 +67,7 @@ public final class HttpApi {
           OpenApiRoutes.OPERATIONS,
           OpsRoutes.OPERATIONS,
           OpsHostRoutes.OPERATIONS,
+          OpsRentalRoutes.OPERATIONS,
           OpsPayoutRoutes.OPERATIONS,
           MetricsRoutes.OPERATIONS,
           ConsoleRoutes.OPERATIONS,
@@ -119,13 +120,18 @@ public final class HttpApi {
             auth,
             idempotency,
             new OpsHostRoutes(system, settings.askTimeout(), hosts),
+            new OpsRentalRoutes(
+                system, settings.askTimeout(), rentals, settings.readYourWritesWait()),
             payoutRoutes,
             new OperatorActions(
                 operatorAudit,
                 clock,
                 settings.rateLimits().trustedProxies(),
                 Operation.all(
-                    OpsRoutes.OPERATIONS, OpsHostRoutes.OPERATIONS, OpsPayoutRoutes.OPERATIONS)),
+                    OpsRoutes.OPERATIONS,
+                    OpsHostRoutes.OPERATIONS,
+                    OpsRentalRoutes.OPERATIONS,
+                    OpsPayoutRoutes.OPERATIONS)),
             operatorAudit);
     HostRoutes hostRoutes =
         new HostRoutes(

@@ -148,6 +148,7 @@ public final class OpsRoutes {
   private final Idempotency idempotency;
   private final SpendCaps spendCap;
   private final OpsHostRoutes hostRoutes;
+  private final OpsRentalRoutes rentalRoutes;
   private final OpsPayoutRoutes payoutRoutes;
   private final OperatorActions actions;
   private final dev.tickmark.persistence.ops.OperatorAudit operatorAudit;
@@ -158,6 +159,7 @@ public final class OpsRoutes {
       Auth auth,
       Idempotency idempotency,
       OpsHostRoutes hostRoutes,
+      OpsRentalRoutes rentalRoutes,
       OpsPayoutRoutes payoutRoutes,
       OperatorActions actions,
       dev.tickmark.persistence.ops.OperatorAudit operatorAudit) {
@@ -167,6 +169,7 @@ public final class OpsRoutes {
     this.idempotency = idempotency;
     this.spendCap = new SpendCaps(accounts);
     this.hostRoutes = hostRoutes;
+    this.rentalRoutes = rentalRoutes;
     this.payoutRoutes = payoutRoutes;
     this.actions = actions;
     this.operatorAudit = operatorAudit;
@@ -180,6 +183,7 @@ public final class OpsRoutes {
     return concat(
         path("audit", () -> get(this::operatorActions)),
         hostRoutes.route(),
+        rentalRoutes.route(),
         payoutRoutes.route(),
         pathPrefix(
             segment("accounts").slash(segment()),

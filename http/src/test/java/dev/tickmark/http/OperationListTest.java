@@ -41,6 +41,7 @@ class OperationListTest {
           Map.entry("OpenApiRoutes.java", OpenApiRoutes.OPERATIONS),
           Map.entry("OpsRoutes.java", OpsRoutes.OPERATIONS),
           Map.entry("OpsHostRoutes.java", OpsHostRoutes.OPERATIONS),
+          Map.entry("OpsRentalRoutes.java", OpsRentalRoutes.OPERATIONS),
           Map.entry("OpsPayoutRoutes.java", OpsPayoutRoutes.OPERATIONS),
           Map.entry("metrics/MetricsRoutes.java", MetricsRoutes.OPERATIONS),
           Map.entry("ConsoleRoutes.java", ConsoleRoutes.OPERATIONS),

@@ -48,12 +48,13 @@ public final class RentalReadModel {
       String hostRuntime) {}
 
   /**
-   * A rental as the provider of the host it ran on sees it: no renter, no image or command, and
-   * what it earned the provider (µ€, through its latest settlement).
+   * A rental that ran on a host: what its provider sees (no image or command), what it earned the
+   * provider (µ€, through its latest settlement), and its renter, which only an operator is shown.
    */
   public record HostRentalRow(
       long rowId,
       String rentalId,
+      String renterId,
       String status,
       String gpu,
       int count,
@@ -129,7 +130,8 @@ public final class RentalReadModel {
   public CompletionStage<List<HostRentalRow>> byHost(String hostId, long after, int limit) {
     String sql =
         "SELECT row_id, rental_id, status, gpu, card_count, tier, price_per_gpu_hour, simulated,"
-            + " matched_at, started_at, ended_at, end_reason, billed_seconds, provider_earned"
+            + " matched_at, started_at, ended_at, end_reason, billed_seconds, provider_earned,"
+            + " renter_id"
             + " FROM rentals WHERE host_id = ?"
             + (after > 0 ? " AND row_id < ?" : "")
             + " ORDER BY row_id DESC LIMIT ?";
@@ -149,6 +151,7 @@ public final class RentalReadModel {
                     new HostRentalRow(
                         rs.getLong(1),
                         rs.getString(2),
+                        rs.getString(15),
                         rs.getString(3),
                         rs.getString(4),
                         rs.getInt(5),
