@@ -226,7 +226,10 @@ public final class RemotingTlsBenchmark {
     Config config =
         ConfigFactory.parseString(
                 "pekko.actor.provider = remote\n"
-                    + "pekko.loglevel = WARNING\n"
+                    // quiet: the low-level provider's advice and the connections cut at the end
+                    + "pekko.loggers = [\"org.apache.pekko.event.Logging$DefaultLogger\"]\n"
+                    + "pekko.loglevel = ERROR\n"
+                    + "pekko.stdout-loglevel = ERROR\n"
                     + "pekko.remote.artery.transport = "
                     + (tls == null ? "tcp" : "tls-tcp")
                     + "\n"
