@@ -121,3 +121,19 @@ export function when(iso) {
 export function link(href, text) {
   return h("a", { href }, text);
 }
+
+// The rentals that ran on a host (rows of GET /v1/hosts/{id}/rentals), or for an operator the rows of
+// GET /ops/hosts/{id}/rentals ({renter_id, rental}) with a Renter column.
+export function hostRentalsTable(rows, withRenters) {
+  const headers = ["Rental", "Status", "Cards", "Tier", "Price per GPU-hour", "Started", "Ended", "Billed seconds", "Earned", "End reason"];
+  if (withRenters) headers.splice(1, 0, "Renter");
+  return table(
+    headers,
+    rows.map((row) => {
+      const r = withRenters ? row.rental : row;
+      const cells = [r.id, r.status, `${r.count} × ${r.gpu}`, r.tier, euros(r.price_per_gpu_hour), when(r.started_at), when(r.ended_at), String(r.billed_seconds), euros(r.earned), r.end_reason ?? "—"];
+      if (withRenters) cells.splice(1, 0, row.renter_id);
+      return cells;
+    }),
+  );
+}

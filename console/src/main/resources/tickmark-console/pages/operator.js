@@ -3,7 +3,7 @@
 // (same origin, the API port only) cannot reach: the audit page says where to look.
 
 import { session, get, post } from "../api.js";
-import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link, runtimeCell } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link, runtimeCell, hostRentalsTable } from "../ui.js";
 import { title } from "./public.js";
 
 function operatorOrPrompt(view) {
@@ -108,21 +108,7 @@ export async function hostRentals(view, { signal, params }) {
       ? h(
           "div",
           { id: "ops-host-rentals" },
-          table(
-            ["Rental", "Renter", "Status", "Cards", "Price per GPU-hour", "Started", "Ended", "Billed seconds", "Earned", "End reason"],
-            ran.rentals.map(({ renter_id, rental: r }) => [
-              r.id,
-              renter_id,
-              r.status,
-              `${r.count} × ${r.gpu}`,
-              euros(r.price_per_gpu_hour),
-              when(r.started_at),
-              when(r.ended_at),
-              String(r.billed_seconds),
-              euros(r.earned),
-              r.end_reason ?? "—",
-            ]),
-          ),
+          hostRentalsTable(ran.rentals, true),
         )
       : h("p", {}, "No rentals have run on this host."),
     h("p", {}, link("#/ops/hosts", "Back to the hosts")),

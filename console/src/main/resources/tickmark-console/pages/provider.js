@@ -3,7 +3,7 @@
 // what each earned), and a registration token with the agent's install command.
 
 import { session, get, post, put } from "../api.js";
-import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link, runtimeCell } from "../ui.js";
+import { h, add, fill, field, input, select, table, facts, errorBox, action, euros, when, link, runtimeCell, hostRentalsTable } from "../ui.js";
 import { title } from "./public.js";
 
 function signedInOrPrompt(view) {
@@ -197,21 +197,7 @@ export async function host(view, { signal, params, refresh }) {
       ? h(
           "div",
           { id: "host-rentals" },
-          table(
-            ["Rental", "Status", "Cards", "Tier", "Price per GPU-hour", "Started", "Ended", "Billed seconds", "Earned", "End reason"],
-            ran.rentals.map((r) => [
-              r.id,
-              r.status,
-              `${r.count} × ${r.gpu}`,
-              r.tier,
-              euros(r.price_per_gpu_hour),
-              when(r.started_at),
-              when(r.ended_at),
-              String(r.billed_seconds),
-              euros(r.earned),
-              r.end_reason ?? "—",
-            ]),
-          ),
+          hostRentalsTable(ran.rentals, false),
         )
       : h("p", {}, "None yet."),
     h("h2", {}, "Listing"),

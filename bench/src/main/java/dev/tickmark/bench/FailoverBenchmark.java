@@ -83,6 +83,8 @@ public final class FailoverBenchmark {
         --launch-parallel=N    launches in flight at once (default 16)
         --timeout=S            give up waiting for the rentals to resume after S seconds (default 300)
         --logs=DIR             node logs (default target/failover-bench)
+        --cluster-tls          the nodes talk over mutual TLS (TICKMARK_CLUSTER_TLS_*), certificates from the
+                               runbook's openssl recipe (needs openssl)
         --db-url=URL --db-user=U --db-password=P --keep-database
       """;
 
@@ -106,12 +108,17 @@ public final class FailoverBenchmark {
     int parallel = args.integer("launch-parallel", 16);
     int timeout = args.integer("timeout", 300);
     Path logs = Path.of(args.string("logs", "target/failover-bench"));
+    boolean clusterTls = args.flag("cluster-tls");
     DbConfig dbConfig = DbConfig.of(args);
     args.requireEmpty();
+    Map<String, String> nodeEnv =
+        clusterTls
+            ? RemotingTlsBenchmark.clusterTlsEnvironment(logs.resolve("cluster-tls"))
+            : Map.of();
 
     OUT.println("machine: " + MarketBenchSupport.machine());
     try (BenchDatabase db = BenchDatabase.create(dbConfig, "tickmark_failover");
-        Cluster cluster = new Cluster(db, nodeCount, heap, nodeOpts, logs)) {
+        Cluster cluster = new Cluster(db, nodeCount, heap, nodeOpts, logs, nodeEnv)) {
       db.analyzeEvery(10, true);
       // Ctrl-C or a timeout must not leave node processes behind.
       Runtime.getRuntime()
@@ -617,13 +624,27 @@ public final class FailoverBenchmark {
     final String heap;
     final String nodeOpts;
     final Path logs;
+    final Map<String, String> nodeEnv;
     final int[][] ports;
     final Process[] processes;
     final Http http = new Http();
 
     Cluster(BenchDatabase db, int size, String heap, String nodeOpts, Path logs)
         throws IOException {
+      this(db, size, heap, nodeOpts, logs, Map.of());
+    }
+
+    /** {@code nodeEnv}: more environment for every node (the cluster's TLS files). */
+    Cluster(
+        BenchDatabase db,
+        int size,
+        String heap,
+        String nodeOpts,
+        Path logs,
+        Map<String, String> nodeEnv)
+        throws IOException {
       this.db = db;
+      this.nodeEnv = Map.copyOf(nodeEnv);
       this.heap = heap;
       this.nodeOpts = nodeOpts;
       this.logs = Files.createDirectories(logs);
@@ -675,6 +696,7 @@ public final class FailoverBenchmark {
                 "TICKMARK_RATE_LIMIT_KEY_BURST",
                 "TICKMARK_RATE_LIMIT_ADDRESS_PER_SECOND",
                 "TICKMARK_RATE_LIMIT_ADDRESS_BURST")) env.put(limit, "1000000");
+        env.putAll(nodeEnv);
         b.redirectErrorStream(true)
             .redirectOutput(logs.resolve("node-" + (i + 1) + ".log").toFile());
         processes[i] = b.start();

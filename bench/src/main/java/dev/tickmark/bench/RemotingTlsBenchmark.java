@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.apache.pekko.actor.AbstractActor;
@@ -56,6 +57,32 @@ public final class RemotingTlsBenchmark {
       chmod 0400 node.key
       """;
 
+  /**
+   * Runs the runbook's recipe in {@code dir} (made fresh) and answers the nodes' {@code
+   * TICKMARK_CLUSTER_TLS_*} for its files; exits the program when openssl fails.
+   */
+  static Map<String, String> clusterTlsEnvironment(Path dir) throws Exception {
+    if (Files.exists(dir))
+      try (var old = Files.walk(dir)) {
+        for (Path p : old.sorted(java.util.Comparator.reverseOrder()).toList()) Files.delete(p);
+      }
+    Files.createDirectories(dir);
+    Process openssl =
+        new ProcessBuilder("bash", "-c", RECIPE)
+            .directory(dir.toFile())
+            .redirectErrorStream(true)
+            .start();
+    String out = new String(openssl.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    if (openssl.waitFor() != 0) {
+      System.err.println("the runbook's openssl recipe failed:\n" + out);
+      System.exit(2);
+    }
+    return Map.of(
+        ClusterTls.CERT_ENV, dir.resolve("node.crt").toAbsolutePath().toString(),
+        ClusterTls.KEY_ENV, dir.resolve("node.key").toAbsolutePath().toString(),
+        ClusterTls.CA_ENV, dir.resolve("ca.crt").toAbsolutePath().toString());
+  }
+
   record Figures(double rttP50Micros, double rttP99Micros, double messagesPerSecond) {}
 
   public static void main(String[] args) throws Exception {
@@ -80,19 +107,13 @@ public final class RemotingTlsBenchmark {
         }
       }
     }
-    Path dir = Files.createTempDirectory("tickmark-remoting-tls");
-    Process openssl =
-        new ProcessBuilder("bash", "-c", RECIPE)
-            .directory(dir.toFile())
-            .redirectErrorStream(true)
-            .start();
-    String out = new String(openssl.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    if (openssl.waitFor() != 0) {
-      System.err.println("the runbook's openssl recipe failed:\n" + out);
-      System.exit(2);
-    }
+    Map<String, String> files =
+        clusterTlsEnvironment(Files.createTempDirectory("tickmark-remoting-tls"));
     ClusterTls tls =
-        ClusterTls.load(dir.resolve("node.crt"), dir.resolve("node.key"), dir.resolve("ca.crt"));
+        ClusterTls.load(
+            Path.of(files.get(ClusterTls.CERT_ENV)),
+            Path.of(files.get(ClusterTls.KEY_ENV)),
+            Path.of(files.get(ClusterTls.CA_ENV)));
     System.out.println("== RemotingTlsBenchmark ==");
     System.out.printf(
         Locale.ROOT,
