@@ -31,6 +31,12 @@ class ClusterTlsIntegrationTest {
   /** How long a node's port must stay silent for a probe to call the connection kept. */
   private static final Duration QUIET = Duration.ofSeconds(2);
 
+  /**
+   * How long a probe that expects a refusal waits for it: a refusal ends the wait at once, so this
+   * only bounds a busy machine's slowest alert (a kept connection would fail the probe after it).
+   */
+  private static final Duration REFUSAL = Duration.ofSeconds(15);
+
   @TempDir static Path certificates;
   private static TestCertificates.Authority clusterCa;
   private static ClusterProcesses cluster;
@@ -96,7 +102,7 @@ class ClusterTlsIntegrationTest {
             .issue(certificates.resolve("stranger"), "RSA", true, "tickmark-cluster");
     ClusterTls tls =
         ClusterTls.load(stranger.certificateFile(), stranger.keyFile(), stranger.caFile());
-    assertEquals(Outcome.REFUSED, ClusterTlsProbe.handshake(tls.context(), remoting(1), QUIET));
+    assertEquals(Outcome.REFUSED, ClusterTlsProbe.handshake(tls.context(), remoting(1), REFUSAL));
   }
 
   @Test
@@ -104,7 +110,7 @@ class ClusterTlsIntegrationTest {
     TestCertificates web =
         clusterCa.issue(certificates.resolve("web"), "RSA", true, "web.internal");
     ClusterTls tls = ClusterTls.load(web.certificateFile(), web.keyFile(), web.caFile());
-    assertEquals(Outcome.REFUSED, ClusterTlsProbe.handshake(tls.context(), remoting(2), QUIET));
+    assertEquals(Outcome.REFUSED, ClusterTlsProbe.handshake(tls.context(), remoting(2), REFUSAL));
   }
 
   @Test
@@ -112,12 +118,12 @@ class ClusterTlsIntegrationTest {
     assertEquals(
         Outcome.REFUSED,
         ClusterTlsProbe.handshake(
-            ClusterTlsProbe.trustingOnly(clusterCa.caFile()), remoting(1), QUIET));
+            ClusterTlsProbe.trustingOnly(clusterCa.caFile()), remoting(1), REFUSAL));
   }
 
   @Test
   void theRemotingPortDoesNotSpeakPlainRemoting() throws Exception {
-    byte[] answer = ClusterTlsProbe.plainHello(remoting(2), QUIET);
+    byte[] answer = ClusterTlsProbe.plainHello(remoting(2), REFUSAL);
     assertNotNull(answer, "the port kept a plain remoting connection");
     // nothing, or a TLS alert record (content type 21), before it closed
     assertTrue(answer.length == 0 || answer[0] == 21, "answered " + answer.length + " bytes");
