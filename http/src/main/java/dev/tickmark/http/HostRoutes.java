@@ -132,14 +132,8 @@ public final class HostRoutes {
     long after = afterParam.map(a -> Params.nonNegativeLong("after", a)).orElse(0L);
     return this.<Host.HostView>ask(hostId, reply -> new Host.Get(owner, reply))
         .thenCompose(own -> rentals.awaitWritten(readYourWritesWait))
-        .thenCompose(
-            caughtUp ->
-                rentals
-                    .byHost(hostId, after, limit)
-                    .thenCombine(
-                        rentals.hostTotals(hostId),
-                        (rows, totals) ->
-                            HostViews.HostRentalList.of(hostId, rows, limit, totals)));
+        .thenCompose(caughtUp -> rentals.hostPage(hostId, after, limit))
+        .thenApply(page -> HostViews.HostRentalList.of(hostId, page.rows(), limit, page.totals()));
   }
 
   public Route route() {

@@ -123,12 +123,7 @@ final class OpsRentalRoutes {
         .entityRefFor(Host.ENTITY_KEY, hostId)
         .<Host.HostView>askWithStatus(reply -> new Host.Get(null, reply), timeout)
         .thenCompose(exists -> rentals.awaitWritten(readYourWritesWait))
-        .thenCompose(
-            caughtUp ->
-                rentals
-                    .byHost(hostId, after, limit)
-                    .thenCombine(
-                        rentals.hostTotals(hostId),
-                        (rows, totals) -> OpsHostRentalList.of(hostId, rows, limit, totals)));
+        .thenCompose(caughtUp -> rentals.hostPage(hostId, after, limit))
+        .thenApply(page -> OpsHostRentalList.of(hostId, page.rows(), limit, page.totals()));
   }
 }

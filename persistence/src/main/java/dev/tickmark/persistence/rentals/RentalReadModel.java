@@ -171,6 +171,14 @@ public final class RentalReadModel {
         });
   }
 
+  /** One page of a host's rentals, and the host's totals over all of them (not only the page). */
+  public record HostPage(List<HostRentalRow> rows, HostTotals totals) {}
+
+  /** {@link #byHost} and {@link #hostTotals} together: what a host's rentals page shows. */
+  public CompletionStage<HostPage> hostPage(String hostId, long after, int limit) {
+    return byHost(hostId, after, limit).thenCombine(hostTotals(hostId), HostPage::new);
+  }
+
   /** {@link HostTotals} of every rental matched to {@code hostId}. */
   public CompletionStage<HostTotals> hostTotals(String hostId) {
     return jdbc.run(
