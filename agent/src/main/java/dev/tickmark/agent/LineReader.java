@@ -9,8 +9,10 @@ import java.nio.charset.StandardCharsets;
  * Reads a workload's stream (a pipe) to its end, line by line, into its {@link RentalLog}: a line
  * ends at {@code \n} (a {@code \r} before it is dropped); a line longer than {@link
  * RentalLog.Limits#maxLineBytes()} is cut there, marked with {@link RentalLog#CUT_MARKER}, and the
- * rest of it skipped. Bytes that are not UTF-8 become U+FFFD. The pipe is always drained, so a
- * workload never blocks on its output: what the rate does not allow is dropped by the log.
+ * rest of it skipped. Bytes that are not UTF-8 become U+FFFD, and so does a NUL byte (PostgreSQL
+ * cannot store U+0000 in text; the engine reads one in a frame as U+FFFD too). The pipe is always
+ * drained, so a workload never blocks on its output: what the rate does not allow is dropped by the
+ * log.
  */
 final class LineReader {
   private LineReader() {}
@@ -59,7 +61,7 @@ final class LineReader {
     line.reset();
     int len = bytes.length;
     if (!cut && len > 0 && bytes[len - 1] == '\r') len--;
-    String text = new String(bytes, 0, len, StandardCharsets.UTF_8);
+    String text = new String(bytes, 0, len, StandardCharsets.UTF_8).replace('\0', '\uFFFD');
     log.append(stream, cut ? text + RentalLog.CUT_MARKER : text, bytes.length);
   }
 }

@@ -100,6 +100,16 @@ class RentalLogTest {
   }
 
   @Test
+  void theReaderTurnsNulBytesAndBytesThatAreNotUtf8IntoReplacementCharacters() {
+    RentalLog log = log(new RentalLog.Limits(1 << 20, 1024, 10_000, 1 << 22));
+    byte[] input = {'a', 0, 'b', '\n', 'c', (byte) 0xff, 'd', '\n', 0, '\n', 'e', '\n'};
+
+    LineReader.pump(new ByteArrayInputStream(input), RentalLog.Stream.STDOUT, log);
+
+    assertEquals(List.of("a\uFFFDb", "c\uFFFDd", "\uFFFD", "e"), texts(log.batch(1 << 20)));
+  }
+
+  @Test
   void keepsLinesUntilAcknowledgedResendsThemOnANewSessionAndForgetsThemOnceStored() {
     RentalLog log = log(RentalLog.Limits.DEFAULT);
     for (int i = 1; i <= 5; i++) log.append(RentalLog.Stream.STDOUT, "l" + i, 2);

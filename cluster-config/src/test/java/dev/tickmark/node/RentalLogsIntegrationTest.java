@@ -239,6 +239,37 @@ class RentalLogsIntegrationTest {
     assertEquals(written, kept + dropped, "every byte written was kept or counted as dropped");
   }
 
+  @Test
+  void nulBytesAndBytesThatAreNotUtf8ReachTheRenterAsReplacementCharactersOnTheSameSession() {
+    ApiClient.Customer renter = RentingSupport.renter(api, "Binary renter", "50.00");
+    // PostgreSQL stores no U+0000 in text: such a line once failed every store, and the engine
+    // closed the host's session again on each resend of it, for every rental on the host
+    String script = "printf 'before\\000after\\n'; printf 'bad\\377byte\\n' >&2; echo done-marker";
+    int connections = proxy.connectionsAccepted();
+    String id =
+        api.post(
+                "/v1/rentals",
+                renter.apiKey(),
+                "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"eu-de\","
+                    + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
+                    + "\"command\":[\"sh\",\"-c\","
+                    + ApiClient.quote(script)
+                    + "]}")
+            .expect(201)
+            .json()
+            .get("rental")
+            .get("id")
+            .asText();
+    RentingSupport.awaitStatus(api, renter, id, "ended");
+    eventually(WAIT, () -> assertEquals(3, lines(renter, id, "").size()));
+
+    List<JsonNode> all = lines(renter, id, "");
+    assertEquals(List.of("before\uFFFDafter", "done-marker"), texts(all, "stdout"));
+    assertEquals(List.of("bad\uFFFDbyte"), texts(all, "stderr"));
+    assertEquals(connections, proxy.connectionsAccepted(), "the agent's session was never closed");
+    assertTrue(agent.connected());
+  }
+
   private static List<JsonNode> lines(ApiClient.Customer renter, String id, String query) {
     JsonNode page =
         api.get("/v1/rentals/" + id + "/logs" + query, renter.apiKey()).expect(200).json();

@@ -8,6 +8,7 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A TCP forwarder from a local port to a node's, so that a test can cut an agent's connection
@@ -20,6 +21,7 @@ final class TcpProxy implements AutoCloseable {
   private final InetAddress targetHost;
   private final int target;
   private final List<Socket> sockets = new CopyOnWriteArrayList<>();
+  private final AtomicInteger accepted = new AtomicInteger();
 
   TcpProxy(int targetPort) throws IOException {
     this(InetAddress.getLoopbackAddress(), InetAddress.getLoopbackAddress(), targetPort);
@@ -39,10 +41,16 @@ final class TcpProxy implements AutoCloseable {
     return server.getLocalPort();
   }
 
+  /** How many connections were made through this proxy so far. */
+  int connectionsAccepted() {
+    return accepted.get();
+  }
+
   private void accept() {
     while (!server.isClosed()) {
       try {
         Socket in = server.accept();
+        accepted.incrementAndGet();
         Socket out = new Socket(targetHost, target);
         sockets.add(in);
         sockets.add(out);

@@ -27,9 +27,10 @@ public final class Frames {
     }
   }
 
+  /** Reads a frame; U+0000 in any of its strings reads as U+FFFD (see {@link #withoutNul}). */
   public static AgentFrame read(String text) throws MalformedFrame {
     try {
-      AgentFrame frame = MAPPER.readValue(text, AgentFrame.class);
+      AgentFrame frame = MAPPER.readValue(withoutNul(text), AgentFrame.class);
       if (frame == null) throw new MalformedFrame("empty frame");
       return frame;
     } catch (JsonProcessingException e) {
@@ -39,6 +40,31 @@ public final class Frames {
               ? "not a valid frame"
               : reason.lines().findFirst().orElse("not a valid frame"));
     }
+  }
+
+  /**
+   * {@code json} with each escape {@code \\u0000} (the only way JSON text holds U+0000) turned into
+   * {@code \\uFFFD}, the character a byte that is not UTF-8 already becomes: PostgreSQL cannot
+   * store U+0000 in text, so a workload that printed a NUL byte made its log lines unstorable, and
+   * the engine closed the host's session again on every resend of them. An escaped backslash
+   * followed by the letters {@code u0000} is text like any other and stays.
+   */
+  static String withoutNul(String json) {
+    if (!json.contains("\\u0000")) return json; // the usual frame: nothing to look at twice
+    StringBuilder out = null;
+    int copied = 0;
+    for (int i = 0; i < json.length() - 1; i++) {
+      if (json.charAt(i) != '\\') continue;
+      if (json.startsWith("u0000", i + 1)) {
+        if (out == null) out = new StringBuilder(json.length());
+        out.append(json, copied, i).append("\\uFFFD");
+        copied = i + 6;
+        i += 5;
+      } else {
+        i++; // the escaped character: never the start of another escape
+      }
+    }
+    return out == null ? json : out.append(json, copied, json.length()).toString();
   }
 
   public static String write(AgentFrame frame) {
