@@ -19,7 +19,7 @@ export async function audit(view, { signal }) {
   add(view, title("Ledger audit"));
   if (!operatorOrPrompt(view)) return;
   const a = await get("/ops/ledger/audit", { ...OP, signal });
-  const money = ["deposits", "captures", "provider_earnings", "platform_revenue", "holds_placed", "holds_released", "holds_open", "payouts", "renter_balances", "provider_earnings_owed", "pending_captures", "pending_credits"];
+  const money = ["deposits", "captures", "provider_earnings", "platform_revenue", "holds_placed", "holds_released", "holds_open", "payouts", "payouts_returned", "renter_balances", "provider_earnings_owed", "pending_captures", "pending_credits"];
   add(view, 
     h(
       "p",
@@ -126,8 +126,8 @@ export async function payouts(view, { signal }) {
   add(view, 
     runs.runs.length
       ? table(
-          ["Run", "Status", "Created", "Minimum", "Total", "Paid", "Refused", "Skipped"],
-          runs.runs.map((r) => [r.id, r.status, when(r.created_at), euros(r.minimum), euros(r.total), String(r.count), String(r.refused_count), String(r.skipped_count)]),
+          ["Run", "Status", "Created", "Minimum", "Total", "Paid", "Refused", "Skipped", "Returned"],
+          runs.runs.map((r) => [r.id, r.status, when(r.created_at), euros(r.minimum), euros(r.total), String(r.count), String(r.refused_count), String(r.skipped_count), String(r.returned_count)]),
           "Runs, newest first",
         )
       : h("p", {}, "No payout run yet."),
@@ -154,5 +154,39 @@ export async function payouts(view, { signal }) {
     ),
     box,
     result,
+    returnForm(),
+  );
+}
+
+// A transfer the bank sent back (closed account, wrong name): the provider is owed it again, and
+// their payouts wait until they give payout details again.
+function returnForm() {
+  const run = input({ name: "return-run", placeholder: "pr_…", required: true });
+  const account = input({ name: "return-account", placeholder: "acc_…", required: true });
+  const reason = input({ name: "return-reason", placeholder: "AC04", required: true, pattern: "[A-Z0-9]{4}" });
+  const box = errorBox();
+  box.id = "payout-return-error";
+  const done = h("p", { id: "payout-return-result", "aria-live": "polite" });
+  return h(
+    "section",
+    {},
+    h("h2", {}, "A payout the bank returned"),
+    h(
+      "form",
+      {
+        id: "payout-return-form",
+        onsubmit: action(box, async () => {
+          const r = await post(`/ops/payouts/${encodeURIComponent(run.value.trim())}/returns`, { account_id: account.value.trim(), reason: reason.value.trim() }, OP);
+          const p = r.payouts.find((x) => x.account_id === account.value.trim());
+          fill(done, `Recorded: ${euros(p.amount)} returned (${p.reason}); owed to ${p.account_id} again.`);
+        }),
+      },
+      field("Payout run", run),
+      field("Provider account", account),
+      field("The bank's return reason code (ISO 20022, e.g. AC04 account closed)", reason),
+      h("button", { type: "submit" }, "Record the return"),
+    ),
+    box,
+    done,
   );
 }

@@ -34,6 +34,10 @@ export async function hosts(view, { signal }) {
     facts([
       ["Earnings (credited, not yet paid out)", h("span", { id: "provider-earnings" }, euros(account.earnings))],
       ["Payout details", account.payout_details ? `${account.payout_details.holder_name}, ${account.payout_details.iban}` : "none yet (PUT /v1/account/payout-details)"],
+      ...(account.payout_returned
+        ? [["Payout returned", h("span", { id: "payout-returned", class: "error" },
+            `The bank returned ${euros(account.payout_returned.amount)} (${account.payout_returned.reason}${account.payout_returned.reason_text ? ": " + account.payout_returned.reason_text : ""}). It is owed to you again; payouts wait until you give payout details again.`)]]
+        : []),
     ]),
     list.hosts.length
       ? table(

@@ -86,23 +86,40 @@ final class AccountCommands {
         return Cli.EXIT_OK;
       }
       JsonNode a = reply.json();
-      new Table.Details()
-          .add("Account", a.path("id").asText() + " (" + a.path("name").asText() + ")")
-          .add("Status", a.path("status").asText("active"))
-          .add("Balance", eur(a.get("balance")))
-          .add("Held", eur(a.get("held")))
-          .add("Available", eur(a.get("available")))
-          .add("Earnings", eur(a.get("earnings")))
-          .add(
-              "Spend cap",
-              a.path("spend_cap_monthly").isNull()
-                  ? "none"
-                  : eur(a.get("spend_cap_monthly")) + " a month")
-          .add("Spent this month", eur(a.get("spent_this_month")))
-          .add("Payout details", payoutDetails(a.get("payout_details")))
-          .print(out());
+      Table.Details details =
+          new Table.Details()
+              .add("Account", a.path("id").asText() + " (" + a.path("name").asText() + ")")
+              .add("Status", a.path("status").asText("active"))
+              .add("Balance", eur(a.get("balance")))
+              .add("Held", eur(a.get("held")))
+              .add("Available", eur(a.get("available")))
+              .add("Earnings", eur(a.get("earnings")))
+              .add(
+                  "Spend cap",
+                  a.path("spend_cap_monthly").isNull()
+                      ? "none"
+                      : eur(a.get("spend_cap_monthly")) + " a month")
+              .add("Spent this month", eur(a.get("spent_this_month")))
+              .add("Payout details", payoutDetails(a.get("payout_details")));
+      JsonNode returned = a.path("payout_returned");
+      if (returned.isObject()) details.add("Payout returned", payoutReturned(returned));
+      details.print(out());
       return Cli.EXIT_OK;
     }
+  }
+
+  /** What the bank said of a returned payout, and what to do. */
+  static String payoutReturned(JsonNode r) {
+    String text =
+        r.path("reason_text").isTextual() ? " (" + r.get("reason_text").asText() + ")" : "";
+    return eur(r.get("amount"))
+        + " returned by the bank "
+        + r.path("at").asText()
+        + ", reason "
+        + r.path("reason").asText()
+        + text
+        + "; it is owed to you again, and payouts wait until you give payout details again"
+        + " (tickmark account payout-details)";
   }
 
   @Command(

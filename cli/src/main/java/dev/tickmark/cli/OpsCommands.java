@@ -29,7 +29,8 @@ import picocli.CommandLine.ScopeType;
       OpsCommands.Rental.class,
       OpsCommands.HostRentals.class,
       OpsCommands.Payout.class,
-      OpsCommands.Payouts.class
+      OpsCommands.Payouts.class,
+      OpsCommands.PayoutReturn.class
     })
 final class OpsCommands extends ApiCommand {
   @Option(
@@ -376,6 +377,61 @@ final class OpsCommands extends ApiCommand {
     }
   }
 
+  /**
+   * {@code POST /ops/payouts/{run}/returns {"account_id","reason"}}: the bank sent a payout back
+   * (docs/payouts.md, "A payout the bank returns"). Safe to run again.
+   */
+  @Command(
+      name = "payout-return",
+      description = {
+        "Record that the bank returned RUN's payout to ACCOUNT: its amount is owed to the provider again,",
+        "and their next payouts wait until they give payout details again. Safe to run again."
+      })
+  static final class PayoutReturn extends OpsCommand {
+    @Parameters(index = "0", paramLabel = "RUN", description = "The payout run (pr_...).")
+    String runId;
+
+    @Parameters(index = "1", paramLabel = "ACCOUNT", description = "The provider (acc_...).")
+    String account;
+
+    @Option(
+        names = "--reason",
+        required = true,
+        paramLabel = "CODE",
+        description =
+            "The bank's ISO 20022 return reason code, e.g. AC04 (account closed), AC01 (wrong IBAN).")
+    String reason;
+
+    @Override
+    int execute() {
+      ObjectNode body = object();
+      body.put("account_id", account);
+      body.put("reason", reason);
+      Http.Reply reply = operator().post("/ops/payouts/" + segment(runId) + "/returns", body);
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      JsonNode run = reply.json();
+      String amount = "";
+      for (JsonNode p : run.path("payouts"))
+        if (account.equals(p.path("account_id").asText())) amount = p.path("amount").asText();
+      out()
+          .println(
+              "Payout of "
+                  + amount
+                  + " EUR to "
+                  + account
+                  + " (run "
+                  + runId
+                  + ") recorded as returned by the bank ("
+                  + reason
+                  + "): it is owed to the provider again; their payouts wait until they give"
+                  + " payout details again.");
+      return Cli.EXIT_OK;
+    }
+  }
+
   @Command(
       name = "payouts",
       description =
@@ -397,7 +453,15 @@ final class OpsCommands extends ApiCommand {
       }
       Table table =
           new Table(
-              "ID", "STATUS", "CREATED", "MINIMUM EUR", "TOTAL EUR", "PAID", "REFUSED", "SKIPPED");
+              "ID",
+              "STATUS",
+              "CREATED",
+              "MINIMUM EUR",
+              "TOTAL EUR",
+              "PAID",
+              "REFUSED",
+              "SKIPPED",
+              "RETURNED");
       for (JsonNode r : reply.json().path("runs")) {
         table.row(
             r.get("id"),
@@ -407,7 +471,8 @@ final class OpsCommands extends ApiCommand {
             r.get("total"),
             r.get("count"),
             r.get("refused_count"),
-            r.get("skipped_count"));
+            r.get("skipped_count"),
+            r.get("returned_count"));
       }
       if (table.isEmpty()) out().println("No payout runs yet.");
       else table.print(out());
@@ -449,9 +514,11 @@ final class OpsCommands extends ApiCommand {
       String id = run.path("id").asText();
       int paid = 0;
       int refused = 0;
+      int returned = 0;
       for (JsonNode p : run.path("payouts")) {
         if ("refused".equals(p.path("status").asText())) refused++;
         else paid++;
+        if ("returned".equals(p.path("status").asText())) returned++;
       }
       int skipped = run.path("skipped").size();
       String status = run.path("status").asText();
@@ -508,6 +575,12 @@ final class OpsCommands extends ApiCommand {
       }
       if (!payouts.isEmpty()) payouts.print(out);
       if (refused > 0) out.println(refused + " payout(s) refused by the account; they stay owed.");
+      if (returned > 0)
+        out.println(
+            returned
+                + " payout(s) returned by the bank ("
+                + run.path("returned").asText()
+                + " EUR); owed to their providers again.");
       if (skipped > 0) {
         out.println("Skipped " + skipped + " provider(s), still owed:");
         Table skips = new Table("ACCOUNT", "AMOUNT EUR", "REASON");

@@ -275,7 +275,7 @@ class CliPayoutIntegrationTest {
                               runId
                                   + "\\s+completed\\s+\\S+\\s+0\\.010000\\s+"
                                   + Pattern.quote(owed6)
-                                  + "\\s+1\\s+0\\s+0")),
+                                  + "\\s+1\\s+0\\s+0\\s+0")),
               runs);
         });
     Path later = temp.resolve("later.csv");
@@ -291,6 +291,34 @@ class CliPayoutIntegrationTest {
             .run("ops", "payouts", "show", "pr_000000000000000000000000")
             .expect(Cli.EXIT_API_ERROR);
     assertTrue(unknown.err().startsWith("error: not_found: "), unknown.err());
+
+    // the bank sends the transfer back: the operator records it, the provider is owed it again
+    CliRunner.Result badReason =
+        operator
+            .run("ops", "payout-return", runId, provider.id(), "--reason", "closed")
+            .expect(Cli.EXIT_API_ERROR);
+    assertTrue(badReason.err().startsWith("error: invalid_reason: "), badReason.err());
+    String recorded =
+        operator.run("ops", "payout-return", runId, provider.id(), "--reason", "AC04").ok().out();
+    assertTrue(
+        recorded.startsWith(
+            "Payout of "
+                + owed6
+                + " EUR to "
+                + provider.id()
+                + " (run "
+                + runId
+                + ") recorded as returned by the bank (AC04)"),
+        recorded);
+    assertEquals(earned, earnings(providerCli));
+    String account = providerCli.run("account").ok().out();
+    assertTrue(
+        account.contains("Payout returned:  ") && account.contains("reason AC04 (account closed)"),
+        account);
+    String afterReturn = operator.run("ops", "payouts", "show", runId).ok().out();
+    assertTrue(
+        afterReturn.contains("1 payout(s) returned by the bank (" + owed6 + " EUR)"), afterReturn);
+    assertTrue(afterReturn.lines().anyMatch(l -> l.contains(endToEndId) && l.contains("returned")));
   }
 
   private static String[] withJson(String[] args) {

@@ -810,6 +810,30 @@ class ConsoleBrowserTest {
     wait.until(
         ExpectedConditions.textToBePresentInElementLocated(By.id("payout-result"), "completed"));
     shot("ops-payouts");
+    // the form for a payout the bank returned reaches the run: this run paid the provider nothing
+    // (it earned less than the minimum), which the engine says with its code
+    JsonNode[] runs = new JsonNode[1];
+    wait.until( // the list is a read side: the run appears within moments
+        d ->
+            (runs[0] =
+                        api.get("/ops/payouts?limit=1", TestNodes.OPERATOR_TOKEN)
+                            .expect(200)
+                            .json()
+                            .get("runs"))
+                    .size()
+                > 0);
+    String runId = runs[0].get(0).get("id").asText();
+    type("return-run", runId);
+    type("return-account", provider.id());
+    type("return-reason", "AC04");
+    driver.findElement(By.cssSelector("#payout-return-form button[type=submit]")).click();
+    wait.until(
+        ExpectedConditions.textToBePresentInElementLocated(
+            By.id("payout-return-error"), "pays nothing to account " + provider.id()));
+    assertTrue(
+        driver.findElement(By.id("payout-return-error")).getText().endsWith("(not_found)"),
+        driver.findElement(By.id("payout-return-error")).getText());
+    assertNoScriptErrors();
   }
 
   @Test

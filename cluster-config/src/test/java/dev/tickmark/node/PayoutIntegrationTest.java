@@ -293,6 +293,94 @@ class PayoutIntegrationTest {
         "Ada Lovelace",
         ((Element) doc.getElementsByTagNameNS("*", "Cdtr").item(0)).getTextContent().strip());
 
+    // ---- the bank returns the transfer (account closed): the provider is owed it again, once
+    String returns = "/ops/payouts/" + runId + "/returns";
+    String closed = "{\"account_id\":\"" + provider.id() + "\",\"reason\":\"AC04\"}";
+    api.post(returns, provider.apiKey(), closed).expectProblem(401, "unauthorized");
+    api.post(returns, OPS, "{\"account_id\":\"" + provider.id() + "\",\"reason\":\"closed\"}")
+        .expectProblem(400, "invalid_reason");
+    api.post(returns, OPS, "{\"reason\":\"AC04\"}").expectProblem(400, "invalid_field");
+    api.post(returns, OPS, "{\"account_id\":\"x\",\"reason\":\"AC04\",\"extra\":1}")
+        .expectProblem(400, "unknown_field");
+    api.post("/ops/payouts/pr_nope/returns", OPS, closed).expectProblem(404, "not_found");
+    api.post(returns, OPS, "{\"account_id\":\"" + renter.id() + "\",\"reason\":\"AC04\"}")
+        .expectProblem(404, "not_found");
+    ApiClient.Reply returnedReply = api.post(returns, OPS, closed).expect(200);
+    JsonNode returnedRun = returnedReply.json();
+    JsonNode returnedPayout = returnedRun.get("payouts").get(0);
+    assertEquals("returned", returnedPayout.get("status").asText(), returnedRun.toString());
+    assertEquals("AC04", returnedPayout.get("reason").asText());
+    assertTrue(returnedPayout.hasNonNull("returned_at"));
+    assertEquals(Money.format(payable), returnedRun.get("returned").asText());
+    assertEquals(Money.format(payable), returnedRun.get("total").asText(), "it was sent");
+    assertEquals(
+        returnedRun,
+        api.post(returns, OPS, closed).expect(200).json(),
+        "the same return again changes nothing");
+    api.post(returns, OPS, "{\"account_id\":\"" + provider.id() + "\",\"reason\":\"AC01\"}")
+        .expectProblem(409, "idempotency_conflict");
+    JsonNode owedAgain = api.account(provider.apiKey());
+    assertEquals(Money.format(earnings), owedAgain.get("earnings").asText(), owedAgain.toString());
+    assertEquals(Money.format(payable), owedAgain.get("payout_returned").get("amount").asText());
+    assertEquals("AC04", owedAgain.get("payout_returned").get("reason").asText());
+    assertEquals("account closed", owedAgain.get("payout_returned").get("reason_text").asText());
+    assertEquals(
+        "AC04",
+        api.get("/ops/accounts/" + provider.id(), OPS)
+            .expect(200)
+            .json()
+            .get("payout_returned")
+            .get("reason")
+            .asText());
+    eventually(
+        WAIT,
+        () -> {
+          long back = 0;
+          for (JsonNode e : api.ledger(provider.apiKey(), "?limit=500").get("entries")) {
+            if (e.get("kind").asText().equals("payout_returned")) {
+              back += Money.parse(e.get("amount").asText());
+              assertEquals("payout_returned:" + runId + ":" + provider.id(), e.get("key").asText());
+            }
+          }
+          assertEquals(payable, back);
+          JsonNode audit = api.audit();
+          assertTrue(audit.get("conserved").asBoolean(), audit.toString());
+          assertEquals(Money.format(payable), audit.get("payouts_returned").asText());
+          assertEquals(
+              Money.format(earnings),
+              audit.get("provider_earnings_owed").asText(),
+              audit.toString());
+          JsonNode listed = api.get("/ops/payouts", OPS).expect(200).json().get("runs").get(1);
+          assertEquals(runId, listed.get("id").asText());
+          assertEquals(1, listed.get("returned_count").asInt(), listed.toString());
+          assertEquals(Money.format(payable), listed.get("returned").asText());
+        });
+    assertEquals(
+        csv.body(),
+        api.get("/ops/payouts/" + runId + "/export.csv", OPS).expect(200).body(),
+        "the export still shows what was sent");
+    // the next run does not send it to the account that bounced (the change to Mallory's is still
+    // on hold, so those are the details in force)
+    JsonNode held = payouts("run-key-3", "{\"minimum\":\"0.10\"}").expect(201).json();
+    assertEquals(0, held.get("payouts").size(), held.toString());
+    assertEquals("payout_returned", held.get("skipped").get(0).get("reason").asText());
+    assertEquals(Money.format(payable), held.get("skipped").get(0).get("amount").asText());
+    // the provider gives the details again (cancelling the pending change): the next run pays
+    JsonNode given =
+        api.put(
+                "/v1/account/payout-details",
+                provider.apiKey(),
+                "{\"holder_name\":\"Ada Lovelace\",\"iban\":\""
+                    + IBAN
+                    + "\",\"bic\":\"COBADEFFXXX\"}")
+            .expect(200)
+            .json();
+    assertTrue(given.get("payout_returned").isNull(), given.toString());
+    JsonNode repaid = payouts("run-key-4", "{\"minimum\":\"0.10\"}").expect(201).json();
+    assertEquals(Money.format(payable), repaid.get("total").asText(), repaid.toString());
+    assertEquals(
+        Money.format(earnings - payable), api.account(provider.apiKey()).get("earnings").asText());
+
     // ---- suspension: no new launch; resumed, launches work again
     api.post("/ops/accounts/acc_nobody/suspend", OPS, "{\"reason\":\"x\"}")
         .expectProblem(404, "not_found");

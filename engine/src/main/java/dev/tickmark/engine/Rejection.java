@@ -42,6 +42,11 @@ public enum Rejection {
    * at once ({@code tickmark.accounts.max-live-rentals}): a new one waits until one ends.
    */
   TOO_MANY_RENTALS,
+  /**
+   * A payout that was not paid (refused by its account, or still being paid) cannot be returned by
+   * the bank.
+   */
+  PAYOUT_NOT_PAID,
   // hosts and their agents
   TOKEN_USED,
   TOKEN_EXPIRED,

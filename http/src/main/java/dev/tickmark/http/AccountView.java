@@ -2,11 +2,14 @@ package dev.tickmark.http;
 
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.account.Iban;
+import dev.tickmark.engine.account.PayoutReturns;
 import dev.tickmark.engine.money.Money;
 
 /**
  * {@code GET /v1/account}: amounts as strings with exactly six decimals; {@code status} is {@code
- * active} or {@code suspended}; payout details show the IBAN's last four characters only.
+ * active} or {@code suspended}; payout details show the IBAN's last four characters only; {@code
+ * payout_returned}: the bank sent the last payout to the details in force back, and payouts wait
+ * until they are given again (null otherwise).
  */
 public record AccountView(
     String id,
@@ -20,7 +23,25 @@ public record AccountView(
     String spentThisMonth,
     String status,
     PayoutDetailsView payoutDetails,
-    PendingPayoutDetailsView pendingPayoutDetails) {
+    PendingPayoutDetailsView pendingPayoutDetails,
+    PayoutReturnedView payoutReturned) {
+
+  /**
+   * A payout the bank returned: {@code reason} its ISO 20022 code, {@code reason_text} in words.
+   */
+  public record PayoutReturnedView(
+      String payoutId, String amount, String reason, String reasonText, java.time.Instant at) {
+    static PayoutReturnedView of(Account.ReturnedPayout r) {
+      return r == null
+          ? null
+          : new PayoutReturnedView(
+              r.payoutId(),
+              Money.format(r.amount()),
+              r.reason(),
+              PayoutReturns.meaning(r.reason()),
+              r.at());
+    }
+  }
 
   /** Details that replace {@code payout_details} for payouts from {@code effective_at}. */
   public record PendingPayoutDetailsView(
@@ -61,6 +82,7 @@ public record AccountView(
         Money.format(s.spentThisMonth()),
         status(s),
         PayoutDetailsView.of(s.payoutDetails()),
-        PendingPayoutDetailsView.of(s.pendingPayoutDetails()));
+        PendingPayoutDetailsView.of(s.pendingPayoutDetails()),
+        PayoutReturnedView.of(s.payoutReturned()));
   }
 }

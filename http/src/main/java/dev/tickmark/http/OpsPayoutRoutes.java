@@ -3,6 +3,7 @@ package dev.tickmark.http;
 import static org.apache.pekko.http.javadsl.server.Directives.*;
 import static org.apache.pekko.http.javadsl.server.PathMatchers.segment;
 
+import dev.tickmark.engine.account.PayoutReturns;
 import dev.tickmark.engine.money.Money;
 import dev.tickmark.engine.payout.PayoutRun;
 import dev.tickmark.persistence.payouts.PayoutRunReadModel;
@@ -42,11 +43,14 @@ final class OpsPayoutRoutes {
           Operation.get("/ops/payouts"),
           Operation.get("/ops/payouts/{id}"),
           Operation.get("/ops/payouts/{id}/export.csv"),
-          Operation.get("/ops/payouts/{id}/export.xml"));
+          Operation.get("/ops/payouts/{id}/export.xml"),
+          Operation.post("/ops/payouts/{id}/returns"));
 
   static final int MAX_PAGE = 200;
 
   record StartRequest(String minimum) {}
+
+  record ReturnRequest(String accountId, String reason) {}
 
   record PaymentView(
       String accountId,
@@ -54,7 +58,8 @@ final class OpsPayoutRoutes {
       String payoutId,
       String status,
       String reason,
-      String endToEndId) {}
+      String endToEndId,
+      Instant returnedAt) {}
 
   record SkipView(String accountId, String amount, String reason) {}
 
@@ -66,6 +71,7 @@ final class OpsPayoutRoutes {
       String minimum,
       String total,
       int count,
+      String returned,
       List<PaymentView> payouts,
       List<SkipView> skipped) {
     static RunView of(PayoutRun.RunView r) {
@@ -77,6 +83,7 @@ final class OpsPayoutRoutes {
           Money.format(r.minimum()),
           Money.format(r.total()),
           r.count(),
+          Money.format(r.returned()),
           r.payouts().stream()
               .map(
                   p ->
@@ -86,7 +93,8 @@ final class OpsPayoutRoutes {
                           p.payoutId(),
                           p.status(),
                           p.reason(),
-                          PayoutExports.reference(p.payoutId())))
+                          PayoutExports.reference(p.payoutId()),
+                          p.returnedAt()))
               .toList(),
           r.skipped().stream()
               .map(s -> new SkipView(s.accountId(), Money.format(s.amount()), s.reason()))
@@ -103,7 +111,9 @@ final class OpsPayoutRoutes {
       String total,
       int count,
       int refusedCount,
-      int skippedCount) {}
+      int skippedCount,
+      String returned,
+      int returnedCount) {}
 
   record RunList(List<RunSummaryView> runs) {}
 
@@ -173,6 +183,19 @@ final class OpsPayoutRoutes {
                                                 r ->
                                                     complete(Responses.json(200, RunView.of(r)))))),
                             path(
+                                "returns",
+                                () ->
+                                    post(
+                                        () ->
+                                            RequestBody.read(
+                                                body ->
+                                                    onSuccess(
+                                                        returnPayment(runId, body),
+                                                        r ->
+                                                            complete(
+                                                                Responses.json(
+                                                                    200, RunView.of(r))))))),
+                            path(
                                 "export.csv",
                                 () ->
                                     get(() -> onSuccess(completed(runId), r -> complete(csv(r))))),
@@ -227,13 +250,31 @@ final class OpsPayoutRoutes {
                                     Money.format(r.total()),
                                     r.count(),
                                     r.refusedCount(),
-                                    r.skippedCount()))
+                                    r.skippedCount(),
+                                    Money.format(r.returnedTotal()),
+                                    r.returnedCount()))
                         .toList()));
   }
 
   private CompletionStage<PayoutRun.RunView> run(String runId) {
     if (runId.length() > 128) throw Problem.notFound("no such payout run");
     return ask(runId, PayoutRun.Get::new);
+  }
+
+  /**
+   * Records that the bank returned the run's payout to one account: the account takes it back
+   * (once), the run shows it as {@code returned}. Safe to send again.
+   */
+  private CompletionStage<PayoutRun.RunView> returnPayment(String runId, ByteString body) {
+    ReturnRequest request = Json.read(body, ReturnRequest.class);
+    if (request.accountId() == null || request.accountId().isBlank())
+      throw Problem.badRequest("invalid_field", "\"account_id\" is required");
+    if (!PayoutReturns.isReasonCode(request.reason()))
+      throw Problem.badRequest("invalid_reason", PayoutReturns.REASON_CODE_RULE);
+    if (runId.length() > 128 || request.accountId().length() > 128)
+      throw Problem.notFound("no such payout run");
+    return ask(
+        runId, reply -> new PayoutRun.ReturnPayment(request.accountId(), request.reason(), reply));
   }
 
   /** Exports describe what was paid, so only a completed run has one. */

@@ -75,7 +75,8 @@ public final class OpsRoutes {
       boolean suspended,
       String suspensionReason,
       java.time.Instant suspendedAt,
-      AccountView.PayoutDetailsView payoutDetails) {
+      AccountView.PayoutDetailsView payoutDetails,
+      AccountView.PayoutReturnedView payoutReturned) {
     static OpsAccountView of(Account.Summary s) {
       return new OpsAccountView(
           s.id(),
@@ -96,7 +97,8 @@ public final class OpsRoutes {
           s.suspended(),
           s.suspended() ? s.suspension().reason() : null,
           s.suspended() ? s.suspension().at() : null,
-          AccountView.PayoutDetailsView.of(s.payoutDetails()));
+          AccountView.PayoutDetailsView.of(s.payoutDetails()),
+          AccountView.PayoutReturnedView.of(s.payoutReturned()));
     }
   }
 
@@ -111,6 +113,7 @@ public final class OpsRoutes {
       String holdsReleased,
       String holdsOpen,
       String payouts,
+      String payoutsReturned,
       String renterBalances,
       String providerEarningsOwed,
       String pendingCaptures,
@@ -131,6 +134,7 @@ public final class OpsRoutes {
           Money.format(a.holdsReleased()),
           Money.format(a.holdsOpen()),
           Money.format(a.payouts()),
+          Money.format(a.payoutsReturned()),
           Money.format(a.renterBalances()),
           Money.format(a.providerEarningsOwed()),
           Money.format(a.pendingCaptures()),

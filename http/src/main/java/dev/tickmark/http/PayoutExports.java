@@ -54,8 +54,14 @@ final class PayoutExports {
 
   private PayoutExports() {}
 
+  /**
+   * The transfers the run sent: paid ones, and those the bank returned later (they were sent, so a
+   * run exported again still gives the same bytes).
+   */
   static List<PayoutRun.PaymentView> paid(PayoutRun.RunView run) {
-    return run.payouts().stream().filter(p -> p.status().equals("paid")).toList();
+    return run.payouts().stream()
+        .filter(p -> p.status().equals("paid") || p.status().equals("returned"))
+        .toList();
   }
 
   /**

@@ -90,7 +90,8 @@ public final class Responses {
           NOT_RUNNING,
           SNAPSHOT_NOT_READY,
           SNAPSHOT_NOT_POSSIBLE,
-          CHUNKS_MISSING ->
+          CHUNKS_MISSING,
+          PAYOUT_NOT_PAID ->
           409;
       case SNAPSHOT_TOO_LARGE -> 413;
       case TOO_MANY_STREAMS, TOO_MANY_RENTALS -> 429;

@@ -29,6 +29,7 @@ class OpenApiSchemaTest {
           Map.entry("PayoutDetails", "dev.tickmark.http.AccountView$PayoutDetailsView"),
           Map.entry(
               "PendingPayoutDetails", "dev.tickmark.http.AccountView$PendingPayoutDetailsView"),
+          Map.entry("PayoutReturned", "dev.tickmark.http.AccountView$PayoutReturnedView"),
           Map.entry("SignUpResult", "dev.tickmark.http.AccountRoutes$SignUpResponse"),
           Map.entry("CreatedApiKey", "dev.tickmark.http.AccountRoutes$CreatedKeyView"),
           Map.entry("ApiKey", "dev.tickmark.http.AccountRoutes$KeyView"),
@@ -104,7 +105,8 @@ class OpenApiSchemaTest {
               "FailedRequest", "dev.tickmark.http.agent.SnapshotTransferRoutes$FailedRequest"),
           Map.entry("DepositRequest", "dev.tickmark.http.OpsRoutes$DepositRequest"),
           Map.entry("ReasonRequest", "dev.tickmark.http.OpsRoutes$SuspendRequest"),
-          Map.entry("PayoutRunRequest", "dev.tickmark.http.OpsPayoutRoutes$StartRequest"));
+          Map.entry("PayoutRunRequest", "dev.tickmark.http.OpsPayoutRoutes$StartRequest"),
+          Map.entry("PayoutReturnRequest", "dev.tickmark.http.OpsPayoutRoutes$ReturnRequest"));
 
   /**
    * Schemas with no record: the wrappers of plain values, and bodies read field by field (the spend

@@ -55,7 +55,8 @@ public final class Migrations {
           "V23__host_runtime.sql",
           "V24__rental_launch.sql",
           "V25__rental_runtime.sql",
-          "V26__host_rentals.sql");
+          "V26__host_rentals.sql",
+          "V27__payout_returns.sql");
 
   private Migrations() {}
 

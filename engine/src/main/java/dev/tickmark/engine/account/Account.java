@@ -173,6 +173,17 @@ public final class Account
   public record Payout(String payoutId, long amount, ActorRef<StatusReply<Posting>> replyTo)
       implements Command {}
 
+  /**
+   * The bank returned payout {@code payoutId} (closed account, wrong name…): its amount goes back
+   * to the earnings, once; idempotent on {@code payoutId}. {@code reason}: the bank's ISO 20022
+   * return reason code; {@code payee}: the details the payout was sent to, which later payouts
+   * avoid until the provider gives details again. Applies to a suspended account too: the money is
+   * back either way.
+   */
+  public record ReturnPayout(
+      String payoutId, String reason, PayoutDetails payee, ActorRef<StatusReply<Posting>> replyTo)
+      implements Command {}
+
   /** Sets (or with {@code null}, removes) the monthly spend cap in µ€. */
   public record SetSpendCap(Long monthlyCap, ActorRef<StatusReply<Summary>> replyTo)
       implements Command {}
@@ -229,10 +240,55 @@ public final class Account
       long paidOut,
       PayoutDetails payoutDetails,
       Suspension suspension,
-      PendingPayoutDetails pendingPayoutDetails)
+      PendingPayoutDetails pendingPayoutDetails,
+      ReturnedPayout payoutReturned)
       implements CborSerializable {
+    /**
+     * {@code payoutReturned}: the bank returned the last payout sent to the details in force, so
+     * payouts wait until the provider gives details again; null otherwise.
+     */
     @com.fasterxml.jackson.annotation.JsonCreator
     public Summary {}
+
+    /** A summary whose payouts were never returned. */
+    public Summary(
+        String id,
+        boolean open,
+        String name,
+        long balance,
+        long held,
+        long available,
+        long earnings,
+        Long spendCapMonthly,
+        long spentThisMonth,
+        long deposited,
+        long captured,
+        long credited,
+        long platformCredited,
+        long paidOut,
+        PayoutDetails payoutDetails,
+        Suspension suspension,
+        PendingPayoutDetails pendingPayoutDetails) {
+      this(
+          id,
+          open,
+          name,
+          balance,
+          held,
+          available,
+          earnings,
+          spendCapMonthly,
+          spentThisMonth,
+          deposited,
+          captured,
+          credited,
+          platformCredited,
+          paidOut,
+          payoutDetails,
+          suspension,
+          pendingPayoutDetails,
+          null);
+    }
 
     /** A summary with no payout details waiting for their hold period. */
     public Summary(
@@ -269,6 +325,7 @@ public final class Account
           paidOut,
           payoutDetails,
           suspension,
+          null,
           null);
     }
 
@@ -292,6 +349,11 @@ public final class Account
       implements CborSerializable {}
 
   public record Suspension(String reason, Instant at) implements CborSerializable {}
+
+  /** A payout the bank sent back: its amount, the bank's reason code and where it had gone. */
+  public record ReturnedPayout(
+      String payoutId, long amount, String reason, PayoutDetails payee, Instant at)
+      implements CborSerializable {}
 
   /** The result of a money posting. {@code duplicate} says the key had been applied before. */
   public record Posting(String key, long amount, boolean duplicate) implements CborSerializable {}
@@ -360,6 +422,11 @@ public final class Account
       implements Event {}
 
   public record PaidOut(String payoutId, long amount, Instant at) implements Event {}
+
+  /** The bank returned payout {@code payoutId}: {@code amount} is owed to the provider again. */
+  public record PayoutReturned(
+      String payoutId, long amount, String reason, PayoutDetails payee, Instant at)
+      implements Event {}
 
   public record SpendCapSet(Long monthlyCap, Instant at) implements Event {}
 
@@ -545,7 +612,8 @@ public final class Account
           totals.paidOut(),
           profile.detailsInForce(now),
           profile.suspension(),
-          profile.pendingAt(now));
+          profile.pendingAt(now),
+          profile.returnBlocking(now));
     }
 
     // Applying events: each changes the parts it concerns and keeps the others.
@@ -629,6 +697,15 @@ public final class Account
           marks.withPayout(e.payoutId(), e.amount()));
     }
 
+    Active withPayoutReturned(PayoutReturned e) {
+      return new Active(
+          profile.withReturnedPayout(
+              new ReturnedPayout(e.payoutId(), e.amount(), e.reason(), e.payee(), e.at())),
+          totals.lessReturnedPayout(e.amount()),
+          spending,
+          marks.withReturn(e.payoutId(), e.amount()));
+    }
+
     Active withSpendCap(SpendCapSet e) {
       return new Active(profile.withSpendCap(e.monthlyCap()), totals, spending, marks);
     }
@@ -656,13 +733,32 @@ public final class Account
       Long spendCap,
       PayoutDetails payoutDetails,
       Suspension suspension,
-      PendingPayoutDetails pendingPayoutDetails)
+      PendingPayoutDetails pendingPayoutDetails,
+      ReturnedPayout returnedPayout)
       implements CborSerializable {
+    /**
+     * {@code returnedPayout}: the latest payout the bank returned (absent in snapshots written
+     * before returns: none then).
+     */
     @com.fasterxml.jackson.annotation.JsonCreator
     public Profile {}
 
     public Profile(String name, Long spendCap, PayoutDetails payoutDetails, Suspension suspension) {
-      this(name, spendCap, payoutDetails, suspension, null);
+      this(name, spendCap, payoutDetails, suspension, null, null);
+    }
+
+    /**
+     * The returned payout while the details in force at {@code now} are the ones it was returned
+     * from (payouts wait then), else null.
+     */
+    ReturnedPayout returnBlocking(Instant now) {
+      return returnedPayout != null && Objects.equals(returnedPayout.payee(), detailsInForce(now))
+          ? returnedPayout
+          : null;
+    }
+
+    Profile withReturnedPayout(ReturnedPayout returned) {
+      return new Profile(name, spendCap, payoutDetails, suspension, pendingPayoutDetails, returned);
     }
 
     static Profile named(String name) {
@@ -688,34 +784,39 @@ public final class Account
     }
 
     Profile withSpendCap(Long cap) {
-      return new Profile(name, cap, payoutDetails, suspension, pendingPayoutDetails);
+      return new Profile(
+          name, cap, payoutDetails, suspension, pendingPayoutDetails, returnedPayout);
     }
 
     /**
      * Details set at {@code e.at()}: in force at once, or pending until {@code e.effectiveAt()}
      * with those in force at that instant kept meanwhile (a change during a hold replaces the
-     * pending one and starts its own hold).
+     * pending one and starts its own hold). Details in force at once are the provider's word that
+     * they are right: a returned payout no longer holds payouts back. Pending ones end the wait
+     * when they come into force (they are not the returned payout's).
      */
     Profile withPayoutDetails(PayoutDetailsSet e) {
       if (e.effectiveAt() == null)
-        return new Profile(name, spendCap, e.details(), suspension, null);
+        return new Profile(name, spendCap, e.details(), suspension, null, null);
       return new Profile(
           name,
           spendCap,
           detailsInForce(e.at()),
           suspension,
-          new PendingPayoutDetails(e.details(), e.effectiveAt()));
+          new PendingPayoutDetails(e.details(), e.effectiveAt()),
+          returnedPayout);
     }
 
     Profile withSuspension(Suspension newSuspension) {
-      return new Profile(name, spendCap, payoutDetails, newSuspension, pendingPayoutDetails);
+      return new Profile(
+          name, spendCap, payoutDetails, newSuspension, pendingPayoutDetails, returnedPayout);
     }
   }
 
   /**
    * The account's money in µ€, as running totals that only grow, except {@code held}: what open
-   * holds still reserve. The renter side is {@code deposited - captured}, the provider side {@code
-   * credited - paidOut}.
+   * holds still reserve, and {@code paidOut}, which a payout the bank returned takes back. The
+   * renter side is {@code deposited - captured}, the provider side {@code credited - paidOut}.
    */
   public record Totals(
       long deposited, long captured, long held, long credited, long platformCredited, long paidOut)
@@ -760,6 +861,11 @@ public final class Account
     Totals plusPayout(long amount) {
       return new Totals(deposited, captured, held, credited, platformCredited, paidOut + amount);
     }
+
+    /** A payout the bank returned is no longer paid out: it is owed again. */
+    Totals lessReturnedPayout(long amount) {
+      return new Totals(deposited, captured, held, credited, platformCredited, paidOut - amount);
+    }
   }
 
   /**
@@ -795,11 +901,16 @@ public final class Account
       Map<String, Long> payouts,
       Holds holds,
       Sources sources,
-      Forgotten forgotten)
+      Forgotten forgotten,
+      Map<String, Long> returns)
       implements CborSerializable {
     static final Marks NONE =
-        new Marks(Map.of(), Map.of(), Holds.NONE, Sources.NONE, Forgotten.NONE);
+        new Marks(Map.of(), Map.of(), Holds.NONE, Sources.NONE, Forgotten.NONE, Map.of());
 
+    /**
+     * {@code returns}: the payouts the bank returned, by payout id, with their amount (absent in
+     * snapshots written before returns: none then).
+     */
     @JsonCreator
     public Marks {
       deposits = PersistentMap.of(deposits);
@@ -807,33 +918,55 @@ public final class Account
       Objects.requireNonNull(holds, "holds");
       Objects.requireNonNull(sources, "sources");
       Objects.requireNonNull(forgotten, "forgotten");
+      returns = PersistentMap.of(returns == null ? Map.of() : returns);
+    }
+
+    public Marks(
+        Map<String, Long> deposits,
+        Map<String, Long> payouts,
+        Holds holds,
+        Sources sources,
+        Forgotten forgotten) {
+      this(deposits, payouts, holds, sources, forgotten, Map.of());
     }
 
     Marks withDeposit(String reference, long amount) {
-      return new Marks(with(deposits, reference, amount), payouts, holds, sources, forgotten);
+      return new Marks(
+          with(deposits, reference, amount), payouts, holds, sources, forgotten, returns);
     }
 
     Marks withPayout(String payoutId, long amount) {
-      return new Marks(deposits, with(payouts, payoutId, amount), holds, sources, forgotten);
+      return new Marks(
+          deposits, with(payouts, payoutId, amount), holds, sources, forgotten, returns);
+    }
+
+    Marks withReturn(String payoutId, long amount) {
+      return new Marks(
+          deposits, payouts, holds, sources, forgotten, with(returns, payoutId, amount));
     }
 
     Marks withHolds(Holds newHolds) {
-      return new Marks(deposits, payouts, newHolds, sources, forgotten);
+      return new Marks(deposits, payouts, newHolds, sources, forgotten, returns);
     }
 
     Marks withSources(Sources newSources) {
-      return new Marks(deposits, payouts, holds, newSources, forgotten);
+      return new Marks(deposits, payouts, holds, newSources, forgotten, returns);
     }
 
     /** Remembers {@code id} as forgotten, with nothing to drop: it was never placed. */
     Marks tombstone(String id, Instant at) {
-      return new Marks(deposits, payouts, holds, sources, forgotten.with(id, at));
+      return new Marks(deposits, payouts, holds, sources, forgotten.with(id, at), returns);
     }
 
     /** Drops the closed hold and closed source of {@code id} and remembers that it did. */
     Marks forgetting(String id, Instant at) {
       return new Marks(
-          deposits, payouts, holds.forgetting(id), sources.forgetting(id), forgotten.with(id, at));
+          deposits,
+          payouts,
+          holds.forgetting(id),
+          sources.forgetting(id),
+          forgotten.with(id, at),
+          returns);
     }
   }
 
@@ -1297,6 +1430,7 @@ public final class Account
         .onCommand(ReleaseHold.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(CreditEarnings.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(Payout.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(ReturnPayout.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(SetSpendCap.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(SetPayoutDetails.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(Suspend.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
@@ -1332,6 +1466,7 @@ public final class Account
         .onCommand(ExtendHold.class, Account::onExtendHold)
         .onCommand(ReleaseHold.class, Account::onReleaseHold)
         .onCommand(Payout.class, Account::onPayout)
+        .onCommand(ReturnPayout.class, Account::onReturnPayout)
         .onCommand(SetSpendCap.class, Account::onSetSpendCap)
         .onCommand(SetPayoutDetails.class, Account::onSetPayoutDetails)
         .onCommand(Suspend.class, Account::onSuspend)
@@ -1816,6 +1951,27 @@ public final class Account
         .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, cmd.amount(), false)));
   }
 
+  private ReplyEffect<Event, State> onReturnPayout(Active state, ReturnPayout cmd) {
+    if (badKey(cmd.payoutId())) return Effect().reply(cmd.replyTo(), badKeyReply("a payout id"));
+    String key = "payout_returned:" + cmd.payoutId();
+    Long paid = state.marks().payouts().get(cmd.payoutId());
+    if (paid == null)
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.NOT_FOUND,
+                  "account " + accountId + " has no payout " + cmd.payoutId() + " to return"));
+    if (state.marks().returns().containsKey(cmd.payoutId()))
+      return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, paid, true)));
+    if (!PayoutReturns.isReasonCode(cmd.reason()))
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_REASON, PayoutReturns.REASON_CODE_RULE));
+    return Effect()
+        .persist(new PayoutReturned(cmd.payoutId(), paid, cmd.reason(), cmd.payee(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, paid, false)));
+  }
+
   private ReplyEffect<Event, State> onSetSpendCap(Active state, SetSpendCap cmd) {
     if (cmd.monthlyCap() != null && (cmd.monthlyCap() < 0 || cmd.monthlyCap() > Money.MAX_AMOUNT)) {
       return Effect()
@@ -1866,7 +2022,11 @@ public final class Account
     PayoutDetails inForce = profile.detailsInForce(now());
     boolean unchanged =
         pending != null ? details.equals(pending.details()) : details.equals(inForce);
-    if (unchanged) return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
+    // The same details again, after the bank returned a payout sent to them, are the provider's
+    // word that they are right now: recorded, so that payouts go there again.
+    boolean reconfirmed = pending == null && profile.returnBlocking(now()) != null;
+    if (unchanged && !reconfirmed)
+      return Effect().reply(cmd.replyTo(), StatusReply.success(summary(state)));
     // The first details apply at once (there is nothing to redirect); a change waits for the hold
     // period, so a stolen key cannot send the next payout elsewhere before the owner notices.
     // Going back to the details in force cancels a pending change at once.
@@ -1930,6 +2090,7 @@ public final class Account
         .onEvent(HoldReleased.class, Active::withRelease)
         .onEvent(EarningsCredited.class, Active::withEarnings)
         .onEvent(PaidOut.class, Active::withPayout)
+        .onEvent(PayoutReturned.class, Active::withPayoutReturned)
         .onEvent(SpendCapSet.class, Active::withSpendCap)
         .onEvent(PayoutDetailsSet.class, Active::withPayoutDetails)
         .onEvent(Suspended.class, (s, e) -> s.withSuspension(new Suspension(e.reason(), e.at())))

@@ -6,6 +6,7 @@ import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.account.Account;
+import dev.tickmark.engine.account.PayoutReturns;
 import dev.tickmark.engine.money.Money;
 import java.time.Clock;
 import java.time.Duration;
@@ -58,6 +59,11 @@ import org.apache.pekko.persistence.typed.javadsl.SignalHandler;
  * refused, and the run completes when every payout is paid or refused.
  *
  * <p>Only whole cents are paid (banks move cents): the rest of a provider's earnings stays owed.
+ *
+ * <p>A payout the bank sends back (a closed account, a wrong name) is recorded on the run, days
+ * later, with {@link ReturnPayment}: the run has the account take it back ({@link
+ * Account.ReturnPayout}, once per payout id), then records it; the payout shows as {@code
+ * returned}. Each step is idempotent, so an operator's retry after any failure completes it.
  */
 public final class PayoutRun
     extends EventSourcedBehaviorWithEnforcedReplies<
@@ -77,6 +83,12 @@ public final class PayoutRun
   // Why a provider is not paid (skipped at decision) or a payout did not happen (refused by the
   // account).
   public static final String NO_PAYOUT_DETAILS = "no_payout_details";
+
+  /**
+   * The bank returned the last payout sent to the details in force: nothing goes there again until
+   * the provider gives details again.
+   */
+  public static final String PAYOUT_RETURNED = "payout_returned";
 
   public static String tagFor(String runId) {
     return TAG_PREFIX + Math.floorMod(runId.hashCode(), TAG_SLICES);
@@ -139,6 +151,18 @@ public final class PayoutRun
 
   public record Get(ActorRef<StatusReply<RunView>> replyTo) implements Command {}
 
+  /**
+   * The bank returned the payout to {@code accountId} with ISO 20022 reason code {@code reason}. A
+   * repeat with the same reason answers the run as it is; another reason is an {@code
+   * idempotency_conflict}.
+   */
+  public record ReturnPayment(
+      String accountId, String reason, ActorRef<StatusReply<RunView>> replyTo) implements Command {}
+
+  /** The account's answer to a return: {@code failure == null} when it took the payout back. */
+  private record ReturnAnswered(ReturnPayment request, Rejection refusal, String detail)
+      implements Command {}
+
   /** Brings an unfinished run back after its node was lost: recovery resumes it. */
   public enum Wake implements Command {
     INSTANCE
@@ -174,18 +198,40 @@ public final class PayoutRun
   /** A payout's outcome: {@code reason == null} for paid. */
   public record Outcome(boolean paid, String reason, Instant at) implements CborSerializable {}
 
+  /** A paid payout the bank sent back, with the bank's reason code. */
+  public record Returned(String reason, Instant at) implements CborSerializable {}
+
+  /**
+   * {@code status}: {@code pending}, {@code paid}, {@code refused} or {@code returned} (paid, then
+   * sent back by the bank); {@code reason}: why refused, or the bank's return reason code.
+   */
   public record PaymentView(
       String accountId,
       String payoutId,
       long amount,
       String status,
       String reason,
-      Account.PayoutDetails payee)
-      implements CborSerializable {}
+      Account.PayoutDetails payee,
+      Instant returnedAt)
+      implements CborSerializable {
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public PaymentView {}
+
+    /** A payout the bank did not return. */
+    public PaymentView(
+        String accountId,
+        String payoutId,
+        long amount,
+        String status,
+        String reason,
+        Account.PayoutDetails payee) {
+      this(accountId, payoutId, amount, status, reason, payee, null);
+    }
+  }
 
   /**
    * What an operator sees of a run. {@code total}/{@code count}: payouts not refused (all paid once
-   * completed).
+   * completed; returned ones included: they were sent); {@code returned}: what the bank sent back.
    */
   public record RunView(
       String id,
@@ -197,8 +243,38 @@ public final class PayoutRun
       long total,
       int count,
       List<PaymentView> payouts,
-      List<Skip> skipped)
-      implements CborSerializable {}
+      List<Skip> skipped,
+      long returned)
+      implements CborSerializable {
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public RunView {}
+
+    /** A run none of whose payouts the bank returned. */
+    public RunView(
+        String id,
+        String status,
+        long minimum,
+        Instant createdAt,
+        Instant decidedAt,
+        Instant completedAt,
+        long total,
+        int count,
+        List<PaymentView> payouts,
+        List<Skip> skipped) {
+      this(
+          id,
+          status,
+          minimum,
+          createdAt,
+          decidedAt,
+          completedAt,
+          total,
+          count,
+          payouts,
+          skipped,
+          0);
+    }
+  }
 
   // ---------------------------------------------------------------------------------------------
   // Events
@@ -218,6 +294,10 @@ public final class PayoutRun
 
   public record Completed(Instant at) implements Event {}
 
+  /** The bank returned the payout to {@code accountId}; its account has taken it back. */
+  public record PaymentReturned(String accountId, long amount, String reason, Instant at)
+      implements Event {}
+
   // ---------------------------------------------------------------------------------------------
   // State
 
@@ -229,20 +309,45 @@ public final class PayoutRun
 
   public record Deciding(long minimum, Instant createdAt) implements State {}
 
-  /** The decision and what the accounts answered so far, by account id. */
+  /**
+   * The decision and what the accounts answered so far, by account id; {@code returns}: the paid
+   * payouts the bank sent back, by account id (absent in snapshots written before returns).
+   */
   public record Run(
       long minimum,
       Instant createdAt,
       Instant decidedAt,
       List<Payment> payments,
       List<Skip> skipped,
-      Map<String, Outcome> outcomes)
+      Map<String, Outcome> outcomes,
+      Map<String, Returned> returns)
       implements CborSerializable {
+
+    @com.fasterxml.jackson.annotation.JsonCreator
+    public Run {
+      if (returns == null) returns = Map.of();
+    }
+
+    public Run(
+        long minimum,
+        Instant createdAt,
+        Instant decidedAt,
+        List<Payment> payments,
+        List<Skip> skipped,
+        Map<String, Outcome> outcomes) {
+      this(minimum, createdAt, decidedAt, payments, skipped, outcomes, Map.of());
+    }
 
     Run withOutcome(String accountId, Outcome outcome) {
       Map<String, Outcome> copy = new HashMap<>(outcomes);
       copy.put(accountId, outcome);
-      return new Run(minimum, createdAt, decidedAt, payments, skipped, Map.copyOf(copy));
+      return new Run(minimum, createdAt, decidedAt, payments, skipped, Map.copyOf(copy), returns);
+    }
+
+    Run withReturn(String accountId, Returned returned) {
+      Map<String, Returned> copy = new HashMap<>(returns);
+      copy.put(accountId, returned);
+      return new Run(minimum, createdAt, decidedAt, payments, skipped, outcomes, Map.copyOf(copy));
     }
 
     Payment payment(String accountId) {
@@ -250,6 +355,14 @@ public final class PayoutRun
           .filter(p -> p.accountId().equals(accountId))
           .findFirst()
           .orElseThrow();
+    }
+
+    /** The payment to {@code accountId}, or null when the run pays that account nothing. */
+    Payment paymentOrNull(String accountId) {
+      return payments.stream()
+          .filter(p -> p.accountId().equals(accountId))
+          .findFirst()
+          .orElse(null);
     }
 
     boolean resolved(String accountId) {
@@ -267,6 +380,16 @@ public final class PayoutRun
               .map(
                   p -> {
                     Outcome o = outcomes.get(p.accountId());
+                    Returned r = returns.get(p.accountId());
+                    if (r != null)
+                      return new PaymentView(
+                          p.accountId(),
+                          p.payoutId(),
+                          p.amount(),
+                          "returned",
+                          r.reason(),
+                          p.payee(),
+                          r.at());
                     String s = o == null ? "pending" : o.paid() ? "paid" : "refused";
                     return new PaymentView(
                         p.accountId(),
@@ -274,12 +397,18 @@ public final class PayoutRun
                         p.amount(),
                         s,
                         o == null ? null : o.reason(),
-                        p.payee());
+                        p.payee(),
+                        null);
                   })
               .toList();
       List<PaymentView> counted =
           views.stream().filter(v -> !v.status().equals("refused")).toList();
       long total = counted.stream().mapToLong(PaymentView::amount).sum();
+      long returned =
+          views.stream()
+              .filter(v -> v.status().equals("returned"))
+              .mapToLong(PaymentView::amount)
+              .sum();
       return new RunView(
           id,
           status,
@@ -290,7 +419,8 @@ public final class PayoutRun
           total,
           counted.size(),
           views,
-          skipped);
+          skipped,
+          returned);
     }
   }
 
@@ -387,6 +517,9 @@ public final class PayoutRun
         .onCommand(
             Get.class,
             c -> Effect().reply(c.replyTo(), reply(Rejection.NOT_FOUND, "no payout run " + runId)))
+        .onCommand(
+            ReturnPayment.class,
+            c -> Effect().reply(c.replyTo(), reply(Rejection.NOT_FOUND, "no payout run " + runId)))
         .onAnyCommand(c -> Effect().noReply());
 
     CommandHandlerWithReplyBuilderByState<Command, Event, Deciding, State> deciding =
@@ -398,6 +531,15 @@ public final class PayoutRun
         .onCommand(CandidatesFailed.class, (s, c) -> retryLater())
         .onCommand(Quoted.class, this::onQuoted)
         .onCommand(Timer.class, this::onDecidingRetry)
+        .onCommand(
+            ReturnPayment.class,
+            (s, c) ->
+                Effect()
+                    .reply(
+                        c.replyTo(),
+                        reply(
+                            Rejection.PAYOUT_NOT_PAID,
+                            "payout run " + runId + " has not paid anything yet")))
         .onAnyCommand(c -> Effect().noReply());
 
     CommandHandlerWithReplyBuilderByState<Command, Event, Paying, State> paying =
@@ -406,6 +548,8 @@ public final class PayoutRun
         .onCommand(Start.class, (s, c) -> join(s.run().minimum(), c))
         .onCommand(Get.class, (s, c) -> Effect().reply(c.replyTo(), StatusReply.success(view(s))))
         .onCommand(PayoutAnswered.class, this::onPayoutAnswered)
+        .onCommand(ReturnPayment.class, (s, c) -> onReturnPayment(s, s.run(), c))
+        .onCommand(ReturnAnswered.class, (s, c) -> onReturnAnswered(s, s.run(), c))
         .onCommand(
             Timer.class,
             (s, c) -> {
@@ -423,6 +567,8 @@ public final class PayoutRun
                     ? Effect().reply(c.replyTo(), StatusReply.success(view(s)))
                     : Effect().reply(c.replyTo(), conflict(s.run().minimum())))
         .onCommand(Get.class, (s, c) -> Effect().reply(c.replyTo(), StatusReply.success(view(s))))
+        .onCommand(ReturnPayment.class, (s, c) -> onReturnPayment(s, s.run(), c))
+        .onCommand(ReturnAnswered.class, (s, c) -> onReturnAnswered(s, s.run(), c))
         .onAnyCommand(c -> Effect().noReply()); // late answers of a completed run change nothing
 
     return empty.orElse(deciding).orElse(paying).orElse(done).build();
@@ -539,6 +685,8 @@ public final class PayoutRun
                 skipped.add(new Skip(s.id(), amount, Rejection.ACCOUNT_SUSPENDED.wire()));
               else if (s.payoutDetails() == null)
                 skipped.add(new Skip(s.id(), amount, NO_PAYOUT_DETAILS));
+              else if (s.payoutReturned() != null)
+                skipped.add(new Skip(s.id(), amount, PAYOUT_RETURNED));
               else
                 payments.add(
                     new Payment(s.id(), payoutId(runId, s.id()), amount, s.payoutDetails()));
@@ -582,6 +730,76 @@ public final class PayoutRun
     return Effect().persist(outcome).thenRun(s -> pay(((Paying) s).run())).thenNoReply();
   }
 
+  // ---- returns
+
+  private ReplyEffect<Event, State> onReturnPayment(State state, Run run, ReturnPayment cmd) {
+    Payment payment = cmd.accountId() == null ? null : run.paymentOrNull(cmd.accountId());
+    if (payment == null)
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.NOT_FOUND,
+                  "payout run " + runId + " pays nothing to account " + cmd.accountId()));
+    Returned returned = run.returns().get(cmd.accountId());
+    if (returned != null) {
+      if (returned.reason().equals(cmd.reason()))
+        return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.IDEMPOTENCY_CONFLICT,
+                  "the payout to "
+                      + cmd.accountId()
+                      + " was recorded as returned with reason "
+                      + returned.reason()));
+    }
+    Outcome outcome = run.outcomes().get(cmd.accountId());
+    if (outcome == null || !outcome.paid())
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.PAYOUT_NOT_PAID,
+                  "the payout to "
+                      + cmd.accountId()
+                      + (outcome == null ? " is still being paid" : " was refused, never paid")));
+    if (!PayoutReturns.isReasonCode(cmd.reason()))
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_REASON, PayoutReturns.REASON_CODE_RULE));
+    context.askWithStatus(
+        Account.Posting.class,
+        ports.account(cmd.accountId()),
+        settings.askTimeout(),
+        reply -> new Account.ReturnPayout(payment.payoutId(), cmd.reason(), payment.payee(), reply),
+        (posting, failure) ->
+            new ReturnAnswered(
+                cmd,
+                Rejection.codeOf(failure),
+                failure == null ? null : Rejection.detailOf(failure.getMessage())));
+    return Effect().noReply();
+  }
+
+  /** The account took the payout back (or refused): record it once, then answer. */
+  private ReplyEffect<Event, State> onReturnAnswered(State state, Run run, ReturnAnswered answer) {
+    ReturnPayment cmd = answer.request();
+    if (answer.refusal() != null) {
+      String detail =
+          answer.refusal() == Rejection.UNAVAILABLE
+              ? "account " + cmd.accountId() + " did not answer in time; try again"
+              : answer.detail();
+      return Effect().reply(cmd.replyTo(), reply(answer.refusal(), detail));
+    }
+    if (run.returns().containsKey(cmd.accountId())) // two returns of one payout at once
+    return Effect().reply(cmd.replyTo(), StatusReply.success(view(state)));
+    return Effect()
+        .persist(
+            new PaymentReturned(
+                cmd.accountId(), run.payment(cmd.accountId()).amount(), cmd.reason(), now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(view(s)));
+  }
+
   private void answerWaiting(State state) {
     RunView view = view(state);
     waiting.forEach(w -> w.tell(StatusReply.success(view)));
@@ -616,7 +834,19 @@ public final class PayoutRun
             (s, e) ->
                 new Paying(
                     s.run().withOutcome(e.accountId(), new Outcome(false, e.reason(), e.at()))))
+        .onEvent(
+            PaymentReturned.class,
+            (s, e) ->
+                new Paying(s.run().withReturn(e.accountId(), new Returned(e.reason(), e.at()))))
         .onEvent(Completed.class, (s, e) -> new Done(s.run(), e.at()));
+    builder
+        .forStateType(Done.class)
+        .onEvent(
+            PaymentReturned.class,
+            (s, e) ->
+                new Done(
+                    s.run().withReturn(e.accountId(), new Returned(e.reason(), e.at())),
+                    s.completedAt()));
     return builder.build();
   }
 
@@ -625,7 +855,7 @@ public final class PayoutRun
   private RunView view(State state) {
     if (state instanceof Deciding d) {
       return new RunView(
-          runId, "deciding", d.minimum(), d.createdAt(), null, null, 0, 0, List.of(), List.of());
+          runId, "deciding", d.minimum(), d.createdAt(), null, null, 0, 0, List.of(), List.of(), 0);
     }
     if (state instanceof Paying p) return p.run().view(runId, "paying", null);
     if (state instanceof Done d) return d.run().view(runId, "completed", d.completedAt());

@@ -3,6 +3,7 @@ package dev.tickmark.engine.account;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -724,6 +725,80 @@ class AccountTest {
   }
 
   @Test
+  void aReturnedPayoutIsOwedAgainOnceAndHoldsPayoutsToTheSameDetailsUntilTheyAreGivenAgain() {
+    open("Host");
+    ok(setDetails("Ada Lovelace", "DE89370400440532013000", null));
+    var payee = new Account.PayoutDetails("Ada Lovelace", "DE89370400440532013000", null);
+    ok(credit("rent-1", 60, 1_000, 200, true));
+    ok(payout("po-1", 600));
+    assertEquals(400, summary().earnings());
+
+    assertRejected(Rejection.NOT_FOUND, returnPayout("po-9", "AC04", payee));
+    assertRejected(Rejection.INVALID_REASON, returnPayout("po-1", "closed", payee));
+    assertRejected(Rejection.INVALID_REASON, returnPayout("po-1", null, payee));
+    clock.advance(Duration.ofDays(3));
+    var returned = returnPayout("po-1", "AC04", payee);
+    assertEquals(new Posting("payout_returned:po-1", 600, false), ok(returned));
+    assertEquals(
+        new Account.PayoutReturned("po-1", 600, "AC04", payee, clock.instant()), returned.event());
+    Summary s = summary();
+    assertEquals(1_000, s.earnings(), "the returned 600 is owed again");
+    assertEquals(0, s.paidOut());
+    assertEquals(
+        new Account.ReturnedPayout("po-1", 600, "AC04", payee, clock.instant()),
+        s.payoutReturned(),
+        "payouts to the details it came back from wait");
+    assertRecovers();
+
+    // once only: a repeat (any reason) is the same posting, and nothing moves again
+    var again = returnPayout("po-1", "AC01", payee);
+    assertTrue(again.hasNoEvents());
+    assertEquals(new Posting("payout_returned:po-1", 600, true), ok(again));
+    assertEquals(1_000, summary().earnings());
+    // the payout id stays used: a late repeat of the payout itself pays nothing again
+    assertTrue(payout("po-1", 600).hasNoEvents());
+    assertEquals(1_000, summary().earnings());
+
+    // the same details again are the provider's word that they are right now
+    var confirmed = setDetails("Ada Lovelace", "DE89370400440532013000", null);
+    assertEquals(List.of(new Account.PayoutDetailsSet(payee, clock.instant())), confirmed.events());
+    assertNull(ok(confirmed).payoutReturned());
+    assertRecovers();
+    assertNull(summary().payoutReturned());
+    ok(payout("po-2", 1_000));
+    assertEquals(0, summary().earnings());
+  }
+
+  @Test
+  void newDetailsEndTheWaitOfAReturnedPayoutWhenTheyComeIntoForce() {
+    open("Host");
+    ok(setDetails("Ada Lovelace", "DE89370400440532013000", null));
+    var payee = new Account.PayoutDetails("Ada Lovelace", "DE89370400440532013000", null);
+    ok(credit("rent-1", 60, 1_000, 200, true));
+    ok(payout("po-1", 1_000));
+    ok(returnPayout("po-1", "AC04", payee));
+
+    ok(setDetails("Ada Lovelace", "FR1420041010050500013M02606", null));
+    assertNotNull(
+        summary().payoutReturned(),
+        "the returned details stay in force during the hold: payouts still wait");
+    clock.advance(Account.DEFAULT_PAYOUT_DETAILS_HOLD);
+    assertNull(summary().payoutReturned(), "the new details are in force");
+    assertRecovers();
+    assertNull(summary().payoutReturned());
+  }
+
+  @Test
+  void aSuspendedAccountTakesItsReturnedPayoutBackToo() {
+    open("Host");
+    ok(credit("rent-1", 60, 1_000, 200, true));
+    ok(payout("po-1", 1_000));
+    ok(suspend("review"));
+    ok(returnPayout("po-1", "MS03", null));
+    assertEquals(1_000, summary().earnings());
+  }
+
+  @Test
   void renterBalanceCannotBePaidOut() {
     open("Ada");
     ok(deposit("pay-1", 1_000));
@@ -930,6 +1005,10 @@ class AccountTest {
     assertRecovers();
     seen.add(payout("po-1", 500).event().getClass());
     assertRecovers();
+    seen.add(returnPayout("po-1", "AC04", null).event().getClass());
+    assertRecovers();
+    seen.add(payout("po-2", 500).event().getClass());
+    assertRecovers();
     seen.add(setCap(5_000L).event().getClass());
     assertRecovers();
     assertEquals(
@@ -943,12 +1022,31 @@ class AccountTest {
             EarningsCredited.class,
             EarningsCredited.class,
             PaidOut.class,
+            Account.PayoutReturned.class,
+            PaidOut.class,
             SpendCapSet.class),
         seen);
     assertEquals(
         new Summary(
-            accountId, true, "Ada", 9_300, 0, 9_300, 100, 5_000L, 700, 10_000, 700, 600, 106, 500,
-            null, null),
+            accountId,
+            true,
+            "Ada",
+            9_300,
+            0,
+            9_300,
+            100,
+            5_000L,
+            700,
+            10_000,
+            700,
+            600,
+            106,
+            500,
+            null,
+            null,
+            null,
+            new Account.ReturnedPayout(
+                "po-1", 500, "AC04", null, START.plus(Duration.ofMinutes(1)))),
         summary());
   }
 
@@ -990,7 +1088,12 @@ class AccountTest {
     ok(credit("rent-1", 60, 850, 150, false));
     ok(credit("rent-2", 90, 1_700, 300, true));
     ok(payout("po-1", 1_000));
+    ok(setDetails("Ada Lovelace", "DE89370400440532013000", "DEUTDEFF"));
+    var payee = new Account.PayoutDetails("Ada Lovelace", "DE89370400440532013000", "DEUTDEFF");
+    ok(returnPayout("po-1", "AC04", payee));
     Active state = (Active) kit.getState();
+    assertEquals(1, state.marks().returns().size());
+    assertNotNull(state.profile().returnedPayout());
     assertEquals(1, state.marks().holds().open().size());
     assertEquals(1, state.marks().holds().closed().size());
     assertEquals(1, state.marks().sources().open().size());
@@ -1009,6 +1112,7 @@ class AccountTest {
             new HoldReleased("r1", 1_200, at),
             new EarningsCredited("rent-1", 60, 850, 150, 850, 150, true, at),
             new PaidOut("po-1", 1_000, at),
+            new Account.PayoutReturned("po-1", 1_000, "AC04", payee, at),
             new Account.UnplacedHoldReleased("r9", at),
             new SpendCapSet(9_000L, at),
             new SpendCapSet(null, at),
@@ -1023,6 +1127,7 @@ class AccountTest {
             new Deposit("pay-1", 10_000, postings.ref()),
             new Capture("r1", 60, 300, postings.ref()),
             new CreditEarnings("rent-1", 60, 850, 150, false, postings.ref()),
+            new Account.ReturnPayout("po-1", "AC04", payee, postings.ref()),
             new GetSummary(summaries.ref()));
 
     Serialization serialization = SerializationExtension.get(Adapter.toClassic(testKit.system()));
@@ -1277,6 +1382,11 @@ class AccountTest {
   private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> payout(
       String payoutId, long amount) {
     return kit.runCommand(replyTo -> new Payout(payoutId, amount, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> returnPayout(
+      String payoutId, String reason, Account.PayoutDetails payee) {
+    return kit.runCommand(replyTo -> new Account.ReturnPayout(payoutId, reason, payee, replyTo));
   }
 
   private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> setCap(Long cap) {

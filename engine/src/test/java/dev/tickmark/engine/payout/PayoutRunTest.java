@@ -64,6 +64,8 @@ class PayoutRunTest {
       new JUnit5TestKitBuilder().withName("PayoutRunTest").withCustomConfig(CONFIG).build();
 
   private String runId;
+  private PayoutRun.Ports ports;
+  private PayoutRun.Settings settings;
   private EventSourcedBehaviorTestKit<Command, Event, State> kit;
   private final Map<String, AccountPort> accounts = new ConcurrentHashMap<>();
   private final AtomicReference<Supplier<CompletionStage<List<String>>>> readSide =
@@ -73,7 +75,7 @@ class PayoutRunTest {
   void freshRun() {
     runId = "run-" + IDS.incrementAndGet();
     accounts.clear();
-    PayoutRun.Ports ports =
+    ports =
         new PayoutRun.Ports() {
           @Override
           public CompletionStage<List<String>> providersOwed(long minimum) {
@@ -86,7 +88,7 @@ class PayoutRunTest {
             return port == null ? testKit.system().deadLetters() : port.ref;
           }
         };
-    var settings = new PayoutRun.Settings(Duration.ofMillis(500), Duration.ofMillis(100), 2);
+    settings = new PayoutRun.Settings(Duration.ofMillis(500), Duration.ofMillis(100), 2);
     // Created before the accounts post anything: creating the testkit clears the in-memory journal.
     kit =
         EventSourcedBehaviorTestKit.create(
@@ -291,6 +293,103 @@ class PayoutRunTest {
   }
 
   @Test
+  void aPayoutTheBankReturnsIsOwedAgainOnceAndTheNextRunSkipsItsDetailsUntilTheyAreGivenAgain() {
+    AccountPort ada = provider("ada", 25 * EUR, NL);
+    AccountPort bob = provider("bob", 40 * EUR, NL);
+    readSideSays(ada, bob);
+    start(10 * EUR);
+    assertEquals(0, ada.summary().earnings());
+
+    RunView returned = returnPayment(ada.id, "AC04");
+    PaymentView adaView = payment(returned, ada.id);
+    assertEquals("returned", adaView.status());
+    assertEquals("AC04", adaView.reason());
+    assertTrue(adaView.returnedAt() != null);
+    assertEquals("paid", payment(returned, bob.id).status());
+    assertEquals(25 * EUR, returned.returned());
+    assertEquals(
+        65 * EUR, returned.total(), "a returned payout was sent: the run's total keeps it");
+    assertEquals("completed", returned.status());
+    assertEquals(25 * EUR, ada.summary().earnings(), "owed to ada again");
+    assertEquals(runId + ":" + ada.id, ada.summary().payoutReturned().payoutId());
+    assertEquals(NL, ada.summary().payoutReturned().payee());
+
+    // once: the same return again answers the run as it is and moves nothing; another reason for
+    // the same payout is a conflict
+    assertEquals(returned, returnPayment(ada.id, "AC04"));
+    assertEquals(1, ada.events(Account.PayoutReturned.class).size());
+    assertEquals(1, events(PayoutRun.PaymentReturned.class).size());
+    assertEquals(Rejection.IDEMPOTENCY_CONFLICT, returnRefused(ada.id, "AC01"));
+    assertEquals(25 * EUR, ada.summary().earnings());
+    kit.restart();
+    assertEquals(returned, awaitCompleted(), "the return survives recovery");
+
+    // the next run does not send ada's money to the same details again
+    AccountPort carol = provider("carol", 12 * EUR, NL);
+    readSideSays(ada, carol);
+    RunView next = startAnotherRun(runId + "-second", 10 * EUR);
+    assertEquals(
+        List.of(new PayoutRun.Skip(ada.id, 25 * EUR, PayoutRun.PAYOUT_RETURNED)), next.skipped());
+    assertEquals(List.of(carol.id), next.payouts().stream().map(PaymentView::accountId).toList());
+
+    // ada gives her details again: the run after pays her
+    ada.<Account.Summary>ok(
+        r -> new Account.SetPayoutDetails(NL.holderName(), NL.iban(), NL.bic(), r));
+    RunView third = startAnotherRun(runId + "-third", 10 * EUR);
+    assertEquals(List.of(ada.id), third.payouts().stream().map(PaymentView::accountId).toList());
+    assertEquals(0, ada.summary().earnings());
+  }
+
+  @Test
+  void onlyAPaidPayoutOfTheRunCanBeReturnedWithTheBanksReasonCode() {
+    AccountPort ada = provider("ada", 25 * EUR, NL);
+    AccountPort bob = provider("bob", 40 * EUR, NL);
+    AccountPort stranger = provider("stranger", 40 * EUR, null);
+    ada.drop.set(c -> c instanceof Account.Payout);
+    readSideSays(ada, bob);
+    TestProbe<StatusReply<RunView>> client = testKit.createTestProbe();
+    kit.runCommand(new PayoutRun.Start(10 * EUR, client.getRef()));
+    awaitAssert(() -> assertEquals(1, bob.events(Account.PaidOut.class).size()));
+    awaitAssert(() -> assertEquals("paid", payment(get(), bob.id).status()));
+
+    assertEquals(Rejection.PAYOUT_NOT_PAID, returnRefused(ada.id, "AC04"), "still being paid");
+    ada.payout("other-run:ada", 20 * EUR);
+    ada.drop.set(c -> false);
+    client.receiveMessage(WAIT.multipliedBy(2));
+    assertEquals(Rejection.PAYOUT_NOT_PAID, returnRefused(ada.id, "AC04"), "refused, never paid");
+    assertEquals(Rejection.NOT_FOUND, returnRefused(stranger.id, "AC04"));
+    assertEquals(Rejection.NOT_FOUND, returnRefused(null, "AC04"));
+    assertEquals(Rejection.INVALID_REASON, returnRefused(bob.id, "ac04"));
+    assertEquals(Rejection.INVALID_REASON, returnRefused(bob.id, null));
+    assertEquals(0, bob.events(Account.PayoutReturned.class).size());
+    assertEquals(List.of(), events(PayoutRun.PaymentReturned.class));
+  }
+
+  @Test
+  void aReturnWhoseAnswerIsLostIsCompletedByTheOperatorsRetry() {
+    AccountPort ada = provider("ada", 25 * EUR, NL);
+    readSideSays(ada);
+    start(10 * EUR);
+    ada.drop.set(c -> c instanceof Account.ReturnPayout);
+    assertEquals(Rejection.UNAVAILABLE, returnRefused(ada.id, "AC04"));
+    assertEquals(0, ada.summary().earnings());
+    ada.drop.set(c -> false);
+    assertEquals("returned", payment(returnPayment(ada.id, "AC04"), ada.id).status());
+    assertEquals(25 * EUR, ada.summary().earnings());
+    assertEquals(1, ada.events(Account.PayoutReturned.class).size());
+  }
+
+  @Test
+  void aRunThatDoesNotExistOrHasNotDecidedHasNothingToReturn() {
+    assertEquals(Rejection.NOT_FOUND, returnRefused("anyone", "AC04"));
+    CompletableFuture<List<String>> neverAnswers = new CompletableFuture<>();
+    readSide.set(() -> neverAnswers);
+    kit.runCommand(
+        new PayoutRun.Start(10 * EUR, testKit.<StatusReply<RunView>>createTestProbe().getRef()));
+    assertEquals(Rejection.PAYOUT_NOT_PAID, returnRefused("anyone", "AC04"));
+  }
+
+  @Test
   void wholeCentsDropOnlyTheSubCentRest() {
     assertEquals(0, PayoutRun.wholeCents(9_999));
     assertEquals(10_000, PayoutRun.wholeCents(10_000));
@@ -305,6 +404,48 @@ class PayoutRunTest {
     StatusReply<RunView> reply = client.receiveMessage(WAIT);
     assertTrue(reply.isSuccess(), () -> "refused: " + reply);
     return reply.getValue();
+  }
+
+  /**
+   * Another run on the same journal and accounts, as a plain actor (a second testkit would clear
+   * the journal); answers when it completed.
+   */
+  private RunView startAnotherRun(String id, long minimum) {
+    ActorRef<Command> run = testKit.spawn(PayoutRun.create(id, settings, ports, Clock.systemUTC()));
+    TestProbe<StatusReply<RunView>> client = testKit.createTestProbe();
+    run.tell(new PayoutRun.Start(minimum, client.getRef()));
+    StatusReply<RunView> reply = client.receiveMessage(WAIT);
+    assertTrue(reply.isSuccess(), () -> "refused: " + reply);
+    return reply.getValue();
+  }
+
+  private RunView get() {
+    TestProbe<StatusReply<RunView>> probe = testKit.createTestProbe();
+    kit.runCommand(new PayoutRun.Get(probe.getRef()));
+    return probe.receiveMessage(WAIT).getValue();
+  }
+
+  private RunView returnPayment(String accountId, String reason) {
+    TestProbe<StatusReply<RunView>> client = testKit.createTestProbe();
+    kit.runCommand(new PayoutRun.ReturnPayment(accountId, reason, client.getRef()));
+    StatusReply<RunView> reply = client.receiveMessage(WAIT.multipliedBy(2));
+    assertTrue(reply.isSuccess(), () -> "refused: " + reply);
+    return reply.getValue();
+  }
+
+  private Rejection returnRefused(String accountId, String reason) {
+    TestProbe<StatusReply<RunView>> client = testKit.createTestProbe();
+    kit.runCommand(new PayoutRun.ReturnPayment(accountId, reason, client.getRef()));
+    StatusReply<RunView> reply = client.receiveMessage(WAIT.multipliedBy(2));
+    assertTrue(reply.isError(), () -> "not refused: " + reply);
+    return Rejection.codeOf(reply.getError().getMessage());
+  }
+
+  private static PaymentView payment(RunView run, String accountId) {
+    return run.payouts().stream()
+        .filter(p -> p.accountId().equals(accountId))
+        .findFirst()
+        .orElseThrow();
   }
 
   private RunView awaitCompleted() {

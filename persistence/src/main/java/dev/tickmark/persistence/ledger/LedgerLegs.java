@@ -7,10 +7,11 @@ import java.util.List;
 /**
  * How each account event becomes ledger rows. Amounts are signed as the account sees them: a
  * deposit adds to the balance, a hold takes from what is available, a capture takes from the
- * balance, an earning adds to the provider side, a payout takes from it. The platform's share is
- * booked on the {@value #PLATFORM_ACCOUNT} account by the provider's own event, so no single actor
- * collects it. Storage is all platform revenue: the renter's own event books its {@code capture}
- * and the platform's {@value #STORAGE} leg under the same key, so a source's two sides still match.
+ * balance, an earning adds to the provider side, a payout takes from it, and a payout the bank
+ * returned gives it back. The platform's share is booked on the {@value #PLATFORM_ACCOUNT} account
+ * by the provider's own event, so no single actor collects it. Storage is all platform revenue: the
+ * renter's own event books its {@code capture} and the platform's {@value #STORAGE} leg under the
+ * same key, so a source's two sides still match.
  */
 public final class LedgerLegs {
   public static final String PLATFORM_ACCOUNT = "platform";
@@ -23,6 +24,12 @@ public final class LedgerLegs {
   public static final String PLATFORM_FEE = "platform_fee";
   public static final String STORAGE = "storage";
   public static final String PAYOUT = "payout";
+  public static final String PAYOUT_RETURNED = "payout_returned";
+
+  /**
+   * The kinds whose sum is a provider's earnings still owed: credits, less payouts, plus returns.
+   */
+  public static final String EARNINGS_KINDS = "('earning', 'payout', 'payout_returned')";
 
   public record Leg(
       String accountId, String kind, long amount, String key, String rentalId, Instant at) {}
@@ -81,6 +88,15 @@ public final class LedgerLegs {
     } else if (event instanceof Account.PaidOut e) {
       return List.of(
           new Leg(accountId, PAYOUT, -e.amount(), "payout:" + e.payoutId(), null, e.at()));
+    } else if (event instanceof Account.PayoutReturned e) {
+      return List.of(
+          new Leg(
+              accountId,
+              PAYOUT_RETURNED,
+              e.amount(),
+              "payout_returned:" + e.payoutId(),
+              null,
+              e.at()));
     }
     return List.of(); // Opened, SpendCapSet: no money moves
   }

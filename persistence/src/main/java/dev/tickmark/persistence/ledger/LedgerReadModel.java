@@ -37,6 +37,7 @@ public final class LedgerReadModel {
       long holdsReleased,
       long holdsOpen,
       long payouts,
+      long payoutsReturned,
       long renterBalances,
       long providerEarningsOwed,
       long pendingCaptures,
@@ -153,20 +154,17 @@ public final class LedgerReadModel {
   }
 
   /**
-   * Provider accounts whose earnings (credits less payouts) in the ledger are at least {@code
-   * minimum}, in account order. The ledger may lag the accounts: this names candidates, the
-   * accounts decide.
+   * Provider accounts whose earnings (credits less payouts, plus returned payouts) in the ledger
+   * are at least {@code minimum}, in account order. The ledger may lag the accounts: this names
+   * candidates, the accounts decide.
    */
   public CompletionStage<List<String>> providersOwed(long minimum) {
     return jdbc.run(
         connection -> {
           try (PreparedStatement st =
               connection.prepareStatement(
-                  "SELECT account_id FROM ledger_entries WHERE kind IN ('"
-                      + EARNING
-                      + "', '"
-                      + PAYOUT
-                      + "')"
+                  "SELECT account_id FROM ledger_entries WHERE kind IN "
+                      + LedgerLegs.EARNINGS_KINDS
                       + " GROUP BY account_id HAVING SUM(amount) >= ? ORDER BY account_id")) {
             st.setLong(1, minimum);
             try (ResultSet rs = st.executeQuery()) {
@@ -204,6 +202,7 @@ public final class LedgerReadModel {
         holds = 0,
         released = 0,
         payouts = 0,
+        returned = 0,
         entries = 0;
     try (Statement st = connection.createStatement();
         ResultSet rs =
@@ -221,6 +220,7 @@ public final class LedgerReadModel {
           case HOLD -> holds = -sum;
           case HOLD_RELEASED -> released = sum;
           case PAYOUT -> payouts = -sum;
+          case PAYOUT_RETURNED -> returned = sum;
           default -> throw new SQLException("unknown ledger kind " + rs.getString(1));
         }
       }
@@ -261,7 +261,9 @@ public final class LedgerReadModel {
                     + " COALESCE(-SUM(amount) FILTER (WHERE kind = 'hold'), 0)"
                     + "   + COALESCE(SUM(amount) FILTER (WHERE kind = 'capture'), 0)"
                     + "   - COALESCE(SUM(amount) FILTER (WHERE kind = 'hold_released'), 0) AS held,"
-                    + " COALESCE(SUM(amount) FILTER (WHERE kind IN ('earning', 'payout')), 0) AS earnings"
+                    + " COALESCE(SUM(amount) FILTER (WHERE kind IN "
+                    + LedgerLegs.EARNINGS_KINDS
+                    + "), 0) AS earnings"
                     + " FROM ledger_entries WHERE account_id <> 'platform' GROUP BY account_id) t"
                     + " WHERE balance < 0 OR held < 0 OR held > balance OR earnings < 0")) {
       rs.next();
@@ -269,7 +271,7 @@ public final class LedgerReadModel {
     }
     long holdsOpen = holds - captures - released;
     long renterBalances = deposits - captures;
-    long owed = earnings - payouts;
+    long owed = earnings - payouts + returned;
     // Storage captures are matched by the platform's storage legs, as rentals' by their credits.
     boolean totalsAddUp =
         captures - pendingCaptures == earnings + platform + storage - pendingCredits;
@@ -284,6 +286,7 @@ public final class LedgerReadModel {
         released,
         holdsOpen,
         payouts,
+        returned,
         renterBalances,
         owed,
         pendingCaptures,

@@ -65,6 +65,13 @@ public final class PayoutRunProjection {
           at,
           "refused_total = refused_total + ?, refused_count = refused_count + 1",
           e.amount());
+    } else if (event instanceof PayoutRun.PaymentReturned e) {
+      update(
+          c,
+          id,
+          at,
+          "returned_total = returned_total + ?, returned_count = returned_count + 1",
+          e.amount());
     } else if (event instanceof PayoutRun.Completed) {
       update(c, id, at, "status = 'completed', completed_at = ?", at);
     }

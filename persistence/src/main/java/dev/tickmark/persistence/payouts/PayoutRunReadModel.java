@@ -14,7 +14,7 @@ import java.util.concurrent.CompletionStage;
 public final class PayoutRunReadModel {
   /**
    * {@code total}/{@code count}: decided payouts not refused, as {@code PayoutRun.RunView} counts
-   * them.
+   * them; {@code returnedTotal}/{@code returnedCount}: those the bank sent back.
    */
   public record RunRow(
       String runId,
@@ -27,7 +27,9 @@ public final class PayoutRunReadModel {
       int refusedCount,
       int skippedCount,
       Instant createdAt,
-      Instant completedAt) {}
+      Instant completedAt,
+      long returnedTotal,
+      int returnedCount) {}
 
   private final Jdbc jdbc;
 
@@ -42,7 +44,8 @@ public final class PayoutRunReadModel {
           try (PreparedStatement st =
               connection.prepareStatement(
                   "SELECT run_id, status, minimum, decided_total - refused_total,"
-                      + " decided_count - refused_count, paid_total, paid_count, refused_count, skipped_count, created_at, completed_at"
+                      + " decided_count - refused_count, paid_total, paid_count, refused_count, skipped_count, created_at, completed_at,"
+                      + " returned_total, returned_count"
                       + " FROM payout_runs ORDER BY created_at DESC, run_id LIMIT ?")) {
             st.setInt(1, limit);
             try (ResultSet rs = st.executeQuery()) {
@@ -81,6 +84,8 @@ public final class PayoutRunReadModel {
         rs.getInt(8),
         rs.getInt(9),
         rs.getTimestamp(10).toInstant(),
-        completed == null ? null : completed.toInstant());
+        completed == null ? null : completed.toInstant(),
+        rs.getLong(12),
+        rs.getInt(13));
   }
 }

@@ -33,6 +33,9 @@ class LedgerLegsTest {
     assertEquals(
         List.of(new LedgerLegs.Leg("a", "payout", -20, "payout:po1", null, AT)),
         LedgerLegs.of("a", new Account.PaidOut("po1", 20, AT)));
+    assertEquals(
+        List.of(new LedgerLegs.Leg("a", "payout_returned", 20, "payout_returned:po1", null, AT)),
+        LedgerLegs.of("a", new Account.PayoutReturned("po1", 20, "AC04", null, AT)));
   }
 
   @Test
