@@ -52,13 +52,17 @@ import org.apache.pekko.persistence.typed.PersistenceId;
  * the REAL renter and provider {@link Account}s on the same journal so money is checked end to end,
  * a scripted host that answers like {@link Host} and reports what it was told, a matcher probe the
  * test answers, and a {@link TestClock} the test moves. The rental's timers are real (it wakes at
- * least every second here), so tests advance the clock and then wait for the effect.
+ * least every {@link #MAX_WAKE_GAP} here), so tests advance the clock and then wait for the effect.
  */
 final class RentalFixture {
   static final Instant START = Instant.parse("2025-03-14T10:00:00Z");
   static final String GPU = "h100-80gb";
   static final String REGION = "eu-nl";
   static final Duration WAIT = Duration.ofSeconds(5);
+
+  /** How soon a rental sees the test's clock moved: each wait for its effect costs up to this. */
+  static final Duration MAX_WAKE_GAP = Duration.ofMillis(250);
+
   private static final AtomicInteger IDS = new AtomicInteger();
 
   static Settings settings() {
@@ -71,8 +75,8 @@ final class RentalFixture {
         Duration.ofMillis(200),
         Duration.ofSeconds(2),
         // The tests move a TestClock by hand; the rental's timers run on real time, so it wakes at
-        // least every second to see the moved clock (a node's wall clock moves by itself).
-        Duration.ofSeconds(1));
+        // least every quarter second to see the moved clock (a node's wall clock moves by itself).
+        MAX_WAKE_GAP);
   }
 
   static Settings withMaxWakeGap(Settings s, Duration maxWakeGap) {
