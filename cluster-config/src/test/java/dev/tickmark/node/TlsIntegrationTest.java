@@ -75,6 +75,10 @@ class TlsIntegrationTest {
     ApiClient.Reply missing =
         api.get("/v1/no-such-thing", null).expectProblem(404, "no_such_route");
     assertEquals(HSTS, missing.header("Strict-Transport-Security"));
+    // and a request too broken for any route, answered by the server itself (it had none)
+    ApiClient.Reply tooLong =
+        api.get("/v1/" + "a".repeat(3000), null).expectProblem(414, "uri_too_long");
+    assertEquals(HSTS, tooLong.header("Strict-Transport-Security"));
   }
 
   @Test

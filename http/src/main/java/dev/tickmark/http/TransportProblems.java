@@ -16,6 +16,10 @@ import org.apache.pekko.http.scaladsl.settings.ServerSettings;
  * <p>Such a request is always the client's fault, so it is always a 4xx: an unsupported transfer
  * coding or HTTP version, which Pekko answers 501 or 505, is {@code 400 bad_request} here. The
  * parser's detail goes to the client but not to the log: it can quote the request's headers.
+ *
+ * <p>The answer carries {@code Strict-Transport-Security} as every answer over HTTPS does; the
+ * handler cannot tell HTTPS from plain HTTP, and a browser ignores the header over plain HTTP (RFC
+ * 6797, 8.1), so it is always there.
  */
 public final class TransportProblems extends ParsingErrorHandler {
   public TransportProblems() {}
@@ -25,7 +29,11 @@ public final class TransportProblems extends ParsingErrorHandler {
       StatusCode status, ErrorInfo info, LoggingAdapter log, ServerSettings settings) {
     int code = status.intValue() >= 500 ? 400 : status.intValue();
     if (log.isDebugEnabled()) log.debug("Refused a malformed request with {}", code);
-    return new Problem(code, codeFor(code), detail(info)).toResponse();
+    return new Problem(code, codeFor(code), detail(info))
+        .toResponse()
+        .addHeader(
+            org.apache.pekko.http.javadsl.model.headers.StrictTransportSecurity.create(
+                HttpApi.HSTS_MAX_AGE_SECONDS));
   }
 
   /**

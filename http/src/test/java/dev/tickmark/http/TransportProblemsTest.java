@@ -27,6 +27,15 @@ class TransportProblemsTest {
   }
 
   @Test
+  void theAnswerCarriesStrictTransportSecurityWhichABrowserHeedsOnlyOverHttps() {
+    assertEquals(
+        java.util.Optional.of("max-age=" + HttpApi.HSTS_MAX_AGE_SECONDS),
+        answer(StatusCodes.UriTooLong())
+            .getHeader("Strict-Transport-Security")
+            .map(h -> h.value()));
+  }
+
+  @Test
   void whatPekkoAnswers501Or505IsTheClientsFault400() {
     assertEquals(400, answer(StatusCodes.NotImplemented()).status().intValue());
     assertEquals(400, answer(StatusCodes.HTTPVersionNotSupported()).status().intValue());
