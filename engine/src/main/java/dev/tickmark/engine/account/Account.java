@@ -250,46 +250,6 @@ public final class Account
     @com.fasterxml.jackson.annotation.JsonCreator
     public Summary {}
 
-    /** A summary whose payouts were never returned. */
-    public Summary(
-        String id,
-        boolean open,
-        String name,
-        long balance,
-        long held,
-        long available,
-        long earnings,
-        Long spendCapMonthly,
-        long spentThisMonth,
-        long deposited,
-        long captured,
-        long credited,
-        long platformCredited,
-        long paidOut,
-        PayoutDetails payoutDetails,
-        Suspension suspension,
-        PendingPayoutDetails pendingPayoutDetails) {
-      this(
-          id,
-          open,
-          name,
-          balance,
-          held,
-          available,
-          earnings,
-          spendCapMonthly,
-          spentThisMonth,
-          deposited,
-          captured,
-          credited,
-          platformCredited,
-          paidOut,
-          payoutDetails,
-          suspension,
-          pendingPayoutDetails,
-          null);
-    }
-
     /** A summary with no payout details waiting for their hold period. */
     public Summary(
         String id,

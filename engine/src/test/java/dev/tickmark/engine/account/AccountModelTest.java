@@ -241,7 +241,8 @@ class AccountModelTest {
           suspension,
           pendingFrom != null && now.isBefore(pendingFrom)
               ? new Account.PendingPayoutDetails(pendingDetails, pendingFrom)
-              : null);
+              : null,
+          null); // the model pays no payout the bank could return
     }
 
     Outcome open(String newName) {
