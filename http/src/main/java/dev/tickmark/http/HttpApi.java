@@ -26,7 +26,6 @@ import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.http.javadsl.Http;
 import org.apache.pekko.http.javadsl.HttpsConnectionContext;
 import org.apache.pekko.http.javadsl.ServerBinding;
-import org.apache.pekko.http.javadsl.model.HttpResponse;
 import org.apache.pekko.http.javadsl.model.StatusCodes;
 import org.apache.pekko.http.javadsl.model.headers.StrictTransportSecurity;
 import org.apache.pekko.http.javadsl.server.ExceptionHandler;
@@ -220,7 +219,7 @@ public final class HttpApi {
 
   public static CompletionStage<ServerBinding> bind(
       ActorSystem<?> system, Route route, String interfaceName, int port) {
-    return Http.get(system).newServerAt(interfaceName, port).bind(answeringTimeouts(route, false));
+    return Http.get(system).newServerAt(interfaceName, port).bind(route);
   }
 
   /** {@value #HSTS_MAX_AGE_SECONDS} s: a year, what browsers' preload lists ask for. */
@@ -241,29 +240,7 @@ public final class HttpApi {
     return Http.get(system)
         .newServerAt(interfaceName, port)
         .enableHttps(https)
-        .bind(strictTransportSecurity(answeringTimeouts(route, true)));
-  }
-
-  /**
-   * A request the routes have not answered within {@code pekko.http.server.request-timeout} (20 s)
-   * gets 503 {@code unavailable} problem+json with {@code Retry-After}, as every other error
-   * (Pekko's default answer is plain text), and over HTTPS {@code Strict-Transport-Security}: the
-   * server sends this answer itself, so no header a route adds reaches it.
-   */
-  static Route answeringTimeouts(Route inner, boolean https) {
-    return withRequestTimeoutResponse(request -> timeoutResponse(https), () -> inner);
-  }
-
-  static HttpResponse timeoutResponse(boolean https) {
-    HttpResponse response =
-        new Problem(
-                503,
-                "unavailable",
-                "the node did not answer in time; retry later (with the same Idempotency-Key)")
-            .toResponse();
-    return https
-        ? response.addHeader(StrictTransportSecurity.create(HSTS_MAX_AGE_SECONDS))
-        : response;
+        .bind(strictTransportSecurity(route));
   }
 
   static Route strictTransportSecurity(Route inner) {
