@@ -102,20 +102,7 @@ class RentalLogsIntegrationTest {
             + go
             + " ]; do sleep 0.05; done;"
             + " for i in 6 7 8 9 10; do echo out-$i; echo err-$i >&2; sleep 0.05; done";
-    String id =
-        api.post(
-                "/v1/rentals",
-                renter.apiKey(),
-                "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"eu-de\","
-                    + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
-                    + "\"command\":[\"sh\",\"-c\","
-                    + ApiClient.quote(script)
-                    + "]}")
-            .expect(201)
-            .json()
-            .get("rental")
-            .get("id")
-            .asText();
+    String id = launch(renter, script, "");
     // a follower from the start, while the rental runs
     CompletableFuture<List<String[]>> followed =
         CompletableFuture.supplyAsync(() -> sse(renter, id, null, Map.of()));
@@ -191,20 +178,7 @@ class RentalLogsIntegrationTest {
     // 1 MiB of x as fast as the pipe takes it, folded into 1025 lines of 1023 (fold adds their line
     // ends; the last x shares its line with the marker)
     String script = "head -c 1048576 /dev/zero | tr '\\0' x | fold -w 1023; echo done-marker";
-    String id =
-        api.post(
-                "/v1/rentals",
-                renter.apiKey(),
-                "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"eu-de\","
-                    + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
-                    + "\"wait_seconds\":60,\"command\":[\"sh\",\"-c\","
-                    + ApiClient.quote(script)
-                    + "]}")
-            .expect(201)
-            .json()
-            .get("rental")
-            .get("id")
-            .asText();
+    String id = launch(renter, script, "\"wait_seconds\":60,");
     RentingSupport.awaitStatus(api, renter, id, "ended");
 
     List<JsonNode> all = new ArrayList<>();
@@ -246,20 +220,7 @@ class RentalLogsIntegrationTest {
     // closed the host's session again on each resend of it, for every rental on the host
     String script = "printf 'before\\000after\\n'; printf 'bad\\377byte\\n' >&2; echo done-marker";
     int connections = proxy.connectionsAccepted();
-    String id =
-        api.post(
-                "/v1/rentals",
-                renter.apiKey(),
-                "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"eu-de\","
-                    + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
-                    + "\"command\":[\"sh\",\"-c\","
-                    + ApiClient.quote(script)
-                    + "]}")
-            .expect(201)
-            .json()
-            .get("rental")
-            .get("id")
-            .asText();
+    String id = launch(renter, script, "");
     RentingSupport.awaitStatus(api, renter, id, "ended");
     eventually(WAIT, () -> assertEquals(3, lines(renter, id, "").size()));
 
@@ -268,6 +229,24 @@ class RentalLogsIntegrationTest {
     assertEquals(List.of("bad\uFFFDbyte"), texts(all, "stderr"));
     assertEquals(connections, proxy.connectionsAccepted(), "the agent's session was never closed");
     assertTrue(agent.connected());
+  }
+
+  /** Launches {@code sh -c script} on the test's host; {@code extra}: more fields, with a comma. */
+  private static String launch(ApiClient.Customer renter, String script, String extra) {
+    return api.post(
+            "/v1/rentals",
+            renter.apiKey(),
+            "{\"gpu\":\"h100-80gb\",\"count\":1,\"region\":\"eu-de\","
+                + "\"max_price_per_gpu_hour\":\"3.00\",\"image\":\"ubuntu:24.04\","
+                + extra
+                + "\"command\":[\"sh\",\"-c\","
+                + ApiClient.quote(script)
+                + "]}")
+        .expect(201)
+        .json()
+        .get("rental")
+        .get("id")
+        .asText();
   }
 
   private static List<JsonNode> lines(ApiClient.Customer renter, String id, String query) {
