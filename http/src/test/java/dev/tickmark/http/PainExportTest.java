@@ -44,21 +44,24 @@ class PainExportTest {
                 "paid",
                 null,
                 new Account.PayoutDetails(
-                    "Zoë Müller <ACME> \"Labs\"", "DE89370400440532013000", "COBADEFFXXX")),
+                    "Zoë Müller <ACME> \"Labs\"", "DE89370400440532013000", "COBADEFFXXX"),
+                null),
             new PayoutRun.PaymentView(
                 "acc_b",
                 "pr_1:acc_b",
                 25_000_000,
                 "refused",
                 "insufficient_earnings",
-                new Account.PayoutDetails("Bob", "FR1420041010050500013M02606", null)),
+                new Account.PayoutDetails("Bob", "FR1420041010050500013M02606", null),
+                null),
             new PayoutRun.PaymentView(
                 "acc_c",
                 "pr_1:acc_c",
                 1_000_000_010_000L,
                 "paid",
                 null,
-                new Account.PayoutDetails("=HYPERLINK(\"x\")", "BE68539007547034", null)));
+                new Account.PayoutDetails("=HYPERLINK(\"x\")", "BE68539007547034", null),
+                null));
     return new PayoutRun.RunView(
         "pr_1",
         "completed",
@@ -69,7 +72,8 @@ class PainExportTest {
         1_000_012_350_000L,
         2,
         payouts,
-        List.of());
+        List.of(),
+        0);
   }
 
   @Test

@@ -213,21 +213,7 @@ public final class PayoutRun
       String reason,
       Account.PayoutDetails payee,
       Instant returnedAt)
-      implements CborSerializable {
-    @com.fasterxml.jackson.annotation.JsonCreator
-    public PaymentView {}
-
-    /** A payout the bank did not return. */
-    public PaymentView(
-        String accountId,
-        String payoutId,
-        long amount,
-        String status,
-        String reason,
-        Account.PayoutDetails payee) {
-      this(accountId, payoutId, amount, status, reason, payee, null);
-    }
-  }
+      implements CborSerializable {}
 
   /**
    * What an operator sees of a run. {@code total}/{@code count}: payouts not refused (all paid once
@@ -245,36 +231,7 @@ public final class PayoutRun
       List<PaymentView> payouts,
       List<Skip> skipped,
       long returned)
-      implements CborSerializable {
-    @com.fasterxml.jackson.annotation.JsonCreator
-    public RunView {}
-
-    /** A run none of whose payouts the bank returned. */
-    public RunView(
-        String id,
-        String status,
-        long minimum,
-        Instant createdAt,
-        Instant decidedAt,
-        Instant completedAt,
-        long total,
-        int count,
-        List<PaymentView> payouts,
-        List<Skip> skipped) {
-      this(
-          id,
-          status,
-          minimum,
-          createdAt,
-          decidedAt,
-          completedAt,
-          total,
-          count,
-          payouts,
-          skipped,
-          0);
-    }
-  }
+      implements CborSerializable {}
 
   // ---------------------------------------------------------------------------------------------
   // Events

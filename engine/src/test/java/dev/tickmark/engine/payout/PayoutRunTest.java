@@ -108,7 +108,7 @@ class PayoutRunTest {
 
     assertEquals("completed", run.status());
     assertEquals(
-        List.of(new PaymentView(ada.id, runId + ":" + ada.id, 12_340_000, "paid", null, NL)),
+        List.of(new PaymentView(ada.id, runId + ":" + ada.id, 12_340_000, "paid", null, NL, null)),
         run.payouts());
     assertEquals(
         List.of(
