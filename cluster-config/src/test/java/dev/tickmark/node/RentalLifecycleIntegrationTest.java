@@ -222,6 +222,11 @@ class RentalLifecycleIntegrationTest {
     String id = launched.get("id").asText();
     JsonNode running = awaitStatus(renter, id, "running");
     Instant startedAt = Instant.parse(running.get("started_at").asText());
+    api.post(
+            "/ops/rentals/" + id + "/refunds",
+            TestNodes.OPERATOR_TOKEN,
+            "{\"reference\":\"ticket-0\",\"reason\":\"too early\"}")
+        .expectProblem(409, "rental_not_ended");
     eventually(WAIT, () -> assertTrue(rental(renter, id).get("billed_seconds").asLong() >= 5));
     Instant stopAt = Instant.now();
     JsonNode stopping =
@@ -257,6 +262,87 @@ class RentalLifecycleIntegrationTest {
               hold.isError()
                   && Rejection.codeOf(hold.getError().getMessage()) == Rejection.HOLD_NOT_FOUND,
               hold.toString());
+        });
+
+    assertRefundedByAnOperator(renter, id, Money.parse(ended.get("cost").asText()), "10");
+  }
+
+  /**
+   * A dispute's outcome on the closed rental {@code id}: half its cost refunded, then the rest; the
+   * renter's balance has it back at once, the ledger books the refund and the provider's and
+   * platform's reversals, the books balance, and bad requests lose nothing.
+   */
+  static void assertRefundedByAnOperator(
+      ApiClient.Customer renter, String id, long cost, String deposit) {
+    String path = "/ops/rentals/" + id + "/refunds";
+    String op = TestNodes.OPERATOR_TOKEN;
+    long half = cost / 2;
+    String body =
+        "{\"reference\":\"ticket-1\",\"amount\":\""
+            + Money.format(half)
+            + "\",\"reason\":\"the card was faulty\"}";
+    JsonNode first = api.post(path, op, body).expect(200).json();
+    assertEquals(id, first.get("rental_id").asText());
+    assertEquals(renter.id(), first.get("renter_id").asText());
+    assertEquals(provider.id(), first.get("provider_id").asText());
+    assertEquals(Money.format(half), first.get("amount").asText());
+    assertEquals(Money.format(cost), first.get("charged").asText());
+    assertEquals(Money.format(half), first.get("refunded").asText());
+    long providerBack = Money.parse(first.get("provider_reversed").asText());
+    long platformBack = Money.parse(first.get("platform_reversed").asText());
+    assertEquals(half, providerBack + platformBack, first.toString());
+    assertTrue(providerBack > platformBack, "the provider's share is the larger: " + first);
+    assertEquals(
+        Money.format(Money.parse(deposit) - cost + half),
+        api.account(renter.apiKey()).get("balance").asText(),
+        "the balance has it back at once");
+    assertEquals(Money.format(half), rental(renter, id).get("refunded").asText());
+
+    // the same request again is the same refund; another amount under its reference, more than
+    // is left, a renter's key, a bad body: refused, nothing moves
+    assertEquals(first, api.post(path, op, body).expect(200).json());
+    api.post(path, op, body.replace(Money.format(half), Money.format(half + 1)))
+        .expectProblem(409, "idempotency_conflict");
+    api.post(
+            path,
+            op,
+            "{\"reference\":\"ticket-2\",\"amount\":\""
+                + Money.format(cost - half + 1)
+                + "\",\"reason\":\"x\"}")
+        .expectProblem(409, "refund_exceeds_charge");
+    api.post(path, renter.apiKey(), body).expectProblem(401, "unauthorized");
+    api.post(path, op, "{\"reference\":\"ticket-2\"}").expectProblem(400, "invalid_reason");
+    api.post(path, op, "{\"reference\":\"ticket-2\",\"reason\":\"x\",\"amount\":\"-1\"}")
+        .expectProblem(400, "invalid_amount");
+    api.post(path, op, "{\"reference\":\"ticket-2\",\"reason\":\"x\",\"to\":\"me\"}")
+        .expectProblem(400, "unknown_field");
+    api.post("/ops/rentals/rnt_" + "0".repeat(24) + "/refunds", op, body)
+        .expectProblem(404, "not_found");
+
+    // the rest: the whole charge is back
+    JsonNode rest =
+        api.post(path, op, "{\"reference\":\"ticket-2\",\"reason\":\"host broke down\"}")
+            .expect(200)
+            .json();
+    assertEquals(Money.format(cost - half), rest.get("amount").asText());
+    assertEquals(Money.format(cost), rest.get("refunded").asText());
+    assertEquals(
+        Money.format(Money.parse(deposit)), api.account(renter.apiKey()).get("balance").asText());
+    api.post(path, op, "{\"reference\":\"ticket-3\",\"reason\":\"again\"}")
+        .expectProblem(409, "refund_exceeds_charge");
+    eventually(
+        WAIT,
+        () -> {
+          assertEquals(
+              cost, inLedger(renter, "refund", id), "the renter's ledger books both refunds");
+          assertEquals(
+              -Money.parse(rest.get("provider_reversed").asText()),
+              inLedger(provider, "earning_reversed", id),
+              "the provider's ledger books what its earnings gave back");
+          JsonNode audit = api.audit();
+          assertTrue(audit.get("conserved").asBoolean(), audit.toString());
+          assertEquals("0.000000", audit.get("pending_refunds").asText(), audit.toString());
+          assertEquals("0.000000", audit.get("pending_reversals").asText(), audit.toString());
         });
   }
 
@@ -645,19 +731,28 @@ class RentalLifecycleIntegrationTest {
 
   /** What the provider's ledger booked as earnings from {@code rentalId}. */
   static long earnedInLedger(String rentalId) {
-    long earned = 0;
+    return inLedger(provider, "earning", rentalId);
+  }
+
+  static long signed(String amount) {
+    return amount.startsWith("-") ? -Money.parse(amount.substring(1)) : Money.parse(amount);
+  }
+
+  /** The sum of {@code who}'s ledger entries of {@code kind} for {@code rentalId}, in µ€. */
+  static long inLedger(ApiClient.Customer who, String kind, String rentalId) {
+    long sum = 0;
     String after = null;
     do {
       JsonNode page =
-          api.ledger(provider.apiKey(), "?limit=500" + (after == null ? "" : "&after=" + after));
+          api.ledger(who.apiKey(), "?limit=500" + (after == null ? "" : "&after=" + after));
       for (JsonNode e : page.get("entries")) {
-        if (e.get("kind").asText().equals("earning")
+        if (e.get("kind").asText().equals(kind)
             && rentalId.equals(e.path("rental_id").asText(null)))
-          earned += Money.parse(e.get("amount").asText());
+          sum += signed(e.get("amount").asText());
       }
       after = page.hasNonNull("next_after") ? page.get("next_after").asText() : null;
     } while (after != null);
-    return earned;
+    return sum;
   }
 
   /** {@code [rentals_ended, rentals_lost]} of the host in the list at {@code path}. */

@@ -47,6 +47,13 @@ public enum Rejection {
    * the bank.
    */
   PAYOUT_NOT_PAID,
+  /**
+   * A rental is refunded only once its money is final (ended and closed): one still pending,
+   * running or stopping has charges on their way.
+   */
+  RENTAL_NOT_ENDED,
+  /** A refund would give back more than the rental charged (less what was refunded already). */
+  REFUND_EXCEEDS_CHARGE,
   // hosts and their agents
   TOKEN_USED,
   TOKEN_EXPIRED,

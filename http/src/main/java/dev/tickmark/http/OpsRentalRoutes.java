@@ -4,6 +4,7 @@ import static org.apache.pekko.http.javadsl.server.Directives.*;
 import static org.apache.pekko.http.javadsl.server.PathMatchers.segment;
 
 import dev.tickmark.engine.host.Host;
+import dev.tickmark.engine.money.Money;
 import dev.tickmark.engine.rental.Rental;
 import dev.tickmark.persistence.rentals.RentalReadModel;
 import java.time.Duration;
@@ -13,6 +14,7 @@ import java.util.concurrent.CompletionStage;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.cluster.sharding.typed.javadsl.ClusterSharding;
 import org.apache.pekko.http.javadsl.server.Route;
+import org.apache.pekko.util.ByteString;
 
 /**
  * Rentals as operators see them, for disputes and before evicting a host: any one rental with its
@@ -22,7 +24,44 @@ import org.apache.pekko.http.javadsl.server.Route;
 final class OpsRentalRoutes {
   /** The operations {@link #route()} serves; the tests hold it to the code and to openapi.json. */
   static final List<Operation> OPERATIONS =
-      List.of(Operation.get("/ops/rentals/{id}"), Operation.get("/ops/hosts/{id}/rentals"));
+      List.of(
+          Operation.get("/ops/rentals/{id}"),
+          Operation.post("/ops/rentals/{id}/refunds"),
+          Operation.get("/ops/hosts/{id}/rentals"));
+
+  /** {@code amount}: EUR as text, absent for all that is left to refund. */
+  record RefundRequest(String reference, String amount, String reason) {}
+
+  /** A refund and the rental's totals after it; amounts in EUR. */
+  record RefundView(
+      String rentalId,
+      String renterId,
+      String providerId,
+      String reference,
+      String amount,
+      String reason,
+      java.time.Instant at,
+      String currency,
+      String charged,
+      String refunded,
+      String providerReversed,
+      String platformReversed) {
+    static RefundView of(Rental.RefundView r) {
+      return new RefundView(
+          r.rentalId(),
+          r.renterId(),
+          r.providerId(),
+          r.reference(),
+          Money.format(r.amount()),
+          r.reason(),
+          r.at(),
+          "EUR",
+          Money.format(r.charged()),
+          Money.format(r.cumulativeRefunded()),
+          Money.format(r.providerReversed()),
+          Money.format(r.platformReversed()));
+    }
+  }
 
   /** A rental as its renter sees it, and whose it is and where it ran (null until matched). */
   record OpsRentalView(
@@ -77,6 +116,16 @@ final class OpsRentalRoutes {
   Route route() {
     return concat(
         path(
+            segment("rentals").slash(segment()).slash("refunds"),
+            rentalId ->
+                post(
+                    () ->
+                        RequestBody.read(
+                            body ->
+                                onSuccess(
+                                    refund(rentalId, body),
+                                    r -> complete(Responses.json(200, RefundView.of(r))))))),
+        path(
             segment("rentals").slash(segment()),
             rentalId ->
                 get(
@@ -102,6 +151,29 @@ final class OpsRentalRoutes {
                                             onSuccess(
                                                 hostRentals(hostId, limit, after),
                                                 page -> complete(Responses.json(200, page))))))));
+  }
+
+  /**
+   * Refunds part or all of a closed rental's charge (a dispute's outcome): the rental checks and
+   * records it, the renter's balance and the provider's earnings and platform fee follow. The same
+   * reference again answers the same refund.
+   */
+  private CompletionStage<Rental.RefundView> refund(String rentalId, ByteString body) {
+    RefundRequest request = Json.read(body, RefundRequest.class);
+    String reference = request.reference();
+    if (reference == null || reference.isBlank() || reference.length() > 200)
+      throw Problem.badRequest(
+          "invalid_field", "\"reference\" is required (at most 200 characters)");
+    String reason = request.reason();
+    if (reason == null || reason.isBlank() || reason.length() > 500)
+      throw Problem.badRequest("invalid_reason", "\"reason\" is required (at most 500 characters)");
+    Long amount =
+        request.amount() == null ? null : Amounts.parsePositive("amount", request.amount());
+    if (!Ids.wellFormed("rnt_", rentalId)) throw Problem.notFound("no such rental");
+    return sharding
+        .entityRefFor(Rental.ENTITY_KEY, rentalId)
+        .askWithStatus(
+            reply -> new Rental.Refund(reference, amount, reason.strip(), reply), timeout);
   }
 
   /** The entity's own view, live (the operator is no renter: {@code Get(null)} shows any). */

@@ -100,7 +100,12 @@ public final class RentalRoutes {
       String maxTotal,
       String restore,
       String runtime,
-      String hostRuntime) {
+      String hostRuntime,
+      String refunded) {
+    /**
+     * {@code refunded}: what an operator's refunds gave back of {@code cost}; from the rental
+     * itself only (null in lists, which come from the read side).
+     */
     RentalView withSshHostKey(String key) {
       return new RentalView(
           id,
@@ -129,7 +134,8 @@ public final class RentalRoutes {
           maxTotal,
           restore,
           runtime,
-          hostRuntime);
+          hostRuntime,
+          refunded);
     }
   }
 
@@ -549,7 +555,8 @@ public final class RentalRoutes {
         s.maxTotal() == null ? null : Money.format(s.maxTotal()),
         s.restore() == null ? null : s.restore().snapshotId(),
         s.runtime(),
-        v.terms() == null ? null : v.terms().runtime());
+        v.terms() == null ? null : v.terms().runtime(),
+        Money.format(v.refunded()));
   }
 
   static RentalView view(RentalReadModel.RentalRow r) {
@@ -580,7 +587,8 @@ public final class RentalRoutes {
         r.maxTotal() == null ? null : Money.format(r.maxTotal()),
         r.restore(),
         r.runtime(),
-        r.hostRuntime());
+        r.hostRuntime(),
+        null);
   }
 
   /**

@@ -91,7 +91,9 @@ public final class Responses {
           SNAPSHOT_NOT_READY,
           SNAPSHOT_NOT_POSSIBLE,
           CHUNKS_MISSING,
-          PAYOUT_NOT_PAID ->
+          PAYOUT_NOT_PAID,
+          RENTAL_NOT_ENDED,
+          REFUND_EXCEEDS_CHARGE ->
           409;
       case SNAPSHOT_TOO_LARGE -> 413;
       case TOO_MANY_STREAMS, TOO_MANY_RENTALS -> 429;

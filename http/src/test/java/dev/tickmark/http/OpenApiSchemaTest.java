@@ -48,6 +48,8 @@ class OpenApiSchemaTest {
           Map.entry("HostRental", "dev.tickmark.http.HostViews$HostRentalView"),
           Map.entry("HostRentalPage", "dev.tickmark.http.HostViews$HostRentalList"),
           Map.entry("OpsRental", "dev.tickmark.http.OpsRentalRoutes$OpsRentalView"),
+          Map.entry("Refund", "dev.tickmark.http.OpsRentalRoutes$RefundView"),
+          Map.entry("RefundRequest", "dev.tickmark.http.OpsRentalRoutes$RefundRequest"),
           Map.entry("OpsHostRental", "dev.tickmark.http.OpsRentalRoutes$OpsHostRental"),
           Map.entry("OpsHostRentalPage", "dev.tickmark.http.OpsRentalRoutes$OpsHostRentalList"),
           Map.entry("HostRentalTotals", "dev.tickmark.http.HostViews$HostRentalTotals"),

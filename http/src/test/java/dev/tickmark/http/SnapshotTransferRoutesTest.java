@@ -237,7 +237,8 @@ class SnapshotTransferRoutesTest {
                             null,
                             List.of(),
                             null,
-                            null)));
+                            null,
+                            0)));
           }
           return Behaviors.same();
         });

@@ -184,6 +184,31 @@ public final class Account
       String payoutId, String reason, PayoutDetails payee, ActorRef<StatusReply<Posting>> replyTo)
       implements Command {}
 
+  /**
+   * An operator refunded part or all of what rental {@code rentalId} charged this renter: {@code
+   * cumulativeAmount} is everything refunded for it so far, and the account gives back what it has
+   * not yet (cumulative, as settlements are, so a repeat or an older one moves nothing). Sent by
+   * the rental, which checks it never exceeds what it charged. Applies to a suspended account too.
+   * Key: {@code refund:rentalId:cumulativeAmount}.
+   */
+  public record RefundCharge(
+      String rentalId, long cumulativeAmount, ActorRef<StatusReply<Posting>> replyTo)
+      implements Command {}
+
+  /**
+   * The provider side of a refund of rental {@code rentalId}: its earnings and the platform's fee
+   * give back their cumulative shares of it ({@code cumulativeProvider}, {@code
+   * cumulativePlatform}), from this account's high-water mark. The earnings may go below zero (the
+   * rental's earnings were paid out already): later earnings make up for it before any payout. Key:
+   * {@code reversal:rentalId:cumulativeProvider+cumulativePlatform}.
+   */
+  public record ReverseEarnings(
+      String rentalId,
+      long cumulativeProvider,
+      long cumulativePlatform,
+      ActorRef<StatusReply<Posting>> replyTo)
+      implements Command {}
+
   /** Sets (or with {@code null}, removes) the monthly spend cap in µ€. */
   public record SetSpendCap(Long monthlyCap, ActorRef<StatusReply<Summary>> replyTo)
       implements Command {}
@@ -386,6 +411,27 @@ public final class Account
   /** The bank returned payout {@code payoutId}: {@code amount} is owed to the provider again. */
   public record PayoutReturned(
       String payoutId, long amount, String reason, PayoutDetails payee, Instant at)
+      implements Event {}
+
+  /**
+   * An operator's refund of rental {@code rentalId} reached the renter: {@code amount} more is back
+   * in the balance, {@code cumulativeAmount} in all for that rental.
+   */
+  public record ChargeRefunded(String rentalId, long cumulativeAmount, long amount, Instant at)
+      implements Event {}
+
+  /**
+   * A refund of rental {@code rentalId} took {@code providerAmount} back from the earnings and
+   * {@code platformAmount} from the platform's fee; the cumulative figures are the rental's totals
+   * so far.
+   */
+  public record EarningsReversed(
+      String rentalId,
+      long cumulativeProvider,
+      long cumulativePlatform,
+      long providerAmount,
+      long platformAmount,
+      Instant at)
       implements Event {}
 
   public record SpendCapSet(Long monthlyCap, Instant at) implements Event {}
@@ -666,6 +712,23 @@ public final class Account
           marks.withReturn(e.payoutId(), e.amount()));
     }
 
+    Active withChargeRefunded(ChargeRefunded e) {
+      return new Active(
+          profile,
+          totals.lessCapture(e.amount()),
+          spending,
+          marks.withRefund(e.rentalId(), e.cumulativeAmount()));
+    }
+
+    Active withEarningsReversed(EarningsReversed e) {
+      return new Active(
+          profile,
+          totals.lessEarnings(e.providerAmount(), e.platformAmount()),
+          spending,
+          marks.withReversal(
+              e.rentalId(), new Reversal(e.cumulativeProvider(), e.cumulativePlatform())));
+    }
+
     Active withSpendCap(SpendCapSet e) {
       return new Active(profile.withSpendCap(e.monthlyCap()), totals, spending, marks);
     }
@@ -826,6 +889,17 @@ public final class Account
     Totals lessReturnedPayout(long amount) {
       return new Totals(deposited, captured, held, credited, platformCredited, paidOut - amount);
     }
+
+    /** A refund: what was captured is back in the balance (captured is net of refunds). */
+    Totals lessCapture(long amount) {
+      return new Totals(deposited, captured - amount, held, credited, platformCredited, paidOut);
+    }
+
+    /** A refund's provider side: credited and the platform's fee are net of reversals. */
+    Totals lessEarnings(long provider, long platform) {
+      return new Totals(
+          deposited, captured, held, credited - provider, platformCredited - platform, paidOut);
+    }
   }
 
   /**
@@ -862,14 +936,27 @@ public final class Account
       Holds holds,
       Sources sources,
       Forgotten forgotten,
-      Map<String, Long> returns)
+      Map<String, Long> returns,
+      Map<String, Long> refunds,
+      Map<String, Reversal> reversals)
       implements CborSerializable {
     static final Marks NONE =
-        new Marks(Map.of(), Map.of(), Holds.NONE, Sources.NONE, Forgotten.NONE, Map.of());
+        new Marks(
+            Map.of(),
+            Map.of(),
+            Holds.NONE,
+            Sources.NONE,
+            Forgotten.NONE,
+            Map.of(),
+            Map.of(),
+            Map.of());
 
     /**
      * {@code returns}: the payouts the bank returned, by payout id, with their amount (absent in
-     * snapshots written before returns: none then).
+     * snapshots written before returns: none then). {@code refunds}: what was refunded to this
+     * renter per rental, cumulative; {@code reversals}: what refunds took back per rental from this
+     * provider (absent in snapshots written before refunds: none then). Neither is forgotten with
+     * the rental's closed hold: a refund comes after the rental closed.
      */
     @JsonCreator
     public Marks {
@@ -879,6 +966,8 @@ public final class Account
       Objects.requireNonNull(sources, "sources");
       Objects.requireNonNull(forgotten, "forgotten");
       returns = PersistentMap.of(returns == null ? Map.of() : returns);
+      refunds = PersistentMap.of(refunds == null ? Map.of() : refunds);
+      reversals = PersistentMap.of(reversals == null ? Map.of() : reversals);
     }
 
     public Marks(
@@ -887,46 +976,107 @@ public final class Account
         Holds holds,
         Sources sources,
         Forgotten forgotten) {
-      this(deposits, payouts, holds, sources, forgotten, Map.of());
+      this(deposits, payouts, holds, sources, forgotten, Map.of(), Map.of(), Map.of());
+    }
+
+    private Marks withParts(Holds newHolds, Sources newSources, Forgotten newForgotten) {
+      return new Marks(
+          deposits, payouts, newHolds, newSources, newForgotten, returns, refunds, reversals);
     }
 
     Marks withDeposit(String reference, long amount) {
       return new Marks(
-          with(deposits, reference, amount), payouts, holds, sources, forgotten, returns);
+          with(deposits, reference, amount),
+          payouts,
+          holds,
+          sources,
+          forgotten,
+          returns,
+          refunds,
+          reversals);
     }
 
     Marks withPayout(String payoutId, long amount) {
       return new Marks(
-          deposits, with(payouts, payoutId, amount), holds, sources, forgotten, returns);
+          deposits,
+          with(payouts, payoutId, amount),
+          holds,
+          sources,
+          forgotten,
+          returns,
+          refunds,
+          reversals);
     }
 
     Marks withReturn(String payoutId, long amount) {
       return new Marks(
-          deposits, payouts, holds, sources, forgotten, with(returns, payoutId, amount));
+          deposits,
+          payouts,
+          holds,
+          sources,
+          forgotten,
+          with(returns, payoutId, amount),
+          refunds,
+          reversals);
+    }
+
+    Marks withRefund(String rentalId, long cumulative) {
+      return new Marks(
+          deposits,
+          payouts,
+          holds,
+          sources,
+          forgotten,
+          returns,
+          with(refunds, rentalId, cumulative),
+          reversals);
+    }
+
+    Marks withReversal(String rentalId, Reversal cumulative) {
+      return new Marks(
+          deposits,
+          payouts,
+          holds,
+          sources,
+          forgotten,
+          returns,
+          refunds,
+          with(reversals, rentalId, cumulative));
+    }
+
+    long refunded(String rentalId) {
+      return refunds.getOrDefault(rentalId, 0L);
+    }
+
+    Reversal reversed(String rentalId) {
+      return reversals.getOrDefault(rentalId, Reversal.NONE);
     }
 
     Marks withHolds(Holds newHolds) {
-      return new Marks(deposits, payouts, newHolds, sources, forgotten, returns);
+      return withParts(newHolds, sources, forgotten);
     }
 
     Marks withSources(Sources newSources) {
-      return new Marks(deposits, payouts, holds, newSources, forgotten, returns);
+      return withParts(holds, newSources, forgotten);
     }
 
     /** Remembers {@code id} as forgotten, with nothing to drop: it was never placed. */
     Marks tombstone(String id, Instant at) {
-      return new Marks(deposits, payouts, holds, sources, forgotten.with(id, at), returns);
+      return withParts(holds, sources, forgotten.with(id, at));
     }
 
     /** Drops the closed hold and closed source of {@code id} and remembers that it did. */
     Marks forgetting(String id, Instant at) {
-      return new Marks(
-          deposits,
-          payouts,
-          holds.forgetting(id),
-          sources.forgetting(id),
-          forgotten.with(id, at),
-          returns);
+      return withParts(holds.forgetting(id), sources.forgetting(id), forgotten.with(id, at));
+    }
+  }
+
+  /** What refunds of one rental took back from its provider so far: earnings and platform fee. */
+  public record Reversal(long provider, long platform) implements CborSerializable {
+    static final Reversal NONE = new Reversal(0, 0);
+
+    long total() {
+      return provider + platform;
     }
   }
 
@@ -1391,6 +1541,8 @@ public final class Account
         .onCommand(CreditEarnings.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(Payout.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(ReturnPayout.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(RefundCharge.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
+        .onCommand(ReverseEarnings.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(SetSpendCap.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(SetPayoutDetails.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
         .onCommand(Suspend.class, (a, s, c) -> a.Effect().reply(c.replyTo(), a.notFound()))
@@ -1427,6 +1579,8 @@ public final class Account
         .onCommand(ReleaseHold.class, Account::onReleaseHold)
         .onCommand(Payout.class, Account::onPayout)
         .onCommand(ReturnPayout.class, Account::onReturnPayout)
+        .onCommand(RefundCharge.class, Account::onRefundCharge)
+        .onCommand(ReverseEarnings.class, Account::onReverseEarnings)
         .onCommand(SetSpendCap.class, Account::onSetSpendCap)
         .onCommand(SetPayoutDetails.class, Account::onSetPayoutDetails)
         .onCommand(Suspend.class, Account::onSuspend)
@@ -1932,6 +2086,50 @@ public final class Account
         .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, paid, false)));
   }
 
+  private ReplyEffect<Event, State> onRefundCharge(Active state, RefundCharge cmd) {
+    if (badKey(cmd.rentalId())) return Effect().reply(cmd.replyTo(), badKeyReply("a rental id"));
+    if (cmd.cumulativeAmount() <= 0 || cmd.cumulativeAmount() > Money.MAX_AMOUNT)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a refund must be positive"));
+    String key = "refund:" + cmd.rentalId() + ":" + cmd.cumulativeAmount();
+    long before = state.marks().refunded(cmd.rentalId());
+    if (cmd.cumulativeAmount() <= before)
+      return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, 0, true)));
+    long amount = cmd.cumulativeAmount() - before;
+    return Effect()
+        .persist(new ChargeRefunded(cmd.rentalId(), cmd.cumulativeAmount(), amount, now()))
+        .thenReply(cmd.replyTo(), s -> StatusReply.success(new Posting(key, amount, false)));
+  }
+
+  private ReplyEffect<Event, State> onReverseEarnings(Active state, ReverseEarnings cmd) {
+    if (badKey(cmd.rentalId())) return Effect().reply(cmd.replyTo(), badKeyReply("a rental id"));
+    if (cmd.cumulativeProvider() < 0
+        || cmd.cumulativePlatform() < 0
+        || cmd.cumulativeProvider() + cmd.cumulativePlatform() <= 0
+        || cmd.cumulativeProvider() + cmd.cumulativePlatform() > Money.MAX_AMOUNT)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a reversal must be positive"));
+    long total = cmd.cumulativeProvider() + cmd.cumulativePlatform();
+    String key = "reversal:" + cmd.rentalId() + ":" + total;
+    Reversal before = state.marks().reversed(cmd.rentalId());
+    // Cumulative, and both shares only grow: an older or repeated reversal moves nothing.
+    if (total <= before.total())
+      return Effect().reply(cmd.replyTo(), StatusReply.success(new Posting(key, 0, true)));
+    long provider = Math.max(0, cmd.cumulativeProvider() - before.provider());
+    long platform = Math.max(0, cmd.cumulativePlatform() - before.platform());
+    return Effect()
+        .persist(
+            new EarningsReversed(
+                cmd.rentalId(),
+                Math.max(cmd.cumulativeProvider(), before.provider()),
+                Math.max(cmd.cumulativePlatform(), before.platform()),
+                provider,
+                platform,
+                now()))
+        .thenReply(
+            cmd.replyTo(), s -> StatusReply.success(new Posting(key, provider + platform, false)));
+  }
+
   private ReplyEffect<Event, State> onSetSpendCap(Active state, SetSpendCap cmd) {
     if (cmd.monthlyCap() != null && (cmd.monthlyCap() < 0 || cmd.monthlyCap() > Money.MAX_AMOUNT)) {
       return Effect()
@@ -2051,6 +2249,8 @@ public final class Account
         .onEvent(EarningsCredited.class, Active::withEarnings)
         .onEvent(PaidOut.class, Active::withPayout)
         .onEvent(PayoutReturned.class, Active::withPayoutReturned)
+        .onEvent(ChargeRefunded.class, Active::withChargeRefunded)
+        .onEvent(EarningsReversed.class, Active::withEarningsReversed)
         .onEvent(SpendCapSet.class, Active::withSpendCap)
         .onEvent(PayoutDetailsSet.class, Active::withPayoutDetails)
         .onEvent(Suspended.class, (s, e) -> s.withSuspension(new Suspension(e.reason(), e.at())))

@@ -17,6 +17,7 @@ import dev.tickmark.engine.host.Listing;
 import dev.tickmark.engine.market.Matcher;
 import dev.tickmark.engine.metrics.EngineMetrics;
 import dev.tickmark.engine.metrics.LatencyHistogram;
+import dev.tickmark.engine.money.Money;
 import dev.tickmark.engine.snapshot.Snapshot;
 import java.time.Clock;
 import java.time.Duration;
@@ -626,6 +627,39 @@ public final class Rental
     }
   }
 
+  /**
+   * An operator gives back {@code amount} µ€ (null: all that is left) of what the rental charged
+   * its renter, for {@code reason} (a dispute's outcome: the card was faulty, the host broke its
+   * promise). Split back as the charge was ({@link RentalRefunds}): the provider's earnings and the
+   * platform's fee each return their share. Only once the rental's money is final (closed);
+   * idempotent on {@code reference}, and refunds of one rental never add up to more than it
+   * charged. Answered once both accounts have it.
+   */
+  public record Refund(
+      String reference, Long amount, String reason, ActorRef<StatusReply<RefundView>> replyTo)
+      implements Command {}
+
+  /**
+   * One refund as the operator sees it, with the rental's totals after it: {@code charged}, what
+   * refunds gave back in all ({@code cumulativeRefunded}) and their split. Amounts in µ€.
+   */
+  public record RefundView(
+      String rentalId,
+      String renterId,
+      String providerId,
+      String reference,
+      long amount,
+      String reason,
+      Instant at,
+      long charged,
+      long cumulativeRefunded,
+      long providerReversed,
+      long platformReversed)
+      implements CborSerializable {}
+
+  /** An account's answer to a refund's posting ({@code renter}: the renter's side). */
+  record RefundDelivered(boolean renter, long cumulative, Rejection refusal) implements Command {}
+
   record Released(What what, boolean ok) implements Command {
     enum What {
       HOLD,
@@ -647,7 +681,8 @@ public final class Rental
     STOP_EXPIRED,
     REDELIVER,
     PROVE_END,
-    RETRY_SNAPSHOT
+    RETRY_SNAPSHOT,
+    REDELIVER_REFUND
   }
 
   /** The snapshot entity's answer to {@link Snapshot.Create}. */
@@ -669,7 +704,8 @@ public final class Rental
       Instant preemptionDeadline,
       List<Checkpoint> checkpoints,
       String snapshotId,
-      Integer exitCode)
+      Integer exitCode,
+      long refunded)
       implements CborSerializable {}
 
   public sealed interface Update extends CborSerializable
@@ -755,6 +791,21 @@ public final class Rental
 
   /** Final settlement acknowledged by both accounts, hold released, cards returned. */
   public record Closed(Instant at) implements Event {}
+
+  /**
+   * An operator refunded {@code amount} of the closed rental's charge under {@code reference}. The
+   * cumulative figures are all its refunds so far and their split back: the provider's earnings
+   * ({@code cumulativeProvider}) and the platform's fee ({@code cumulativePlatform}).
+   */
+  public record Refunded(
+      String reference,
+      long amount,
+      String reason,
+      long cumulativeAmount,
+      long cumulativeProvider,
+      long cumulativePlatform,
+      Instant at)
+      implements Event {}
 
   /**
    * The renter stopped the running rental keeping its workspace as {@code snapshotId}; recorded
@@ -966,11 +1017,24 @@ public final class Rental
 
     Finished closed(Instant at) {
       return new Finished(
-          order, terms, startedAt, checkpoints, reason, endAt, billedSeconds, at, exitCode);
+          order,
+          terms,
+          startedAt,
+          checkpoints,
+          reason,
+          endAt,
+          billedSeconds,
+          at,
+          exitCode,
+          List.of());
     }
   }
 
-  /** {@code exitCode}: see {@link Ended} (null in snapshots written before it was kept). */
+  /**
+   * {@code exitCode}: see {@link Ended} (null in snapshots written before it was kept). {@code
+   * refunds}: an operator's refunds, oldest first (absent in snapshots written before refunds: none
+   * then).
+   */
   public record Finished(
       Order order,
       Terms terms,
@@ -980,10 +1044,53 @@ public final class Rental
       Instant endAt,
       long billedSeconds,
       Instant closedAt,
-      Integer exitCode)
+      Integer exitCode,
+      List<Refunded> refunds)
       implements State {
     @com.fasterxml.jackson.annotation.JsonCreator
-    public Finished {}
+    public Finished {
+      refunds = refunds == null ? List.of() : List.copyOf(refunds);
+    }
+
+    Checkpoint last() {
+      return checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
+    }
+
+    /** What the rental charged its renter in all (its final settlement). */
+    long charged() {
+      return last() == null ? 0 : last().cost();
+    }
+
+    Refunded latestRefund() {
+      return refunds.isEmpty() ? null : refunds.get(refunds.size() - 1);
+    }
+
+    /** What refunds gave back so far. */
+    long refunded() {
+      Refunded latest = latestRefund();
+      return latest == null ? 0 : latest.cumulativeAmount();
+    }
+
+    Refunded refund(String reference) {
+      for (Refunded r : refunds) if (r.reference().equals(reference)) return r;
+      return null;
+    }
+
+    Finished withRefund(Refunded r) {
+      List<Refunded> more = new ArrayList<>(refunds);
+      more.add(r);
+      return new Finished(
+          order,
+          terms,
+          startedAt,
+          checkpoints,
+          reason,
+          endAt,
+          billedSeconds,
+          closedAt,
+          exitCode,
+          more);
+    }
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -997,6 +1104,7 @@ public final class Rental
   private final TimerScheduler<Command> timers;
   private final EngineMetrics metrics;
   private final SettlementDelivery delivery;
+  private final RefundDelivery refunds;
 
   /**
    * When this incarnation was set up: its first recovery's start. Should it recover again in this
@@ -1129,6 +1237,7 @@ public final class Rental
     this.timers = timers;
     this.metrics = EngineMetrics.get(context.getSystem());
     this.delivery = new SettlementDelivery(rentalId, settings, ports, clock, context, timers);
+    this.refunds = new RefundDelivery(rentalId, settings, ports, context, timers);
     this.startedNanos = System.nanoTime();
   }
 
@@ -1178,6 +1287,7 @@ public final class Rental
       if (!e.finalSettled()) askLivenessForEnd(e);
     } else if (state instanceof Finished f) {
       createSnapshot(f);
+      refunds.deliver(f); // the latest refund, should an account not have it yet
     } else if (state instanceof RefusedRental r) {
       releaseRefusedHold(r.order());
     }
@@ -1216,6 +1326,7 @@ public final class Rental
     runningHandler(builder.forStateType(Running.class));
     endingHandler(builder.forStateType(Ending.class));
     refusedHandler(builder.forStateType(RefusedRental.class));
+    finishedHandler(builder.forStateType(Finished.class));
     anyStateHandler(builder.forStateType(State.class));
     return builder.build();
   }
@@ -1231,6 +1342,7 @@ public final class Rental
         // Anything else for a rental being launched waits until its request is recorded.
         .onCommandWhile(Rental::launching, Rental::stash)
         .onCommand(Get.class, (r, s, c) -> r.Effect().reply(c.replyTo(), r.notFound()))
+        .onCommand(Refund.class, (r, s, c) -> r.Effect().reply(c.replyTo(), r.notFound()))
         .onCommand(Stop.class, (r, s, c) -> r.Effect().reply(c.replyTo(), r.notFound()))
         .onCommand(Subscribe.class, (r, s, c) -> r.Effect().reply(c.replyTo(), r.notFound()))
         .onAnyCommand(Rental::ignore);
@@ -1296,6 +1408,18 @@ public final class Rental
         .onCommand(c -> c == Timer.RETRY_HOLD, Rental::onRetryRefusedRelease);
   }
 
+  private static void finishedHandler(
+      SharedCommandHandler.ForState<Rental, Finished, Command, Event, State> finished) {
+    finished
+        .onCommand(Refund.class, Rental::onRefund)
+        .onCommand(
+            RefundDelivered.class,
+            (r, s, c) -> r.sideEffectOnly(() -> r.refunds.acknowledged(s, c)))
+        .onCommand(
+            c -> c == Timer.REDELIVER_REFUND,
+            (r, s, c) -> r.sideEffectOnly(() -> r.refunds.deliver(s)));
+  }
+
   /** Commands every non-empty state answers the same way. */
   private static void anyStateHandler(
       SharedCommandHandler.ForState<Rental, State, Command, Event, State> any) {
@@ -1308,6 +1432,7 @@ public final class Rental
         .onCommand(WorkloadStarted.class, Rental::onLateWorkloadStarted)
         .onCommand(MatchAnswer.class, Rental::onLateMatch)
         .onCommand(CheckReservation.class, Rental::onCheckReservation)
+        .onCommand(Refund.class, Rental::onRefundNotFinal)
         // Late answers, duplicates, timers of a phase that is over.
         .onAnyCommand(Rental::ignore);
   }
@@ -1322,6 +1447,99 @@ public final class Rental
 
   private ReplyEffect<Event, State> ignore(State state, Command command) {
     return Effect().noReply();
+  }
+
+  // ---- refunds
+
+  private ReplyEffect<Event, State> onRefund(Finished state, Refund cmd) {
+    String reference = cmd.reference();
+    if (reference == null || reference.isBlank() || reference.length() > 200)
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(Rejection.INVALID_KEY, "a refund's reference is 1 to 200 characters"));
+    Refunded earlier = state.refund(reference);
+    if (earlier != null) {
+      if (cmd.amount() != null && cmd.amount() != earlier.amount())
+        return Effect()
+            .reply(
+                cmd.replyTo(),
+                reply(
+                    Rejection.IDEMPOTENCY_CONFLICT,
+                    "refund "
+                        + reference
+                        + " of rental "
+                        + rentalId
+                        + " was for "
+                        + Money.format(earlier.amount())
+                        + " EUR"));
+      return sideEffectOnly(() -> refunds.answerWhenDelivered(state, earlier, cmd.replyTo()));
+    }
+    long left = state.charged() - state.refunded();
+    if (cmd.amount() != null && cmd.amount() <= 0)
+      return Effect()
+          .reply(cmd.replyTo(), reply(Rejection.INVALID_AMOUNT, "a refund must be positive"));
+    long amount = cmd.amount() == null ? left : cmd.amount();
+    if (left <= 0 || amount > left)
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.REFUND_EXCEEDS_CHARGE,
+                  "rental "
+                      + rentalId
+                      + " charged "
+                      + Money.format(state.charged())
+                      + " EUR, of which "
+                      + Money.format(state.refunded())
+                      + " EUR is refunded already: at most "
+                      + Money.format(Math.max(left, 0))
+                      + " EUR is left to refund"));
+    long cumulative = state.refunded() + amount;
+    long provider = RentalRefunds.providerShare(cumulative, state.last());
+    Refunded refunded =
+        new Refunded(
+            reference, amount, cmd.reason(), cumulative, provider, cumulative - provider, now());
+    return Effect()
+        .persist(refunded)
+        .thenRun(s -> refunds.answerWhenDelivered((Finished) s, refunded, cmd.replyTo()))
+        .thenNoReply();
+  }
+
+  /** A rental whose money is not final yet, or that never charged anything. */
+  private ReplyEffect<Event, State> onRefundNotFinal(State state, Refund cmd) {
+    if (state instanceof RefusedRental)
+      return Effect()
+          .reply(
+              cmd.replyTo(),
+              reply(
+                  Rejection.REFUND_EXCEEDS_CHARGE,
+                  "rental " + rentalId + " was refused and charged nothing"));
+    return Effect()
+        .reply(
+            cmd.replyTo(),
+            reply(
+                Rejection.RENTAL_NOT_ENDED,
+                "rental "
+                    + rentalId
+                    + " is "
+                    + view(state).status().wire()
+                    + "; refund it once it has ended and its money is final"));
+  }
+
+  static RefundView refundView(String rentalId, Finished state, Refunded r) {
+    return new RefundView(
+        rentalId,
+        state.order().renterId(),
+        state.terms().providerId(),
+        r.reference(),
+        r.amount(),
+        r.reason(),
+        r.at(),
+        state.charged(),
+        r.cumulativeAmount(),
+        r.cumulativeProvider(),
+        r.cumulativePlatform());
   }
 
   private ReplyEffect<Event, State> answerGet(State state, Get cmd) {
@@ -2634,7 +2852,7 @@ public final class Rental
 
   public View view(State state) {
     if (state instanceof Pending p)
-      return view(p.order(), Status.PENDING, null, null, null, null, 0, null, List.of(), null);
+      return view(p.order(), Status.PENDING, null, null, null, null, 0, null, List.of(), null, 0);
     if (state instanceof Provisioning p) {
       return view(
           p.order(),
@@ -2646,7 +2864,8 @@ public final class Rental
           0,
           p.preemptionDeadline(),
           List.of(),
-          null);
+          null,
+          0);
     }
     if (state instanceof Running r) {
       return view(
@@ -2659,7 +2878,8 @@ public final class Rental
           liveSeconds(r),
           r.preemptionDeadline(),
           r.checkpoints(),
-          null);
+          null,
+          0);
     }
     if (state instanceof Ending e) {
       return view(
@@ -2672,7 +2892,8 @@ public final class Rental
           e.billedSeconds(),
           null,
           e.checkpoints(),
-          e.exitCode());
+          e.exitCode(),
+          0);
     }
     if (state instanceof Finished f) {
       return view(
@@ -2685,7 +2906,8 @@ public final class Rental
           f.billedSeconds(),
           null,
           f.checkpoints(),
-          f.exitCode());
+          f.exitCode(),
+          f.refunded());
     }
     if (state instanceof RefusedRental r) {
       return view(
@@ -2698,7 +2920,8 @@ public final class Rental
           0,
           null,
           List.of(),
-          null);
+          null,
+          0);
     }
     return new View(
         rentalId,
@@ -2715,7 +2938,8 @@ public final class Rental
         null,
         List.of(),
         null,
-        null);
+        null,
+        0);
   }
 
   /** The live meter: seconds since the start, within the limit, never below what was settled. */
@@ -2735,7 +2959,8 @@ public final class Rental
       long billed,
       Instant preemption,
       List<Checkpoint> checkpoints,
-      Integer exitCode) {
+      Integer exitCode,
+      long refunded) {
     return new View(
         rentalId,
         order.renterId(),
@@ -2751,7 +2976,8 @@ public final class Rental
         preemption,
         checkpoints,
         order.snapshotId(),
-        exitCode);
+        exitCode,
+        refunded);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -2812,6 +3038,7 @@ public final class Rental
         .onEvent(Settled.class, (s, e) -> s.settled(e.checkpoint()))
         .onEvent(EndProven.class, (s, e) -> s.proven(e.billedSeconds()))
         .onEvent(Closed.class, (s, e) -> s.closed(e.at()));
+    b.forStateType(Finished.class).onEvent(Refunded.class, Finished::withRefund);
     return b.build();
   }
 

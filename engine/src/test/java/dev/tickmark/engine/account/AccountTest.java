@@ -984,6 +984,67 @@ class AccountTest {
   // Recovery and serialization
 
   @Test
+  void aRefundGivesTheBalanceBackCumulativelyOnceEvenAfterTheRentalsHoldIsForgotten() {
+    open("Ada");
+    ok(deposit("pay-1", 10_000));
+    ok(placeHold("rent-1", 1_000));
+    ok(capture("rent-1", 60, 700));
+    ok(release("rent-1"));
+    kit.runCommand(new Account.ForgetClosed("rent-1", testKit.<Done>createTestProbe().ref()));
+    assertEquals(9_300, summary().balance());
+
+    var first = refund("rent-1", 300);
+    assertEquals(new Posting("refund:rent-1:300", 300, false), ok(first));
+    assertEquals(new Account.ChargeRefunded("rent-1", 300, 300, START), first.event());
+    assertEquals(9_600, summary().balance());
+    assertEquals(400, summary().captured(), "captured is net of refunds");
+    assertRecovers();
+
+    // cumulative: a repeat or an older figure moves nothing, a later one only the difference
+    assertTrue(refund("rent-1", 300).hasNoEvents());
+    assertEquals(new Posting("refund:rent-1:200", 0, true), ok(refund("rent-1", 200)));
+    var rest = refund("rent-1", 700);
+    assertEquals(new Account.ChargeRefunded("rent-1", 700, 400, START), rest.event());
+    assertEquals(10_000, summary().balance());
+    assertEquals(10_000, summary().available());
+    assertRejected(Rejection.INVALID_AMOUNT, refund("rent-2", 0));
+    assertRecovers();
+
+    // a suspended account takes its refund too: the money is the renter's either way
+    ok(kit.<StatusReply<Summary>>runCommand(r -> new Account.Suspend("review", r)));
+    assertFalse(refund("rent-3", 50).hasNoEvents());
+    assertEquals(10_050, summary().balance());
+  }
+
+  @Test
+  void aReversalTakesTheProvidersAndPlatformsSharesBackAndMayLeaveEarningsBelowZero() {
+    open("Host");
+    ok(credit("rent-1", 60, 1_000, 200, true));
+    ok(payout("po-1", 1_000));
+    assertEquals(0, summary().earnings());
+
+    var reversed = reverse("rent-1", 500, 100);
+    assertEquals(new Posting("reversal:rent-1:600", 600, false), ok(reversed));
+    assertEquals(
+        new Account.EarningsReversed("rent-1", 500, 100, 500, 100, START), reversed.event());
+    Summary s = summary();
+    assertEquals(-500, s.earnings(), "paid out before the refund: the provider owes it");
+    assertEquals(100, s.platformCredited());
+    assertRejected(Rejection.INSUFFICIENT_EARNINGS, payout("po-2", 1));
+    assertRecovers();
+
+    assertTrue(reverse("rent-1", 500, 100).hasNoEvents(), "a repeat moves nothing");
+    var more = reverse("rent-1", 1_000, 200);
+    assertEquals(new Account.EarningsReversed("rent-1", 1_000, 200, 500, 100, START), more.event());
+    // later earnings make up for it before anything is paid again
+    ok(credit("rent-2", 60, 1_200, 240, true));
+    assertEquals(200, summary().earnings());
+    ok(payout("po-2", 200));
+    assertRejected(Rejection.INVALID_AMOUNT, reverse("rent-3", 0, 0));
+    assertRecovers();
+  }
+
+  @Test
   void recoversIdenticalStateAfterEveryKindOfEvent() {
     List<Class<? extends Event>> seen = new ArrayList<>();
     seen.add(open("Ada").event().getClass());
@@ -1011,6 +1072,10 @@ class AccountTest {
     assertRecovers();
     seen.add(setCap(5_000L).event().getClass());
     assertRecovers();
+    seen.add(refund("r1", 100).event().getClass());
+    assertRecovers();
+    seen.add(reverse("rent-1", 50, 10).event().getClass());
+    assertRecovers();
     assertEquals(
         List.of(
             Opened.class,
@@ -1024,23 +1089,25 @@ class AccountTest {
             PaidOut.class,
             Account.PayoutReturned.class,
             PaidOut.class,
-            SpendCapSet.class),
+            SpendCapSet.class,
+            Account.ChargeRefunded.class,
+            Account.EarningsReversed.class),
         seen);
     assertEquals(
         new Summary(
             accountId,
             true,
             "Ada",
-            9_300,
+            9_400,
             0,
-            9_300,
-            100,
+            9_400,
+            50,
             5_000L,
             700,
             10_000,
-            700,
             600,
-            106,
+            550,
+            96,
             500,
             null,
             null,
@@ -1091,7 +1158,11 @@ class AccountTest {
     ok(setDetails("Ada Lovelace", "DE89370400440532013000", "DEUTDEFF"));
     var payee = new Account.PayoutDetails("Ada Lovelace", "DE89370400440532013000", "DEUTDEFF");
     ok(returnPayout("po-1", "AC04", payee));
+    ok(refund("r1", 100));
+    ok(reverse("rent-1", 85, 15));
     Active state = (Active) kit.getState();
+    assertEquals(1, state.marks().refunds().size());
+    assertEquals(1, state.marks().reversals().size());
     assertEquals(1, state.marks().returns().size());
     assertNotNull(state.profile().returnedPayout());
     assertEquals(1, state.marks().holds().open().size());
@@ -1114,6 +1185,10 @@ class AccountTest {
             new PaidOut("po-1", 1_000, at),
             new Account.PayoutReturned("po-1", 1_000, "AC04", payee, at),
             new Account.UnplacedHoldReleased("r9", at),
+            new Account.ChargeRefunded("r1", 300, 100, at),
+            new Account.EarningsReversed("rent-1", 85, 15, 85, 15, at),
+            new Account.RefundCharge("r1", 300, postings.ref()),
+            new Account.ReverseEarnings("rent-1", 85, 15, postings.ref()),
             new SpendCapSet(9_000L, at),
             new SpendCapSet(null, at),
             state,
@@ -1387,6 +1462,17 @@ class AccountTest {
   private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> returnPayout(
       String payoutId, String reason, Account.PayoutDetails payee) {
     return kit.runCommand(replyTo -> new Account.ReturnPayout(payoutId, reason, payee, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> refund(
+      String rentalId, long cumulative) {
+    return kit.runCommand(replyTo -> new Account.RefundCharge(rentalId, cumulative, replyTo));
+  }
+
+  private CommandResultWithReply<Command, Event, State, StatusReply<Posting>> reverse(
+      String rentalId, long provider, long platform) {
+    return kit.runCommand(
+        replyTo -> new Account.ReverseEarnings(rentalId, provider, platform, replyTo));
   }
 
   private CommandResultWithReply<Command, Event, State, StatusReply<Summary>> setCap(Long cap) {

@@ -385,6 +385,15 @@ final class RentalFixture {
     return ok(stop(renterId));
   }
 
+  /**
+   * An operator's refund of {@code amount} (null: the rest), answered once both accounts have it.
+   */
+  StatusReply<Rental.RefundView> refund(String reference, Long amount) {
+    TestProbe<StatusReply<Rental.RefundView>> probe = testKit.createTestProbe();
+    tell(new Rental.Refund(reference, amount, "the card was faulty", probe.getRef()));
+    return probe.receiveMessage(WAIT);
+  }
+
   void agentStopped() {
     tell(new Rental.WorkloadStopped(hostId, clock.instant()));
   }

@@ -108,7 +108,8 @@ class RentalLegacyEventsTest {
             T.minusSeconds(10),
             40,
             T,
-            null),
+            null,
+            List.of()),
         decoded);
   }
 

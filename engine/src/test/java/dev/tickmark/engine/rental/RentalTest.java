@@ -864,6 +864,106 @@ class RentalTest {
     assertEquals(23, f.get().billedSeconds(), "an ended rental's bill does not grow");
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // Refunds: an operator gives back what a closed rental charged, split back like the charge
+
+  @Test
+  void anOperatorRefundsAClosedRentalInPartsSplitLikeItsChargeAndNeverBeyondIt() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(10));
+    f.awaitCheckpoints(10L);
+    assertRejected(Rejection.RENTAL_NOT_ENDED, f.refund("ticket-0", 1L));
+    f.clock.advance(Duration.ofSeconds(13));
+    f.stopUntilClosed();
+    long charged = cost(23);
+    Checkpoint charge = checkpoint(FLOOR, CARDS, 23, at(23));
+    f.awaitAssert(() -> assertConserved(f, charged));
+
+    // A third: the provider gives back floor(third × its share / charge), the platform the rest.
+    long third = charged / 3;
+    Rental.RefundView first = ok(f.refund("ticket-1", third));
+    long providerBack = third * charge.provider() / charge.cost();
+    assertEquals(third, first.amount());
+    assertEquals(charged, first.charged());
+    assertEquals(third, first.cumulativeRefunded());
+    assertEquals(providerBack, first.providerReversed());
+    assertEquals(third - providerBack, first.platformReversed());
+    assertEquals(f.renterId, first.renterId());
+    assertEquals(f.providerId, first.providerId());
+    // Answered once both accounts have it: they show it at once.
+    assertEquals(DEPOSIT - charged + third, f.renter.summary().balance());
+    assertEquals(charge.provider() - providerBack, f.provider.summary().earnings());
+    assertEquals(
+        charge.platform() - (third - providerBack), f.provider.summary().platformCredited());
+    assertEquals(third, f.get().refunded());
+
+    // The same reference again is the same refund, and moves nothing; another amount under it is a
+    // conflict; more than is left is refused.
+    assertEquals(first, ok(f.refund("ticket-1", third)));
+    assertEquals(first, ok(f.refund("ticket-1", null)));
+    assertRejected(Rejection.IDEMPOTENCY_CONFLICT, f.refund("ticket-1", third + 1));
+    assertRejected(Rejection.REFUND_EXCEEDS_CHARGE, f.refund("ticket-2", charged - third + 1));
+    assertRejected(Rejection.INVALID_AMOUNT, f.refund("ticket-2", 0L));
+    assertEquals(1, f.renter.events(Account.ChargeRefunded.class).size());
+    assertEquals(1, f.provider.events(Account.EarningsReversed.class).size());
+
+    // The rest: every µ€ of the charge is back, and the provider's and platform's shares are back
+    // exactly (the cumulative split, whatever the parts' rounding).
+    Rental.RefundView rest = ok(f.refund("ticket-2", null));
+    assertEquals(charged - third, rest.amount());
+    assertEquals(charged, rest.cumulativeRefunded());
+    assertEquals(charge.provider(), rest.providerReversed());
+    assertEquals(charge.platform(), rest.platformReversed());
+    assertEquals(DEPOSIT, f.renter.summary().balance());
+    assertEquals(0, f.provider.summary().earnings());
+    assertEquals(0, f.provider.summary().platformCredited());
+    assertRejected(Rejection.REFUND_EXCEEDS_CHARGE, f.refund("ticket-3", null));
+
+    // After a crash the rental knows its refunds and sends the latest again: nothing moves twice.
+    f.restart();
+    assertEquals(charged, f.get().refunded());
+    assertEquals(rest, ok(f.refund("ticket-2", null)));
+    assertEquals(DEPOSIT, f.renter.summary().balance());
+    assertEquals(2, f.renter.events(Account.ChargeRefunded.class).size());
+    assertEquals(2, f.provider.events(Account.EarningsReversed.class).size());
+  }
+
+  @Test
+  void aRefundAnAccountDidNotAcknowledgeIsSentAgainAndAnsweredOnceItIs() {
+    RentalFixture f = fixture();
+    f.running(onDemand(CARDS, CEILING), FLOOR);
+    f.clock.advance(Duration.ofSeconds(5));
+    f.stopUntilClosed();
+    long charged = cost(5);
+    f.awaitAssert(() -> assertConserved(f, charged));
+
+    // The provider's account loses the first reversal: the operator waits, the rental retries.
+    java.util.concurrent.atomic.AtomicInteger lost =
+        new java.util.concurrent.atomic.AtomicInteger();
+    f.provider.drop.set(c -> c instanceof Account.ReverseEarnings && lost.getAndIncrement() == 0);
+    TestProbe<StatusReply<Rental.RefundView>> operator = testKit.createTestProbe();
+    f.tell(new Rental.Refund("ticket-9", null, "host broke down", operator.getRef()));
+    Rental.RefundView view = ok(operator.receiveMessage(RentalFixture.WAIT.multipliedBy(3)));
+    assertEquals(charged, view.cumulativeRefunded());
+    assertTrue(lost.get() >= 2, "sent again after the loss: " + lost.get());
+    assertEquals(1, f.provider.events(Account.EarningsReversed.class).size());
+    assertEquals(DEPOSIT, f.renter.summary().balance());
+    assertEquals(0, f.provider.summary().earnings());
+  }
+
+  @Test
+  void aRefusedRentalHasNothingToRefundAndAnUnknownOneIsNotFound() {
+    RentalFixture f = fixture(settings(), 100_000);
+    f.create(onDemand(CARDS, CEILING));
+    assertRejected(Rejection.INSUFFICIENT_FUNDS, f.creator.receiveMessage(RentalFixture.WAIT));
+    f.awaitState(Rental.RefusedRental.class);
+    assertRejected(Rejection.REFUND_EXCEEDS_CHARGE, f.refund("ticket-1", null));
+
+    RentalFixture unknown = fixture();
+    assertRejected(Rejection.NOT_FOUND, unknown.refund("ticket-1", null));
+  }
+
   @Test
   void settlesOnlyUpToTheHostsLastHeartbeat() {
     RentalFixture f = fixture();

@@ -8,10 +8,11 @@ import java.util.List;
  * How each account event becomes ledger rows. Amounts are signed as the account sees them: a
  * deposit adds to the balance, a hold takes from what is available, a capture takes from the
  * balance, an earning adds to the provider side, a payout takes from it, and a payout the bank
- * returned gives it back. The platform's share is booked on the {@value #PLATFORM_ACCOUNT} account
- * by the provider's own event, so no single actor collects it. Storage is all platform revenue: the
- * renter's own event books its {@code capture} and the platform's {@value #STORAGE} leg under the
- * same key, so a source's two sides still match.
+ * returned gives it back; a refund gives the renter's balance back what a rental charged and takes
+ * its shares back from the provider's earnings and the platform's fee. The platform's share is
+ * booked on the {@value #PLATFORM_ACCOUNT} account by the provider's own event, so no single actor
+ * collects it. Storage is all platform revenue: the renter's own event books its {@code capture}
+ * and the platform's {@value #STORAGE} leg under the same key, so a source's two sides still match.
  */
 public final class LedgerLegs {
   public static final String PLATFORM_ACCOUNT = "platform";
@@ -25,11 +26,16 @@ public final class LedgerLegs {
   public static final String STORAGE = "storage";
   public static final String PAYOUT = "payout";
   public static final String PAYOUT_RETURNED = "payout_returned";
+  public static final String REFUND = "refund";
+  public static final String EARNING_REVERSED = "earning_reversed";
+  public static final String PLATFORM_FEE_REVERSED = "platform_fee_reversed";
 
   /**
-   * The kinds whose sum is a provider's earnings still owed: credits, less payouts, plus returns.
+   * The kinds whose sum is a provider's earnings still owed: credits, less payouts, plus returns,
+   * less what refunds took back.
    */
-  public static final String EARNINGS_KINDS = "('earning', 'payout', 'payout_returned')";
+  public static final String EARNINGS_KINDS =
+      "('earning', 'payout', 'payout_returned', 'earning_reversed')";
 
   public record Leg(
       String accountId, String kind, long amount, String key, String rentalId, Instant at) {}
@@ -96,6 +102,28 @@ public final class LedgerLegs {
               e.amount(),
               "payout_returned:" + e.payoutId(),
               null,
+              e.at()));
+    } else if (event instanceof Account.ChargeRefunded e) {
+      return List.of(
+          new Leg(
+              accountId,
+              REFUND,
+              e.amount(),
+              "refund:" + e.rentalId() + ":" + e.cumulativeAmount(),
+              e.rentalId(),
+              e.at()));
+    } else if (event instanceof Account.EarningsReversed e) {
+      // The provider's own event books the platform's side too, as its credits do.
+      String key =
+          "reversal:" + e.rentalId() + ":" + (e.cumulativeProvider() + e.cumulativePlatform());
+      return List.of(
+          new Leg(accountId, EARNING_REVERSED, -e.providerAmount(), key, e.rentalId(), e.at()),
+          new Leg(
+              PLATFORM_ACCOUNT,
+              PLATFORM_FEE_REVERSED,
+              -e.platformAmount(),
+              key,
+              e.rentalId(),
               e.at()));
     }
     return List.of(); // Opened, SpendCapSet: no money moves

@@ -25,7 +25,12 @@ public final class LedgerReadModel {
    * pendingCredits} are what one side of a rental's settlements has recorded beyond the other,
    * still on its way; they are not violations. {@code conserved} is false when a rental's two sides
    * disagree on the cumulative amount through a second both recorded, when any account is below
-   * zero on any side, or when the totals do not add up.
+   * zero on any side, or when the totals do not add up. Refunds are checked the same way: {@code
+   * refunds} (given back to renters) equal what they took back from providers' earnings and the
+   * platform's fees, but for {@code pendingRefunds} / {@code pendingReversals} still on their way,
+   * and no rental is refunded more than it charged. {@code providerDebt}: what refunds took from
+   * providers whose earnings had been paid out already (their earnings below zero, made up by later
+   * ones); not a violation.
    */
   public record Audit(
       long deposits,
@@ -38,6 +43,12 @@ public final class LedgerReadModel {
       long holdsOpen,
       long payouts,
       long payoutsReturned,
+      long refunds,
+      long earningsReversed,
+      long platformFeesReversed,
+      long pendingRefunds,
+      long pendingReversals,
+      long providerDebt,
       long renterBalances,
       long providerEarningsOwed,
       long pendingCaptures,
@@ -203,6 +214,9 @@ public final class LedgerReadModel {
         released = 0,
         payouts = 0,
         returned = 0,
+        refunds = 0,
+        reversed = 0,
+        feesReversed = 0,
         entries = 0;
     try (Statement st = connection.createStatement();
         ResultSet rs =
@@ -221,6 +235,9 @@ public final class LedgerReadModel {
           case HOLD_RELEASED -> released = sum;
           case PAYOUT -> payouts = -sum;
           case PAYOUT_RETURNED -> returned = sum;
+          case REFUND -> refunds = sum;
+          case EARNING_REVERSED -> reversed = -sum;
+          case PLATFORM_FEE_REVERSED -> feesReversed = -sum;
           default -> throw new SQLException("unknown ledger kind " + rs.getString(1));
         }
       }
@@ -252,29 +269,57 @@ public final class LedgerReadModel {
       pendingCaptures = rs.getLong(2);
       pendingCredits = rs.getLong(3);
     }
-    long belowZero;
+    long pendingRefunds, pendingReversals, overRefunded;
     try (Statement st = connection.createStatement();
+        // A refund's two sides (the renter's refund, the provider's and platform's reversal) are
+        // cumulative per rental, as settlements are: what one side has beyond the other is on its
+        // way. No rental may give back more than it captured.
         ResultSet rs =
             st.executeQuery(
-                "SELECT COUNT(*) FROM (SELECT account_id,"
-                    + " COALESCE(SUM(amount) FILTER (WHERE kind IN ('deposit', 'capture')), 0) AS balance,"
+                "WITH r AS (SELECT rental_id,"
+                    + "   COALESCE(SUM(amount) FILTER (WHERE kind = 'refund'), 0) AS refunded,"
+                    + "   -COALESCE(SUM(amount) FILTER (WHERE kind IN ('earning_reversed', 'platform_fee_reversed')), 0) AS reversed,"
+                    + "   -COALESCE(SUM(amount) FILTER (WHERE kind = 'capture'), 0) AS captured"
+                    + "   FROM ledger_entries WHERE rental_id IN (SELECT rental_id FROM ledger_entries"
+                    + "     WHERE kind IN ('refund', 'earning_reversed', 'platform_fee_reversed'))"
+                    + "   GROUP BY rental_id)"
+                    + " SELECT COALESCE(SUM(GREATEST(refunded - reversed, 0)), 0),"
+                    + " COALESCE(SUM(GREATEST(reversed - refunded, 0)), 0),"
+                    + " COUNT(*) FILTER (WHERE refunded > captured OR reversed > captured) FROM r")) {
+      rs.next();
+      pendingRefunds = rs.getLong(1);
+      pendingReversals = rs.getLong(2);
+      overRefunded = rs.getLong(3);
+    }
+    mismatched += overRefunded; // a rental refunded beyond its charge disagrees with itself
+    long belowZero, providerDebt;
+    try (Statement st = connection.createStatement();
+        // Earnings may go below zero only through a refund's reversal (they were paid out before
+        // it): that is the provider's debt, not a violation; without reversals they never may.
+        ResultSet rs =
+            st.executeQuery(
+                "SELECT COUNT(*) FILTER (WHERE balance < 0 OR held < 0 OR held > balance OR earnings + reversed < 0),"
+                    + " COALESCE(SUM(GREATEST(-earnings, 0)), 0) FROM (SELECT account_id,"
+                    + " COALESCE(SUM(amount) FILTER (WHERE kind IN ('deposit', 'capture', 'refund')), 0) AS balance,"
                     + " COALESCE(-SUM(amount) FILTER (WHERE kind = 'hold'), 0)"
                     + "   + COALESCE(SUM(amount) FILTER (WHERE kind = 'capture'), 0)"
                     + "   - COALESCE(SUM(amount) FILTER (WHERE kind = 'hold_released'), 0) AS held,"
                     + " COALESCE(SUM(amount) FILTER (WHERE kind IN "
                     + LedgerLegs.EARNINGS_KINDS
-                    + "), 0) AS earnings"
-                    + " FROM ledger_entries WHERE account_id <> 'platform' GROUP BY account_id) t"
-                    + " WHERE balance < 0 OR held < 0 OR held > balance OR earnings < 0")) {
+                    + "), 0) AS earnings,"
+                    + " -COALESCE(SUM(amount) FILTER (WHERE kind = 'earning_reversed'), 0) AS reversed"
+                    + " FROM ledger_entries WHERE account_id <> 'platform' GROUP BY account_id) t")) {
       rs.next();
       belowZero = rs.getLong(1);
+      providerDebt = rs.getLong(2);
     }
     long holdsOpen = holds - captures - released;
-    long renterBalances = deposits - captures;
-    long owed = earnings - payouts + returned;
+    long renterBalances = deposits - captures + refunds;
+    long owed = earnings - payouts + returned - reversed;
     // Storage captures are matched by the platform's storage legs, as rentals' by their credits.
     boolean totalsAddUp =
-        captures - pendingCaptures == earnings + platform + storage - pendingCredits;
+        captures - pendingCaptures == earnings + platform + storage - pendingCredits
+            && refunds - pendingRefunds == reversed + feesReversed - pendingReversals;
     boolean conserved = mismatched == 0 && belowZero == 0 && totalsAddUp && holdsOpen >= 0;
     return new Audit(
         deposits,
@@ -287,6 +332,12 @@ public final class LedgerReadModel {
         holdsOpen,
         payouts,
         returned,
+        refunds,
+        reversed,
+        feesReversed,
+        pendingRefunds,
+        pendingReversals,
+        providerDebt,
         renterBalances,
         owed,
         pendingCaptures,

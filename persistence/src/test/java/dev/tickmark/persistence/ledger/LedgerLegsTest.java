@@ -39,6 +39,19 @@ class LedgerLegsTest {
   }
 
   @Test
+  void aRefundBooksTheRenterAndItsReversalTheProviderAndThePlatformUnderCumulativeKeys() {
+    assertEquals(
+        List.of(new LedgerLegs.Leg("r", "refund", 30, "refund:rnt_1:50", "rnt_1", AT)),
+        LedgerLegs.of("r", new Account.ChargeRefunded("rnt_1", 50, 30, AT)));
+    assertEquals(
+        List.of(
+            new LedgerLegs.Leg("p", "earning_reversed", -25, "reversal:rnt_1:50", "rnt_1", AT),
+            new LedgerLegs.Leg(
+                "platform", "platform_fee_reversed", -5, "reversal:rnt_1:50", "rnt_1", AT)),
+        LedgerLegs.of("p", new Account.EarningsReversed("rnt_1", 42, 8, 25, 5, AT)));
+  }
+
+  @Test
   void anEarningsCreditBooksTheProviderAndThePlatformUnderTheSettlementKey() {
     List<LedgerLegs.Leg> legs =
         LedgerLegs.of("prov", new Account.EarningsCredited("r1", 10, 35, 7, 35, 7, false, AT));
