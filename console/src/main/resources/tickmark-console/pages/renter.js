@@ -336,6 +336,8 @@ export async function rental(view, { signal, params, refresh }) {
       ["Price per GPU-hour", euros(r.price_per_gpu_hour)],
       ["Billed seconds", seconds],
       ["Cost so far", cost],
+      // an operator's refund of an ended rental (a dispute settled in the renter's favour)
+      ...(r.refunded && r.refunded !== "0.000000" ? [["Refunded", h("span", { id: "refunded" }, euros(r.refunded))]] : []),
       ["Started", started],
       ["Ended", ended],
       ["End reason", endReason],

@@ -417,13 +417,25 @@ class ConsoleBrowserTest {
     wait.until(
         ExpectedConditions.textToBePresentInElementLocated(By.id("logs"), "the rental ended"));
     shot("rental-ended");
+    assertTrue(driver.findElements(By.id("refunded")).isEmpty(), "nothing refunded yet");
+
+    // an operator refunds a µ€ of it: the rental's page says so, the ledger books it
+    api.post(
+            "/ops/rentals/" + rentalId + "/refunds",
+            TestNodes.OPERATOR_TOKEN,
+            "{\"reference\":\"console-1\",\"amount\":\"0.000001\",\"reason\":\"a test\"}")
+        .expect(200);
+    visit("#/rentals/" + rentalId, "rental");
+    wait.until(ExpectedConditions.textToBe(By.id("refunded"), "€0.000001"));
 
     visit("#/ledger", "ledger");
     List<String> kinds =
         driver.findElements(By.cssSelector("#ledger .kind")).stream()
             .map(WebElement::getText)
             .toList();
-    assertTrue(kinds.contains("deposit") && kinds.contains("capture"), kinds.toString());
+    assertTrue(
+        kinds.contains("deposit") && kinds.contains("capture") && kinds.contains("refund"),
+        kinds.toString());
     shot("ledger");
   }
 

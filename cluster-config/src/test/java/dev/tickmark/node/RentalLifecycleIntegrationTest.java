@@ -339,6 +339,8 @@ class RentalLifecycleIntegrationTest {
               -Money.parse(rest.get("provider_reversed").asText()),
               inLedger(provider, "earning_reversed", id),
               "the provider's ledger books what its earnings gave back");
+          JsonNode listed = api.get("/v1/rentals", renter.apiKey()).expect(200).json();
+          assertEquals(Money.format(cost), listed.get("rentals").get(0).get("refunded").asText());
           JsonNode audit = api.audit();
           assertTrue(audit.get("conserved").asBoolean(), audit.toString());
           assertEquals("0.000000", audit.get("pending_refunds").asText(), audit.toString());

@@ -73,6 +73,10 @@ public final class RentalRoutes {
 
   record StopRequest(Boolean snapshot) {}
 
+  /**
+   * A rental as its renter sees it; {@code refunded}: what an operator's refunds gave back of
+   * {@code cost}.
+   */
   record RentalView(
       String id,
       String status,
@@ -102,10 +106,6 @@ public final class RentalRoutes {
       String runtime,
       String hostRuntime,
       String refunded) {
-    /**
-     * {@code refunded}: what an operator's refunds gave back of {@code cost}; from the rental
-     * itself only (null in lists, which come from the read side).
-     */
     RentalView withSshHostKey(String key) {
       return new RentalView(
           id,
@@ -588,7 +588,7 @@ public final class RentalRoutes {
         r.restore(),
         r.runtime(),
         r.hostRuntime(),
-        null);
+        Money.format(r.refunded()));
   }
 
   /**

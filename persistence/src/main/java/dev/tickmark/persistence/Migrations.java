@@ -56,7 +56,8 @@ public final class Migrations {
           "V24__rental_launch.sql",
           "V25__rental_runtime.sql",
           "V26__host_rentals.sql",
-          "V27__payout_returns.sql");
+          "V27__payout_returns.sql",
+          "V28__rental_refunds.sql");
 
   private Migrations() {}
 

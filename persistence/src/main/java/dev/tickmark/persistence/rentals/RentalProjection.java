@@ -53,6 +53,7 @@ public final class RentalProjection {
           + " preemption_deadline = COALESCE(?, preemption_deadline),"
           + " ended_at = COALESCE(?, ended_at), end_reason = COALESCE(?, end_reason),"
           + " exit_code = COALESCE(?, exit_code), host_runtime = COALESCE(?, host_runtime),"
+          + " refunded = COALESCE(?, refunded), provider_reversed = COALESCE(?, provider_reversed),"
           + " updated_at = ? WHERE rental_id = ?";
 
   public static void apply(StatementBatch out, String id, Rental.Event event) {
@@ -112,6 +113,9 @@ public final class RentalProjection {
       change.billedSeconds = e.billedSeconds();
     } else if (event instanceof Rental.Closed) {
       change.status = "ended";
+    } else if (event instanceof Rental.Refunded e) {
+      change.refunded = e.cumulativeAmount();
+      change.providerReversed = e.cumulativeProvider();
     } else {
       // HoldExtended, ExtensionRefused: money bookkeeping the list does not show.
       return;
@@ -159,6 +163,8 @@ public final class RentalProjection {
     String endReason;
     Integer exitCode;
     String hostRuntime;
+    Long refunded;
+    Long providerReversed;
 
     void set(PreparedStatement st, Timestamp at, String id) throws SQLException {
       st.setObject(1, status, Types.VARCHAR);
@@ -176,8 +182,10 @@ public final class RentalProjection {
       st.setObject(13, endReason, Types.VARCHAR);
       st.setObject(14, exitCode, Types.INTEGER);
       st.setObject(15, hostRuntime, Types.VARCHAR);
-      st.setTimestamp(16, at);
-      st.setString(17, id);
+      st.setObject(16, refunded, Types.BIGINT);
+      st.setObject(17, providerReversed, Types.BIGINT);
+      st.setTimestamp(18, at);
+      st.setString(19, id);
     }
 
     /**

@@ -45,11 +45,13 @@ public final class RentalReadModel {
       Long maxTotal,
       String restore,
       String runtime,
-      String hostRuntime) {}
+      String hostRuntime,
+      long refunded) {}
 
   /**
    * A rental that ran on a host: what its provider sees (no image or command), what it earned the
-   * provider (µ€, through its latest settlement), and its renter, which only an operator is shown.
+   * provider (µ€, through its latest settlement, less what refunds took back), and its renter,
+   * which only an operator is shown.
    */
   public record HostRentalRow(
       long rowId,
@@ -101,7 +103,7 @@ public final class RentalReadModel {
             + " simulated, created_at, matched_at, started_at, ended_at, end_reason, billed_seconds, cost, preemption_deadline,"
             // the snapshot kept at its stop, from the snapshots read model (one per rental)
             + " (SELECT s.snapshot_id FROM snapshots s WHERE s.rental_id = rentals.rental_id LIMIT 1),"
-            + " exit_code, image, command, network, max_total, restore, runtime, host_runtime"
+            + " exit_code, image, command, network, max_total, restore, runtime, host_runtime, refunded"
             + " FROM rentals WHERE renter_id = ? AND status <> 'refused'"
             + (status == null ? "" : " AND status = ?")
             + (after > 0 ? " AND row_id < ?" : "")
@@ -130,8 +132,8 @@ public final class RentalReadModel {
   public CompletionStage<List<HostRentalRow>> byHost(String hostId, long after, int limit) {
     String sql =
         "SELECT row_id, rental_id, status, gpu, card_count, tier, price_per_gpu_hour, simulated,"
-            + " matched_at, started_at, ended_at, end_reason, billed_seconds, provider_earned,"
-            + " renter_id"
+            + " matched_at, started_at, ended_at, end_reason, billed_seconds,"
+            + " provider_earned - provider_reversed, renter_id"
             + " FROM rentals WHERE host_id = ?"
             + (after > 0 ? " AND row_id < ?" : "")
             + " ORDER BY row_id DESC LIMIT ?";
@@ -186,7 +188,8 @@ public final class RentalReadModel {
           try (PreparedStatement st =
               connection.prepareStatement(
                   "SELECT count(*), COALESCE(SUM(billed_seconds * card_count), 0),"
-                      + " COALESCE(SUM(provider_earned), 0) FROM rentals WHERE host_id = ?")) {
+                      + " COALESCE(SUM(provider_earned - provider_reversed), 0) FROM rentals"
+                      + " WHERE host_id = ?")) {
             st.setString(1, hostId);
             try (ResultSet rs = st.executeQuery()) {
               rs.next();
@@ -258,7 +261,8 @@ public final class RentalReadModel {
         rs.getObject(24, Long.class),
         rs.getString(25),
         rs.getString(26),
-        rs.getString(27));
+        rs.getString(27),
+        rs.getLong(28));
   }
 
   private static Instant instant(Timestamp t) {

@@ -336,6 +336,46 @@ class RentalProjectionTest {
     assertEquals(List.of(), join(readModel.byHost("h-never-rented", 0, 10)));
   }
 
+  /**
+   * An operator's refunds of an ended rental: the renter's list shows what they gave back, and the
+   * host's rental and totals what it earned less what they took back from the provider.
+   */
+  @Test
+  void aRefundShowsInTheRentersListAndLowersWhatTheRentalEarnedItsHost() {
+    String id = "rnt_refunded";
+    group(
+        List.of(
+            new Fed(id, requested("acc_refunded", null)),
+            new Fed(id, matched("h-refunds", 2_500_000)),
+            new Fed(id, new Rental.Started(AT.plusSeconds(5), AT.plusSeconds(6), null)),
+            new Fed(id, settled(20, 27_777, 23_610)),
+            new Fed(id, ended(Rental.EndReason.STOPPED_BY_RENTER, null)),
+            new Fed(id, new Rental.Closed(AT.plusSeconds(40)))));
+    assertEquals(0, only("acc_refunded").refunded());
+    assertEquals(23_610, join(readModel.hostTotals("h-refunds")).providerEarned());
+
+    group(
+        List.of(
+            new Fed(
+                id,
+                new Rental.Refunded(
+                    "t-1", 10_000, "faulty", 10_000, 8_500, 1_500, AT.plusSeconds(50)))));
+    assertEquals(10_000, only("acc_refunded").refunded());
+    assertEquals("ended", only("acc_refunded").status());
+    assertEquals(
+        23_610 - 8_500, join(readModel.byHost("h-refunds", 0, 10)).get(0).providerEarned());
+
+    group(
+        List.of(
+            new Fed(
+                id,
+                new Rental.Refunded(
+                    "t-2", 17_777, "faulty", 27_777, 23_610, 4_167, AT.plusSeconds(60)))));
+    assertEquals(27_777, only("acc_refunded").refunded());
+    assertEquals(0, join(readModel.byHost("h-refunds", 0, 10)).get(0).providerEarned());
+    assertEquals(0, join(readModel.hostTotals("h-refunds")).providerEarned());
+  }
+
   private static Rental.Settled settled(long second, long cost, long provider) {
     return new Rental.Settled(
         new Rental.Checkpoint(second, cost, provider, cost - provider, AT.plusSeconds(5 + second)),
