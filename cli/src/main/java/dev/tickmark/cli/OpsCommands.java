@@ -19,7 +19,8 @@ import picocli.CommandLine.ScopeType;
 @Command(
     name = "ops",
     description =
-        "Operator commands (/ops): deposits, suspensions, ledger audit, evictions, rentals, payout runs.",
+        "Operator commands (/ops): deposits, suspensions, ledger audit, evictions, rentals, refunds,"
+            + " payout runs.",
     subcommands = {
       OpsCommands.Deposit.class,
       OpsCommands.Suspend.class,
@@ -30,7 +31,8 @@ import picocli.CommandLine.ScopeType;
       OpsCommands.HostRentals.class,
       OpsCommands.Payout.class,
       OpsCommands.Payouts.class,
-      OpsCommands.PayoutReturn.class
+      OpsCommands.PayoutReturn.class,
+      OpsCommands.Refund.class
     })
 final class OpsCommands extends ApiCommand {
   @Option(
@@ -142,10 +144,17 @@ final class OpsCommands extends ApiCommand {
           .add("Holds released", AccountCommands.eur(a.get("holds_released")))
           .add("Holds open", AccountCommands.eur(a.get("holds_open")))
           .add("Payouts", AccountCommands.eur(a.get("payouts")))
+          .add("Payouts returned", AccountCommands.eur(a.get("payouts_returned")))
+          .add("Refunds", AccountCommands.eur(a.get("refunds")))
+          .add("Earnings reversed", AccountCommands.eur(a.get("earnings_reversed")))
+          .add("Platform fees reversed", AccountCommands.eur(a.get("platform_fees_reversed")))
+          .add("Provider debt", AccountCommands.eur(a.get("provider_debt")))
           .add("Renter balances", AccountCommands.eur(a.get("renter_balances")))
           .add("Provider earnings owed", AccountCommands.eur(a.get("provider_earnings_owed")))
           .add("Pending captures", AccountCommands.eur(a.get("pending_captures")))
           .add("Pending credits", AccountCommands.eur(a.get("pending_credits")))
+          .add("Pending refunds", AccountCommands.eur(a.get("pending_refunds")))
+          .add("Pending reversals", AccountCommands.eur(a.get("pending_reversals")))
           .add("Mismatched settlements", a.get("mismatched_settlements"))
           .add("Accounts below zero", a.get("accounts_below_zero"))
           .add("Entries", a.get("entries"))
@@ -428,6 +437,78 @@ final class OpsCommands extends ApiCommand {
                   + reason
                   + "): it is owed to the provider again; their payouts wait until they give"
                   + " payout details again.");
+      return Cli.EXIT_OK;
+    }
+  }
+
+  /**
+   * {@code POST /ops/rentals/{id}/refunds {"reference","amount","reason"}}: gives back part or all
+   * of what an ended rental charged (a dispute's outcome). Idempotent on the reference: safe to run
+   * again.
+   */
+  @Command(
+      name = "refund",
+      description = {
+        "Refund part or all of what the ended rental RENTAL charged: the renter has it back at once,",
+        "the provider's earnings and the platform fee give back their shares. Safe to run again",
+        "with the same --reference."
+      })
+  static final class Refund extends OpsCommand {
+    @Parameters(paramLabel = "RENTAL", description = "The rental (rnt_...).")
+    String rentalId;
+
+    @Option(
+        names = "--reference",
+        required = true,
+        paramLabel = "REF",
+        description =
+            "Names the refund, e.g. a ticket number (at most 200 characters): the same reference"
+                + " refunds once.")
+    String reference;
+
+    @Option(
+        names = "--amount",
+        paramLabel = "EUR",
+        description =
+            "Euros, up to 6 decimals, e.g. 1.50 (default: all that is left of the rental's charge).")
+    String amount;
+
+    @Option(
+        names = "--reason",
+        required = true,
+        paramLabel = "TEXT",
+        description = "Why, kept with the refund (at most 500 characters).")
+    String reason;
+
+    @Override
+    int execute() {
+      ObjectNode body = object();
+      body.put("reference", reference);
+      if (amount != null) body.put("amount", amount);
+      body.put("reason", reason);
+      Http.Reply reply = operator().post("/ops/rentals/" + segment(rentalId) + "/refunds", body);
+      if (json()) {
+        printJson(reply);
+        return Cli.EXIT_OK;
+      }
+      JsonNode r = reply.json();
+      out()
+          .println(
+              "Refunded "
+                  + r.path("amount").asText()
+                  + " EUR of rental "
+                  + rentalId
+                  + " ("
+                  + reference
+                  + "): "
+                  + r.path("refunded").asText()
+                  + " of "
+                  + r.path("charged").asText()
+                  + " EUR charged is refunded; provider gave back "
+                  + r.path("provider_reversed").asText()
+                  + ", platform "
+                  + r.path("platform_reversed").asText()
+                  + ".");
       return Cli.EXIT_OK;
     }
   }

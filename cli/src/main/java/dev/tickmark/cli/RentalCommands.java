@@ -353,36 +353,43 @@ final class RentalCommands {
   }
 
   static void details(JsonNode r, PrintWriter out) {
-    new Table.Details()
-        .add("Rental", r.get("id"))
-        .add("Status", r.get("status"))
-        .add("GPU", r.path("count").asInt() + " x " + r.path("gpu").asText())
-        .add("Tier", r.get("tier"))
-        .add("Region", r.get("region"))
-        .add("Image", r.get("image"))
-        .add("Command", command(r.path("command")))
-        .add("Runtime", runtime(r))
-        .add(
-            "Network",
-            r.path("network").isBoolean()
-                ? (r.get("network").asBoolean() ? "outbound" : "off")
-                : null)
-        .add("Spend limit", r.hasNonNull("max_total") ? r.get("max_total").asText() + " EUR" : null)
-        .add("Restored from", r.get("restore"))
-        .add(
-            "Price",
-            r.hasNonNull("price_per_gpu_hour")
-                ? r.get("price_per_gpu_hour").asText() + " EUR/GPU-hour (frozen)"
-                : "not matched yet")
-        .add("Max price", r.get("max_price_per_gpu_hour").asText() + " EUR/GPU-hour")
-        .add("Created", r.get("created_at"))
-        .add("Matched", r.get("matched_at"))
-        .add("Started", r.get("started_at"))
-        .add("Ended", r.get("ended_at"))
-        .add("End reason", r.get("end_reason"))
-        .add("Exit code", r.get("exit_code"))
-        .add("Billed", r.path("billed_seconds").asLong() + " s")
-        .add("Cost", AccountCommands.eur(r.get("cost")))
+    Table.Details details =
+        new Table.Details()
+            .add("Rental", r.get("id"))
+            .add("Status", r.get("status"))
+            .add("GPU", r.path("count").asInt() + " x " + r.path("gpu").asText())
+            .add("Tier", r.get("tier"))
+            .add("Region", r.get("region"))
+            .add("Image", r.get("image"))
+            .add("Command", command(r.path("command")))
+            .add("Runtime", runtime(r))
+            .add(
+                "Network",
+                r.path("network").isBoolean()
+                    ? (r.get("network").asBoolean() ? "outbound" : "off")
+                    : null)
+            .add(
+                "Spend limit",
+                r.hasNonNull("max_total") ? r.get("max_total").asText() + " EUR" : null)
+            .add("Restored from", r.get("restore"))
+            .add(
+                "Price",
+                r.hasNonNull("price_per_gpu_hour")
+                    ? r.get("price_per_gpu_hour").asText() + " EUR/GPU-hour (frozen)"
+                    : "not matched yet")
+            .add("Max price", r.get("max_price_per_gpu_hour").asText() + " EUR/GPU-hour")
+            .add("Created", r.get("created_at"))
+            .add("Matched", r.get("matched_at"))
+            .add("Started", r.get("started_at"))
+            .add("Ended", r.get("ended_at"))
+            .add("End reason", r.get("end_reason"))
+            .add("Exit code", r.get("exit_code"))
+            .add("Billed", r.path("billed_seconds").asLong() + " s")
+            .add("Cost", AccountCommands.eur(r.get("cost")));
+    JsonNode refunded = r.path("refunded");
+    if (refunded.isTextual() && !refunded.asText().equals("0.000000"))
+      details.add("Refunded", AccountCommands.eur(refunded));
+    details
         .add("Preemption deadline", r.get("preemption_deadline"))
         .add("Simulated host", r.path("simulated").asBoolean() ? "yes" : "no")
         .add("Snapshot", r.get("snapshot_id"))

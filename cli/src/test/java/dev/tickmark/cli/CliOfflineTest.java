@@ -88,6 +88,7 @@ class CliOfflineTest {
     cli.run("ops", "payout").expect(Cli.EXIT_USAGE);
     cli.run("ops", "payouts", "show").expect(Cli.EXIT_USAGE);
     cli.run("ops", "suspend").expect(Cli.EXIT_USAGE);
+    cli.run("ops", "refund", "rnt_x", "--reference", "ticket-1").expect(Cli.EXIT_USAGE);
     cli.run("host", "price", "host_x", "--on-demand", "2", "--spot", "1", "--no-spot")
         .expect(Cli.EXIT_USAGE);
     CliRunner.Result badUrl =

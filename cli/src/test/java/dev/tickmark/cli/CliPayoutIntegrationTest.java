@@ -135,6 +135,12 @@ class CliPayoutIntegrationTest {
             assertTrue(
                 json(renterCli.run("show", rentalId, "--json")).get("billed_seconds").asLong()
                     >= 5));
+    // a running rental cannot be refunded yet: what it will charge is not known
+    CliRunner.Result tooEarly =
+        operator
+            .run("ops", "refund", rentalId, "--reference", "ticket-0", "--reason", "too early")
+            .expect(Cli.EXIT_API_ERROR);
+    assertTrue(tooEarly.err().startsWith("error: rental_not_ended: "), tooEarly.err());
     String cost =
         json(renterCli.run("stop", rentalId, "--json")).get("rental").get("cost").asText();
 
@@ -319,6 +325,118 @@ class CliPayoutIntegrationTest {
     assertTrue(
         afterReturn.contains("1 payout(s) returned by the bank (" + owed6 + " EUR)"), afterReturn);
     assertTrue(afterReturn.lines().anyMatch(l -> l.contains(endToEndId) && l.contains("returned")));
+
+    // a dispute's outcome: half the rental's cost refunded, then the rest; the renter has it back
+    // at once, the provider's earnings give back their share
+    BigDecimal charged = new BigDecimal(cost);
+    String half = charged.divide(BigDecimal.valueOf(2), 6, RoundingMode.DOWN).toPlainString();
+    String[] refund = {
+      "ops",
+      "refund",
+      rentalId,
+      "--reference",
+      "ticket-1",
+      "--amount",
+      half,
+      "--reason",
+      "faulty card"
+    };
+    String refunded = operator.run(refund).ok().out();
+    Matcher refundLine =
+        Pattern.compile(
+                "Refunded "
+                    + Pattern.quote(half)
+                    + " EUR of rental "
+                    + rentalId
+                    + " \\(ticket-1\\): "
+                    + Pattern.quote(half)
+                    + " of "
+                    + Pattern.quote(cost)
+                    + " EUR charged is refunded; provider gave back ([0-9.]+), platform ([0-9.]+)\\.\n")
+            .matcher(refunded);
+    assertTrue(refundLine.matches(), refunded);
+    BigDecimal providerBack = new BigDecimal(refundLine.group(1));
+    assertEquals(
+        new BigDecimal(half), providerBack.add(new BigDecimal(refundLine.group(2))), refunded);
+    assertEquals(earned.subtract(providerBack), earnings(providerCli));
+    assertEquals(
+        new BigDecimal("200").subtract(charged).add(new BigDecimal(half)),
+        new BigDecimal(json(renterCli.run("account", "--json")).get("balance").asText()));
+    assertEquals(refunded, operator.run(refund).ok().out(), "the same reference, the same refund");
+    String refundedLine = "Refunded:\\s+" + Pattern.quote(half) + " EUR";
+    String shownRental = renterCli.run("show", rentalId).ok().out();
+    assertTrue(shownRental.lines().anyMatch(l -> l.matches(refundedLine)), shownRental);
+    String opsRental = operator.run("ops", "rental", rentalId).ok().out();
+    assertTrue(opsRental.lines().anyMatch(l -> l.matches(refundedLine)), opsRental);
+
+    // another amount under the reference, an unknown rental: refused, nothing moves
+    CliRunner.Result conflict =
+        operator
+            .run(
+                "ops",
+                "refund",
+                rentalId,
+                "--reference",
+                "ticket-1",
+                "--amount",
+                "0.000001",
+                "--reason",
+                "faulty card")
+            .expect(Cli.EXIT_API_ERROR);
+    assertTrue(conflict.err().startsWith("error: idempotency_conflict: "), conflict.err());
+    CliRunner.Result unknownRental =
+        operator
+            .run(
+                "ops",
+                "refund",
+                "rnt_" + "0".repeat(24),
+                "--reference",
+                "ticket-9",
+                "--reason",
+                "x")
+            .expect(Cli.EXIT_API_ERROR);
+    assertTrue(unknownRental.err().startsWith("error: not_found: "), unknownRental.err());
+
+    // the rest, without --amount: the whole charge is back, and nothing is left to refund
+    JsonNode rest =
+        json(
+            operator.run(
+                "ops",
+                "refund",
+                rentalId,
+                "--reference",
+                "ticket-2",
+                "--reason",
+                "host broke down",
+                "--json"));
+    assertEquals(
+        charged.subtract(new BigDecimal(half)), new BigDecimal(rest.get("amount").asText()));
+    assertEquals(cost, rest.get("refunded").asText());
+    assertEquals(cost, rest.get("charged").asText());
+    assertEquals(
+        new BigDecimal("200").setScale(6),
+        new BigDecimal(json(renterCli.run("account", "--json")).get("balance").asText()));
+    assertEquals(
+        earned.subtract(new BigDecimal(rest.get("provider_reversed").asText())),
+        earnings(providerCli));
+    CliRunner.Result exceeds =
+        operator
+            .run("ops", "refund", rentalId, "--reference", "ticket-3", "--reason", "again")
+            .expect(Cli.EXIT_API_ERROR);
+    assertTrue(exceeds.err().startsWith("error: refund_exceeds_charge: "), exceeds.err());
+    // the books: the refunds balance against their reversals
+    eventually(
+        WAIT,
+        () -> {
+          String audit = operator.run("ops", "audit").ok().out();
+          assertTrue(audit.startsWith("Conserved:"), audit);
+          assertTrue(audit.lines().findFirst().orElseThrow().endsWith("yes"), audit);
+          assertTrue(
+              audit.lines().anyMatch(l -> l.matches("Refunds:\\s+" + Pattern.quote(cost) + " EUR")),
+              audit);
+          assertTrue(
+              audit.lines().anyMatch(l -> l.matches("Pending refunds:\\s+0\\.000000 EUR")), audit);
+        });
   }
 
   private static String[] withJson(String[] args) {
