@@ -19,7 +19,7 @@ export async function audit(view, { signal }) {
   add(view, title("Ledger audit"));
   if (!operatorOrPrompt(view)) return;
   const a = await get("/ops/ledger/audit", { ...OP, signal });
-  const money = ["deposits", "captures", "provider_earnings", "platform_revenue", "holds_placed", "holds_released", "holds_open", "payouts", "payouts_returned", "renter_balances", "provider_earnings_owed", "pending_captures", "pending_credits"];
+  const money = ["deposits", "captures", "provider_earnings", "platform_revenue", "holds_placed", "holds_released", "holds_open", "payouts", "payouts_returned", "refunds", "earnings_reversed", "platform_fees_reversed", "provider_debt", "renter_balances", "provider_earnings_owed", "pending_captures", "pending_credits", "pending_refunds", "pending_reversals"];
   add(view, 
     h(
       "p",
@@ -111,7 +111,44 @@ export async function hostRentals(view, { signal, params }) {
           hostRentalsTable(ran.rentals, true),
         )
       : h("p", {}, "No rentals have run on this host."),
+    refundForm(),
     h("p", {}, link("#/ops/hosts", "Back to the hosts")),
+  );
+}
+
+// A dispute settled in the renter's favour: part or all of what an ended rental charged goes back to
+// the renter; the provider's earnings and the platform's fee give back their shares.
+function refundForm() {
+  const rental = input({ name: "refund-rental", placeholder: "rnt_…", required: true });
+  const reference = input({ name: "refund-reference", placeholder: "your ticket", required: true, maxlength: "200" });
+  const amount = input({ name: "refund-amount", placeholder: "all that is left", inputmode: "decimal" });
+  const reason = input({ name: "refund-reason", placeholder: "why", required: true, maxlength: "500" });
+  const box = errorBox();
+  box.id = "refund-error";
+  const done = h("p", { id: "refund-result", "aria-live": "polite" });
+  return h(
+    "section",
+    {},
+    h("h2", {}, "Refund a rental"),
+    h(
+      "form",
+      {
+        id: "refund-form",
+        onsubmit: action(box, async () => {
+          const body = { reference: reference.value.trim(), reason: reason.value.trim() };
+          if (amount.value.trim()) body.amount = amount.value.trim();
+          const r = await post(`/ops/rentals/${encodeURIComponent(rental.value.trim())}/refunds`, body, OP);
+          fill(done, `Refunded ${euros(r.amount)} of ${r.rental_id} to ${r.renter_id}: ${euros(r.refunded)} of ${euros(r.charged)} refunded in all; the provider gave back ${euros(r.provider_reversed)}, the platform ${euros(r.platform_reversed)}.`);
+        }),
+      },
+      field("Rental (ended)", rental),
+      field("Reference (the same one again is the same refund)", reference),
+      field("Amount in EUR (empty: all that is left)", amount),
+      field("Reason", reason),
+      h("button", { type: "submit" }, "Refund"),
+    ),
+    box,
+    done,
   );
 }
 
