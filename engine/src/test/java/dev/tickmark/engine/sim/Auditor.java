@@ -46,6 +46,10 @@ final class Auditor {
 
   static final class AccountBook {
     long deposited, captured, held, credited, platform, paidOut;
+    // captured, credited and platform are net of refunds, as the account's own totals are
+    long reversedProvider; // what refunds took back from the earnings
+    final Map<String, Long> refunds = new TreeMap<>(); // per rental, cumulative
+    final Map<String, Long> reversals = new TreeMap<>(); // per rental, provider + platform
     long storage; // of captured: storage, all platform revenue
     final Map<String, HoldBook> holds = new TreeMap<>();
     final Map<String, SourceBook> sources = new TreeMap<>();
@@ -125,6 +129,9 @@ final class Auditor {
     boolean finished() {
       return refused || closedAt != null;
     }
+
+    /** What an operator's refunds gave back, and the provider's share of it (cumulative). */
+    long refunded, refundedProvider;
 
     Rental.Checkpoint last() {
       return checkpoints.isEmpty() ? null : checkpoints.get(checkpoints.size() - 1);
@@ -410,6 +417,25 @@ final class Auditor {
       a.platform += e.platformAmount();
     } else if (event instanceof Account.PaidOut e) {
       a.paidOut += e.amount();
+    } else if (event instanceof Account.ChargeRefunded e) {
+      long before = a.refunds.getOrDefault(e.rentalId(), 0L);
+      check(
+          e.cumulativeAmount() > before && e.amount() == e.cumulativeAmount() - before,
+          "refunded-once",
+          () -> id + " refunded " + e + " after " + before + " for " + e.rentalId());
+      a.refunds.put(e.rentalId(), e.cumulativeAmount());
+      a.captured -= e.amount();
+    } else if (event instanceof Account.EarningsReversed e) {
+      long before = a.reversals.getOrDefault(e.rentalId(), 0L);
+      long total = e.cumulativeProvider() + e.cumulativePlatform();
+      check(
+          total > before && e.providerAmount() + e.platformAmount() == total - before,
+          "reversed-once",
+          () -> id + " reversed " + e + " after " + before + " for " + e.rentalId());
+      a.reversals.put(e.rentalId(), total);
+      a.credited -= e.providerAmount();
+      a.platform -= e.platformAmount();
+      a.reversedProvider += e.providerAmount();
     }
   }
 
@@ -456,8 +482,51 @@ final class Auditor {
         r.closedAt = e.at();
         onFinalBill(r);
         onClosed(r);
+      } else if (event instanceof Rental.Refunded e) {
+        onRefunded(r, e);
       }
     }
+  }
+
+  /**
+   * A refund: only of a closed rental, never beyond its charge, the cumulative figures grown by
+   * exactly the amount, and split back as the charge was (the provider's share rounded down).
+   */
+  private void onRefunded(RentalBook r, Rental.Refunded e) {
+    Rental.Checkpoint charge = r.last();
+    check(
+        r.closedAt != null && charge != null,
+        "refund-after-close",
+        () -> r.id + " refunded " + e.amount() + " before it closed");
+    if (charge == null) return;
+    check(
+        e.amount() > 0
+            && e.cumulativeAmount() == r.refunded + e.amount()
+            && e.cumulativeAmount() <= charge.cost(),
+        "refund-within-charge",
+        () ->
+            r.id
+                + " refunded "
+                + e.amount()
+                + " to "
+                + e.cumulativeAmount()
+                + " after "
+                + r.refunded
+                + " of a charge of "
+                + charge.cost());
+    long provider =
+        java.math.BigInteger.valueOf(e.cumulativeAmount())
+            .multiply(java.math.BigInteger.valueOf(charge.provider()))
+            .divide(java.math.BigInteger.valueOf(Math.max(1, charge.cost())))
+            .longValueExact();
+    check(
+        e.cumulativeProvider() == provider
+            && e.cumulativePlatform() == e.cumulativeAmount() - provider
+            && provider >= r.refundedProvider,
+        "refund-split",
+        () -> r.id + " split " + e + " of " + charge + "; the provider's share is " + provider);
+    r.refunded = e.cumulativeAmount();
+    r.refundedProvider = e.cumulativeProvider();
   }
 
   private void onSettled(RentalBook r, Rental.Settled e, boolean ending) {
@@ -866,8 +935,9 @@ final class Auditor {
           () -> id + " available " + s.available() + " ≠ balance − held");
       check(s.available() >= 0, "available-not-negative", () -> id + " available " + s.available());
       check(s.held() >= 0, "held-not-negative", () -> id + " held " + s.held());
+      // below zero only by what refunds took back (the earnings were paid out before them)
       check(
-          s.earnings() == s.credited() - s.paidOut() && s.earnings() >= 0,
+          s.earnings() == s.credited() - s.paidOut() && s.earnings() + a.reversedProvider >= 0,
           "earnings",
           () -> id + " earnings " + s.earnings());
       long holdSum =
@@ -1039,6 +1109,24 @@ final class Auditor {
                   + (r.endedAt == null
                       ? (r.terms == null ? "pending" : "live")
                       : "stopping (" + r.reason + ")")
+                  + " at rest");
+    }
+    // Every refund reached both accounts: the renter's and the provider's marks say the rental's.
+    for (RentalBook r : rentals.values()) {
+      if (r.refunded == 0) continue;
+      long toRenter = book(r.renterId).refunds.getOrDefault(r.id, 0L);
+      long fromProvider = book(r.terms.providerId()).reversals.getOrDefault(r.id, 0L);
+      check(
+          toRenter == r.refunded && fromProvider == r.refunded,
+          "refunds-delivered-at-rest",
+          () ->
+              r.id
+                  + " refunded "
+                  + r.refunded
+                  + " but its renter has "
+                  + toRenter
+                  + " and its provider gave back "
+                  + fromProvider
                   + " at rest");
     }
     for (SnapshotBook b : snapshots.values())

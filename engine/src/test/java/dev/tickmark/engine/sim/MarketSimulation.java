@@ -131,7 +131,47 @@ public final class MarketSimulation implements AutoCloseable {
       Set<String> switchedOff,
       int traceLines,
       boolean snapshots,
-      boolean clockStepsBack) {
+      boolean clockStepsBack,
+      boolean refunds) {
+    /**
+     * {@code refunds}: an operator also refunds closed rentals, in parts, retried, sometimes asking
+     * for more than is left; off, the runs are as they were before refunds (the same draws).
+     */
+    public Config(
+        long seed,
+        int renters,
+        int providers,
+        int hosts,
+        SimNetwork.Faults network,
+        boolean crashes,
+        boolean nodeLoss,
+        boolean agentFaults,
+        boolean clockJumps,
+        boolean partitions,
+        boolean payouts,
+        Set<String> switchedOff,
+        int traceLines,
+        boolean snapshots,
+        boolean clockStepsBack) {
+      this(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          switchedOff,
+          traceLines,
+          snapshots,
+          clockStepsBack,
+          false);
+    }
+
     /** Without backward clock steps: the runs as they were before the clock could step back. */
     public Config(
         long seed,
@@ -163,6 +203,7 @@ public final class MarketSimulation implements AutoCloseable {
           switchedOff,
           traceLines,
           snapshots,
+          false,
           false);
     }
 
@@ -290,7 +331,29 @@ public final class MarketSimulation implements AutoCloseable {
           switchedOff,
           traceLines,
           snapshots,
-          clockStepsBack);
+          clockStepsBack,
+          refunds);
+    }
+
+    /** An operator also refunds closed rentals (see {@code refunds}). */
+    public Config withRefunds() {
+      return new Config(
+          seed,
+          renters,
+          providers,
+          hosts,
+          network,
+          crashes,
+          nodeLoss,
+          agentFaults,
+          clockJumps,
+          partitions,
+          payouts,
+          switchedOff,
+          traceLines,
+          snapshots,
+          clockStepsBack,
+          true);
     }
 
     public String faults() {
@@ -1292,6 +1355,10 @@ public final class MarketSimulation implements AutoCloseable {
           "snapshots suspended",
           auditor.snapshots.values().stream().filter(b -> b.suspended).count());
     }
+    if (config.refunds())
+      stats.put(
+          "rentals refunded",
+          auditor.rentals.values().stream().filter(b -> b.refunded > 0).count());
     stats.put("ms auditing", auditNanos / 1_000_000);
     stats.put("ms waiting for callbacks", loop.waitNanos / 1_000_000);
     stats.put("callback waits", loop.waits);
@@ -1368,6 +1435,7 @@ public final class MarketSimulation implements AutoCloseable {
     else if (roll < 43 && config.clockJumps() && random.nextInt(2) == 0) clockJump();
     else if (roll < 44 && config.partitions() && random.nextInt(2) == 0) partition();
     else if (roll < 46 && config.snapshots() && random.nextInt(4) == 0) deleteSnapshot();
+    else if (roll < 48 && config.refunds()) refund();
     else note("tick");
   }
 
@@ -1520,6 +1588,42 @@ public final class MarketSimulation implements AutoCloseable {
     payoutsMade.put(id, amount);
     note("payout " + id + " " + amount + " µ€ of " + earnings);
     account(provider).live().tell(new Account.Payout(id, amount, sink()));
+  }
+
+  /** The refunds asked for, by reference: the rental and the amount (null: the rest). */
+  private final Map<String, Map.Entry<String, Long>> refundsMade = new TreeMap<>();
+
+  /**
+   * An operator refunds part or all of what a closed rental charged; now and then a refund asked
+   * for again (a retried request), or more than is left (refused).
+   */
+  private void refund() {
+    if (!refundsMade.isEmpty() && random.nextInt(4) == 0) {
+      String reference = pick(new ArrayList<>(refundsMade.keySet()));
+      Map.Entry<String, Long> asked = refundsMade.get(reference);
+      note("refund again " + reference + " of " + asked.getKey());
+      rental(asked.getKey())
+          .live()
+          .tell(new Rental.Refund(reference, asked.getValue(), "again", sink()));
+      return;
+    }
+    List<Auditor.RentalBook> charged =
+        auditor.rentals.values().stream()
+            .filter(b -> b.closedAt != null && b.last() != null && b.last().cost() > 0)
+            .toList();
+    if (charged.isEmpty()) {
+      note("refund: no closed rental charged anything");
+      return;
+    }
+    Auditor.RentalBook b = pick(charged);
+    long left = b.last().cost() - b.refunded;
+    // a third of them the rest; the others a part, a few more than is left
+    Long amount = random.nextInt(3) == 0 ? null : 1 + random.nextLong(Math.max(1, left + left / 8));
+    String reference = "rf-" + step;
+    refundsMade.put(reference, new java.util.AbstractMap.SimpleEntry<>(b.id, amount));
+    note("refund " + reference + " of " + b.id + " " + amount + " µ€ (" + left + " left)");
+    stats.merge("refunds asked", 1L, Long::sum);
+    rental(b.id).live().tell(new Rental.Refund(reference, amount, "sim", sink()));
   }
 
   private void silence() {
@@ -1706,6 +1810,7 @@ public final class MarketSimulation implements AutoCloseable {
             ? Config.of(seed).withoutKnownBugs()
             : mode.startsWith("--calm") ? Config.calm(seed) : Config.of(seed);
     if (mode.contains("+steps-back")) c = c.withClockStepsBack();
+    if (mode.contains("+refunds")) c = c.withRefunds();
     return mode.endsWith("+snapshots") ? c.withSnapshots() : c;
   }
 }
