@@ -316,6 +316,17 @@ public final class MarketSimulation implements AutoCloseable {
         int traceLines,
         boolean snapshots,
         boolean clockStepsBack) {
+      return with(seed, network, switchedOff, traceLines, snapshots, clockStepsBack, refunds);
+    }
+
+    private Config with(
+        long seed,
+        SimNetwork.Faults network,
+        Set<String> switchedOff,
+        int traceLines,
+        boolean snapshots,
+        boolean clockStepsBack,
+        boolean refunds) {
       return new Config(
           seed,
           renters,
@@ -337,23 +348,7 @@ public final class MarketSimulation implements AutoCloseable {
 
     /** An operator also refunds closed rentals (see {@code refunds}). */
     public Config withRefunds() {
-      return new Config(
-          seed,
-          renters,
-          providers,
-          hosts,
-          network,
-          crashes,
-          nodeLoss,
-          agentFaults,
-          clockJumps,
-          partitions,
-          payouts,
-          switchedOff,
-          traceLines,
-          snapshots,
-          clockStepsBack,
-          true);
+      return with(seed, network, switchedOff, traceLines, snapshots, clockStepsBack, true);
     }
 
     public String faults() {

@@ -10,11 +10,8 @@ import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.Migrations;
 import dev.tickmark.persistence.TestDatabase;
 import java.time.Instant;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Executors;
-import org.apache.pekko.persistence.query.Offset;
-import org.apache.pekko.projection.eventsourced.EventEnvelope;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -28,6 +25,7 @@ import org.junit.jupiter.api.Test;
 class LedgerAuditIntegrationTest {
   static DatabaseSettings db;
   static Jdbc jdbc;
+  static LedgerBooks books;
   static final Instant AT = Instant.parse("2026-01-01T00:00:00Z");
 
   @BeforeAll
@@ -35,6 +33,7 @@ class LedgerAuditIntegrationTest {
     db = TestDatabase.fresh("ledgeraudit");
     Migrations.migrate(db);
     jdbc = Jdbc.create(db, "ledgeraudit-test", Executors.newFixedThreadPool(2));
+    books = new LedgerBooks(jdbc);
   }
 
   @AfterAll
@@ -42,37 +41,17 @@ class LedgerAuditIntegrationTest {
     if (jdbc != null) jdbc.close();
   }
 
-  private static long seq;
-
-  /** Writes the legs of {@code events} with the ledger projection's own write. */
-  static void book(String accountId, List<Account.Event> events) {
-    List<EventEnvelope<Account.Event>> group = new ArrayList<>();
-    for (Account.Event e : events)
-      group.add(EventEnvelope.create(Offset.noOffset(), "Account|" + accountId, ++seq, e, 0L));
-    jdbc.run(
-            c -> {
-              LedgerProjection.insertLegs(c, group);
-              return null;
-            })
-        .toCompletableFuture()
-        .join();
-  }
-
-  static LedgerReadModel.Audit audit() {
-    return new LedgerReadModel(jdbc).audit().toCompletableFuture().join();
-  }
-
   @Test
   void aPayoutTheBankReturnedIsOwedToItsProviderAgainAndTheBooksStillBalance() {
-    LedgerReadModel.Audit before = audit();
-    book(
+    LedgerReadModel.Audit before = books.audit();
+    books.book(
         "returned-renter",
         List.of(
             new Account.Deposited("payment:p9", 5_000, AT),
             new Account.HoldPlaced("rnt_9", 2_000, AT),
             new Account.Captured("rnt_9", 60, 2_000, 2_000, AT),
             new Account.HoldReleased("rnt_9", 0, AT)));
-    book(
+    books.book(
         "returned-provider",
         List.of(
             new Account.EarningsCredited("rnt_9", 60, 1_700, 300, 1_700, 300, true, AT),
@@ -81,11 +60,11 @@ class LedgerAuditIntegrationTest {
     assertFalse(
         ledger.providersOwed(1_000).toCompletableFuture().join().contains("returned-provider"));
 
-    book(
+    books.book(
         "returned-provider",
         List.of(new Account.PayoutReturned("pr_1:returned-provider", 1_700, "AC04", null, AT)));
 
-    LedgerReadModel.Audit a = audit();
+    LedgerReadModel.Audit a = books.audit();
     assertEquals(1_700, a.payouts() - before.payouts());
     assertEquals(1_700, a.payoutsReturned() - before.payoutsReturned());
     assertEquals(
@@ -100,8 +79,8 @@ class LedgerAuditIntegrationTest {
 
   @Test
   void storageRevenueIsCountedAndConservedBesideRentalSettlements() {
-    LedgerReadModel.Audit before = audit(); // the other test's rows may be there already
-    book(
+    LedgerReadModel.Audit before = books.audit(); // the other test's rows may be there already
+    books.book(
         "renter",
         List.of(
             new Account.Deposited("payment:p1", 10_000, AT),
@@ -114,13 +93,13 @@ class LedgerAuditIntegrationTest {
             new Account.StorageCaptured("snap_1", 7_200, 250, 150, AT),
             new Account.StorageCaptured("snap_1", 10_800, 250, 0, AT),
             new Account.HoldReleased("snap_1", 350, AT)));
-    book(
+    books.book(
         "provider",
         List.of(
             new Account.EarningsCredited("rnt_1", 60, 850, 150, 850, 150, false, AT),
             new Account.EarningsCredited("rnt_1", 120, 1_700, 300, 850, 150, true, AT)));
 
-    LedgerReadModel.Audit a = audit();
+    LedgerReadModel.Audit a = books.audit();
     assertEquals(2_250, a.captures() - before.captures());
     assertEquals(1_700, a.providerEarnings() - before.providerEarnings());
     assertEquals(300, a.platformRevenue() - before.platformRevenue());
@@ -131,7 +110,7 @@ class LedgerAuditIntegrationTest {
     assertTrue(a.conserved(), a.toString());
 
     // A storage leg that books more than its capture: the snapshot's two sides disagree.
-    book("renter", List.of(new Account.StorageCaptured("snap_2", 3_600, 10, 10, AT)));
+    books.book("renter", List.of(new Account.StorageCaptured("snap_2", 3_600, 10, 10, AT)));
     jdbc.run(
             c -> {
               try (var st = c.createStatement()) {
@@ -143,7 +122,7 @@ class LedgerAuditIntegrationTest {
             })
         .toCompletableFuture()
         .join();
-    LedgerReadModel.Audit broken = audit();
+    LedgerReadModel.Audit broken = books.audit();
     assertEquals(1, broken.mismatchedSettlements());
     assertFalse(broken.conserved());
   }

@@ -10,11 +10,8 @@ import dev.tickmark.persistence.Jdbc;
 import dev.tickmark.persistence.Migrations;
 import dev.tickmark.persistence.TestDatabase;
 import java.time.Instant;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Executors;
-import org.apache.pekko.persistence.query.Offset;
-import org.apache.pekko.projection.eventsourced.EventEnvelope;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -29,14 +26,15 @@ import org.junit.jupiter.api.Test;
 class LedgerRefundAuditIntegrationTest {
   static DatabaseSettings db;
   static Jdbc jdbc;
+  static LedgerBooks books;
   static final Instant AT = Instant.parse("2026-01-01T00:00:00Z");
-  private static long seq;
 
   @BeforeAll
   static void start() throws Exception {
     db = TestDatabase.fresh("ledgerrefunds");
     Migrations.migrate(db);
     jdbc = Jdbc.create(db, "ledgerrefunds-test", Executors.newFixedThreadPool(2));
+    books = new LedgerBooks(jdbc);
   }
 
   @AfterAll
@@ -44,49 +42,32 @@ class LedgerRefundAuditIntegrationTest {
     if (jdbc != null) jdbc.close();
   }
 
-  static void book(String accountId, List<Account.Event> events) {
-    List<EventEnvelope<Account.Event>> group = new ArrayList<>();
-    for (Account.Event e : events)
-      group.add(EventEnvelope.create(Offset.noOffset(), "Account|" + accountId, ++seq, e, 0L));
-    jdbc.run(
-            c -> {
-              LedgerProjection.insertLegs(c, group);
-              return null;
-            })
-        .toCompletableFuture()
-        .join();
-  }
-
-  static LedgerReadModel.Audit audit() {
-    return new LedgerReadModel(jdbc).audit().toCompletableFuture().join();
-  }
-
   @Test
   void aRefundBalancesAgainstItsReversalsAndAProviderPaidBeforeItOwesTheDifference() {
-    book(
+    books.book(
         "renter",
         List.of(
             new Account.Deposited("payment:p1", 5_000, AT),
             new Account.HoldPlaced("rnt_1", 2_000, AT),
             new Account.Captured("rnt_1", 60, 2_000, 2_000, AT),
             new Account.HoldReleased("rnt_1", 0, AT)));
-    book(
+    books.book(
         "provider",
         List.of(
             new Account.EarningsCredited("rnt_1", 60, 1_700, 300, 1_700, 300, true, AT),
             new Account.PaidOut("pr_1:provider", 1_700, AT)));
-    assertTrue(audit().conserved());
+    assertTrue(books.audit().conserved());
 
     // Half the charge back: the renter's side first, the provider's still on its way.
-    book("renter", List.of(new Account.ChargeRefunded("rnt_1", 1_000, 1_000, AT)));
-    LedgerReadModel.Audit onItsWay = audit();
+    books.book("renter", List.of(new Account.ChargeRefunded("rnt_1", 1_000, 1_000, AT)));
+    LedgerReadModel.Audit onItsWay = books.audit();
     assertEquals(1_000, onItsWay.refunds());
     assertEquals(1_000, onItsWay.pendingRefunds());
     assertEquals(4_000, onItsWay.renterBalances());
     assertTrue(onItsWay.conserved(), onItsWay.toString());
 
-    book("provider", List.of(new Account.EarningsReversed("rnt_1", 850, 150, 850, 150, AT)));
-    LedgerReadModel.Audit a = audit();
+    books.book("provider", List.of(new Account.EarningsReversed("rnt_1", 850, 150, 850, 150, AT)));
+    LedgerReadModel.Audit a = books.audit();
     assertEquals(1_000, a.refunds());
     assertEquals(850, a.earningsReversed());
     assertEquals(150, a.platformFeesReversed());
@@ -105,9 +86,10 @@ class LedgerRefundAuditIntegrationTest {
         "no payout while in debt");
 
     // A rental refunded beyond what it charged disagrees with itself.
-    book("renter", List.of(new Account.ChargeRefunded("rnt_1", 2_500, 1_500, AT)));
-    book("provider", List.of(new Account.EarningsReversed("rnt_1", 2_125, 375, 1_275, 225, AT)));
-    LedgerReadModel.Audit broken = audit();
+    books.book("renter", List.of(new Account.ChargeRefunded("rnt_1", 2_500, 1_500, AT)));
+    books.book(
+        "provider", List.of(new Account.EarningsReversed("rnt_1", 2_125, 375, 1_275, 225, AT)));
+    LedgerReadModel.Audit broken = books.audit();
     assertEquals(1, broken.mismatchedSettlements());
     assertFalse(broken.conserved());
   }
