@@ -2,6 +2,7 @@ package dev.tickmark.node;
 
 import static dev.tickmark.node.Eventually.eventually;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -330,6 +331,16 @@ class RentalLifecycleIntegrationTest {
         Money.format(Money.parse(deposit)), api.account(renter.apiKey()).get("balance").asText());
     api.post(path, op, "{\"reference\":\"ticket-3\",\"reason\":\"again\"}")
         .expectProblem(409, "refund_exceeds_charge");
+    // the operator sees each refund with its reason; the renter, their total
+    JsonNode refunds = api.get("/ops/rentals/" + id, op).expect(200).json().get("refunds");
+    assertEquals(2, refunds.size(), refunds.toString());
+    assertEquals("ticket-1", refunds.get(0).get("reference").asText());
+    assertEquals(Money.format(half), refunds.get(0).get("amount").asText());
+    assertEquals("the card was faulty", refunds.get(0).get("reason").asText());
+    assertEquals("ticket-2", refunds.get(1).get("reference").asText());
+    assertEquals(Money.format(cost - half), refunds.get(1).get("amount").asText());
+    assertEquals("host broke down", refunds.get(1).get("reason").asText());
+    assertFalse(rental(renter, id).has("refunds"), "the renter sees the total only");
     eventually(
         WAIT,
         () -> {

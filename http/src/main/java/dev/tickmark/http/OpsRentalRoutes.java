@@ -63,17 +63,31 @@ final class OpsRentalRoutes {
     }
   }
 
-  /** A rental as its renter sees it, and whose it is and where it ran (null until matched). */
+  /**
+   * A rental as its renter sees it, and whose it is and where it ran (null until matched), and its
+   * refunds one by one.
+   */
   record OpsRentalView(
-      String renterId, String hostId, String providerId, RentalRoutes.RentalView rental) {
+      String renterId,
+      String hostId,
+      String providerId,
+      RentalRoutes.RentalView rental,
+      List<RefundEntry> refunds) {
     static OpsRentalView of(Rental.View v) {
       return new OpsRentalView(
           v.renterId(),
           v.terms() == null ? null : v.terms().hostId(),
           v.terms() == null ? null : v.terms().providerId(),
-          RentalRoutes.view(v));
+          RentalRoutes.view(v),
+          v.refunds().stream()
+              .map(
+                  r -> new RefundEntry(r.reference(), Money.format(r.amount()), r.reason(), r.at()))
+              .toList());
     }
   }
+
+  /** One refund of a rental: the operator's reference, the amount (EUR), why and when. */
+  record RefundEntry(String reference, String amount, String reason, java.time.Instant at) {}
 
   /** A rental that ran on the host as its provider sees it, and its renter. */
   record OpsHostRental(String renterId, HostViews.HostRentalView rental) {}

@@ -49,6 +49,7 @@ class OpenApiSchemaTest {
           Map.entry("HostRentalPage", "dev.tickmark.http.HostViews$HostRentalList"),
           Map.entry("OpsRental", "dev.tickmark.http.OpsRentalRoutes$OpsRentalView"),
           Map.entry("Refund", "dev.tickmark.http.OpsRentalRoutes$RefundView"),
+          Map.entry("RentalRefund", "dev.tickmark.http.OpsRentalRoutes$RefundEntry"),
           Map.entry("RefundRequest", "dev.tickmark.http.OpsRentalRoutes$RefundRequest"),
           Map.entry("OpsHostRental", "dev.tickmark.http.OpsRentalRoutes$OpsHostRental"),
           Map.entry("OpsHostRentalPage", "dev.tickmark.http.OpsRentalRoutes$OpsHostRentalList"),

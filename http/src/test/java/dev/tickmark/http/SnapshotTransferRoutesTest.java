@@ -238,7 +238,8 @@ class SnapshotTransferRoutesTest {
                             List.of(),
                             null,
                             null,
-                            0)));
+                            0,
+                            List.of())));
           }
           return Behaviors.same();
         });

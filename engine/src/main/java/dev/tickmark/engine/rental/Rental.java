@@ -705,8 +705,17 @@ public final class Rental
       List<Checkpoint> checkpoints,
       String snapshotId,
       Integer exitCode,
-      long refunded)
-      implements CborSerializable {}
+      long refunded,
+      List<Refunded> refunds)
+      implements CborSerializable {
+    /**
+     * {@code refunds}: an operator's refunds of it, oldest first (its renter is shown the total).
+     */
+    @JsonCreator
+    public View {
+      refunds = refunds == null ? List.of() : refunds;
+    }
+  }
 
   public sealed interface Update extends CborSerializable
       permits StatusChanged, Tick, PreemptionNotice {}
@@ -2852,7 +2861,19 @@ public final class Rental
 
   public View view(State state) {
     if (state instanceof Pending p)
-      return view(p.order(), Status.PENDING, null, null, null, null, 0, null, List.of(), null, 0);
+      return view(
+          p.order(),
+          Status.PENDING,
+          null,
+          null,
+          null,
+          null,
+          0,
+          null,
+          List.of(),
+          null,
+          0,
+          List.of());
     if (state instanceof Provisioning p) {
       return view(
           p.order(),
@@ -2865,7 +2886,8 @@ public final class Rental
           p.preemptionDeadline(),
           List.of(),
           null,
-          0);
+          0,
+          List.of());
     }
     if (state instanceof Running r) {
       return view(
@@ -2879,7 +2901,8 @@ public final class Rental
           r.preemptionDeadline(),
           r.checkpoints(),
           null,
-          0);
+          0,
+          List.of());
     }
     if (state instanceof Ending e) {
       return view(
@@ -2893,7 +2916,8 @@ public final class Rental
           null,
           e.checkpoints(),
           e.exitCode(),
-          0);
+          0,
+          List.of());
     }
     if (state instanceof Finished f) {
       return view(
@@ -2907,7 +2931,8 @@ public final class Rental
           null,
           f.checkpoints(),
           f.exitCode(),
-          f.refunded());
+          f.refunded(),
+          f.refunds());
     }
     if (state instanceof RefusedRental r) {
       return view(
@@ -2921,7 +2946,8 @@ public final class Rental
           null,
           List.of(),
           null,
-          0);
+          0,
+          List.of());
     }
     return new View(
         rentalId,
@@ -2939,7 +2965,8 @@ public final class Rental
         List.of(),
         null,
         null,
-        0);
+        0,
+        List.of());
   }
 
   /** The live meter: seconds since the start, within the limit, never below what was settled. */
@@ -2960,7 +2987,8 @@ public final class Rental
       Instant preemption,
       List<Checkpoint> checkpoints,
       Integer exitCode,
-      long refunded) {
+      long refunded,
+      List<Refunded> refunds) {
     return new View(
         rentalId,
         order.renterId(),
@@ -2977,7 +3005,8 @@ public final class Rental
         checkpoints,
         order.snapshotId(),
         exitCode,
-        refunded);
+        refunded,
+        refunds);
   }
 
   // ---------------------------------------------------------------------------------------------
