@@ -224,6 +224,19 @@ final class OpsCommands extends ApiCommand {
           .add("Provider", r.get("provider_id"))
           .print(out());
       RentalCommands.details(r.path("rental"), out());
+      // each refund, oldest first: what a dispute decided, and why
+      for (JsonNode refund : r.path("refunds"))
+        out()
+            .println(
+                "Refund "
+                    + refund.get("reference").asText()
+                    + ": "
+                    + AccountCommands.eur(refund.get("amount"))
+                    + " at "
+                    + refund.get("at").asText()
+                    + " ("
+                    + refund.get("reason").asText()
+                    + ")");
       return Cli.EXIT_OK;
     }
   }

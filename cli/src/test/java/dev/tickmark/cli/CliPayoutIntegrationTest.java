@@ -368,6 +368,14 @@ class CliPayoutIntegrationTest {
     assertTrue(shownRental.lines().anyMatch(l -> l.matches(refundedLine)), shownRental);
     String opsRental = operator.run("ops", "rental", rentalId).ok().out();
     assertTrue(opsRental.lines().anyMatch(l -> l.matches(refundedLine)), opsRental);
+    assertTrue(
+        opsRental
+            .lines()
+            .anyMatch(
+                l ->
+                    l.startsWith("Refund ticket-1: " + half + " EUR at ")
+                        && l.endsWith(" (faulty card)")),
+        opsRental);
 
     // another amount under the reference, an unknown rental: refused, nothing moves
     CliRunner.Result conflict =
