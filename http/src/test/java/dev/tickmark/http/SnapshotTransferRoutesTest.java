@@ -238,7 +238,6 @@ class SnapshotTransferRoutesTest {
                             List.of(),
                             null,
                             null,
-                            0,
                             List.of())));
           }
           return Behaviors.same();

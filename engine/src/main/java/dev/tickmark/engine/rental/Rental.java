@@ -705,7 +705,6 @@ public final class Rental
       List<Checkpoint> checkpoints,
       String snapshotId,
       Integer exitCode,
-      long refunded,
       List<Refunded> refunds)
       implements CborSerializable {
     /**
@@ -714,6 +713,11 @@ public final class Rental
     @JsonCreator
     public View {
       refunds = refunds == null ? List.of() : refunds;
+    }
+
+    /** What its refunds gave back in all, µ€. */
+    public long refunded() {
+      return refunds.isEmpty() ? 0 : refunds.get(refunds.size() - 1).cumulativeAmount();
     }
   }
 
@@ -2862,18 +2866,7 @@ public final class Rental
   public View view(State state) {
     if (state instanceof Pending p)
       return view(
-          p.order(),
-          Status.PENDING,
-          null,
-          null,
-          null,
-          null,
-          0,
-          null,
-          List.of(),
-          null,
-          0,
-          List.of());
+          p.order(), Status.PENDING, null, null, null, null, 0, null, List.of(), null, List.of());
     if (state instanceof Provisioning p) {
       return view(
           p.order(),
@@ -2886,7 +2879,6 @@ public final class Rental
           p.preemptionDeadline(),
           List.of(),
           null,
-          0,
           List.of());
     }
     if (state instanceof Running r) {
@@ -2901,7 +2893,6 @@ public final class Rental
           r.preemptionDeadline(),
           r.checkpoints(),
           null,
-          0,
           List.of());
     }
     if (state instanceof Ending e) {
@@ -2916,7 +2907,6 @@ public final class Rental
           null,
           e.checkpoints(),
           e.exitCode(),
-          0,
           List.of());
     }
     if (state instanceof Finished f) {
@@ -2931,7 +2921,6 @@ public final class Rental
           null,
           f.checkpoints(),
           f.exitCode(),
-          f.refunded(),
           f.refunds());
     }
     if (state instanceof RefusedRental r) {
@@ -2946,7 +2935,6 @@ public final class Rental
           null,
           List.of(),
           null,
-          0,
           List.of());
     }
     return new View(
@@ -2965,7 +2953,6 @@ public final class Rental
         List.of(),
         null,
         null,
-        0,
         List.of());
   }
 
@@ -2987,7 +2974,6 @@ public final class Rental
       Instant preemption,
       List<Checkpoint> checkpoints,
       Integer exitCode,
-      long refunded,
       List<Refunded> refunds) {
     return new View(
         rentalId,
@@ -3005,7 +2991,6 @@ public final class Rental
         checkpoints,
         order.snapshotId(),
         exitCode,
-        refunded,
         refunds);
   }
 

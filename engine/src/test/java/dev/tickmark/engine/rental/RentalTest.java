@@ -920,6 +920,16 @@ class RentalTest {
     assertEquals(0, f.provider.summary().platformCredited());
     assertRejected(Rejection.REFUND_EXCEEDS_CHARGE, f.refund("ticket-3", null));
 
+    // The view carries the refunds across nodes (the edge asks the rental wherever it runs).
+    View refundedView = f.get();
+    assertEquals(
+        List.of("ticket-1", "ticket-2"),
+        refundedView.refunds().stream().map(Rental.Refunded::reference).toList());
+    assertEquals(
+        refundedView,
+        new org.apache.pekko.actor.testkit.typed.javadsl.SerializationTestKit(testKit.system())
+            .verifySerialization(refundedView, true));
+
     // After a crash the rental knows its refunds and sends the latest again: nothing moves twice.
     f.restart();
     assertEquals(charged, f.get().refunded());
