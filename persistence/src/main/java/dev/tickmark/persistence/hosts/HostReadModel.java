@@ -228,29 +228,7 @@ public final class HostReadModel {
       WorkloadNeeds needs,
       Matcher.Holdings held,
       Instant now) {
-    String price = tier == Listing.Tier.SPOT ? "spot_price" : "on_demand_price";
-    String sql =
-        "SELECT host_id, "
-            + price
-            + ", cards_total - cards_taken, availability, updated_at,"
-            + " rentals_ended, rentals_lost"
-            + " FROM hosts"
-            + " WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
-            + " AND cards_total - cards_taken >= ? AND "
-            + price
-            + " <= ?"
-            + (region == null ? "" : " AND region = ?")
-            + (renterId == null ? "" : " AND owner_id <> ?")
-            + (needs.network() ? " AND offers_network IS NOT FALSE" : "")
-            + (needs.runtime() == null ? "" : " AND runtime = ?")
-            + " ORDER BY "
-            + price
-            // Matcher.ordered's order (Reliability): the share of ended rentals lost, then the
-            // longer record. As a double, which tells every two shares apart while a host has
-            // ended fewer than 2^26 rentals, and costs the query less than numeric (the matcher
-            // orders the page exactly)
-            + ", rentals_lost::float8 / GREATEST(rentals_ended, 1), rentals_ended DESC"
-            + ", cards_total - cards_taken DESC, host_id LIMIT ? OFFSET ?";
+    String sql = candidateSql(tier, region != null, renterId != null, needs);
     int page = CANDIDATE_PAGE + Math.min(held.hosts(), MAX_HELD_ROWS);
     int wanted = Math.max(1, count);
     return jdbc.run(
@@ -265,9 +243,11 @@ public final class HostReadModel {
             if (region != null) st.setString(i++, region);
             if (renterId != null) st.setString(i++, renterId);
             if (needs.runtime() != null) st.setString(i++, needs.runtime());
+            int fetchIndex = i++;
             st.setInt(i++, page);
             int offsetIndex = i;
             for (int offset = 0; free.size() < ENOUGH_CANDIDATES; offset += page) {
+              st.setInt(fetchIndex, offset + page);
               st.setInt(offsetIndex, offset);
               int rows = 0;
               try (ResultSet rs = st.executeQuery()) {
@@ -301,6 +281,50 @@ public final class HostReadModel {
           }
           return free.isEmpty() ? full : free;
         });
+  }
+
+  /**
+   * The candidate query: one page of the market, cheapest first, and among hosts at one price the
+   * more reliable first (Matcher.ordered's order), then the freer, then by id. Its parameters: the
+   * gpu, the cards wanted, the price ceiling, the region and renter when asked for, the runtime
+   * when named, then how many rows in price order the page ends within (offset + page), the page
+   * and the offset.
+   *
+   * <p>The inner query reads the hosts in the price index's order and stops after that many,
+   * keeping every host tied at the last price, so the outer sort sees exactly the hosts the page
+   * can hold, in any plan. Written as one query with the whole order, the plan depended on the
+   * table's statistics: without them (a young table, or a cached generic plan that an {@code
+   * ANALYZE} did not invalidate, which happens when the table's page and row counts stay the same)
+   * PostgreSQL estimated one row and sorted every host of the gpu for every match, 30 ms each with
+   * 10,000 hosts; with them it read a page's worth in order (docs/benchmarks.md, "The launch's two
+   * modes").
+   */
+  static String candidateSql(
+      Listing.Tier tier, boolean region, boolean renter, WorkloadNeeds needs) {
+    String price = tier == Listing.Tier.SPOT ? "spot_price" : "on_demand_price";
+    return "SELECT host_id, price, free, availability, updated_at, rentals_ended, rentals_lost"
+        + " FROM (SELECT host_id, "
+        + price
+        + " AS price, cards_total - cards_taken AS free, availability, updated_at,"
+        + " rentals_ended, rentals_lost"
+        + " FROM hosts"
+        + " WHERE gpu = ? AND status = 'verified' AND online AND listed AND NOT draining"
+        + " AND cards_total - cards_taken >= ? AND "
+        + price
+        + " <= ?"
+        + (region ? " AND region = ?" : "")
+        + (renter ? " AND owner_id <> ?" : "")
+        + (needs.network() ? " AND offers_network IS NOT FALSE" : "")
+        + (needs.runtime() == null ? "" : " AND runtime = ?")
+        + " ORDER BY "
+        + price
+        + " FETCH FIRST ? ROWS WITH TIES) cheapest"
+        // Matcher.ordered's order (Reliability): the share of ended rentals lost, then the longer
+        // record. As a double, which tells every two shares apart while a host has ended fewer
+        // than 2^26 rentals, and costs the query less than numeric (the matcher orders the page
+        // exactly)
+        + " ORDER BY price, rentals_lost::float8 / GREATEST(rentals_ended, 1), rentals_ended DESC,"
+        + " free DESC, host_id LIMIT ? OFFSET ?";
   }
 
   static List<Offer> aggregate(List<HostRow> rows, OfferFilter filter, Instant now) {
