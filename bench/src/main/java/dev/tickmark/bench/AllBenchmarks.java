@@ -229,6 +229,14 @@ public final class AllBenchmarks {
               true,
               300),
           new Bench(
+              "event-codec",
+              "EventCodecBenchmark",
+              List.of("--events=50000", "--rounds=3"),
+              List.of(),
+              List.of(),
+              false,
+              180),
+          new Bench(
               "remoting-tls",
               "RemotingTlsBenchmark",
               List.of("--rounds=2", "--pings=2000", "--messages=50000"),

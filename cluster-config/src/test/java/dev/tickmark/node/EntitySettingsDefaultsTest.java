@@ -39,6 +39,16 @@ class EntitySettingsDefaultsTest {
   }
 
   @Test
+  void theShippedSerializationReadsAndWritesInstantsByHandAfterJavaTimeModule() {
+    // Jackson picks the (de)serializer of the module registered last: IsoInstants must come after
+    // JavaTimeModule, or instants go through java.time's formatter again.
+    var modules = shipped().getStringList("pekko.serialization.jackson.jackson-modules");
+    int javaTime = modules.indexOf("com.fasterxml.jackson.datatype.jsr310.JavaTimeModule");
+    int isoInstants = modules.indexOf(dev.tickmark.engine.IsoInstants.class.getName());
+    assertTrue(javaTime >= 0 && isoInstants > javaTime, modules.toString());
+  }
+
+  @Test
   void theShippedDefaultsAreTheSettingsTheNodeUsedBefore() {
     Config c = shipped();
     assertEquals(
