@@ -1321,10 +1321,20 @@ public final class Host
      * Map.copyOf} iterates in an order each JVM salts, so a heartbeat that unlisted two workloads
      * journaled them in one order or the other; docs/simulation.md, "Determinism").
      */
+    @SuppressWarnings("unchecked")
     private static <V> Map<String, V> byRentalId(Map<String, V> map) {
       if (map == null || map.isEmpty()) return Map.of();
+      // One this method made (the only maker of these views here) is kept as it is: every event
+      // on a host builds a new Inventory, and copying its four maps each time was most of what a
+      // reservation allocated on the host (docs/benchmarks.md, "Instants read and written by
+      // hand").
+      if (map.getClass() == BY_RENTAL_ID
+          && ((java.util.SortedMap<String, V>) map).comparator() == null) return map;
       return java.util.Collections.unmodifiableSortedMap(new java.util.TreeMap<>(map));
     }
+
+    private static final Class<?> BY_RENTAL_ID =
+        java.util.Collections.unmodifiableSortedMap(new java.util.TreeMap<>()).getClass();
 
     Inventory(
         List<Card> cards,
