@@ -1325,9 +1325,7 @@ public final class Host
     private static <V> Map<String, V> byRentalId(Map<String, V> map) {
       if (map == null || map.isEmpty()) return Map.of();
       // One this method made (the only maker of these views here) is kept as it is: every event
-      // on a host builds a new Inventory, and copying its four maps each time was most of what a
-      // reservation allocated on the host (docs/benchmarks.md, "Instants read and written by
-      // hand").
+      // on a host builds a new Inventory, which copied all four maps, changed or not, each time.
       if (map.getClass() == BY_RENTAL_ID
           && ((java.util.SortedMap<String, V>) map).comparator() == null) return map;
       return java.util.Collections.unmodifiableSortedMap(new java.util.TreeMap<>(map));
