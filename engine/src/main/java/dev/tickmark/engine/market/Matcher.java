@@ -459,13 +459,21 @@ public final class Matcher {
     long now = System.nanoTime();
     Map<String, List<Holding>> held = new HashMap<>(2 * (proposed.size() + given.size()));
     proposed.forEach((hostId, cards) -> held.put(hostId, List.of(new Holding(cards, null))));
-    for (String hostId : List.copyOf(given.keySet())) {
-      List<Given> recent = recentlyGiven(hostId, now);
-      if (recent.isEmpty()) continue;
-      List<Holding> all = new ArrayList<>(recent.size() + 1);
-      all.addAll(held.getOrDefault(hostId, List.of()));
+    // Walked in place, dropping what is counted long enough as recentlyGiven does: copying the
+    // keys first cost an array as long as every host given cards lately, on every read.
+    for (var it = given.entrySet().iterator(); it.hasNext(); ) {
+      var entry = it.next();
+      List<Given> recent = entry.getValue();
+      recent.removeIf(g -> now - g.untilNanos() > 0);
+      if (recent.isEmpty()) {
+        it.remove();
+        continue;
+      }
+      List<Holding> proposedHere = held.getOrDefault(entry.getKey(), List.of());
+      List<Holding> all = new ArrayList<>(proposedHere.size() + recent.size());
+      all.addAll(proposedHere);
       for (Given g : recent) all.add(g.holding());
-      held.put(hostId, List.copyOf(all));
+      held.put(entry.getKey(), Collections.unmodifiableList(all));
     }
     // Not copied again: nothing changes it after this, and the query sees it through its future.
     return new Holdings(Collections.unmodifiableMap(held));
