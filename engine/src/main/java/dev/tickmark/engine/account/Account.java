@@ -4,6 +4,7 @@ import static dev.tickmark.engine.Rejection.reply;
 
 import com.fasterxml.jackson.annotation.JsonCreator;
 import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.JournalFailures;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.SharedCommandHandler;
 import dev.tickmark.engine.money.Money;
@@ -23,7 +24,6 @@ import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
-import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
@@ -1378,9 +1378,7 @@ public final class Account
       int maxLiveRentals,
       ActorContext<Command> context,
       TimerScheduler<Command> timers) {
-    super(
-        PersistenceId.of(ENTITY_KEY.name(), accountId),
-        SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
+    super(PersistenceId.of(ENTITY_KEY.name(), accountId), JournalFailures.RESTART_WITH_BACKOFF);
     this.accountId = accountId;
     this.clock = clock;
     this.payoutDetailsHold = payoutDetailsHold;

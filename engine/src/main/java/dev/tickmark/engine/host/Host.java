@@ -5,6 +5,7 @@ import static dev.tickmark.engine.Rejection.reply;
 import com.fasterxml.jackson.annotation.JsonCreator;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.JournalFailures;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.SharedCommandHandler;
 import dev.tickmark.engine.catalog.Catalog;
@@ -32,7 +33,6 @@ import org.apache.pekko.Done;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
-import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
@@ -1565,9 +1565,7 @@ public final class Host
       Clock clock,
       ActorContext<Command> context,
       TimerScheduler<Command> timers) {
-    super(
-        PersistenceId.of(ENTITY_KEY.name(), hostId),
-        SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
+    super(PersistenceId.of(ENTITY_KEY.name(), hostId), JournalFailures.RESTART_WITH_BACKOFF);
     this.hostId = hostId;
     this.settings = settings;
     this.clock = clock;

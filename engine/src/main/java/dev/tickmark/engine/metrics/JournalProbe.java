@@ -1,9 +1,9 @@
 package dev.tickmark.engine.metrics;
 
 import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.JournalFailures;
 import java.time.Duration;
 import org.apache.pekko.actor.typed.Behavior;
-import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
@@ -55,9 +55,7 @@ public final class JournalProbe
       TimerScheduler<Command> timers,
       String nodeId,
       Duration interval) {
-    super(
-        PersistenceId.of("journal-probe", nodeId),
-        SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
+    super(PersistenceId.of("journal-probe", nodeId), JournalFailures.RESTART_WITH_BACKOFF);
     this.metrics = EngineMetrics.get(context.getSystem());
     this.timers = timers;
     this.interval = interval;

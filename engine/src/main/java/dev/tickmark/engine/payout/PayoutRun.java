@@ -4,6 +4,7 @@ import static dev.tickmark.engine.Rejection.reply;
 
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.JournalFailures;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.account.Account;
 import dev.tickmark.engine.account.PayoutReturns;
@@ -26,7 +27,6 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.RecipientRef;
-import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
@@ -421,9 +421,7 @@ public final class PayoutRun
       Clock clock,
       ActorContext<Command> context,
       TimerScheduler<Command> timers) {
-    super(
-        PersistenceId.of(ENTITY_KEY.name(), runId),
-        SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
+    super(PersistenceId.of(ENTITY_KEY.name(), runId), JournalFailures.RESTART_WITH_BACKOFF);
     this.runId = runId;
     this.settings = settings;
     this.ports = ports;

@@ -9,6 +9,7 @@ import com.fasterxml.jackson.annotation.JsonValue;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
 import dev.tickmark.engine.FreshEntities;
+import dev.tickmark.engine.JournalFailures;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.SharedCommandHandler;
 import dev.tickmark.engine.account.Account;
@@ -23,6 +24,7 @@ import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
@@ -35,7 +37,6 @@ import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.PostStop;
 import org.apache.pekko.actor.typed.PreRestart;
 import org.apache.pekko.actor.typed.RecipientRef;
-import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
@@ -1117,7 +1118,8 @@ public final class Rental
   private final TimerScheduler<Command> timers;
   private final EngineMetrics metrics;
   private final SettlementDelivery delivery;
-  private final RefundDelivery refunds;
+  // Made at the first refund: a running rental has none, and most never have one.
+  private RefundDelivery refunds;
 
   /**
    * When this incarnation was set up: its first recovery's start. Should it recover again in this
@@ -1143,7 +1145,9 @@ public final class Rental
   private boolean holdConfirmed;
   // System.nanoTime() when the launch's current step began; 0 outside a launch.
   private long launchStepStarted;
-  private final Set<ActorRef<Update>> subscribers = new HashSet<>();
+  // Most rentals are never watched: a set of their own only once someone subscribes (an empty
+  // set's remove, clear and iteration work; add does not).
+  private Set<ActorRef<Update>> subscribers = Collections.emptySet();
   private boolean extending;
   // The snapshot of a stop that keeps the workspace acknowledged its Create: until then the rental
   // does not close (a lost Create would leave the workspace kept for a snapshot that never exists).
@@ -1238,9 +1242,7 @@ public final class Rental
       Clock clock,
       ActorContext<Command> context,
       TimerScheduler<Command> timers) {
-    super(
-        PersistenceId.of(ENTITY_KEY.name(), rentalId),
-        SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
+    super(PersistenceId.of(ENTITY_KEY.name(), rentalId), JournalFailures.RESTART_WITH_BACKOFF);
     this.rentalId = rentalId;
     this.settings = settings;
     this.billing = RentalBilling.of(settings);
@@ -1250,7 +1252,6 @@ public final class Rental
     this.timers = timers;
     this.metrics = EngineMetrics.get(context.getSystem());
     this.delivery = new SettlementDelivery(rentalId, settings, ports, clock, context, timers);
-    this.refunds = new RefundDelivery(rentalId, settings, ports, context, timers);
     this.startedNanos = System.nanoTime();
   }
 
@@ -1278,6 +1279,11 @@ public final class Rental
         .build();
   }
 
+  private RefundDelivery refunds() {
+    if (refunds == null) refunds = new RefundDelivery(rentalId, settings, ports, context, timers);
+    return refunds;
+  }
+
   /** After a restart, pick up where the journal says we are; every step below is idempotent. */
   private void resume(State state) {
     if (!recoveryTimed) {
@@ -1300,7 +1306,7 @@ public final class Rental
       if (!e.finalSettled()) askLivenessForEnd(e);
     } else if (state instanceof Finished f) {
       createSnapshot(f);
-      refunds.deliver(f); // the latest refund, should an account not have it yet
+      refunds().deliver(f); // the latest refund, should an account not have it yet
     } else if (state instanceof RefusedRental r) {
       releaseRefusedHold(r.order());
     }
@@ -1427,10 +1433,10 @@ public final class Rental
         .onCommand(Refund.class, Rental::onRefund)
         .onCommand(
             RefundDelivered.class,
-            (r, s, c) -> r.sideEffectOnly(() -> r.refunds.acknowledged(s, c)))
+            (r, s, c) -> r.sideEffectOnly(() -> r.refunds().acknowledged(s, c)))
         .onCommand(
             c -> c == Timer.REDELIVER_REFUND,
-            (r, s, c) -> r.sideEffectOnly(() -> r.refunds.deliver(s)));
+            (r, s, c) -> r.sideEffectOnly(() -> r.refunds().deliver(s)));
   }
 
   /** Commands every non-empty state answers the same way. */
@@ -1486,7 +1492,7 @@ public final class Rental
                         + " was for "
                         + Money.format(earlier.amount())
                         + " EUR"));
-      return sideEffectOnly(() -> refunds.answerWhenDelivered(state, earlier, cmd.replyTo()));
+      return sideEffectOnly(() -> refunds().answerWhenDelivered(state, earlier, cmd.replyTo()));
     }
     long left = state.charged() - state.refunded();
     if (cmd.amount() != null && cmd.amount() <= 0)
@@ -1515,7 +1521,7 @@ public final class Rental
             reference, amount, cmd.reason(), cumulative, provider, cumulative - provider, now());
     return Effect()
         .persist(refunded)
-        .thenRun(s -> refunds.answerWhenDelivered((Finished) s, refunded, cmd.replyTo()))
+        .thenRun(s -> refunds().answerWhenDelivered((Finished) s, refunded, cmd.replyTo()))
         .thenNoReply();
   }
 
@@ -2825,6 +2831,7 @@ public final class Rental
   private ReplyEffect<Event, State> onSubscribe(State state, Subscribe cmd) {
     if (!visibleTo(state, cmd.renterId())) return Effect().reply(cmd.replyTo(), notFound());
     if (!(state instanceof Finished)) {
+      if (subscribers.isEmpty()) subscribers = new HashSet<>();
       subscribers.add(cmd.subscriber());
       context.watchWith(cmd.subscriber(), new Unsubscribe(cmd.subscriber()));
       if (state instanceof Running running)

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.annotation.JsonCreator;
 import com.fasterxml.jackson.annotation.JsonValue;
 import com.typesafe.config.Config;
 import dev.tickmark.engine.CborSerializable;
+import dev.tickmark.engine.JournalFailures;
 import dev.tickmark.engine.Rejection;
 import dev.tickmark.engine.SharedCommandHandler;
 import dev.tickmark.engine.account.Account;
@@ -22,7 +23,6 @@ import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.RecipientRef;
-import org.apache.pekko.actor.typed.SupervisorStrategy;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.TimerScheduler;
@@ -460,9 +460,7 @@ public final class Snapshot
       Clock clock,
       ActorContext<Command> context,
       TimerScheduler<Command> timers) {
-    super(
-        PersistenceId.of(ENTITY_KEY.name(), snapshotId),
-        SupervisorStrategy.restartWithBackoff(Duration.ofMillis(200), Duration.ofSeconds(5), 0.1));
+    super(PersistenceId.of(ENTITY_KEY.name(), snapshotId), JournalFailures.RESTART_WITH_BACKOFF);
     this.snapshotId = snapshotId;
     this.settings = settings;
     this.ports = ports;
